@@ -1,0 +1,98 @@
+//! One step's batch: a flat list of tokens from many sequences, each sequence a contiguous
+//! query segment that attends to its own paged KV context.
+
+use crate::SampleSpec;
+
+/// Tokens per KV-cache block. Every block table entry covers this many positions.
+pub const BLOCK_SIZE: usize = 16;
+
+/// Everything the model runner needs to run one forward pass.
+///
+/// Tokens are flattened: sequence `s` owns `token_ids[seqs[s].query_start ..
+/// seqs[s].query_start + seqs[s].query_len]`. A prefill chunk is a segment of many tokens, a
+/// decode is a segment of one; both are handled by the same kernels in the same pass.
+#[derive(Clone, Debug, Default)]
+pub struct StepBatch {
+    /// Input token ids, `T` of them.
+    pub token_ids: Vec<u32>,
+    /// Position of each token in its sequence (`T`).
+    pub positions: Vec<u32>,
+    /// KV cache slot of each token (`T`): `block_id * BLOCK_SIZE + offset_in_block`.
+    pub slot_mapping: Vec<u32>,
+    /// The sequences, in the order of their segments in `token_ids`.
+    pub seqs: Vec<SeqInBatch>,
+    /// Blocks to copy from the CPU tier into the GPU pool before the forward pass.
+    pub swap_in: Vec<BlockCopy>,
+    /// Blocks to copy from the GPU pool into the CPU tier before the forward pass
+    /// (and so before any block in `swap_in` or in this step's slots can overwrite them).
+    pub swap_out: Vec<BlockCopy>,
+}
+
+/// One sequence's segment of a [`StepBatch`].
+#[derive(Clone, Debug, Default)]
+pub struct SeqInBatch {
+    /// Index of this segment's first token in [`StepBatch::token_ids`].
+    pub query_start: u32,
+    /// Number of tokens in this segment (1 for a decode step).
+    pub query_len: u32,
+    /// Tokens of context after this step: cached tokens plus `query_len`.
+    /// The segment's tokens sit at positions `context_len - query_len .. context_len`.
+    pub context_len: u32,
+    /// GPU block ids holding positions `0..context_len`, in order.
+    pub block_table: Vec<u32>,
+    /// Sample a token from the logits of this segment's last token, if set.
+    pub sample: Option<SampleSpec>,
+}
+
+/// A block copy between the GPU pool and the CPU tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockCopy {
+    pub gpu_block: u32,
+    pub cpu_block: u32,
+}
+
+impl StepBatch {
+    /// Number of tokens in the batch.
+    pub fn num_tokens(&self) -> usize {
+        self.token_ids.len()
+    }
+
+    /// Number of sequences that will be sampled.
+    pub fn num_samples(&self) -> usize {
+        self.seqs.iter().filter(|s| s.sample.is_some()).count()
+    }
+
+    /// Checks the internal consistency of the batch. The runner calls this before running it,
+    /// so that a scheduler bug shows up as a message, not as garbage on the GPU.
+    pub fn validate(&self) -> Result<(), String> {
+        let t = self.token_ids.len();
+        if self.positions.len() != t || self.slot_mapping.len() != t {
+            return Err(format!(
+                "token_ids ({t}), positions ({}) and slot_mapping ({}) differ in length",
+                self.positions.len(),
+                self.slot_mapping.len()
+            ));
+        }
+        let mut next = 0u32;
+        for (i, s) in self.seqs.iter().enumerate() {
+            if s.query_start != next || s.query_len == 0 {
+                return Err(format!("sequence {i}: segment is not contiguous or is empty"));
+            }
+            if s.context_len < s.query_len {
+                return Err(format!("sequence {i}: context_len < query_len"));
+            }
+            if s.block_table.len() * BLOCK_SIZE < s.context_len as usize {
+                return Err(format!(
+                    "sequence {i}: {} blocks cannot hold {} tokens",
+                    s.block_table.len(),
+                    s.context_len
+                ));
+            }
+            next += s.query_len;
+        }
+        if next as usize != t {
+            return Err(format!("segments cover {next} tokens, batch has {t}"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,169 @@
+//! The GPU device: adapter selection, the features and limits kiln asks for, and readback.
+//!
+//! Everything here is async and never blocks, so the same code runs in a browser tab.
+//! Native callers drive the futures with `pollster::block_on`.
+
+use crate::GpuError;
+
+/// An opened device with the facts the kernels need about it.
+#[derive(Clone)]
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub features: wgpu::Features,
+    pub limits: wgpu::Limits,
+}
+
+impl GpuContext {
+    /// Opens the best adapter of the backends allowed by `WGPU_BACKEND` (all by default).
+    pub async fn new() -> Result<Self, GpuError> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        if wgpu::Backends::from_env().is_none() {
+            // The GL backend compiles shaders slowly at first dispatch; prefer the native APIs.
+            desc.backends = wgpu::Backends::PRIMARY;
+        }
+        let instance = wgpu::Instance::new(desc);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::from_env()
+                    .unwrap_or(wgpu::PowerPreference::HighPerformance),
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        Self::from_adapter(adapter).await
+    }
+
+    /// Opens a device on `adapter`, asking for the adapter's own storage limits (the defaults
+    /// are small) and for shader-f16 when present.
+    pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self, GpuError> {
+        let info = adapter.get_info();
+        let supported = adapter.limits();
+        let features = adapter.features() & wgpu::Features::SHADER_F16;
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: supported.max_storage_buffer_binding_size,
+            max_buffer_size: supported.max_buffer_size,
+            max_storage_buffers_per_shader_stage: supported
+                .max_storage_buffers_per_shader_stage
+                .min(16),
+            max_compute_workgroup_storage_size: supported.max_compute_workgroup_storage_size,
+            max_compute_invocations_per_workgroup: supported.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_size_x: supported.max_compute_workgroup_size_x,
+            max_compute_workgroups_per_dimension: supported.max_compute_workgroups_per_dimension,
+            ..wgpu::Limits::downlevel_defaults()
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("kiln"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        Ok(Self { device, queue, info, features, limits })
+    }
+
+    /// Largest buffer a single storage binding may cover, in bytes.
+    pub fn max_binding(&self) -> u64 {
+        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+    }
+
+    /// A storage buffer of `bytes` bytes (rounded up to 16), zero-filled.
+    pub fn storage(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(16).next_multiple_of(16),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// A storage buffer initialised with `data`.
+    pub fn storage_init(&self, label: &str, data: &[u8]) -> wgpu::Buffer {
+        let buffer = self.storage(label, data.len() as u64);
+        self.write(&buffer, 0, data);
+        buffer
+    }
+
+    /// A uniform buffer initialised with `data`.
+    pub fn uniform_init(&self, label: &str, data: &[u8]) -> wgpu::Buffer {
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: (data.len() as u64).max(16).next_multiple_of(16),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.write(&buffer, 0, data);
+        buffer
+    }
+
+    /// Queues a write of `data` at `offset`, padding the tail to a multiple of 4 bytes.
+    pub fn write(&self, buffer: &wgpu::Buffer, offset: u64, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        if data.len() % 4 == 0 {
+            self.queue.write_buffer(buffer, offset, data);
+        } else {
+            let mut padded = data.to_vec();
+            padded.resize(data.len().next_multiple_of(4), 0);
+            self.queue.write_buffer(buffer, offset, &padded);
+        }
+    }
+
+    /// Copies `bytes` bytes of `buffer` from `offset` back to the host, after all work
+    /// submitted so far.
+    pub async fn read(&self, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>, GpuError> {
+        let size = bytes.next_multiple_of(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, size);
+        self.queue.submit([encoder.finish()]);
+        let mut out = self.map_read(&staging).await?;
+        out.truncate(bytes as usize);
+        Ok(out)
+    }
+
+    /// Maps a `MAP_READ` buffer whose copy has been submitted, and returns its contents.
+    pub async fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
+        let (tx, rx) = flume::bounded(1);
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        rx.recv_async()
+            .await
+            .map_err(|_| GpuError::Device("readback was dropped".into()))?
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        let data = staging
+            .get_mapped_range(..)
+            .map_err(|e| GpuError::Device(e.to_string()))?
+            .to_vec();
+        staging.unmap();
+        Ok(data)
+    }
+
+    /// One line naming the adapter, its backend and driver.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {} {})",
+            self.info.name, self.info.backend, self.info.driver, self.info.driver_info
+        )
+    }
+}

@@ -1,0 +1,123 @@
+//! The paged KV cache: per layer one K and one V buffer of `num_blocks * BLOCK_SIZE` slots of
+//! `(num_kv_heads, head_dim)` f32, plus the CPU tier, a host-memory pool of blocks that the
+//! scheduler fills with cold blocks (`swap_out`) and restores from (`swap_in`).
+//!
+//! A block's slots are contiguous in every layer's buffer, so moving a block is `2 * layers`
+//! buffer copies of `block_bytes` each. Copies out and in are recorded into the step's command
+//! encoder ahead of the forward pass, outs first, so a block evicted and refilled in the same
+//! step is saved before it is overwritten.
+
+use kiln_core::{BlockCopy, BLOCK_SIZE};
+
+use crate::{GpuContext, GpuError};
+
+pub struct KvCache {
+    pub k: Vec<wgpu::Buffer>,
+    pub v: Vec<wgpu::Buffer>,
+    pub num_blocks: usize,
+    /// Bytes of one block in one layer's K (or V) buffer.
+    pub block_bytes: u64,
+    /// CPU tier: one entry per CPU block, `2 * layers * block_bytes` bytes once filled.
+    cpu: Vec<Vec<u8>>,
+}
+
+/// A swap-out recorded into a step, to be read back once the step is submitted.
+pub struct PendingSwapOut {
+    staging: wgpu::Buffer,
+    blocks: Vec<u32>,
+}
+
+impl KvCache {
+    pub fn new(
+        ctx: &GpuContext,
+        layers: usize,
+        (num_kv_heads, head_dim): (usize, usize),
+        num_blocks: usize,
+        num_cpu_blocks: usize,
+    ) -> Result<Self, GpuError> {
+        let block_bytes = (BLOCK_SIZE * num_kv_heads * head_dim * 4) as u64;
+        let max_blocks = (ctx.max_binding() / block_bytes) as usize;
+        if num_blocks == 0 || num_blocks > max_blocks {
+            return Err(GpuError::Capacity { what: "KV blocks (one layer's K must fit one storage binding)", needed: num_blocks, max: max_blocks });
+        }
+        let bytes = block_bytes * num_blocks as u64;
+        let k = (0..layers).map(|_| ctx.storage("k_cache", bytes)).collect();
+        let v = (0..layers).map(|_| ctx.storage("v_cache", bytes)).collect();
+        Ok(Self { k, v, num_blocks, block_bytes, cpu: vec![Vec::new(); num_cpu_blocks] })
+    }
+
+    /// Bytes of one block across all layers, K and V.
+    pub fn bytes_per_block(&self) -> u64 {
+        self.block_bytes * 2 * self.k.len() as u64
+    }
+
+    fn buffers(&self) -> impl Iterator<Item = &wgpu::Buffer> {
+        self.k.iter().chain(self.v.iter())
+    }
+
+    fn check(&self, c: &BlockCopy) -> Result<(), GpuError> {
+        if c.gpu_block as usize >= self.num_blocks || c.cpu_block as usize >= self.cpu.len() {
+            return Err(GpuError::Batch(format!("block copy {c:?} out of range")));
+        }
+        Ok(())
+    }
+
+    /// Records the copies of `swap_out` (GPU to a staging buffer) and then of `swap_in` (CPU
+    /// tier to GPU) into `encoder`.
+    pub fn record_swaps(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        swap_out: &[BlockCopy],
+        swap_in: &[BlockCopy],
+    ) -> Result<Option<PendingSwapOut>, GpuError> {
+        let per_block = self.bytes_per_block();
+        let pending = if swap_out.is_empty() {
+            None
+        } else {
+            let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kv swap out"),
+                size: per_block * swap_out.len() as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            for (i, c) in swap_out.iter().enumerate() {
+                self.check(c)?;
+                for (j, buf) in self.buffers().enumerate() {
+                    let dst = i as u64 * per_block + j as u64 * self.block_bytes;
+                    encoder.copy_buffer_to_buffer(buf, c.gpu_block as u64 * self.block_bytes, &staging, dst, self.block_bytes);
+                }
+            }
+            Some(PendingSwapOut { staging, blocks: swap_out.iter().map(|c| c.cpu_block).collect() })
+        };
+        if !swap_in.is_empty() {
+            let mut upload = Vec::with_capacity((per_block as usize) * swap_in.len());
+            for c in swap_in {
+                self.check(c)?;
+                let data = &self.cpu[c.cpu_block as usize];
+                if data.len() as u64 != per_block {
+                    return Err(GpuError::Batch(format!("CPU block {} restored before it was stored", c.cpu_block)));
+                }
+                upload.extend_from_slice(data);
+            }
+            let staging = ctx.storage_init("kv swap in", &upload);
+            for (i, c) in swap_in.iter().enumerate() {
+                for (j, buf) in self.buffers().enumerate() {
+                    let src = i as u64 * per_block + j as u64 * self.block_bytes;
+                    encoder.copy_buffer_to_buffer(&staging, src, buf, c.gpu_block as u64 * self.block_bytes, self.block_bytes);
+                }
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Stores the blocks of a submitted swap-out into the CPU tier.
+    pub async fn finish_swap_out(&mut self, ctx: &GpuContext, pending: PendingSwapOut) -> Result<(), GpuError> {
+        let data = ctx.map_read(&pending.staging).await?;
+        let per_block = self.bytes_per_block() as usize;
+        for (i, cpu_block) in pending.blocks.iter().enumerate() {
+            self.cpu[*cpu_block as usize] = data[i * per_block..(i + 1) * per_block].to_vec();
+        }
+        Ok(())
+    }
+}

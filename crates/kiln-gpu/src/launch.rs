@@ -1,0 +1,60 @@
+//! One recorded dispatch: a pipeline, its bind group (built once, reused every step) and a
+//! rule for the grid size, which depends on the step's token and sample counts.
+
+use std::sync::Arc;
+
+use crate::Kernel;
+
+/// How many workgroups a launch needs for a step of `tokens` tokens and `samples` samples.
+pub enum Grid {
+    /// `ceil(tokens / per)` x `y`.
+    Tokens { per: u32, y: u32 },
+    /// `ceil(samples / per)` x `y`.
+    Samples { per: u32, y: u32 },
+    /// A fixed grid, independent of the step.
+    Fixed([u32; 3]),
+    /// `x` x `ceil(rows / per)`, rows being tokens or samples (tiled matmul).
+    Tiles { x: u32, per: u32, samples: bool },
+    /// `ceil(tokens * width / per)` workgroups, folded into two dimensions.
+    Elements { width: u32, per: u32 },
+}
+
+impl Grid {
+    pub fn size(&self, tokens: u32, samples: u32) -> [u32; 3] {
+        match *self {
+            Grid::Tokens { per, y } => [tokens.div_ceil(per), y, 1],
+            Grid::Samples { per, y } => [samples.div_ceil(per), y, 1],
+            Grid::Fixed(g) => g,
+            Grid::Tiles { x, per, samples: s } => [x, if s { samples } else { tokens }.div_ceil(per), 1],
+            Grid::Elements { width, per } => {
+                let groups = (tokens * width).div_ceil(per);
+                let x = groups.min(32768);
+                [x, groups.div_ceil(x.max(1)), 1]
+            }
+        }
+    }
+}
+
+pub struct Launch {
+    pub kernel: Arc<Kernel>,
+    pub bind_group: wgpu::BindGroup,
+    pub grid: Grid,
+}
+
+impl Launch {
+    pub fn new(device: &wgpu::Device, kernel: Arc<Kernel>, buffers: &[&wgpu::Buffer], grid: Grid) -> Self {
+        let bind_group = kernel.bind(device, buffers);
+        Self { kernel, bind_group, grid }
+    }
+
+    /// Records the dispatch into `pass`; records nothing when the grid is empty.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
+        let [x, y, z] = self.grid.size(tokens, samples);
+        if x == 0 || y == 0 || z == 0 {
+            return;
+        }
+        pass.set_pipeline(&self.kernel.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
+}

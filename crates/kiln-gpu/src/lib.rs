@@ -1,0 +1,30 @@
+//! kiln's GPU worker. It owns the device, the weights as f16, the paged KV cache and the WGSL
+//! kernels, and runs one [`kiln_core::StepBatch`] as one forward pass plus sampling: every
+//! kernel of a step goes into one command encoder and one submit, and the only readback is
+//! the sampled token ids.
+//!
+//! Layout: `context` opens the device; `kernels` compiles and caches the pipelines of
+//! `shaders/*.wgsl`; `launch` is one recorded dispatch; `ops/` builds the launches of each
+//! kernel with its shape checks; `matrix` holds f16 weights split to fit a storage binding;
+//! `kv_cache` is the paged cache and its CPU tier; `step_inputs` uploads a batch description;
+//! `runner` is the forward pass; `reference` is the plain CPU forward pass tests compare with.
+
+mod context;
+mod error;
+mod kernels;
+mod kv_cache;
+mod launch;
+mod matrix;
+pub mod ops;
+pub mod reference;
+mod runner;
+mod step_inputs;
+
+pub use context::GpuContext;
+pub use error::GpuError;
+pub use kernels::{Kernel, Kernels};
+pub use kv_cache::KvCache;
+pub use launch::{Grid, Launch};
+pub use matrix::GpuMatrix;
+pub use runner::{ModelRunner, RunnerConfig};
+pub use step_inputs::{StepCapacity, StepInputs, StepUniform};

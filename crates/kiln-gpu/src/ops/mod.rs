@@ -1,0 +1,26 @@
+//! Constructors for the launches of each kernel. Each checks shapes, writes the kernel's
+//! static parameters into a small uniform buffer (the twin of the WGSL `Params` struct) and
+//! binds its buffers once; the per-step counts come from the shared step uniform.
+
+mod attention;
+mod embedding;
+mod gather_rmsnorm;
+mod matmul;
+mod rope_kv;
+mod sample;
+mod silu_mul;
+
+pub use attention::{attention, AttentionBuffers};
+pub use embedding::embedding;
+pub use gather_rmsnorm::gather_rmsnorm;
+pub use matmul::{Matmul, MatmulArgs, MATVEC_MAX_ROWS};
+pub use rope_kv::rope_kv;
+pub use sample::{sample, SampleUniform, SAMPLE_OUT_STRIDE};
+pub use silu_mul::silu_mul;
+
+use crate::GpuContext;
+
+/// A uniform buffer holding one kernel's static parameters.
+pub(crate) fn params<T: bytemuck::Pod>(ctx: &GpuContext, label: &str, p: &T) -> wgpu::Buffer {
+    ctx.uniform_init(label, bytemuck::bytes_of(p))
+}

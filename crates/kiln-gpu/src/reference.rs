@@ -1,0 +1,142 @@
+//! A plain CPU forward pass, the yardstick the GPU kernels and the whole model are tested
+//! against. Dense causal attention over one sequence, f32 storage with f64 accumulation,
+//! weights rounded through f16 as the GPU stores them. Slow by design; only for tests.
+
+use half::f16;
+use kiln_model::{ModelConfig, ModelError, Weights};
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    bias: Option<(Vec<f32>, Vec<f32>, Vec<f32>)>,
+    o: Vec<f32>,
+    mlp_norm: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    down: Vec<f32>,
+}
+
+pub struct CpuModel {
+    pub config: ModelConfig,
+    embed: Vec<f32>,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    lm_head: Vec<f32>,
+}
+
+fn f16_round(v: Vec<f32>) -> Vec<f32> {
+    v.into_iter().map(|x| f16::from_f32(x).to_f32()).collect()
+}
+
+/// `y = W x` for `W` of shape `(rows, x.len())`.
+pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
+    w.chunks(x.len()).map(|row| row.iter().zip(x).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() as f32).collect()
+}
+
+pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
+    let ms = x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / x.len() as f64;
+    let inv = 1.0 / (ms + eps as f64).sqrt();
+    x.iter().zip(gain).map(|(v, g)| (*v as f64 * inv) as f32 * g).collect()
+}
+
+/// Rotates one head in place (HF rotate_half layout).
+pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f32]) {
+    let half = head.len() / 2;
+    for i in 0..half {
+        let angle = pos as f32 * inv_freq[i];
+        let (s, c) = (angle.sin(), angle.cos());
+        let (x1, x2) = (head[i], head[i + half]);
+        head[i] = x1 * c - x2 * s;
+        head[i + half] = x2 * c + x1 * s;
+    }
+}
+
+impl CpuModel {
+    pub fn load(config: &ModelConfig, w: &Weights) -> Result<Self, ModelError> {
+        let get = |n: &str| w.read_f32(n).map(f16_round);
+        let mut layers = Vec::new();
+        for i in 0..config.num_layers {
+            let n = |s: &str| format!("model.layers.{i}.{s}");
+            let bias = if config.attention_bias {
+                Some((
+                    w.read_f32(&n("self_attn.q_proj.bias"))?,
+                    w.read_f32(&n("self_attn.k_proj.bias"))?,
+                    w.read_f32(&n("self_attn.v_proj.bias"))?,
+                ))
+            } else {
+                None
+            };
+            layers.push(Layer {
+                attn_norm: w.read_f32(&n("input_layernorm.weight"))?,
+                q: get(&n("self_attn.q_proj.weight"))?,
+                k: get(&n("self_attn.k_proj.weight"))?,
+                v: get(&n("self_attn.v_proj.weight"))?,
+                bias,
+                o: get(&n("self_attn.o_proj.weight"))?,
+                mlp_norm: w.read_f32(&n("post_attention_layernorm.weight"))?,
+                gate: get(&n("mlp.gate_proj.weight"))?,
+                up: get(&n("mlp.up_proj.weight"))?,
+                down: get(&n("mlp.down_proj.weight"))?,
+            });
+        }
+        let embed = get("model.embed_tokens.weight")?;
+        let lm_head = if config.tie_word_embeddings || !w.contains("lm_head.weight") { embed.clone() } else { get("lm_head.weight")? };
+        Ok(Self { config: config.clone(), embed, layers, norm: w.read_f32("model.norm.weight")?, lm_head })
+    }
+
+    /// Logits at every position of `tokens`.
+    pub fn forward(&self, tokens: &[u32]) -> Vec<Vec<f32>> {
+        let c = &self.config;
+        let (h, nh, nkv, d) = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim);
+        let inv_freq = c.rope_inv_freq();
+        let mut xs: Vec<Vec<f32>> = tokens.iter().map(|&t| self.embed[t as usize * h..(t as usize + 1) * h].to_vec()).collect();
+        for l in &self.layers {
+            let mut ks = Vec::new();
+            let mut vs = Vec::new();
+            let mut qs = Vec::new();
+            for (pos, x) in xs.iter().enumerate() {
+                let n = rmsnorm(x, &l.attn_norm, c.rms_norm_eps);
+                let (mut q, mut k, mut v) = (matvec(&l.q, &n), matvec(&l.k, &n), matvec(&l.v, &n));
+                if let Some((bq, bk, bv)) = &l.bias {
+                    q.iter_mut().zip(bq).for_each(|(a, b)| *a += b);
+                    k.iter_mut().zip(bk).for_each(|(a, b)| *a += b);
+                    v.iter_mut().zip(bv).for_each(|(a, b)| *a += b);
+                }
+                q.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq));
+                k.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq));
+                qs.push(q);
+                ks.push(k);
+                vs.push(v);
+            }
+            for (pos, x) in xs.iter_mut().enumerate() {
+                let mut attn = vec![0f32; nh * d];
+                for head in 0..nh {
+                    let kvh = head / (nh / nkv);
+                    let q = &qs[pos][head * d..(head + 1) * d];
+                    let scores: Vec<f64> = (0..=pos)
+                        .map(|j| {
+                            let k = &ks[j][kvh * d..(kvh + 1) * d];
+                            q.iter().zip(k).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (d as f64).sqrt()
+                        })
+                        .collect();
+                    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for i in 0..d {
+                        attn[head * d + i] = (0..=pos).map(|j| e[j] / z * vs[j][kvh * d + i] as f64).sum::<f64>() as f32;
+                    }
+                }
+                let o = matvec(&l.o, &attn);
+                x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
+                let n = rmsnorm(x, &l.mlp_norm, c.rms_norm_eps);
+                let (g, u) = (matvec(&l.gate, &n), matvec(&l.up, &n));
+                let act: Vec<f32> = g.iter().zip(&u).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+                let down = matvec(&l.down, &act);
+                x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
+            }
+        }
+        xs.iter().map(|x| matvec(&self.lm_head, &rmsnorm(x, &self.norm, c.rms_norm_eps))).collect()
+    }
+}

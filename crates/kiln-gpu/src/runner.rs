@@ -1,0 +1,304 @@
+//! The forward pass. [`ModelRunner::new`] uploads the weights and builds every launch of a step
+//! once (bind groups included); [`ModelRunner::step`] uploads a batch description, records all
+//! launches into one compute pass, submits once and reads back only the sampled tokens.
+
+use kiln_core::{SampledToken, StepBatch, BLOCK_SIZE};
+use kiln_model::{ModelConfig, Weights};
+
+use crate::kv_cache::PendingSwapOut;
+use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE};
+use crate::step_inputs::{StepCapacity, StepInputs};
+use crate::{GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch};
+
+/// Sizes the runner allocates for.
+#[derive(Clone, Copy, Debug)]
+pub struct RunnerConfig {
+    /// Most tokens in one step (prefill chunks plus decodes).
+    pub max_tokens: usize,
+    /// Most sequences in one step.
+    pub max_seqs: usize,
+    /// GPU KV blocks of `BLOCK_SIZE` tokens.
+    pub num_blocks: usize,
+    /// CPU-tier blocks (0: no CPU tier).
+    pub num_cpu_blocks: usize,
+    /// Longest sequence, in tokens.
+    pub max_model_len: usize,
+}
+
+struct Layer {
+    qkv: Matmul,
+    rope_kv: Launch,
+    attention: Launch,
+    o_proj: Matmul,
+    gate_up: Matmul,
+    silu_mul: Launch,
+    down: Matmul,
+}
+
+pub struct ModelRunner {
+    ctx: GpuContext,
+    pub config: ModelConfig,
+    pub runner_config: RunnerConfig,
+    pub kv: KvCache,
+    inputs: StepInputs,
+    embed: Vec<Launch>,
+    layers: Vec<Layer>,
+    final_norm: Launch,
+    lm_head: Matmul,
+    sample: Launch,
+    logits: wgpu::Buffer,
+    sample_out: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    /// Bytes of weights on the GPU.
+    pub weight_bytes: u64,
+}
+
+/// Reads a tensor and checks its shape.
+fn tensor(w: &Weights, name: &str, shape: &[usize]) -> Result<Vec<f32>, GpuError> {
+    let got = w.shape(name)?;
+    if got != shape {
+        return Err(GpuError::Shape { op: "load", detail: format!("{name}: expected {shape:?}, file has {got:?}") });
+    }
+    Ok(w.read_f32(name)?)
+}
+
+/// Multiplies every row of `m` (`cols` wide) by `gain`, folding an RMSNorm gain into the
+/// matrix that consumes the normalised input.
+fn fold_gain(m: &mut [f32], gain: &[f32]) {
+    for row in m.chunks_mut(gain.len()) {
+        row.iter_mut().zip(gain).for_each(|(v, g)| *v *= g);
+    }
+}
+
+impl ModelRunner {
+    /// Uploads the model and allocates for `rc`. `progress(done, total)` is called per tensor group.
+    pub fn new(
+        ctx: &GpuContext,
+        config: &ModelConfig,
+        weights: &Weights,
+        rc: RunnerConfig,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self, GpuError> {
+        let c = config;
+        let (h, nh, nkv, d, inter, vocab) =
+            (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.vocab_size);
+        let qkv_width = (nh + 2 * nkv) * d;
+        let kernels = Kernels::new(&ctx.device);
+        let max_binding = ctx.max_binding() as usize;
+        // Activation buffers must each fit one binding: cap the step's tokens if needed.
+        let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;
+        let max_tokens = rc.max_tokens.min(max_binding / widest);
+        let max_seqs = rc.max_seqs.min(max_binding / (vocab * 4)).min(max_tokens);
+        let rc = RunnerConfig { max_tokens, max_seqs, ..rc };
+        let max_blocks_per_seq = rc.max_model_len.div_ceil(BLOCK_SIZE);
+        let inputs = StepInputs::new(
+            ctx,
+            StepCapacity {
+                tokens: max_tokens,
+                seqs: max_seqs,
+                block_table_entries: max_seqs * max_blocks_per_seq,
+                penalty_tokens: (max_seqs * rc.max_model_len).min(1 << 22),
+            },
+        );
+        let kv = KvCache::new(ctx, c.num_layers, (nkv, d), rc.num_blocks, rc.num_cpu_blocks)?;
+
+        let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
+        let x = f32s("x", max_tokens * h);
+        let qkv = f32s("qkv", max_tokens * qkv_width);
+        let attn = f32s("attn", max_tokens * nh * d);
+        let gu = f32s("gate_up", max_tokens * 2 * inter);
+        let act = f32s("act", max_tokens * inter);
+        let normed = f32s("normed", max_seqs * h);
+        let logits = f32s("logits", max_seqs * vocab);
+        let sample_out = ctx.storage("sample_out", (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64);
+        let readback = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("sample readback"),
+            size: (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let inv_freq = ctx.storage_init("inv_freq", bytemuck::cast_slice(&c.rope_inv_freq()));
+        let step = &inputs.step;
+        let total = c.num_layers + 2;
+        let mut weight_bytes = 0;
+
+        let embed_w = GpuMatrix::upload(ctx, "embed_tokens", &tensor(weights, "model.embed_tokens.weight", &[vocab, h])?, vocab, h)?;
+        weight_bytes += embed_w.bytes();
+        let embed = ops::embedding(ctx, &kernels, step, &inputs.token_ids, &embed_w, &x);
+        progress(1, total);
+
+        let mut layers = Vec::with_capacity(c.num_layers);
+        for i in 0..c.num_layers {
+            let name = |s: &str| format!("model.layers.{i}.{s}");
+            let mut w_qkv = tensor(weights, &name("self_attn.q_proj.weight"), &[nh * d, h])?;
+            w_qkv.extend(tensor(weights, &name("self_attn.k_proj.weight"), &[nkv * d, h])?);
+            w_qkv.extend(tensor(weights, &name("self_attn.v_proj.weight"), &[nkv * d, h])?);
+            fold_gain(&mut w_qkv, &tensor(weights, &name("input_layernorm.weight"), &[h])?);
+            let w_qkv = GpuMatrix::upload(ctx, "qkv_proj", &w_qkv, qkv_width, h)?;
+            let b_qkv = if c.attention_bias {
+                let mut b = tensor(weights, &name("self_attn.q_proj.bias"), &[nh * d])?;
+                b.extend(tensor(weights, &name("self_attn.k_proj.bias"), &[nkv * d])?);
+                b.extend(tensor(weights, &name("self_attn.v_proj.bias"), &[nkv * d])?);
+                Some(ctx.storage_init("qkv_bias", bytemuck::cast_slice(&b)))
+            } else {
+                None
+            };
+            let w_o = GpuMatrix::upload(ctx, "o_proj", &tensor(weights, &name("self_attn.o_proj.weight"), &[h, nh * d])?, h, nh * d)?;
+            let mut w_gu = tensor(weights, &name("mlp.gate_proj.weight"), &[inter, h])?;
+            w_gu.extend(tensor(weights, &name("mlp.up_proj.weight"), &[inter, h])?);
+            fold_gain(&mut w_gu, &tensor(weights, &name("post_attention_layernorm.weight"), &[h])?);
+            let w_gu = GpuMatrix::upload(ctx, "gate_up_proj", &w_gu, 2 * inter, h)?;
+            let w_down = GpuMatrix::upload(ctx, "down_proj", &tensor(weights, &name("mlp.down_proj.weight"), &[h, inter])?, h, inter)?;
+            weight_bytes += w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes();
+
+            let eps = Some(c.rms_norm_eps);
+            let mm = |x, w, bias, y, ldy, norm_eps, accumulate| {
+                Matmul::new(ctx, &kernels, step, MatmulArgs { x, w, bias, y, ldy, out_offset: 0, norm_eps, accumulate, sample_rows: false })
+            };
+            layers.push(Layer {
+                qkv: mm(&x, &w_qkv, b_qkv.as_ref(), &qkv, qkv_width as u32, eps, false),
+                rope_kv: ops::rope_kv(ctx, &kernels, step, (nh, nkv, d), &inputs.positions, &inputs.slot_mapping, &inv_freq, &qkv, &kv.k[i], &kv.v[i]),
+                attention: ops::attention(
+                    ctx,
+                    &kernels,
+                    step,
+                    (nh, nkv, d),
+                    AttentionBuffers {
+                        positions: &inputs.positions,
+                        token_seq: &inputs.token_seq,
+                        seq_info: &inputs.seq_info,
+                        block_tables: &inputs.block_tables,
+                        qkv: &qkv,
+                        k_cache: &kv.k[i],
+                        v_cache: &kv.v[i],
+                        out: &attn,
+                    },
+                )?,
+                o_proj: mm(&attn, &w_o, None, &x, h as u32, None, true),
+                gate_up: mm(&x, &w_gu, None, &gu, (2 * inter) as u32, eps, false),
+                silu_mul: ops::silu_mul(ctx, &kernels, step, inter, &gu, &act),
+                down: mm(&act, &w_down, None, &x, h as u32, None, true),
+            });
+            progress(i + 2, total);
+        }
+
+        let gain = ctx.storage_init("final_norm", bytemuck::cast_slice(&tensor(weights, "model.norm.weight", &[h])?));
+        let final_norm = ops::gather_rmsnorm(ctx, &kernels, step, (h, c.rms_norm_eps), &inputs.sample_rows, &x, &gain, &normed);
+        let lm_head_w = if c.tie_word_embeddings || !weights.contains("lm_head.weight") {
+            None
+        } else {
+            let w = GpuMatrix::upload(ctx, "lm_head", &tensor(weights, "lm_head.weight", &[vocab, h])?, vocab, h)?;
+            weight_bytes += w.bytes();
+            Some(w)
+        };
+        let lm_head = Matmul::new(
+            ctx,
+            &kernels,
+            step,
+            MatmulArgs {
+                x: &normed,
+                w: lm_head_w.as_ref().unwrap_or(&embed_w),
+                bias: None,
+                y: &logits,
+                ldy: vocab as u32,
+                out_offset: 0,
+                norm_eps: None,
+                accumulate: false,
+                sample_rows: true,
+            },
+        );
+        let sample = ops::sample(ctx, &kernels, step, vocab, &inputs.sampling, &inputs.penalties, &logits, &sample_out);
+        progress(total, total);
+
+        Ok(Self {
+            ctx: ctx.clone(),
+            config: c.clone(),
+            runner_config: rc,
+            kv,
+            inputs,
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+            sample,
+            logits,
+            sample_out,
+            readback,
+            weight_bytes,
+        })
+    }
+
+    /// Records the swaps and the forward pass of `batch`, sampling if `sample` is set.
+    fn record(&self, batch: &StepBatch, sample: bool) -> Result<(wgpu::CommandEncoder, Option<PendingSwapOut>, u32), GpuError> {
+        let counts = self.inputs.upload(&self.ctx, batch)?;
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        let pending = self.kv.record_swaps(&self.ctx, &mut encoder, &batch.swap_out, &batch.swap_in)?;
+        let (t, s) = (counts.num_tokens, counts.num_samples);
+        if t > 0 {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
+            for l in &self.embed {
+                l.record(&mut pass, t, s);
+            }
+            for layer in &self.layers {
+                layer.qkv.record(&mut pass, t, s);
+                layer.rope_kv.record(&mut pass, t, s);
+                layer.attention.record(&mut pass, t, s);
+                layer.o_proj.record(&mut pass, t, s);
+                layer.gate_up.record(&mut pass, t, s);
+                layer.silu_mul.record(&mut pass, t, s);
+                layer.down.record(&mut pass, t, s);
+            }
+            self.final_norm.record(&mut pass, t, s);
+            self.lm_head.record(&mut pass, t, s);
+            if sample {
+                self.sample.record(&mut pass, t, s);
+            }
+        }
+        Ok((encoder, pending, s))
+    }
+
+    /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one
+    /// token per sequence with a `sample` spec, in batch order.
+    pub async fn step(&mut self, batch: &StepBatch) -> Result<Vec<SampledToken>, GpuError> {
+        let (mut encoder, pending, s) = self.record(batch, true)?;
+        let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
+        if bytes > 0 {
+            encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.readback, 0, bytes);
+        }
+        self.ctx.queue.submit([encoder.finish()]);
+        if let Some(p) = pending {
+            self.kv.finish_swap_out(&self.ctx, p).await?;
+        }
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let words: Vec<u32> = bytemuck::cast_slice(&self.ctx.map_read(&self.readback).await?).to_vec();
+        let wants: Vec<u32> = batch.seqs.iter().filter_map(|q| q.sample.as_ref()).map(|q| q.params.top_logprobs.min(20)).collect();
+        Ok(words
+            .chunks(SAMPLE_OUT_STRIDE)
+            .zip(wants)
+            .map(|(w, n)| SampledToken {
+                token_id: w[0],
+                logprob: (n > 0).then(|| f32::from_bits(w[1])),
+                top_logprobs: (0..n as usize).map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i]))).collect(),
+            })
+            .collect())
+    }
+
+    /// Runs `batch` without sampling and returns the logits of each sampled row (for tests and
+    /// for scoring). Block copies and cache writes happen as in [`Self::step`].
+    pub async fn logits(&mut self, batch: &StepBatch) -> Result<Vec<Vec<f32>>, GpuError> {
+        let (encoder, pending, s) = self.record(batch, false)?;
+        self.ctx.queue.submit([encoder.finish()]);
+        if let Some(p) = pending {
+            self.kv.finish_swap_out(&self.ctx, p).await?;
+        }
+        let v = self.config.vocab_size;
+        let data = self.ctx.read(&self.logits, 0, (s as usize * v * 4) as u64).await?;
+        Ok(bytemuck::cast_slice::<u8, f32>(&data).chunks(v).map(<[f32]>::to_vec).collect())
+    }
+
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+}

@@ -1,0 +1,112 @@
+//! The per-step inputs on the GPU: the batch description flattened into fixed-size buffers
+//! that every launch binds once, rewritten with `queue.write_buffer` each step.
+
+use bytemuck::{Pod, Zeroable};
+use kiln_core::StepBatch;
+
+use crate::ops::SampleUniform;
+use crate::{GpuContext, GpuError};
+
+/// Twin of the WGSL `Step` struct every kernel reads.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Debug, Default)]
+pub struct StepUniform {
+    pub num_tokens: u32,
+    pub num_seqs: u32,
+    pub num_samples: u32,
+    pub pad: u32,
+}
+
+/// Capacities the buffers were sized for.
+#[derive(Clone, Copy, Debug)]
+pub struct StepCapacity {
+    pub tokens: usize,
+    pub seqs: usize,
+    pub block_table_entries: usize,
+    pub penalty_tokens: usize,
+}
+
+pub struct StepInputs {
+    pub cap: StepCapacity,
+    pub step: wgpu::Buffer,
+    pub token_ids: wgpu::Buffer,
+    pub positions: wgpu::Buffer,
+    pub slot_mapping: wgpu::Buffer,
+    pub token_seq: wgpu::Buffer,
+    pub seq_info: wgpu::Buffer,
+    pub block_tables: wgpu::Buffer,
+    pub sample_rows: wgpu::Buffer,
+    pub sampling: wgpu::Buffer,
+    pub penalties: wgpu::Buffer,
+}
+
+impl StepInputs {
+    pub fn new(ctx: &GpuContext, cap: StepCapacity) -> Self {
+        let u32s = |label: &str, n: usize| ctx.storage(label, n as u64 * 4);
+        Self {
+            cap,
+            step: ctx.uniform_init("step", bytemuck::bytes_of(&StepUniform::default())),
+            token_ids: u32s("token_ids", cap.tokens),
+            positions: u32s("positions", cap.tokens),
+            slot_mapping: u32s("slot_mapping", cap.tokens),
+            token_seq: u32s("token_seq", cap.tokens),
+            seq_info: u32s("seq_info", cap.seqs * 4),
+            block_tables: u32s("block_tables", cap.block_table_entries),
+            sample_rows: u32s("sample_rows", cap.seqs),
+            sampling: ctx.storage("sampling", (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64),
+            penalties: u32s("penalties", cap.penalty_tokens * 2),
+        }
+    }
+
+    /// Checks `batch` against the capacities and queues its upload. Returns the step counts.
+    pub fn upload(&self, ctx: &GpuContext, batch: &StepBatch) -> Result<StepUniform, GpuError> {
+        batch.validate().map_err(GpuError::Batch)?;
+        let t = batch.num_tokens();
+        let check = |what, needed: usize, max: usize| {
+            if needed > max { Err(GpuError::Capacity { what, needed, max }) } else { Ok(()) }
+        };
+        check("tokens", t, self.cap.tokens)?;
+        check("sequences", batch.seqs.len(), self.cap.seqs)?;
+
+        let mut token_seq = Vec::with_capacity(t);
+        let mut seq_info = Vec::with_capacity(batch.seqs.len() * 4);
+        let mut tables = Vec::new();
+        let mut sample_rows = Vec::new();
+        let mut sampling = Vec::new();
+        let mut penalties = Vec::new();
+        for (s, seq) in batch.seqs.iter().enumerate() {
+            token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
+            seq_info.extend([seq.query_start, seq.query_len, seq.context_len, tables.len() as u32]);
+            tables.extend_from_slice(&seq.block_table);
+            if let Some(spec) = &seq.sample {
+                sample_rows.push(seq.query_start + seq.query_len - 1);
+                sampling.push(SampleUniform::new(spec, (penalties.len() / 2) as u32));
+                if spec.params.has_penalties() {
+                    for p in &spec.penalty_tokens {
+                        penalties.extend([p.token_id, p.output_count.min(0x7fff_ffff) | (u32::from(p.seen) << 31)]);
+                    }
+                }
+            }
+        }
+        check("block table entries", tables.len(), self.cap.block_table_entries)?;
+        check("penalty tokens", penalties.len() / 2, self.cap.penalty_tokens)?;
+
+        let counts = StepUniform {
+            num_tokens: t as u32,
+            num_seqs: batch.seqs.len() as u32,
+            num_samples: sample_rows.len() as u32,
+            pad: 0,
+        };
+        ctx.write(&self.step, 0, bytemuck::bytes_of(&counts));
+        ctx.write(&self.token_ids, 0, bytemuck::cast_slice(&batch.token_ids));
+        ctx.write(&self.positions, 0, bytemuck::cast_slice(&batch.positions));
+        ctx.write(&self.slot_mapping, 0, bytemuck::cast_slice(&batch.slot_mapping));
+        ctx.write(&self.token_seq, 0, bytemuck::cast_slice(&token_seq));
+        ctx.write(&self.seq_info, 0, bytemuck::cast_slice(&seq_info));
+        ctx.write(&self.block_tables, 0, bytemuck::cast_slice(&tables));
+        ctx.write(&self.sample_rows, 0, bytemuck::cast_slice(&sample_rows));
+        ctx.write(&self.sampling, 0, bytemuck::cast_slice(&sampling));
+        ctx.write(&self.penalties, 0, bytemuck::cast_slice(&penalties));
+        Ok(counts)
+    }
+}

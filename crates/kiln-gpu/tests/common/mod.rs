@@ -1,0 +1,74 @@
+//! Shared test helpers: the device (a test fails, never skips, when there is none), seeded
+//! random data and tolerant comparison that names the first bad index.
+#![allow(dead_code)]
+
+use kiln_gpu::{GpuContext, Launch, StepUniform};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub fn gpu() -> GpuContext {
+    match pollster::block_on(GpuContext::new()) {
+        Ok(ctx) => ctx,
+        Err(e) => panic!("GPU tests need an adapter and none was found: {e}"),
+    }
+}
+
+pub fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+pub fn randn(r: &mut StdRng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| (r.random::<f32>() * 2.0 - 1.0) * scale).collect()
+}
+
+pub fn f16_round(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|x| half::f16::from_f32(*x).to_f32()).collect()
+}
+
+/// Fails with the first index where |a - b| > atol + rtol * |b|.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= atol + rtol * w.abs() && g.is_finite(),
+            "{what}: index {i}: got {g}, want {w} (atol {atol}, rtol {rtol})"
+        );
+    }
+}
+
+pub fn step_buffer(ctx: &GpuContext, tokens: u32, seqs: u32, samples: u32) -> wgpu::Buffer {
+    ctx.uniform_init(
+        "step",
+        bytemuck::bytes_of(&StepUniform { num_tokens: tokens, num_seqs: seqs, num_samples: samples, pad: 0 }),
+    )
+}
+
+pub fn buf_f32(ctx: &GpuContext, data: &[f32]) -> wgpu::Buffer {
+    ctx.storage_init("test", bytemuck::cast_slice(data))
+}
+
+pub fn buf_u32(ctx: &GpuContext, data: &[u32]) -> wgpu::Buffer {
+    ctx.storage_init("test", bytemuck::cast_slice(data))
+}
+
+/// Records `record` into one pass, submits it and waits.
+pub fn run(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        record(&mut pass);
+    }
+    ctx.queue.submit([enc.finish()]);
+}
+
+pub fn run_launches(ctx: &GpuContext, launches: &[&Launch], tokens: u32, samples: u32) {
+    run(ctx, |pass| launches.iter().for_each(|l| l.record(pass, tokens, samples)));
+}
+
+pub fn read_f32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<f32> {
+    bytemuck::cast_slice(&pollster::block_on(ctx.read(b, 0, n as u64 * 4)).unwrap()).to_vec()
+}
+
+pub fn read_u32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
+    bytemuck::cast_slice(&pollster::block_on(ctx.read(b, 0, n as u64 * 4)).unwrap()).to_vec()
+}

@@ -1,0 +1,219 @@
+//! Every kernel against a CPU reference on seeded random inputs, with sizes that are not
+//! multiples of the workgroup or tile sizes.
+
+mod common;
+
+use common::*;
+use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
+use kiln_gpu::reference;
+use kiln_gpu::{GpuMatrix, Kernels};
+use rand::Rng;
+use rand::seq::SliceRandom;
+
+#[test]
+fn embedding_gathers_rows() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx.device);
+    let mut r = rng(1);
+    let (vocab, hidden, t) = (37, 18, 13);
+    let table = randn(&mut r, vocab * hidden, 1.0);
+    let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..vocab as u32)).collect();
+    let m = GpuMatrix::upload(&ctx, "table", &table, vocab, hidden).unwrap();
+    let (step, idb, x) = (step_buffer(&ctx, t as u32, 1, 0), buf_u32(&ctx, &ids), ctx.storage("x", (t * hidden * 4) as u64));
+    let launches = ops::embedding(&ctx, &k, &step, &idb, &m, &x);
+    run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
+    let want: Vec<f32> = ids.iter().flat_map(|&i| f16_round(&table[i as usize * hidden..(i as usize + 1) * hidden])).collect();
+    assert_close("embedding", &read_f32(&ctx, &x, t * hidden), &want, 0.0, 0.0);
+}
+
+/// Both matmul kernels (few rows: matvec; many: tiled) with every flag combination.
+#[test]
+fn matmul_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx.device);
+    let mut r = rng(2);
+    let (kdim, n) = (70, 131);
+    let w = randn(&mut r, n * kdim, 0.5);
+    let wm = GpuMatrix::upload(&ctx, "w", &w, n, kdim).unwrap();
+    let wr = f16_round(&w);
+    let bias = randn(&mut r, n, 1.0);
+    let bias_b = buf_f32(&ctx, &bias);
+    for rows in [1usize, 3, 8, 9, 45] {
+        for (norm, with_bias, accumulate) in [(false, false, false), (true, true, false), (false, false, true), (true, false, true)] {
+            let x = randn(&mut r, rows * kdim, 2.0);
+            let y0 = randn(&mut r, rows * (n + 5), 1.0);
+            let (xb, yb) = (buf_f32(&ctx, &x), buf_f32(&ctx, &y0));
+            let step = step_buffer(&ctx, rows as u32, 1, 0);
+            let mm = Matmul::new(
+                &ctx,
+                &k,
+                &step,
+                MatmulArgs {
+                    x: &xb,
+                    w: &wm,
+                    bias: with_bias.then_some(&bias_b),
+                    y: &yb,
+                    ldy: (n + 5) as u32,
+                    out_offset: 3,
+                    norm_eps: norm.then_some(1e-5),
+                    accumulate,
+                    sample_rows: false,
+                },
+            );
+            run(&ctx, |p| mm.record(p, rows as u32, 0));
+            let mut want = y0.clone();
+            for t in 0..rows {
+                let xr = &x[t * kdim..(t + 1) * kdim];
+                let xin = if norm { reference::rmsnorm(xr, &vec![1.0; kdim], 1e-5) } else { xr.to_vec() };
+                let out = reference::matvec(&wr, &xin);
+                for j in 0..n {
+                    let v = out[j] + if with_bias { bias[j] } else { 0.0 };
+                    let idx = t * (n + 5) + 3 + j;
+                    want[idx] = if accumulate { want[idx] + v } else { v };
+                }
+            }
+            let what = format!("matmul rows={rows} norm={norm} bias={with_bias} acc={accumulate}");
+            assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, 1e-4, 1e-4);
+        }
+    }
+}
+
+#[test]
+fn silu_mul_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx.device);
+    let mut r = rng(3);
+    let (t, inter) = (7, 301);
+    let gu = randn(&mut r, t * 2 * inter, 4.0);
+    let (step, gub, out) = (step_buffer(&ctx, t as u32, 1, 0), buf_f32(&ctx, &gu), ctx.storage("out", (t * inter * 4) as u64));
+    let l = ops::silu_mul(&ctx, &k, &step, inter, &gub, &out);
+    run_launches(&ctx, &[&l], t as u32, 0);
+    let want: Vec<f32> = (0..t * inter)
+        .map(|i| {
+            let (row, c) = (i / inter, i % inter);
+            let (g, u) = (gu[row * 2 * inter + c], gu[row * 2 * inter + inter + c]);
+            g / (1.0 + (-g).exp()) * u
+        })
+        .collect();
+    assert_close("silu_mul", &read_f32(&ctx, &out, t * inter), &want, 1e-5, 1e-5);
+}
+
+#[test]
+fn gather_rmsnorm_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx.device);
+    let mut r = rng(4);
+    let (t, hidden) = (11, 150);
+    let x = randn(&mut r, t * hidden, 3.0);
+    let gain = randn(&mut r, hidden, 1.0);
+    let rows = [10u32, 0, 4];
+    let step = step_buffer(&ctx, t as u32, 3, 3);
+    let (rb, xb, gb, out) = (buf_u32(&ctx, &rows), buf_f32(&ctx, &x), buf_f32(&ctx, &gain), ctx.storage("out", (3 * hidden * 4) as u64));
+    let l = ops::gather_rmsnorm(&ctx, &k, &step, (hidden, 1e-6), &rb, &xb, &gb, &out);
+    run_launches(&ctx, &[&l], t as u32, 3);
+    let want: Vec<f32> = rows.iter().flat_map(|&row| reference::rmsnorm(&x[row as usize * hidden..(row as usize + 1) * hidden], &gain, 1e-6)).collect();
+    assert_close("gather_rmsnorm", &read_f32(&ctx, &out, 3 * hidden), &want, 1e-5, 1e-4);
+}
+
+#[test]
+fn rope_kv_rotates_and_writes_cache() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx.device);
+    let mut r = rng(5);
+    let (nh, nkv, d, t, slots) = (6, 2, 20, 9, 70);
+    let width = (nh + 2 * nkv) * d;
+    let qkv = randn(&mut r, t * width, 1.0);
+    let positions: Vec<u32> = (0..t).map(|_| r.random_range(0..3000)).collect();
+    let mut slot_ids: Vec<u32> = (0..slots as u32).collect();
+    slot_ids.shuffle(&mut r);
+    slot_ids.truncate(t);
+    let inv_freq: Vec<f32> = (0..d / 2).map(|i| 1.0 / 10000f32.powf(2.0 * i as f32 / d as f32)).collect();
+    let step = step_buffer(&ctx, t as u32, 1, 0);
+    let (pb, sb, fb, qb) = (buf_u32(&ctx, &positions), buf_u32(&ctx, &slot_ids), buf_f32(&ctx, &inv_freq), buf_f32(&ctx, &qkv));
+    let (kc, vc) = (ctx.storage("k", (slots * nkv * d * 4) as u64), ctx.storage("v", (slots * nkv * d * 4) as u64));
+    let l = ops::rope_kv(&ctx, &k, &step, (nh, nkv, d), &pb, &sb, &fb, &qb, &kc, &vc);
+    run_launches(&ctx, &[&l], t as u32, 0);
+    let mut want = qkv.clone();
+    let mut want_k = vec![0f32; slots * nkv * d];
+    let mut want_v = vec![0f32; slots * nkv * d];
+    for i in 0..t {
+        let row = &mut want[i * width..(i + 1) * width];
+        row[..(nh + nkv) * d].chunks_mut(d).for_each(|h| reference::rope(h, positions[i] as usize, &inv_freq));
+        let s = slot_ids[i] as usize;
+        want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
+        want_v[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[(nh + nkv) * d..]);
+    }
+    assert_close("rope q/k", &read_f32(&ctx, &qb, want.len()), &want, 2e-3, 1e-3);
+    assert_close("k cache", &read_f32(&ctx, &kc, want_k.len()), &want_k, 2e-3, 1e-3);
+    assert_close("v cache", &read_f32(&ctx, &vc, want_v.len()), &want_v, 0.0, 0.0);
+}
+
+/// Several sequences in one dispatch: a prefill chunk on top of cached context that crosses
+/// block boundaries, a decode row with a long context, and a fresh prompt.
+#[test]
+fn paged_attention_mixes_prefill_and_decode() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx.device);
+    let mut r = rng(6);
+    let (nh, nkv, d) = (6, 2, 24);
+    let bs = kiln_core::BLOCK_SIZE;
+    let num_blocks = 40;
+    // (cached tokens before this step, query tokens this step)
+    let seqs = [(13usize, 21usize), (99, 1), (0, 5), (70, 1), (16, 17)];
+    let kv_width = nkv * d;
+    let kc = randn(&mut r, num_blocks * bs * kv_width, 1.0);
+    let vc = randn(&mut r, num_blocks * bs * kv_width, 1.0);
+    let mut free: Vec<u32> = (0..num_blocks as u32).collect();
+    free.shuffle(&mut r);
+    let (mut positions, mut token_seq, mut seq_info, mut tables) = (vec![], vec![], vec![], vec![]);
+    let mut per_seq_tables = vec![];
+    for (s, &(cached, q)) in seqs.iter().enumerate() {
+        let ctx_len = cached + q;
+        let table: Vec<u32> = (0..ctx_len.div_ceil(bs)).map(|_| free.pop().unwrap()).collect();
+        seq_info.extend([positions.len() as u32, q as u32, ctx_len as u32, tables.len() as u32]);
+        tables.extend_from_slice(&table);
+        per_seq_tables.push(table);
+        for i in 0..q {
+            positions.push((cached + i) as u32);
+            token_seq.push(s as u32);
+        }
+    }
+    let t = positions.len();
+    let stride = (nh + 2 * nkv) * d;
+    let qkv = randn(&mut r, t * stride, 1.0);
+    let step = step_buffer(&ctx, t as u32, seqs.len() as u32, 0);
+    let bufs = (buf_u32(&ctx, &positions), buf_u32(&ctx, &token_seq), buf_u32(&ctx, &seq_info), buf_u32(&ctx, &tables));
+    let (qb, kb, vb, out) = (buf_f32(&ctx, &qkv), buf_f32(&ctx, &kc), buf_f32(&ctx, &vc), ctx.storage("out", (t * nh * d * 4) as u64));
+    let l = ops::attention(
+        &ctx,
+        &k,
+        &step,
+        (nh, nkv, d),
+        AttentionBuffers { positions: &bufs.0, token_seq: &bufs.1, seq_info: &bufs.2, block_tables: &bufs.3, qkv: &qb, k_cache: &kb, v_cache: &vb, out: &out },
+    )
+    .unwrap();
+    run_launches(&ctx, &[&l], t as u32, 0);
+    let mut want = vec![0f32; t * nh * d];
+    for i in 0..t {
+        let table = &per_seq_tables[token_seq[i] as usize];
+        let n_keys = positions[i] as usize + 1;
+        let slot = |j: usize| table[j / bs] as usize * bs + j % bs;
+        for h in 0..nh {
+            let kvh = h / (nh / nkv);
+            let q = &qkv[i * stride + h * d..i * stride + (h + 1) * d];
+            let scores: Vec<f64> = (0..n_keys)
+                .map(|j| {
+                    let kr = &kc[slot(j) * kv_width + kvh * d..][..d];
+                    q.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (d as f64).sqrt()
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::MIN, f64::max);
+            let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
+            for e in 0..d {
+                want[i * nh * d + h * d + e] =
+                    (0..n_keys).map(|j| (scores[j] - m).exp() / z * vc[slot(j) * kv_width + kvh * d + e] as f64).sum::<f64>() as f32;
+            }
+        }
+    }
+    assert_close("attention", &read_f32(&ctx, &out, want.len()), &want, 1e-4, 1e-3);
+}

@@ -1,0 +1,31 @@
+//! kiln's scheduler: the CPU-side brain of the engine. It owns the requests, the paged KV block
+//! pool, the prefix cache and the CPU tier, and each step turns them into one
+//! [`kiln_core::StepBatch`] for the GPU runner; the runner's sampled tokens come back through
+//! [`Scheduler::update`]. No GPU, no threads, no async.
+//!
+//! Layout, one concept per file:
+//! - `lru`: intrusive O(1) LRU list over indices.
+//! - `block_pool`: GPU blocks, reference counts, LRU free queue.
+//! - `prefix_hash`: chained block keys and the verified prefix-cache index.
+//! - `cpu_tier`: host block ids for evicted cached blocks.
+//! - `kv_cache`: the three above together, plus the step's swap copies.
+//! - `request`, `scheduler`, `output`, `stats`, `config`: the public face.
+//! - [`testing`]: a fake runner for deterministic simulations.
+
+mod block_pool;
+mod config;
+mod cpu_tier;
+mod kv_cache;
+mod lru;
+mod output;
+mod prefix_hash;
+mod request;
+mod scheduler;
+mod stats;
+pub mod testing;
+
+pub use config::{SchedulerConfig, SchedulerError};
+pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
+pub use request::Request;
+pub use scheduler::Scheduler;
+pub use stats::SchedulerStats;

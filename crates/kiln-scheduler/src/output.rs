@@ -1,0 +1,53 @@
+//! What one step hands to the runner, and what comes back out to the engine.
+
+use kiln_core::{SampledToken, StepBatch};
+
+/// One scheduled step: the batch for the runner plus the scheduler's bookkeeping for it. Hand
+/// it back to [`crate::Scheduler::update`] with the runner's sampled tokens.
+#[derive(Clone, Debug)]
+pub struct ScheduledStep {
+    pub batch: StepBatch,
+    /// One entry per sequence, in the order of `batch.seqs`.
+    pub seqs: Vec<ScheduledSeq>,
+}
+
+/// A request's share of a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduledSeq {
+    pub id: u64,
+    /// Tokens already in the KV cache before this step (computed or hit in the prefix cache).
+    pub num_computed_before: usize,
+    /// Tokens computed this step (`query_len`).
+    pub num_tokens: usize,
+    /// Whether the step samples this request's next token.
+    pub sampled: bool,
+    /// True for a one-token step that computes the previous output token (a decode).
+    pub is_decode: bool,
+}
+
+impl ScheduledStep {
+    /// `(id, num_tokens)` of each sequence, for assertions and logs.
+    pub fn summary(&self) -> Vec<(u64, usize)> {
+        self.seqs.iter().map(|s| (s.id, s.num_tokens)).collect()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An EOS token (unless `ignore_eos`) or a stop token id was produced.
+    Stop,
+    /// `max_tokens` was reached, or the sequence reached its length limit.
+    Length,
+    Abort,
+}
+
+/// Progress of one request after a step (or an abort).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestUpdate {
+    pub id: u64,
+    /// The newly generated token, if this step sampled one.
+    pub token: Option<SampledToken>,
+    pub finished: Option<FinishReason>,
+    /// Prompt tokens served from the prefix cache (GPU or CPU tier) when first admitted.
+    pub num_cached_tokens: usize,
+}

@@ -1,0 +1,155 @@
+//! Prefix-cache keys and the index from key to stored block.
+//!
+//! A full block's key is a chained 64-bit hash: `hash(parent_key, token_ids, cache_salt)`, so
+//! equal keys mean equal prefixes, barring collisions. Collisions are made harmless by
+//! verification: every entry stores its 16 token ids, its salt and the *entry id* of its parent
+//! block. Entry ids are never reused, so a hit on block `i` is accepted only if the entry's
+//! tokens and salt equal the request's and its parent is exactly the entry accepted for block
+//! `i - 1`. Two different prefixes can then never share a block, even if their hashes collide
+//! (the second one is simply not cached). A child whose parent entry was dropped becomes
+//! unreachable and ages out of the LRU queues.
+//!
+//! Cost: `key` is O(BLOCK_SIZE); `get`, `insert`, `remove` are O(1) expected (hash map).
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use kiln_core::BLOCK_SIZE;
+
+/// The chained hash of one full block.
+pub(crate) fn block_key(parent: Option<u64>, tokens: &[u32], salt: Option<&str>) -> u64 {
+    debug_assert_eq!(tokens.len(), BLOCK_SIZE);
+    let mut h = DefaultHasher::new();
+    parent.hash(&mut h);
+    tokens.hash(&mut h);
+    salt.hash(&mut h);
+    h.finish()
+}
+
+/// Where a cached block's KV lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loc {
+    Gpu(u32),
+    Cpu(u32),
+    /// Taken out of the CPU tier this step, GPU block not yet assigned (transient).
+    Moving,
+}
+
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub id: u64,
+    pub parent: Option<u64>,
+    pub tokens: [u32; BLOCK_SIZE],
+    pub salt: Option<Arc<str>>,
+    pub loc: Loc,
+}
+
+impl Entry {
+    pub fn matches(&self, parent: Option<u64>, tokens: &[u32], salt: Option<&str>) -> bool {
+        self.parent == parent && self.tokens[..] == *tokens && self.salt.as_deref() == salt
+    }
+}
+
+/// Outcome of registering a freshly computed block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Registered {
+    /// The block is now cached under a new entry id.
+    New(u64),
+    /// An identical entry already exists (another request computed it too); the caller's block
+    /// stays private and the chain continues from the existing entry id.
+    Duplicate(u64),
+    /// A different prefix owns this hash: the caller's chain stops being cached.
+    Collision,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PrefixIndex {
+    map: HashMap<u64, Entry>,
+    next_id: u64,
+}
+
+impl PrefixIndex {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn get(&self, key: u64) -> Option<&Entry> {
+        self.map.get(&key)
+    }
+
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut Entry> {
+        self.map.get_mut(&key)
+    }
+
+    pub fn remove(&mut self, key: u64) -> Option<Entry> {
+        self.map.remove(&key)
+    }
+
+    /// Registers a computed block at `loc` unless its key is taken.
+    pub fn insert(
+        &mut self,
+        key: u64,
+        parent: Option<u64>,
+        tokens: &[u32],
+        salt: Option<&Arc<str>>,
+        loc: Loc,
+    ) -> Registered {
+        if let Some(e) = self.map.get(&key) {
+            return if e.matches(parent, tokens, salt.map(|s| &**s)) {
+                Registered::Duplicate(e.id)
+            } else {
+                Registered::Collision
+            };
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut t = [0u32; BLOCK_SIZE];
+        t.copy_from_slice(tokens);
+        self.map.insert(
+            key,
+            Entry {
+                id,
+                parent,
+                tokens: t,
+                salt: salt.cloned(),
+                loc,
+            },
+        );
+        Registered::New(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &Entry)> {
+        self.map.iter().map(|(k, e)| (*k, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collision_is_not_a_hit() {
+        let mut idx = PrefixIndex::default();
+        let a = [1u32; BLOCK_SIZE];
+        let b = [2u32; BLOCK_SIZE];
+        // Force both prefixes onto the same key, as a collision would.
+        assert_eq!(
+            idx.insert(7, None, &a, None, Loc::Gpu(0)),
+            Registered::New(0)
+        );
+        assert_eq!(
+            idx.insert(7, None, &a, None, Loc::Gpu(1)),
+            Registered::Duplicate(0)
+        );
+        assert_eq!(
+            idx.insert(7, None, &b, None, Loc::Gpu(2)),
+            Registered::Collision
+        );
+        let salt: Arc<str> = "tenant".into();
+        assert!(!idx.get(7).unwrap().matches(None, &a, Some(&salt)));
+        assert!(!idx.get(7).unwrap().matches(Some(3), &a, None));
+        assert_ne!(block_key(None, &a, None), block_key(None, &a, Some("x")));
+        assert_ne!(block_key(None, &a, None), block_key(Some(1), &a, None));
+    }
+}

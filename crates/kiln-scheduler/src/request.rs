@@ -1,0 +1,159 @@
+//! A request as submitted, and its state inside the scheduler.
+//!
+//! A request has no phase: it has `tokens` (prompt + output so far) and `num_computed` (how
+//! many of them are in the KV cache). Each step it is given `n <= tokens.len() - num_computed`
+//! tokens; it is sampled only when that reaches the end of `tokens`.
+//!
+//! Invariants: `blocks.len() * BLOCK_SIZE >= num_computed`; `keys` hold the chained prefix-cache
+//! keys of the first `keys.len()` full blocks of `tokens`; `chain` holds the verified entry ids
+//! of the first `chain.len() <= keys.len()` blocks (the ids used as parents when registering).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kiln_core::{BLOCK_SIZE, PenaltyToken, SampleSpec, SamplingParams};
+
+use crate::output::FinishReason;
+use crate::prefix_hash::block_key;
+
+/// A generation request, already tokenized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub id: u64,
+    pub prompt: Vec<u32>,
+    pub sampling: SamplingParams,
+    pub seed: u64,
+    /// Most tokens to generate (at least 1).
+    pub max_tokens: usize,
+    pub stop_token_ids: Vec<u32>,
+    pub ignore_eos: bool,
+    pub eos_token_ids: Vec<u32>,
+    /// Isolates prefix-cache sharing: requests share cached blocks only with equal salts.
+    pub cache_salt: Option<String>,
+}
+
+impl Request {
+    /// A greedy request with no stop tokens, for tests and examples.
+    pub fn new(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Self {
+        Self {
+            id,
+            prompt,
+            sampling: SamplingParams::greedy(),
+            seed: 0,
+            max_tokens,
+            stop_token_ids: Vec::new(),
+            ignore_eos: false,
+            eos_token_ids: Vec::new(),
+            cache_salt: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct RequestState {
+    pub req: Request,
+    pub salt: Option<Arc<str>>,
+    pub tokens: Vec<u32>,
+    pub num_computed: usize,
+    pub blocks: Vec<u32>,
+    pub keys: Vec<u64>,
+    pub chain: Vec<u64>,
+    /// A hash collision stopped this request's blocks from being cached.
+    pub chain_broken: bool,
+    /// Set at first admission.
+    pub num_cached_tokens: Option<usize>,
+    output_len: usize,
+}
+
+impl RequestState {
+    pub fn new(mut req: Request) -> Self {
+        let tokens = std::mem::take(&mut req.prompt);
+        let salt = req.cache_salt.as_deref().map(Arc::from);
+        Self {
+            req,
+            salt,
+            tokens,
+            num_computed: 0,
+            blocks: Vec::new(),
+            keys: Vec::new(),
+            chain: Vec::new(),
+            chain_broken: false,
+            num_cached_tokens: None,
+            output_len: 0,
+        }
+    }
+
+    pub fn prompt_len(&self) -> usize {
+        self.tokens.len() - self.num_output()
+    }
+
+    pub fn num_output(&self) -> usize {
+        self.output_len
+    }
+
+    pub fn output(&self) -> &[u32] {
+        &self.tokens[self.tokens.len() - self.output_len..]
+    }
+
+    /// Extends `keys` to cover every full block of `tokens`. O(new blocks * BLOCK_SIZE).
+    pub fn update_keys(&mut self) {
+        while (self.keys.len() + 1) * BLOCK_SIZE <= self.tokens.len() {
+            let i = self.keys.len();
+            let parent = i.checked_sub(1).map(|p| self.keys[p]);
+            let t = &self.tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
+            self.keys.push(block_key(parent, t, self.salt.as_deref()));
+        }
+    }
+
+    /// What to sample for the next output token.
+    pub fn sample_spec(&self) -> SampleSpec {
+        let params = self.req.sampling;
+        let penalty_tokens = if params.has_penalties() {
+            self.penalty_tokens()
+        } else {
+            Vec::new()
+        };
+        SampleSpec {
+            params,
+            seed: self.req.seed,
+            draw_index: self.num_output() as u32,
+            penalty_tokens,
+        }
+    }
+
+    /// Distinct tokens of the history, sorted by id. O(len).
+    fn penalty_tokens(&self) -> Vec<PenaltyToken> {
+        let mut seen: HashMap<u32, u32> = HashMap::new();
+        for &t in &self.tokens[..self.prompt_len()] {
+            seen.entry(t).or_insert(0);
+        }
+        for &t in self.output() {
+            *seen.entry(t).or_insert(0) += 1;
+        }
+        let mut v: Vec<PenaltyToken> = seen
+            .into_iter()
+            .map(|(token_id, output_count)| PenaltyToken {
+                token_id,
+                output_count,
+                seen: true,
+            })
+            .collect();
+        v.sort_by_key(|p| p.token_id);
+        v
+    }
+
+    /// Appends a sampled token and says whether the request is done.
+    pub fn append_output(&mut self, token: u32, max_len: usize) -> Option<FinishReason> {
+        self.tokens.push(token);
+        self.output_len += 1;
+        let r = &self.req;
+        if (!r.ignore_eos && r.eos_token_ids.contains(&token)) || r.stop_token_ids.contains(&token)
+        {
+            Some(FinishReason::Stop)
+        } else if self.output_len >= r.max_tokens || self.tokens.len() >= max_len {
+            Some(FinishReason::Length)
+        } else {
+            None
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! The scheduler: continuous batching with chunked prefill over a paged, prefix-cached KV pool.
+//!
+//! Each step, [`Scheduler::schedule`] spends a token budget: first on running requests (those
+//! one token from the end, i.e. decodes, then continuing prefills, each in admission order),
+//! then on waiting requests, first come first served, which start from their longest cached
+//! prefix. A request that needs a block when the pool is empty preempts the most recently
+//! admitted running request (possibly itself): its blocks are freed (full ones stay cached) and
+//! it returns to the front of the waiting queue, to be recomputed from prompt + output. No
+//! request is admitted in a step that preempted. [`Scheduler::update`] applies the runner's
+//! sampled tokens, caches newly computed full blocks and retires finished requests, whose
+//! blocks return to the pool at once.
+//!
+//! Invariants (see [`Scheduler::check_invariants`]): a running request holds exactly the
+//! blocks covering its context this step; a waiting request holds none; every GPU block's
+//! reference count equals the number of running requests holding it; exactly one step is in
+//! flight between `schedule` and `update`.
+//!
+//! Cost of a step: O(running + admitted) requests plus O(tokens scheduled + blocks allocated);
+//! a prefix lookup is O(hit blocks * BLOCK_SIZE); preemption and finishing are O(blocks held +
+//! running).
+
+use std::collections::{HashMap, VecDeque};
+
+use kiln_core::{BLOCK_SIZE, SampledToken, SeqInBatch, StepBatch};
+
+use crate::config::{SchedulerConfig, SchedulerError};
+use crate::kv_cache::KvCache;
+use crate::output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
+use crate::prefix_hash::Registered;
+use crate::request::{Request, RequestState};
+use crate::stats::SchedulerStats;
+
+fn blocks_for(tokens: usize) -> usize {
+    tokens.div_ceil(BLOCK_SIZE)
+}
+
+pub struct Scheduler {
+    cfg: SchedulerConfig,
+    /// Longest sequence: `max_model_len`, or what the whole pool can hold if less.
+    max_len: usize,
+    max_num_seqs: usize,
+    kv: KvCache,
+    requests: HashMap<u64, RequestState>,
+    /// Running requests in admission order (the last is the next preemption victim).
+    running: Vec<u64>,
+    waiting: VecDeque<u64>,
+    in_flight: bool,
+    stats: SchedulerStats,
+}
+
+impl Scheduler {
+    pub fn new(cfg: SchedulerConfig) -> Self {
+        assert!(
+            cfg.num_gpu_blocks > 0,
+            "the GPU pool needs at least one block"
+        );
+        assert!(
+            cfg.max_num_batched_tokens > 0,
+            "the step budget must be positive"
+        );
+        let max_len = cfg.max_model_len.min(cfg.num_gpu_blocks * BLOCK_SIZE);
+        let max_num_seqs = cfg.max_num_seqs.clamp(1, cfg.num_gpu_blocks);
+        let kv = KvCache::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks);
+        Self {
+            cfg,
+            max_len,
+            max_num_seqs,
+            kv,
+            requests: HashMap::new(),
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            in_flight: false,
+            stats: SchedulerStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    /// Longest sequence (prompt + output) a request may reach.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// Queues a request at the back of the waiting queue.
+    pub fn add_request(&mut self, r: Request) -> Result<(), SchedulerError> {
+        let id = r.id;
+        if r.prompt.is_empty() {
+            return Err(SchedulerError::EmptyPrompt { id });
+        }
+        if r.prompt.len() >= self.max_len {
+            return Err(SchedulerError::PromptTooLong {
+                id,
+                len: r.prompt.len(),
+                limit: self.max_len,
+            });
+        }
+        if r.max_tokens == 0 {
+            return Err(SchedulerError::ZeroMaxTokens { id });
+        }
+        r.sampling
+            .validate()
+            .map_err(|why| SchedulerError::InvalidSampling { id, why })?;
+        if self.requests.contains_key(&id) {
+            return Err(SchedulerError::DuplicateId { id });
+        }
+        self.requests.insert(id, RequestState::new(r));
+        self.waiting.push_back(id);
+        Ok(())
+    }
+
+    /// Removes a running or waiting request and frees its blocks. O(running + waiting).
+    /// Returns its final update, or `None` if the id is unknown (e.g. already finished).
+    pub fn abort(&mut self, id: u64) -> Option<RequestUpdate> {
+        let st = self.requests.remove(&id)?;
+        self.running.retain(|&x| x != id);
+        self.waiting.retain(|&x| x != id);
+        self.kv.release(&st.blocks);
+        Some(RequestUpdate {
+            id,
+            token: None,
+            finished: Some(FinishReason::Abort),
+            num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
+        })
+    }
+
+    pub fn has_unfinished(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    pub fn stats(&self) -> SchedulerStats {
+        SchedulerStats {
+            num_running: self.running.len(),
+            num_waiting: self.waiting.len(),
+            kv_blocks_used: self.kv.num_blocks() - self.kv.num_free(),
+            kv_blocks_free: self.kv.num_free(),
+            kv_blocks_cached: self.kv.num_cached(),
+            cpu_blocks_stored: self.kv.cpu_stored_total,
+            cpu_blocks_restored: self.kv.cpu_restored_total,
+            cpu_blocks_resident: self.kv.num_cpu_stored(),
+            ..self.stats
+        }
+    }
+
+    /// GPU blocks a request holds now (empty while it waits).
+    pub fn blocks_of(&self, id: u64) -> Option<&[u32]> {
+        self.requests.get(&id).map(|s| &s.blocks[..])
+    }
+
+    /// Tokens of a request already in the KV cache.
+    pub fn num_computed(&self, id: u64) -> Option<usize> {
+        self.requests.get(&id).map(|s| s.num_computed)
+    }
+
+    /// Ids of running requests, in admission order.
+    pub fn running_ids(&self) -> &[u64] {
+        &self.running
+    }
+
+    /// Builds the next step, or `None` if there is nothing to run. Must be followed by
+    /// [`Self::update`] before the next call.
+    pub fn schedule(&mut self) -> Option<ScheduledStep> {
+        assert!(!self.in_flight, "schedule() called again before update()");
+        let mut budget = self.cfg.max_num_batched_tokens;
+        let mut plan: Vec<(u64, usize)> = Vec::new();
+        let mut preempted = false;
+
+        // Running requests: decodes first, then continuing prefills, each in admission order.
+        let remaining = |s: &Self, id: &u64| {
+            let st = &s.requests[id];
+            st.tokens.len() - st.num_computed
+        };
+        let order: Vec<u64> = (self.running.iter().filter(|id| remaining(self, id) == 1))
+            .chain(self.running.iter().filter(|id| remaining(self, id) > 1))
+            .copied()
+            .collect();
+        for id in order {
+            if budget == 0 {
+                break;
+            }
+            if !self.running.contains(&id) {
+                continue; // preempted earlier in this step
+            }
+            let st = &self.requests[&id];
+            let n = remaining(self, &id).min(budget);
+            let need = blocks_for(st.num_computed + n) - st.blocks.len();
+            loop {
+                if let Some(new) = self.kv.allocate(need) {
+                    self.requests.get_mut(&id).unwrap().blocks.extend(new);
+                    plan.push((id, n));
+                    budget -= n;
+                    break;
+                }
+                let victim = self.preempt_last();
+                preempted = true;
+                if let Some(pos) = plan.iter().position(|p| p.0 == victim) {
+                    budget += plan.remove(pos).1;
+                }
+                if victim == id {
+                    break;
+                }
+            }
+        }
+
+        // Waiting requests, first come first served, while budget, seats and blocks last.
+        while !preempted && budget > 0 && self.running.len() < self.max_num_seqs {
+            let Some(&id) = self.waiting.front() else {
+                break;
+            };
+            match self.admit(id, budget) {
+                Some(n) => {
+                    self.waiting.pop_front();
+                    self.running.push(id);
+                    plan.push((id, n));
+                    budget -= n;
+                }
+                None => break,
+            }
+        }
+
+        let step = self.build_step(&plan);
+        self.stats.step_prefill_tokens = step
+            .seqs
+            .iter()
+            .filter(|s| !s.is_decode)
+            .map(|s| s.num_tokens)
+            .sum();
+        self.stats.step_decode_tokens = step
+            .seqs
+            .iter()
+            .filter(|s| s.is_decode)
+            .map(|s| s.num_tokens)
+            .sum();
+        self.stats.total_prefill_tokens += self.stats.step_prefill_tokens as u64;
+        self.stats.total_decode_tokens += self.stats.step_decode_tokens as u64;
+        let b = &step.batch;
+        if step.seqs.is_empty() && b.swap_in.is_empty() && b.swap_out.is_empty() {
+            return None;
+        }
+        self.in_flight = true;
+        Some(step)
+    }
+
+    /// Takes the longest cached prefix and the blocks for a first chunk of at most `budget`
+    /// tokens; returns the chunk size, or `None` (nothing changed) if the pool is short.
+    fn admit(&mut self, id: u64, budget: usize) -> Option<usize> {
+        let caching = self.cfg.enable_prefix_caching;
+        let st = self.requests.get_mut(&id).unwrap();
+        debug_assert!(st.num_computed == 0 && st.blocks.is_empty());
+        let hits = if caching {
+            st.update_keys();
+            // At least the last token is computed, so that there are logits to sample from.
+            let max_blocks = (st.tokens.len() - 1) / BLOCK_SIZE;
+            self.kv
+                .lookup(&st.keys, &st.tokens, st.salt.as_deref(), max_blocks)
+        } else {
+            Vec::new()
+        };
+        let hit_tokens = hits.len() * BLOCK_SIZE;
+        let n = (st.tokens.len() - hit_tokens).min(budget);
+        let new_blocks = blocks_for(hit_tokens + n) - hits.len();
+        if self.kv.free_blocks_for_hits(&hits) + new_blocks > self.kv.num_free() {
+            return None;
+        }
+        let mut blocks = self.kv.acquire_hits(&hits);
+        blocks.extend(self.kv.allocate(new_blocks).expect("checked free blocks"));
+        st.blocks = blocks;
+        st.num_computed = hit_tokens;
+        st.chain = hits.iter().map(|h| h.id).collect();
+        if st.num_cached_tokens.is_none() {
+            st.num_cached_tokens = Some(hit_tokens.min(st.prompt_len()));
+        }
+        if caching {
+            self.stats.prefix_cache_queries += st.tokens.len() as u64;
+            self.stats.prefix_cache_hits += hit_tokens as u64;
+        }
+        Some(n)
+    }
+
+    /// Preempts the most recently admitted running request; returns its id.
+    fn preempt_last(&mut self) -> u64 {
+        let victim = self
+            .running
+            .pop()
+            .expect("a request needs blocks, so one is running");
+        let st = self.requests.get_mut(&victim).unwrap();
+        self.kv.release(&st.blocks);
+        st.blocks.clear();
+        st.num_computed = 0;
+        st.chain.clear();
+        st.chain_broken = false;
+        self.waiting.push_front(victim);
+        self.stats.num_preemptions += 1;
+        victim
+    }
+
+    fn build_step(&mut self, plan: &[(u64, usize)]) -> ScheduledStep {
+        let mut batch = StepBatch::default();
+        let mut seqs = Vec::with_capacity(plan.len());
+        for &(id, n) in plan {
+            let st = &self.requests[&id];
+            let start = st.num_computed;
+            let query_start = batch.token_ids.len() as u32;
+            for p in start..start + n {
+                batch.token_ids.push(st.tokens[p]);
+                batch.positions.push(p as u32);
+                batch
+                    .slot_mapping
+                    .push(st.blocks[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32);
+            }
+            let sampled = start + n == st.tokens.len();
+            debug_assert_eq!(st.blocks.len(), blocks_for(start + n));
+            batch.seqs.push(SeqInBatch {
+                query_start,
+                query_len: n as u32,
+                context_len: (start + n) as u32,
+                block_table: st.blocks.clone(),
+                sample: sampled.then(|| st.sample_spec()),
+            });
+            let is_decode = n == 1 && sampled && st.num_output() > 0;
+            seqs.push(ScheduledSeq {
+                id,
+                num_computed_before: start,
+                num_tokens: n,
+                sampled,
+                is_decode,
+            });
+        }
+        (batch.swap_in, batch.swap_out) = self.kv.take_copies();
+        debug_assert_eq!(batch.validate(), Ok(()));
+        ScheduledStep { batch, seqs }
+    }
+
+    /// Applies a step's results: `sampled` holds one token per sampled sequence, in order.
+    /// Returns one update per sampled request that is still known (aborts in between are
+    /// skipped).
+    pub fn update(&mut self, step: ScheduledStep, sampled: &[SampledToken]) -> Vec<RequestUpdate> {
+        assert!(self.in_flight, "update() without a scheduled step");
+        self.in_flight = false;
+        let expected = step.seqs.iter().filter(|s| s.sampled).count();
+        assert_eq!(
+            sampled.len(),
+            expected,
+            "runner returned {} tokens for {expected} samples",
+            sampled.len()
+        );
+        let mut tokens = sampled.iter();
+        let mut updates = Vec::new();
+        for s in &step.seqs {
+            let token = if s.sampled {
+                tokens.next().cloned()
+            } else {
+                None
+            };
+            let Some(st) = self.requests.get_mut(&s.id) else {
+                continue;
+            };
+            assert_eq!(
+                st.num_computed, s.num_computed_before,
+                "request {} changed during the step",
+                s.id
+            );
+            st.num_computed += s.num_tokens;
+            if self.cfg.enable_prefix_caching {
+                register_computed(&mut self.kv, st);
+            }
+            let Some(token) = token else { continue };
+            let finished = st.append_output(token.token_id, self.max_len);
+            updates.push(RequestUpdate {
+                id: s.id,
+                token: Some(token),
+                finished,
+                num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
+            });
+            if finished.is_some() {
+                self.finish(s.id);
+            }
+        }
+        updates
+    }
+
+    fn finish(&mut self, id: u64) {
+        let st = self.requests.remove(&id).unwrap();
+        self.running.retain(|&x| x != id);
+        self.kv.release(&st.blocks);
+    }
+
+    /// Checks every invariant of the scheduler, the pool, the prefix cache and the CPU tier.
+    /// O(blocks + requests). Meant for tests and debug builds.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut refs = vec![0u32; self.kv.num_blocks()];
+        for (id, st) in &self.requests {
+            let running = self.running.contains(id);
+            if running == self.waiting.contains(id) {
+                return Err(format!(
+                    "request {id} is in {} queues",
+                    if running { 2 } else { 0 }
+                ));
+            }
+            if running {
+                if st.blocks.len() < blocks_for(st.num_computed) {
+                    return Err(format!(
+                        "request {id}: {} blocks for {} tokens",
+                        st.blocks.len(),
+                        st.num_computed
+                    ));
+                }
+            } else if !st.blocks.is_empty() || st.num_computed != 0 {
+                return Err(format!("waiting request {id} holds blocks"));
+            }
+            for &b in &st.blocks {
+                refs[b as usize] += 1;
+            }
+        }
+        if self.running.len() + self.waiting.len() != self.requests.len() {
+            return Err("queues and request table disagree".into());
+        }
+        self.kv.check(&refs)
+    }
+}
+
+/// Registers the request's newly computed full blocks in the prefix cache.
+fn register_computed(kv: &mut KvCache, st: &mut RequestState) {
+    if st.chain_broken {
+        return;
+    }
+    st.update_keys();
+    let full = st.num_computed / BLOCK_SIZE;
+    while st.chain.len() < full {
+        let i = st.chain.len();
+        let parent = i.checked_sub(1).map(|p| st.chain[p]);
+        let tokens = &st.tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
+        match kv.register(st.keys[i], parent, tokens, st.salt.as_ref(), st.blocks[i]) {
+            Registered::New(id) | Registered::Duplicate(id) => st.chain.push(id),
+            Registered::Collision => {
+                st.chain_broken = true;
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! A fake model runner for deterministic scheduler simulations, with no GPU.
+//!
+//! [`FakeRunner`] keeps a paged "KV cache" that stores, per slot, the token id and position
+//! written there. It performs a step exactly as the real runner must: `swap_out` copies, then
+//! `swap_in` copies, then writes every token of the batch into its slot, then, for each sampled
+//! sequence, reads the whole context back through the block table. The sampled token is
+//! [`next_token`] of that history, so any scheduler bug that loses, shares or misplaces KV
+//! (a wrong block, a stale prefix-cache hit, a missed copy) changes the output or panics.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch};
+
+use crate::{FinishReason, Request, RequestUpdate, ScheduledStep, Scheduler};
+
+/// Ids returned by [`next_token`] lie in `FIRST_TOKEN..FIRST_TOKEN + VOCAB`.
+pub const FIRST_TOKEN: u32 = 100;
+pub const VOCAB: u32 = 1000;
+
+/// The fake model: a pure function of the full history (prompt + output so far) and seed.
+pub fn next_token(history: &[u32], seed: u64) -> u32 {
+    let mut h = DefaultHasher::new();
+    history.hash(&mut h);
+    seed.hash(&mut h);
+    FIRST_TOKEN + (h.finish() % VOCAB as u64) as u32
+}
+
+/// What `req` generates when it runs alone with no limit but its own (no scheduler involved).
+pub fn reference_output(req: &Request, max_len: usize) -> (Vec<u32>, FinishReason) {
+    let mut history = req.prompt.clone();
+    let mut out = Vec::new();
+    loop {
+        let t = next_token(&history, req.seed);
+        history.push(t);
+        out.push(t);
+        if (!req.ignore_eos && req.eos_token_ids.contains(&t)) || req.stop_token_ids.contains(&t) {
+            return (out, FinishReason::Stop);
+        }
+        if out.len() >= req.max_tokens || history.len() >= max_len {
+            return (out, FinishReason::Length);
+        }
+    }
+}
+
+type Slot = Option<(u32, u32)>; // (token id, position)
+
+pub struct FakeRunner {
+    gpu: Vec<Slot>,
+    cpu: Vec<Slot>,
+}
+
+impl FakeRunner {
+    pub fn new(num_gpu_blocks: usize, num_cpu_blocks: usize) -> Self {
+        Self {
+            gpu: vec![None; num_gpu_blocks * BLOCK_SIZE],
+            cpu: vec![None; num_cpu_blocks * BLOCK_SIZE],
+        }
+    }
+
+    /// Runs one step; panics on an inconsistent batch or on reading a slot that does not hold
+    /// the expected position.
+    pub fn execute(&mut self, batch: &StepBatch) -> Vec<SampledToken> {
+        batch.validate().expect("invalid batch");
+        let bs = BLOCK_SIZE;
+        for c in &batch.swap_out {
+            let (g, h) = (c.gpu_block as usize * bs, c.cpu_block as usize * bs);
+            self.cpu[h..h + bs].copy_from_slice(&self.gpu[g..g + bs]);
+        }
+        for c in &batch.swap_in {
+            let (g, h) = (c.gpu_block as usize * bs, c.cpu_block as usize * bs);
+            self.gpu[g..g + bs].copy_from_slice(&self.cpu[h..h + bs]);
+        }
+        for i in 0..batch.num_tokens() {
+            self.gpu[batch.slot_mapping[i] as usize] =
+                Some((batch.token_ids[i], batch.positions[i]));
+        }
+        let mut out = Vec::new();
+        for s in &batch.seqs {
+            let Some(spec) = &s.sample else { continue };
+            let history: Vec<u32> = (0..s.context_len as usize)
+                .map(|p| {
+                    let slot = s.block_table[p / bs] as usize * bs + p % bs;
+                    match self.gpu[slot] {
+                        Some((t, pos)) if pos as usize == p => t,
+                        other => panic!("position {p}: slot {slot} holds {other:?}"),
+                    }
+                })
+                .collect();
+            out.push(SampledToken {
+                token_id: next_token(&history, spec.seed),
+                logprob: None,
+                top_logprobs: Vec::new(),
+            });
+        }
+        out
+    }
+}
+
+/// Runs a scheduler against a [`FakeRunner`] one step at a time, recording what happened.
+pub struct Sim {
+    pub sched: Scheduler,
+    pub runner: FakeRunner,
+    /// Steps run so far.
+    pub steps: usize,
+    /// Output tokens of every request, finished or not.
+    pub outputs: std::collections::HashMap<u64, Vec<u32>>,
+    pub finished: std::collections::HashMap<u64, (FinishReason, usize)>,
+}
+
+impl Sim {
+    pub fn new(sched: Scheduler) -> Self {
+        let cfg = sched.config();
+        let runner = FakeRunner::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks);
+        Self {
+            sched,
+            runner,
+            steps: 0,
+            outputs: Default::default(),
+            finished: Default::default(),
+        }
+    }
+
+    /// Schedules, runs and applies one step, checking the scheduler's invariants after it.
+    /// Returns the step and its updates, or `None` when there was nothing to run.
+    pub fn step(&mut self) -> Option<(ScheduledStep, Vec<RequestUpdate>)> {
+        let step = self.sched.schedule()?;
+        let sampled = self.runner.execute(&step.batch);
+        let updates = self.sched.update(step.clone(), &sampled);
+        self.steps += 1;
+        for u in &updates {
+            if let Some(t) = &u.token {
+                self.outputs.entry(u.id).or_default().push(t.token_id);
+            }
+            if let Some(f) = u.finished {
+                self.finished.insert(u.id, (f, u.num_cached_tokens));
+            }
+        }
+        self.sched.check_invariants().expect("scheduler invariants");
+        Some((step, updates))
+    }
+
+    /// Steps until no request is left; panics after `max_steps`.
+    pub fn run_to_completion(&mut self, max_steps: usize) {
+        while self.sched.has_unfinished() {
+            assert!(
+                self.steps < max_steps,
+                "not finished after {max_steps} steps"
+            );
+            self.step()
+                .expect("unfinished requests but nothing scheduled");
+        }
+    }
+}

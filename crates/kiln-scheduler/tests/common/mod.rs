@@ -1,0 +1,34 @@
+#![allow(dead_code)]
+
+use kiln_scheduler::{Scheduler, SchedulerConfig};
+
+pub fn cfg(
+    num_gpu_blocks: usize,
+    max_num_batched_tokens: usize,
+    max_num_seqs: usize,
+) -> SchedulerConfig {
+    SchedulerConfig {
+        max_num_batched_tokens,
+        max_num_seqs,
+        num_gpu_blocks,
+        num_cpu_blocks: 0,
+        enable_prefix_caching: true,
+        max_model_len: 16384,
+    }
+}
+
+/// `n` tokens that no other call with a different `tag` produces.
+pub fn tokens(tag: u32, n: usize) -> Vec<u32> {
+    (0..n as u32).map(|i| 10_000 + tag * 100_000 + i).collect()
+}
+
+/// With every request finished or aborted: nothing in use, everything free or cached, all
+/// reference counts zero (checked by `check_invariants` against zero holders).
+pub fn assert_clean(s: &Scheduler) {
+    assert!(!s.has_unfinished());
+    s.check_invariants().expect("invariants");
+    let st = s.stats();
+    assert_eq!(st.kv_blocks_used, 0);
+    assert_eq!(st.kv_blocks_free, s.config().num_gpu_blocks);
+    assert_eq!((st.num_running, st.num_waiting), (0, 0));
+}

@@ -1,0 +1,136 @@
+// Paged attention over a flattened batch of query segments (prefill chunks and decode rows in
+// one dispatch). Token t of sequence s sits at position positions[t] and attends causally to
+// keys 0..=positions[t] of its own sequence, read from the paged cache through s's block table.
+// Grouped-query attention: one workgroup serves the G = H / KVH query heads that share a KV
+// head, so each key and value is read once for all of them.
+// Online softmax over tiles of 64 keys: invocation j scores key j of the tile for every head,
+// then each invocation updates the outputs (head, dim) it owns.
+// Grid: (num_tokens, num_kv_heads, 1).
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    qkv_stride: u32,  // row width of qkv
+    scale: f32,       // 1 / sqrt(head_dim)
+    block_size: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
+@group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token
+@group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
+@group(0) @binding(5) var<storage, read> block_tables: array<u32>;  // concatenated tables
+@group(0) @binding(6) var<storage, read> qkv: array<f32>;           // (T, qkv_stride), q first
+@group(0) @binding(7) var<storage, read> k_cache: array<f32>;       // (slots, KVH, D)
+@group(0) @binding(8) var<storage, read> v_cache: array<f32>;       // (slots, KVH, D)
+@group(0) @binding(9) var<storage, read_write> out: array<f32>;     // (T, H * D)
+
+const WG: u32 = 64u;
+const MAX_GD: u32 = 1024u; // G * D: up to 8 heads of 128, or 4 of 256
+const MAX_G: u32 = 16u;
+const NEG: f32 = -1.0e30;
+
+var<workgroup> qs: array<f32, 1024>;     // (G, D) scaled queries
+var<workgroup> probs: array<f32, 1024>;  // (G, WG) scores, then probabilities
+var<workgroup> slots: array<u32, 64>;    // cache slot of each key in the tile
+var<workgroup> run_max: array<f32, 16>;
+var<workgroup> run_sum: array<f32, 16>;
+var<workgroup> alpha: array<f32, 16>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = wg.x;
+    if (t >= step.num_tokens) {
+        return;
+    }
+    let kvh = wg.y;
+    let d = p.head_dim;
+    let g_count = p.num_heads / p.num_kv_heads;
+    let gd = g_count * d;
+    let kv_width = p.num_kv_heads * d;
+    let n_keys = positions[t] + 1u;
+    let table = seq_info[token_seq[t] * 4u + 3u];
+
+    for (var e = lid; e < gd; e += WG) {
+        let h = kvh * g_count + e / d;
+        qs[e] = qkv[t * p.qkv_stride + h * d + e % d] * p.scale;
+    }
+    if (lid < g_count) {
+        run_max[lid] = NEG;
+        run_sum[lid] = 0.0;
+    }
+    var acc: array<f32, 16>; // outputs e = lid + WG * r
+    for (var r = 0u; r < 16u; r++) {
+        acc[r] = 0.0;
+    }
+    workgroupBarrier();
+
+    for (var j0 = 0u; j0 < n_keys; j0 += WG) {
+        let j = j0 + lid;
+        if (j < n_keys) {
+            let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
+            slots[lid] = slot;
+            let kb = slot * kv_width + kvh * d;
+            for (var g = 0u; g < g_count; g++) {
+                var s = 0.0;
+                for (var i = 0u; i < d; i++) {
+                    s = fma(qs[g * d + i], k_cache[kb + i], s);
+                }
+                probs[g * WG + lid] = s;
+            }
+        } else {
+            for (var g = 0u; g < g_count; g++) {
+                probs[g * WG + lid] = NEG;
+            }
+        }
+        workgroupBarrier();
+        if (lid < g_count) {
+            let g = lid;
+            var m = run_max[g];
+            for (var i = 0u; i < WG; i++) {
+                m = max(m, probs[g * WG + i]);
+            }
+            let a = exp(run_max[g] - m);
+            var sum = 0.0;
+            for (var i = 0u; i < WG; i++) {
+                let e = exp(probs[g * WG + i] - m);
+                probs[g * WG + i] = e;
+                sum += e;
+            }
+            run_sum[g] = run_sum[g] * a + sum;
+            run_max[g] = m;
+            alpha[g] = a;
+        }
+        workgroupBarrier();
+        let tile = min(WG, n_keys - j0);
+        for (var r = 0u; r < 16u; r++) {
+            let e = lid + WG * r;
+            if (e >= gd) {
+                break;
+            }
+            let g = e / d;
+            let i = e % d;
+            var v = acc[r] * alpha[g];
+            for (var jj = 0u; jj < tile; jj++) {
+                v = fma(probs[g * WG + jj], v_cache[slots[jj] * kv_width + kvh * d + i], v);
+            }
+            acc[r] = v;
+        }
+        workgroupBarrier();
+    }
+
+    for (var r = 0u; r < 16u; r++) {
+        let e = lid + WG * r;
+        if (e >= gd) {
+            break;
+        }
+        let g = e / d;
+        let h = kvh * g_count + g;
+        out[t * p.num_heads * d + h * d + e % d] = acc[r] / run_sum[g];
+    }
+}

@@ -1,0 +1,33 @@
+// Embedding gather: x[t, :] = table[token_ids[t], :], f16 rows widened to f32.
+// A table larger than one storage binding is split by rows; each chunk is one dispatch that
+// writes only the tokens whose id falls inside it.
+// Grid: (num_tokens, 1, 1), 64 invocations per token.
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params { hidden: u32, row_offset: u32, rows: u32, pad: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> token_ids: array<u32>;   // (T)
+@group(0) @binding(3) var<storage, read> table: array<u32>;       // (rows, hidden / 2) f16 pairs
+@group(0) @binding(4) var<storage, read_write> x: array<f32>;     // (T, hidden)
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = wg.x;
+    if (t >= step.num_tokens) {
+        return;
+    }
+    let id = token_ids[t];
+    if (id < p.row_offset || id >= p.row_offset + p.rows) {
+        return;
+    }
+    let pairs = p.hidden / 2u;
+    let src = (id - p.row_offset) * pairs;
+    let dst = t * p.hidden;
+    for (var i = lid.x; i < pairs; i += 64u) {
+        let v = unpack2x16float(table[src + i]);
+        x[dst + 2u * i] = v.x;
+        x[dst + 2u * i + 1u] = v.y;
+    }
+}

@@ -1,0 +1,97 @@
+// Matrix-vector product for a few rows (decode): the same contract as matmul.wgsl,
+//   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n],
+// for at most 8 rows. Each weight row is read once and applied to every row of x, which is
+// what makes decode bandwidth-bound rather than latency-bound.
+// 64 invocations own 4 outputs; each walks K in f16 pairs, then a tree reduction sums them.
+// Grid: (ceil(N / 4), 1, 1).
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    k: u32,
+    n: u32,
+    out_offset: u32,
+    ldy: u32,
+    flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
+    eps: f32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;          // (rows, K)
+@group(0) @binding(3) var<storage, read> w: array<u32>;          // (N, K / 2) f16 pairs
+@group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+
+const MAX_ROWS: u32 = 8u;
+const OUTS: u32 = 4u;
+const WG: u32 = 64u;
+const SLOTS: u32 = 40u; // MAX_ROWS * OUTS partial dot products + MAX_ROWS sums of squares
+
+var<workgroup> red: array<f32, 2560>; // WG * SLOTS
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var rows = step.num_tokens;
+    if ((p.flags & 8u) != 0u) {
+        rows = step.num_samples;
+    }
+    rows = min(rows, MAX_ROWS);
+    let n0 = wg.x * OUTS;
+    let kp = p.k / 2u;
+
+    var acc: array<f32, 40>;
+    for (var i = 0u; i < SLOTS; i++) {
+        acc[i] = 0.0;
+    }
+    for (var c = lid; c < kp; c += WG) {
+        var wv: array<vec2<f32>, 4>;
+        for (var o = 0u; o < OUTS; o++) {
+            let n = n0 + o;
+            if (n < p.n) {
+                wv[o] = unpack2x16float(w[n * kp + c]);
+            } else {
+                wv[o] = vec2<f32>(0.0, 0.0);
+            }
+        }
+        for (var t = 0u; t < rows; t++) {
+            let xv = vec2<f32>(x[t * p.k + 2u * c], x[t * p.k + 2u * c + 1u]);
+            for (var o = 0u; o < OUTS; o++) {
+                acc[t * OUTS + o] += dot(xv, wv[o]);
+            }
+            acc[MAX_ROWS * OUTS + t] += dot(xv, xv);
+        }
+    }
+    for (var i = 0u; i < SLOTS; i++) {
+        red[lid * SLOTS + i] = acc[i];
+    }
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            for (var i = 0u; i < SLOTS; i++) {
+                red[lid * SLOTS + i] += red[(lid + s) * SLOTS + i];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid < rows * OUTS) {
+        let t = lid / OUTS;
+        let o = lid % OUTS;
+        let n = n0 + o;
+        if (n < p.n) {
+            var v = red[t * OUTS + o];
+            if ((p.flags & 1u) != 0u) {
+                v *= inverseSqrt(red[MAX_ROWS * OUTS + t] / f32(p.k) + p.eps);
+            }
+            if ((p.flags & 2u) != 0u) {
+                v += bias[n];
+            }
+            let idx = t * p.ldy + p.out_offset + n;
+            if ((p.flags & 4u) != 0u) {
+                v += y[idx];
+            }
+            y[idx] = v;
+        }
+    }
+}

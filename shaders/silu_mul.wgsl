@@ -1,0 +1,23 @@
+// SwiGLU activation: out[t, i] = silu(gu[t, i]) * gu[t, I + i], gate and up side by side.
+// Grid: (ceil(num_tokens * I / 256), 1, 1).
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params { inter: u32, pad0: u32, pad1: u32, pad2: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> gu: array<f32>;         // (T, 2 * I)
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;  // (T, I)
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * 256u;
+    if (idx >= step.num_tokens * p.inter) {
+        return;
+    }
+    let t = idx / p.inter;
+    let i = idx % p.inter;
+    let g = gu[t * 2u * p.inter + i];
+    let u = gu[t * 2u * p.inter + p.inter + i];
+    out[idx] = g / (1.0 + exp(-g)) * u;
+}
