@@ -193,7 +193,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 let l = logits[base + i];
                 mass_part += select(0.0, exp(l - m), l >= thr);
             }
-            let target = reduce_sum(lid, mass_part) * sp.top_p;
+            let wanted = reduce_sum(lid, mass_part) * sp.top_p;
             var lo = thr;
             var hi = m;
             for (var it = 0u; it < BISECT_STEPS; it++) {
@@ -203,7 +203,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     let l = logits[base + i];
                     part += select(0.0, exp(l - m), l >= mid);
                 }
-                if (reduce_sum(lid, part) >= target) {
+                if (reduce_sum(lid, part) >= wanted) {
                     lo = mid;
                 } else {
                     hi = mid;

@@ -1,0 +1,14 @@
+//! kiln's engine: one [`Engine::step`] is the three calls of a serving step, schedule,
+//! run on the GPU, and post-process. The engine has no threads and never blocks (the GPU
+//! readback is awaited), so the same code runs on a server's engine thread (driven by
+//! `pollster`) and in a browser tab.
+
+mod detokenize;
+mod engine;
+mod error;
+
+pub use detokenize::IncrementalDecoder;
+pub use engine::{Engine, EngineConfig, KvSize};
+pub use error::EngineError;
+pub use kiln_core::{SampledToken, SamplingParams};
+pub use kiln_scheduler::{FinishReason, Request, RequestUpdate, SchedulerStats};

@@ -1,0 +1,98 @@
+//! The real default model (SmolLM2-135M-Instruct, GGUF Q4_1) on the GPU against the
+//! Hugging Face transformers reference in shared/reference/.
+
+mod common;
+
+use common::*;
+use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
+use kiln_model::ChatMessage;
+
+fn prompt_ids(model: &kiln_model::Model, p: &serde_json::Value) -> Vec<u32> {
+    let text = p["text"].as_str().unwrap();
+    let ids = model.tokenizer.encode(text, false).unwrap();
+    let want: Vec<u32> = p["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    assert_eq!(ids, want, "tokenization of {text:?}");
+    ids
+}
+
+/// One sequence, the whole prompt in one step, blocks 0.. in order.
+fn prefill_batch(ids: &[u32]) -> StepBatch {
+    let n = ids.len();
+    StepBatch {
+        token_ids: ids.to_vec(),
+        positions: (0..n as u32).collect(),
+        slot_mapping: (0..n as u32).collect(),
+        seqs: vec![SeqInBatch {
+            query_start: 0,
+            query_len: n as u32,
+            context_len: n as u32,
+            block_table: (0..n.div_ceil(BLOCK_SIZE) as u32).collect(),
+            sample: Some(SampleSpec { params: SamplingParams::greedy(), seed: 0, draw_index: 0, penalty_tokens: vec![] }),
+        }],
+        ..StepBatch::default()
+    }
+}
+
+#[test]
+fn last_logits_and_greedy_tokens_match_reference() {
+    let ctx = gpu();
+    let model = default_model();
+    let reference = reference();
+    let mut engine = engine(&ctx, &model, small_config());
+    for (name, p) in reference["prompts"].as_object().unwrap() {
+        let ids = prompt_ids(&model, p);
+        let logits = pollster::block_on(engine.runner().logits(&prefill_batch(&ids))).unwrap().remove(0);
+        let top = &p["last_logits_top20"];
+        for (id, want) in top["ids"].as_array().unwrap().iter().zip(top["values"].as_array().unwrap()) {
+            let (id, want) = (id.as_u64().unwrap() as usize, want.as_f64().unwrap() as f32);
+            assert!((logits[id] - want).abs() < 0.05, "{name}: logit of token {id}: got {}, want {want}", logits[id]);
+        }
+        let want: Vec<u32> = p["greedy_32"]["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let out = run_all(&mut engine, vec![greedy_request(1, ids, 32, true, &model.config.eos_token_ids)]);
+        assert_eq!(out[&1], want, "{name}: greedy tokens");
+    }
+}
+
+#[test]
+fn chat_prompt_answers_paris() {
+    let ctx = gpu();
+    let model = default_model();
+    let template = model.chat_template.as_ref().expect("the model has a chat template");
+    let text = template
+        .render(&[ChatMessage { role: "user".into(), content: "What is the capital of France?".into() }], true)
+        .unwrap();
+    let ids = model.tokenizer.encode(&text, false).unwrap();
+    let mut engine = engine(&ctx, &model, small_config());
+    let out = run_all(&mut engine, vec![greedy_request(7, ids, 40, false, &model.config.eos_token_ids)]);
+    let answer = model.tokenizer.decode(&out[&7], true).unwrap();
+    assert_eq!(answer.trim(), "The capital of France is Paris.");
+}
+
+/// The same prompt alone and batched with prompts of other lengths gives the same tokens.
+#[test]
+fn batching_does_not_change_greedy_tokens() {
+    let ctx = gpu();
+    let model = default_model();
+    let eos = model.config.eos_token_ids.clone();
+    let texts = [
+        "The quick brown fox",
+        "Once upon a time, in a land far away, there lived a king who had three daughters. The youngest",
+        "def fibonacci(n):",
+        "1, 2, 3, 4,",
+    ];
+    let prompts: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer.encode(t, false).unwrap()).collect();
+    let mut engine = engine(&ctx, &model, small_config());
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| run_all(&mut engine, vec![greedy_request(1, p.clone(), 12, true, &eos)]).remove(&1).unwrap())
+        .collect();
+    let mut engine = engine_no_cache(&ctx, &model);
+    let together = run_all(&mut engine, prompts.iter().enumerate().map(|(i, p)| greedy_request(i as u64, p.clone(), 12, true, &eos)).collect());
+    for (i, want) in alone.iter().enumerate() {
+        assert_eq!(&together[&(i as u64)], want, "prompt {i} batched");
+    }
+}
+
+fn engine_no_cache(ctx: &kiln_gpu::GpuContext, model: &kiln_model::Model) -> kiln_engine::Engine {
+    engine(ctx, model, kiln_engine::EngineConfig { enable_prefix_caching: false, ..small_config() })
+}

@@ -1,0 +1,192 @@
+//! GGUF metadata (`{arch}.block_count`, `{arch}.attention.head_count`, ...) → [`ModelConfig`].
+
+use std::collections::HashMap;
+
+use super::reader::MetaValue;
+use crate::config::{ModelConfig, RopeScaling, llama3_scale};
+use crate::{Architecture, ModelError};
+
+pub(crate) struct Meta<'a> {
+    pub map: &'a HashMap<String, MetaValue>,
+    pub file: &'a str,
+}
+
+impl Meta<'_> {
+    pub fn get(&self, key: &str) -> Option<&MetaValue> {
+        self.map.get(key)
+    }
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(MetaValue::as_str)
+    }
+    /// Integer; an array (per-layer values) yields its first element.
+    pub fn usize(&self, key: &str) -> Option<usize> {
+        match self.get(key)? {
+            MetaValue::Array(a) => a.first()?.as_u64().map(|v| v as usize),
+            v => v.as_u64().map(|v| v as usize),
+        }
+    }
+    pub fn f64(&self, key: &str) -> Option<f64> {
+        self.get(key).and_then(MetaValue::as_f64)
+    }
+    pub fn req_usize(&self, key: &str) -> Result<usize, ModelError> {
+        self.usize(key).ok_or_else(|| {
+            ModelError::config(
+                self.file,
+                format!("missing or non-integer metadata \"{key}\""),
+            )
+        })
+    }
+}
+
+/// The architecture named by `general.architecture`, if kiln supports it.
+pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelError> {
+    let arch = meta
+        .str("general.architecture")
+        .unwrap_or("<missing general.architecture>");
+    let a = match arch {
+        "llama" => Architecture::Llama,
+        "qwen2" => Architecture::Qwen2,
+        other => {
+            return Err(ModelError::UnsupportedArchitecture {
+                file: meta.file.into(),
+                architecture: other.into(),
+            });
+        }
+    };
+    Ok((a, arch.to_string()))
+}
+
+/// Tensor facts the config needs but metadata does not carry.
+pub(crate) struct TensorFacts {
+    pub has_output: bool,
+    pub has_q_bias: bool,
+    pub embed_rows: Option<usize>,
+}
+
+pub(crate) fn config_from_meta(
+    meta: &Meta,
+    facts: &TensorFacts,
+) -> Result<ModelConfig, ModelError> {
+    let (architecture, a) = architecture(meta)?;
+    let hidden_size = meta.req_usize(&format!("{a}.embedding_length"))?;
+    let num_heads = meta.req_usize(&format!("{a}.attention.head_count"))?;
+    let head_dim = meta
+        .usize(&format!("{a}.attention.key_length"))
+        .unwrap_or(hidden_size / num_heads.max(1));
+    if let Some(rot) = meta.usize(&format!("{a}.rope.dimension_count")) {
+        if rot != head_dim {
+            return Err(ModelError::Unsupported {
+                file: meta.file.into(),
+                reason: format!(
+                    "partial rotary embedding (rope.dimension_count {rot} != head_dim {head_dim})"
+                ),
+            });
+        }
+    }
+    // The embedding's row count is what the forward pass needs; llama.cpp's converter pads the
+    // token list to it, so both agree in real files.
+    let vocab_size = facts
+        .embed_rows
+        .or_else(|| {
+            meta.get("tokenizer.ggml.tokens")
+                .and_then(MetaValue::as_array)
+                .map(|t| t.len())
+        })
+        .or_else(|| meta.usize(&format!("{a}.vocab_size")))
+        .ok_or_else(|| {
+            ModelError::config(
+                meta.file,
+                "cannot determine vocab size (no tokenizer.ggml.tokens)",
+            )
+        })?;
+    let mut eos = Vec::new();
+    for key in [
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.eot_token_id",
+        "tokenizer.ggml.eom_token_id",
+    ] {
+        if let Some(id) = meta.usize(key) {
+            if !eos.contains(&(id as u32)) {
+                eos.push(id as u32);
+            }
+        }
+    }
+    let cfg = ModelConfig {
+        architecture,
+        hidden_size,
+        intermediate_size: meta.req_usize(&format!("{a}.feed_forward_length"))?,
+        num_layers: meta.req_usize(&format!("{a}.block_count"))?,
+        num_heads,
+        num_kv_heads: meta
+            .usize(&format!("{a}.attention.head_count_kv"))
+            .unwrap_or(num_heads),
+        head_dim,
+        vocab_size,
+        max_position_embeddings: meta.usize(&format!("{a}.context_length")).unwrap_or(2048),
+        rms_norm_eps: meta
+            .f64(&format!("{a}.attention.layer_norm_rms_epsilon"))
+            .unwrap_or(1e-5) as f32,
+        rope_theta: meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32,
+        rope_scaling: rope_scaling(meta, &a)?,
+        tie_word_embeddings: !facts.has_output,
+        attention_bias: facts.has_q_bias,
+        bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
+        eos_token_ids: eos,
+    };
+    cfg.validate(meta.file)?;
+    Ok(cfg)
+}
+
+fn rope_scaling(meta: &Meta, a: &str) -> Result<Option<RopeScaling>, ModelError> {
+    let kind = meta
+        .str(&format!("{a}.rope.scaling.type"))
+        .unwrap_or("none");
+    match kind {
+        "none" => Ok(None),
+        "llama3" => {
+            let f = |k: &str, d: f64| meta.f64(&format!("{a}.rope.scaling.{k}")).unwrap_or(d);
+            Ok(Some(RopeScaling {
+                factor: f("factor", 8.0) as f32,
+                low_freq_factor: f("low_freq_factor", 1.0) as f32,
+                high_freq_factor: f("high_freq_factor", 4.0) as f32,
+                original_max_position_embeddings: f("original_context_length", 8192.0) as usize,
+            }))
+        }
+        other => Err(ModelError::Unsupported {
+            file: meta.file.into(),
+            reason: format!("rope scaling type \"{other}\""),
+        }),
+    }
+}
+
+/// llama.cpp stores Llama 3.x frequency scaling as a `rope_freqs` tensor of per-frequency
+/// divisors. Recover the Llama 3 parameters from it (standard low/high factors 1 and 4).
+pub(crate) fn rope_scaling_from_freqs(
+    cfg: &ModelConfig,
+    divisors: &[f32],
+    original_ctx: Option<usize>,
+    file: &str,
+) -> Result<RopeScaling, ModelError> {
+    let half = cfg.head_dim / 2;
+    let factor = divisors.iter().cloned().fold(1.0f32, f32::max);
+    let s = RopeScaling {
+        factor,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: original_ctx.unwrap_or(8192),
+    };
+    let fits = divisors.len() == half
+        && (0..half).all(|i| {
+            let inv = 1.0 / (cfg.rope_theta as f64).powf((2 * i) as f64 / cfg.head_dim as f64);
+            let want = inv / llama3_scale(inv, &s);
+            (want - divisors[i] as f64).abs() <= 1e-3 * want.max(1.0)
+        });
+    if fits {
+        Ok(s)
+    } else {
+        Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: "tensor \"rope_freqs.weight\" does not match Llama 3 rope scaling".into(),
+        })
+    }
+}

@@ -1,0 +1,219 @@
+//! GGUF loading: container parsing (`reader`), metadata → config (`config`), tensor types
+//! (`dequant`), naming and Q/K un-permutation (`names`); `load` assembles a model from them.
+
+pub(crate) mod config;
+pub mod dequant;
+pub mod names;
+pub mod reader;
+
+use self::config::{Meta, TensorFacts};
+use self::dequant::DType;
+use self::reader::MetaValue;
+use crate::storage::Storage;
+use crate::tokenizer::{Tokenizer, gguf_bpe, gguf_spm};
+use crate::weights::{Entry, StoredType, Weights};
+use crate::{Architecture, ChatTemplate, ModelConfig, ModelError};
+
+pub(crate) struct Loaded {
+    pub config: ModelConfig,
+    pub weights: Weights,
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<ChatTemplate>,
+}
+
+/// Loads a GGUF model held in `storage`; `file` names it in errors.
+pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
+    let header = reader::parse_header(storage.bytes(), file)?;
+    let meta = Meta {
+        map: &header.metadata,
+        file,
+    };
+    config::architecture(&meta)?;
+    let has = |n: &str| header.tensors.iter().any(|t| t.name == n);
+    let facts = TensorFacts {
+        has_output: has("output.weight"),
+        has_q_bias: has("blk.0.attn_q.bias"),
+        embed_rows: header
+            .tensors
+            .iter()
+            .find(|t| t.name == "token_embd.weight")
+            .and_then(|t| t.dims.get(1))
+            .map(|&d| d as usize),
+    };
+    let mut cfg = config::config_from_meta(&meta, &facts)?;
+
+    let file_len = storage.bytes().len();
+    let mut weights = Weights::new(file);
+    let idx = weights.add_storage(storage);
+    for t in &header.tensors {
+        let shape: Vec<usize> = t.dims.iter().rev().map(|&d| d as usize).collect();
+        let numel = t
+            .dims
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize));
+        let numel = numel.ok_or_else(|| {
+            ModelError::corrupt(
+                file,
+                format!("tensor \"{}\" has absurd dims {:?}", t.name, t.dims),
+            )
+        })?;
+        let dtype = match DType::from_ggml_id(t.ggml_type) {
+            Ok(d) => StoredType::Supported(d),
+            Err(name) => StoredType::Unsupported(name),
+        };
+        let offset = header.data_start.checked_add(t.offset as usize);
+        let len = match dtype {
+            StoredType::Supported(d) => {
+                if d.is_quantized()
+                    && t.dims
+                        .first()
+                        .is_none_or(|&d0| d0 as usize % dequant::QK != 0)
+                {
+                    return Err(ModelError::corrupt(
+                        file,
+                        format!(
+                            "tensor \"{}\" rows of {:?} are not a multiple of 32",
+                            t.name,
+                            t.dims.first()
+                        ),
+                    ));
+                }
+                d.byte_len(numel)
+            }
+            StoredType::Unsupported(_) => 0,
+        };
+        match offset.and_then(|o| o.checked_add(len)) {
+            Some(end) if end <= file_len => {}
+            _ => {
+                return Err(ModelError::corrupt(
+                    file,
+                    format!(
+                        "file is truncated: tensor \"{}\" needs bytes up to {} but the file has {file_len}",
+                        t.name,
+                        header.data_start as u64 + t.offset + len as u64
+                    ),
+                ));
+            }
+        }
+        let permute_heads = match (cfg.architecture, names::permuted_kind(&t.name)) {
+            (Architecture::Llama, Some(true)) => Some(cfg.num_heads),
+            (Architecture::Llama, Some(false)) => Some(cfg.num_kv_heads),
+            _ => None,
+        };
+        let entry = Entry {
+            storage: idx,
+            offset: offset.unwrap_or(0),
+            len,
+            dtype,
+            shape,
+            permute_heads,
+            file: file.to_string(),
+        };
+        weights.insert(names::gguf_to_hf_name(&t.name), entry);
+    }
+
+    if cfg.rope_scaling.is_none() && weights.contains("rope_freqs.weight") {
+        let divisors = weights.read_f32("rope_freqs.weight")?;
+        let orig = meta.usize(&format!(
+            "{}.rope.scaling.original_context_length",
+            arch_name(&cfg)
+        ));
+        cfg.rope_scaling = Some(config::rope_scaling_from_freqs(
+            &cfg, &divisors, orig, file,
+        )?);
+    }
+
+    let tokenizer = tokenizer(&meta, cfg.bos_token_id)?;
+    let chat_template = match meta.str("tokenizer.chat_template") {
+        Some(src) => {
+            let name = |id: Option<u32>| {
+                id.and_then(|i| tokenizer.id_to_token(i))
+                    .unwrap_or_default()
+            };
+            Some(ChatTemplate::new(
+                src,
+                &name(cfg.bos_token_id),
+                &name(cfg.eos_token_ids.first().copied()),
+                file,
+            )?)
+        }
+        None => None,
+    };
+    Ok(Loaded {
+        config: cfg,
+        weights,
+        tokenizer,
+        chat_template,
+    })
+}
+
+fn arch_name(cfg: &ModelConfig) -> &'static str {
+    match cfg.architecture {
+        Architecture::Llama => "llama",
+        Architecture::Qwen2 => "qwen2",
+    }
+}
+
+fn strings(meta: &Meta, key: &str) -> Result<Vec<String>, ModelError> {
+    let arr = meta.get(key).and_then(MetaValue::as_array).ok_or_else(|| {
+        ModelError::tokenizer(meta.file, format!("missing string array \"{key}\""))
+    })?;
+    arr.iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| {
+            ModelError::tokenizer(meta.file, format!("\"{key}\" is not an array of strings"))
+        })
+}
+
+/// Builds the tokenizer described by the `tokenizer.ggml.*` metadata.
+fn tokenizer(meta: &Meta, bos: Option<u32>) -> Result<Tokenizer, ModelError> {
+    let file = meta.file;
+    let model = meta
+        .str("tokenizer.ggml.model")
+        .unwrap_or("<missing tokenizer.ggml.model>");
+    let tokens = strings(meta, "tokenizer.ggml.tokens")?;
+    let types: Vec<u32> = meta
+        .get("tokenizer.ggml.token_type")
+        .and_then(MetaValue::as_array)
+        .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(1) as u32).collect())
+        .unwrap_or_default();
+    let add_bos_default = model == "llama";
+    let json = match model {
+        "gpt2" => {
+            let merges = strings(meta, "tokenizer.ggml.merges")?;
+            let pre = meta.str("tokenizer.ggml.pre").unwrap_or("default");
+            gguf_bpe::tokenizer_json(&tokens, &types, &merges, pre, file)?
+        }
+        "llama" => {
+            let scores: Vec<f32> = meta
+                .get("tokenizer.ggml.scores")
+                .and_then(MetaValue::as_array)
+                .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(0.0) as f32).collect())
+                .ok_or_else(|| ModelError::tokenizer(file, "missing \"tokenizer.ggml.scores\""))?;
+            let prefix = meta
+                .get("tokenizer.ggml.add_space_prefix")
+                .and_then(MetaValue::as_bool)
+                .unwrap_or(true);
+            gguf_spm::tokenizer_json(&tokens, &types, &scores, prefix)
+        }
+        other => {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: format!("tokenizer model \"{other}\" (supported: gpt2, llama)"),
+            });
+        }
+    };
+    let bytes = serde_json::to_vec(&json).map_err(|e| ModelError::tokenizer(file, e))?;
+    let inner =
+        tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| ModelError::tokenizer(file, e))?;
+    let add_bos = meta
+        .get("tokenizer.ggml.add_bos_token")
+        .and_then(MetaValue::as_bool)
+        .unwrap_or(add_bos_default);
+    Ok(Tokenizer::from_parts(
+        inner,
+        if add_bos { bos } else { None },
+        file,
+    ))
+}

@@ -1,0 +1,116 @@
+//! GGUF ↔ Hugging Face tensor naming, and the llama.cpp Q/K row permutation.
+//!
+//! llama.cpp's converter stores llama-architecture `attn_q` / `attn_k` rows with the two rotary
+//! halves of every head interleaved (`w.reshape(n_head, 2, head_dim/2, in).swapaxes(1, 2)`);
+//! kiln uses HF's rotate-half layout, so those rows are put back on read.
+
+/// Maps a GGUF tensor name to its HF name; unknown names are returned unchanged.
+pub fn gguf_to_hf_name(name: &str) -> String {
+    let (base, suffix) = match name.rsplit_once('.') {
+        Some((b, s @ ("weight" | "bias"))) => (b, s),
+        _ => return name.to_string(),
+    };
+    let mapped = match base {
+        "token_embd" => Some("model.embed_tokens".to_string()),
+        "output_norm" => Some("model.norm".to_string()),
+        "output" => Some("lm_head".to_string()),
+        _ => base.strip_prefix("blk.").and_then(|rest| {
+            let (layer, part) = rest.split_once('.')?;
+            layer.parse::<usize>().ok()?;
+            let hf = match part {
+                "attn_norm" => "input_layernorm",
+                "attn_q" => "self_attn.q_proj",
+                "attn_k" => "self_attn.k_proj",
+                "attn_v" => "self_attn.v_proj",
+                "attn_output" => "self_attn.o_proj",
+                "ffn_norm" => "post_attention_layernorm",
+                "ffn_gate" => "mlp.gate_proj",
+                "ffn_up" => "mlp.up_proj",
+                "ffn_down" => "mlp.down_proj",
+                _ => return None,
+            };
+            Some(format!("model.layers.{layer}.{hf}"))
+        }),
+    };
+    match mapped {
+        Some(m) => format!("{m}.{suffix}"),
+        None => name.to_string(),
+    }
+}
+
+/// Maps an HF tensor name to its GGUF name (inverse of [`gguf_to_hf_name`]).
+pub fn hf_to_gguf_name(name: &str) -> String {
+    let (base, suffix) = match name.rsplit_once('.') {
+        Some((b, s @ ("weight" | "bias"))) => (b, s),
+        _ => return name.to_string(),
+    };
+    let mapped = match base {
+        "model.embed_tokens" => Some("token_embd".to_string()),
+        "model.norm" => Some("output_norm".to_string()),
+        "lm_head" => Some("output".to_string()),
+        _ => base.strip_prefix("model.layers.").and_then(|rest| {
+            let (layer, part) = rest.split_once('.')?;
+            let g = match part {
+                "input_layernorm" => "attn_norm",
+                "self_attn.q_proj" => "attn_q",
+                "self_attn.k_proj" => "attn_k",
+                "self_attn.v_proj" => "attn_v",
+                "self_attn.o_proj" => "attn_output",
+                "post_attention_layernorm" => "ffn_norm",
+                "mlp.gate_proj" => "ffn_gate",
+                "mlp.up_proj" => "ffn_up",
+                "mlp.down_proj" => "ffn_down",
+                _ => return None,
+            };
+            Some(format!("blk.{layer}.{g}"))
+        }),
+    };
+    match mapped {
+        Some(m) => format!("{m}.{suffix}"),
+        None => name.to_string(),
+    }
+}
+
+/// Which permutation (if any) a llama-arch GGUF tensor carries: `Some(true)` for Q (n_heads),
+/// `Some(false)` for K (n_kv_heads). Applies to the `.weight` and a possible `.bias`.
+pub(crate) fn permuted_kind(gguf_name: &str) -> Option<bool> {
+    let base = gguf_name.rsplit_once('.')?.0;
+    if base.ends_with(".attn_q") {
+        Some(true)
+    } else if base.ends_with(".attn_k") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Row `r` of the permuted (GGUF) layout holds row `source_row(r)` of the HF layout.
+fn hf_row_of_gguf_row(r: usize, head_dim: usize) -> usize {
+    let (head, within) = (r / head_dim, r % head_dim);
+    let (j, s) = (within / 2, within % 2);
+    head * head_dim + s * (head_dim / 2) + j
+}
+
+/// HF → GGUF: what llama.cpp's converter does to Q/K rows. `data` is `rows × cols`, row-major.
+pub fn permute_rows(data: &[f32], rows: usize, n_heads: usize) -> Vec<f32> {
+    let cols = data.len() / rows;
+    let head_dim = rows / n_heads;
+    let mut out = vec![0f32; data.len()];
+    for r in 0..rows {
+        let src = hf_row_of_gguf_row(r, head_dim);
+        out[r * cols..(r + 1) * cols].copy_from_slice(&data[src * cols..(src + 1) * cols]);
+    }
+    out
+}
+
+/// GGUF → HF: undoes [`permute_rows`].
+pub fn unpermute_rows(data: &[f32], rows: usize, n_heads: usize) -> Vec<f32> {
+    let cols = data.len() / rows;
+    let head_dim = rows / n_heads;
+    let mut out = vec![0f32; data.len()];
+    for r in 0..rows {
+        let dst = hf_row_of_gguf_row(r, head_dim);
+        out[dst * cols..(dst + 1) * cols].copy_from_slice(&data[r * cols..(r + 1) * cols]);
+    }
+    out
+}

@@ -1,0 +1,194 @@
+//! Hugging Face model folders (config.json, *.safetensors, tokenizer.json, tokenizer_config.json,
+//! generation_config.json), read from disk (safetensors memory-mapped) or from in-memory files.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::config::token_id_list;
+use crate::storage::{Storage, read_text};
+use crate::{ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, safetensors};
+
+pub(crate) struct Loaded {
+    pub config: ModelConfig,
+    pub weights: Weights,
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<ChatTemplate>,
+}
+
+/// Where the folder's files come from.
+pub(crate) enum Files<'a> {
+    Dir(&'a Path),
+    Mem(HashMap<String, Vec<u8>>),
+}
+
+impl Files<'_> {
+    fn label(&self, name: &str) -> String {
+        match self {
+            Files::Dir(d) => d.join(name).display().to_string(),
+            Files::Mem(_) => name.to_string(),
+        }
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        match self {
+            Files::Dir(d) => d.join(name).is_file(),
+            Files::Mem(m) => m.contains_key(name),
+        }
+    }
+
+    fn missing(&self, name: &str) -> ModelError {
+        ModelError::MissingFile {
+            path: self.label(name).into(),
+            reason: "required file is not present".into(),
+        }
+    }
+
+    fn text(&self, name: &str) -> Result<String, ModelError> {
+        match self {
+            Files::Dir(d) => read_text(&d.join(name)),
+            Files::Mem(m) => {
+                let b = m.get(name).ok_or_else(|| self.missing(name))?;
+                String::from_utf8(b.clone())
+                    .map_err(|_| ModelError::corrupt(name, "not valid UTF-8"))
+            }
+        }
+    }
+
+    fn optional_json(&self, name: &str) -> Result<Option<Value>, ModelError> {
+        if !self.exists(name) {
+            return Ok(None);
+        }
+        let text = self.text(name)?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| ModelError::corrupt(self.label(name), format!("invalid JSON: {e}")))
+    }
+
+    /// Maps (or takes ownership of) a weight file.
+    fn storage(&mut self, name: &str) -> Result<Storage, ModelError> {
+        match self {
+            Files::Dir(d) => Storage::map(&d.join(name)),
+            Files::Mem(m) => {
+                m.remove(name)
+                    .map(Storage::Owned)
+                    .ok_or_else(|| ModelError::MissingFile {
+                        path: name.into(),
+                        reason: "required file is not present".into(),
+                    })
+            }
+        }
+    }
+}
+
+/// A `"<s>"` or `{"content": "<s>", ...}` token entry of tokenizer_config.json.
+fn token_string(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    }
+}
+
+/// `chat_template` is a string, or a list of `{name, template}` (the "default" one is used).
+fn chat_template_source(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(list) => list
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+            .or_else(|| list.first())
+            .and_then(|t| t.get("template"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
+    let cfg_label = files.label("config.json");
+    if !files.exists("config.json") {
+        return Err(files.missing("config.json"));
+    }
+    let mut config = ModelConfig::from_hf_json(&files.text("config.json")?, &cfg_label)?;
+    if let Some(gen_cfg) = files.optional_json("generation_config.json")? {
+        config.merge_eos(token_id_list(gen_cfg.get("eos_token_id")));
+        if config.bos_token_id.is_none() {
+            config.bos_token_id = gen_cfg
+                .get("bos_token_id")
+                .and_then(Value::as_u64)
+                .map(|v| v as u32);
+        }
+    }
+
+    let mut weights = Weights::new(files.label(""));
+    let shards: Vec<String> = if files.exists("model.safetensors.index.json") {
+        let label = files.label("model.safetensors.index.json");
+        let index = files
+            .optional_json("model.safetensors.index.json")?
+            .unwrap_or_default();
+        let map = index
+            .get("weight_map")
+            .and_then(Value::as_object)
+            .ok_or_else(|| ModelError::corrupt(&label, "missing \"weight_map\""))?;
+        let set: BTreeSet<String> = map
+            .values()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+        set.into_iter().collect()
+    } else if files.exists("model.safetensors") {
+        vec!["model.safetensors".to_string()]
+    } else {
+        return Err(files.missing("model.safetensors"));
+    };
+    for shard in &shards {
+        let storage = files.storage(shard)?;
+        safetensors::index_file(&mut weights, storage, &files.label(shard))?;
+    }
+    if !weights.contains("lm_head.weight") {
+        config.tie_word_embeddings = true;
+    }
+
+    let tok_label = files.label("tokenizer.json");
+    if !files.exists("tokenizer.json") {
+        return Err(files.missing("tokenizer.json"));
+    }
+    let tokenizer =
+        Tokenizer::from_json_bytes(files.text("tokenizer.json")?.as_bytes(), &tok_label)?;
+
+    let tok_cfg = files
+        .optional_json("tokenizer_config.json")?
+        .unwrap_or_default();
+    let bos = token_string(tok_cfg.get("bos_token"))
+        .or_else(|| config.bos_token_id.and_then(|i| tokenizer.id_to_token(i)))
+        .unwrap_or_default();
+    let eos = token_string(tok_cfg.get("eos_token"));
+    if let Some(id) = eos.as_deref().and_then(|e| tokenizer.token_to_id(e)) {
+        config.merge_eos([id]);
+    }
+    let eos = eos
+        .or_else(|| {
+            config
+                .eos_token_ids
+                .first()
+                .and_then(|&i| tokenizer.id_to_token(i))
+        })
+        .unwrap_or_default();
+    let chat_template = match chat_template_source(tok_cfg.get("chat_template")) {
+        Some(src) => Some(ChatTemplate::new(
+            &src,
+            &bos,
+            &eos,
+            &files.label("tokenizer_config.json"),
+        )?),
+        None => None,
+    };
+    Ok(Loaded {
+        config,
+        weights,
+        tokenizer,
+        chat_template,
+    })
+}

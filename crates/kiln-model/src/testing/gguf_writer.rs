@@ -1,0 +1,275 @@
+//! A small GGUF v3 writer for tests: arbitrary metadata and raw tensors (`GgufBuilder`), and
+//! whole llama/qwen2 models from a config + HF-named f32 tensors (`model_gguf`), quantizing and
+//! applying llama.cpp's Q/K row permutation like the real converter.
+
+use std::path::Path;
+
+use super::NamedTensor;
+use super::quant::quantize;
+use crate::gguf::dequant::DType;
+use crate::gguf::names::{hf_to_gguf_name, permute_rows};
+use crate::gguf::reader::{DEFAULT_ALIGNMENT, MetaValue};
+use crate::{Architecture, ModelConfig, ModelError};
+
+/// Tokenizer metadata for a GGUF file (`tokenizer.ggml.*`).
+#[derive(Debug, Clone, Default)]
+pub struct GgufTokenizer {
+    /// "gpt2" or "llama".
+    pub model: String,
+    /// `tokenizer.ggml.pre`, e.g. "smollm".
+    pub pre: Option<String>,
+    pub tokens: Vec<String>,
+    /// 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte.
+    pub token_types: Vec<u32>,
+    pub merges: Vec<String>,
+    pub scores: Vec<f32>,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub add_bos: bool,
+    pub chat_template: Option<String>,
+}
+
+struct RawTensor {
+    name: String,
+    dims: Vec<u64>,
+    ggml_type: u32,
+    data: Vec<u8>,
+}
+
+/// Collects metadata and tensors, then serializes a GGUF v3 file.
+#[derive(Default)]
+pub struct GgufBuilder {
+    metadata: Vec<(String, MetaValue)>,
+    tensors: Vec<RawTensor>,
+}
+
+impl GgufBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn meta(&mut self, key: &str, value: MetaValue) -> &mut Self {
+        self.metadata.retain(|(k, _)| k != key);
+        self.metadata.push((key.to_string(), value));
+        self
+    }
+
+    /// A tensor given as raw bytes; `dims` innermost first (GGUF order).
+    pub fn raw_tensor(
+        &mut self,
+        gguf_name: &str,
+        dims: &[u64],
+        ggml_type: u32,
+        data: Vec<u8>,
+    ) -> &mut Self {
+        self.tensors.push(RawTensor {
+            name: gguf_name.to_string(),
+            dims: dims.to_vec(),
+            ggml_type,
+            data,
+        });
+        self
+    }
+
+    /// A tensor given in HF shape (`[rows, cols]`, row-major) encoded as `dtype`.
+    pub fn tensor(
+        &mut self,
+        gguf_name: &str,
+        hf_shape: &[usize],
+        data: &[f32],
+        dtype: DType,
+    ) -> &mut Self {
+        let dims: Vec<u64> = hf_shape.iter().rev().map(|&d| d as u64).collect();
+        self.raw_tensor(gguf_name, &dims, dtype.ggml_id(), quantize(dtype, data))
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend(b"GGUF");
+        out.extend(3u32.to_le_bytes());
+        out.extend((self.tensors.len() as u64).to_le_bytes());
+        out.extend((self.metadata.len() as u64).to_le_bytes());
+        for (k, v) in &self.metadata {
+            put_str(&mut out, k);
+            out.extend(v.type_id().to_le_bytes());
+            put_value(&mut out, v);
+        }
+        let align = |x: usize| x.div_ceil(DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT;
+        let mut offset = 0usize;
+        for t in &self.tensors {
+            put_str(&mut out, &t.name);
+            out.extend((t.dims.len() as u32).to_le_bytes());
+            for d in &t.dims {
+                out.extend(d.to_le_bytes());
+            }
+            out.extend(t.ggml_type.to_le_bytes());
+            out.extend((offset as u64).to_le_bytes());
+            offset = align(offset + t.data.len());
+        }
+        let start = align(out.len());
+        out.resize(start, 0);
+        for t in &self.tensors {
+            out.extend(&t.data);
+            out.resize(start + align(out.len() - start), 0);
+        }
+        out
+    }
+
+    pub fn write(&self, path: &Path) -> Result<(), ModelError> {
+        std::fs::write(path, self.to_bytes()).map_err(|e| ModelError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u64).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+fn put_value(out: &mut Vec<u8>, v: &MetaValue) {
+    match v {
+        MetaValue::U8(x) => out.push(*x),
+        MetaValue::I8(x) => out.push(*x as u8),
+        MetaValue::U16(x) => out.extend(x.to_le_bytes()),
+        MetaValue::I16(x) => out.extend(x.to_le_bytes()),
+        MetaValue::U32(x) => out.extend(x.to_le_bytes()),
+        MetaValue::I32(x) => out.extend(x.to_le_bytes()),
+        MetaValue::F32(x) => out.extend(x.to_le_bytes()),
+        MetaValue::Bool(x) => out.push(*x as u8),
+        MetaValue::String(s) => put_str(out, s),
+        MetaValue::Array(items) => {
+            out.extend(items.first().map_or(4, MetaValue::type_id).to_le_bytes());
+            out.extend((items.len() as u64).to_le_bytes());
+            items.iter().for_each(|i| put_value(out, i));
+        }
+        MetaValue::U64(x) => out.extend(x.to_le_bytes()),
+        MetaValue::I64(x) => out.extend(x.to_le_bytes()),
+        MetaValue::F64(x) => out.extend(x.to_le_bytes()),
+    }
+}
+
+fn strs(v: &[String]) -> MetaValue {
+    MetaValue::Array(v.iter().cloned().map(MetaValue::String).collect())
+}
+
+/// A builder holding a whole model: config metadata, tokenizer metadata and every tensor.
+/// 2-D tensors are stored as `dtype` (F32 when rows are not a multiple of 32 for block types),
+/// 1-D tensors as F32, as llama.cpp does.
+pub fn model_gguf(
+    cfg: &ModelConfig,
+    tensors: &[NamedTensor],
+    dtype: DType,
+    tok: &GgufTokenizer,
+) -> GgufBuilder {
+    let a = match cfg.architecture {
+        Architecture::Llama => "llama",
+        Architecture::Qwen2 => "qwen2",
+    };
+    let mut b = GgufBuilder::new();
+    let u = |x: usize| MetaValue::U32(x as u32);
+    b.meta("general.architecture", MetaValue::String(a.into()))
+        .meta("general.name", MetaValue::String("kiln test model".into()))
+        .meta(&format!("{a}.block_count"), u(cfg.num_layers))
+        .meta(
+            &format!("{a}.context_length"),
+            u(cfg.max_position_embeddings),
+        )
+        .meta(&format!("{a}.embedding_length"), u(cfg.hidden_size))
+        .meta(
+            &format!("{a}.feed_forward_length"),
+            u(cfg.intermediate_size),
+        )
+        .meta(&format!("{a}.attention.head_count"), u(cfg.num_heads))
+        .meta(&format!("{a}.attention.head_count_kv"), u(cfg.num_kv_heads))
+        .meta(&format!("{a}.attention.key_length"), u(cfg.head_dim))
+        .meta(&format!("{a}.attention.value_length"), u(cfg.head_dim))
+        .meta(&format!("{a}.rope.dimension_count"), u(cfg.head_dim))
+        .meta(
+            &format!("{a}.rope.freq_base"),
+            MetaValue::F32(cfg.rope_theta),
+        )
+        .meta(
+            &format!("{a}.attention.layer_norm_rms_epsilon"),
+            MetaValue::F32(cfg.rms_norm_eps),
+        );
+    if let Some(s) = cfg.rope_scaling {
+        b.meta(
+            &format!("{a}.rope.scaling.type"),
+            MetaValue::String("llama3".into()),
+        )
+        .meta(
+            &format!("{a}.rope.scaling.factor"),
+            MetaValue::F32(s.factor),
+        )
+        .meta(
+            &format!("{a}.rope.scaling.low_freq_factor"),
+            MetaValue::F32(s.low_freq_factor),
+        )
+        .meta(
+            &format!("{a}.rope.scaling.high_freq_factor"),
+            MetaValue::F32(s.high_freq_factor),
+        )
+        .meta(
+            &format!("{a}.rope.scaling.original_context_length"),
+            u(s.original_max_position_embeddings),
+        );
+    }
+    // Like llama.cpp's converter, pad the vocabulary to the embedding size with unused tokens.
+    let (mut tokens, mut types) = (tok.tokens.clone(), tok.token_types.clone());
+    for i in tokens.len()..cfg.vocab_size {
+        tokens.push(format!("[PAD{i}]"));
+        types.push(5);
+    }
+    b.meta("tokenizer.ggml.model", MetaValue::String(tok.model.clone()))
+        .meta("tokenizer.ggml.tokens", strs(&tokens))
+        .meta(
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(types.iter().map(|&t| MetaValue::I32(t as i32)).collect()),
+        )
+        .meta("tokenizer.ggml.add_bos_token", MetaValue::Bool(tok.add_bos));
+    if let Some(p) = &tok.pre {
+        b.meta("tokenizer.ggml.pre", MetaValue::String(p.clone()));
+    }
+    if !tok.merges.is_empty() {
+        b.meta("tokenizer.ggml.merges", strs(&tok.merges));
+    }
+    if !tok.scores.is_empty() {
+        b.meta(
+            "tokenizer.ggml.scores",
+            MetaValue::Array(tok.scores.iter().map(|&s| MetaValue::F32(s)).collect()),
+        );
+    }
+    for (key, v) in [
+        ("tokenizer.ggml.bos_token_id", tok.bos),
+        ("tokenizer.ggml.eos_token_id", tok.eos),
+    ] {
+        if let Some(id) = v {
+            b.meta(key, MetaValue::U32(id));
+        }
+    }
+    if let Some(t) = &tok.chat_template {
+        b.meta("tokenizer.chat_template", MetaValue::String(t.clone()));
+    }
+    for t in tensors {
+        let gname = hf_to_gguf_name(&t.name);
+        let heads = match (cfg.architecture, &gname) {
+            (Architecture::Llama, n) if n.contains(".attn_q.") => Some(cfg.num_heads),
+            (Architecture::Llama, n) if n.contains(".attn_k.") => Some(cfg.num_kv_heads),
+            _ => None,
+        };
+        let data = match heads {
+            Some(h) => permute_rows(&t.data, t.shape[0], h),
+            None => t.data.clone(),
+        };
+        let cols = *t.shape.last().unwrap_or(&1);
+        let ty = if t.shape.len() < 2 || (dtype.is_quantized() && cols % 32 != 0) {
+            DType::F32
+        } else {
+            dtype
+        };
+        b.tensor(&gname, &t.shape, &data, ty);
+    }
+    b
+}

@@ -1,0 +1,210 @@
+//! Test fixtures shared with other crates: tiny deterministic random models written as Hugging
+//! Face folders or GGUF files, a GGUF writer and reference quantizers.
+
+mod gguf_writer;
+mod quant;
+pub mod tiny_tokenizer;
+
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+pub use self::gguf_writer::{GgufBuilder, GgufTokenizer, model_gguf};
+pub use self::quant::quantize;
+pub use crate::gguf::names::{permute_rows, unpermute_rows};
+pub use crate::gguf::reader::MetaValue;
+pub use crate::validate::expected_tensors;
+use crate::{Architecture, DType, ModelConfig, ModelError};
+
+/// An HF-named f32 tensor in HF shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedTensor {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub data: Vec<f32>,
+}
+
+/// Shape of a tiny random model. `Architecture::Qwen2` gets q/k/v biases.
+#[derive(Debug, Clone)]
+pub struct TinyConfig {
+    pub architecture: Architecture,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab_size: usize,
+    pub max_position_embeddings: usize,
+    pub rope_theta: f32,
+    pub rms_norm_eps: f32,
+    pub tie_word_embeddings: bool,
+    /// Safetensors element type: F32, F16 or BF16.
+    pub dtype: DType,
+}
+
+impl Default for TinyConfig {
+    fn default() -> Self {
+        TinyConfig {
+            architecture: Architecture::Llama,
+            hidden_size: 64,
+            intermediate_size: 160,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 16,
+            vocab_size: 300,
+            max_position_embeddings: 512,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-5,
+            tie_word_embeddings: false,
+            dtype: DType::F32,
+        }
+    }
+}
+
+impl TinyConfig {
+    pub fn qwen2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Qwen2,
+            ..Default::default()
+        }
+    }
+
+    /// The `ModelConfig` a loader should produce for this model.
+    pub fn model_config(&self) -> ModelConfig {
+        ModelConfig {
+            architecture: self.architecture,
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            num_layers: self.num_layers,
+            num_heads: self.num_heads,
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
+            vocab_size: self.vocab_size,
+            max_position_embeddings: self.max_position_embeddings,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            rope_scaling: None,
+            tie_word_embeddings: self.tie_word_embeddings,
+            attention_bias: self.architecture == Architecture::Qwen2,
+            bos_token_id: None,
+            eos_token_ids: vec![tiny_tokenizer::eos_id()],
+        }
+    }
+}
+
+/// Deterministic random tensors for `cfg` (weights ~U(-0.1, 0.1), norms ~1).
+pub fn tiny_tensors(cfg: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    crate::validate::expected_tensors(cfg)
+        .into_iter()
+        .map(|(name, shape)| {
+            let n: usize = shape.iter().product();
+            let is_norm = name.ends_with("norm.weight");
+            let data = (0..n)
+                .map(|_| {
+                    let r: f32 = rng.random_range(-0.1..0.1);
+                    if is_norm { 1.0 + r } else { r }
+                })
+                .collect();
+            NamedTensor { name, shape, data }
+        })
+        .collect()
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
+    move |e| ModelError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+/// Serializes tensors as a safetensors file in `dtype` (F32, F16 or BF16).
+pub fn safetensors_bytes(tensors: &[NamedTensor], dtype: DType) -> Vec<u8> {
+    let name = match dtype {
+        DType::F32 => "F32",
+        DType::F16 => "F16",
+        DType::BF16 => "BF16",
+        other => panic!("safetensors cannot hold {other:?}"),
+    };
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), json!({"format": "pt"}));
+    let mut data = Vec::new();
+    for t in tensors {
+        let bytes = quantize(dtype, &t.data);
+        header.insert(t.name.clone(), json!({"dtype": name, "shape": t.shape, "data_offsets": [data.len(), data.len() + bytes.len()]}));
+        data.extend(bytes);
+    }
+    let mut h = serde_json::to_vec(&header).expect("json");
+    h.resize(h.len().div_ceil(8) * 8, b' ');
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend(h);
+    out.extend(data);
+    out
+}
+
+/// Writes a tiny random model as a Hugging Face folder (config.json, model.safetensors,
+/// tokenizer.json, tokenizer_config.json, generation_config.json) and returns its config.
+pub fn write_tiny_llama(
+    dir: &Path,
+    cfg: &TinyConfig,
+    seed: u64,
+) -> Result<ModelConfig, ModelError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mc = cfg.model_config();
+    let config = json!({
+        "architectures": [if mc.architecture == Architecture::Qwen2 { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" }],
+        "model_type": if mc.architecture == Architecture::Qwen2 { "qwen2" } else { "llama" },
+        "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
+        "num_hidden_layers": mc.num_layers, "num_attention_heads": mc.num_heads,
+        "num_key_value_heads": mc.num_kv_heads, "head_dim": mc.head_dim, "vocab_size": mc.vocab_size,
+        "max_position_embeddings": mc.max_position_embeddings, "rms_norm_eps": mc.rms_norm_eps,
+        "rope_theta": mc.rope_theta, "rope_scaling": null, "tie_word_embeddings": mc.tie_word_embeddings,
+        "attention_bias": mc.attention_bias, "hidden_act": "silu", "eos_token_id": mc.eos_token_ids[0],
+        "torch_dtype": "float32",
+    });
+    let files = [
+        ("config.json", serde_json::to_vec_pretty(&config)),
+        (
+            "tokenizer.json",
+            serde_json::to_vec(&tiny_tokenizer::tokenizer_json()),
+        ),
+        (
+            "tokenizer_config.json",
+            serde_json::to_vec_pretty(&tiny_tokenizer::tokenizer_config_json()),
+        ),
+        (
+            "generation_config.json",
+            serde_json::to_vec_pretty(&json!({"eos_token_id": mc.eos_token_ids})),
+        ),
+    ];
+    for (name, bytes) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes.expect("json")).map_err(io(&p))?;
+    }
+    let p = dir.join("model.safetensors");
+    std::fs::write(&p, safetensors_bytes(&tiny_tensors(&mc, seed), cfg.dtype)).map_err(io(&p))?;
+    Ok(mc)
+}
+
+/// Writes the same tiny random model (same seed → same f32 values) as a GGUF file with 2-D
+/// weights stored as `dtype`; returns its config.
+pub fn write_tiny_gguf(
+    path: &Path,
+    cfg: &TinyConfig,
+    seed: u64,
+    dtype: DType,
+) -> Result<ModelConfig, ModelError> {
+    let mc = cfg.model_config();
+    model_gguf(
+        &mc,
+        &tiny_tensors(&mc, seed),
+        dtype,
+        &tiny_tokenizer::gguf_tokenizer(),
+    )
+    .write(path)?;
+    Ok(mc)
+}

@@ -1,0 +1,71 @@
+//! Reference quantizers (f32 → Q8_0 / Q4_0 / Q4_1 blocks, plus plain float encodings), used by the
+//! test GGUF writer. Inverse of `gguf::dequant`.
+
+use half::{bf16, f16};
+
+use crate::gguf::dequant::{DType, QK};
+
+/// Encodes `data` as `dtype` (block types need a length that is a multiple of 32).
+pub fn quantize(dtype: DType, data: &[f32]) -> Vec<u8> {
+    match dtype {
+        DType::F32 => data.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        DType::F16 => data
+            .iter()
+            .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+            .collect(),
+        DType::BF16 => data
+            .iter()
+            .flat_map(|&x| bf16::from_f32(x).to_le_bytes())
+            .collect(),
+        DType::Q8_0 => data.chunks(QK).flat_map(q8_0_block).collect(),
+        DType::Q4_0 => data.chunks(QK).flat_map(q4_0_block).collect(),
+        DType::Q4_1 => data.chunks(QK).flat_map(q4_1_block).collect(),
+    }
+}
+
+fn q8_0_block(x: &[f32]) -> Vec<u8> {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut out = f16::from_f32(d).to_le_bytes().to_vec();
+    out.extend(
+        x.iter()
+            .map(|v| ((v * id).round().clamp(-127.0, 127.0) as i8) as u8),
+    );
+    out
+}
+
+fn pack_nibbles(q: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    (0..QK / 2).map(move |j| q[j] | (q[j + QK / 2] << 4))
+}
+
+fn q4_0_block(x: &[f32]) -> Vec<u8> {
+    // The value with the largest magnitude maps to -8 exactly.
+    let max = x
+        .iter()
+        .fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+    let d = max / -8.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let q: Vec<u8> = x
+        .iter()
+        .map(|v| ((v * id + 8.5) as i32).clamp(0, 15) as u8)
+        .collect();
+    let mut out = f16::from_f32(d).to_le_bytes().to_vec();
+    out.extend(pack_nibbles(&q));
+    out
+}
+
+fn q4_1_block(x: &[f32]) -> Vec<u8> {
+    let min = x.iter().cloned().fold(f32::INFINITY, f32::min);
+    let max = x.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let d = (max - min) / 15.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let q: Vec<u8> = x
+        .iter()
+        .map(|v| (((v - min) * id + 0.5) as i32).clamp(0, 15) as u8)
+        .collect();
+    let mut out = f16::from_f32(d).to_le_bytes().to_vec();
+    out.extend(f16::from_f32(min).to_le_bytes());
+    out.extend(pack_nibbles(&q));
+    out
+}

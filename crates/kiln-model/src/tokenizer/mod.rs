@@ -1,0 +1,105 @@
+//! `Tokenizer`: kiln's text ↔ token-id interface, backed by the `tokenizers` crate. Built from an
+//! HF `tokenizer.json`, or from GGUF tokenizer metadata (see `gguf_bpe` and `gguf_spm`).
+
+pub(crate) mod gguf_bpe;
+pub(crate) mod gguf_spm;
+
+use std::collections::HashSet;
+
+use crate::ModelError;
+
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    special: HashSet<u32>,
+    /// GGUF tokenizers have no post-processor: BOS is prepended here when `add_bos_token` is set.
+    prepend_bos: Option<u32>,
+    source: String,
+}
+
+impl Tokenizer {
+    /// From the contents of a Hugging Face `tokenizer.json`; `file` names it in errors.
+    pub fn from_json_bytes(json: &[u8], file: &str) -> Result<Tokenizer, ModelError> {
+        let inner =
+            tokenizers::Tokenizer::from_bytes(json).map_err(|e| ModelError::tokenizer(file, e))?;
+        Ok(Tokenizer::from_parts(inner, None, file))
+    }
+
+    pub(crate) fn from_parts(
+        inner: tokenizers::Tokenizer,
+        prepend_bos: Option<u32>,
+        source: &str,
+    ) -> Tokenizer {
+        let special = inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id)
+            .collect();
+        Tokenizer {
+            inner,
+            special,
+            prepend_bos,
+            source: source.to_string(),
+        }
+    }
+
+    /// Token ids of `text`. Special tokens written in the text (e.g. `<|im_start|>`) are recognised;
+    /// `add_special_tokens` adds BOS etc. as the model's tokenizer config says.
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, ModelError> {
+        let enc = self
+            .inner
+            .encode(text, add_special_tokens)
+            .map_err(|e| ModelError::tokenizer(&self.source, format!("encoding failed: {e}")))?;
+        let mut ids = enc.get_ids().to_vec();
+        if let (true, Some(bos)) = (add_special_tokens, self.prepend_bos) {
+            ids.insert(0, bos);
+        }
+        Ok(ids)
+    }
+
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, ModelError> {
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size()) {
+            return Err(ModelError::tokenizer(
+                &self.source,
+                format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    self.vocab_size()
+                ),
+            ));
+        }
+        self.inner
+            .decode(ids, skip_special_tokens)
+            .map_err(|e| ModelError::tokenizer(&self.source, format!("decoding failed: {e}")))
+    }
+
+    /// Number of token ids, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    pub fn token_to_id(&self, s: &str) -> Option<u32> {
+        self.inner.token_to_id(s)
+    }
+
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// True for special (control) tokens such as `<|im_end|>`.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.contains(&id)
+    }
+
+    /// The underlying `tokenizers` tokenizer.
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+}
+
+/// One `added_tokens` entry of a tokenizer.json.
+pub(crate) fn added_token_json(id: u32, content: &str, special: bool) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "content": content, "single_word": false, "lstrip": false,
+        "rstrip": false, "normalized": false, "special": special,
+    })
+}

@@ -1,0 +1,184 @@
+//! GGUF writer → loader round trips: config, every tensor (all storage types, Q/K permutation
+//! undone), tokenizer and chat template; plus in-memory loading.
+
+use kiln_model::gguf::dequant::to_f32;
+use kiln_model::testing::{self, TinyConfig, model_gguf, quantize, tiny_tensors, tiny_tokenizer};
+use kiln_model::{Architecture, ChatMessage, DType, Model, RopeScaling};
+
+fn check_round_trip(tc: &TinyConfig, dtype: DType) {
+    let dir = std::env::temp_dir().join(format!(
+        "kiln-gguf-rt-{}-{:?}-{:?}-{}",
+        std::process::id(),
+        tc.architecture,
+        dtype,
+        tc.tie_word_embeddings
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny.gguf");
+    let cfg = testing::write_tiny_gguf(&path, tc, 7, dtype).unwrap();
+    let m = Model::load(&path).unwrap();
+    assert_eq!(m.config, cfg, "{dtype:?}");
+    assert_eq!(m.source, path.display().to_string());
+    for t in tiny_tensors(&cfg, 7) {
+        assert_eq!(m.weights.shape(&t.name).unwrap(), t.shape, "{}", t.name);
+        let got = m.weights.read_f32(&t.name).unwrap();
+        let stored = if t.shape.len() == 1 {
+            DType::F32
+        } else {
+            dtype
+        };
+        let want = to_f32(stored, &quantize(stored, &t.data));
+        assert_eq!(got, want, "{} ({dtype:?})", t.name);
+        let tol = match stored {
+            DType::F32 => 0.0,
+            DType::F16 => 1e-4,
+            DType::Q8_0 => 2e-3,
+            _ => 2e-2,
+        };
+        assert!(
+            got.iter().zip(&t.data).all(|(a, b)| (a - b).abs() <= tol),
+            "{} drifted",
+            t.name
+        );
+    }
+    assert_eq!(
+        m.weights.contains("lm_head.weight"),
+        !tc.tie_word_embeddings
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn llama_all_types_round_trip() {
+    for dtype in [
+        DType::F32,
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+    ] {
+        check_round_trip(&TinyConfig::default(), dtype);
+    }
+}
+
+#[test]
+fn qwen2_and_tied_round_trip() {
+    check_round_trip(&TinyConfig::qwen2(), DType::Q8_0);
+    check_round_trip(
+        &TinyConfig {
+            tie_word_embeddings: true,
+            ..Default::default()
+        },
+        DType::Q4_1,
+    );
+}
+
+#[test]
+fn llama_qk_rows_are_unpermuted_on_read() {
+    // The file really holds permuted rows: read the raw GGUF bytes back without the loader's fix.
+    let mc = TinyConfig::default().model_config();
+    let tensors = tiny_tensors(&mc, 3);
+    let q = tensors
+        .iter()
+        .find(|t| t.name == "model.layers.0.self_attn.q_proj.weight")
+        .unwrap();
+    let bytes = model_gguf(&mc, &tensors, DType::F32, &tiny_tokenizer::gguf_tokenizer()).to_bytes();
+    let m = Model::from_gguf_bytes(bytes.clone(), "tiny.gguf").unwrap();
+    assert_eq!(m.weights.read_f32(&q.name).unwrap(), q.data);
+    let permuted = testing::permute_rows(&q.data, q.shape[0], mc.num_heads);
+    let needle: Vec<u8> = permuted[..64]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert!(
+        bytes.windows(needle.len()).any(|w| w == needle.as_slice()),
+        "file should hold permuted rows"
+    );
+}
+
+#[test]
+fn gguf_tokenizer_and_template_match_hf_folder() {
+    let dir = std::env::temp_dir().join(format!("kiln-gguf-tok-{}", std::process::id()));
+    testing::write_tiny_llama(&dir, &TinyConfig::default(), 1).unwrap();
+    let hf = Model::load(&dir).unwrap();
+    let gg = Model::from_gguf_bytes(
+        testing::model_gguf(
+            &hf.config,
+            &tiny_tensors(&hf.config, 1),
+            DType::F16,
+            &tiny_tokenizer::gguf_tokenizer(),
+        )
+        .to_bytes(),
+        "mem.gguf",
+    )
+    .unwrap();
+    assert_eq!(gg.source, "mem.gguf");
+    for s in [
+        "the cat is in the ring",
+        "  two  spaces\n\nnewlines",
+        "<|im_start|>user\nhello<|im_end|>",
+        "ünïcödé 12345",
+    ] {
+        let a = hf.tokenizer.encode(s, true).unwrap();
+        assert_eq!(a, gg.tokenizer.encode(s, true).unwrap(), "{s:?}");
+        assert_eq!(gg.tokenizer.decode(&a, false).unwrap(), s);
+    }
+    assert!(
+        hf.tokenizer.encode(" the", false).unwrap().len() == 1,
+        "merges are applied"
+    );
+    let eos = tiny_tokenizer::eos_id();
+    assert!(gg.tokenizer.is_special(eos) && hf.tokenizer.is_special(eos));
+    assert_eq!(gg.config.eos_token_ids, vec![eos]);
+    let msgs = [ChatMessage::new("user", "hi")];
+    let a = hf
+        .chat_template
+        .as_ref()
+        .unwrap()
+        .render(&msgs, true)
+        .unwrap();
+    assert_eq!(a, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(
+        gg.chat_template
+            .as_ref()
+            .unwrap()
+            .render(&msgs, true)
+            .unwrap(),
+        a
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn llama3_rope_scaling_round_trip() {
+    let mut mc = TinyConfig::default().model_config();
+    mc.rope_scaling = Some(RopeScaling {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: 64,
+    });
+    mc.rope_theta = 500000.0;
+    let bytes = model_gguf(
+        &mc,
+        &tiny_tensors(&mc, 2),
+        DType::F32,
+        &tiny_tokenizer::gguf_tokenizer(),
+    )
+    .to_bytes();
+    let m = Model::from_gguf_bytes(bytes, "rope.gguf").unwrap();
+    assert_eq!(m.config.rope_scaling, mc.rope_scaling);
+    assert_eq!(m.config.architecture, Architecture::Llama);
+    let plain = {
+        let mut c = mc.clone();
+        c.rope_scaling = None;
+        c.rope_inv_freq()
+    };
+    let scaled = m.config.rope_inv_freq();
+    assert_eq!(scaled.len(), 8);
+    assert_eq!(scaled[0], plain[0], "high frequencies unchanged");
+    assert!(
+        (scaled[7] - plain[7] / 8.0).abs() < 1e-9,
+        "low frequencies divided by factor"
+    );
+}

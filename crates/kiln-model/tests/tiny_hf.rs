@@ -1,0 +1,119 @@
+//! `testing::write_tiny_llama` HF folders load back through `Model::load` / `from_hf_bytes`
+//! with identical tensors, config, tokenizer and chat template; output is seed-deterministic.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use half::f16;
+use kiln_model::testing::{self, TinyConfig, tiny_tensors, tiny_tokenizer};
+use kiln_model::{Architecture, ChatMessage, DType, Model};
+
+fn tmp(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("kiln-tiny-{tag}-{}", std::process::id()))
+}
+
+fn check(tc: &TinyConfig, tag: &str) -> Model {
+    let dir = tmp(tag);
+    let cfg = testing::write_tiny_llama(&dir, tc, 42).unwrap();
+    let m = Model::load(&dir).unwrap();
+    assert_eq!(m.config, cfg);
+    for t in tiny_tensors(&cfg, 42) {
+        assert_eq!(m.weights.shape(&t.name).unwrap(), t.shape);
+        let want: Vec<f32> = match tc.dtype {
+            DType::F16 => t.data.iter().map(|&x| f16::from_f32(x).to_f32()).collect(),
+            _ => t.data.clone(),
+        };
+        assert_eq!(m.weights.read_f32(&t.name).unwrap(), want, "{}", t.name);
+        assert_eq!(m.weights.dtype(&t.name).unwrap(), tc.dtype);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    m
+}
+
+#[test]
+fn tiny_llama_f32_loads_identically() {
+    let m = check(&TinyConfig::default(), "f32");
+    assert!(m.weights.contains("lm_head.weight"));
+    assert!(!m.weights.contains("model.layers.0.self_attn.q_proj.bias"));
+    assert_eq!(m.config.architecture, Architecture::Llama);
+    let msgs = [
+        ChatMessage::new("system", "be brief"),
+        ChatMessage::new("user", "hi"),
+    ];
+    let text = m
+        .chat_template
+        .as_ref()
+        .unwrap()
+        .render(&msgs, true)
+        .unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let ids = m.tokenizer.encode(&text, true).unwrap();
+    assert_eq!(ids[0], m.tokenizer.token_to_id("<|im_start|>").unwrap());
+    assert_eq!(m.tokenizer.decode(&ids, false).unwrap(), text);
+    assert_eq!(
+        m.tokenizer.decode(&ids, true).unwrap(),
+        "system\nbe brief\nuser\nhi\nassistant\n"
+    );
+    assert_eq!(m.config.eos_token_ids, vec![tiny_tokenizer::eos_id()]);
+    assert_eq!(
+        m.tokenizer.id_to_token(tiny_tokenizer::eos_id()).as_deref(),
+        Some("<|im_end|>")
+    );
+    assert!(m.config.param_count() > 0);
+}
+
+#[test]
+fn tiny_qwen2_f16_tied_loads_identically() {
+    let tc = TinyConfig {
+        dtype: DType::F16,
+        tie_word_embeddings: true,
+        ..TinyConfig::qwen2()
+    };
+    let m = check(&tc, "qwen-f16");
+    assert_eq!(m.config.architecture, Architecture::Qwen2);
+    assert!(m.config.attention_bias && m.config.tie_word_embeddings);
+    assert_eq!(
+        m.weights
+            .shape("model.layers.1.self_attn.k_proj.bias")
+            .unwrap(),
+        vec![32]
+    );
+    assert!(!m.weights.contains("lm_head.weight"));
+}
+
+#[test]
+fn deterministic_per_seed_and_in_memory_loading() {
+    let (a, b, c) = (tmp("seed-a"), tmp("seed-b"), tmp("seed-c"));
+    let tc = TinyConfig::default();
+    testing::write_tiny_llama(&a, &tc, 5).unwrap();
+    testing::write_tiny_llama(&b, &tc, 5).unwrap();
+    testing::write_tiny_llama(&c, &tc, 6).unwrap();
+    let read = |d: &PathBuf| std::fs::read(d.join("model.safetensors")).unwrap();
+    assert_eq!(read(&a), read(&b));
+    assert_ne!(read(&a), read(&c));
+
+    let files: HashMap<String, Vec<u8>> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    let mem = Model::from_hf_bytes(files).unwrap();
+    let disk = Model::load(&a).unwrap();
+    assert_eq!(mem.config, disk.config);
+    let name = "model.layers.1.mlp.down_proj.weight";
+    assert_eq!(
+        mem.weights.read_f32(name).unwrap(),
+        disk.weights.read_f32(name).unwrap()
+    );
+    for d in [a, b, c] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
