@@ -1,0 +1,29 @@
+//! `kiln`: the command line. Each subcommand lives in its own file.
+
+mod generate;
+mod info;
+mod model_path;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "kiln", version, about = "An LLM inference engine on WGSL compute shaders (Vulkan, Metal, DX12, WebGPU)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate text for a prompt, streaming it to stdout.
+    Generate(generate::Args),
+    /// Print the GPU adapter and, with --model, the model's shape and memory needs.
+    Info(info::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Generate(a) => generate::run(a),
+        Command::Info(a) => info::run(a),
+    }
+}

@@ -1,0 +1,79 @@
+//! Where `--model` points: a folder, a GGUF file, a Hugging Face repo id, or (by default) the
+//! default model fetched by `scripts/fetch-model.sh`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use kiln_model::Model;
+
+pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// Resolves `arg` to a local path, downloading a Hugging Face repo id into the usual cache.
+pub fn resolve(arg: Option<&str>) -> anyhow::Result<PathBuf> {
+    let Some(arg) = arg else {
+        let path = std::env::var_os("KILN_MODEL").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL));
+        if !path.exists() {
+            bail!(
+                "the default model {} is not present; fetch it with `scripts/fetch-model.sh` (or pass --model PATH)",
+                path.display()
+            );
+        }
+        return Ok(path);
+    };
+    let path = Path::new(arg);
+    if path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    let looks_like_repo = arg.split('/').count() == 2 && !arg.ends_with(".gguf") && !arg.starts_with('.');
+    if !looks_like_repo {
+        bail!("model {arg}: no such file or folder");
+    }
+    download(arg)
+}
+
+/// Fetches the files of a Hugging Face model repo into the Hugging Face cache.
+fn download(repo_id: &str) -> anyhow::Result<PathBuf> {
+    let api = hf_hub::api::sync::Api::new().context("opening the Hugging Face cache")?;
+    let repo = api.model(repo_id.to_string());
+    let mut dir = None;
+    for file in ["config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"] {
+        match repo.get(file) {
+            Ok(p) => dir = p.parent().map(Path::to_path_buf),
+            Err(e) if file == "config.json" || file == "tokenizer.json" => {
+                bail!("model {repo_id}: could not fetch {file} from the Hugging Face hub: {e}")
+            }
+            Err(_) => {}
+        }
+    }
+    if repo.get("model.safetensors").is_err() {
+        let index = repo.get("model.safetensors.index.json").with_context(|| format!("model {repo_id}: no model.safetensors"))?;
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&index)?)?;
+        let mut shards: Vec<&str> =
+            json["weight_map"].as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| v.as_str()).collect();
+        shards.sort();
+        shards.dedup();
+        for shard in shards {
+            repo.get(shard).with_context(|| format!("model {repo_id}: fetching {shard}"))?;
+        }
+    }
+    dir.context("empty repository")
+}
+
+/// Loads the model with a progress line.
+pub fn load(arg: Option<&str>) -> anyhow::Result<Model> {
+    let path = resolve(arg)?;
+    let spinner = ProgressBar::new_spinner().with_message(format!("reading {}", path.display()));
+    let model = Model::load(&path)?;
+    spinner.finish_and_clear();
+    Ok(model)
+}
+
+/// A progress bar for uploading weights, fed by the engine's `progress(done, total)`.
+pub fn upload_bar() -> ProgressBar {
+    let bar = ProgressBar::new(1);
+    bar.set_style(
+        ProgressStyle::with_template("uploading weights {bar:30} {pos}/{len} layers {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
