@@ -29,7 +29,7 @@ const OUTS: u32 = 4u;
 const WG: u32 = 64u;
 const SLOTS: u32 = 40u; // MAX_ROWS * OUTS partial dot products + MAX_ROWS sums of squares
 
-var<workgroup> red: array<f32, 2560>; // WG * SLOTS
+var<workgroup> red: array<f32, 2560>; // (SLOTS, WG): slot-major, only the used slots are reduced
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -63,14 +63,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             acc[MAX_ROWS * OUTS + t] += dot(xv, xv);
         }
     }
-    for (var i = 0u; i < SLOTS; i++) {
-        red[lid * SLOTS + i] = acc[i];
+    // Slots in use: rows * OUTS dot products, then rows sums of squares.
+    let used = rows * (OUTS + 1u);
+    for (var i = 0u; i < rows * OUTS; i++) {
+        red[i * WG + lid] = acc[i];
+    }
+    for (var t = 0u; t < rows; t++) {
+        red[(rows * OUTS + t) * WG + lid] = acc[MAX_ROWS * OUTS + t];
     }
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s / 2u) {
         if (lid < s) {
-            for (var i = 0u; i < SLOTS; i++) {
-                red[lid * SLOTS + i] += red[(lid + s) * SLOTS + i];
+            for (var i = 0u; i < used; i++) {
+                red[i * WG + lid] += red[i * WG + lid + s];
             }
         }
         workgroupBarrier();
@@ -80,9 +85,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let o = lid % OUTS;
         let n = n0 + o;
         if (n < p.n) {
-            var v = red[t * OUTS + o];
+            var v = red[(t * OUTS + o) * WG];
             if ((p.flags & 1u) != 0u) {
-                v *= inverseSqrt(red[MAX_ROWS * OUTS + t] / f32(p.k) + p.eps);
+                v *= inverseSqrt(red[(rows * OUTS + t) * WG] / f32(p.k) + p.eps);
             }
             if ((p.flags & 2u) != 0u) {
                 v += bias[n];

@@ -140,9 +140,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
 
     // 2. Temperature, the row's maximum and log-sum-exp.
+    // top_k == 1 is greedy too, but its log-probs are still under the temperature.
     let greedy = sp.temperature <= 0.0 || sp.top_k == 1u;
     var inv_t = 1.0;
-    if (!greedy) {
+    if (sp.temperature > 0.0) {
         inv_t = 1.0 / sp.temperature;
     }
     var best_v = NEG;

@@ -38,6 +38,7 @@ kernel_table!(
     "embedding",
     "matmul",
     "matvec",
+    "matvec_rowwise",
     "rope_kv",
     "attention",
     "silu_mul",
@@ -49,11 +50,24 @@ kernel_table!(
 pub struct Kernels {
     device: wgpu::Device,
     cache: Mutex<HashMap<&'static str, Arc<Kernel>>>,
+    /// Use the one-output-per-invocation matmul (`matvec_rowwise`) instead of the tiled and
+    /// split-K kernels. The default on CPU-backed adapters, where a workgroup is a loop over
+    /// SIMD lanes and barriers cost more than shared loads save.
+    pub rowwise_matmul: bool,
 }
 
 impl Kernels {
-    pub fn new(device: &wgpu::Device) -> Self {
-        Self { device: device.clone(), cache: Mutex::new(HashMap::new()) }
+    pub fn new(ctx: &crate::GpuContext) -> Self {
+        Self {
+            device: ctx.device.clone(),
+            cache: Mutex::new(HashMap::new()),
+            rowwise_matmul: ctx.info.device_type == wgpu::DeviceType::Cpu,
+        }
+    }
+
+    /// The same, with the matmul kernel family chosen by the caller (tests use both).
+    pub fn with_rowwise_matmul(ctx: &crate::GpuContext, rowwise: bool) -> Self {
+        Self { rowwise_matmul: rowwise, ..Self::new(ctx) }
     }
 
     /// The kernel of `shaders/{name}.wgsl`. Panics on an unknown name (a programming error).

@@ -83,7 +83,7 @@ impl ModelRunner {
         let (h, nh, nkv, d, inter, vocab) =
             (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.vocab_size);
         let qkv_width = (nh + 2 * nkv) * d;
-        let kernels = Kernels::new(&ctx.device);
+        let kernels = Kernels::new(&ctx);
         let max_binding = ctx.max_binding() as usize;
         // Activation buffers must each fit one binding: cap the step's tokens if needed.
         let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;

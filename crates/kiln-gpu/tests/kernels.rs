@@ -13,7 +13,7 @@ use rand::seq::SliceRandom;
 #[test]
 fn embedding_gathers_rows() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx.device);
+    let k = Kernels::new(&ctx);
     let mut r = rng(1);
     let (vocab, hidden, t) = (37, 18, 13);
     let table = randn(&mut r, vocab * hidden, 1.0);
@@ -26,13 +26,20 @@ fn embedding_gathers_rows() {
     assert_close("embedding", &read_f32(&ctx, &x, t * hidden), &want, 0.0, 0.0);
 }
 
-/// Both matmul kernels (few rows: matvec; many: tiled) with every flag combination.
+/// Every matmul kernel (few rows: matvec; many: tiled; and the row-wise kernel of CPU devices)
+/// with every flag combination.
 #[test]
 fn matmul_matches_reference() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx.device);
+    for (rowwise, kdim) in [(false, 70), (false, 72), (true, 72), (true, 200)] {
+        check_matmul(&ctx, &Kernels::with_rowwise_matmul(&ctx, rowwise), kdim);
+    }
+}
+
+fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
+    let ctx = ctx.clone();
     let mut r = rng(2);
-    let (kdim, n) = (70, 131);
+    let n = 131;
     let w = randn(&mut r, n * kdim, 0.5);
     let wm = GpuMatrix::upload(&ctx, "w", &w, n, kdim).unwrap();
     let wr = f16_round(&w);
@@ -46,7 +53,7 @@ fn matmul_matches_reference() {
             let step = step_buffer(&ctx, rows as u32, 1, 0);
             let mm = Matmul::new(
                 &ctx,
-                &k,
+                k,
                 &step,
                 MatmulArgs {
                     x: &xb,
@@ -72,7 +79,7 @@ fn matmul_matches_reference() {
                     want[idx] = if accumulate { want[idx] + v } else { v };
                 }
             }
-            let what = format!("matmul rows={rows} norm={norm} bias={with_bias} acc={accumulate}");
+            let what = format!("matmul rowwise={} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}", k.rowwise_matmul);
             assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, 1e-4, 1e-4);
         }
     }
@@ -81,7 +88,7 @@ fn matmul_matches_reference() {
 #[test]
 fn silu_mul_matches_reference() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx.device);
+    let k = Kernels::new(&ctx);
     let mut r = rng(3);
     let (t, inter) = (7, 301);
     let gu = randn(&mut r, t * 2 * inter, 4.0);
@@ -101,7 +108,7 @@ fn silu_mul_matches_reference() {
 #[test]
 fn gather_rmsnorm_matches_reference() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx.device);
+    let k = Kernels::new(&ctx);
     let mut r = rng(4);
     let (t, hidden) = (11, 150);
     let x = randn(&mut r, t * hidden, 3.0);
@@ -118,7 +125,7 @@ fn gather_rmsnorm_matches_reference() {
 #[test]
 fn rope_kv_rotates_and_writes_cache() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx.device);
+    let k = Kernels::new(&ctx);
     let mut r = rng(5);
     let (nh, nkv, d, t, slots) = (6, 2, 20, 9, 70);
     let width = (nh + 2 * nkv) * d;
@@ -153,7 +160,7 @@ fn rope_kv_rotates_and_writes_cache() {
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx.device);
+    let k = Kernels::new(&ctx);
     let mut r = rng(6);
     let (nh, nkv, d) = (6, 2, 24);
     let bs = kiln_core::BLOCK_SIZE;

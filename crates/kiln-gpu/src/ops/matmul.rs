@@ -54,7 +54,12 @@ impl Matmul {
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
-        let (matvec, matmul) = (kernels.get("matvec"), kernels.get("matmul"));
+        let rowwise = kernels.rowwise_matmul && a.w.cols % 8 == 0;
+        let (matvec, matmul) = if rowwise {
+            (kernels.get("matvec_rowwise"), kernels.get("matvec_rowwise"))
+        } else {
+            (kernels.get("matvec"), kernels.get("matmul"))
+        };
         let mut small = Vec::new();
         let mut large = Vec::new();
         for c in &a.w.chunks {
@@ -84,13 +89,14 @@ impl Matmul {
                 },
             );
             let buffers = [step, &p, a.x, &c.buffer, &bias, a.y];
-            small.push(Launch::new(&ctx.device, matvec.clone(), &buffers, Grid::Fixed([c.rows.div_ceil(4), 1, 1])));
-            large.push(Launch::new(
-                &ctx.device,
-                matmul.clone(),
-                &buffers,
-                Grid::Tiles { x: c.rows.div_ceil(64), per: 32, samples: a.sample_rows },
-            ));
+            let (small_grid, large_grid) = if rowwise {
+                let g = || Grid::Tiles { x: c.rows.div_ceil(64), per: 8, samples: a.sample_rows };
+                (g(), g())
+            } else {
+                (Grid::Fixed([c.rows.div_ceil(4), 1, 1]), Grid::Tiles { x: c.rows.div_ceil(64), per: 32, samples: a.sample_rows })
+            };
+            small.push(Launch::new(&ctx.device, matvec.clone(), &buffers, small_grid));
+            large.push(Launch::new(&ctx.device, matmul.clone(), &buffers, large_grid));
         }
         Self { small, large, sample_rows: a.sample_rows }
     }

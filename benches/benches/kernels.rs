@@ -1,0 +1,71 @@
+//! Kernel throughput at SmolLM2-135M and 1B-class shapes: matmul at prefill sizes, matvec at
+//! decode sizes (GB/s of weights read), paged attention at 512 and 4096 context.
+//! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches`.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kiln_benches::{gpu, run, step_buffer, values};
+use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
+use kiln_gpu::{GpuMatrix, Kernels};
+
+/// (name, input width K, outputs N)
+const SHAPES: &[(&str, usize, usize)] = &[
+    ("smollm2 gate_up", 576, 3072),
+    ("smollm2 lm_head", 576, 49152),
+    ("1b gate_up", 2048, 16384),
+];
+
+fn matmul(c: &mut Criterion) {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut g = c.benchmark_group("matmul");
+    g.sample_size(10);
+    for &(name, kdim, n) in SHAPES {
+        let w = GpuMatrix::upload(&ctx, "w", &values(n * kdim, 1, 0.1), n, kdim).unwrap();
+        for rows in [1usize, 4, 128, 512] {
+            if rows == 512 && n > 16384 {
+                continue;
+            }
+            let x = ctx.storage_init("x", bytemuck::cast_slice(&values(rows * kdim, 2, 1.0)));
+            let y = ctx.storage("y", (rows * n * 4) as u64);
+            let step = step_buffer(&ctx, rows as u32, 1, 0);
+            let mm = Matmul::new(&ctx, &k, &step, MatmulArgs { x: &x, w: &w, bias: None, y: &y, ldy: n as u32, out_offset: 0, norm_eps: None, accumulate: false, sample_rows: false });
+            if rows <= 8 {
+                g.throughput(Throughput::Bytes(w.bytes()));
+            } else {
+                g.throughput(Throughput::Elements((2 * rows * kdim * n) as u64));
+            }
+            g.bench_function(format!("{name} rows={rows}"), |b| b.iter(|| run(&ctx, 1, &|p| mm.record(p, rows as u32, 0))));
+        }
+    }
+}
+
+fn attention(c: &mut Criterion) {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut g = c.benchmark_group("attention");
+    g.sample_size(10);
+    // SmolLM2: 9 heads over 3 KV heads of 64; decode rows of 8 sequences at a given context.
+    let (nh, nkv, d, seqs) = (9usize, 3usize, 64usize, 8usize);
+    for ctx_len in [512usize, 4096] {
+        let bs = kiln_core::BLOCK_SIZE;
+        let blocks_per_seq = ctx_len.div_ceil(bs);
+        let slots = seqs * blocks_per_seq * bs;
+        let kc = ctx.storage_init("k", bytemuck::cast_slice(&values(slots * nkv * d, 3, 1.0)));
+        let vc = ctx.storage_init("v", bytemuck::cast_slice(&values(slots * nkv * d, 4, 1.0)));
+        let qkv = ctx.storage_init("qkv", bytemuck::cast_slice(&values(seqs * (nh + 2 * nkv) * d, 5, 1.0)));
+        let positions: Vec<u32> = vec![ctx_len as u32 - 1; seqs];
+        let token_seq: Vec<u32> = (0..seqs as u32).collect();
+        let seq_info: Vec<u32> = (0..seqs as u32).flat_map(|s| [s, 1, ctx_len as u32, s * blocks_per_seq as u32]).collect();
+        let tables: Vec<u32> = (0..(seqs * blocks_per_seq) as u32).collect();
+        let u = |v: &[u32]| ctx.storage_init("u32", bytemuck::cast_slice(v));
+        let (pb, tb, sb, bt) = (u(&positions), u(&token_seq), u(&seq_info), u(&tables));
+        let out = ctx.storage("out", (seqs * nh * d * 4) as u64);
+        let step = step_buffer(&ctx, seqs as u32, seqs as u32, 0);
+        let l = ops::attention(&ctx, &k, &step, (nh, nkv, d), AttentionBuffers { positions: &pb, token_seq: &tb, seq_info: &sb, block_tables: &bt, qkv: &qkv, k_cache: &kc, v_cache: &vc, out: &out }).unwrap();
+        g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
+        g.bench_function(format!("decode 8 seqs ctx={ctx_len}"), |b| b.iter(|| run(&ctx, 1, &|p| l.record(p, seqs as u32, 0))));
+    }
+}
+
+criterion_group!(benches, matmul, attention);
+criterion_main!(benches);

@@ -1,0 +1,228 @@
+//! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
+//! path: the runner's logits against the CPU reference forward pass (Llama, Qwen2 with
+//! attention biases, tied embeddings) over chunked prefill across non-contiguous KV blocks
+//! and decode steps; greedy tokens of 8 concurrent requests equal to each run alone, with
+//! prefix caching on and off; and KV blocks evicted to the CPU tier and restored giving the
+//! same tokens and log-probs as a fresh engine that never evicted.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{engine, gpu};
+use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
+use kiln_engine::{Engine, EngineConfig, KvSize, Request, SampledToken};
+use kiln_gpu::reference::CpuModel;
+use kiln_model::testing::{write_tiny_llama, TinyConfig};
+use kiln_model::Model;
+
+fn tiny(cfg: &TinyConfig, seed: u64) -> (tempfile::TempDir, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_llama(dir.path(), cfg, seed).unwrap();
+    let model = Model::load(dir.path()).unwrap();
+    (dir, model)
+}
+
+fn config(blocks: usize, prefix_caching: bool) -> EngineConfig {
+    EngineConfig {
+        max_num_batched_tokens: 48,
+        max_num_seqs: 8,
+        kv: KvSize::Blocks(blocks),
+        enable_prefix_caching: prefix_caching,
+        max_model_len: Some(128),
+        ..EngineConfig::default()
+    }
+}
+
+/// A deterministic pseudo-random token sequence (LCG), distinct per `salt`.
+fn tokens(salt: u64, n: usize, vocab: usize) -> Vec<u32> {
+    let mut s = salt.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// One sequence's step by hand: `ids` at positions `start..`, the last one sampled greedily.
+fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
+    let end = start + ids.len();
+    let slot = |p: usize| table[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32;
+    StepBatch {
+        token_ids: ids.to_vec(),
+        positions: (start as u32..end as u32).collect(),
+        slot_mapping: (start..end).map(slot).collect(),
+        seqs: vec![SeqInBatch {
+            query_start: 0,
+            query_len: ids.len() as u32,
+            context_len: end as u32,
+            block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
+            sample: Some(SampleSpec { params: SamplingParams::greedy(), seed: 0, draw_index: 0, penalty_tokens: vec![] }),
+        }],
+        ..StepBatch::default()
+    }
+}
+
+/// Prefill 45 tokens in chunks of 16, 13 and 16 (the second and third cross block
+/// boundaries mid-chunk), then 5 decode steps, into blocks 5, 2, 7, 0 (not in order); each
+/// step's sampled-row logits against the CPU forward pass at that position.
+///
+/// Tolerance: both sides use f16-rounded weights, but the GPU folds the RMSNorm gains into
+/// the weights before rounding and the reference applies them after (~5e-4 relative per
+/// weight), and accumulation is f32 (GPU) vs f64 (CPU). These models' logits reach ~1.8 and
+/// the measured differences ~1.3e-3, so `atol 2e-3 + 1e-2 * max|logit|` (~2e-2) leaves ~15x
+/// headroom. The test also checks that the tolerance is far below the effect of changing one
+/// early prompt token (~0.35 on the decode logits), so a wrong block, slot or position
+/// cannot hide inside it.
+fn check_against_reference(name: &str, cfg: &TinyConfig) {
+    let (_dir, model) = tiny(cfg, 7);
+    let ctx = gpu();
+    let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
+    let vocab = model.config.vocab_size;
+    let all = tokens(1, 50, vocab); // 45 prompt tokens, then the 5 decode inputs
+    let want = cpu.forward(&all);
+    let mut engine = engine(&ctx, &model, config(16, false));
+    let table = [5u32, 2, 7, 0];
+    let mut steps = vec![(0, 16), (16, 29), (29, 45)];
+    steps.extend((45..50).map(|p| (p, p + 1)));
+    let mut worst = 0f32;
+    for (start, end) in steps {
+        let got = pollster::block_on(engine.runner().logits(&chunk(&all[start..end], start, &table))).unwrap().remove(0);
+        let w = &want[end - 1];
+        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let tol = 2e-3 + 1e-2 * scale;
+        for (i, (g, w)) in got.iter().zip(w).enumerate() {
+            worst = worst.max((g - w).abs());
+            assert!((g - w).abs() <= tol && g.is_finite(), "{name}: position {}: logit {i}: got {g}, want {w} (tol {tol})", end - 1);
+        }
+        let argmax = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
+        assert_eq!(argmax(&got), argmax(w), "{name}: position {}: argmax", end - 1);
+    }
+    // Sensitivity: the decode logits after changing token 3 (block 5 of the table).
+    let mut other = all.clone();
+    other[3] = (other[3] + 1) % vocab as u32;
+    let alt = cpu.forward(&other);
+    let sens = (45..50).map(|p| alt[p].iter().zip(&want[p]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max)).fold(f32::MAX, f32::min);
+    let max_tol = 2e-3 + 1e-2 * want.iter().flatten().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(sens > 5.0 * max_tol, "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}");
+    eprintln!("{name}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}");
+}
+
+#[test]
+fn logits_match_cpu_reference_llama() {
+    check_against_reference("llama", &TinyConfig::default());
+}
+
+#[test]
+fn logits_match_cpu_reference_qwen2_biases() {
+    check_against_reference("qwen2", &TinyConfig::qwen2());
+}
+
+#[test]
+fn logits_match_cpu_reference_tied_embeddings() {
+    check_against_reference("tied", &TinyConfig { tie_word_embeddings: true, num_kv_heads: 1, ..TinyConfig::default() });
+}
+
+fn request(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Request {
+    let sampling = SamplingParams { top_logprobs: 5, ..SamplingParams::greedy() };
+    Request { sampling, ignore_eos: true, ..Request::new(id, prompt, max_tokens) }
+}
+
+/// Runs every request to completion; returns the sampled tokens by request id.
+fn run(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec<SampledToken>> {
+    let mut out = BTreeMap::new();
+    for r in requests {
+        out.insert(r.id, Vec::new());
+        engine.add_request(r).expect("add_request");
+    }
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).expect("step") {
+            if let Some(t) = u.token {
+                out.get_mut(&u.id).unwrap().push(t);
+            }
+        }
+    }
+    out
+}
+
+fn ids(out: &[SampledToken]) -> Vec<u32> {
+    out.iter().map(|t| t.token_id).collect()
+}
+
+/// Same greedy tokens, and log-probs within 1e-4 (the KV data is the same; only the
+/// grouping of rows into matmul tiles may differ).
+fn assert_same(what: &str, got: &[SampledToken], want: &[SampledToken]) {
+    assert_eq!(ids(got), ids(want), "{what}: greedy tokens");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let (gl, wl) = (g.logprob.unwrap(), w.logprob.unwrap());
+        assert!((gl - wl).abs() < 1e-4, "{what}: token {i}: logprob {gl} vs {wl}");
+        for ((gi, gv), (wi, wv)) in g.top_logprobs.iter().zip(&w.top_logprobs) {
+            assert!(gi == wi && (gv - wv).abs() < 1e-4, "{what}: token {i}: top logprobs {:?} vs {:?}", g.top_logprobs, w.top_logprobs);
+        }
+    }
+}
+
+#[test]
+fn concurrent_requests_match_each_alone() {
+    let (_dir, model) = tiny(&TinyConfig::default(), 8);
+    let ctx = gpu();
+    let vocab = model.config.vocab_size;
+    let shared = tokens(100, 2 * BLOCK_SIZE + 3, vocab);
+    let prompts: Vec<Vec<u32>> = [5usize, 17, 33, 40, 1, 50, 23, 64]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            // Requests 1, 3, 5 and 7 share a 35-token prefix (2 full blocks + 3).
+            if i % 2 == 1 { [&shared[..n.min(shared.len())], &tokens(200 + i as u64, n.saturating_sub(shared.len()), vocab)[..]].concat() } else { tokens(200 + i as u64, n, vocab) }
+        })
+        .collect();
+    let reqs = || prompts.iter().enumerate().map(|(i, p)| request(i as u64, p.clone(), 6)).collect::<Vec<_>>();
+    let mut solo_engine = engine(&ctx, &model, config(64, false));
+    let alone: Vec<Vec<SampledToken>> = reqs()
+        .into_iter()
+        .map(|r| {
+            let id = r.id;
+            run(&mut solo_engine, vec![r]).remove(&id).unwrap()
+        })
+        .collect();
+    for caching in [false, true] {
+        let mut e = engine(&ctx, &model, config(64, caching));
+        // Twice, so that with caching the second round starts from cached prefixes.
+        for round in 0..2 {
+            let together = run(&mut e, reqs());
+            for (i, want) in alone.iter().enumerate() {
+                assert_same(&format!("caching {caching} round {round} request {i}"), &together[&(i as u64)], want);
+            }
+        }
+        let hits = e.stats().prefix_cache_hits;
+        assert_eq!(hits > 0, caching, "prefix cache hits {hits} with caching {caching}");
+    }
+}
+
+/// A prompt's cached blocks pushed out to the CPU tier by a request that needs the whole GPU
+/// pool, then restored for a longer prompt sharing that prefix: same tokens and log-probs as
+/// a fresh engine that computes everything.
+#[test]
+fn cpu_tier_restores_evicted_blocks() {
+    let (_dir, model) = tiny(&TinyConfig::qwen2(), 9);
+    let ctx = gpu();
+    let vocab = model.config.vocab_size;
+    let first = tokens(300, 3 * BLOCK_SIZE + 6, vocab); // 3 full blocks, cached after it runs
+    let filler = tokens(301, 8 * BLOCK_SIZE - 4, vocab); // with its 4 outputs: all 8 blocks
+    let again = [&first[..], &tokens(302, 10, vocab)[..]].concat();
+    let per_block = (BLOCK_SIZE * model.config.num_kv_heads * model.config.head_dim * 4 * 2 * model.config.num_layers) as u64;
+    let mut e = engine(&ctx, &model, EngineConfig { cpu_kv_bytes: 64 * per_block, ..config(8, true) });
+    run(&mut e, vec![request(1, first.clone(), 4)]);
+    run(&mut e, vec![request(2, filler, 4)]);
+    let s = e.stats();
+    assert!(s.cpu_blocks_stored >= 3, "the first prompt's 3 cached blocks went to the CPU tier: {s:?}");
+    assert_eq!(s.cpu_blocks_restored, 0, "{s:?}");
+    let got = run(&mut e, vec![request(3, again.clone(), 6)]).remove(&3).unwrap();
+    let s = e.stats();
+    assert!(s.cpu_blocks_restored >= 3, "the shared prefix came back from the CPU tier: {s:?}");
+
+    let mut fresh = engine(&ctx, &model, config(64, false));
+    let want = run(&mut fresh, vec![request(3, again, 6)]).remove(&3).unwrap();
+    assert_same("restored from the CPU tier", &got, &want);
+}

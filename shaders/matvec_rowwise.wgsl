@@ -1,0 +1,79 @@
+// Matrix product with one invocation per output, for CPU-backed adapters (lavapipe, SwiftShader):
+//   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl)
+// Each invocation walks one weight row in 16-byte loads (8 f16) and applies it to a block of up
+// to 8 rows of x. No workgroup memory and no barriers: on a CPU device a workgroup is a loop
+// over SIMD lanes, where barriers are expensive and lanes gain nothing from sharing loads.
+// GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
+// Needs K % 8 == 0. Grid: (ceil(N / 64), ceil(rows / 8), 1).
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    k: u32,
+    n: u32,
+    out_offset: u32,
+    ldy: u32,
+    flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
+    eps: f32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // (rows, K / 4)
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;    // (N, K / 8) f16 octets
+@group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+
+const BLOCK: u32 = 8u;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    var rows = step.num_tokens;
+    if ((p.flags & 8u) != 0u) {
+        rows = step.num_samples;
+    }
+    let n = gid.x;
+    let t0 = gid.y * BLOCK;
+    if (n >= p.n || t0 >= rows) {
+        return;
+    }
+    let count = min(BLOCK, rows - t0);
+    let k8 = p.k / 8u;
+    let k4 = p.k / 4u;
+    var acc: array<f32, 8>;
+    var ss: array<f32, 8>;
+    for (var t = 0u; t < BLOCK; t++) {
+        acc[t] = 0.0;
+        ss[t] = 0.0;
+    }
+    let norm = (p.flags & 1u) != 0u;
+    for (var c = 0u; c < k8; c++) {
+        let q = w[n * k8 + c];
+        let w0 = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
+        let w1 = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w));
+        for (var t = 0u; t < count; t++) {
+            let base = (t0 + t) * k4 + 2u * c;
+            let x0 = x[base];
+            let x1 = x[base + 1u];
+            acc[t] += dot(x0, w0) + dot(x1, w1);
+            if (norm) {
+                ss[t] += dot(x0, x0) + dot(x1, x1);
+            }
+        }
+    }
+    for (var t = 0u; t < count; t++) {
+        var v = acc[t];
+        if (norm) {
+            v *= inverseSqrt(ss[t] / f32(p.k) + p.eps);
+        }
+        if ((p.flags & 2u) != 0u) {
+            v += bias[n];
+        }
+        let idx = (t0 + t) * p.ldy + p.out_offset + n;
+        if ((p.flags & 4u) != 0u) {
+            v += y[idx];
+        }
+        y[idx] = v;
+    }
+}
