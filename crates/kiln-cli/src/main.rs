@@ -1,8 +1,10 @@
 //! `kiln`: the command line. Each subcommand lives in its own file.
 
+mod bench;
 mod generate;
 mod info;
 mod model_path;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -19,11 +21,17 @@ enum Command {
     Generate(generate::Args),
     /// Print the GPU adapter and, with --model, the model's shape and memory needs.
     Info(info::Args),
+    /// Serve the OpenAI-compatible HTTP API.
+    Serve(serve::Args),
+    /// Benchmark an OpenAI-compatible server (kiln's or any other).
+    Bench(bench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Generate(a) => generate::run(a),
         Command::Info(a) => info::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }

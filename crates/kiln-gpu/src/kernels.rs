@@ -39,6 +39,7 @@ kernel_table!(
     "matmul",
     "matvec",
     "matvec_rowwise",
+    "matmul_rowwise",
     "rope_kv",
     "attention",
     "silu_mul",

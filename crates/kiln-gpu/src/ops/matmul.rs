@@ -56,7 +56,7 @@ impl Matmul {
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
         let rowwise = kernels.rowwise_matmul && a.w.cols % 8 == 0;
         let (matvec, matmul) = if rowwise {
-            (kernels.get("matvec_rowwise"), kernels.get("matvec_rowwise"))
+            (kernels.get("matvec_rowwise"), kernels.get("matmul_rowwise"))
         } else {
             (kernels.get("matvec"), kernels.get("matmul"))
         };
@@ -90,8 +90,10 @@ impl Matmul {
             );
             let buffers = [step, &p, a.x, &c.buffer, &bias, a.y];
             let (small_grid, large_grid) = if rowwise {
-                let g = || Grid::Tiles { x: c.rows.div_ceil(64), per: 8, samples: a.sample_rows };
-                (g(), g())
+                (
+                    Grid::Tiles { x: c.rows.div_ceil(64), per: 8, samples: a.sample_rows },
+                    Grid::Tiles { x: c.rows.div_ceil(256), per: 8, samples: a.sample_rows },
+                )
             } else {
                 (Grid::Fixed([c.rows.div_ceil(4), 1, 1]), Grid::Tiles { x: c.rows.div_ceil(64), per: 32, samples: a.sample_rows })
             };

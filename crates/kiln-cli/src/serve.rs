@@ -1,0 +1,77 @@
+//! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
+
+use kiln_engine::{EngineConfig, KvSize};
+use kiln_model::Model;
+use kiln_server::{ModelInfo, ServerConfig};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model folder, GGUF file or Hugging Face repo id (default: the SmolLM2-135M-Instruct GGUF).
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Require `Authorization: Bearer KEY` on the API routes.
+    #[arg(long)]
+    api_key: Option<String>,
+    #[arg(long, default_value_t = 2048)]
+    max_num_batched_tokens: usize,
+    #[arg(long, default_value_t = 256)]
+    max_num_seqs: usize,
+    /// Bytes of GPU memory for the KV cache.
+    #[arg(long, default_value_t = 512 << 20, conflicts_with = "kv_blocks")]
+    kv_memory: u64,
+    /// KV cache size in blocks (instead of --kv-memory).
+    #[arg(long)]
+    kv_blocks: Option<usize>,
+    /// Bytes of host memory for the CPU tier of cold KV blocks (0: off).
+    #[arg(long, default_value_t = 0)]
+    cpu_kv_bytes: u64,
+    #[arg(long)]
+    no_prefix_caching: bool,
+    /// The model name clients use (default: the model file or folder name).
+    #[arg(long)]
+    served_model_name: Option<String>,
+    /// Longest sequence (default: the model's context length).
+    #[arg(long)]
+    max_model_len: Option<usize>,
+    /// Queued requests beyond which new ones get 503.
+    #[arg(long, default_value_t = 1024)]
+    max_waiting: usize,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .try_init();
+    let path = crate::model_path::resolve(a.model.as_deref())?;
+    let model = crate::model_path::load(a.model.as_deref())?;
+    let name = a.served_model_name.clone().unwrap_or_else(|| {
+        a.model.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "kiln".into()))
+    });
+    tracing::info!("model {} ({} layers, vocab {}), served as `{name}`", model.source, model.config.num_layers, model.config.vocab_size);
+    let Model { config, weights, tokenizer, chat_template, .. } = model;
+    let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
+    let ec = EngineConfig {
+        max_num_batched_tokens: a.max_num_batched_tokens,
+        max_num_seqs: a.max_num_seqs,
+        kv: a.kv_blocks.map_or(KvSize::Bytes(a.kv_memory), KvSize::Blocks),
+        cpu_kv_bytes: a.cpu_kv_bytes,
+        enable_prefix_caching: !a.no_prefix_caching,
+        max_model_len: a.max_model_len,
+    };
+    let sc = ServerConfig {
+        host: a.host,
+        port: a.port,
+        api_key: a.api_key,
+        served_model_name: name,
+        max_waiting: a.max_waiting,
+        ..ServerConfig::default()
+    };
+    let factory = kiln_server::gpu_engine_factory(config, weights, ec);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(kiln_server::serve(sc, info, factory))
+}

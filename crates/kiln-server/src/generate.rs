@@ -1,0 +1,156 @@
+//! One sequence as the handler task sees it: the engine's token updates come in, and text
+//! deltas go out. Detokenization (incremental, whole UTF-8 characters only) and stop-string
+//! matching happen here, off the engine thread, so the text of step N-1 is streamed while
+//! the GPU runs step N. Dropping an unfinished sequence aborts it in the engine.
+
+use std::time::Instant;
+
+use kiln_engine::{FinishReason, IncrementalDecoder};
+
+use crate::engine_loop::SeqEvent;
+use crate::error::ApiError;
+use crate::metrics::Outcome;
+use crate::state::Shared;
+use crate::stop::StopMatcher;
+
+/// A generated token with its log-probabilities.
+#[derive(Clone, Debug)]
+pub struct TokenLogprob {
+    pub id: u32,
+    pub logprob: f32,
+    pub top: Vec<(u32, f32)>,
+}
+
+/// What one call of [`Sequence::next`] produced.
+#[derive(Clone, Debug, Default)]
+pub struct Delta {
+    pub text: String,
+    pub logprobs: Vec<TokenLogprob>,
+    /// "stop" or "length" on the last delta.
+    pub finish: Option<&'static str>,
+}
+
+pub struct Sequence {
+    state: Shared,
+    pub id: u64,
+    rx: flume::Receiver<SeqEvent>,
+    decoder: IncrementalDecoder,
+    stop: StopMatcher,
+    logprobs: Option<u32>,
+    pub num_tokens: usize,
+    pub num_cached: usize,
+    done: bool,
+    start: Instant,
+    first: Option<Instant>,
+}
+
+impl Sequence {
+    pub fn new(state: Shared, id: u64, rx: flume::Receiver<SeqEvent>, stop: Vec<String>, logprobs: Option<u32>) -> Self {
+        Self {
+            state,
+            id,
+            rx,
+            decoder: IncrementalDecoder::new(true),
+            stop: StopMatcher::new(stop),
+            logprobs,
+            num_tokens: 0,
+            num_cached: 0,
+            done: false,
+            start: Instant::now(),
+            first: None,
+        }
+    }
+
+    /// The next piece of output; `None` after the last one.
+    pub async fn next(&mut self) -> Result<Option<Delta>, ApiError> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut delta = Delta::default();
+        loop {
+            let event = self.rx.recv_async().await;
+            let u = match event {
+                Ok(SeqEvent::Update(u)) => u,
+                Ok(SeqEvent::Error(e)) => return Err(self.fail(e)),
+                Err(_) => return Err(self.fail("the engine stopped".into())),
+            };
+            self.num_cached = u.num_cached_tokens;
+            let state = self.state.clone();
+            let tok = &state.model.tokenizer;
+            let mut text = String::new();
+            if let Some(t) = &u.token {
+                self.num_tokens += 1;
+                self.first.get_or_insert_with(Instant::now);
+                self.state.metrics.generated_token();
+                // Ids past the tokenizer's vocabulary (padded embedding rows) have no text.
+                if (t.token_id as usize) < tok.vocab_size() {
+                    text = self.decoder.push(tok, t.token_id).map_err(|e| self.fail(e.to_string()))?;
+                }
+                if let Some(n) = self.logprobs {
+                    let top = t.top_logprobs.iter().take(n as usize).copied().collect();
+                    delta.logprobs.push(TokenLogprob { id: t.token_id, logprob: t.logprob.unwrap_or(0.0), top });
+                }
+            }
+            if u.finished.is_some() {
+                text += &self.decoder.flush(tok).map_err(|e| self.fail(e.to_string()))?;
+            }
+            let out = self.stop.push(&text);
+            delta.text += &out.text;
+            if out.stopped {
+                self.state.engine.abort(self.id);
+                return Ok(Some(self.finish(delta, Outcome::Stop)));
+            }
+            if let Some(reason) = u.finished {
+                delta.text += &self.stop.flush();
+                let outcome = match reason {
+                    FinishReason::Stop => Outcome::Stop,
+                    FinishReason::Length => Outcome::Length,
+                    FinishReason::Abort => Outcome::Abort,
+                };
+                return Ok(Some(self.finish(delta, outcome)));
+            }
+            if !delta.text.is_empty() {
+                return Ok(Some(delta));
+            }
+        }
+    }
+
+    /// Runs to the end; returns the whole text, the logprobs and the finish reason.
+    pub async fn collect(mut self) -> Result<(Self, Delta), ApiError> {
+        let mut all = Delta::default();
+        while let Some(d) = self.next().await? {
+            all.text += &d.text;
+            all.logprobs.extend(d.logprobs);
+            all.finish = d.finish.or(all.finish);
+        }
+        Ok((self, all))
+    }
+
+    fn finish(&mut self, mut delta: Delta, outcome: Outcome) -> Delta {
+        self.done = true;
+        delta.finish = Some(match outcome {
+            Outcome::Length => "length",
+            _ => "stop",
+        });
+        let e2e = self.start.elapsed().as_secs_f64();
+        let ttft = self.first.map(|f| (f - self.start).as_secs_f64());
+        self.state.metrics.finished(outcome, ttft, e2e, self.num_tokens);
+        tracing::debug!(id = self.id, tokens = self.num_tokens, cached = self.num_cached, e2e_s = e2e, "sequence finished");
+        delta
+    }
+
+    fn fail(&mut self, message: String) -> ApiError {
+        self.done = true;
+        self.state.metrics.error();
+        ApiError::internal(message)
+    }
+}
+
+impl Drop for Sequence {
+    fn drop(&mut self) {
+        if !self.done {
+            self.state.engine.abort(self.id);
+            self.state.metrics.finished(Outcome::Abort, None, self.start.elapsed().as_secs_f64(), self.num_tokens);
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Server metrics in the Prometheus text format: request counters and latency histograms kept
+//! here, scheduler gauges and counters read from the engine thread's last snapshot.
+
+use std::fmt::Write;
+use std::sync::Mutex;
+
+use kiln_engine::SchedulerStats;
+
+use crate::engine_loop::EngineInfo;
+
+const LATENCY_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0];
+
+#[derive(Clone, Debug, Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, v: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; LATENCY_BUCKETS.len()];
+        }
+        for (c, &b) in self.counts.iter_mut().zip(LATENCY_BUCKETS) {
+            if v <= b {
+                *c += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (i, b) in LATENCY_BUCKETS.iter().enumerate() {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {}", self.counts.get(i).copied().unwrap_or(0));
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum {}", self.sum);
+        let _ = writeln!(out, "{name}_count {}", self.count);
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    finished: [u64; 3],
+    errors: u64,
+    rejected: u64,
+    prompt_tokens: u64,
+    generation_tokens: u64,
+    ttft: Histogram,
+    tpot: Histogram,
+    e2e: Histogram,
+}
+
+/// How a sequence ended, for the request counter.
+#[derive(Clone, Copy)]
+pub enum Outcome {
+    Stop = 0,
+    Length = 1,
+    Abort = 2,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+impl Metrics {
+    pub fn generated_token(&self) {
+        self.inner.lock().unwrap().generation_tokens += 1;
+    }
+
+    pub fn prompt(&self, tokens: usize) {
+        self.inner.lock().unwrap().prompt_tokens += tokens as u64;
+    }
+
+    pub fn error(&self) {
+        self.inner.lock().unwrap().errors += 1;
+    }
+
+    pub fn rejected(&self) {
+        self.inner.lock().unwrap().rejected += 1;
+    }
+
+    /// A finished sequence: time to first token, per output token after it, end to end.
+    pub fn finished(&self, outcome: Outcome, ttft_s: Option<f64>, e2e_s: f64, num_tokens: usize) {
+        let mut m = self.inner.lock().unwrap();
+        m.finished[outcome as usize] += 1;
+        if let Some(t) = ttft_s {
+            m.ttft.observe(t);
+            if num_tokens > 1 {
+                m.tpot.observe((e2e_s - t) / (num_tokens - 1) as f64);
+            }
+        }
+        m.e2e.observe(e2e_s);
+    }
+
+    pub fn render(&self, s: &SchedulerStats, info: &EngineInfo) -> String {
+        let m = self.inner.lock().unwrap();
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+        };
+        metric("kiln_num_requests_running", "gauge", "Requests running on the GPU.", s.num_running as f64);
+        metric("kiln_num_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.num_waiting as f64);
+        metric("kiln_kv_blocks_total", "gauge", "GPU KV cache blocks in the pool.", info.num_gpu_blocks as f64);
+        metric("kiln_kv_blocks_used", "gauge", "GPU KV cache blocks in use.", s.kv_blocks_used as f64);
+        metric("kiln_kv_blocks_free", "gauge", "GPU KV cache blocks free (cached ones included).", s.kv_blocks_free as f64);
+        metric("kiln_kv_blocks_cached", "gauge", "GPU KV cache blocks holding a prefix-cache entry.", s.kv_blocks_cached as f64);
+        let usage = s.kv_blocks_used as f64 / info.num_gpu_blocks.max(1) as f64;
+        metric("kiln_kv_cache_usage_perc", "gauge", "Fraction of GPU KV blocks in use.", usage);
+        metric("kiln_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", s.prefix_cache_queries as f64);
+        metric("kiln_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", s.prefix_cache_hits as f64);
+        metric("kiln_num_preemptions_total", "counter", "Preemptions.", s.num_preemptions as f64);
+        metric("kiln_cpu_blocks_stored_total", "counter", "KV blocks copied to the CPU tier.", s.cpu_blocks_stored as f64);
+        metric("kiln_cpu_blocks_restored_total", "counter", "KV blocks restored from the CPU tier.", s.cpu_blocks_restored as f64);
+        metric("kiln_cpu_blocks_resident", "gauge", "KV blocks held by the CPU tier.", s.cpu_blocks_resident as f64);
+        metric("kiln_prompt_tokens_total", "counter", "Prompt tokens received.", m.prompt_tokens as f64);
+        metric("kiln_generation_tokens_total", "counter", "Tokens generated.", m.generation_tokens as f64);
+        metric("kiln_request_errors_total", "counter", "Requests that failed in the engine.", m.errors as f64);
+        metric("kiln_request_rejected_total", "counter", "Requests refused because the queue was full.", m.rejected as f64);
+        let name = "kiln_request_success_total";
+        let _ = writeln!(out, "# HELP {name} Sequences finished, by reason.\n# TYPE {name} counter");
+        for (i, reason) in ["stop", "length", "abort"].iter().enumerate() {
+            let _ = writeln!(out, "{name}{{finished_reason=\"{reason}\"}} {}", m.finished[i]);
+        }
+        m.ttft.render(&mut out, "kiln_time_to_first_token_seconds", "Time to first token.");
+        m.tpot.render(&mut out, "kiln_time_per_output_token_seconds", "Time per output token after the first.");
+        m.e2e.render(&mut out, "kiln_e2e_request_latency_seconds", "End-to-end sequence latency.");
+        out
+    }
+}

@@ -1,0 +1,107 @@
+//! `POST /v1/completions` (the legacy text API): string, strings, token ids or lists of them.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use serde_json::{Map, Value, json};
+
+use super::{now_s, random_id, token_text};
+use crate::api::{CompletionRequest, PromptInput};
+use crate::error::{ApiError, ApiJson};
+use crate::generate::TokenLogprob;
+use crate::sse::{Usage, choices, sse};
+use crate::state::Shared;
+
+/// Legacy default for `max_tokens`.
+const DEFAULT_MAX_TOKENS: usize = 16;
+
+pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<CompletionRequest>) -> Result<Response, ApiError> {
+    st.check_model(req.model.as_deref())?;
+    if req.echo.unwrap_or(false) {
+        return Err(ApiError::bad_param("echo", "echo is not supported"));
+    }
+    let spec = st.gen_spec(&req.sampling, req.sampling.max_tokens, req.logprobs)?;
+    let tok = &st.model.tokenizer;
+    let encode = |s: &str| tok.encode(s, true).map_err(|e| ApiError::bad_param("prompt", e.to_string()));
+    let prompts: Vec<Vec<u32>> = match req.prompt {
+        PromptInput::Text(s) => vec![encode(&s)?],
+        PromptInput::Texts(v) => v.iter().map(|s| encode(s)).collect::<Result<_, _>>()?,
+        PromptInput::Tokens(t) => vec![t],
+        PromptInput::TokenLists(v) => v,
+    };
+    if prompts.is_empty() {
+        return Err(ApiError::bad_param("prompt", "the prompt list is empty"));
+    }
+    let mut max_tokens = Vec::new();
+    for p in &prompts {
+        max_tokens.push(st.check_prompt(p, spec.max_tokens, Some(DEFAULT_MAX_TOKENS))?);
+    }
+    if prompts.len() * spec.n > 64 {
+        return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
+    }
+    let mut seqs = Vec::new();
+    for (p, &m) in prompts.iter().zip(&max_tokens) {
+        seqs.extend(st.submit(p, m, &spec)?);
+    }
+    let prompt_tokens = prompts.iter().map(Vec::len).sum();
+    let usage = Arc::new(Mutex::new(Usage { prompt_tokens, ..Usage::default() }));
+    let (id, created, model) = (random_id("cmpl"), now_s(), st.config.served_model_name.clone());
+    tracing::info!(id = %id, prompts = prompts.len(), prompt_tokens, n = spec.n, "completion");
+    let logprobs = req.logprobs;
+
+    if req.sampling.stream.unwrap_or(false) {
+        let include_usage = req.sampling.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
+        let chunk = move |choices: Value, usage: Option<Value>| {
+            let mut c = json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
+            if let Some(u) = usage {
+                c["usage"] = u;
+            }
+            c
+        };
+        let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
+        let mut offsets = vec![0usize; seqs.len()];
+        let body = choices(seqs, spec.n, usage).map(move |item| match item.result {
+            Ok(d) => {
+                let lp = logprobs.map_or(Value::Null, |_| logprobs_json(&st2, &d.logprobs, &mut offsets[item.index]));
+                chunk2(json!([{"index": item.index, "text": d.text, "logprobs": lp, "finish_reason": d.finish}]), None)
+            }
+            Err(e) => e.body(),
+        });
+        let tail = stream::once(async move { include_usage.then(|| chunk(json!([]), Some(usage2.lock().unwrap().json()))) })
+            .filter_map(|x| async move { x });
+        return Ok(sse(body.chain(tail)));
+    }
+
+    let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
+    let mut out = Vec::new();
+    for (index, r) in results.into_iter().enumerate() {
+        let (seq, d) = r?;
+        usage.lock().unwrap().add(index / spec.n, &seq);
+        let lp = logprobs.map_or(Value::Null, |_| logprobs_json(&st, &d.logprobs, &mut 0));
+        out.push(json!({"index": index, "text": d.text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")}));
+    }
+    let usage = usage.lock().unwrap().json();
+    Ok(axum::Json(json!({
+        "id": id, "object": "text_completion", "created": created, "model": model,
+        "choices": out, "usage": usage,
+    }))
+    .into_response())
+}
+
+/// The legacy logprobs object; `offset` is the text offset of the first token (advanced).
+fn logprobs_json(st: &Shared, lps: &[TokenLogprob], offset: &mut usize) -> Value {
+    let tok = &st.model.tokenizer;
+    let (mut tokens, mut token_logprobs, mut top, mut text_offset) = (vec![], vec![], vec![], vec![]);
+    for l in lps {
+        let t = token_text(tok, l.id);
+        text_offset.push(*offset);
+        *offset += t.len();
+        tokens.push(t);
+        token_logprobs.push(l.logprob);
+        let m: Map<String, Value> = l.top.iter().map(|&(id, lp)| (token_text(tok, id), json!(lp))).collect();
+        top.push(Value::Object(m));
+    }
+    json!({"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": text_offset})
+}

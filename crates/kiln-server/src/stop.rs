@@ -1,0 +1,98 @@
+//! Stop strings over streamed text: text that could be the start of a stop string is held
+//! back until it can't; on a match the text is cut before the stop string, which is never
+//! emitted.
+
+#[derive(Clone, Debug, Default)]
+pub struct StopMatcher {
+    stops: Vec<String>,
+    pending: String,
+}
+
+/// What [`StopMatcher::push`] lets out.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StopOutput {
+    pub text: String,
+    /// A stop string matched; nothing after it may be emitted.
+    pub stopped: bool,
+}
+
+impl StopMatcher {
+    pub fn new(stops: Vec<String>) -> Self {
+        Self { stops: stops.into_iter().filter(|s| !s.is_empty()).collect(), pending: String::new() }
+    }
+
+    pub fn push(&mut self, text: &str) -> StopOutput {
+        if self.stops.is_empty() {
+            return StopOutput { text: text.to_string(), stopped: false };
+        }
+        self.pending.push_str(text);
+        if let Some(pos) = self.stops.iter().filter_map(|s| self.pending.find(s.as_str())).min() {
+            let out = self.pending[..pos].to_string();
+            self.pending.clear();
+            return StopOutput { text: out, stopped: true };
+        }
+        let keep = self.longest_partial();
+        let cut = self.pending.len() - keep;
+        let out = self.pending[..cut].to_string();
+        self.pending.drain(..cut);
+        StopOutput { text: out, stopped: false }
+    }
+
+    /// The held-back text, at the end of generation (it did not become a stop string).
+    pub fn flush(&mut self) -> String {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Length of the longest suffix of `pending` that is a proper prefix of a stop string.
+    fn longest_partial(&self) -> usize {
+        let p = &self.pending;
+        let mut best = 0;
+        for s in &self.stops {
+            let max = (s.len() - 1).min(p.len());
+            for k in (best + 1..=max).rev() {
+                let start = p.len() - k;
+                if p.is_char_boundary(start) && s.as_bytes().starts_with(&p.as_bytes()[start..]) {
+                    best = k;
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(stops: &[&str], pieces: &[&str]) -> (String, bool) {
+        let mut m = StopMatcher::new(stops.iter().map(|s| s.to_string()).collect());
+        let mut out = String::new();
+        for p in pieces {
+            let o = m.push(p);
+            out += &o.text;
+            if o.stopped {
+                return (out, true);
+            }
+        }
+        out += &m.flush();
+        (out, false)
+    }
+
+    #[test]
+    fn cuts_before_stop_across_pieces() {
+        assert_eq!(run(&["END"], &["hello E", "N", "D more"]), ("hello ".into(), true));
+        assert_eq!(run(&["\n\n", "xyz"], &["a\n", "b"]), ("a\nb".into(), false));
+        assert_eq!(run(&["stop"], &["no match here"]), ("no match here".into(), false));
+        assert_eq!(run(&["ab", "b"], &["xab"]), ("x".into(), true));
+        assert_eq!(run(&["é!"], &["caf", "é", "?"]), ("café?".into(), false));
+    }
+
+    #[test]
+    fn holds_back_only_possible_prefixes() {
+        let mut m = StopMatcher::new(vec!["END".into()]);
+        assert_eq!(m.push("abcE").text, "abc");
+        assert_eq!(m.push("X").text, "EX");
+        assert_eq!(m.flush(), "");
+    }
+}

@@ -1,0 +1,85 @@
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+
+use kiln_engine::{EngineConfig, KvSize};
+use kiln_model::Model;
+use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_server::{ModelInfo, ServerConfig, gpu_engine_factory, start};
+use serde_json::Value;
+
+pub const API_KEY: &str = "test-key";
+
+/// Starts a server for the tiny random model on 127.0.0.1:0 on a thread of its own (with its
+/// own runtime, so it outlives any one test's runtime). Returns its base URL.
+pub fn start_tiny(tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig)) -> String {
+    let dir = tempfile::tempdir().unwrap().keep();
+    write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
+    let model = Model::load(&dir).unwrap();
+    let Model { config, weights, tokenizer, chat_template, .. } = model;
+    let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
+    let mut sc = ServerConfig { port: 0, served_model_name: "tiny".into(), ..ServerConfig::default() };
+    let mut ec = EngineConfig { max_num_batched_tokens: 512, max_num_seqs: 64, kv: KvSize::Blocks(512), ..EngineConfig::default() };
+    tweak(&mut sc, &mut ec);
+    let factory = gpu_engine_factory(config, weights, ec);
+    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let server = start(sc, info, factory).await.expect("server start");
+            tx.send(server.addr).unwrap();
+            server.wait().await.unwrap();
+        });
+    });
+    format!("http://{}", rx.recv().expect("server thread died"))
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+pub async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    let r = client().post(format!("{base}{path}")).bearer_auth(API_KEY).json(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
+}
+
+pub async fn get_text(base: &str, path: &str) -> String {
+    let r = client().get(format!("{base}{path}")).bearer_auth(API_KEY).send().await.unwrap();
+    assert!(r.status().is_success(), "{path}: {}", r.status());
+    r.text().await.unwrap()
+}
+
+/// Sends a streaming request and returns its `data:` chunks (without `[DONE]`, which must end it).
+pub async fn stream(base: &str, path: &str, body: &Value) -> Vec<Value> {
+    let r = client().post(format!("{base}{path}")).bearer_auth(API_KEY).json(body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = r.text().await.unwrap();
+    let mut out = Vec::new();
+    let mut done = false;
+    for ev in text.split("\n\n").filter(|e| !e.trim().is_empty()) {
+        let data = ev.strip_prefix("data: ").unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
+        assert!(!done, "data after [DONE]");
+        if data == "[DONE]" {
+            done = true;
+        } else {
+            out.push(serde_json::from_str(data).unwrap());
+        }
+    }
+    assert!(done, "stream did not end with [DONE]");
+    out
+}
+
+/// The concatenated chat text of choice 0 in streamed chunks.
+pub fn chat_text(chunks: &[Value]) -> String {
+    chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str().map(str::to_string)).collect()
+}
+
+/// Reads one metric's value from Prometheus text.
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("metric {name} missing"))
+}

@@ -1,0 +1,100 @@
+// Matrix product for many rows on CPU-backed adapters (prefill):
+//   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl)
+// Like matvec_rowwise.wgsl, without workgroup memory or barriers, but each invocation owns a
+// register tile of 4 outputs x 8 rows, so every 16-byte load of x feeds 16 multiply-adds and
+// every load of w feeds 64.
+// Needs K % 8 == 0. Grid: (ceil(N / 256), ceil(rows / 8), 1).
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    k: u32,
+    n: u32,
+    out_offset: u32,
+    ldy: u32,
+    flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
+    eps: f32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // (rows, K / 4)
+@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;    // (N, K / 8) f16 octets
+@group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+
+const BLOCK: u32 = 8u;
+const OUTS: u32 = 4u;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    var rows = step.num_tokens;
+    if ((p.flags & 8u) != 0u) {
+        rows = step.num_samples;
+    }
+    let n0 = gid.x * OUTS;
+    let t0 = gid.y * BLOCK;
+    if (n0 >= p.n || t0 >= rows) {
+        return;
+    }
+    let count = min(BLOCK, rows - t0);
+    let k8 = p.k / 8u;
+    let k4 = p.k / 4u;
+    var acc: array<vec4<f32>, 8>; // (row, output)
+    var ss: array<f32, 8>;
+    for (var t = 0u; t < BLOCK; t++) {
+        acc[t] = vec4<f32>(0.0);
+        ss[t] = 0.0;
+    }
+    // Rows past N repeat the last one; their results are not written.
+    var wrow: array<u32, 4>;
+    for (var o = 0u; o < OUTS; o++) {
+        wrow[o] = min(n0 + o, p.n - 1u) * k8;
+    }
+    let norm = (p.flags & 1u) != 0u;
+    for (var c = 0u; c < k8; c++) {
+        var w0: array<vec4<f32>, 4>;
+        var w1: array<vec4<f32>, 4>;
+        for (var o = 0u; o < OUTS; o++) {
+            let q = w[wrow[o] + c];
+            w0[o] = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
+            w1[o] = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w));
+        }
+        for (var t = 0u; t < count; t++) {
+            let base = (t0 + t) * k4 + 2u * c;
+            let x0 = x[base];
+            let x1 = x[base + 1u];
+            acc[t] += vec4<f32>(
+                dot(x0, w0[0]) + dot(x1, w1[0]),
+                dot(x0, w0[1]) + dot(x1, w1[1]),
+                dot(x0, w0[2]) + dot(x1, w1[2]),
+                dot(x0, w0[3]) + dot(x1, w1[3]),
+            );
+            if (norm) {
+                ss[t] += dot(x0, x0) + dot(x1, x1);
+            }
+        }
+    }
+    for (var t = 0u; t < count; t++) {
+        var s = 1.0;
+        if (norm) {
+            s = inverseSqrt(ss[t] / f32(p.k) + p.eps);
+        }
+        for (var o = 0u; o < OUTS; o++) {
+            let n = n0 + o;
+            if (n >= p.n) {
+                break;
+            }
+            var v = acc[t][o] * s;
+            if ((p.flags & 2u) != 0u) {
+                v += bias[n];
+            }
+            let idx = (t0 + t) * p.ldy + p.out_offset + n;
+            if ((p.flags & 4u) != 0u) {
+                v += y[idx];
+            }
+            y[idx] = v;
+        }
+    }
+}
