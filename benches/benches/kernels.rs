@@ -1,5 +1,6 @@
 //! Kernel throughput at SmolLM2-135M and 1B-class shapes: matmul at prefill sizes, matvec at
-//! decode sizes (GB/s of weights read), paged attention at 512 and 4096 context.
+//! decode sizes (GB/s of weights read), paged attention at 512 and 4096 context, and the
+//! device's buffer copy bandwidth.
 //! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -67,5 +68,23 @@ fn attention(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, matmul, attention);
+/// The device's copy bandwidth, the ceiling a memory-bound decode step is measured against.
+fn copy(c: &mut Criterion) {
+    let ctx = gpu();
+    let mut g = c.benchmark_group("copy");
+    g.sample_size(10);
+    let bytes = 64u64 << 20;
+    let (src, dst) = (ctx.storage("src", bytes), ctx.storage("dst", bytes));
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("buffer to buffer 64 MiB", |b| {
+        b.iter(|| {
+            let mut enc = ctx.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes);
+            ctx.queue.submit([enc.finish()]);
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+        })
+    });
+}
+
+criterion_group!(benches, matmul, attention, copy);
 criterion_main!(benches);

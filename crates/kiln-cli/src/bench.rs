@@ -50,6 +50,10 @@ pub struct Args {
     /// Most requests (random) or sessions (agent) in flight.
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Static batching baseline (random workload): send --concurrency requests, wait until all
+    /// of them are done, then send the next batch, as an engine without continuous batching would.
+    #[arg(long)]
+    static_batch: bool,
     #[arg(long, default_value_t = 8)]
     sessions: usize,
     #[arg(long, default_value_t = 6)]
@@ -136,6 +140,7 @@ async fn random_workload(client: &reqwest::Client, a: &Arc<Args>, bar: &Progress
     let mut rng = StdRng::seed_from_u64(a.seed);
     let permits = Arc::new(Semaphore::new(a.concurrency.unwrap_or(usize::MAX >> 4)));
     let mut tasks = Vec::new();
+    let mut out = Vec::new();
     for _ in 0..a.num_prompts {
         if let Some(rate) = a.request_rate {
             let gap = -(1.0 - rng.random::<f64>()).ln() / rate;
@@ -146,15 +151,20 @@ async fn random_workload(client: &reqwest::Client, a: &Arc<Args>, bar: &Progress
             "temperature": 0, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
         });
         let permit = permits.clone().acquire_owned().await?;
-        let (client, a, bar) = (client.clone(), a.clone(), bar.clone());
+        let (client, args, bar) = (client.clone(), a.clone(), bar.clone());
         tasks.push(tokio::spawn(async move {
-            let r = send(&client, &a, "/v1/completions", &body).await;
+            let r = send(&client, &args, "/v1/completions", &body).await;
             drop(permit);
             bar.inc(1);
             r
         }));
+        if a.static_batch && tasks.len() >= a.concurrency.unwrap_or(1).max(1) {
+            // The whole batch finishes before the next one starts.
+            for t in tasks.drain(..) {
+                out.push(t.await?);
+            }
+        }
     }
-    let mut out = Vec::new();
     for t in tasks {
         out.push(t.await?);
     }

@@ -28,6 +28,18 @@ impl GpuMatrix {
         }
         let row_bytes = cols as u64 * 2;
         let rows_per_chunk = ((ctx.max_binding() / row_bytes) as usize / 64 * 64).max(1);
+        Self::upload_chunked(ctx, label, data, rows, cols, rows_per_chunk)
+    }
+
+    /// As [`Self::upload`], with at most `rows_per_chunk` rows per buffer.
+    pub fn upload_chunked(
+        ctx: &GpuContext,
+        label: &str,
+        data: &[f32],
+        rows: usize,
+        cols: usize,
+        rows_per_chunk: usize,
+    ) -> Result<Self, GpuError> {
         let mut chunks = Vec::new();
         let mut packed: Vec<u16> = Vec::new();
         for start in (0..rows).step_by(rows_per_chunk) {

@@ -85,6 +85,45 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
     }
 }
 
+/// A matrix split over several buffers (as one larger than a storage binding is) gives the same
+/// embedding rows and products, bias included, as the whole matrix.
+#[test]
+fn split_matrix_matches_whole() {
+    let ctx = gpu();
+    let mut r = rng(7);
+    let (rows, cols, t) = (200, 48, 11);
+    let data = randn(&mut r, rows * cols, 1.0);
+    let bias = buf_f32(&ctx, &randn(&mut r, rows, 1.0));
+    let whole = GpuMatrix::upload(&ctx, "whole", &data, rows, cols).unwrap();
+    let split = GpuMatrix::upload_chunked(&ctx, "split", &data, rows, cols, 64).unwrap();
+    assert_eq!(split.chunks.len(), 4);
+    let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..rows as u32)).collect();
+    let x = buf_f32(&ctx, &randn(&mut r, t * cols, 1.0));
+    for rowwise in [false, true] {
+        let k = Kernels::with_rowwise_matmul(&ctx, rowwise);
+        for tokens in [3u32, t as u32] {
+            let step = step_buffer(&ctx, tokens, 1, 0);
+            let idb = buf_u32(&ctx, &ids);
+            let outs: Vec<(Vec<f32>, Vec<f32>)> = [&whole, &split]
+                .iter()
+                .map(|m| {
+                    let (e, y) = (ctx.storage("e", (t * cols * 4) as u64), ctx.storage("y", (t * rows * 4) as u64));
+                    let emb = ops::embedding(&ctx, &k, &step, &idb, m, &e);
+                    let args = MatmulArgs { x: &x, w: m, bias: Some(&bias), y: &y, ldy: rows as u32, out_offset: 0, norm_eps: Some(1e-5), accumulate: false, sample_rows: false };
+                    let mm = Matmul::new(&ctx, &k, &step, args);
+                    run(&ctx, |p| {
+                        emb.iter().for_each(|l| l.record(p, tokens, 0));
+                        mm.record(p, tokens, 0);
+                    });
+                    (read_f32(&ctx, &e, tokens as usize * cols), read_f32(&ctx, &y, tokens as usize * rows))
+                })
+                .collect();
+            assert_close("split embedding", &outs[1].0, &outs[0].0, 0.0, 0.0);
+            assert_close("split matmul", &outs[1].1, &outs[0].1, 1e-6, 1e-6);
+        }
+    }
+}
+
 #[test]
 fn silu_mul_matches_reference() {
     let ctx = gpu();

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The serving benchmark behind BENCHMARKS.md: `kiln serve` (release) with the default model,
+# driven by `kiln bench` over the OpenAI API. Results land in bench-results/*.json.
+# Usage: scripts/bench-serving.sh [quick]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
+cargo build --release -q -p kiln-cli
+KILN=target/release/kiln
+OUT=bench-results
+mkdir -p "$OUT"
+PORT=18431
+
+start() {
+  "$KILN" serve --port "$PORT" --kv-memory $((512 << 20)) --cpu-kv-bytes $((256 << 20)) "$@" >"$OUT/serve.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return 0
+    kill -0 "$SERVER" 2>/dev/null || { cat "$OUT/serve.log"; exit 1; }
+    sleep 0.5
+  done
+  echo "server did not start" >&2; exit 1
+}
+stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; }
+trap stop EXIT
+bench() { "$KILN" bench --base-url "http://127.0.0.1:$PORT" "$@"; }
+
+start
+for c in 1 4 16; do
+  bench --num-prompts $((c * 2)) --concurrency "$c" --input-len 64 --output-len 32 --json "$OUT/continuous-c$c.json"
+  bench --num-prompts $((c * 2)) --concurrency "$c" --input-len 64 --output-len 32 --static-batch --json "$OUT/static-c$c.json"
+done
+bench --workload agent --sessions 4 --turns 5 --tool-result-len 48 --output-len 16 --json "$OUT/agent-prefix-on.json"
+stop
+start --no-prefix-caching
+bench --workload agent --sessions 4 --turns 5 --tool-result-len 48 --output-len 16 --json "$OUT/agent-prefix-off.json"
+stop
+echo "results in $OUT/"
