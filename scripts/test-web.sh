@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Browser test of the WebGPU build: headless Chromium on SwiftShader must produce the same greedy
+# token ids as the native engine (lavapipe, WGPU_BACKEND=vulkan) for a tiny random GGUF model,
+# with two generations running at once on one engine, then one alone (timed).
+#
+# Usage: scripts/test-web.sh            (builds with scripts/build-web.sh first)
+#   SKIP_BUILD=1           reuse web-demo/pkg
+#   CHROMIUM_EXTRA_FLAGS   more flags for Chromium
+#   CHROMIUM_WEBGPU_FLAGS  replaces the flags that turn on SwiftShader WebGPU (set it to
+#                          "--disable-features=WebGPU" to see the test fail without an adapter)
+#   KILN_WEB_MODEL=FILE    also run FILE (e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf) and report
+#                          its speed; its ids are compared too, a mismatch there only warns
+# Fails when no WebGPU adapter is found, on any error in the page, or on any id mismatch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  scripts/build-web.sh
+fi
+[[ -f web-demo/pkg/kiln_web.js ]] || { echo "test-web: web-demo/pkg is missing; run scripts/build-web.sh" >&2; exit 1; }
+
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z "$chrome" ]]; then
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+  chrome=$(command -v chromium)
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+N=16
+prompts=('The quick brown fox' 'in the beginning there was')
+prompts_json=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${prompts[@]}")
+
+echo "test-web: native greedy ids (WGPU_BACKEND=vulkan)" >&2
+cargo build -q -p kiln-web --example web_fixture
+fixture=target/debug/examples/web_fixture
+WGPU_BACKEND=vulkan "$fixture" "$work" "$N" "${prompts[@]}" > "$work/native.json"
+
+mkdir "$work/site"
+for f in web-demo/*; do ln -s "$root/$f" "$work/site/"; done
+ln -s "$work/tiny.gguf" "$work/site/tiny.gguf"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+webgpu_flags=${CHROMIUM_WEBGPU_FLAGS-"--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader --enable-unsafe-swiftshader --use-angle=swiftshader"}
+
+# Runs test.html for model $1 (a path under the site) and leaves the page's JSON in $2.
+run_page() {
+  local model=$1 out=$2 timeout=$3 query
+  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64"}))' "$model" "$prompts_json" "$N")
+  python3 web-demo/test/server.py "$work/site" "$port" "$timeout" "$out" &
+  local server=$!
+  pids+=("$server")
+  sleep 0.5
+  "$chrome" --headless=new --no-sandbox --disable-gpu-sandbox \
+    $webgpu_flags \
+    --disable-background-networking --disable-component-update --no-first-run --no-default-browser-check \
+    --user-data-dir="$work/profile-$model" --enable-logging=stderr --v=0 --remote-debugging-port=0 \
+    ${CHROMIUM_EXTRA_FLAGS:-} \
+    "http://127.0.0.1:$port/test.html?$query" > "$work/chromium.log" 2>&1 &
+  local browser=$!
+  pids+=("$browser")
+  local rc=0
+  wait "$server" || rc=$?
+  kill "$browser" 2>/dev/null || true
+  wait "$browser" 2>/dev/null || true
+  if [[ $rc -ne 0 ]]; then
+    echo "test-web: the page did not report within ${timeout}s; page console:" >&2
+    grep -a "CONSOLE\|Uncaught\|WebGPU" "$work/chromium.log" | tail -30 >&2 || true
+    return 1
+  fi
+}
+
+echo "test-web: headless Chromium (SwiftShader WebGPU) on the tiny model" >&2
+run_page tiny.gguf "$work/web.json" 300
+
+python3 - "$work/native.json" "$work/web.json" <<'PY'
+import json, sys
+native, web = (json.load(open(p)) for p in sys.argv[1:3])
+fails = []
+if not web.get("ok"):
+    fails.append(f"page failed: {web.get('error') or web.get('gpu_error') or 'unknown'}")
+else:
+    for key in ("prompt_ids", "output_ids", "single_ids"):
+        if web.get(key) != native.get(key):
+            fails.append(f"{key} differ:\n  native {native.get(key)}\n  web    {web.get(key)}")
+    if "shader-f16" in web.get("device_features", []):
+        fails.append("the device was opened with shader-f16")
+print(f"native adapter: {native['adapter']}")
+print(f"web adapter:    {web.get('adapter')}  features: {', '.join(web.get('adapter_features', []))}")
+if web.get("limits"):
+    print(f"web device limits: {web['limits']['device']}")
+print(f"output ids (native): {native['output_ids']}")
+print(f"output ids (web):    {web.get('output_ids')}")
+if web.get("single"):
+    print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
+          f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")
+    print(f"tiny model, two chats at once: web {web['batched']['decode_tokens_per_s']:.1f} tok/s total")
+for f in fails:
+    print("MISMATCH: " + f, file=sys.stderr)
+print(f"{0 if fails else 1} passed, {len(fails)} failed")
+sys.exit(1 if fails else 0)
+PY
+
+if [[ -n "${KILN_WEB_MODEL:-}" ]]; then
+  model=$(realpath "$KILN_WEB_MODEL")
+  echo "test-web: $model, native then browser" >&2
+  WGPU_BACKEND=vulkan "$fixture" --model "$model" "$work" "$N" "${prompts[@]}" > "$work/native2.json"
+  ln -s "$model" "$work/site/big.gguf"
+  run_page big.gguf "$work/web2.json" 600
+  python3 - "$work/native2.json" "$work/web2.json" <<'PY'
+import json, sys
+native, web = (json.load(open(p)) for p in sys.argv[1:3])
+if not web.get("ok"):
+    print(f"page failed: {web.get('error') or web.get('gpu_error')}", file=sys.stderr)
+    sys.exit(1)
+same = all(web.get(k) == native.get(k) for k in ("prompt_ids", "output_ids", "single_ids"))
+print(f"{'ids match' if same else 'WARNING: ids differ from native'}")
+print(f"one chat: web {web['single']['decode_tokens_per_s']:.2f} tok/s (TTFT {web['single']['ttft_ms']:.0f} ms, load {web['load_s']:.1f} s) "
+      f"vs native {native['decode_tokens_per_s']:.2f} tok/s; two chats at once: web {web['batched']['decode_tokens_per_s']:.2f} tok/s total")
+PY
+fi

@@ -1,0 +1,189 @@
+import { openGpu, describeAdapter, fetchBytes, loadModel, Driver, KilnError } from './kiln.js';
+
+const $ = (id) => document.getElementById(id);
+let gpu = null, engine = null, driver = null;
+const chats = [];
+
+function setStatus(el, text, error = false) {
+  el.textContent = text;
+  el.classList.toggle('error', error);
+}
+
+function samplingParams() {
+  const seed = $('seed').value.trim();
+  return {
+    temperature: Number($('temperature').value),
+    top_p: Number($('top_p').value),
+    top_k: Number($('top_k').value),
+    max_tokens: Number($('max_tokens').value),
+    ...(seed === '' ? {} : { seed: Number(seed) }),
+  };
+}
+
+function fatal(msg) {
+  setStatus($('gpu-status'), msg, true);
+  for (const c of chats) c.setBusy(false, true);
+}
+
+class Chat {
+  constructor(title) {
+    const node = $('chat-template').content.firstElementChild.cloneNode(true);
+    node.querySelector('h2').textContent = title;
+    $('chats').append(node);
+    this.log = node.querySelector('.log');
+    this.stats = node.querySelector('.stats');
+    this.input = node.querySelector('textarea');
+    this.sendBtn = node.querySelector('.send');
+    this.stopBtn = node.querySelector('.stop');
+    this.messages = [];
+    this.id = null;
+    node.querySelector('form').addEventListener('submit', (e) => { e.preventDefault(); this.send(); });
+    this.input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); this.send(); }
+    });
+    this.stopBtn.addEventListener('click', () => { if (this.id !== null) { engine.stop(this.id); driver.kick(); } });
+    node.querySelector('.clear').addEventListener('click', () => {
+      if (this.id !== null) return;
+      this.messages = []; this.log.textContent = '';
+    });
+  }
+
+  addMessage(role, text) {
+    const div = document.createElement('div');
+    div.className = `msg ${role}`;
+    div.textContent = text;
+    this.log.append(div);
+    this.log.scrollTop = this.log.scrollHeight;
+    return div;
+  }
+
+  setBusy(busy, disabled = false) {
+    this.sendBtn.disabled = busy || disabled || !engine;
+    this.stopBtn.disabled = !busy || disabled;
+  }
+
+  send() {
+    const text = this.input.value.trim();
+    if (!text || !engine || this.id !== null) return;
+    this.input.value = '';
+    this.messages.push({ role: 'user', content: text });
+    this.addMessage('user', text);
+    let prompt;
+    try {
+      prompt = engine.chat_tokens(JSON.stringify(this.messages));
+    } catch (e) { this.addMessage('system', `error: ${e.message ?? e}`); return; }
+    const out = this.addMessage('assistant', '');
+    let reply = '';
+    const t0 = performance.now();
+    let tFirst = null, n = 0;
+    const onToken = (ev) => {
+      const now = performance.now();
+      if (ev.tokenId !== null) {
+        n++;
+        if (tFirst === null) tFirst = now;
+      }
+      reply += ev.text;
+      out.textContent = reply;
+      this.log.scrollTop = this.log.scrollHeight;
+      const ttft = tFirst === null ? '–' : `${(tFirst - t0).toFixed(0)} ms`;
+      const rate = n > 1 ? ((n - 1) / ((now - tFirst) / 1000)).toFixed(1) : '–';
+      this.stats.textContent = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens`;
+      if (ev.finished) {
+        this.stats.textContent += ` · finished: ${ev.finished}`;
+        this.messages.push({ role: 'assistant', content: reply });
+        this.id = null;
+        this.setBusy(false);
+      }
+    };
+    try {
+      this.id = engine.start(prompt, samplingParams(), onToken);
+    } catch (e) { this.addMessage('system', `error: ${e.message ?? e}`); return; }
+    this.setBusy(true);
+    driver.kick();
+  }
+}
+
+async function installModel(src, sizeNote) {
+  const status = $('model-status');
+  if (driver?.running) { setStatus(status, 'Wait for the running chats to finish.', true); return; }
+  setStatus(status, `Uploading ${src.name ?? 'model'} to the GPU…`);
+  await new Promise((r) => setTimeout(r, 0));
+  try {
+    const t0 = performance.now();
+    engine?.free();
+    engine = null;
+    engine = loadModel(gpu, src, { kvMiB: Number($('kv-mib').value), maxSeqs: 8 },
+      (done, total) => { $('progress-bar').style.width = `${(100 * done / total).toFixed(1)}%`; });
+    driver = new Driver(gpu, engine, fatal);
+    const info = engine.info();
+    setStatus(status, `Loaded ${info.source}${sizeNote}: ${info.architecture}, ${info.layers} layers, hidden ${info.hidden}, ` +
+      `vocab ${info.vocab}, context ${info.maxLen}, ${info.kvBlocks} KV blocks ` +
+      `(${((performance.now() - t0) / 1000).toFixed(1)} s)${info.hasChatTemplate ? '' : ' — no chat template: the last message is the prompt'}`);
+    for (const c of chats) { c.messages = []; c.log.textContent = ''; c.setBusy(false); }
+  } catch (e) {
+    setStatus(status, `Loading failed: ${e.message ?? e}`, true);
+  }
+}
+
+async function loadFromUrl() {
+  const url = $('model-url').value.trim();
+  const status = $('model-status');
+  try {
+    let src;
+    const progress = (d, t) => {
+      $('progress-bar').style.width = t ? `${(100 * d / t).toFixed(1)}%` : '0';
+      setStatus(status, `Downloading ${url}: ${(d / 2 ** 20).toFixed(1)} MiB`);
+    };
+    if (url.endsWith('/')) {
+      const files = {};
+      for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) files[f] = await fetchBytes(url + f, progress);
+      for (const f of ['tokenizer_config.json', 'generation_config.json']) {
+        try { files[f] = await fetchBytes(url + f); } catch { /* optional */ }
+      }
+      src = { files, name: url };
+    } else {
+      src = { gguf: await fetchBytes(url, progress), name: url.split('/').pop() };
+    }
+    await installModel(src, '');
+  } catch (e) {
+    setStatus(status, `Loading ${url} failed: ${e.message ?? e}`, true);
+  }
+}
+
+async function loadFromDisk(fileList) {
+  const files = [...fileList];
+  const gguf = files.find((f) => f.name.endsWith('.gguf'));
+  if (gguf) {
+    await installModel({ gguf: new Uint8Array(await gguf.arrayBuffer()), name: gguf.name }, '');
+    return;
+  }
+  const map = {};
+  for (const f of files) map[f.name] = new Uint8Array(await f.arrayBuffer());
+  await installModel({ files: map, name: files.map((f) => f.name).join(', ') }, '');
+}
+
+async function main() {
+  chats.push(new Chat('Chat A'), new Chat('Chat B'));
+  try {
+    gpu = await openGpu({ defaultLimits: new URLSearchParams(location.search).has('default-limits') });
+  } catch (e) {
+    setStatus($('gpu-status'), e instanceof KilnError ? e.message : `${e}`, true);
+    $('load-url').disabled = true;
+    return;
+  }
+  $('default-limits').checked = new URLSearchParams(location.search).has('default-limits');
+  $('default-limits').addEventListener('change', (e) => {
+    const q = e.target.checked ? '?default-limits' : '';
+    location.search = q;
+  });
+  const lim = gpu.limits().device;
+  setStatus($('gpu-status'), `Adapter: ${describeAdapter(gpu)} · storage binding ${(lim.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB · ` +
+    `${lim.maxComputeInvocationsPerWorkgroup} invocations/workgroup · ${(lim.maxComputeWorkgroupStorageSize / 1024).toFixed(0)} KiB workgroup storage`);
+  const feats = gpu.adapter_features();
+  $('gpu-features').textContent = `Adapter features: ${feats.length ? feats.join(', ') : '(none)'} · ` +
+    `kiln uses: ${gpu.device_features().join(', ') || 'no optional features'}`;
+  $('load-url').addEventListener('click', loadFromUrl);
+  $('model-files').addEventListener('change', (e) => loadFromDisk(e.target.files));
+}
+
+main();
