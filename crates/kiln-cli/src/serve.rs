@@ -40,6 +40,9 @@ pub struct Args {
     /// Queued requests beyond which new ones get 503.
     #[arg(long, default_value_t = 1024)]
     max_waiting: usize,
+    /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
+    #[arg(long, default_value = "web-demo")]
+    demo_dir: std::path::PathBuf,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -47,8 +50,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .try_init();
-    let path = crate::model_path::resolve(a.model.as_deref())?;
-    let model = crate::model_path::load(a.model.as_deref())?;
+    let model_path = crate::model_path::resolve(a.model.as_deref())?;
+    let model = crate::model_path::load(Some(&model_path.to_string_lossy()))?;
+    let path = &model_path;
     let name = a.served_model_name.clone().unwrap_or_else(|| {
         a.model.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "kiln".into()))
     });
@@ -69,9 +73,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         api_key: a.api_key,
         served_model_name: name,
         max_waiting: a.max_waiting,
+        demo: demo_files(&a.demo_dir, &model_path),
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(kiln_server::serve(sc, info, factory))
+}
+
+/// The demo page, when its folder exists; the served model goes with it if it is a GGUF file.
+fn demo_files(dir: &std::path::Path, model: &std::path::Path) -> Option<kiln_server::DemoFiles> {
+    if !dir.join("index.html").exists() {
+        return None;
+    }
+    if !dir.join("pkg").exists() {
+        tracing::warn!("{}/pkg is missing: run scripts/build-web.sh for the /demo page", dir.display());
+    }
+    let model_file = (model.extension().is_some_and(|e| e == "gguf")).then(|| model.to_path_buf());
+    Some(kiln_server::DemoFiles { page_dir: dir.to_path_buf(), model_file })
 }

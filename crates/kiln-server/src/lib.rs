@@ -9,6 +9,7 @@
 //! state, validation), `metrics` (Prometheus text).
 
 mod api;
+mod demo;
 mod engine_loop;
 mod error;
 mod generate;
@@ -29,6 +30,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+pub use demo::DemoFiles;
 pub use engine_loop::{EngineFactory, EngineInfo};
 pub use error::ApiError;
 pub use state::ModelInfo;
@@ -49,6 +51,8 @@ pub struct ServerConfig {
     /// get 503 with Retry-After.
     pub max_waiting: usize,
     pub max_body_bytes: usize,
+    /// The browser demo, served under `/demo/` when set.
+    pub demo: Option<DemoFiles>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +64,7 @@ impl Default for ServerConfig {
             served_model_name: "kiln".into(),
             max_waiting: 1024,
             max_body_bytes: 8 << 20,
+            demo: None,
         }
     }
 }
@@ -118,8 +123,11 @@ fn router(state: Shared) -> Router {
         .route("/tokenize", post(misc::tokenize))
         .route("/detokenize", post(misc::detokenize))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
-    Router::new()
-        .merge(protected)
+    let mut app = Router::new().merge(protected);
+    if let Some(demo) = &state.config.demo {
+        app = demo::mount(app, demo);
+    }
+    app
         .route("/health", get(misc::health))
         .route("/metrics", get(misc::metrics))
         .fallback(|| async { ApiError::not_found("no such route") })
