@@ -42,6 +42,7 @@ kernel_table!(
     "matmul_rowwise",
     "rope_kv",
     "attention",
+    "attention_rowwise",
     "silu_mul",
     "gather_rmsnorm",
     "sample",
@@ -51,10 +52,11 @@ kernel_table!(
 pub struct Kernels {
     device: wgpu::Device,
     cache: Mutex<HashMap<&'static str, Arc<Kernel>>>,
-    /// Use the one-output-per-invocation matmul (`matvec_rowwise`) instead of the tiled and
-    /// split-K kernels. The default on CPU-backed adapters, where a workgroup is a loop over
-    /// SIMD lanes and barriers cost more than shared loads save.
-    pub rowwise_matmul: bool,
+    /// Use the row-wise kernels (`*_rowwise.wgsl`: no workgroup memory, no barriers, one output
+    /// row or tile per invocation) for matmul and attention instead of the tiled ones. The
+    /// default on CPU-backed adapters, where a workgroup is a loop over SIMD lanes and barriers
+    /// cost more than shared loads save.
+    pub rowwise: bool,
 }
 
 impl Kernels {
@@ -62,13 +64,13 @@ impl Kernels {
         Self {
             device: ctx.device.clone(),
             cache: Mutex::new(HashMap::new()),
-            rowwise_matmul: ctx.info.device_type == wgpu::DeviceType::Cpu,
+            rowwise: ctx.info.device_type == wgpu::DeviceType::Cpu,
         }
     }
 
-    /// The same, with the matmul kernel family chosen by the caller (tests use both).
-    pub fn with_rowwise_matmul(ctx: &crate::GpuContext, rowwise: bool) -> Self {
-        Self { rowwise_matmul: rowwise, ..Self::new(ctx) }
+    /// The same, with the kernel family chosen by the caller (tests use both).
+    pub fn with_rowwise(ctx: &crate::GpuContext, rowwise: bool) -> Self {
+        Self { rowwise: rowwise, ..Self::new(ctx) }
     }
 
     /// The kernel of `shaders/{name}.wgsl`. Panics on an unknown name (a programming error).

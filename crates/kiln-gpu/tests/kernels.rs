@@ -32,7 +32,7 @@ fn embedding_gathers_rows() {
 fn matmul_matches_reference() {
     let ctx = gpu();
     for (rowwise, kdim) in [(false, 70), (false, 72), (true, 72), (true, 200)] {
-        check_matmul(&ctx, &Kernels::with_rowwise_matmul(&ctx, rowwise), kdim);
+        check_matmul(&ctx, &Kernels::with_rowwise(&ctx, rowwise), kdim);
     }
 }
 
@@ -79,7 +79,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
                     want[idx] = if accumulate { want[idx] + v } else { v };
                 }
             }
-            let what = format!("matmul rowwise={} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}", k.rowwise_matmul);
+            let what = format!("matmul rowwise={} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}", k.rowwise);
             assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, 1e-4, 1e-4);
         }
     }
@@ -100,7 +100,7 @@ fn split_matrix_matches_whole() {
     let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..rows as u32)).collect();
     let x = buf_f32(&ctx, &randn(&mut r, t * cols, 1.0));
     for rowwise in [false, true] {
-        let k = Kernels::with_rowwise_matmul(&ctx, rowwise);
+        let k = Kernels::with_rowwise(&ctx, rowwise);
         for tokens in [3u32, t as u32] {
             let step = step_buffer(&ctx, tokens, 1, 0);
             let idb = buf_u32(&ctx, &ids);
@@ -199,7 +199,13 @@ fn rope_kv_rotates_and_writes_cache() {
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
-    let k = Kernels::new(&ctx);
+    for rowwise in [false, true] {
+        check_attention(&ctx, &Kernels::with_rowwise(&ctx, rowwise));
+    }
+}
+
+fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels) {
+    let ctx = ctx.clone();
     let mut r = rng(6);
     let (nh, nkv, d) = (6, 2, 24);
     let bs = kiln_core::BLOCK_SIZE;
@@ -232,7 +238,7 @@ fn paged_attention_mixes_prefill_and_decode() {
     let (qb, kb, vb, out) = (buf_f32(&ctx, &qkv), buf_f32(&ctx, &kc), buf_f32(&ctx, &vc), ctx.storage("out", (t * nh * d * 4) as u64));
     let l = ops::attention(
         &ctx,
-        &k,
+        k,
         &step,
         (nh, nkv, d),
         AttentionBuffers { positions: &bufs.0, token_seq: &bufs.1, seq_info: &bufs.2, block_tables: &bufs.3, qkv: &qb, k_cache: &kb, v_cache: &vb, out: &out },
@@ -261,5 +267,5 @@ fn paged_attention_mixes_prefill_and_decode() {
             }
         }
     }
-    assert_close("attention", &read_f32(&ctx, &out, want.len()), &want, 1e-4, 1e-3);
+    assert_close(&format!("attention rowwise={}", k.rowwise), &read_f32(&ctx, &out, want.len()), &want, 1e-4, 1e-3);
 }

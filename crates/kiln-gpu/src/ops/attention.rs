@@ -57,10 +57,11 @@ pub fn attention(
             pad: [0; 2],
         },
     );
-    Ok(Launch::new(
-        &ctx.device,
-        kernels.get("attention"),
-        &[step, &p, b.positions, b.token_seq, b.seq_info, b.block_tables, b.qkv, b.k_cache, b.v_cache, b.out],
-        Grid::Tokens { per: 1, y: num_kv_heads as u32 },
-    ))
+    let buffers = [step, &p, b.positions, b.token_seq, b.seq_info, b.block_tables, b.qkv, b.k_cache, b.v_cache, b.out];
+    Ok(if kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256 {
+        let grid = Grid::Elements { width: num_heads as u32, per: 64 };
+        Launch::new(&ctx.device, kernels.get("attention_rowwise"), &buffers, grid)
+    } else {
+        Launch::new(&ctx.device, kernels.get("attention"), &buffers, Grid::Tokens { per: 1, y: num_kv_heads as u32 })
+    })
 }

@@ -45,6 +45,8 @@ pub struct MatmulArgs<'a> {
 pub struct Matmul {
     small: Vec<Launch>,
     large: Vec<Launch>,
+    /// Most rows the `small` launches take.
+    small_max_rows: u32,
     sample_rows: bool,
 }
 
@@ -54,7 +56,7 @@ impl Matmul {
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
-        let rowwise = kernels.rowwise_matmul && a.w.cols % 8 == 0;
+        let rowwise = kernels.rowwise && a.w.cols % 8 == 0;
         let (matvec, matmul) = if rowwise {
             (kernels.get("matvec_rowwise"), kernels.get("matmul_rowwise"))
         } else {
@@ -100,7 +102,10 @@ impl Matmul {
             small.push(Launch::new(&ctx.device, matvec.clone(), &buffers, small_grid));
             large.push(Launch::new(&ctx.device, matmul.clone(), &buffers, large_grid));
         }
-        Self { small, large, sample_rows: a.sample_rows }
+        // The row-wise kernels: one output per invocation pays off only for a single row; from
+        // two rows on, the 4-output tiles reuse each load of x.
+        let small_max_rows = if rowwise { 1 } else { MATVEC_MAX_ROWS };
+        Self { small, large, small_max_rows, sample_rows: a.sample_rows }
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
@@ -108,7 +113,7 @@ impl Matmul {
         if rows == 0 {
             return;
         }
-        let launches = if rows <= MATVEC_MAX_ROWS { &self.small } else { &self.large };
+        let launches = if rows <= self.small_max_rows { &self.small } else { &self.large };
         for l in launches {
             l.record(pass, tokens, samples);
         }

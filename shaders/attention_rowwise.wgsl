@@ -1,0 +1,72 @@
+// Paged attention with one invocation per (query token, head), for CPU-backed adapters: the
+// same contract as attention.wgsl (causal over keys 0..=positions[t] of the token's sequence,
+// read through its block table), without workgroup memory or barriers. Each invocation keeps
+// its query and output row in registers and runs the online softmax over its keys; query heads
+// that share a KV head sit in neighbouring lanes and read the same cache lines.
+// Needs head_dim % 4 == 0 and head_dim <= 256. Grid: (ceil(num_tokens * num_heads / 64), 1, 1).
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    qkv_stride: u32,  // row width of qkv
+    scale: f32,       // 1 / sqrt(head_dim)
+    block_size: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
+@group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token
+@group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
+@group(0) @binding(5) var<storage, read> block_tables: array<u32>;  // concatenated tables
+@group(0) @binding(6) var<storage, read> qkv: array<vec4<f32>>;     // (T, qkv_stride / 4), q first
+@group(0) @binding(7) var<storage, read> k_cache: array<vec4<f32>>; // (slots, KVH, D / 4)
+@group(0) @binding(8) var<storage, read> v_cache: array<vec4<f32>>; // (slots, KVH, D / 4)
+@group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.x / p.num_heads;
+    let h = gid.x % p.num_heads;
+    if (t >= step.num_tokens) {
+        return;
+    }
+    let d4 = p.head_dim / 4u;
+    let kvh = h / (p.num_heads / p.num_kv_heads);
+    let n_keys = positions[t] + 1u;
+    let table = seq_info[token_seq[t] * 4u + 3u];
+
+    var q: array<vec4<f32>, 64>;
+    var acc: array<vec4<f32>, 64>;
+    let qb = t * (p.qkv_stride / 4u) + h * d4;
+    for (var c = 0u; c < d4; c++) {
+        q[c] = qkv[qb + c] * p.scale;
+        acc[c] = vec4<f32>(0.0);
+    }
+    var m = -1.0e30;
+    var l = 0.0;
+    for (var j = 0u; j < n_keys; j++) {
+        let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
+        let kb = (slot * p.num_kv_heads + kvh) * d4;
+        var s = 0.0;
+        for (var c = 0u; c < d4; c++) {
+            s += dot(q[c], k_cache[kb + c]);
+        }
+        let m_new = max(m, s);
+        let a = exp(m - m_new);
+        let e = exp(s - m_new);
+        l = l * a + e;
+        for (var c = 0u; c < d4; c++) {
+            acc[c] = acc[c] * a + e * v_cache[kb + c];
+        }
+        m = m_new;
+    }
+    let ob = t * p.num_heads * d4 + h * d4;
+    for (var c = 0u; c < d4; c++) {
+        out[ob + c] = acc[c] / l;
+    }
+}
