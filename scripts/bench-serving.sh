@@ -25,11 +25,15 @@ stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; }
 trap stop EXIT
 bench() { "$KILN" bench --base-url "http://127.0.0.1:$PORT" "$@"; }
 
-start
+# Continuous against static batching: prefix caching off and fresh prompts (a seed per run), so
+# batching is all that differs.
+start --no-prefix-caching
 for c in 1 4 16; do
-  bench --num-prompts $((c * 2)) --concurrency "$c" --input-len 64 --output-len 32 --json "$OUT/continuous-c$c.json"
-  bench --num-prompts $((c * 2)) --concurrency "$c" --input-len 64 --output-len 32 --static-batch --json "$OUT/static-c$c.json"
+  bench --num-prompts $((c * 2)) --concurrency "$c" --input-len 64 --output-len 48 --output-len-min 4 --seed "$c" --json "$OUT/continuous-c$c.json"
+  bench --num-prompts $((c * 2)) --concurrency "$c" --input-len 64 --output-len 48 --output-len-min 4 --seed "$c" --static-batch --json "$OUT/static-c$c.json"
 done
+stop
+start
 bench --workload agent --sessions 4 --turns 5 --tool-result-len 48 --output-len 16 --json "$OUT/agent-prefix-on.json"
 stop
 start --no-prefix-caching

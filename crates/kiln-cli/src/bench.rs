@@ -44,6 +44,10 @@ pub struct Args {
     /// Tokens to generate per request (sent with ignore_eos).
     #[arg(long, default_value_t = 64)]
     output_len: usize,
+    /// When set, each request's output length is drawn uniformly from here to --output-len
+    /// (mixed lengths are where continuous batching pulls ahead of static batching).
+    #[arg(long)]
+    output_len_min: Option<usize>,
     /// Requests per second (Poisson arrivals); default: all at once, limited by --concurrency.
     #[arg(long)]
     request_rate: Option<f64>,
@@ -146,8 +150,12 @@ async fn random_workload(client: &reqwest::Client, a: &Arc<Args>, bar: &Progress
             let gap = -(1.0 - rng.random::<f64>()).ln() / rate;
             tokio::time::sleep(Duration::from_secs_f64(gap)).await;
         }
+        let max_tokens = match a.output_len_min {
+            Some(lo) => rng.random_range(lo.min(a.output_len)..=a.output_len),
+            None => a.output_len,
+        };
         let body = json!({
-            "model": a.model, "prompt": words(&mut rng, a.input_len), "max_tokens": a.output_len,
+            "model": a.model, "prompt": words(&mut rng, a.input_len), "max_tokens": max_tokens,
             "temperature": 0, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
         });
         let permit = permits.clone().acquire_owned().await?;
