@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 
-use common::{engine, gpu};
+use common::{engine, gpu, run_sampled as run};
 use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
-use kiln_engine::{Engine, EngineConfig, KvSize, Request, SampledToken};
+use kiln_engine::{EngineConfig, KvSize, Request, SampledToken};
 use kiln_gpu::reference::CpuModel;
 use kiln_model::testing::{write_tiny_llama, TinyConfig};
 use kiln_model::Model;
@@ -127,23 +126,6 @@ fn logits_match_cpu_reference_tied_embeddings() {
 fn request(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Request {
     let sampling = SamplingParams { top_logprobs: 5, ..SamplingParams::greedy() };
     Request { sampling, ignore_eos: true, ..Request::new(id, prompt, max_tokens) }
-}
-
-/// Runs every request to completion; returns the sampled tokens by request id.
-fn run(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec<SampledToken>> {
-    let mut out = BTreeMap::new();
-    for r in requests {
-        out.insert(r.id, Vec::new());
-        engine.add_request(r).expect("add_request");
-    }
-    while engine.has_unfinished() {
-        for u in pollster::block_on(engine.step()).expect("step") {
-            if let Some(t) = u.token {
-                out.get_mut(&u.id).unwrap().push(t);
-            }
-        }
-    }
-    out
 }
 
 fn ids(out: &[SampledToken]) -> Vec<u32> {

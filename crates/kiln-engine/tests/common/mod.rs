@@ -1,8 +1,9 @@
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use kiln_engine::{Engine, EngineConfig, KvSize, Request, SamplingParams};
+use kiln_engine::{Engine, EngineConfig, KvSize, Request, SampledToken, SamplingParams};
 use kiln_gpu::GpuContext;
 use kiln_model::Model;
 
@@ -45,9 +46,9 @@ pub fn greedy_request(id: u64, prompt: Vec<u32>, max_tokens: usize, ignore_eos: 
     }
 }
 
-/// Runs every request to completion; returns the outputs by request id.
-pub fn run_all(engine: &mut Engine, requests: Vec<Request>) -> std::collections::BTreeMap<u64, Vec<u32>> {
-    let mut out = std::collections::BTreeMap::new();
+/// Runs every request to completion; returns the sampled tokens by request id.
+pub fn run_sampled(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec<SampledToken>> {
+    let mut out = BTreeMap::new();
     for r in requests {
         out.insert(r.id, Vec::new());
         engine.add_request(r).expect("add_request");
@@ -55,9 +56,14 @@ pub fn run_all(engine: &mut Engine, requests: Vec<Request>) -> std::collections:
     while engine.has_unfinished() {
         for u in pollster::block_on(engine.step()).expect("step") {
             if let Some(t) = u.token {
-                out.get_mut(&u.id).unwrap().push(t.token_id);
+                out.get_mut(&u.id).unwrap().push(t);
             }
         }
     }
     out
+}
+
+/// Runs every request to completion; returns the token ids by request id.
+pub fn run_all(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec<u32>> {
+    run_sampled(engine, requests).into_iter().map(|(id, t)| (id, t.iter().map(|t| t.token_id).collect())).collect()
 }
