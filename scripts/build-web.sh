@@ -25,7 +25,8 @@ fi
 have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 if [[ "$have" != "$want" ]]; then
   echo "build-web: installing wasm-bindgen-cli $want (found: ${have:-none})" >&2
-  cargo install wasm-bindgen-cli --version "$want" --locked
+  # Not --locked: its lock file pins crates (webpki-roots 1.0.11) some registries do not serve.
+  cargo install wasm-bindgen-cli --version "$want"
 fi
 
 cargo build -p kiln-web --lib --target wasm32-unknown-unknown "${cargo_flags[@]}"

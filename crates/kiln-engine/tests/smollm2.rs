@@ -1,5 +1,5 @@
 //! The real default model (SmolLM2-135M-Instruct, GGUF Q4_1) on the GPU against the
-//! Hugging Face transformers reference in shared/reference/.
+//! Hugging Face transformers reference in tests/reference/.
 
 mod common;
 

@@ -21,7 +21,7 @@ fn model_path() -> PathBuf {
 
 fn reference() -> Value {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/smollm2-135m-instruct.json");
+        .join("../../tests/reference/smollm2-135m-instruct.json");
     let text = std::fs::read_to_string(&p)
         .unwrap_or_else(|e| panic!("reference file {} unreadable: {e}", p.display()));
     serde_json::from_str(&text).expect("reference JSON")

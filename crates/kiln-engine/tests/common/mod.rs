@@ -24,7 +24,7 @@ pub fn default_model() -> Model {
 }
 
 pub fn reference() -> serde_json::Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/smollm2-135m-instruct.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/reference/smollm2-135m-instruct.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
