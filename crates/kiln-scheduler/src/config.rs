@@ -16,6 +16,9 @@ pub struct SchedulerConfig {
     pub enable_prefix_caching: bool,
     /// Longest sequence (prompt + output) the model takes.
     pub max_model_len: usize,
+    /// Penalty entries (distinct history tokens of sampled sequences with penalties) one step
+    /// may carry: the runner's penalty buffer. Each such sequence is counted at its length.
+    pub max_penalty_entries: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -27,6 +30,7 @@ impl Default for SchedulerConfig {
             num_cpu_blocks: 0,
             enable_prefix_caching: true,
             max_model_len: 8192,
+            max_penalty_entries: usize::MAX,
         }
     }
 }
@@ -43,4 +47,9 @@ pub enum SchedulerError {
     InvalidSampling { id: u64, why: String },
     #[error("request {id} already exists")]
     DuplicateId { id: u64 },
+    #[error(
+        "request {id}: with penalties it may reach {needed} tokens, but one step holds penalty \
+         entries for at most {limit} (lower max_tokens or drop the penalties)"
+    )]
+    TooManyPenaltyEntries { id: u64, needed: usize, limit: usize },
 }

@@ -61,6 +61,15 @@ impl CpuTier {
             .expect("taking an empty CPU block")
     }
 
+    /// Frees a stored id whose content is lost; returns the key it held (`None` if it was
+    /// not stored, e.g. already taken for a swap-in).
+    pub fn discard(&mut self, id: u32) -> Option<u64> {
+        let key = self.key[id as usize].take()?;
+        self.lru.remove(id);
+        self.free.push(id);
+        Some(key)
+    }
+
     pub fn end_step(&mut self) {
         self.free.append(&mut self.pending);
     }

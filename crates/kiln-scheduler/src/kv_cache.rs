@@ -208,6 +208,21 @@ impl KvCache {
         r
     }
 
+    /// Drops the prefix-cache entries a failed step's copies were to fill: the GPU blocks
+    /// restored by `swap_in` and the CPU ids written by `swap_out` hold nothing reliable.
+    pub fn forget_copies(&mut self, swap_in: &[BlockCopy], swap_out: &[BlockCopy]) {
+        for c in swap_in {
+            if let Some(key) = self.pool.take_hash(c.gpu_block) {
+                self.index.remove(key);
+            }
+        }
+        for c in swap_out {
+            if let Some(key) = self.cpu.discard(c.cpu_block) {
+                self.index.remove(key);
+            }
+        }
+    }
+
     /// Copies the runner must perform before this step's forward pass: `(swap_in, swap_out)`.
     pub fn take_copies(&mut self) -> (Vec<BlockCopy>, Vec<BlockCopy>) {
         self.cpu.end_step();

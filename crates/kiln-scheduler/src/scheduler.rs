@@ -10,6 +10,12 @@
 //! sampled tokens, caches newly computed full blocks and retires finished requests, whose
 //! blocks return to the pool at once.
 //!
+//! Capacities are admission rules: besides the token budget, the sequence limit and the pool,
+//! a step carries at most `max_penalty_entries` penalty entries (each sampled sequence with
+//! penalties counts its whole length), and a request that could never fit is refused by
+//! [`Scheduler::add_request`]. A step the runner could not run is undone by
+//! [`Scheduler::fail_step`] (in `scheduler/failure.rs`).
+//!
 //! Invariants (see [`Scheduler::check_invariants`]): a running request holds exactly the
 //! blocks covering its context this step; a waiting request holds none; every GPU block's
 //! reference count equals the number of running requests holding it; exactly one step is in
@@ -30,8 +36,19 @@ use crate::prefix_hash::Registered;
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
+mod failure;
+
 fn blocks_for(tokens: usize) -> usize {
     tokens.div_ceil(BLOCK_SIZE)
+}
+
+/// Penalty entries a sequence puts in a step: at most one per token of its history.
+fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
+    if sampled && st.req.sampling.has_penalties() {
+        st.tokens.len()
+    } else {
+        0
+    }
 }
 
 pub struct Scheduler {
@@ -102,6 +119,16 @@ impl Scheduler {
         r.sampling
             .validate()
             .map_err(|why| SchedulerError::InvalidSampling { id, why })?;
+        if r.sampling.has_penalties() {
+            let needed = (r.prompt.len() + r.max_tokens).min(self.max_len);
+            if needed > self.cfg.max_penalty_entries {
+                return Err(SchedulerError::TooManyPenaltyEntries {
+                    id,
+                    needed,
+                    limit: self.cfg.max_penalty_entries,
+                });
+            }
+        }
         if self.requests.contains_key(&id) {
             return Err(SchedulerError::DuplicateId { id });
         }
@@ -163,7 +190,9 @@ impl Scheduler {
     pub fn schedule(&mut self) -> Option<ScheduledStep> {
         assert!(!self.in_flight, "schedule() called again before update()");
         let mut budget = self.cfg.max_num_batched_tokens;
-        let mut plan: Vec<(u64, usize)> = Vec::new();
+        let mut penalty_budget = self.cfg.max_penalty_entries;
+        // (id, tokens, penalty entries)
+        let mut plan: Vec<(u64, usize, usize)> = Vec::new();
         let mut preempted = false;
 
         // Running requests: decodes first, then continuing prefills, each in admission order.
@@ -184,18 +213,25 @@ impl Scheduler {
             }
             let st = &self.requests[&id];
             let n = remaining(self, &id).min(budget);
+            let penalties = penalty_cost(st, n == remaining(self, &id));
+            if penalties > penalty_budget {
+                continue; // runs in a later step, when fewer penalty entries share it
+            }
             let need = blocks_for(st.num_computed + n) - st.blocks.len();
             loop {
                 if let Some(new) = self.kv.allocate(need) {
                     self.requests.get_mut(&id).unwrap().blocks.extend(new);
-                    plan.push((id, n));
+                    plan.push((id, n, penalties));
                     budget -= n;
+                    penalty_budget -= penalties;
                     break;
                 }
                 let victim = self.preempt_last();
                 preempted = true;
                 if let Some(pos) = plan.iter().position(|p| p.0 == victim) {
-                    budget += plan.remove(pos).1;
+                    let (_, n, p) = plan.remove(pos);
+                    budget += n;
+                    penalty_budget += p;
                 }
                 if victim == id {
                     break;
@@ -208,12 +244,13 @@ impl Scheduler {
             let Some(&id) = self.waiting.front() else {
                 break;
             };
-            match self.admit(id, budget) {
-                Some(n) => {
+            match self.admit(id, budget, penalty_budget) {
+                Some((n, p)) => {
                     self.waiting.pop_front();
                     self.running.push(id);
-                    plan.push((id, n));
+                    plan.push((id, n, p));
                     budget -= n;
+                    penalty_budget -= p;
                 }
                 None => break,
             }
@@ -243,8 +280,9 @@ impl Scheduler {
     }
 
     /// Takes the longest cached prefix and the blocks for a first chunk of at most `budget`
-    /// tokens; returns the chunk size, or `None` (nothing changed) if the pool is short.
-    fn admit(&mut self, id: u64, budget: usize) -> Option<usize> {
+    /// tokens; returns the chunk size and its penalty entries, or `None` (nothing changed) if
+    /// the pool or the penalty budget is short.
+    fn admit(&mut self, id: u64, budget: usize, penalty_budget: usize) -> Option<(usize, usize)> {
         let caching = self.cfg.enable_prefix_caching;
         let st = self.requests.get_mut(&id).unwrap();
         debug_assert!(st.num_computed == 0 && st.blocks.is_empty());
@@ -260,7 +298,10 @@ impl Scheduler {
         let hit_tokens = hits.len() * BLOCK_SIZE;
         let n = (st.tokens.len() - hit_tokens).min(budget);
         let new_blocks = blocks_for(hit_tokens + n) - hits.len();
-        if self.kv.free_blocks_for_hits(&hits) + new_blocks > self.kv.num_free() {
+        let penalties = penalty_cost(st, hit_tokens + n == st.tokens.len());
+        if penalties > penalty_budget
+            || self.kv.free_blocks_for_hits(&hits) + new_blocks > self.kv.num_free()
+        {
             return None;
         }
         let mut blocks = self.kv.acquire_hits(&hits);
@@ -275,7 +316,7 @@ impl Scheduler {
             self.stats.prefix_cache_queries += st.tokens.len() as u64;
             self.stats.prefix_cache_hits += hit_tokens as u64;
         }
-        Some(n)
+        Some((n, penalties))
     }
 
     /// Preempts the most recently admitted running request; returns its id.
@@ -295,10 +336,10 @@ impl Scheduler {
         victim
     }
 
-    fn build_step(&mut self, plan: &[(u64, usize)]) -> ScheduledStep {
+    fn build_step(&mut self, plan: &[(u64, usize, usize)]) -> ScheduledStep {
         let mut batch = StepBatch::default();
         let mut seqs = Vec::with_capacity(plan.len());
-        for &(id, n) in plan {
+        for &(id, n, _) in plan {
             let st = &self.requests[&id];
             let start = st.num_computed;
             let query_start = batch.token_ids.len() as u32;

@@ -31,4 +31,8 @@ pub struct SchedulerStats {
     pub total_prefill_tokens: u64,
     /// Decode tokens scheduled since start.
     pub total_decode_tokens: u64,
+    /// Steps the runner could not run ([`crate::Scheduler::fail_step`]), since start.
+    pub num_failed_steps: u64,
+    /// Requests removed by failed steps, since start.
+    pub num_failed_requests: u64,
 }

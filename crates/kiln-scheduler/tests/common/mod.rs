@@ -14,6 +14,7 @@ pub fn cfg(
         num_cpu_blocks: 0,
         enable_prefix_caching: true,
         max_model_len: 16384,
+        max_penalty_entries: usize::MAX,
     }
 }
 
