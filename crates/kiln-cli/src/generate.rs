@@ -32,6 +32,13 @@ pub struct Args {
     /// Keep generating past end-of-sequence tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// Bytes of GPU memory for the KV cache.
+    #[arg(long, default_value_t = 256 << 20)]
+    kv_memory: u64,
+    /// Longest sequence (default: the model's context length, or what the KV cache holds if
+    /// less); more than either is an error.
+    #[arg(long)]
+    max_model_len: Option<usize>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -51,7 +58,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &ctx,
         &model.config,
         &model.weights,
-        EngineConfig { max_num_seqs: 1, kv: KvSize::Bytes(256 << 20), ..EngineConfig::default() },
+        EngineConfig {
+            max_num_seqs: 1,
+            kv: KvSize::Bytes(a.kv_memory),
+            max_model_len: a.max_model_len,
+            ..EngineConfig::default()
+        },
         &mut |done, total| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
@@ -63,7 +75,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let sampling = SamplingParams { temperature: a.temperature, top_p: a.top_p, top_k: a.top_k, ..SamplingParams::default() };
     sampling.validate().map_err(anyhow::Error::msg)?;
-    let max_tokens = a.max_tokens.min(engine.max_len() - prompt.len());
+    let room = engine.max_len() - prompt.len();
+    if a.max_tokens > room {
+        eprintln!("note: --max-tokens {} cut to {room}: the context holds {} tokens and the prompt has {}", a.max_tokens, engine.max_len(), prompt.len());
+    }
+    let max_tokens = a.max_tokens.min(room);
     engine.add_request(Request {
         sampling,
         seed: a.seed.unwrap_or_else(rand::random),

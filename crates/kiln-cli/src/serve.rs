@@ -40,6 +40,9 @@ pub struct Args {
     /// Queued requests beyond which new ones get 503.
     #[arg(long, default_value_t = 1024)]
     max_waiting: usize,
+    /// Seconds a shutdown (SIGTERM/SIGINT) waits for running requests before exiting.
+    #[arg(long, default_value_t = 30)]
+    shutdown_timeout: u64,
     /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
     #[arg(long, default_value = "web-demo")]
     demo_dir: std::path::PathBuf,
@@ -74,6 +77,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         served_model_name: name,
         max_waiting: a.max_waiting,
         demo: demo_files(&a.demo_dir, &model_path),
+        shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

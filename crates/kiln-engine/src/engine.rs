@@ -1,5 +1,12 @@
 //! The engine: a [`Scheduler`] and a [`ModelRunner`] sized for each other.
+//!
+//! The scheduler learns every capacity of the runner (step tokens, sequences, penalty
+//! entries; block tables follow from `max_model_len`), so it never schedules a step that
+//! cannot run. A step that fails anyway is contained: its requests are removed and reported
+//! in [`EngineError::StepFailed`], and the engine goes on with the others; a lost device is
+//! reported as [`EngineError::DeviceLost`] (the caller rebuilds the engine).
 
+use kiln_core::BLOCK_SIZE;
 use kiln_gpu::{GpuContext, ModelRunner, RunnerConfig};
 use kiln_model::{ModelConfig, Weights};
 use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
@@ -21,7 +28,8 @@ pub struct EngineConfig {
     /// Bytes of host memory for the CPU tier of cold KV blocks (0: off).
     pub cpu_kv_bytes: u64,
     pub enable_prefix_caching: bool,
-    /// Longest sequence; `None` takes the model's context length.
+    /// Longest sequence; `None` takes the model's context length, or what the KV pool holds
+    /// if that is less. A value above either is an error, never shrunk.
     pub max_model_len: Option<usize>,
 }
 
@@ -41,6 +49,10 @@ impl Default for EngineConfig {
 pub struct Engine {
     scheduler: Scheduler,
     runner: ModelRunner,
+    /// Steps run since the engine was built.
+    num_steps: u64,
+    #[cfg(feature = "fault-injection")]
+    faults: crate::FaultPlan,
 }
 
 impl Engine {
@@ -53,7 +65,14 @@ impl Engine {
         ec: EngineConfig,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self, EngineError> {
-        let max_model_len = ec.max_model_len.unwrap_or(config.max_position_embeddings).min(config.max_position_embeddings);
+        let model_len = config.max_position_embeddings;
+        if let Some(m) = ec.max_model_len
+            && m > model_len
+        {
+            return Err(EngineError::Config(format!(
+                "max_model_len {m} exceeds the model's context length of {model_len} tokens"
+            )));
+        }
         let block_bytes = (kiln_core::BLOCK_SIZE * config.num_kv_heads * config.head_dim * 4) as u64;
         let per_block_all_layers = block_bytes * 2 * config.num_layers as u64;
         let max_blocks = (ctx.max_binding() / block_bytes) as usize;
@@ -64,6 +83,16 @@ impl Engine {
         if num_blocks == 0 {
             return Err(EngineError::Config("the KV cache budget is smaller than one block".into()));
         }
+        let pool_tokens = num_blocks * BLOCK_SIZE;
+        let max_model_len = match ec.max_model_len {
+            Some(m) if m > pool_tokens => {
+                return Err(EngineError::Config(format!(
+                    "max_model_len {m} exceeds what the KV pool holds: {num_blocks} blocks of {BLOCK_SIZE} tokens = {pool_tokens} tokens; give the KV cache more memory or lower max_model_len"
+                )));
+            }
+            Some(m) => m,
+            None => model_len.min(pool_tokens),
+        };
         let num_cpu_blocks = (ec.cpu_kv_bytes / per_block_all_layers) as usize;
         let runner = ModelRunner::new(
             ctx,
@@ -79,7 +108,9 @@ impl Engine {
             progress,
         )?;
         let rc = runner.runner_config;
+        let cap = runner.step_capacity();
         let scheduler = Scheduler::new(SchedulerConfig {
+            max_penalty_entries: cap.penalty_tokens,
             max_num_batched_tokens: rc.max_tokens,
             max_num_seqs: rc.max_seqs,
             num_gpu_blocks: num_blocks,
@@ -87,7 +118,13 @@ impl Engine {
             enable_prefix_caching: ec.enable_prefix_caching,
             max_model_len,
         });
-        Ok(Self { scheduler, runner })
+        Ok(Self {
+            scheduler,
+            runner,
+            num_steps: 0,
+            #[cfg(feature = "fault-injection")]
+            faults: Default::default(),
+        })
     }
 
     pub fn add_request(&mut self, request: Request) -> Result<(), EngineError> {
@@ -101,12 +138,69 @@ impl Engine {
 
     /// Runs one step: schedule, forward pass and sampling, post-process. Returns what happened
     /// to each request that ran (new tokens, finishes). Empty when there is nothing to do.
+    ///
+    /// On a failed step its requests are removed ([`EngineError::StepFailed`] names them) and
+    /// the engine stays usable; on [`EngineError::DeviceLost`] it must be rebuilt.
     pub async fn step(&mut self) -> Result<Vec<RequestUpdate>, EngineError> {
         let Some(step) = self.scheduler.schedule() else {
             return Ok(Vec::new());
         };
-        let sampled = self.runner.step(&step.batch).await?;
-        Ok(self.scheduler.update(step, &sampled))
+        self.num_steps += 1;
+        let result = self.run(&step.batch).await;
+        let faults = &self.runner.context().faults;
+        let mut reason = match result {
+            Ok(sampled) => {
+                let expected = step.seqs.iter().filter(|s| s.sampled).count();
+                let errors = faults.take_errors();
+                if !errors.is_empty() {
+                    errors.join("; ")
+                } else if sampled.len() != expected {
+                    format!("the runner returned {} tokens for {expected} samples", sampled.len())
+                } else {
+                    return Ok(self.scheduler.update(step, &sampled));
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        let lost = faults.lost();
+        let failed = self.scheduler.fail_step(step);
+        if let Some(lost) = lost {
+            reason = lost;
+            return Err(EngineError::DeviceLost { failed, reason });
+        }
+        Err(EngineError::StepFailed { failed, reason })
+    }
+
+    async fn run(&mut self, batch: &kiln_core::StepBatch) -> Result<Vec<kiln_core::SampledToken>, kiln_gpu::GpuError> {
+        #[cfg(feature = "fault-injection")]
+        match self.faults.at(self.num_steps) {
+            Some(crate::fault::Injected::FailStep) => {
+                return Err(kiln_gpu::GpuError::Device(format!("injected failure of step {}", self.num_steps)));
+            }
+            Some(crate::fault::Injected::LoseDevice) => {
+                let reason = format!("injected device loss at step {}", self.num_steps);
+                self.runner.context().faults.mark_lost(reason.clone());
+                return Err(kiln_gpu::GpuError::Device(reason));
+            }
+            None => {}
+        }
+        self.runner.step(batch).await
+    }
+
+    /// Steps run since the engine was built.
+    pub fn num_steps(&self) -> u64 {
+        self.num_steps
+    }
+
+    /// Why the device was lost, if it was: the engine cannot run again.
+    pub fn device_lost(&self) -> Option<String> {
+        self.runner.context().faults.lost()
+    }
+
+    /// Makes the steps of `plan` fail (tests only).
+    #[cfg(feature = "fault-injection")]
+    pub fn set_fault_plan(&mut self, plan: crate::FaultPlan) {
+        self.faults = plan;
     }
 
     pub fn has_unfinished(&self) -> bool {

@@ -6,9 +6,13 @@
 mod detokenize;
 mod engine;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 
 pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
+#[cfg(feature = "fault-injection")]
+pub use fault::FaultPlan;
 pub use kiln_core::{SampledToken, SamplingParams};
 pub use kiln_scheduler::{FinishReason, Request, RequestUpdate, SchedulerStats};

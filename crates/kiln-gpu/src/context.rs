@@ -1,9 +1,48 @@
 //! The GPU device: adapter selection, the features and limits kiln asks for, and readback.
 //!
+//! The device's lost and uncaptured-error callbacks only record what happened in
+//! [`DeviceFaults`]; the engine reads it after each step (a lost device is rebuilt, an
+//! uncaptured error fails the step).
+//!
 //! Everything here is async and never blocks, so the same code runs in a browser tab.
 //! Native callers drive the futures with `pollster::block_on`.
 
+use std::sync::{Arc, Mutex};
+
 use crate::GpuError;
+
+/// What wgpu's callbacks reported about a device: that it is lost (for good), and errors no
+/// error scope caught (the work they belong to produced nothing reliable).
+#[derive(Debug, Default)]
+pub struct DeviceFaults {
+    lost: Mutex<Option<String>>,
+    errors: Mutex<Vec<String>>,
+}
+
+impl DeviceFaults {
+    /// Why the device was lost, once it is.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records a loss (from the callback, or from a test's fault injection). The first reason
+    /// is kept.
+    pub fn mark_lost(&self, reason: impl Into<String>) {
+        self.lost.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason.into());
+    }
+
+    /// Takes the uncaptured errors recorded since the last call.
+    pub fn take_errors(&self) -> Vec<String> {
+        std::mem::take(&mut *self.errors.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn push_error(&self, e: String) {
+        let mut v = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() < 16 {
+            v.push(e);
+        }
+    }
+}
 
 /// An opened device with the facts the kernels need about it.
 #[derive(Clone)]
@@ -13,6 +52,8 @@ pub struct GpuContext {
     pub info: wgpu::AdapterInfo,
     pub features: wgpu::Features,
     pub limits: wgpu::Limits,
+    /// Filled by the device's callbacks once [`Self::watch_device`] installed them.
+    pub faults: Arc<DeviceFaults>,
 }
 
 impl GpuContext {
@@ -66,7 +107,20 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::Device(e.to_string()))?;
-        Ok(Self { device, queue, info, features, limits })
+        let ctx = Self { device, queue, info, features, limits, faults: Default::default() };
+        ctx.watch_device();
+        Ok(ctx)
+    }
+
+    /// Installs the device-lost and uncaptured-error callbacks, which record into
+    /// [`Self::faults`] instead of panicking (wgpu's default for uncaptured errors).
+    pub fn watch_device(&self) {
+        let f = self.faults.clone();
+        self.device.set_device_lost_callback(move |reason, message| {
+            f.mark_lost(format!("{reason:?}: {message}"));
+        });
+        let f = self.faults.clone();
+        self.device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| f.push_error(e.to_string())));
     }
 
     /// Largest buffer a single storage binding may cover, in bytes.

@@ -20,7 +20,7 @@ pub mod reference;
 mod runner;
 mod step_inputs;
 
-pub use context::GpuContext;
+pub use context::{DeviceFaults, GpuContext};
 pub use error::GpuError;
 pub use kernels::{Kernel, Kernels};
 pub use kv_cache::KvCache;

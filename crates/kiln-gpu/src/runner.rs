@@ -298,6 +298,11 @@ impl ModelRunner {
         Ok(bytemuck::cast_slice::<u8, f32>(&data).chunks(v).map(<[f32]>::to_vec).collect())
     }
 
+    /// What one step may hold (tokens, sequences, block-table and penalty entries).
+    pub fn step_capacity(&self) -> StepCapacity {
+        self.inputs.cap
+    }
+
     pub fn context(&self) -> &GpuContext {
         &self.ctx
     }

@@ -3,15 +3,25 @@
 //! request's updates go back on its own channel. The thread blocks on the command channel
 //! when there is nothing to run. A request whose update receiver is gone (client disconnected)
 //! is aborted before the next step, which frees its KV blocks.
+//!
+//! The thread supervises the engine: a failed step fails only that step's requests (each gets
+//! a clear error) and the loop goes on; a lost device or a panic fails every request in flight,
+//! marks the server down (`/health` 503 with the reason) and rebuilds the engine with the
+//! factory, after which the server is up again.
 
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use kiln_engine::{Engine, Request, RequestUpdate, SchedulerStats};
+use kiln_engine::{Engine, EngineError, Request, RequestUpdate, SchedulerStats};
 
-/// Builds the engine on the engine thread (so the engine never has to be `Send`).
-pub type EngineFactory = Box<dyn FnOnce() -> anyhow::Result<Engine> + Send>;
+use crate::health::Health;
+
+/// Builds the engine on the engine thread (so the engine never has to be `Send`); called again
+/// to rebuild it after a lost device.
+pub type EngineFactory = Box<dyn Fn() -> anyhow::Result<Engine> + Send>;
 
 pub enum Command {
     Add { request: Request, updates: flume::Sender<SeqEvent> },
@@ -21,6 +31,9 @@ pub enum Command {
 #[derive(Debug)]
 pub enum SeqEvent {
     Update(RequestUpdate),
+    /// The engine refused the request (an admission rule): a client error.
+    Rejected(String),
+    /// The engine failed while running the request.
     Error(String),
 }
 
@@ -33,6 +46,8 @@ pub struct EngineInfo {
     pub num_cpu_blocks: usize,
     pub max_num_seqs: usize,
     pub max_num_batched_tokens: usize,
+    /// Penalty entries one step holds (a request with penalties may reach this many tokens).
+    pub max_penalty_entries: usize,
 }
 
 /// The handlers' side of the engine thread.
@@ -42,7 +57,30 @@ pub struct EngineHandle {
     /// Adds sent but not yet taken by the engine thread.
     pending: Arc<AtomicUsize>,
     stats: Arc<Mutex<SchedulerStats>>,
+    pub health: Arc<Health>,
     pub info: EngineInfo,
+}
+
+fn info_of(engine: &Engine) -> EngineInfo {
+    let rc = engine.runner_config();
+    EngineInfo {
+        adapter: engine.gpu().describe(),
+        max_len: engine.max_len(),
+        num_gpu_blocks: rc.num_blocks,
+        num_cpu_blocks: rc.num_cpu_blocks,
+        max_num_seqs: rc.max_seqs,
+        max_num_batched_tokens: rc.max_tokens,
+        max_penalty_entries: engine.scheduler().config().max_penalty_entries,
+    }
+}
+
+/// The engine thread's state that outlives one engine.
+struct Loop {
+    rx: flume::Receiver<Command>,
+    active: HashMap<u64, flume::Sender<SeqEvent>>,
+    pending: Arc<AtomicUsize>,
+    stats: Arc<Mutex<SchedulerStats>>,
+    health: Arc<Health>,
 }
 
 impl EngineHandle {
@@ -52,30 +90,32 @@ impl EngineHandle {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(Mutex::new(SchedulerStats::default()));
-        let (p, s) = (pending.clone(), stats.clone());
+        let health = Arc::new(Health::default());
+        let mut lp = Loop { rx, active: HashMap::new(), pending: pending.clone(), stats: stats.clone(), health: health.clone() };
         std::thread::Builder::new().name("kiln-engine".into()).spawn(move || {
-            let engine = match factory() {
+            let mut engine = match factory() {
                 Ok(e) => e,
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
                     return;
                 }
             };
-            let rc = engine.runner_config();
-            let info = EngineInfo {
-                adapter: engine.gpu().describe(),
-                max_len: engine.max_len(),
-                num_gpu_blocks: rc.num_blocks,
-                num_cpu_blocks: rc.num_cpu_blocks,
-                max_num_seqs: rc.max_seqs,
-                max_num_batched_tokens: rc.max_tokens,
-            };
-            *s.lock().unwrap() = engine.stats();
-            let _ = ready_tx.send(Ok(info));
-            run(engine, rx, p, s);
+            *lp.stats.lock().unwrap() = engine.stats();
+            let _ = ready_tx.send(Ok(info_of(&engine)));
+            loop {
+                let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
+                    Ok(None) => return, // every handle is gone
+                    Ok(Some(reason)) => reason,
+                    Err(panic) => {
+                        let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                        format!("the engine panicked: {}", what.unwrap_or_default())
+                    }
+                };
+                engine = lp.restart(engine, &factory, &reason);
+            }
         })?;
         let info = ready_rx.recv().map_err(|_| anyhow::anyhow!("the engine thread died while starting"))??;
-        Ok(EngineHandle { commands: tx, next_id: AtomicU64::new(1), pending, stats, info })
+        Ok(EngineHandle { commands: tx, next_id: AtomicU64::new(1), pending, stats, health, info })
     }
 
     pub fn next_id(&self) -> u64 {
@@ -103,77 +143,136 @@ impl EngineHandle {
 
     /// The scheduler's counters as of the end of the last step.
     pub fn stats(&self) -> SchedulerStats {
-        *self.stats.lock().unwrap()
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-fn run(mut engine: Engine, rx: flume::Receiver<Command>, pending: Arc<AtomicUsize>, stats: Arc<Mutex<SchedulerStats>>) {
-    let mut active: HashMap<u64, flume::Sender<SeqEvent>> = HashMap::new();
-    let handle = |engine: &mut Engine, active: &mut HashMap<u64, flume::Sender<SeqEvent>>, cmd: Command| match cmd {
-        Command::Add { request, updates } => {
-            pending.fetch_sub(1, Ordering::SeqCst);
-            let id = request.id;
-            match engine.add_request(request) {
-                Ok(()) => {
-                    active.insert(id, updates);
+impl Loop {
+    fn handle(&mut self, engine: &mut Engine, cmd: Command) {
+        match cmd {
+            Command::Add { request, updates } => {
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+                let id = request.id;
+                match engine.add_request(request) {
+                    Ok(()) => {
+                        self.active.insert(id, updates);
+                    }
+                    Err(e) => {
+                        let _ = updates.send(SeqEvent::Rejected(e.to_string()));
+                    }
                 }
-                Err(e) => {
-                    let _ = updates.send(SeqEvent::Error(e.to_string()));
+            }
+            Command::Abort(id) => {
+                if self.active.remove(&id).is_some() {
+                    engine.abort(id);
                 }
             }
         }
-        Command::Abort(id) => {
-            if active.remove(&id).is_some() {
-                engine.abort(id);
+    }
+
+    fn publish(&self, engine: &Engine) {
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = engine.stats();
+    }
+
+    /// Steps `engine` until every handle is gone (`None`) or the engine cannot go on
+    /// (`Some(reason)`: the device was lost).
+    fn run(&mut self, engine: &mut Engine) -> Option<String> {
+        loop {
+            if self.active.is_empty() && !engine.has_unfinished() {
+                self.publish(engine);
+                match self.rx.recv() {
+                    Ok(cmd) => self.handle(engine, cmd),
+                    Err(_) => return None,
+                }
             }
-        }
-    };
-    loop {
-        if active.is_empty() && !engine.has_unfinished() {
-            *stats.lock().unwrap() = engine.stats();
-            match rx.recv() {
-                Ok(cmd) => handle(&mut engine, &mut active, cmd),
-                Err(_) => return,
+            while let Ok(cmd) = self.rx.try_recv() {
+                self.handle(engine, cmd);
             }
-        }
-        while let Ok(cmd) = rx.try_recv() {
-            handle(&mut engine, &mut active, cmd);
-        }
-        // Clients that went away: abort before spending a step on them.
-        active.retain(|&id, tx| {
-            let gone = tx.is_disconnected();
-            if gone {
-                engine.abort(id);
+            // Clients that went away: abort before spending a step on them.
+            self.active.retain(|&id, tx| {
+                let gone = tx.is_disconnected();
+                if gone {
+                    engine.abort(id);
+                }
+                !gone
+            });
+            if !engine.has_unfinished() {
+                continue;
             }
-            !gone
-        });
-        if !engine.has_unfinished() {
-            continue;
-        }
-        match pollster::block_on(engine.step()) {
-            Ok(updates) => {
-                for u in updates {
-                    let id = u.id;
-                    let done = u.finished.is_some();
-                    if let Some(tx) = active.get(&id) {
-                        if tx.send(SeqEvent::Update(u)).is_err() && !done {
+            match pollster::block_on(engine.step()) {
+                Ok(updates) => {
+                    for u in updates {
+                        let id = u.id;
+                        let done = u.finished.is_some();
+                        if let Some(tx) = self.active.get(&id)
+                            && tx.send(SeqEvent::Update(u)).is_err()
+                            && !done
+                        {
                             engine.abort(id);
-                            active.remove(&id);
+                            self.active.remove(&id);
+                        }
+                        if done {
+                            self.active.remove(&id);
                         }
                     }
-                    if done {
-                        active.remove(&id);
+                }
+                Err(EngineError::StepFailed { failed, reason }) => {
+                    tracing::error!("step failed ({} requests failed, the others go on): {reason}", failed.len());
+                    self.health.failed_steps.fetch_add(1, Ordering::Relaxed);
+                    for id in failed {
+                        if let Some(tx) = self.active.remove(&id) {
+                            let _ = tx.send(SeqEvent::Error(format!("the engine failed while running this request: {reason}")));
+                        }
                     }
                 }
-            }
-            Err(e) => {
-                tracing::error!("engine step failed: {e}");
-                for (id, tx) in active.drain() {
-                    engine.abort(id);
-                    let _ = tx.send(SeqEvent::Error(format!("engine step failed: {e}")));
+                Err(EngineError::DeviceLost { reason, .. }) => {
+                    self.health.failed_steps.fetch_add(1, Ordering::Relaxed);
+                    return Some(format!("the GPU device was lost ({reason})"));
+                }
+                Err(e) => {
+                    // Not expected from `step`; fail everything rather than guess.
+                    self.health.failed_steps.fetch_add(1, Ordering::Relaxed);
+                    return Some(format!("the engine failed: {e}"));
                 }
             }
+            self.publish(engine);
         }
-        *stats.lock().unwrap() = engine.stats();
+    }
+
+    /// Fails every request in flight with `reason`, drops `engine` and builds a new one,
+    /// retrying (with a growing pause) until it succeeds. The server is down meanwhile.
+    fn restart(&mut self, engine: Engine, factory: &EngineFactory, reason: &str) -> Engine {
+        tracing::error!("{reason}; failing {} requests and rebuilding the engine", self.active.len());
+        self.health.set_down(format!("{reason}; the engine is restarting"));
+        for (_, tx) in self.active.drain() {
+            let _ = tx.send(SeqEvent::Error(format!("{reason}; this request was lost, retry it")));
+        }
+        // Adds queued while the engine was failing: refuse them the same way.
+        while let Ok(cmd) = self.rx.try_recv() {
+            if let Command::Add { updates, .. } = cmd {
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+                let _ = updates.send(SeqEvent::Error(format!("{reason}; retry the request")));
+            }
+        }
+        drop(engine);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match catch_unwind(AssertUnwindSafe(factory)) {
+                Ok(Ok(engine)) => {
+                    self.health.engine_restarts.fetch_add(1, Ordering::Relaxed);
+                    self.publish(&engine);
+                    self.health.set_up();
+                    tracing::info!("the engine is rebuilt and serving again");
+                    return engine;
+                }
+                Ok(Err(e)) => {
+                    tracing::error!("rebuilding the engine failed: {e:#}");
+                    self.health.set_down(format!("{reason}; rebuilding the engine failed: {e:#}"));
+                }
+                Err(_) => self.health.set_down(format!("{reason}; rebuilding the engine panicked")),
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(10));
+        }
     }
 }

@@ -68,6 +68,15 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }
 
+    /// 503: the server cannot serve now (draining for shutdown, the engine restarting).
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self {
+            code: Some("unavailable"),
+            retry_after_s: Some(1),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", reason)
+        }
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "invalid_request_error", message)
     }

@@ -46,6 +46,7 @@ pub struct Sequence {
 
 impl Sequence {
     pub fn new(state: Shared, id: u64, rx: flume::Receiver<SeqEvent>, stop: Vec<String>, logprobs: Option<u32>) -> Self {
+        state.engine.health.in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Self {
             state,
             id,
@@ -72,6 +73,10 @@ impl Sequence {
             let u = match event {
                 Ok(SeqEvent::Update(u)) => u,
                 Ok(SeqEvent::Error(e)) => return Err(self.fail(e)),
+                Ok(SeqEvent::Rejected(e)) => {
+                    self.done = true;
+                    return Err(ApiError::bad_request(e));
+                }
                 Err(_) => return Err(self.fail("the engine stopped".into())),
             };
             self.num_cached = u.num_cached_tokens;
@@ -148,6 +153,7 @@ impl Sequence {
 
 impl Drop for Sequence {
     fn drop(&mut self) {
+        self.state.engine.health.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         if !self.done {
             self.state.engine.abort(self.id);
             self.state.metrics.finished(Outcome::Abort, None, self.start.elapsed().as_secs_f64(), self.num_tokens);

@@ -6,13 +6,19 @@
 //! - the engine itself (scheduler + GPU runner).
 //!
 //! Files: `api` (request types), `error` (OpenAI errors, JSON extractor), `state` (shared
-//! state, validation), `metrics` (Prometheus text).
+//! state, validation), `metrics` (Prometheus text), `health` (up/down/draining, reliability
+//! counters).
+//!
+//! Shutdown is graceful: on SIGTERM/SIGINT (or [`ShutdownHandle::shutdown`]) `/health` and new
+//! generation requests answer 503 at once, running sequences finish (bounded by
+//! `shutdown_timeout`), then the listener closes and [`Server::wait`] returns `Ok`.
 
 mod api;
 mod demo;
 mod engine_loop;
 mod error;
 mod generate;
+mod health;
 mod metrics;
 mod routes;
 mod sse;
@@ -21,7 +27,7 @@ pub mod stop;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -53,6 +59,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// The browser demo, served under `/demo/` when set.
     pub demo: Option<DemoFiles>,
+    /// How long a shutdown waits for running sequences before closing anyway.
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +73,7 @@ impl Default for ServerConfig {
             max_waiting: 1024,
             max_body_bytes: 8 << 20,
             demo: None,
+            shutdown_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -74,12 +83,41 @@ pub struct Server {
     pub addr: SocketAddr,
     pub engine: EngineInfo,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    shutdown: ShutdownHandle,
+    /// Notified when a drain ran past its bound and open connections must be cut.
+    forced: Arc<tokio::sync::Notify>,
+}
+
+/// Starts a graceful shutdown of a [`Server`] from anywhere (a signal handler, a test).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    drain: Arc<tokio::sync::Notify>,
+}
+
+impl ShutdownHandle {
+    /// Begins draining: 503 for new requests and `/health` at once, running sequences finish
+    /// (up to the server's `shutdown_timeout`), then the server stops.
+    pub fn shutdown(&self) {
+        self.drain.notify_one();
+    }
 }
 
 impl Server {
-    /// Serves until the listener fails.
+    /// Serves until a shutdown completes (`Ok`) or the listener fails.
     pub async fn wait(self) -> anyhow::Result<()> {
-        Ok(self.task.await??)
+        let mut task = self.task;
+        tokio::select! {
+            r = &mut task => Ok(r??),
+            () = self.forced.notified() => {
+                task.abort();
+                tracing::warn!("connections still open after the shutdown timeout: closed");
+                Ok(())
+            }
+        }
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
     }
 }
 
@@ -100,16 +138,65 @@ pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactor
     );
     let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
     let addr = listener.local_addr()?;
+    let timeout = config.shutdown_timeout;
+    let health = engine.health.clone();
     let state = Arc::new(AppState { config, model, engine, metrics: Default::default(), created: routes::now_s() });
     let app = router(state);
     tracing::info!("serving on http://{addr}");
-    let task = tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(Server { addr, engine: info, task })
+    let (drain, stop, forced) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let (d, st, f) = (drain.clone(), stop.clone(), forced.clone());
+    tokio::spawn(async move {
+        d.notified().await;
+        health.begin_drain();
+        let deadline = Instant::now() + timeout;
+        tracing::info!("draining: {} sequences running, waiting up to {timeout:?}", health.num_in_flight());
+        while health.num_in_flight() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if health.num_in_flight() > 0 {
+            tracing::warn!("shutdown timeout: {} sequences still running are cut", health.num_in_flight());
+        }
+        st.notify_one();
+        // Responses still being written get a moment; then the connections are cut.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        f.notify_one();
+    });
+    let task = tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { stop.notified().await }).await });
+    Ok(Server { addr, engine: info, task, shutdown: ShutdownHandle { drain }, forced })
 }
 
-/// [`start`], then serve forever.
+/// [`start`], then serve until SIGTERM or SIGINT, drain, and return `Ok`.
 pub async fn serve(config: ServerConfig, model: ModelInfo, factory: EngineFactory) -> anyhow::Result<()> {
-    start(config, model, factory).await?.wait().await
+    let server = start(config, model, factory).await?;
+    let handle = server.shutdown_handle();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown signal: draining");
+        handle.shutdown();
+    });
+    server.wait().await
+}
+
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
 }
 
 fn router(state: Shared) -> Router {
@@ -168,6 +255,6 @@ pub fn gpu_engine_factory(
 ) -> EngineFactory {
     Box::new(move || {
         let ctx = pollster::block_on(kiln_gpu::GpuContext::new())?;
-        Ok(kiln_engine::Engine::new(&ctx, &config, &weights, engine_config, &mut |_, _| {})?)
+        Ok(kiln_engine::Engine::new(&ctx, &config, &weights, engine_config.clone(), &mut |_, _| {})?)
     })
 }

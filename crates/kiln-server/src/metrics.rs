@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use kiln_engine::SchedulerStats;
 
 use crate::engine_loop::EngineInfo;
+use crate::health::Health;
 
 const LATENCY_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0];
 
@@ -97,12 +98,18 @@ impl Metrics {
         m.e2e.observe(e2e_s);
     }
 
-    pub fn render(&self, s: &SchedulerStats, info: &EngineInfo) -> String {
+    pub fn render(&self, s: &SchedulerStats, info: &EngineInfo, health: &Health) -> String {
         let m = self.inner.lock().unwrap();
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
         };
+        let up = health.check().is_ok();
+        metric("kiln_up", "gauge", "1 when the server takes requests (engine up, not draining), else 0.", f64::from(u8::from(up)));
+        let failed = health.failed_steps.load(std::sync::atomic::Ordering::Relaxed);
+        metric("kiln_step_failures_total", "counter", "Engine steps that failed (their requests got an error).", failed as f64);
+        let restarts = health.engine_restarts.load(std::sync::atomic::Ordering::Relaxed);
+        metric("kiln_engine_restarts_total", "counter", "Times the engine was rebuilt (lost device, panic).", restarts as f64);
         metric("kiln_num_requests_running", "gauge", "Requests running on the GPU.", s.num_running as f64);
         metric("kiln_num_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.num_waiting as f64);
         metric("kiln_kv_blocks_total", "gauge", "GPU KV cache blocks in the pool.", info.num_gpu_blocks as f64);

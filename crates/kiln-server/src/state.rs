@@ -162,8 +162,23 @@ impl AppState {
         }
     }
 
-    /// Queues `spec.n` requests for `prompt`, or 503 when the waiting queue is full.
+    /// Queues `spec.n` requests for `prompt`; 503 when the server cannot serve (draining, the
+    /// engine down) or the waiting queue is full; 400 when the request could never fit a step.
     pub fn submit(self: &Arc<Self>, prompt: &[u32], max_tokens: usize, spec: &GenSpec) -> Result<Vec<Sequence>, ApiError> {
+        if let Err(reason) = self.engine.health.check() {
+            self.metrics.rejected();
+            return Err(ApiError::unavailable(reason));
+        }
+        let limit = self.engine.info.max_penalty_entries;
+        let reach = (prompt.len() + max_tokens).min(self.engine.info.max_len);
+        if spec.sampling.has_penalties() && reach > limit {
+            return Err(ApiError::bad_param(
+                "max_tokens",
+                format!(
+                    "with penalties this request may reach {reach} tokens, but one step holds penalty entries for at most {limit} tokens; lower max_tokens or drop the penalties"
+                ),
+            ));
+        }
         if self.engine.queued() + spec.n > self.config.max_waiting {
             self.metrics.rejected();
             return Err(ApiError::overloaded(1));

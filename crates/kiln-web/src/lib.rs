@@ -96,7 +96,7 @@ pub async fn open_gpu(default_limits: bool) -> Result<WebGpu, JsValue> {
             })
             .await
             .map_err(|e| err(format!("requesting a device: {e}")))?;
-        GpuContext { device, queue, info, features: wgpu::Features::empty(), limits }
+        GpuContext { device, queue, info, features: wgpu::Features::empty(), limits, faults: Default::default() }
     } else {
         GpuContext::from_adapter(adapter).await.map_err(err)?
     };

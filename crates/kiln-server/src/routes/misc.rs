@@ -25,12 +25,15 @@ pub async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Result<R
     Ok(axum::Json(model_card(&st)).into_response())
 }
 
-pub async fn health() -> &'static str {
-    ""
+/// 200 while the server takes requests; 503 with the reason while the engine is down or the
+/// server drains for shutdown (a readiness probe).
+pub async fn health(State(st): State<Shared>) -> Result<&'static str, ApiError> {
+    st.engine.health.check().map_err(ApiError::unavailable)?;
+    Ok("")
 }
 
 pub async fn metrics(State(st): State<Shared>) -> Response {
-    let text = st.metrics.render(&st.engine.stats(), &st.engine.info);
+    let text = st.metrics.render(&st.engine.stats(), &st.engine.info, &st.engine.health);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

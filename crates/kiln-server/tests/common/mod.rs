@@ -83,3 +83,63 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("metric {name} missing"))
 }
+
+/// A tiny-model server whose engine factory is wrapped by the test (fault injection), with its
+/// shutdown handle and the result of `Server::wait` once it stops.
+pub struct TinyServer {
+    pub base: String,
+    pub shutdown: kiln_server::ShutdownHandle,
+    pub stopped: std::sync::mpsc::Receiver<String>,
+}
+
+/// Like [`start_tiny`], but `plan(build)` gives the fault plan of the engine's `build`-th
+/// construction (0 at start, 1 after the first rebuild, ...).
+pub fn start_tiny_faulty(
+    tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
+    plan: impl Fn(usize) -> kiln_engine::FaultPlan + Send + 'static,
+) -> TinyServer {
+    let dir = tempfile::tempdir().unwrap().keep();
+    write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
+    let model = Model::load(&dir).unwrap();
+    let Model { config, weights, tokenizer, chat_template, .. } = model;
+    let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
+    let mut sc = ServerConfig { port: 0, served_model_name: "tiny".into(), ..ServerConfig::default() };
+    let mut ec = EngineConfig { max_num_batched_tokens: 512, max_num_seqs: 64, kv: KvSize::Blocks(512), ..EngineConfig::default() };
+    tweak(&mut sc, &mut ec);
+    let inner = gpu_engine_factory(config, weights, ec);
+    let builds = std::sync::atomic::AtomicUsize::new(0);
+    let factory: kiln_server::EngineFactory = Box::new(move || {
+        let n = builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut engine = inner()?;
+        engine.set_fault_plan(plan(n));
+        Ok(engine)
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stopped_tx, stopped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async move {
+            let server = start(sc, info, factory).await.expect("server start");
+            tx.send((server.addr, server.shutdown_handle())).unwrap();
+            let r = server.wait().await;
+            let _ = stopped_tx.send(format!("{r:?}"));
+        });
+    });
+    let (addr, shutdown) = rx.recv().expect("server thread died");
+    TinyServer { base: format!("http://{addr}"), shutdown, stopped }
+}
+
+/// `GET path`: status and body text.
+pub async fn get(base: &str, path: &str) -> (u16, String) {
+    let r = client().get(format!("{base}{path}")).bearer_auth(API_KEY).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Sends a streaming request; returns the status and the `data:` payloads (`[DONE]` included).
+pub async fn stream_raw(base: &str, path: &str, body: &Value) -> (u16, Vec<String>) {
+    let r = client().post(format!("{base}{path}")).bearer_auth(API_KEY).json(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let events = text.split("\n\n").filter(|e| !e.trim().is_empty()).map(|e| e.strip_prefix("data: ").unwrap_or(e).to_string()).collect();
+    (status, events)
+}
