@@ -22,6 +22,12 @@ function samplingParams() {
 
 function fatal(msg) {
   setStatus($('gpu-status'), msg, true);
+  // A lost device cannot be reused: offer a reload, which opens a fresh one.
+  const reload = document.createElement('button');
+  reload.id = 'reload';
+  reload.textContent = 'Reload the page';
+  reload.addEventListener('click', () => location.reload());
+  $('gpu-status').append(' ', reload);
   for (const c of chats) c.setBusy(false, true);
 }
 

@@ -30,7 +30,10 @@ impl FaultPlan {
         if self.panic_at == Some(n) {
             panic!("injected panic at step {n}");
         }
-        let now = self.lose_device_now.as_ref().is_some_and(|f| f.swap(false, Ordering::SeqCst));
+        let now = self
+            .lose_device_now
+            .as_ref()
+            .is_some_and(|f| f.swap(false, Ordering::SeqCst));
         if now || self.lose_device_at == Some(n) {
             Some(Injected::LoseDevice)
         } else if self.fail_steps.contains(&n) {

@@ -55,7 +55,9 @@ fn run_with_failures(every: usize, num_cpu_blocks: usize) -> (usize, usize) {
                 failed.insert(id);
             }
             failed_steps += 1;
-            sim.sched.check_invariants().expect("invariants after a failed step");
+            sim.sched
+                .check_invariants()
+                .expect("invariants after a failed step");
         } else {
             sim.step().expect("work left");
         }
@@ -63,7 +65,11 @@ fn run_with_failures(every: usize, num_cpu_blocks: usize) -> (usize, usize) {
     assert!(!failed.is_empty());
     for r in &reqs {
         if failed.contains(&r.id) {
-            assert!(!sim.finished.contains_key(&r.id), "request {} failed and finished", r.id);
+            assert!(
+                !sim.finished.contains_key(&r.id),
+                "request {} failed and finished",
+                r.id
+            );
         } else {
             let (want, _) = reference_output(r, 1024);
             assert_eq!(sim.outputs[&r.id], want, "request {}", r.id);
@@ -82,7 +88,9 @@ fn failed_steps_leave_the_scheduler_consistent_and_others_unchanged() {
     for every in [9, 31, 57] {
         let (failed, _) = run_with_failures(every, 0);
         let (failed_tier, restored) = run_with_failures(every, 32);
-        eprintln!("every {every}: {failed} failed; with tier {failed_tier} failed, {restored} restored");
+        eprintln!(
+            "every {every}: {failed} failed; with tier {failed_tier} failed, {restored} restored"
+        );
     }
 }
 
@@ -97,25 +105,47 @@ fn a_failed_first_step_can_be_followed_by_the_same_prompt() {
     assert_eq!(sim.sched.fail_step(step), vec![1]);
     sim.sched.add_request(req(2, prompt.clone(), 3)).unwrap();
     sim.run_to_completion(100);
-    assert_eq!(sim.finished[&2].1, 0, "nothing may be cached from the failed step");
-    assert_eq!(sim.outputs[&2], reference_output(&req(2, prompt, 3), 1024).0);
+    assert_eq!(
+        sim.finished[&2].1, 0,
+        "nothing may be cached from the failed step"
+    );
+    assert_eq!(
+        sim.outputs[&2],
+        reference_output(&req(2, prompt, 3), 1024).0
+    );
     assert_clean(&sim.sched);
 }
 
 fn penalized(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Request {
     Request {
-        sampling: SamplingParams { presence_penalty: 0.5, ..SamplingParams::greedy() },
+        sampling: SamplingParams {
+            presence_penalty: 0.5,
+            ..SamplingParams::greedy()
+        },
         ..req(id, prompt, max_tokens)
     }
 }
 
 #[test]
 fn penalty_entries_are_an_admission_rule() {
-    let c = SchedulerConfig { max_penalty_entries: 100, ..cfg(64, 512, 16) };
+    let c = SchedulerConfig {
+        max_penalty_entries: 100,
+        ..cfg(64, 512, 16)
+    };
     let mut sim = Sim::new(Scheduler::new(c));
     // Could reach 110 tokens: refused up front, naming the limit.
-    let e = sim.sched.add_request(penalized(1, tokens(1, 60), 50)).unwrap_err();
-    assert_eq!(e, SchedulerError::TooManyPenaltyEntries { id: 1, needed: 110, limit: 100 });
+    let e = sim
+        .sched
+        .add_request(penalized(1, tokens(1, 60), 50))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        SchedulerError::TooManyPenaltyEntries {
+            id: 1,
+            needed: 110,
+            limit: 100
+        }
+    );
     assert!(e.to_string().contains("100"), "{e}");
     // Without penalties the same request is fine.
     sim.sched.add_request(req(1, tokens(1, 60), 50)).unwrap();
@@ -144,7 +174,12 @@ fn penalty_entries_are_an_admission_rule() {
     }
     assert!(deferred, "the limit never bit");
     for r in &reqs {
-        assert_eq!(sim.outputs[&r.id], reference_output(r, 16384).0, "request {}", r.id);
+        assert_eq!(
+            sim.outputs[&r.id],
+            reference_output(r, 16384).0,
+            "request {}",
+            r.id
+        );
     }
     assert_clean(&sim.sched);
     eprintln!("most penalty entries in a step: {max_seen}");
@@ -162,7 +197,12 @@ fn block_copies_of_a_failed_step_are_not_trusted() {
     let run = |sim: &mut Sim, r: Request| {
         sim.sched.add_request(r.clone()).unwrap();
         sim.run_to_completion(sim.steps + 100);
-        assert_eq!(sim.outputs[&r.id], reference_output(&r, 1024).0, "request {}", r.id);
+        assert_eq!(
+            sim.outputs[&r.id],
+            reference_output(&r, 1024).0,
+            "request {}",
+            r.id
+        );
         sim.finished[&r.id].1
     };
     run(&mut sim, req(1, a.clone(), 1));

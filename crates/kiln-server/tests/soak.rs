@@ -23,7 +23,9 @@ const CLIENTS: usize = 64;
 fn body(i: usize) -> Value {
     // Prompts of about 5 to 150 tokens, outputs of 4 to 120.
     let words = ["kiln", "fire", "clay", "glaze", "pot", "heat", "ash"];
-    let prompt: Vec<&str> = (0..1 + (i * 37) % 60).map(|k| words[(i + k) % words.len()]).collect();
+    let prompt: Vec<&str> = (0..1 + (i * 37) % 60)
+        .map(|k| words[(i + k) % words.len()])
+        .collect();
     json!({
         "model": "tiny", "messages": [{"role": "user", "content": format!("{i}: {}", prompt.join(" "))}],
         "max_tokens": 4 + (i * 53) % 117, "temperature": 0, "ignore_eos": true, "stream": true,
@@ -38,7 +40,13 @@ enum Outcome {
 
 /// Streams request `i`; drops the connection after `drop_after` chunks when set.
 async fn client_run(base: String, i: usize, drop_after: Option<usize>) -> Outcome {
-    let r = client().post(format!("{base}/v1/chat/completions")).bearer_auth(API_KEY).json(&body(i)).send().await.unwrap();
+    let r = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(API_KEY)
+        .json(&body(i))
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     if status != 200 {
         let b: Value = r.json().await.unwrap();
@@ -71,14 +79,20 @@ async fn client_run(base: String, i: usize, drop_after: Option<usize>) -> Outcom
             text += t;
         }
     }
-    assert!(raw.trim_end().ends_with("data: [DONE]"), "request {i} after {chunks} chunks: {raw}");
+    assert!(
+        raw.trim_end().ends_with("data: [DONE]"),
+        "request {i} after {chunks} chunks: {raw}"
+    );
     Outcome::Done(text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn soak_64_streaming_clients_with_faults() {
     let started = Instant::now();
-    let rounds: usize = std::env::var("KILN_SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let rounds: usize = std::env::var("KILN_SOAK_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
     // Solo runs, on a fault-free server with a large pool.
     let solo_srv = start_tiny_faulty(|_, _| {}, |_| FaultPlan::default());
     let mut solo = Vec::new();
@@ -99,8 +113,15 @@ async fn soak_64_streaming_clients_with_faults() {
             ec.max_model_len = Some(512);
         },
         move |build| match build {
-            0 => FaultPlan { fail_steps: vec![20, 70], lose_device_now: Some(trigger.clone()), ..FaultPlan::default() },
-            _ => FaultPlan { fail_steps: vec![40], ..FaultPlan::default() },
+            0 => FaultPlan {
+                fail_steps: vec![20, 70],
+                lose_device_now: Some(trigger.clone()),
+                ..FaultPlan::default()
+            },
+            _ => FaultPlan {
+                fail_steps: vec![40],
+                ..FaultPlan::default()
+            },
         },
     );
     let base = srv.base.clone();
@@ -112,7 +133,10 @@ async fn soak_64_streaming_clients_with_faults() {
             loop {
                 let (s, m) = get(&base, "/metrics").await;
                 if s == 200 {
-                    most.fetch_max(metric(&m, "kiln_num_preemptions_total") as usize, Ordering::Relaxed);
+                    most.fetch_max(
+                        metric(&m, "kiln_num_preemptions_total") as usize,
+                        Ordering::Relaxed,
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -140,11 +164,17 @@ async fn soak_64_streaming_clients_with_faults() {
             let (i, outcome) = t.await.unwrap();
             match outcome {
                 Outcome::Done(text) => {
-                    assert_eq!(text, solo[i], "round {round}, request {i}: output differs from its solo run");
+                    assert_eq!(
+                        text, solo[i],
+                        "round {round}, request {i}: output differs from its solo run"
+                    );
                     done += 1;
                 }
                 Outcome::Failed(msg) => {
-                    assert!(msg.contains("injected") || msg.contains("restarting"), "request {i}: unclear error {msg}");
+                    assert!(
+                        msg.contains("injected") || msg.contains("restarting"),
+                        "request {i}: unclear error {msg}"
+                    );
                     failed += 1;
                 }
                 Outcome::Disconnected => disconnected += 1,
@@ -161,7 +191,10 @@ async fn soak_64_streaming_clients_with_faults() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let m = loop {
         let m = get_text(&base, "/metrics").await;
-        if metric(&m, "kiln_kv_blocks_used") == 0.0 && metric(&m, "kiln_num_requests_running") == 0.0 && metric(&m, "kiln_num_requests_waiting") == 0.0 {
+        if metric(&m, "kiln_kv_blocks_used") == 0.0
+            && metric(&m, "kiln_num_requests_running") == 0.0
+            && metric(&m, "kiln_num_requests_waiting") == 0.0
+        {
             break m;
         }
         assert!(Instant::now() < deadline, "KV blocks leaked: {m}");
@@ -177,7 +210,10 @@ async fn soak_64_streaming_clients_with_faults() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(done + failed + disconnected, sent, "requests lost");
-    assert!(failed > 0 && disconnected > 0 && done > CLIENTS / 2, "the faults did not bite as planned");
+    assert!(
+        failed > 0 && disconnected > 0 && done > CLIENTS / 2,
+        "the faults did not bite as planned"
+    );
     assert_eq!(restarts, 1.0, "{m}");
     assert!(step_failures >= 3.0, "{m}");
     assert!(preemptions > 0, "no preemption: {m}");

@@ -16,15 +16,39 @@ pub fn start_tiny(tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig)) -> S
     let dir = tempfile::tempdir().unwrap().keep();
     write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
     let model = Model::load(&dir).unwrap();
-    let Model { config, weights, tokenizer, chat_template, .. } = model;
-    let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
-    let mut sc = ServerConfig { port: 0, served_model_name: "tiny".into(), ..ServerConfig::default() };
-    let mut ec = EngineConfig { max_num_batched_tokens: 512, max_num_seqs: 64, kv: KvSize::Blocks(512), ..EngineConfig::default() };
+    let Model {
+        config,
+        weights,
+        tokenizer,
+        chat_template,
+        ..
+    } = model;
+    let info = ModelInfo {
+        tokenizer,
+        chat_template,
+        eos_token_ids: config.eos_token_ids.clone(),
+        vocab_size: config.vocab_size,
+    };
+    let mut sc = ServerConfig {
+        port: 0,
+        served_model_name: "tiny".into(),
+        ..ServerConfig::default()
+    };
+    let mut ec = EngineConfig {
+        max_num_batched_tokens: 512,
+        max_num_seqs: 64,
+        kv: KvSize::Blocks(512),
+        ..EngineConfig::default()
+    };
     tweak(&mut sc, &mut ec);
     let factory = gpu_engine_factory(config, weights, ec);
     let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let server = start(sc, info, factory).await.expect("server start");
             tx.send(server.addr).unwrap();
@@ -39,28 +63,55 @@ pub fn client() -> reqwest::Client {
 }
 
 pub async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
-    let r = client().post(format!("{base}{path}")).bearer_auth(API_KEY).json(body).send().await.unwrap();
+    let r = client()
+        .post(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}")),
+    )
 }
 
 pub async fn get_text(base: &str, path: &str) -> String {
-    let r = client().get(format!("{base}{path}")).bearer_auth(API_KEY).send().await.unwrap();
+    let r = client()
+        .get(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
     assert!(r.status().is_success(), "{path}: {}", r.status());
     r.text().await.unwrap()
 }
 
 /// Sends a streaming request and returns its `data:` chunks (without `[DONE]`, which must end it).
 pub async fn stream(base: &str, path: &str, body: &Value) -> Vec<Value> {
-    let r = client().post(format!("{base}{path}")).bearer_auth(API_KEY).json(body).send().await.unwrap();
+    let r = client()
+        .post(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let text = r.text().await.unwrap();
     let mut out = Vec::new();
     let mut done = false;
     for ev in text.split("\n\n").filter(|e| !e.trim().is_empty()) {
-        let data = ev.strip_prefix("data: ").unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
+        let data = ev
+            .strip_prefix("data: ")
+            .unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
         assert!(!done, "data after [DONE]");
         if data == "[DONE]" {
             done = true;
@@ -74,7 +125,14 @@ pub async fn stream(base: &str, path: &str, body: &Value) -> Vec<Value> {
 
 /// The concatenated chat text of choice 0 in streamed chunks.
 pub fn chat_text(chunks: &[Value]) -> String {
-    chunks.iter().filter_map(|c| c["choices"].get(0)?["delta"]["content"].as_str().map(str::to_string)).collect()
+    chunks
+        .iter()
+        .filter_map(|c| {
+            c["choices"].get(0)?["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// Reads one metric's value from Prometheus text.
@@ -101,10 +159,30 @@ pub fn start_tiny_faulty(
     let dir = tempfile::tempdir().unwrap().keep();
     write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
     let model = Model::load(&dir).unwrap();
-    let Model { config, weights, tokenizer, chat_template, .. } = model;
-    let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
-    let mut sc = ServerConfig { port: 0, served_model_name: "tiny".into(), ..ServerConfig::default() };
-    let mut ec = EngineConfig { max_num_batched_tokens: 512, max_num_seqs: 64, kv: KvSize::Blocks(512), ..EngineConfig::default() };
+    let Model {
+        config,
+        weights,
+        tokenizer,
+        chat_template,
+        ..
+    } = model;
+    let info = ModelInfo {
+        tokenizer,
+        chat_template,
+        eos_token_ids: config.eos_token_ids.clone(),
+        vocab_size: config.vocab_size,
+    };
+    let mut sc = ServerConfig {
+        port: 0,
+        served_model_name: "tiny".into(),
+        ..ServerConfig::default()
+    };
+    let mut ec = EngineConfig {
+        max_num_batched_tokens: 512,
+        max_num_seqs: 64,
+        kv: KvSize::Blocks(512),
+        ..EngineConfig::default()
+    };
     tweak(&mut sc, &mut ec);
     let inner = gpu_engine_factory(config, weights, ec);
     let builds = std::sync::atomic::AtomicUsize::new(0);
@@ -117,7 +195,11 @@ pub fn start_tiny_faulty(
     let (tx, rx) = std::sync::mpsc::channel();
     let (stopped_tx, stopped) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
             let server = start(sc, info, factory).await.expect("server start");
             tx.send((server.addr, server.shutdown_handle())).unwrap();
@@ -126,20 +208,39 @@ pub fn start_tiny_faulty(
         });
     });
     let (addr, shutdown) = rx.recv().expect("server thread died");
-    TinyServer { base: format!("http://{addr}"), shutdown, stopped }
+    TinyServer {
+        base: format!("http://{addr}"),
+        shutdown,
+        stopped,
+    }
 }
 
 /// `GET path`: status and body text.
 pub async fn get(base: &str, path: &str) -> (u16, String) {
-    let r = client().get(format!("{base}{path}")).bearer_auth(API_KEY).send().await.unwrap();
+    let r = client()
+        .get(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
 /// Sends a streaming request; returns the status and the `data:` payloads (`[DONE]` included).
 pub async fn stream_raw(base: &str, path: &str, body: &Value) -> (u16, Vec<String>) {
-    let r = client().post(format!("{base}{path}")).bearer_auth(API_KEY).json(body).send().await.unwrap();
+    let r = client()
+        .post(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
-    let events = text.split("\n\n").filter(|e| !e.trim().is_empty()).map(|e| e.strip_prefix("data: ").unwrap_or(e).to_string()).collect();
+    let events = text
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| e.strip_prefix("data: ").unwrap_or(e).to_string())
+        .collect();
     (status, events)
 }
