@@ -113,11 +113,13 @@ pub async fn serve(config: ServerConfig, model: ModelInfo, factory: EngineFactor
 }
 
 fn router(state: Shared) -> Router {
-    use routes::{chat, completions, misc};
+    use routes::{chat, completions, misc, render};
     let limit = state.config.max_body_bytes;
     let protected = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/completions", post(completions::completions))
+        .route("/v1/chat/completions/render", post(render::render_chat))
+        .route("/v1/completions/render", post(render::render_completions))
         .route("/v1/models", get(misc::models))
         .route("/v1/models/{id}", get(misc::model))
         .route("/tokenize", post(misc::tokenize))
