@@ -11,4 +11,4 @@ pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 pub use kiln_core::{SampledToken, SamplingParams};
-pub use kiln_scheduler::{FinishReason, Request, RequestUpdate, SchedulerStats};
+pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

@@ -37,7 +37,12 @@ impl Medium {
 pub enum KvEvent {
     /// Full blocks now cached on `medium`: `tokens` holds `BLOCK_SIZE` ids per hash, and
     /// `parent` is the key of the block before the first one (`None` at the prompt's start).
-    BlockStored { hashes: Vec<u64>, parent: Option<u64>, tokens: Vec<u32>, medium: Medium },
+    BlockStored {
+        hashes: Vec<u64>,
+        parent: Option<u64>,
+        tokens: Vec<u32>,
+        medium: Medium,
+    },
     /// Blocks no longer cached on `medium`.
     BlockRemoved { hashes: Vec<u64>, medium: Medium },
     /// Everything was dropped (sent first, so subscribers start from an empty view).
@@ -67,13 +72,21 @@ impl KvEventSink {
 
     pub fn stored(&mut self, key: u64, parent: Option<u64>, tokens: &[u32], medium: Medium) {
         if self.enabled {
-            self.events.push(KvEvent::BlockStored { hashes: vec![key], parent, tokens: tokens.to_vec(), medium });
+            self.events.push(KvEvent::BlockStored {
+                hashes: vec![key],
+                parent,
+                tokens: tokens.to_vec(),
+                medium,
+            });
         }
     }
 
     pub fn removed(&mut self, key: u64, medium: Medium) {
         if self.enabled {
-            self.events.push(KvEvent::BlockRemoved { hashes: vec![key], medium });
+            self.events.push(KvEvent::BlockRemoved {
+                hashes: vec![key],
+                medium,
+            });
         }
     }
 

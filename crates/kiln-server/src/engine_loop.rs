@@ -48,13 +48,19 @@ pub struct EngineHandle {
 impl EngineHandle {
     /// Starts the engine thread and waits until the engine is built.
     pub fn spawn(factory: EngineFactory) -> anyhow::Result<EngineHandle> {
+        Self::spawn_with_kv_events(factory, None)
+    }
+
+    /// [`Self::spawn`], and when `kv_events` is set, the engine records KV-cache events and
+    /// sends each step's batch there.
+    pub fn spawn_with_kv_events(factory: EngineFactory, kv_events: Option<KvEventTx>) -> anyhow::Result<EngineHandle> {
         let (tx, rx) = flume::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(Mutex::new(SchedulerStats::default()));
         let (p, s) = (pending.clone(), stats.clone());
         std::thread::Builder::new().name("kiln-engine".into()).spawn(move || {
-            let engine = match factory() {
+            let mut engine = match factory() {
                 Ok(e) => e,
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -71,8 +77,11 @@ impl EngineHandle {
                 max_num_batched_tokens: rc.max_tokens,
             };
             *s.lock().unwrap() = engine.stats();
+            if kv_events.is_some() {
+                engine.enable_kv_events();
+            }
             let _ = ready_tx.send(Ok(info));
-            run(engine, rx, p, s);
+            run(engine, rx, p, s, kv_events);
         })?;
         let info = ready_rx.recv().map_err(|_| anyhow::anyhow!("the engine thread died while starting"))??;
         Ok(EngineHandle { commands: tx, next_id: AtomicU64::new(1), pending, stats, info })
@@ -107,7 +116,18 @@ impl EngineHandle {
     }
 }
 
-fn run(mut engine: Engine, rx: flume::Receiver<Command>, pending: Arc<AtomicUsize>, stats: Arc<Mutex<SchedulerStats>>) {
+/// Where the engine thread sends each step's KV-cache events.
+pub type KvEventTx = flume::Sender<Vec<kiln_engine::KvEvent>>;
+
+fn run(mut engine: Engine, rx: flume::Receiver<Command>, pending: Arc<AtomicUsize>, stats: Arc<Mutex<SchedulerStats>>, kv_events: Option<KvEventTx>) {
+    let publish = |engine: &mut Engine| {
+        if let Some(tx) = &kv_events {
+            let events = engine.take_kv_events();
+            if !events.is_empty() {
+                let _ = tx.send(events);
+            }
+        }
+    };
     let mut active: HashMap<u64, flume::Sender<SeqEvent>> = HashMap::new();
     let handle = |engine: &mut Engine, active: &mut HashMap<u64, flume::Sender<SeqEvent>>, cmd: Command| match cmd {
         Command::Add { request, updates } => {
@@ -129,6 +149,7 @@ fn run(mut engine: Engine, rx: flume::Receiver<Command>, pending: Arc<AtomicUsiz
         }
     };
     loop {
+        publish(&mut engine);
         if active.is_empty() && !engine.has_unfinished() {
             *stats.lock().unwrap() = engine.stats();
             match rx.recv() {

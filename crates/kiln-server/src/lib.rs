@@ -6,13 +6,14 @@
 //! - the engine itself (scheduler + GPU runner).
 //!
 //! Files: `api` (request types), `error` (OpenAI errors, JSON extractor), `state` (shared
-//! state, validation), `metrics` (Prometheus text).
+//! state, validation), `metrics` (Prometheus text), `kv_events` (KV-cache events over ZeroMQ).
 
 mod api;
 mod demo;
 mod engine_loop;
 mod error;
 mod generate;
+pub mod kv_events;
 mod metrics;
 mod routes;
 mod sse;
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// The browser demo, served under `/demo/` when set.
     pub demo: Option<DemoFiles>,
+    /// Publish KV-cache events over ZeroMQ when set.
+    pub kv_events: Option<kv_events::KvEventsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +68,7 @@ impl Default for ServerConfig {
             max_waiting: 1024,
             max_body_bytes: 8 << 20,
             demo: None,
+            kv_events: None,
         }
     }
 }
@@ -85,7 +89,15 @@ impl Server {
 
 /// Builds the engine (on its own thread, with `factory`), binds, and starts serving.
 pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactory) -> anyhow::Result<Server> {
-    let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn(factory)).await??;
+    let kv_tx = match &config.kv_events {
+        Some(c) => Some(kv_events::start(c.clone()).await?),
+        None => None,
+    };
+    let engine = tokio::task::spawn_blocking(move || match kv_tx {
+        None => EngineHandle::spawn(factory),
+        Some(tx) => EngineHandle::spawn_with_kv_events(factory, Some(tx)),
+    })
+    .await??;
     let info = engine.info.clone();
     tracing::info!("adapter: {}", info.adapter);
     tracing::info!(

@@ -100,6 +100,10 @@ impl Metrics {
     pub fn render(&self, s: &SchedulerStats, info: &EngineInfo) -> String {
         let m = self.inner.lock().unwrap();
         let mut out = String::new();
+        // The cache geometry for the gateway's prefix-aware routing (vLLM's cache_config_info).
+        let name = "kiln_cache_config_info";
+        let _ = writeln!(out, "# HELP {name} KV cache geometry: tokens per block and GPU blocks in the pool.\n# TYPE {name} gauge");
+        let _ = writeln!(out, "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1", kiln_core::BLOCK_SIZE, info.num_gpu_blocks);
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
         };
@@ -111,10 +115,6 @@ impl Metrics {
         metric("kiln_kv_blocks_cached", "gauge", "GPU KV cache blocks holding a prefix-cache entry.", s.kv_blocks_cached as f64);
         let usage = s.kv_blocks_used as f64 / info.num_gpu_blocks.max(1) as f64;
         metric("kiln_kv_cache_usage_perc", "gauge", "Fraction of GPU KV blocks in use.", usage);
-        // The cache geometry for the gateway's prefix-aware routing (vLLM's cache_config_info).
-        let name = "kiln_cache_config_info";
-        let _ = writeln!(out, "# HELP {name} KV cache geometry: tokens per block and GPU blocks in the pool.\n# TYPE {name} gauge");
-        let _ = writeln!(out, "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1", kiln_core::BLOCK_SIZE, info.num_gpu_blocks);
         metric("kiln_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", s.prefix_cache_queries as f64);
         metric("kiln_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", s.prefix_cache_hits as f64);
         metric("kiln_num_preemptions_total", "counter", "Preemptions.", s.num_preemptions as f64);

@@ -15,14 +15,16 @@ use serde_json::{Value, json};
 
 const BLOCKS: usize = 96;
 
+fn new_server() -> String {
+    start_tiny(|sc, ec| {
+        sc.api_key = Some(API_KEY.into());
+        ec.kv = kiln_engine::KvSize::Blocks(BLOCKS);
+    })
+}
+
 fn server() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        start_tiny(|sc, ec| {
-            sc.api_key = Some(API_KEY.into());
-            ec.kv = kiln_engine::KvSize::Blocks(BLOCKS);
-        })
-    })
+    BASE.get_or_init(new_server)
 }
 
 async fn scrape(base: &str) -> Scrape {
@@ -77,7 +79,9 @@ fn check_contract(s: &Scrape) -> (f64, f64, f64) {
 
 #[tokio::test]
 async fn metrics_follow_the_model_server_protocol() {
-    let base = server();
+    // A server of its own: the request counts must not see the other test's requests.
+    let owned = new_server();
+    let base = owned.as_str();
     let (waiting, running, usage) = check_contract(&scrape(base).await);
     assert_eq!((waiting, running, usage), (0.0, 0.0, 0.0), "idle server");
 
@@ -130,8 +134,8 @@ async fn render_gives_the_ids_the_server_prefills() {
     assert_eq!(lists.len(), 2);
     let (_, tok) = post(base, "/tokenize", &json!({"model": "tiny", "prompt": "hello world"})).await;
     assert_eq!(lists[0]["token_ids"], tok["tokens"]);
-    let (_, gen) = post(base, "/v1/completions", &json!({"model": "tiny", "prompt": "a b c", "max_tokens": 1})).await;
-    assert_eq!(gen["usage"]["prompt_tokens"].as_u64().unwrap() as usize, lists[1]["token_ids"].as_array().unwrap().len());
+    let (_, out) = post(base, "/v1/completions", &json!({"model": "tiny", "prompt": "a b c", "max_tokens": 1})).await;
+    assert_eq!(out["usage"]["prompt_tokens"].as_u64().unwrap() as usize, lists[1]["token_ids"].as_array().unwrap().len());
     let (s, r) = post(base, "/v1/completions/render", &json!({"model": "tiny", "prompt": [5, 6, 7]})).await;
     assert_eq!((s, r), (200, json!([{"token_ids": [5, 6, 7]}])));
 
