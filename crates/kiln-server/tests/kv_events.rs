@@ -181,8 +181,12 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         assert_eq!(by_seq.get(&seq).map(|p| &p[..]), Some(&m[2][..]), "live message {seq} differs from its replay");
         live.push(seq);
     }
-    assert!(live.len() > 10, "the subscriber saw {} messages", live.len());
-    assert!(live.windows(2).all(|w| w[1] == w[0] + 1), "live sequence numbers in order without gaps");
+    // Subscribed before any request: it may miss only the start-up AllBlocksCleared (seq 0),
+    // and then sees every message, in order, up to the last one.
+    let n = replayed.len() as u64;
+    assert!(n > 4, "only {n} messages for the whole workload");
+    assert!(live.first().is_some_and(|&f| f <= 1), "live stream {live:?}");
+    assert_eq!(live, (live[0]..n).collect::<Vec<_>>(), "live sequence numbers in order, without gaps, to the end");
     // A replay from the middle starts there.
     let mid = replayed.len() as u64 / 2;
     let tail = replay_from(replay_port, mid).await;
