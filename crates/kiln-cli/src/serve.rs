@@ -43,6 +43,16 @@ pub struct Args {
     /// Seconds a shutdown (SIGTERM/SIGINT) waits for running requests before exiting.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout: u64,
+    /// Publish KV-cache events over ZeroMQ PUB here (e.g. `tcp://*:5557`), for prefix-aware
+    /// routers (llm-d's KV-cache indexer); topic `kv@<$POD_NAME or hostname>@<served name>`.
+    #[arg(long)]
+    kv_events_endpoint: Option<String>,
+    /// The ROUTER socket that replays buffered KV events from a sequence number.
+    #[arg(long, requires = "kv_events_endpoint")]
+    kv_events_replay_endpoint: Option<String>,
+    /// KV-event messages kept for replay.
+    #[arg(long, default_value_t = 10_000)]
+    kv_events_buffer: usize,
     /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
     #[arg(long, default_value = "web-demo")]
     demo_dir: std::path::PathBuf,
@@ -70,7 +80,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
     };
+    let pod = std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "kiln".into());
+    let kv_events = a.kv_events_endpoint.clone().map(|endpoint| kiln_server::kv_events::KvEventsConfig {
+        endpoint,
+        replay_endpoint: a.kv_events_replay_endpoint.clone(),
+        topic: format!("kv@{pod}@{name}"),
+        buffer: a.kv_events_buffer,
+    });
     let sc = ServerConfig {
+        kv_events,
         host: a.host,
         port: a.port,
         api_key: a.api_key,

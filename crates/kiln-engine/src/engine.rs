@@ -207,6 +207,16 @@ impl Engine {
         self.scheduler.has_unfinished()
     }
 
+    /// Starts recording the prefix cache's KV events (the first is `AllBlocksCleared`).
+    pub fn enable_kv_events(&mut self) {
+        self.scheduler.enable_kv_events();
+    }
+
+    /// KV events since the last call; empty unless enabled.
+    pub fn take_kv_events(&mut self) -> Vec<kiln_scheduler::KvEvent> {
+        self.scheduler.take_kv_events()
+    }
+
     pub fn stats(&self) -> SchedulerStats {
         self.scheduler.stats()
     }

@@ -15,4 +15,4 @@ pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
 pub use kiln_core::{SampledToken, SamplingParams};
-pub use kiln_scheduler::{FinishReason, Request, RequestUpdate, SchedulerStats};
+pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

@@ -18,6 +18,7 @@ use kiln_core::{BLOCK_SIZE, BlockCopy};
 
 use crate::block_pool::BlockPool;
 use crate::cpu_tier::CpuTier;
+use crate::kv_events::{KvEventSink, Medium};
 use crate::prefix_hash::{Loc, PrefixIndex, Registered};
 
 /// One block of a prefix-cache hit.
@@ -37,6 +38,7 @@ pub(crate) struct KvCache {
     swap_out: Vec<BlockCopy>,
     pub cpu_stored_total: u64,
     pub cpu_restored_total: u64,
+    pub events: KvEventSink,
 }
 
 impl KvCache {
@@ -49,6 +51,7 @@ impl KvCache {
             swap_out: Vec::new(),
             cpu_stored_total: 0,
             cpu_restored_total: 0,
+            events: KvEventSink::default(),
         }
     }
 
@@ -133,7 +136,10 @@ impl KvCache {
             if let Loc::Cpu(c) = h.loc {
                 let b = self.pop_and_evict().expect("checked free blocks");
                 self.pool.set_hash(b, h.key);
-                self.index.get_mut(h.key).expect("hit entry").loc = Loc::Gpu(b);
+                let e = self.index.get_mut(h.key).expect("hit entry");
+                e.loc = Loc::Gpu(b);
+                self.events.removed(h.key, Medium::Cpu);
+                self.events.stored(h.key, e.parent_key, &e.tokens, Medium::Gpu);
                 self.swap_in.push(BlockCopy {
                     gpu_block: b,
                     cpu_block: c,
@@ -160,15 +166,16 @@ impl KvCache {
     fn pop_and_evict(&mut self) -> Option<u32> {
         let b = self.pool.pop_free()?;
         if let Some(key) = self.pool.take_hash(b) {
+            self.events.removed(key, Medium::Gpu);
             match self.cpu.store(key) {
                 Some((c, displaced)) => {
                     if let Some(d) = displaced {
                         self.index.remove(d);
+                        self.events.removed(d, Medium::Cpu);
                     }
-                    self.index
-                        .get_mut(key)
-                        .expect("cached block without entry")
-                        .loc = Loc::Cpu(c);
+                    let e = self.index.get_mut(key).expect("cached block without entry");
+                    e.loc = Loc::Cpu(c);
+                    self.events.stored(key, e.parent_key, &e.tokens, Medium::Cpu);
                     self.swap_out.push(BlockCopy {
                         gpu_block: b,
                         cpu_block: c,
@@ -191,19 +198,23 @@ impl KvCache {
     }
 
     /// Records a computed full block in the prefix cache.
+    /// `parent` is the parent's entry id, `parent_key` its key.
+    #[allow(clippy::too_many_arguments)]
     pub fn register(
         &mut self,
         key: u64,
         parent: Option<u64>,
+        parent_key: Option<u64>,
         tokens: &[u32],
         salt: Option<&Arc<str>>,
         block: u32,
     ) -> Registered {
         let r = self
             .index
-            .insert(key, parent, tokens, salt, Loc::Gpu(block));
+            .insert(key, parent, parent_key, tokens, salt, Loc::Gpu(block));
         if let Registered::New(_) = r {
             self.pool.set_hash(block, key);
+            self.events.stored(key, parent_key, tokens, Medium::Gpu);
         }
         r
     }
@@ -214,13 +225,30 @@ impl KvCache {
         for c in swap_in {
             if let Some(key) = self.pool.take_hash(c.gpu_block) {
                 self.index.remove(key);
+                self.events.removed(key, Medium::Gpu);
             }
         }
         for c in swap_out {
             if let Some(key) = self.cpu.discard(c.cpu_block) {
                 self.index.remove(key);
+                self.events.removed(key, Medium::Cpu);
             }
         }
+    }
+
+    /// Every cached block: `(key, parent key, tokens, medium)`.
+    pub fn cached_blocks(&self) -> Vec<(u64, Option<u64>, [u32; BLOCK_SIZE], Medium)> {
+        self.index
+            .iter()
+            .filter_map(|(k, e)| {
+                let m = match e.loc {
+                    Loc::Gpu(_) => Medium::Gpu,
+                    Loc::Cpu(_) => Medium::Cpu,
+                    Loc::Moving => return None,
+                };
+                Some((k, e.parent_key, e.tokens, m))
+            })
+            .collect()
     }
 
     /// Copies the runner must perform before this step's forward pass: `(swap_in, swap_out)`.

@@ -9,6 +9,7 @@
 //! - `prefix_hash`: chained block keys and the verified prefix-cache index.
 //! - `cpu_tier`: host block ids for evicted cached blocks.
 //! - `kv_cache`: the three above together, plus the step's swap copies.
+//! - `kv_events`: what the prefix cache gains and loses, for routers (off unless enabled).
 //! - `request`, `scheduler`, `output`, `stats`, `config`: the public face.
 //! - [`testing`]: a fake runner for deterministic simulations.
 
@@ -16,6 +17,7 @@ mod block_pool;
 mod config;
 mod cpu_tier;
 mod kv_cache;
+mod kv_events;
 mod lru;
 mod output;
 mod prefix_hash;
@@ -25,6 +27,7 @@ mod stats;
 pub mod testing;
 
 pub use config::{SchedulerConfig, SchedulerError};
+pub use kv_events::{KvEvent, Medium};
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use request::Request;
 pub use scheduler::Scheduler;

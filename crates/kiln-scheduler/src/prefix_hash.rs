@@ -40,6 +40,8 @@ pub(crate) enum Loc {
 pub(crate) struct Entry {
     pub id: u64,
     pub parent: Option<u64>,
+    /// The parent block's key (for KV events); `parent` is its entry id.
+    pub parent_key: Option<u64>,
     pub tokens: [u32; BLOCK_SIZE],
     pub salt: Option<Arc<str>>,
     pub loc: Loc,
@@ -87,10 +89,12 @@ impl PrefixIndex {
     }
 
     /// Registers a computed block at `loc` unless its key is taken.
+    #[allow(clippy::too_many_arguments)]
     pub fn insert(
         &mut self,
         key: u64,
         parent: Option<u64>,
+        parent_key: Option<u64>,
         tokens: &[u32],
         salt: Option<&Arc<str>>,
         loc: Loc,
@@ -111,6 +115,7 @@ impl PrefixIndex {
             Entry {
                 id,
                 parent,
+                parent_key,
                 tokens: t,
                 salt: salt.cloned(),
                 loc,
@@ -135,15 +140,15 @@ mod tests {
         let b = [2u32; BLOCK_SIZE];
         // Force both prefixes onto the same key, as a collision would.
         assert_eq!(
-            idx.insert(7, None, &a, None, Loc::Gpu(0)),
+            idx.insert(7, None, None, &a, None, Loc::Gpu(0)),
             Registered::New(0)
         );
         assert_eq!(
-            idx.insert(7, None, &a, None, Loc::Gpu(1)),
+            idx.insert(7, None, None, &a, None, Loc::Gpu(1)),
             Registered::Duplicate(0)
         );
         assert_eq!(
-            idx.insert(7, None, &b, None, Loc::Gpu(2)),
+            idx.insert(7, None, None, &b, None, Loc::Gpu(2)),
             Registered::Collision
         );
         let salt: Arc<str> = "tenant".into();

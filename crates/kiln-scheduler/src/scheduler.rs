@@ -35,6 +35,7 @@ use crate::output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 use crate::prefix_hash::Registered;
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
+use crate::kv_events::{KvEvent, Medium};
 
 mod failure;
 
@@ -168,6 +169,22 @@ impl Scheduler {
             cpu_blocks_resident: self.kv.num_cpu_stored(),
             ..self.stats
         }
+    }
+
+    /// Starts recording KV-cache events (see [`KvEvent`]); the first is `AllBlocksCleared`.
+    pub fn enable_kv_events(&mut self) {
+        self.kv.events.enable();
+    }
+
+    /// The KV-cache events since the last call (empty unless enabled).
+    pub fn take_kv_events(&mut self) -> Vec<KvEvent> {
+        self.kv.events.take()
+    }
+
+    /// Every block in the prefix cache: `(key, parent key, tokens, medium)`, for checking
+    /// the event stream against the cache itself.
+    pub fn cached_blocks(&self) -> Vec<(u64, Option<u64>, [u32; BLOCK_SIZE], Medium)> {
+        self.kv.cached_blocks()
     }
 
     /// GPU blocks a request holds now (empty while it waits).
@@ -471,8 +488,9 @@ fn register_computed(kv: &mut KvCache, st: &mut RequestState) {
     while st.chain.len() < full {
         let i = st.chain.len();
         let parent = i.checked_sub(1).map(|p| st.chain[p]);
+        let parent_key = i.checked_sub(1).map(|p| st.keys[p]);
         let tokens = &st.tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
-        match kv.register(st.keys[i], parent, tokens, st.salt.as_ref(), st.blocks[i]) {
+        match kv.register(st.keys[i], parent, parent_key, tokens, st.salt.as_ref(), st.blocks[i]) {
             Registered::New(id) | Registered::Duplicate(id) => st.chain.push(id),
             Registered::Collision => {
                 st.chain_broken = true;

@@ -81,17 +81,28 @@ struct Loop {
     pending: Arc<AtomicUsize>,
     stats: Arc<Mutex<SchedulerStats>>,
     health: Arc<Health>,
+    /// Where each step's KV-cache events go, when they are published.
+    kv_events: Option<KvEventTx>,
 }
+
+/// Where the engine thread sends each step's KV-cache events.
+pub type KvEventTx = flume::Sender<Vec<kiln_engine::KvEvent>>;
 
 impl EngineHandle {
     /// Starts the engine thread and waits until the engine is built.
     pub fn spawn(factory: EngineFactory) -> anyhow::Result<EngineHandle> {
+        Self::spawn_with_kv_events(factory, None)
+    }
+
+    /// [`Self::spawn`], and when `kv_events` is set, the engine records KV-cache events and
+    /// sends each step's batch there (a rebuilt engine starts again with `AllBlocksCleared`).
+    pub fn spawn_with_kv_events(factory: EngineFactory, kv_events: Option<KvEventTx>) -> anyhow::Result<EngineHandle> {
         let (tx, rx) = flume::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(Mutex::new(SchedulerStats::default()));
         let health = Arc::new(Health::default());
-        let mut lp = Loop { rx, active: HashMap::new(), pending: pending.clone(), stats: stats.clone(), health: health.clone() };
+        let mut lp = Loop { rx, active: HashMap::new(), pending: pending.clone(), stats: stats.clone(), health: health.clone(), kv_events };
         std::thread::Builder::new().name("kiln-engine".into()).spawn(move || {
             let mut engine = match factory() {
                 Ok(e) => e,
@@ -100,7 +111,7 @@ impl EngineHandle {
                     return;
                 }
             };
-            *lp.stats.lock().unwrap() = engine.stats();
+            lp.start(&mut engine);
             let _ = ready_tx.send(Ok(info_of(&engine)));
             loop {
                 let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
@@ -170,8 +181,23 @@ impl Loop {
         }
     }
 
-    fn publish(&self, engine: &Engine) {
+    /// Sets up a freshly built engine: KV events on when they are published, stats.
+    fn start(&self, engine: &mut Engine) {
+        if self.kv_events.is_some() {
+            engine.enable_kv_events();
+        }
+        self.publish(engine);
+    }
+
+    /// Publishes the scheduler's counters and the KV-cache events since the last call.
+    fn publish(&self, engine: &mut Engine) {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = engine.stats();
+        if let Some(tx) = &self.kv_events {
+            let events = engine.take_kv_events();
+            if !events.is_empty() {
+                let _ = tx.send(events);
+            }
+        }
     }
 
     /// Steps `engine` until every handle is gone (`None`) or the engine cannot go on
@@ -258,9 +284,9 @@ impl Loop {
         let mut pause = Duration::from_millis(100);
         loop {
             match catch_unwind(AssertUnwindSafe(factory)) {
-                Ok(Ok(engine)) => {
+                Ok(Ok(mut engine)) => {
                     self.health.engine_restarts.fetch_add(1, Ordering::Relaxed);
-                    self.publish(&engine);
+                    self.start(&mut engine);
                     self.health.set_up();
                     tracing::info!("the engine is rebuilt and serving again");
                     return engine;

@@ -7,7 +7,7 @@
 //!
 //! Files: `api` (request types), `error` (OpenAI errors, JSON extractor), `state` (shared
 //! state, validation), `metrics` (Prometheus text), `health` (up/down/draining, reliability
-//! counters).
+//! counters), `kv_events` (KV-cache events over ZeroMQ).
 //!
 //! Shutdown is graceful: on SIGTERM/SIGINT (or [`ShutdownHandle::shutdown`]) `/health` and new
 //! generation requests answer 503 at once, running sequences finish (bounded by
@@ -19,6 +19,7 @@ mod engine_loop;
 mod error;
 mod generate;
 mod health;
+pub mod kv_events;
 mod metrics;
 mod routes;
 mod sse;
@@ -61,6 +62,8 @@ pub struct ServerConfig {
     pub demo: Option<DemoFiles>,
     /// How long a shutdown waits for running sequences before closing anyway.
     pub shutdown_timeout: Duration,
+    /// Publish KV-cache events over ZeroMQ when set.
+    pub kv_events: Option<kv_events::KvEventsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +77,7 @@ impl Default for ServerConfig {
             max_body_bytes: 8 << 20,
             demo: None,
             shutdown_timeout: Duration::from_secs(30),
+            kv_events: None,
         }
     }
 }
@@ -123,7 +127,11 @@ impl Server {
 
 /// Builds the engine (on its own thread, with `factory`), binds, and starts serving.
 pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactory) -> anyhow::Result<Server> {
-    let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn(factory)).await??;
+    let kv_tx = match &config.kv_events {
+        Some(c) => Some(kv_events::start(c.clone()).await?),
+        None => None,
+    };
+    let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn_with_kv_events(factory, kv_tx)).await??;
     let info = engine.info.clone();
     tracing::info!("adapter: {}", info.adapter);
     tracing::info!(
@@ -200,11 +208,13 @@ async fn shutdown_signal() {
 }
 
 fn router(state: Shared) -> Router {
-    use routes::{chat, completions, misc};
+    use routes::{chat, completions, misc, render};
     let limit = state.config.max_body_bytes;
     let protected = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/completions", post(completions::completions))
+        .route("/v1/chat/completions/render", post(render::render_chat))
+        .route("/v1/completions/render", post(render::render_completions))
         .route("/v1/models", get(misc::models))
         .route("/v1/models/{id}", get(misc::model))
         .route("/tokenize", post(misc::tokenize))

@@ -101,6 +101,10 @@ impl Metrics {
     pub fn render(&self, s: &SchedulerStats, info: &EngineInfo, health: &Health) -> String {
         let m = self.inner.lock().unwrap();
         let mut out = String::new();
+        // The cache geometry for the gateway's prefix-aware routing (vLLM's cache_config_info).
+        let name = "kiln_cache_config_info";
+        let _ = writeln!(out, "# HELP {name} KV cache geometry: tokens per block and GPU blocks in the pool.\n# TYPE {name} gauge");
+        let _ = writeln!(out, "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1", kiln_core::BLOCK_SIZE, info.num_gpu_blocks);
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
         };

@@ -22,8 +22,7 @@ pub async fn chat_completions(State(st): State<Shared>, ApiJson(req): ApiJson<Ch
         (false, _) => None,
     };
     let spec = st.gen_spec(&req.sampling, req.max_completion_tokens.or(req.sampling.max_tokens), logprobs)?;
-    let text = st.render_chat(&req.messages)?;
-    let prompt = st.model.tokenizer.encode(&text, false).map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    let prompt = super::render::chat_prompt(&st, &req.messages)?;
     let max_tokens = st.check_prompt(&prompt, spec.max_tokens, None)?;
     let seqs = st.submit(&prompt, max_tokens, &spec)?;
     let (id, created, model) = (random_id("chatcmpl"), now_s(), st.config.served_model_name.clone());

@@ -8,7 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::{now_s, random_id, token_text};
-use crate::api::{CompletionRequest, PromptInput};
+use crate::api::CompletionRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
@@ -23,17 +23,7 @@ pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<Complet
         return Err(ApiError::bad_param("echo", "echo is not supported"));
     }
     let spec = st.gen_spec(&req.sampling, req.sampling.max_tokens, req.logprobs)?;
-    let tok = &st.model.tokenizer;
-    let encode = |s: &str| tok.encode(s, true).map_err(|e| ApiError::bad_param("prompt", e.to_string()));
-    let prompts: Vec<Vec<u32>> = match req.prompt {
-        PromptInput::Text(s) => vec![encode(&s)?],
-        PromptInput::Texts(v) => v.iter().map(|s| encode(s)).collect::<Result<_, _>>()?,
-        PromptInput::Tokens(t) => vec![t],
-        PromptInput::TokenLists(v) => v,
-    };
-    if prompts.is_empty() {
-        return Err(ApiError::bad_param("prompt", "the prompt list is empty"));
-    }
+    let prompts = super::render::completion_prompts(&st, &req.prompt)?;
     let mut max_tokens = Vec::new();
     for p in &prompts {
         max_tokens.push(st.check_prompt(p, spec.max_tokens, Some(DEFAULT_MAX_TOKENS))?);

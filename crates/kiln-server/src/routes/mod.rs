@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod completions;
 pub mod misc;
+pub mod render;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
