@@ -32,6 +32,8 @@ pub struct Args {
     /// Keep generating past end-of-sequence tokens.
     #[arg(long)]
     ignore_eos: bool,
+    #[command(flatten)]
+    device: crate::device_args::DeviceArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -51,7 +53,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &ctx,
         &model.config,
         &model.weights,
-        EngineConfig { max_num_seqs: 1, kv: KvSize::Bytes(256 << 20), ..EngineConfig::default() },
+        a.device.apply(EngineConfig { max_num_seqs: 1, kv: KvSize::Bytes(256 << 20), ..EngineConfig::default() }),
         &mut |done, total| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

@@ -40,6 +40,8 @@ pub struct Args {
     /// Queued requests beyond which new ones get 503.
     #[arg(long, default_value_t = 1024)]
     max_waiting: usize,
+    #[command(flatten)]
+    device: crate::device_args::DeviceArgs,
     /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
     #[arg(long, default_value = "web-demo")]
     demo_dir: std::path::PathBuf,
@@ -59,14 +61,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     tracing::info!("model {} ({} layers, vocab {}), served as `{name}`", model.source, model.config.num_layers, model.config.vocab_size);
     let Model { config, weights, tokenizer, chat_template, .. } = model;
     let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
-    let ec = EngineConfig {
+    let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,
         kv: a.kv_blocks.map_or(KvSize::Bytes(a.kv_memory), KvSize::Blocks),
         cpu_kv_bytes: a.cpu_kv_bytes,
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
-    };
+        ..EngineConfig::default()
+    });
     let sc = ServerConfig {
         host: a.host,
         port: a.port,

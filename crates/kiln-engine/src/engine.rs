@@ -1,6 +1,6 @@
 //! The engine: a [`Scheduler`] and a [`ModelRunner`] sized for each other.
 
-use kiln_gpu::{GpuContext, ModelRunner, RunnerConfig};
+use kiln_gpu::{GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig};
 use kiln_model::{ModelConfig, Weights};
 use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
 
@@ -23,6 +23,10 @@ pub struct EngineConfig {
     pub enable_prefix_caching: bool,
     /// Longest sequence; `None` takes the model's context length.
     pub max_model_len: Option<usize>,
+    /// The matmul and attention kernel family (`Auto`: by device type).
+    pub kernels: KernelFamily,
+    /// The KV cache's element type (f16 by default: twice the tokens of f32).
+    pub kv_dtype: KvDtype,
 }
 
 impl Default for EngineConfig {
@@ -34,6 +38,8 @@ impl Default for EngineConfig {
             cpu_kv_bytes: 0,
             enable_prefix_caching: true,
             max_model_len: None,
+            kernels: KernelFamily::Auto,
+            kv_dtype: KvDtype::F16,
         }
     }
 }
@@ -54,17 +60,15 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self, EngineError> {
         let max_model_len = ec.max_model_len.unwrap_or(config.max_position_embeddings).min(config.max_position_embeddings);
-        let block_bytes = (kiln_core::BLOCK_SIZE * config.num_kv_heads * config.head_dim * 4) as u64;
-        let per_block_all_layers = block_bytes * 2 * config.num_layers as u64;
-        let max_blocks = (ctx.max_binding() / block_bytes) as usize;
+        let layout = KvLayout::for_model(config, ec.kv_dtype);
         let num_blocks = match ec.kv {
             KvSize::Blocks(n) => n,
-            KvSize::Bytes(b) => ((b / per_block_all_layers) as usize).min(max_blocks),
+            KvSize::Bytes(b) => layout.blocks_in(b).min(layout.max_blocks(ctx.max_binding())),
         };
         if num_blocks == 0 {
             return Err(EngineError::Config("the KV cache budget is smaller than one block".into()));
         }
-        let num_cpu_blocks = (ec.cpu_kv_bytes / per_block_all_layers) as usize;
+        let num_cpu_blocks = layout.blocks_in(ec.cpu_kv_bytes);
         let runner = ModelRunner::new(
             ctx,
             config,
@@ -75,6 +79,8 @@ impl Engine {
                 num_blocks,
                 num_cpu_blocks,
                 max_model_len,
+                kernels: ec.kernels,
+                kv_dtype: ec.kv_dtype,
             },
             progress,
         )?;

@@ -9,6 +9,7 @@ mod error;
 
 pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
+pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout};
 pub use error::EngineError;
 pub use kiln_core::{SampledToken, SamplingParams};
 pub use kiln_scheduler::{FinishReason, Request, RequestUpdate, SchedulerStats};
