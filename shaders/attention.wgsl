@@ -5,7 +5,10 @@
 // head, so each key and value is read once for all of them.
 // Online softmax over tiles of 64 keys: invocation j scores key j of the tile for every head,
 // then each invocation updates the outputs (head, dim) it owns.
+// The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs).
 // Grid: (num_tokens, num_kv_heads, 1).
+
+override KV_F16: bool = true;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -26,8 +29,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
 @group(0) @binding(5) var<storage, read> block_tables: array<u32>;  // concatenated tables
 @group(0) @binding(6) var<storage, read> qkv: array<f32>;           // (T, qkv_stride), q first
-@group(0) @binding(7) var<storage, read> k_cache: array<f32>;       // (slots, KVH, D)
-@group(0) @binding(8) var<storage, read> v_cache: array<f32>;       // (slots, KVH, D)
+@group(0) @binding(7) var<storage, read> k_cache: array<u32>;       // (slots, KVH, D) packed
+@group(0) @binding(8) var<storage, read> v_cache: array<u32>;       // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<f32>;     // (T, H * D)
 
 const WG: u32 = 64u;
@@ -41,6 +44,21 @@ var<workgroup> slots: array<u32, 64>;    // cache slot of each key in the tile
 var<workgroup> run_max: array<f32, 16>;
 var<workgroup> run_sum: array<f32, 16>;
 var<workgroup> alpha: array<f32, 16>;
+
+// Element `i` of the K (V) cache as f32.
+fn k_at(i: u32) -> f32 {
+    if (KV_F16) {
+        return unpack2x16float(k_cache[i >> 1u])[i & 1u];
+    }
+    return bitcast<f32>(k_cache[i]);
+}
+
+fn v_at(i: u32) -> f32 {
+    if (KV_F16) {
+        return unpack2x16float(v_cache[i >> 1u])[i & 1u];
+    }
+    return bitcast<f32>(v_cache[i]);
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -79,7 +97,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             for (var g = 0u; g < g_count; g++) {
                 var s = 0.0;
                 for (var i = 0u; i < d; i++) {
-                    s = fma(qs[g * d + i], k_cache[kb + i], s);
+                    s = fma(qs[g * d + i], k_at(kb + i), s);
                 }
                 probs[g * WG + lid] = s;
             }
@@ -117,7 +135,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let i = e % d;
             var v = acc[r] * alpha[g];
             for (var jj = 0u; jj < tile; jj++) {
-                v = fma(probs[g * WG + jj], v_cache[slots[jj] * kv_width + kvh * d + i], v);
+                v = fma(probs[g * WG + jj], v_at(slots[jj] * kv_width + kvh * d + i), v);
             }
             acc[r] = v;
         }

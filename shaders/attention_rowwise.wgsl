@@ -3,7 +3,11 @@
 // read through its block table), without workgroup memory or barriers. Each invocation keeps
 // its query and output row in registers and runs the online softmax over its keys; query heads
 // that share a KV head sit in neighbouring lanes and read the same cache lines.
-// Needs head_dim % 4 == 0 and head_dim <= 256. Grid: (ceil(num_tokens * num_heads / 64), 1, 1).
+// The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs), read 4
+// elements at a time. Needs head_dim % 4 == 0 and head_dim <= 256.
+// Grid: (ceil(num_tokens * num_heads / 64), 1, 1).
+
+override KV_F16: bool = true;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -24,9 +28,26 @@ struct Params {
 @group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
 @group(0) @binding(5) var<storage, read> block_tables: array<u32>;  // concatenated tables
 @group(0) @binding(6) var<storage, read> qkv: array<vec4<f32>>;     // (T, qkv_stride / 4), q first
-@group(0) @binding(7) var<storage, read> k_cache: array<vec4<f32>>; // (slots, KVH, D / 4)
-@group(0) @binding(8) var<storage, read> v_cache: array<vec4<f32>>; // (slots, KVH, D / 4)
+@group(0) @binding(7) var<storage, read> k_cache: array<vec2<u32>>; // (slots, KVH, D) packed
+@group(0) @binding(8) var<storage, read> v_cache: array<vec2<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
+
+// Elements 4c..4c+4 of the K (V) cache as f32: one vec2<u32> of halves, or two of f32 bits.
+fn k4(c: u32) -> vec4<f32> {
+    if (KV_F16) {
+        let w = k_cache[c];
+        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    }
+    return bitcast<vec4<f32>>(vec4<u32>(k_cache[2u * c], k_cache[2u * c + 1u]));
+}
+
+fn v4(c: u32) -> vec4<f32> {
+    if (KV_F16) {
+        let w = v_cache[c];
+        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    }
+    return bitcast<vec4<f32>>(vec4<u32>(v_cache[2u * c], v_cache[2u * c + 1u]));
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -54,14 +75,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let kb = (slot * p.num_kv_heads + kvh) * d4;
         var s = 0.0;
         for (var c = 0u; c < d4; c++) {
-            s += dot(q[c], k_cache[kb + c]);
+            s += dot(q[c], k4(kb + c));
         }
         let m_new = max(m, s);
         let a = exp(m - m_new);
         let e = exp(s - m_new);
         l = l * a + e;
         for (var c = 0u; c < d4; c++) {
-            acc[c] = acc[c] * a + e * v_cache[kb + c];
+            acc[c] = acc[c] * a + e * v4(kb + c);
         }
         m = m_new;
     }

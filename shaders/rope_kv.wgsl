@@ -1,22 +1,35 @@
 // Rotary embedding on q and k, then K and V written into the paged cache.
 //   qkv[t] = [q heads | k heads | v heads], each head_dim wide (HF "rotate_half" layout):
-//   for i < D/2, angle = pos * inv_freq[i]:
+//   for i < D/2, (cos, sin) = rope[pos, i], precomputed on the CPU in f64 (WGSL's sin and cos
+//   are only accurate on [-pi, pi], and pos * inv_freq in f32 loses ~1e-3 rad by pos 8192):
 //     x[i]       = x[i] * cos - x[i + D/2] * sin
 //     x[i + D/2] = x[i + D/2] * cos + x[i] * sin
 //   then k_cache[slot, h, :] = k[h, :], v_cache[slot, h, :] = v[h, :], slot = slot_mapping[t].
-// Grid: (num_tokens, 1, 1), 64 invocations per token.
+// The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs); the rotated
+// row is finished in qkv before it is packed, since a packed pair spans the two rotation halves'
+// owners. Grid: (num_tokens, 1, 1), 64 invocations per token.
+
+override KV_F16: bool = true;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { num_heads: u32, num_kv_heads: u32, head_dim: u32, pad: u32 }
+struct Params { num_heads: u32, num_kv_heads: u32, head_dim: u32, max_positions: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
 @group(0) @binding(3) var<storage, read> slot_mapping: array<u32>;  // (T)
-@group(0) @binding(4) var<storage, read> inv_freq: array<f32>;      // (D / 2)
+@group(0) @binding(4) var<storage, read> rope: array<vec2<f32>>;    // (max_positions, D / 2) cos, sin
 @group(0) @binding(5) var<storage, read_write> qkv: array<f32>;     // (T, (H + 2 * KVH) * D)
-@group(0) @binding(6) var<storage, read_write> k_cache: array<f32>; // (slots, KVH, D)
-@group(0) @binding(7) var<storage, read_write> v_cache: array<f32>; // (slots, KVH, D)
+@group(0) @binding(6) var<storage, read_write> k_cache: array<u32>; // (slots, KVH, D) packed
+@group(0) @binding(7) var<storage, read_write> v_cache: array<u32>; // (slots, KVH, D) packed
+
+// Word `w` of a cache row from the f32 values starting at qkv[src].
+fn pack_word(src: u32, w: u32) -> u32 {
+    if (KV_F16) {
+        return pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
+    }
+    return bitcast<u32>(qkv[src + w]);
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -28,34 +41,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let half_d = d / 2u;
     let width = (p.num_heads + 2u * p.num_kv_heads) * d;
     let row = t * width;
-    let pos = f32(positions[t]);
+    let pos = min(positions[t], p.max_positions - 1u); // the runner rejects larger positions
     let slot = slot_mapping[t];
     let kv_width = p.num_kv_heads * d;
 
-    // q and k heads: rotate pairs (i, i + D/2); k pairs also go to the cache.
+    // q and k heads: rotate pairs (i, i + D/2) in place.
     let rotated = (p.num_heads + p.num_kv_heads) * half_d;
     for (var e = lid.x; e < rotated; e += 64u) {
         let head = e / half_d;
         let i = e % half_d;
-        let angle = pos * inv_freq[i];
-        let c = cos(angle);
-        let s = sin(angle);
+        let cs = rope[pos * half_d + i];
         let a = row + head * d + i;
         let x1 = qkv[a];
         let x2 = qkv[a + half_d];
-        let r1 = x1 * c - x2 * s;
-        let r2 = x2 * c + x1 * s;
-        qkv[a] = r1;
-        qkv[a + half_d] = r2;
-        if (head >= p.num_heads) {
-            let kh = head - p.num_heads;
-            let dst = slot * kv_width + kh * d + i;
-            k_cache[dst] = r1;
-            k_cache[dst + half_d] = r2;
-        }
+        qkv[a] = x1 * cs.x - x2 * cs.y;
+        qkv[a + half_d] = x2 * cs.x + x1 * cs.y;
     }
-    let v_start = row + (p.num_heads + p.num_kv_heads) * d;
-    for (var e = lid.x; e < kv_width; e += 64u) {
-        v_cache[slot * kv_width + e] = qkv[v_start + e];
+    storageBarrier();
+
+    // K (rotated) and V rows into the cache slot, one u32 word per iteration.
+    var words = kv_width;
+    if (KV_F16) {
+        words = kv_width / 2u;
+    }
+    let k_start = row + p.num_heads * d;
+    let v_start = k_start + kv_width;
+    for (var w = lid.x; w < words; w += 64u) {
+        k_cache[slot * words + w] = pack_word(k_start, w);
+        v_cache[slot * words + w] = pack_word(v_start, w);
     }
 }

@@ -60,8 +60,9 @@ export async function fetchBytes(url, progress) {
 }
 
 /// Loads a model: `{gguf: Uint8Array, name}` or `{files: {name: Uint8Array}}`.
+/// `options`: `{kvMiB, maxSeqs, kernels: 'auto'|'gpu'|'cpu', kvDtype: 'f16'|'f32'}`.
 export function loadModel(gpu, src, options = {}, progress = null) {
-  const opts = { kvMiB: options.kvMiB ?? 128, maxSeqs: options.maxSeqs ?? 8 };
+  const opts = { kvMiB: options.kvMiB ?? 128, maxSeqs: options.maxSeqs ?? 8, kernels: options.kernels, kvDtype: options.kvDtype };
   if (src.gguf) return WebEngine.load_gguf(gpu, src.gguf, src.name ?? 'model.gguf', opts, progress);
   return WebEngine.load_hf(gpu, src.files, opts, progress);
 }

@@ -39,6 +39,8 @@ pub struct Args {
     /// less); more than either is an error.
     #[arg(long)]
     max_model_len: Option<usize>,
+    #[command(flatten)]
+    device: crate::device_args::DeviceArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -58,12 +60,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &ctx,
         &model.config,
         &model.weights,
-        EngineConfig {
+        a.device.apply(EngineConfig {
             max_num_seqs: 1,
             kv: KvSize::Bytes(a.kv_memory),
             max_model_len: a.max_model_len,
             ..EngineConfig::default()
-        },
+        }),
         &mut |done, total| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

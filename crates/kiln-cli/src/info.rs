@@ -27,10 +27,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("shape:     {} layers, hidden {}, intermediate {}, {} heads / {} KV heads of {}, vocab {}, context {}",
             c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.max_position_embeddings);
         let params = c.param_count() as f64;
-        let kv_per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4;
-        println!("memory:    {:.1} M parameters, {:.0} MiB of f16 weights on the GPU, {} KiB of KV cache per token ({:.0} MiB for a full context)",
-            params / 1e6, params * 2.0 / (1 << 20) as f64, kv_per_token / 1024,
-            (kv_per_token * c.max_position_embeddings) as f64 / (1 << 20) as f64);
+        let kv_per_token = kiln_gpu::KvLayout::for_model(c, kiln_gpu::KvDtype::F16).bytes_per_token();
+        println!("memory:    {:.1} M parameters, {:.0} MiB of f16 weights on the GPU, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32)",
+            params / 1e6, params * 2.0 / (1 << 20) as f64, kv_per_token as f64 / 1024.0,
+            (kv_per_token * c.max_position_embeddings as u64) as f64 / (1 << 20) as f64);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `kiln`: the command line. Each subcommand lives in its own file.
 
 mod bench;
+mod device_args;
 mod generate;
 mod info;
 mod model_path;

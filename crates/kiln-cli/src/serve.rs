@@ -53,6 +53,8 @@ pub struct Args {
     /// KV-event messages kept for replay.
     #[arg(long, default_value_t = 10_000)]
     kv_events_buffer: usize,
+    #[command(flatten)]
+    device: crate::device_args::DeviceArgs,
     /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
     #[arg(long, default_value = "web-demo")]
     demo_dir: std::path::PathBuf,
@@ -72,14 +74,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     tracing::info!("model {} ({} layers, vocab {}), served as `{name}`", model.source, model.config.num_layers, model.config.vocab_size);
     let Model { config, weights, tokenizer, chat_template, .. } = model;
     let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
-    let ec = EngineConfig {
+    let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,
         kv: a.kv_blocks.map_or(KvSize::Bytes(a.kv_memory), KvSize::Blocks),
         cpu_kv_bytes: a.cpu_kv_bytes,
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
-    };
+        ..EngineConfig::default()
+    });
     let pod = std::env::var("POD_NAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))

@@ -7,7 +7,7 @@
 //! reported as [`EngineError::DeviceLost`] (the caller rebuilds the engine).
 
 use kiln_core::BLOCK_SIZE;
-use kiln_gpu::{GpuContext, ModelRunner, RunnerConfig};
+use kiln_gpu::{GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig};
 use kiln_model::{ModelConfig, Weights};
 use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
 
@@ -31,6 +31,10 @@ pub struct EngineConfig {
     /// Longest sequence; `None` takes the model's context length, or what the KV pool holds
     /// if that is less. A value above either is an error, never shrunk.
     pub max_model_len: Option<usize>,
+    /// The matmul and attention kernel family (`Auto`: by device type).
+    pub kernels: KernelFamily,
+    /// The KV cache's element type (f16 by default: twice the tokens of f32).
+    pub kv_dtype: KvDtype,
 }
 
 impl Default for EngineConfig {
@@ -42,6 +46,8 @@ impl Default for EngineConfig {
             cpu_kv_bytes: 0,
             enable_prefix_caching: true,
             max_model_len: None,
+            kernels: KernelFamily::Auto,
+            kv_dtype: KvDtype::F16,
         }
     }
 }
@@ -73,12 +79,10 @@ impl Engine {
                 "max_model_len {m} exceeds the model's context length of {model_len} tokens"
             )));
         }
-        let block_bytes = (kiln_core::BLOCK_SIZE * config.num_kv_heads * config.head_dim * 4) as u64;
-        let per_block_all_layers = block_bytes * 2 * config.num_layers as u64;
-        let max_blocks = (ctx.max_binding() / block_bytes) as usize;
+        let layout = KvLayout::for_model(config, ec.kv_dtype);
         let num_blocks = match ec.kv {
             KvSize::Blocks(n) => n,
-            KvSize::Bytes(b) => ((b / per_block_all_layers) as usize).min(max_blocks),
+            KvSize::Bytes(b) => layout.blocks_in(b).min(layout.max_blocks(ctx.max_binding())),
         };
         if num_blocks == 0 {
             return Err(EngineError::Config("the KV cache budget is smaller than one block".into()));
@@ -93,7 +97,7 @@ impl Engine {
             Some(m) => m,
             None => model_len.min(pool_tokens),
         };
-        let num_cpu_blocks = (ec.cpu_kv_bytes / per_block_all_layers) as usize;
+        let num_cpu_blocks = layout.blocks_in(ec.cpu_kv_bytes);
         let runner = ModelRunner::new(
             ctx,
             config,
@@ -104,6 +108,8 @@ impl Engine {
                 num_blocks,
                 num_cpu_blocks,
                 max_model_len,
+                kernels: ec.kernels,
+                kv_dtype: ec.kv_dtype,
             },
             progress,
         )?;

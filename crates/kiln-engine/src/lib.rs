@@ -11,6 +11,7 @@ mod fault;
 
 pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
+pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;

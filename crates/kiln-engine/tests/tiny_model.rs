@@ -3,14 +3,16 @@
 //! attention biases, tied embeddings) over chunked prefill across non-contiguous KV blocks
 //! and decode steps; greedy tokens of 8 concurrent requests equal to each run alone, with
 //! prefix caching on and off; and KV blocks evicted to the CPU tier and restored giving the
-//! same tokens and log-probs as a fresh engine that never evicted.
+//! same tokens and log-probs as a fresh engine that never evicted. Every test runs with both
+//! kernel families (`gpu`: tiled, `cpu`: row-wise) and the f16 KV cache; the reference and
+//! CPU-tier tests with the f32 cache too.
 
 mod common;
 
 
 use common::{engine, gpu, run_sampled as run};
 use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
-use kiln_engine::{EngineConfig, KvSize, Request, SampledToken};
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype, KvLayout, KvSize, Request, SampledToken};
 use kiln_gpu::reference::CpuModel;
 use kiln_model::testing::{write_tiny_llama, TinyConfig};
 use kiln_model::Model;
@@ -31,6 +33,16 @@ fn config(blocks: usize, prefix_caching: bool) -> EngineConfig {
         max_model_len: Some(128),
         ..EngineConfig::default()
     }
+}
+
+const FAMILIES: [KernelFamily; 2] = [KernelFamily::Gpu, KernelFamily::Cpu];
+
+/// Every kernel family with every KV cache type.
+const ALL: [(KernelFamily, KvDtype); 4] =
+    [(KernelFamily::Gpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F16), (KernelFamily::Gpu, KvDtype::F32), (KernelFamily::Cpu, KvDtype::F32)];
+
+fn on(ec: EngineConfig, kernels: KernelFamily, kv_dtype: KvDtype) -> EngineConfig {
+    EngineConfig { kernels, kv_dtype, ..ec }
 }
 
 /// A deterministic pseudo-random token sequence (LCG), distinct per `salt`.
@@ -73,7 +85,8 @@ fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
 /// the measured differences ~1.3e-3, so `atol 2e-3 + 1e-2 * max|logit|` (~2e-2) leaves ~15x
 /// headroom. The test also checks that the tolerance is far below the effect of changing one
 /// early prompt token (~0.35 on the decode logits), so a wrong block, slot or position
-/// cannot hide inside it.
+/// cannot hide inside it. The f16 KV cache adds one f16 rounding of each K and V (~5e-4
+/// relative), well inside the same tolerance. Runs every kernel family and KV type.
 fn check_against_reference(name: &str, cfg: &TinyConfig) {
     let (_dir, model) = tiny(cfg, 7);
     let ctx = gpu();
@@ -81,7 +94,28 @@ fn check_against_reference(name: &str, cfg: &TinyConfig) {
     let vocab = model.config.vocab_size;
     let all = tokens(1, 50, vocab); // 45 prompt tokens, then the 5 decode inputs
     let want = cpu.forward(&all);
-    let mut engine = engine(&ctx, &model, config(16, false));
+    let worst: Vec<f32> = ALL
+        .iter()
+        .map(|&(family, dtype)| {
+            let name = format!("{name} kernels {family} kv {dtype}");
+            check_steps(&name, &mut engine(&ctx, &model, on(config(16, false), family, dtype)), &all, &want)
+        })
+        .collect();
+    // Sensitivity: the decode logits after changing token 3 (block 5 of the table).
+    let mut other = all.clone();
+    other[3] = (other[3] + 1) % vocab as u32;
+    let alt = cpu.forward(&other);
+    let sens = (45..50).map(|p| alt[p].iter().zip(&want[p]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max)).fold(f32::MAX, f32::min);
+    let max_tol = 2e-3 + 1e-2 * want.iter().flatten().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(sens > 5.0 * max_tol, "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}");
+    for ((family, dtype), worst) in ALL.iter().zip(worst) {
+        eprintln!("{name} kernels {family} kv {dtype}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}");
+    }
+}
+
+/// Prefill in three chunks and five decode steps into blocks 5, 2, 7, 0; returns the worst
+/// logit difference.
+fn check_steps(name: &str, engine: &mut kiln_engine::Engine, all: &[u32], want: &[Vec<f32>]) -> f32 {
     let table = [5u32, 2, 7, 0];
     let mut steps = vec![(0, 16), (16, 29), (29, 45)];
     steps.extend((45..50).map(|p| (p, p + 1)));
@@ -98,14 +132,7 @@ fn check_against_reference(name: &str, cfg: &TinyConfig) {
         let argmax = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
         assert_eq!(argmax(&got), argmax(w), "{name}: position {}: argmax", end - 1);
     }
-    // Sensitivity: the decode logits after changing token 3 (block 5 of the table).
-    let mut other = all.clone();
-    other[3] = (other[3] + 1) % vocab as u32;
-    let alt = cpu.forward(&other);
-    let sens = (45..50).map(|p| alt[p].iter().zip(&want[p]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max)).fold(f32::MAX, f32::min);
-    let max_tol = 2e-3 + 1e-2 * want.iter().flatten().fold(0f32, |m, v| m.max(v.abs()));
-    assert!(sens > 5.0 * max_tol, "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}");
-    eprintln!("{name}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}");
+    worst
 }
 
 #[test]
@@ -160,25 +187,28 @@ fn concurrent_requests_match_each_alone() {
         })
         .collect();
     let reqs = || prompts.iter().enumerate().map(|(i, p)| request(i as u64, p.clone(), 6)).collect::<Vec<_>>();
-    let mut solo_engine = engine(&ctx, &model, config(64, false));
-    let alone: Vec<Vec<SampledToken>> = reqs()
-        .into_iter()
-        .map(|r| {
-            let id = r.id;
-            run(&mut solo_engine, vec![r]).remove(&id).unwrap()
-        })
-        .collect();
-    for caching in [false, true] {
-        let mut e = engine(&ctx, &model, config(64, caching));
-        // Twice, so that with caching the second round starts from cached prefixes.
-        for round in 0..2 {
-            let together = run(&mut e, reqs());
-            for (i, want) in alone.iter().enumerate() {
-                assert_same(&format!("caching {caching} round {round} request {i}"), &together[&(i as u64)], want);
+    for family in FAMILIES {
+        let config = |blocks, caching| on(config(blocks, caching), family, KvDtype::F16);
+        let mut solo_engine = engine(&ctx, &model, config(64, false));
+        let alone: Vec<Vec<SampledToken>> = reqs()
+            .into_iter()
+            .map(|r| {
+                let id = r.id;
+                run(&mut solo_engine, vec![r]).remove(&id).unwrap()
+            })
+            .collect();
+        for caching in [false, true] {
+            let mut e = engine(&ctx, &model, config(64, caching));
+            // Twice, so that with caching the second round starts from cached prefixes.
+            for round in 0..2 {
+                let together = run(&mut e, reqs());
+                for (i, want) in alone.iter().enumerate() {
+                    assert_same(&format!("kernels {family} caching {caching} round {round} request {i}"), &together[&(i as u64)], want);
+                }
             }
+            let hits = e.stats().prefix_cache_hits;
+            assert_eq!(hits > 0, caching, "prefix cache hits {hits} with caching {caching}");
         }
-        let hits = e.stats().prefix_cache_hits;
-        assert_eq!(hits > 0, caching, "prefix cache hits {hits} with caching {caching}");
     }
 }
 
@@ -187,13 +217,20 @@ fn concurrent_requests_match_each_alone() {
 /// a fresh engine that computes everything.
 #[test]
 fn cpu_tier_restores_evicted_blocks() {
+    for (family, dtype) in [(KernelFamily::Gpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F32)] {
+        check_cpu_tier(family, dtype);
+    }
+}
+
+fn check_cpu_tier(family: KernelFamily, dtype: KvDtype) {
+    let config = |blocks, caching| on(config(blocks, caching), family, dtype);
     let (_dir, model) = tiny(&TinyConfig::qwen2(), 9);
     let ctx = gpu();
     let vocab = model.config.vocab_size;
     let first = tokens(300, 3 * BLOCK_SIZE + 6, vocab); // 3 full blocks, cached after it runs
     let filler = tokens(301, 8 * BLOCK_SIZE - 4, vocab); // with its 4 outputs: all 8 blocks
     let again = [&first[..], &tokens(302, 10, vocab)[..]].concat();
-    let per_block = (BLOCK_SIZE * model.config.num_kv_heads * model.config.head_dim * 4 * 2 * model.config.num_layers) as u64;
+    let per_block = KvLayout::for_model(&model.config, dtype).bytes_per_block();
     let mut e = engine(&ctx, &model, EngineConfig { cpu_kv_bytes: 64 * per_block, ..config(8, true) });
     run(&mut e, vec![request(1, first.clone(), 4)]);
     run(&mut e, vec![request(2, filler, 4)]);
@@ -206,5 +243,22 @@ fn cpu_tier_restores_evicted_blocks() {
 
     let mut fresh = engine(&ctx, &model, config(64, false));
     let want = run(&mut fresh, vec![request(3, again, 6)]).remove(&3).unwrap();
-    assert_same("restored from the CPU tier", &got, &want);
+    assert_same(&format!("kernels {family} kv {dtype}: restored from the CPU tier"), &got, &want);
+}
+
+/// The same KV memory holds twice the blocks as f16 as it does as f32, for the GPU pool the
+/// scheduler gets and for the CPU tier.
+#[test]
+fn f16_kv_holds_twice_the_blocks() {
+    let (_dir, model) = tiny(&TinyConfig::default(), 10);
+    let ctx = gpu();
+    let f32_block = KvLayout::for_model(&model.config, KvDtype::F32).bytes_per_block();
+    let bytes = 40 * f32_block + f32_block / 2;
+    let blocks = |kv_dtype| {
+        let ec = EngineConfig { kv: KvSize::Bytes(bytes), cpu_kv_bytes: 3 * f32_block, kv_dtype, ..config(1, false) };
+        let e = engine(&ctx, &model, ec);
+        (e.runner_config().num_blocks, e.runner_config().num_cpu_blocks, e.stats().kv_blocks_free)
+    };
+    assert_eq!(blocks(KvDtype::F32), (40, 3, 40));
+    assert_eq!(blocks(KvDtype::F16), (81, 6, 81));
 }

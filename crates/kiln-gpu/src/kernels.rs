@@ -1,8 +1,57 @@
 //! The kernel table: one WGSL file per kernel under `shaders/`, compiled once per device and
-//! cached by name.
+//! cached by name and pipeline-override constants; and the choice of kernel family.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
+
+/// Which family of matmul and attention kernels a device runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KernelFamily {
+    /// By device type: `cpu` on CPU-backed adapters (lavapipe, SwiftShader), `gpu` elsewhere.
+    #[default]
+    Auto,
+    /// The tiled kernels (`matvec.wgsl`, `matmul.wgsl`, `attention.wgsl`): workgroup memory
+    /// and barriers, built for real GPUs.
+    Gpu,
+    /// The row-wise kernels (`*_rowwise.wgsl`): no workgroup memory, no barriers, one output
+    /// row or tile per invocation; faster where a workgroup is a loop over SIMD lanes.
+    Cpu,
+}
+
+impl KernelFamily {
+    /// Whether this choice runs the row-wise kernels on a device of `device_type`.
+    pub fn rowwise(self, device_type: wgpu::DeviceType) -> bool {
+        match self {
+            KernelFamily::Auto => device_type == wgpu::DeviceType::Cpu,
+            KernelFamily::Gpu => false,
+            KernelFamily::Cpu => true,
+        }
+    }
+}
+
+impl fmt::Display for KernelFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KernelFamily::Auto => "auto",
+            KernelFamily::Gpu => "gpu",
+            KernelFamily::Cpu => "cpu",
+        })
+    }
+}
+
+impl FromStr for KernelFamily {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(KernelFamily::Auto),
+            "gpu" => Ok(KernelFamily::Gpu),
+            "cpu" => Ok(KernelFamily::Cpu),
+            _ => Err(format!("unknown kernel family `{s}`: expected auto, gpu or cpu")),
+        }
+    }
+}
 
 /// A compiled compute pipeline and the name of its WGSL file.
 pub struct Kernel {
@@ -51,7 +100,8 @@ kernel_table!(
 /// Compiles kernels on first use and hands out shared handles afterwards.
 pub struct Kernels {
     device: wgpu::Device,
-    cache: Mutex<HashMap<&'static str, Arc<Kernel>>>,
+    /// Keyed by file name and the override constants the pipeline was built with.
+    cache: Mutex<HashMap<String, Arc<Kernel>>>,
     /// Use the row-wise kernels (`*_rowwise.wgsl`: no workgroup memory, no barriers, one output
     /// row or tile per invocation) for matmul and attention instead of the tiled ones. The
     /// default on CPU-backed adapters, where a workgroup is a loop over SIMD lanes and barriers
@@ -60,28 +110,40 @@ pub struct Kernels {
 }
 
 impl Kernels {
+    /// The kernels of the family [`KernelFamily::Auto`] picks for the device.
     pub fn new(ctx: &crate::GpuContext) -> Self {
+        Self::for_family(ctx, KernelFamily::Auto)
+    }
+
+    pub fn for_family(ctx: &crate::GpuContext, family: KernelFamily) -> Self {
         Self {
             device: ctx.device.clone(),
             cache: Mutex::new(HashMap::new()),
-            rowwise: ctx.info.device_type == wgpu::DeviceType::Cpu,
+            rowwise: family.rowwise(ctx.info.device_type),
         }
     }
 
     /// The same, with the kernel family chosen by the caller (tests use both).
     pub fn with_rowwise(ctx: &crate::GpuContext, rowwise: bool) -> Self {
-        Self { rowwise: rowwise, ..Self::new(ctx) }
+        Self::for_family(ctx, if rowwise { KernelFamily::Cpu } else { KernelFamily::Gpu })
     }
 
     /// The kernel of `shaders/{name}.wgsl`. Panics on an unknown name (a programming error).
     pub fn get(&self, name: &str) -> Arc<Kernel> {
+        self.get_with(name, &[])
+    }
+
+    /// The kernel of `shaders/{name}.wgsl` with its WGSL `override` constants set to
+    /// `constants` (booleans as 0 or 1); each distinct set is its own cached pipeline.
+    pub fn get_with(&self, name: &str, constants: &[(&str, f64)]) -> Arc<Kernel> {
         let mut cache = self.cache.lock().expect("kernel cache poisoned");
         let (name, source) = *SOURCES
             .iter()
             .find(|(n, _)| *n == name)
             .unwrap_or_else(|| panic!("no kernel named {name}"));
+        let key = constants.iter().fold(name.to_string(), |k, (c, v)| format!("{k} {c}={v}"));
         cache
-            .entry(name)
+            .entry(key)
             .or_insert_with(|| {
                 let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(name),
@@ -92,7 +154,7 @@ impl Kernels {
                     layout: None,
                     module: &module,
                     entry_point: Some("main"),
-                    compilation_options: Default::default(),
+                    compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
                     cache: None,
                 });
                 Arc::new(Kernel { name, pipeline })

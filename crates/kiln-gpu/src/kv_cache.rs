@@ -1,5 +1,5 @@
 //! The paged KV cache: per layer one K and one V buffer of `num_blocks * BLOCK_SIZE` slots of
-//! `(num_kv_heads, head_dim)` f32, plus the CPU tier, a host-memory pool of blocks that the
+//! `(num_kv_heads, head_dim)` f16 or f32 (the layout is [`KvLayout`]'s), plus the CPU tier, a host-memory pool of blocks that the
 //! scheduler fills with cold blocks (`swap_out`) and restores from (`swap_in`).
 //!
 //! A block's slots are contiguous in every layer's buffer, so moving a block is `2 * layers`
@@ -7,13 +7,14 @@
 //! encoder ahead of the forward pass, outs first, so a block evicted and refilled in the same
 //! step is saved before it is overwritten.
 
-use kiln_core::{BlockCopy, BLOCK_SIZE};
+use kiln_core::BlockCopy;
 
-use crate::{GpuContext, GpuError};
+use crate::{GpuContext, GpuError, KvLayout};
 
 pub struct KvCache {
     pub k: Vec<wgpu::Buffer>,
     pub v: Vec<wgpu::Buffer>,
+    pub layout: KvLayout,
     pub num_blocks: usize,
     /// Bytes of one block in one layer's K (or V) buffer.
     pub block_bytes: u64,
@@ -28,27 +29,26 @@ pub struct PendingSwapOut {
 }
 
 impl KvCache {
-    pub fn new(
-        ctx: &GpuContext,
-        layers: usize,
-        (num_kv_heads, head_dim): (usize, usize),
-        num_blocks: usize,
-        num_cpu_blocks: usize,
-    ) -> Result<Self, GpuError> {
-        let block_bytes = (BLOCK_SIZE * num_kv_heads * head_dim * 4) as u64;
-        let max_blocks = (ctx.max_binding() / block_bytes) as usize;
+    pub fn new(ctx: &GpuContext, layout: KvLayout, num_blocks: usize, num_cpu_blocks: usize) -> Result<Self, GpuError> {
+        if layout.dtype == crate::KvDtype::F16 && layout.slot_elements() % 2 != 0 {
+            return Err(GpuError::Shape {
+                op: "kv cache",
+                detail: format!("an f16 KV cache packs halves in pairs: {} KV heads x {} is odd", layout.kv_heads, layout.head_dim),
+            });
+        }
+        let max_blocks = layout.max_blocks(ctx.max_binding());
         if num_blocks == 0 || num_blocks > max_blocks {
             return Err(GpuError::Capacity { what: "KV blocks (one layer's K must fit one storage binding)", needed: num_blocks, max: max_blocks });
         }
-        let bytes = block_bytes * num_blocks as u64;
-        let k = (0..layers).map(|_| ctx.storage("k_cache", bytes)).collect();
-        let v = (0..layers).map(|_| ctx.storage("v_cache", bytes)).collect();
-        Ok(Self { k, v, num_blocks, block_bytes, cpu: vec![Vec::new(); num_cpu_blocks] })
+        let bytes = layout.buffer_bytes(num_blocks);
+        let k = (0..layout.layers).map(|_| ctx.storage("k_cache", bytes)).collect();
+        let v = (0..layout.layers).map(|_| ctx.storage("v_cache", bytes)).collect();
+        Ok(Self { k, v, layout, num_blocks, block_bytes: layout.block_bytes(), cpu: vec![Vec::new(); num_cpu_blocks] })
     }
 
     /// Bytes of one block across all layers, K and V.
     pub fn bytes_per_block(&self) -> u64 {
-        self.block_bytes * 2 * self.k.len() as u64
+        self.layout.bytes_per_block()
     }
 
     fn buffers(&self) -> impl Iterator<Item = &wgpu::Buffer> {

@@ -6,13 +6,15 @@
 //! Layout: `context` opens the device; `kernels` compiles and caches the pipelines of
 //! `shaders/*.wgsl`; `launch` is one recorded dispatch; `ops/` builds the launches of each
 //! kernel with its shape checks; `matrix` holds f16 weights split to fit a storage binding;
-//! `kv_cache` is the paged cache and its CPU tier; `step_inputs` uploads a batch description;
+//! `kv_layout` owns the KV element type and byte arithmetic; `kv_cache` is the paged cache and
+//! its CPU tier; `step_inputs` uploads a batch description;
 //! `runner` is the forward pass; `reference` is the plain CPU forward pass tests compare with.
 
 mod context;
 mod error;
 mod kernels;
 mod kv_cache;
+mod kv_layout;
 mod launch;
 mod matrix;
 pub mod ops;
@@ -22,8 +24,9 @@ mod step_inputs;
 
 pub use context::{DeviceFaults, GpuContext};
 pub use error::GpuError;
-pub use kernels::{Kernel, Kernels};
+pub use kernels::{Kernel, KernelFamily, Kernels};
 pub use kv_cache::KvCache;
+pub use kv_layout::{KvDtype, KvLayout};
 pub use launch::{Grid, Launch};
 pub use matrix::GpuMatrix;
 pub use runner::{ModelRunner, RunnerConfig};

@@ -41,15 +41,14 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
     x.iter().zip(gain).map(|(v, g)| (*v as f64 * inv) as f32 * g).collect()
 }
 
-/// Rotates one head in place (HF rotate_half layout).
-pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f32]) {
+/// Rotates one head in place (HF rotate_half layout), in f64.
+pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64]) {
     let half = head.len() / 2;
     for i in 0..half {
-        let angle = pos as f32 * inv_freq[i];
-        let (s, c) = (angle.sin(), angle.cos());
-        let (x1, x2) = (head[i], head[i + half]);
-        head[i] = x1 * c - x2 * s;
-        head[i + half] = x2 * c + x1 * s;
+        let (s, c) = (pos as f64 * inv_freq[i]).sin_cos();
+        let (x1, x2) = (head[i] as f64, head[i + half] as f64);
+        head[i] = (x1 * c - x2 * s) as f32;
+        head[i + half] = (x2 * c + x1 * s) as f32;
     }
 }
 
@@ -90,7 +89,7 @@ impl CpuModel {
     pub fn forward(&self, tokens: &[u32]) -> Vec<Vec<f32>> {
         let c = &self.config;
         let (h, nh, nkv, d) = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim);
-        let inv_freq = c.rope_inv_freq();
+        let inv_freq = c.rope_inv_freq_f64();
         let mut xs: Vec<Vec<f32>> = tokens.iter().map(|&t| self.embed[t as usize * h..(t as usize + 1) * h].to_vec()).collect();
         for l in &self.layers {
             let mut ks = Vec::new();

@@ -8,7 +8,7 @@ use kiln_model::{ModelConfig, Weights};
 use crate::kv_cache::PendingSwapOut;
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE};
 use crate::step_inputs::{StepCapacity, StepInputs};
-use crate::{GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch};
+use crate::{GpuContext, GpuError, GpuMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch};
 
 /// Sizes the runner allocates for.
 #[derive(Clone, Copy, Debug)]
@@ -23,6 +23,10 @@ pub struct RunnerConfig {
     pub num_cpu_blocks: usize,
     /// Longest sequence, in tokens.
     pub max_model_len: usize,
+    /// The matmul and attention kernel family.
+    pub kernels: KernelFamily,
+    /// The KV cache's element type.
+    pub kv_dtype: KvDtype,
 }
 
 struct Layer {
@@ -83,7 +87,7 @@ impl ModelRunner {
         let (h, nh, nkv, d, inter, vocab) =
             (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.vocab_size);
         let qkv_width = (nh + 2 * nkv) * d;
-        let kernels = Kernels::new(&ctx);
+        let kernels = Kernels::for_family(ctx, rc.kernels);
         let max_binding = ctx.max_binding() as usize;
         // Activation buffers must each fit one binding: cap the step's tokens if needed.
         let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;
@@ -100,7 +104,7 @@ impl ModelRunner {
                 penalty_tokens: (max_seqs * rc.max_model_len).min(1 << 22),
             },
         );
-        let kv = KvCache::new(ctx, c.num_layers, (nkv, d), rc.num_blocks, rc.num_cpu_blocks)?;
+        let kv = KvCache::new(ctx, KvLayout::for_model(c, rc.kv_dtype), rc.num_blocks, rc.num_cpu_blocks)?;
 
         let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
         let x = f32s("x", max_tokens * h);
@@ -117,7 +121,12 @@ impl ModelRunner {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let inv_freq = ctx.storage_init("inv_freq", bytemuck::cast_slice(&c.rope_inv_freq()));
+        let rope_bytes = (rc.max_model_len * d * 4) as u64;
+        if rope_bytes > ctx.max_binding() {
+            let max = (ctx.max_binding() / (d as u64 * 4)) as usize;
+            return Err(GpuError::Capacity { what: "positions in the rotary table (one storage binding)", needed: rc.max_model_len, max });
+        }
+        let rope = ctx.storage_init("rope", bytemuck::cast_slice(&ops::rope_table(&c.rope_inv_freq_f64(), rc.max_model_len)));
         let step = &inputs.step;
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
@@ -157,12 +166,25 @@ impl ModelRunner {
             };
             layers.push(Layer {
                 qkv: mm(&x, &w_qkv, b_qkv.as_ref(), &qkv, qkv_width as u32, eps, false),
-                rope_kv: ops::rope_kv(ctx, &kernels, step, (nh, nkv, d), &inputs.positions, &inputs.slot_mapping, &inv_freq, &qkv, &kv.k[i], &kv.v[i]),
+                rope_kv: ops::rope_kv(
+                    ctx,
+                    &kernels,
+                    step,
+                    (nh, nkv, d),
+                    (rc.kv_dtype, rc.max_model_len),
+                    &inputs.positions,
+                    &inputs.slot_mapping,
+                    &rope,
+                    &qkv,
+                    &kv.k[i],
+                    &kv.v[i],
+                ),
                 attention: ops::attention(
                     ctx,
                     &kernels,
                     step,
                     (nh, nkv, d),
+                    rc.kv_dtype,
                     AttentionBuffers {
                         positions: &inputs.positions,
                         token_seq: &inputs.token_seq,
@@ -230,6 +252,9 @@ impl ModelRunner {
 
     /// Records the swaps and the forward pass of `batch`, sampling if `sample` is set.
     fn record(&self, batch: &StepBatch, sample: bool) -> Result<(wgpu::CommandEncoder, Option<PendingSwapOut>, u32), GpuError> {
+        if let Some(p) = batch.positions.iter().find(|&&p| p as usize >= self.runner_config.max_model_len) {
+            return Err(GpuError::Batch(format!("position {p} is past the longest sequence, {}", self.runner_config.max_model_len)));
+        }
         let counts = self.inputs.upload(&self.ctx, batch)?;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         let pending = self.kv.record_swaps(&self.ctx, &mut encoder, &batch.swap_out, &batch.swap_in)?;

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
 use kiln_gpu::reference;
-use kiln_gpu::{GpuMatrix, Kernels};
+use kiln_gpu::{GpuMatrix, Kernels, KvDtype};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -161,24 +161,27 @@ fn gather_rmsnorm_matches_reference() {
     assert_close("gather_rmsnorm", &read_f32(&ctx, &out, 3 * hidden), &want, 1e-5, 1e-4);
 }
 
+/// RoPE and the KV write, for both cache types, at positions up to the end of a 32768-token
+/// context against the rotation in f64. The f64-built table keeps the error at f32 rounding;
+/// angles computed in f32 (`pos * inv_freq`, then `sin`/`cos`) are off by up to ~2e-3 rad at
+/// the far positions, 200x the tolerance here.
 #[test]
 fn rope_kv_rotates_and_writes_cache() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let mut r = rng(5);
-    let (nh, nkv, d, t, slots) = (6, 2, 20, 9, 70);
+    let (nh, nkv, d, t, slots, max_pos) = (6, 2, 20, 9, 70, 32768);
     let width = (nh + 2 * nkv) * d;
     let qkv = randn(&mut r, t * width, 1.0);
-    let positions: Vec<u32> = (0..t).map(|_| r.random_range(0..3000)).collect();
+    let mut positions: Vec<u32> = (0..t - 2).map(|_| r.random_range(0..max_pos as u32)).collect();
+    positions.extend([0, max_pos as u32 - 1]);
     let mut slot_ids: Vec<u32> = (0..slots as u32).collect();
     slot_ids.shuffle(&mut r);
     slot_ids.truncate(t);
-    let inv_freq: Vec<f32> = (0..d / 2).map(|i| 1.0 / 10000f32.powf(2.0 * i as f32 / d as f32)).collect();
+    let inv_freq: Vec<f64> = (0..d / 2).map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64)).collect();
     let step = step_buffer(&ctx, t as u32, 1, 0);
-    let (pb, sb, fb, qb) = (buf_u32(&ctx, &positions), buf_u32(&ctx, &slot_ids), buf_f32(&ctx, &inv_freq), buf_f32(&ctx, &qkv));
-    let (kc, vc) = (ctx.storage("k", (slots * nkv * d * 4) as u64), ctx.storage("v", (slots * nkv * d * 4) as u64));
-    let l = ops::rope_kv(&ctx, &k, &step, (nh, nkv, d), &pb, &sb, &fb, &qb, &kc, &vc);
-    run_launches(&ctx, &[&l], t as u32, 0);
+    let table = ops::rope_table(&inv_freq, max_pos);
+    let (pb, sb, fb) = (buf_u32(&ctx, &positions), buf_u32(&ctx, &slot_ids), buf_f32(&ctx, &table));
     let mut want = qkv.clone();
     let mut want_k = vec![0f32; slots * nkv * d];
     let mut want_v = vec![0f32; slots * nkv * d];
@@ -189,9 +192,23 @@ fn rope_kv_rotates_and_writes_cache() {
         want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
         want_v[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[(nh + nkv) * d..]);
     }
-    assert_close("rope q/k", &read_f32(&ctx, &qb, want.len()), &want, 2e-3, 1e-3);
-    assert_close("k cache", &read_f32(&ctx, &kc, want_k.len()), &want_k, 2e-3, 1e-3);
-    assert_close("v cache", &read_f32(&ctx, &vc, want_v.len()), &want_v, 0.0, 0.0);
+    for dtype in [KvDtype::F16, KvDtype::F32] {
+        let qb = buf_f32(&ctx, &qkv);
+        let words = slots * nkv * d * dtype.bytes() as usize / 4;
+        let (kc, vc) = (ctx.storage("k", words as u64 * 4), ctx.storage("v", words as u64 * 4));
+        let l = ops::rope_kv(&ctx, &k, &step, (nh, nkv, d), (dtype, max_pos), &pb, &sb, &fb, &qb, &kc, &vc);
+        run_launches(&ctx, &[&l], t as u32, 0);
+        assert_close(&format!("rope q/k {dtype}"), &read_f32(&ctx, &qb, want.len()), &want, 1e-5, 0.0);
+        let (got_k, got_v) = (dtype.decode(&read_u32(&ctx, &kc, words)), dtype.decode(&read_u32(&ctx, &vc, words)));
+        // f16: one rounding of a value that is itself within 1e-5 of the reference.
+        let (kw, vw) = match dtype {
+            KvDtype::F16 => (f16_round(&want_k), f16_round(&want_v)),
+            KvDtype::F32 => (want_k.clone(), want_v.clone()),
+        };
+        let rtol = if dtype == KvDtype::F16 { 1e-3 } else { 0.0 };
+        assert_close(&format!("k cache {dtype}"), &got_k, &kw, 1e-5, rtol);
+        assert_close(&format!("v cache {dtype}"), &got_v, &vw, 0.0, rtol);
+    }
 }
 
 /// Several sequences in one dispatch: a prefill chunk on top of cached context that crosses
@@ -200,11 +217,13 @@ fn rope_kv_rotates_and_writes_cache() {
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
     for rowwise in [false, true] {
-        check_attention(&ctx, &Kernels::with_rowwise(&ctx, rowwise));
+        for dtype in [KvDtype::F16, KvDtype::F32] {
+            check_attention(&ctx, &Kernels::with_rowwise(&ctx, rowwise), dtype);
+        }
     }
 }
 
-fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels) {
+fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
     let ctx = ctx.clone();
     let mut r = rng(6);
     let (nh, nkv, d) = (6, 2, 24);
@@ -213,8 +232,9 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels) {
     // (cached tokens before this step, query tokens this step)
     let seqs = [(13usize, 21usize), (99, 1), (0, 5), (70, 1), (16, 17)];
     let kv_width = nkv * d;
-    let kc = randn(&mut r, num_blocks * bs * kv_width, 1.0);
-    let vc = randn(&mut r, num_blocks * bs * kv_width, 1.0);
+    // The reference reads what the cache holds: values rounded to f16 for an f16 cache.
+    let kc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
+    let vc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
     let mut free: Vec<u32> = (0..num_blocks as u32).collect();
     free.shuffle(&mut r);
     let (mut positions, mut token_seq, mut seq_info, mut tables) = (vec![], vec![], vec![], vec![]);
@@ -235,12 +255,14 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels) {
     let qkv = randn(&mut r, t * stride, 1.0);
     let step = step_buffer(&ctx, t as u32, seqs.len() as u32, 0);
     let bufs = (buf_u32(&ctx, &positions), buf_u32(&ctx, &token_seq), buf_u32(&ctx, &seq_info), buf_u32(&ctx, &tables));
-    let (qb, kb, vb, out) = (buf_f32(&ctx, &qkv), buf_f32(&ctx, &kc), buf_f32(&ctx, &vc), ctx.storage("out", (t * nh * d * 4) as u64));
+    let (kb, vb) = (buf_u32(&ctx, &dtype.encode(&kc)), buf_u32(&ctx, &dtype.encode(&vc)));
+    let (qb, out) = (buf_f32(&ctx, &qkv), ctx.storage("out", (t * nh * d * 4) as u64));
     let l = ops::attention(
         &ctx,
         k,
         &step,
         (nh, nkv, d),
+        dtype,
         AttentionBuffers { positions: &bufs.0, token_seq: &bufs.1, seq_info: &bufs.2, block_tables: &bufs.3, qkv: &qb, k_cache: &kb, v_cache: &vb, out: &out },
     )
     .unwrap();
@@ -267,5 +289,5 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels) {
             }
         }
     }
-    assert_close(&format!("attention rowwise={}", k.rowwise), &read_f32(&ctx, &out, want.len()), &want, 1e-4, 1e-3);
+    assert_close(&format!("attention rowwise={} kv {dtype}", k.rowwise), &read_f32(&ctx, &out, want.len()), &want, 1e-4, 1e-3);
 }

@@ -45,14 +45,19 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when configured.
     pub fn rope_inv_freq(&self) -> Vec<f32> {
+        self.rope_inv_freq_f64().into_iter().map(|f| f as f32).collect()
+    }
+
+    /// The same frequencies in f64, for rotary tables computed on the CPU.
+    pub fn rope_inv_freq_f64(&self) -> Vec<f64> {
         let half = self.head_dim / 2;
         let theta = self.rope_theta as f64;
         (0..half)
             .map(|i| {
                 let inv = 1.0 / theta.powf((2 * i) as f64 / self.head_dim as f64);
                 match &self.rope_scaling {
-                    None => inv as f32,
-                    Some(s) => llama3_scale(inv, s) as f32,
+                    None => inv,
+                    Some(s) => llama3_scale(inv, s),
                 }
             })
             .collect()

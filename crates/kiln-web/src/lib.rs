@@ -18,7 +18,9 @@ use std::rc::Rc;
 use std::sync::Mutex;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
-use kiln_engine::{Engine, EngineConfig, FinishReason, IncrementalDecoder, KvSize, Request, RequestUpdate, SamplingParams};
+use kiln_engine::{
+    Engine, EngineConfig, FinishReason, IncrementalDecoder, KernelFamily, KvDtype, KvSize, Request, RequestUpdate, SamplingParams,
+};
 use kiln_gpu::GpuContext;
 use kiln_model::{ChatMessage, ChatTemplate, Model, ModelConfig, Tokenizer};
 use wasm_bindgen::prelude::*;
@@ -33,6 +35,8 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         cpu_kv_bytes: 0,
         enable_prefix_caching: true,
         max_model_len: None,
+        kernels: KernelFamily::Auto,
+        kv_dtype: KvDtype::F16,
     }
 }
 
@@ -248,6 +252,19 @@ fn num(obj: &JsValue, key: &str) -> Result<Option<f64>, JsValue> {
     v.as_f64().map(Some).ok_or_else(|| err(format!("{key} must be a number")))
 }
 
+/// A string option parsed with `FromStr`; `None` when absent.
+fn parsed<T: std::str::FromStr<Err = String>>(obj: &JsValue, key: &str) -> Result<Option<T>, JsValue> {
+    if obj.is_undefined() || obj.is_null() {
+        return Ok(None);
+    }
+    let v = Reflect::get(obj, &JsValue::from_str(key))?;
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    let text = v.as_string().ok_or_else(|| err(format!("{key} must be a string")))?;
+    text.parse().map(Some).map_err(|e: String| err(format!("{key}: {e}")))
+}
+
 fn flag(obj: &JsValue, key: &str) -> Result<bool, JsValue> {
     if obj.is_undefined() || obj.is_null() {
         return Ok(false);
@@ -259,6 +276,8 @@ impl WebEngine {
     fn build(gpu: &WebGpu, model: Model, options: &JsValue, progress: Option<Function>) -> Result<WebEngine, JsValue> {
         let kv_mib = num(options, "kvMiB")?.unwrap_or(128.0).max(1.0);
         let max_seqs = num(options, "maxSeqs")?.unwrap_or(8.0) as usize;
+        let kernels = parsed::<KernelFamily>(options, "kernels")?.unwrap_or_default();
+        let kv_dtype = parsed::<KvDtype>(options, "kvDtype")?.unwrap_or_default();
         let mut report = |done: usize, total: usize| {
             if let Some(f) = &progress {
                 let _ = f.call2(&JsValue::NULL, &JsValue::from(done as f64), &JsValue::from(total as f64));
@@ -268,7 +287,7 @@ impl WebEngine {
             &gpu.ctx,
             &model.config,
             &model.weights,
-            engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs),
+            EngineConfig { kernels, kv_dtype, ..engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs) },
             &mut report,
         )
         .map_err(err)?;
@@ -288,7 +307,8 @@ impl WebEngine {
 
 #[wasm_bindgen]
 impl WebEngine {
-    /// Loads a GGUF model from its bytes and uploads it. `options`: `{kvMiB, maxSeqs}`;
+    /// Loads a GGUF model from its bytes and uploads it. `options`: `{kvMiB, maxSeqs, kernels:
+    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"}`;
     /// `progress(done, total)` is called while weights upload.
     pub fn load_gguf(
         gpu: &WebGpu,

@@ -1,6 +1,6 @@
 use bytemuck::{Pod, Zeroable};
 
-use crate::{GpuContext, GpuError, Grid, Kernels, Launch};
+use crate::{GpuContext, GpuError, Grid, Kernels, KvDtype, Launch};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -26,12 +26,13 @@ pub struct AttentionBuffers<'a> {
     pub out: &'a wgpu::Buffer,
 }
 
-/// Paged attention over the flattened batch; grid (tokens, kv heads).
+/// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`.
 pub fn attention(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
+    kv_dtype: KvDtype,
     b: AttentionBuffers<'_>,
 ) -> Result<Launch, GpuError> {
     let group = num_heads / num_kv_heads.max(1);
@@ -58,10 +59,12 @@ pub fn attention(
         },
     );
     let buffers = [step, &p, b.positions, b.token_seq, b.seq_info, b.block_tables, b.qkv, b.k_cache, b.v_cache, b.out];
+    let constants = [kv_dtype.override_constant()];
     Ok(if kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256 {
         let grid = Grid::Elements { width: num_heads as u32, per: 64 };
-        Launch::new(&ctx.device, kernels.get("attention_rowwise"), &buffers, grid)
+        Launch::new(&ctx.device, kernels.get_with("attention_rowwise", &constants), &buffers, grid)
     } else {
-        Launch::new(&ctx.device, kernels.get("attention"), &buffers, Grid::Tokens { per: 1, y: num_kv_heads as u32 })
+        let grid = Grid::Tokens { per: 1, y: num_kv_heads as u32 };
+        Launch::new(&ctx.device, kernels.get_with("attention", &constants), &buffers, grid)
     })
 }

@@ -1,6 +1,6 @@
 use bytemuck::{Pod, Zeroable};
 
-use crate::{GpuContext, Grid, Kernels, Launch};
+use crate::{GpuContext, Grid, Kernels, KvDtype, Launch};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -8,33 +8,51 @@ struct Params {
     num_heads: u32,
     num_kv_heads: u32,
     head_dim: u32,
-    pad: u32,
+    max_positions: u32,
 }
 
-/// Rotary embedding on q and k of `qkv` in place, and K/V into the cache at each token's slot.
+/// The rotary table `rope_kv` reads: for each position `p < max_positions` and each
+/// `i < inv_freq.len()`, `(cos, sin)` of `p * inv_freq[i]`, computed in f64 and rounded once
+/// to f32, so the angle is exact at every position of the context (f32 `pos * inv_freq`
+/// followed by WGSL `sin`/`cos`, which are only specified on [-pi, pi], is not).
+pub fn rope_table(inv_freq: &[f64], max_positions: usize) -> Vec<f32> {
+    let mut table = Vec::with_capacity(max_positions * inv_freq.len() * 2);
+    for p in 0..max_positions {
+        for &f in inv_freq {
+            let (s, c) = (p as f64 * f).sin_cos();
+            table.extend([c as f32, s as f32]);
+        }
+    }
+    table
+}
+
+/// Rotary embedding on q and k of `qkv` in place, and K/V into the cache (of element type
+/// `kv_dtype`) at each token's slot. `rope` is [`rope_table`] for `max_positions` positions.
 #[allow(clippy::too_many_arguments)]
 pub fn rope_kv(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
+    (kv_dtype, max_positions): (KvDtype, usize),
     positions: &wgpu::Buffer,
     slot_mapping: &wgpu::Buffer,
-    inv_freq: &wgpu::Buffer,
+    rope: &wgpu::Buffer,
     qkv: &wgpu::Buffer,
     k_cache: &wgpu::Buffer,
     v_cache: &wgpu::Buffer,
 ) -> Launch {
     assert!(head_dim % 2 == 0, "head_dim must be even");
+    assert!(max_positions > 0, "the rotary table needs at least one position");
     let p = super::params(
         ctx,
         "rope_kv",
-        &Params { num_heads: num_heads as u32, num_kv_heads: num_kv_heads as u32, head_dim: head_dim as u32, pad: 0 },
+        &Params { num_heads: num_heads as u32, num_kv_heads: num_kv_heads as u32, head_dim: head_dim as u32, max_positions: max_positions as u32 },
     );
     Launch::new(
         &ctx.device,
-        kernels.get("rope_kv"),
-        &[step, &p, positions, slot_mapping, inv_freq, qkv, k_cache, v_cache],
+        kernels.get_with("rope_kv", &[kv_dtype.override_constant()]),
+        &[step, &p, positions, slot_mapping, rope, qkv, k_cache, v_cache],
         Grid::Tokens { per: 1, y: 1 },
     )
 }

@@ -1,0 +1,25 @@
+//! The device-side engine flags `generate` and `serve` share: kernel family and KV cache type.
+
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype};
+
+#[derive(clap::Args, Clone, Copy)]
+pub struct DeviceArgs {
+    /// Matmul and attention kernels: auto (by device type: cpu on CPU-backed adapters such as
+    /// lavapipe, gpu elsewhere), gpu (tiled, workgroup memory) or cpu (row-wise).
+    #[arg(long, default_value = "auto")]
+    pub kernels: KernelFamily,
+    /// KV cache element type: f16 (packed in pairs, twice the tokens per byte) or f32.
+    #[arg(long, default_value = "f16")]
+    pub kv_dtype: KvDtype,
+}
+
+impl DeviceArgs {
+    /// `ec` with these choices.
+    pub fn apply(self, ec: EngineConfig) -> EngineConfig {
+        EngineConfig {
+            kernels: self.kernels,
+            kv_dtype: self.kv_dtype,
+            ..ec
+        }
+    }
+}
