@@ -1,10 +1,12 @@
 //! The real default model (SmolLM2-135M-Instruct, GGUF Q4_1) on the GPU against the
-//! Hugging Face transformers reference in tests/reference/.
+//! Hugging Face transformers reference in tests/reference/. The reference test runs both
+//! kernel families with the default f16 KV cache, and the row-wise family with f32 KV.
 
 mod common;
 
 use common::*;
 use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype};
 use kiln_model::ChatMessage;
 
 fn prompt_ids(model: &kiln_model::Model, p: &serde_json::Value) -> Vec<u32> {
@@ -38,19 +40,33 @@ fn last_logits_and_greedy_tokens_match_reference() {
     let ctx = gpu();
     let model = default_model();
     let reference = reference();
-    let mut engine = engine(&ctx, &model, small_config());
+    for (kernels, kv_dtype) in [(KernelFamily::Gpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F32)] {
+        let start = std::time::Instant::now();
+        let mut engine = engine(&ctx, &model, EngineConfig { kernels, kv_dtype, ..small_config() });
+        let worst = check_reference(&model, &reference, &mut engine, &format!("kernels {kernels} kv {kv_dtype}"));
+        eprintln!("kernels {kernels} kv {kv_dtype}: worst top-20 logit difference {worst:.4}, {:.1} s", start.elapsed().as_secs_f64());
+    }
+}
+
+/// Every reference prompt: the top-20 last logits within 0.05 and 32 greedy tokens equal.
+/// Returns the worst logit difference.
+fn check_reference(model: &kiln_model::Model, reference: &serde_json::Value, engine: &mut kiln_engine::Engine, what: &str) -> f32 {
+    let mut worst = 0f32;
     for (name, p) in reference["prompts"].as_object().unwrap() {
-        let ids = prompt_ids(&model, p);
+        let name = format!("{what}: {name}");
+        let ids = prompt_ids(model, p);
         let logits = pollster::block_on(engine.runner().logits(&prefill_batch(&ids))).unwrap().remove(0);
         let top = &p["last_logits_top20"];
         for (id, want) in top["ids"].as_array().unwrap().iter().zip(top["values"].as_array().unwrap()) {
             let (id, want) = (id.as_u64().unwrap() as usize, want.as_f64().unwrap() as f32);
+            worst = worst.max((logits[id] - want).abs());
             assert!((logits[id] - want).abs() < 0.05, "{name}: logit of token {id}: got {}, want {want}", logits[id]);
         }
         let want: Vec<u32> = p["greedy_32"]["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-        let out = run_all(&mut engine, vec![greedy_request(1, ids, 32, true, &model.config.eos_token_ids)]);
+        let out = run_all(engine, vec![greedy_request(1, ids, 32, true, &model.config.eos_token_ids)]);
         assert_eq!(out[&1], want, "{name}: greedy tokens");
     }
+    worst
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! A request fuzzer: seeded random and mutated JSON bodies for every endpoint that takes one
 //! (chat completions, completions, tokenize, detokenize), streaming or not. None may get a
 //! 5xx, a panic or a dropped connection: each answer is a success or an OpenAI-style error,
-//! and the server still answers at the end. `KILN_FUZZ_CASES` sets the count (default 600).
+//! and the server still answers at the end. `KILN_FUZZ_CASES` sets the count (default 3000).
 
 mod common;
 
@@ -190,7 +190,7 @@ async fn random_and_mutated_bodies_never_get_a_5xx() {
     let cases: usize = std::env::var("KILN_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(600);
+        .unwrap_or(3000);
     let paths = [
         "/v1/chat/completions",
         "/v1/completions",

@@ -1,10 +1,10 @@
-//! A bounded soak test (about a minute on lavapipe with the tiny random model): 64 concurrent
+//! A bounded soak test (under a minute on lavapipe with the tiny random model): 64 concurrent
 //! streaming clients with mixed prompt and output lengths against a KV pool small enough to
 //! force preemption, with random client disconnects, injected step failures and one device
 //! loss. Every request not hit by a fault must complete with the greedy output of its solo
 //! run; every one hit must get a clear error; the pool must end empty and `/health` 200.
-//! Two rounds of 64 clients by default: step failures in both, the device lost once half of
-//! the first round has ended; `KILN_SOAK_ROUNDS` sets more rounds for longer runs.
+//! Four rounds of 64 clients by default: step failures throughout, the device
+//! lost once half of the first round has ended; `KILN_SOAK_ROUNDS` sets more rounds.
 
 mod common;
 
@@ -92,7 +92,7 @@ async fn soak_64_streaming_clients_with_faults() {
     let rounds: usize = std::env::var("KILN_SOAK_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(4);
     // Solo runs, on a fault-free server with a large pool.
     let solo_srv = start_tiny_faulty(|_, _| {}, |_| FaultPlan::default());
     let mut solo = Vec::new();
@@ -118,8 +118,9 @@ async fn soak_64_streaming_clients_with_faults() {
                 lose_device_now: Some(trigger.clone()),
                 ..FaultPlan::default()
             },
+            // After the rebuild: a step failure every 150 steps.
             _ => FaultPlan {
-                fail_steps: vec![40],
+                fail_steps: (0..1000).map(|k| 40 + 150 * k).collect(),
                 ..FaultPlan::default()
             },
         },

@@ -16,15 +16,23 @@ pub fn gpu() -> GpuContext {
 
 /// The default model; a missing file fails the test with the command that fetches it.
 pub fn default_model() -> Model {
-    let path = std::env::var_os("KILN_MODEL").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    });
-    assert!(path.exists(), "{} is missing: run `scripts/fetch-model.sh` first", path.display());
+    let path = std::env::var_os("KILN_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: run `scripts/fetch-model.sh` first",
+        path.display()
+    );
     Model::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
 }
 
 pub fn reference() -> serde_json::Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/reference/smollm2-135m-instruct.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/reference/smollm2-135m-instruct.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
@@ -34,10 +42,21 @@ pub fn engine(ctx: &GpuContext, model: &Model, cfg: EngineConfig) -> Engine {
 }
 
 pub fn small_config() -> EngineConfig {
-    EngineConfig { max_num_batched_tokens: 512, max_num_seqs: 16, kv: KvSize::Blocks(256), ..EngineConfig::default() }
+    EngineConfig {
+        max_num_batched_tokens: 512,
+        max_num_seqs: 16,
+        kv: KvSize::Blocks(256),
+        ..EngineConfig::default()
+    }
 }
 
-pub fn greedy_request(id: u64, prompt: Vec<u32>, max_tokens: usize, ignore_eos: bool, eos: &[u32]) -> Request {
+pub fn greedy_request(
+    id: u64,
+    prompt: Vec<u32>,
+    max_tokens: usize,
+    ignore_eos: bool,
+    eos: &[u32],
+) -> Request {
     Request {
         sampling: SamplingParams::greedy(),
         ignore_eos,
@@ -47,7 +66,10 @@ pub fn greedy_request(id: u64, prompt: Vec<u32>, max_tokens: usize, ignore_eos: 
 }
 
 /// Runs every request to completion; returns the sampled tokens by request id.
-pub fn run_sampled(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec<SampledToken>> {
+pub fn run_sampled(
+    engine: &mut Engine,
+    requests: Vec<Request>,
+) -> BTreeMap<u64, Vec<SampledToken>> {
     let mut out = BTreeMap::new();
     for r in requests {
         out.insert(r.id, Vec::new());
@@ -65,5 +87,8 @@ pub fn run_sampled(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64,
 
 /// Runs every request to completion; returns the token ids by request id.
 pub fn run_all(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec<u32>> {
-    run_sampled(engine, requests).into_iter().map(|(id, t)| (id, t.iter().map(|t| t.token_id).collect())).collect()
+    run_sampled(engine, requests)
+        .into_iter()
+        .map(|(id, t)| (id, t.iter().map(|t| t.token_id).collect()))
+        .collect()
 }
