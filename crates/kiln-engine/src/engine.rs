@@ -1,10 +1,15 @@
-//! The engine: a [`Scheduler`] and a [`ModelRunner`] sized for each other.
+//! The engine: a [`Scheduler`] and a [`ModelRunner`] sized for each other, plus the
+//! grammar matchers of constrained requests.
 
+use std::collections::HashMap;
+
+use kiln_core::TokenMask;
+use kiln_gpu::ops::NO_TOKEN;
 use kiln_gpu::{GpuContext, ModelRunner, RunnerConfig};
 use kiln_model::{ModelConfig, Weights};
-use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
+use kiln_scheduler::{FinishReason, Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
 
-use crate::EngineError;
+use crate::{Constraint, EngineError};
 
 /// How large the GPU KV pool is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,6 +46,10 @@ impl Default for EngineConfig {
 pub struct Engine {
     scheduler: Scheduler,
     runner: ModelRunner,
+    /// Matchers of the constrained requests still running.
+    constraints: HashMap<u64, Constraint>,
+    /// Requests failed by their matcher since the last [`Engine::take_failures`].
+    failures: Vec<(u64, String)>,
 }
 
 impl Engine {
@@ -87,15 +96,31 @@ impl Engine {
             enable_prefix_caching: ec.enable_prefix_caching,
             max_model_len,
         });
-        Ok(Self { scheduler, runner })
+        Ok(Self { scheduler, runner, constraints: HashMap::new(), failures: Vec::new() })
     }
 
     pub fn add_request(&mut self, request: Request) -> Result<(), EngineError> {
         Ok(self.scheduler.add_request(request)?)
     }
 
+    /// Adds a request whose output `constraint` governs: every token is sampled under the
+    /// matcher's mask and fed back to it.
+    pub fn add_constrained_request(&mut self, request: Request, constraint: Constraint) -> Result<(), EngineError> {
+        let id = request.id;
+        self.scheduler.add_request(request)?;
+        self.constraints.insert(id, constraint);
+        Ok(())
+    }
+
+    /// Requests that failed because their grammar matcher did (an error, or no allowed token),
+    /// with the reason; each also got a final update with `FinishReason::Abort`.
+    pub fn take_failures(&mut self) -> Vec<(u64, String)> {
+        std::mem::take(&mut self.failures)
+    }
+
     /// Stops a request; its blocks return to the pool. `None` if it is unknown or finished.
     pub fn abort(&mut self, id: u64) -> Option<RequestUpdate> {
+        self.constraints.remove(&id);
         self.scheduler.abort(id)
     }
 
@@ -105,8 +130,67 @@ impl Engine {
         let Some(step) = self.scheduler.schedule() else {
             return Ok(Vec::new());
         };
-        let sampled = self.runner.step(&step.batch).await?;
-        Ok(self.scheduler.update(step, &sampled))
+        let sampled_ids: Vec<u64> = step.seqs.iter().filter(|s| s.sampled).map(|s| s.id).collect();
+        if !sampled_ids.iter().any(|id| self.constraints.contains_key(id)) {
+            let sampled = self.runner.step(&step.batch).await?;
+            return Ok(self.scheduler.update(step, &sampled));
+        }
+        // The masks are computed while the GPU runs the forward pass.
+        let (constraints, failed) = (&mut self.constraints, &mut Vec::new());
+        let mut masks = || -> Vec<Option<TokenMask>> {
+            sampled_ids
+                .iter()
+                .map(|id| {
+                    let c = constraints.get_mut(id)?;
+                    Some(c.mask().unwrap_or_else(|e| {
+                        failed.push((*id, format!("the output constraint failed: {e}")));
+                        vec![0; c.mask_len()]
+                    }))
+                })
+                .collect()
+        };
+        let mut sampled = self.runner.step_with_masks(&step.batch, &mut masks).await?;
+        let mut failed = std::mem::take(failed);
+        let mut complete = Vec::new();
+        for (id, t) in sampled_ids.iter().zip(&mut sampled) {
+            let Some(c) = self.constraints.get_mut(id) else { continue };
+            if failed.iter().any(|(f, _)| f == id) {
+            } else if t.token_id == NO_TOKEN {
+                failed.push((*id, "no token the output constraint allows has a finite logit".into()));
+            } else if let Err(e) = c.consume(t.token_id) {
+                failed.push((*id, format!("the output constraint rejected token {}: {e}", t.token_id)));
+            } else {
+                if c.is_stopped() {
+                    complete.push(*id);
+                }
+                continue;
+            }
+            // A failed row's token is not appended: the request is aborted below.
+            t.token_id = 0;
+        }
+        let mut updates = self.scheduler.update(step, &sampled);
+        for (id, _) in &failed {
+            self.constraints.remove(id);
+            self.scheduler.abort(*id);
+            if let Some(u) = updates.iter_mut().find(|u| u.id == *id) {
+                u.token = None;
+                u.finished = Some(FinishReason::Abort);
+            }
+        }
+        // A matcher that can take no more tokens ends its sequence here (as EOS would).
+        for id in complete {
+            if let Some(u) = updates.iter_mut().find(|u| u.id == id && u.finished.is_none()) {
+                self.scheduler.abort(id);
+                u.finished = Some(FinishReason::Stop);
+            }
+        }
+        for u in &updates {
+            if u.finished.is_some() {
+                self.constraints.remove(&u.id);
+            }
+        }
+        self.failures.extend(failed);
+        Ok(updates)
     }
 
     pub fn has_unfinished(&self) -> bool {

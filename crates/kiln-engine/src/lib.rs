@@ -3,12 +3,14 @@
 //! readback is awaited), so the same code runs on a server's engine thread (driven by
 //! `pollster`) and in a browser tab.
 
+mod constraint;
 mod detokenize;
 mod engine;
 mod error;
 
+pub use constraint::{lark_string, Constraint, ConstraintFactory, Grammar};
 pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
-pub use kiln_core::{SampledToken, SamplingParams};
+pub use kiln_core::{LogprobsMode, SampledToken, SamplingParams};
 pub use kiln_scheduler::{FinishReason, Request, RequestUpdate, SchedulerStats};

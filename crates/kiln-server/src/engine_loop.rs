@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kiln_engine::{Engine, Request, RequestUpdate, SchedulerStats};
+use kiln_engine::{Constraint, Engine, Request, RequestUpdate, SchedulerStats};
 
 /// Builds the engine on the engine thread (so the engine never has to be `Send`).
 pub type EngineFactory = Box<dyn FnOnce() -> anyhow::Result<Engine> + Send>;
 
 pub enum Command {
-    Add { request: Request, updates: flume::Sender<SeqEvent> },
+    Add { request: Request, constraint: Option<Constraint>, updates: flume::Sender<SeqEvent> },
     Abort(u64),
 }
 
@@ -84,9 +84,14 @@ impl EngineHandle {
 
     /// Queues a request; its updates arrive on the returned channel.
     pub fn add(&self, request: Request) -> flume::Receiver<SeqEvent> {
+        self.add_constrained(request, None)
+    }
+
+    /// [`Self::add`] with the matcher that constrains the output.
+    pub fn add_constrained(&self, request: Request, constraint: Option<Constraint>) -> flume::Receiver<SeqEvent> {
         let (tx, rx) = flume::unbounded();
         self.pending.fetch_add(1, Ordering::SeqCst);
-        if self.commands.send(Command::Add { request, updates: tx }).is_err() {
+        if self.commands.send(Command::Add { request, constraint, updates: tx }).is_err() {
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
         rx
@@ -110,10 +115,14 @@ impl EngineHandle {
 fn run(mut engine: Engine, rx: flume::Receiver<Command>, pending: Arc<AtomicUsize>, stats: Arc<Mutex<SchedulerStats>>) {
     let mut active: HashMap<u64, flume::Sender<SeqEvent>> = HashMap::new();
     let handle = |engine: &mut Engine, active: &mut HashMap<u64, flume::Sender<SeqEvent>>, cmd: Command| match cmd {
-        Command::Add { request, updates } => {
+        Command::Add { request, constraint, updates } => {
             pending.fetch_sub(1, Ordering::SeqCst);
             let id = request.id;
-            match engine.add_request(request) {
+            let added = match constraint {
+                Some(c) => engine.add_constrained_request(request, c),
+                None => engine.add_request(request),
+            };
+            match added {
                 Ok(()) => {
                     active.insert(id, updates);
                 }
@@ -152,6 +161,12 @@ fn run(mut engine: Engine, rx: flume::Receiver<Command>, pending: Arc<AtomicUsiz
         }
         match pollster::block_on(engine.step()) {
             Ok(updates) => {
+                // Requests failed by their output constraint end with an error, not a finish.
+                for (id, why) in engine.take_failures() {
+                    if let Some(tx) = active.remove(&id) {
+                        let _ = tx.send(SeqEvent::Error(why));
+                    }
+                }
                 for u in updates {
                     let id = u.id;
                     let done = u.finished.is_some();

@@ -17,6 +17,8 @@ mod metrics;
 mod routes;
 mod sse;
 mod state;
+mod structured;
+mod tools;
 pub mod stop;
 
 use std::net::SocketAddr;
@@ -53,6 +55,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// The browser demo, served under `/demo/` when set.
     pub demo: Option<DemoFiles>,
+    /// What reported log-probabilities describe (raw model logits by default, as vLLM).
+    pub logprobs_mode: kiln_engine::LogprobsMode,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +69,7 @@ impl Default for ServerConfig {
             max_waiting: 1024,
             max_body_bytes: 8 << 20,
             demo: None,
+            logprobs_mode: kiln_engine::LogprobsMode::Raw,
         }
     }
 }
@@ -100,7 +105,7 @@ pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactor
     );
     let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
     let addr = listener.local_addr()?;
-    let state = Arc::new(AppState { config, model, engine, metrics: Default::default(), created: routes::now_s() });
+    let state = Arc::new(AppState { config, model, engine, metrics: Default::default(), created: routes::now_s(), constraints: Default::default() });
     let app = router(state);
     tracing::info!("serving on http://{addr}");
     let task = tokio::spawn(async move { axum::serve(listener, app).await });
