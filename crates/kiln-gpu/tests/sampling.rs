@@ -389,8 +389,10 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
             let history = top.iter().map(|&t| PenaltyToken { token_id: t, output_count: 2, seen: true }).collect();
             let params = SamplingParams {
                 temperature: [0.0, 0.6, 1.3][i % 3],
-                repetition_penalty: 1.4,
-                presence_penalty: 0.5,
+                // Mild penalties on the top tokens: they change the logits but often not the
+                // choice, so chosen tokens include penalised ones (whose raw value is needed).
+                repetition_penalty: 1.02,
+                presence_penalty: 0.01,
                 top_logprobs: 4,
                 ..SamplingParams::default()
             };
