@@ -1,17 +1,26 @@
 // Sampling, one workgroup per sampled row of logits, returning only token ids (and log-probs):
+//  0. in raw log-prob mode, the log-probabilities of the model's own logits (before penalties,
+//     temperature and mask), as vLLM reports by default;
 //  1. penalties on the row's history: repetition (divide positive logits, multiply negative
 //     ones, for tokens seen in prompt or output), presence and frequency (output counts);
-//  2. temperature; greedy (argmax) when it is 0 or top_k is 1;
+//  2. temperature and exclusion: a token is left out (as if its probability were 0) when the
+//     row's allowed-token mask clears its bit or its logit is not finite (-inf, +inf, NaN;
+//     tested on the bits, since WGSL may assume floats are finite); greedy (argmax) when it is 0 or top_k is 1;
 //  3. filtering by thresholds found by bisection, so no sort is needed: top-k (largest
 //     threshold keeping at least k tokens), top-p (largest threshold keeping at least top_p of
 //     the top-k mass), min-p (probability at least min_p times the top token's);
 //  4. a Gumbel-max draw over the kept tokens, with noise hashed from (seed, draw index, token),
 //     so the same seed gives the same token whatever else shares the batch;
-//  5. the chosen token's log-probability and the top-n log-probabilities if asked.
+//  5. the chosen token's log-probability and the top-n log-probabilities if asked (processed
+//     mode: over the kept-or-masked distribution after penalties and temperature, excluded
+//     tokens never listed).
+// A row with no token left writes id 0xffffffff.
+// Masks: `mask_row` selects `p.mask_words` words of `masks`; bit i % 32 of word i / 32 allows
+// token i; NO_MASK (0xffffffff) allows every token.
 // Grid: (num_samples, 1, 1), 256 invocations per row.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { vocab: u32, out_stride: u32, pad0: u32, pad1: u32 }
+struct Params { vocab: u32, out_stride: u32, mask_words: u32, pad1: u32 }
 struct Sampling {
     temperature: f32,
     top_k: u32,
@@ -26,8 +35,8 @@ struct Sampling {
     draw_index: u32,
     penalty_start: u32,
     penalty_count: u32,
-    pad0: u32,
-    pad1: u32,
+    mask_row: u32,
+    raw_logprobs: u32,
     pad2: u32,
 }
 
@@ -37,10 +46,16 @@ struct Sampling {
 @group(0) @binding(3) var<storage, read> penalties: array<u32>;      // (P, 2): token, count | seen << 31
 @group(0) @binding(4) var<storage, read_write> logits: array<f32>;   // (S, V), modified in place
 @group(0) @binding(5) var<storage, read_write> out: array<u32>;      // (S, out_stride): id, logprob, (id, logprob) * n
+@group(0) @binding(6) var<storage, read> masks: array<u32>;          // (M, mask_words)
+@group(0) @binding(7) var<storage, read_write> penalty_raw: array<f32>; // (P): logits before penalties
 
 const WG: u32 = 256u;
 const NEG: f32 = -3.0e38;
 const BISECT_STEPS: u32 = 32u;
+const NO_MASK: u32 = 0xffffffffu;
+const NONE: u32 = 0xffffffffu;
+
+var<workgroup> found: f32;
 
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;
@@ -106,6 +121,70 @@ fn reduce_min(lid: u32, v: f32) -> f32 {
     return r;
 }
 
+fn is_finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u;
+}
+
+fn allowed(mask_row: u32, i: u32) -> bool {
+    if (mask_row == NO_MASK) {
+        return true;
+    }
+    return ((masks[mask_row * p.mask_words + i / 32u] >> (i % 32u)) & 1u) != 0u;
+}
+
+// Writes the top-n (value desc, index asc) of the row's current values into out[o + 2..], each
+// pass taking the best token ranked after the previous one. Excluded tokens (not finite, or
+// NEG after step 2) are never listed; slots past the last candidate get id NONE.
+fn top_n(lid: u32, base: u32, o: u32, n_top: u32, lse: f32) {
+    var prev_v = 3.0e38;
+    var prev_i = 0u;
+    var prev_valid = true;
+    for (var n = 0u; n < n_top; n++) {
+        var bv = NEG;
+        var bi = NONE;
+        if (prev_valid) {
+            for (var i = lid; i < p.vocab; i += WG) {
+                let l = logits[base + i];
+                let after = l < prev_v || (l == prev_v && i > prev_i);
+                if (is_finite(l) && l > NEG && after && (bi == NONE || l > bv || (l == bv && i < bi))) {
+                    bv = l;
+                    bi = i;
+                }
+            }
+        }
+        // Invocations without a candidate carry (NEG, NONE), which loses every comparison.
+        let r = reduce_argmax(lid, bv, bi);
+        prev_valid = r.y != NONE;
+        prev_v = bitcast<f32>(r.x);
+        prev_i = r.y;
+        if (lid == 0u) {
+            out[o + 2u + 2u * n] = prev_i;
+            out[o + 3u + 2u * n] = bitcast<u32>(select(NEG, prev_v - lse, prev_valid));
+        }
+    }
+}
+
+// log-sum-exp over the finite raw logits of the row.
+fn raw_lse(lid: u32, base: u32) -> f32 {
+    var mx = NEG;
+    for (var i = lid; i < p.vocab; i += WG) {
+        let l = logits[base + i];
+        if (is_finite(l)) {
+            mx = max(mx, l);
+        }
+    }
+    let m = reduce_argmax(lid, mx, 0u);
+    let mv = bitcast<f32>(m.x);
+    var z = 0.0;
+    for (var i = lid; i < p.vocab; i += WG) {
+        let l = logits[base + i];
+        if (is_finite(l)) {
+            z += exp(l - mv);
+        }
+    }
+    return mv + log(reduce_sum(lid, z));
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row = wg.x;
@@ -115,8 +194,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let sp = sampling[row];
     let base = row * p.vocab;
     let v_count = p.vocab;
+    let o = row * p.out_stride;
+    let raw = sp.raw_logprobs != 0u;
+
+    // 0. Raw log-probs: normaliser and top-n of the model's logits, before anything changes them.
+    var lse_raw = 0.0;
+    if (raw && sp.top_logprobs > 0u) {
+        lse_raw = raw_lse(lid, base);
+        top_n(lid, base, o, sp.top_logprobs, lse_raw);
+    }
 
     // 1. Penalties: each history token appears once in the list, so no two invocations race.
+    // The raw value is kept for the raw log-prob of the chosen token.
     for (var e = lid; e < sp.penalty_count; e += WG) {
         let entry = sp.penalty_start + e;
         let tok = penalties[2u * entry];
@@ -124,6 +213,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let count = packed & 0x7fffffffu;
         let seen = (packed >> 31u) != 0u;
         var l = logits[base + tok];
+        penalty_raw[entry] = l;
         if (seen) {
             if (l > 0.0) {
                 l = l / sp.repetition_penalty;
@@ -139,7 +229,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     storageBarrier();
     workgroupBarrier();
 
-    // 2. Temperature, the row's maximum and log-sum-exp.
+    // 2. Temperature and exclusion (excluded tokens hold NEG, below every threshold), the
+    // row's maximum and log-sum-exp over the kept tokens.
     // top_k == 1 is greedy too, but its log-probs are still under the temperature.
     let greedy = sp.temperature <= 0.0 || sp.top_k == 1u;
     var inv_t = 1.0;
@@ -147,29 +238,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         inv_t = 1.0 / sp.temperature;
     }
     var best_v = NEG;
-    var best_i = 0u;
+    var best_i = NONE;
     var lowest = 3.0e38;
     for (var i = lid; i < v_count; i += WG) {
-        let l = logits[base + i] * inv_t;
-        logits[base + i] = l;
-        if (l > best_v) {
-            best_v = l;
-            best_i = i;
+        var l = logits[base + i] * inv_t;
+        let ok = is_finite(l) && allowed(sp.mask_row, i);
+        if (!ok) {
+            l = NEG;
         }
-        lowest = min(lowest, l);
+        logits[base + i] = l;
+        if (ok) {
+            if (best_i == NONE || l > best_v) {
+                best_v = l;
+                best_i = i;
+            }
+            lowest = min(lowest, l);
+        }
     }
     storageBarrier();
     let top = reduce_argmax(lid, best_v, best_i);
+    // No token left: the rest runs on NEG values (harmless) and the id written is NONE.
+    let empty = top.y == NONE;
     let m = bitcast<f32>(top.x);
     var z_part = 0.0;
     for (var i = lid; i < v_count; i += WG) {
-        z_part += exp(logits[base + i] - m);
+        let l = logits[base + i];
+        if (l > NEG) {
+            z_part += exp(l - m);
+        }
     }
     let lse = m + log(reduce_sum(lid, z_part));
 
     var chosen = top.y;
     if (!greedy) {
-        // 3. Thresholds.
+        // 3. Thresholds, searched between the lowest and highest kept values.
         var thr = reduce_min(lid, lowest);
         if (sp.top_k > 0u && sp.top_k < v_count) {
             var lo = thr;
@@ -233,31 +335,29 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
 
     // 5. Outputs.
-    let o = row * p.out_stride;
-    if (lid == 0u) {
-        out[o] = chosen;
-        out[o + 1u] = bitcast<u32>(logits[base + chosen] - lse);
-    }
-    // Top-n: each pass takes the best token ranked after the previous one (value desc, index asc).
-    var prev_v = 3.0e38;
-    var prev_i = 0u;
-    for (var n = 0u; n < sp.top_logprobs; n++) {
-        var bv = NEG;
-        var bi = 0xffffffffu;
-        for (var i = lid; i < v_count; i += WG) {
-            let l = logits[base + i];
-            let after = l < prev_v || (l == prev_v && i > prev_i);
-            if (after && (l > bv || (l == bv && i < bi))) {
-                bv = l;
-                bi = i;
+    var chosen_lp = logits[base + chosen] - lse;
+    if (raw) {
+        // The chosen token's raw logit: the penalty list's copy if it was penalised.
+        if (lid == 0u && !empty) {
+            found = logits[base + chosen] / inv_t;
+        }
+        workgroupBarrier();
+        for (var e = lid; e < sp.penalty_count; e += WG) {
+            let entry = sp.penalty_start + e;
+            if (penalties[2u * entry] == chosen) {
+                found = penalty_raw[entry];
             }
         }
-        let r = reduce_argmax(lid, bv, bi);
-        prev_v = bitcast<f32>(r.x);
-        prev_i = r.y;
-        if (lid == 0u) {
-            out[o + 2u + 2u * n] = prev_i;
-            out[o + 3u + 2u * n] = bitcast<u32>(prev_v - lse);
+        workgroupBarrier();
+        if (sp.top_logprobs > 0u) {
+            chosen_lp = found - lse_raw;
         }
+    }
+    if (lid == 0u) {
+        out[o] = select(chosen, NONE, empty);
+        out[o + 1u] = bitcast<u32>(select(chosen_lp, NEG, empty));
+    }
+    if (!raw) {
+        top_n(lid, base, o, sp.top_logprobs, lse);
     }
 }

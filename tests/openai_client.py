@@ -92,3 +92,142 @@ def test_errors_are_openai_errors(client, model):
     bad = openai.OpenAI(base_url=BASE_URL, api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()
+
+
+# --- Structured outputs and tool calling (grammar-constrained decoding) ---
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Weather(BaseModel):
+    city: Literal["Paris", "London", "Tokyo"]
+    unit: Literal["celsius", "fahrenheit"]
+
+
+class Clock(BaseModel):
+    timezone: Literal["UTC", "CET", "JST"]
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": Weather.model_json_schema(),
+    },
+}
+CLOCK_TOOL = {
+    "type": "function",
+    "function": {"name": "get_time", "description": "Current time in a time zone.", "parameters": Clock.model_json_schema()},
+}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_named_tool_call_validates(client, model):
+    r = client.chat.completions.create(
+        model=model, messages=ASK, tools=[WEATHER_TOOL, CLOCK_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=80, temperature=0,
+    )
+    c = r.choices[0]
+    assert c.finish_reason == "stop", c
+    assert len(c.message.tool_calls) == 1
+    call = c.message.tool_calls[0]
+    assert call.type == "function" and call.id and call.function.name == "get_weather"
+    Weather.model_validate_json(call.function.arguments)
+
+    stream = client.chat.completions.create(
+        model=model, messages=ASK, tools=[WEATHER_TOOL, CLOCK_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=80, temperature=0, stream=True,
+    )
+    calls, finish = {}, None
+    for chunk in stream:
+        for ch in chunk.choices:
+            finish = ch.finish_reason or finish
+            for d in ch.delta.tool_calls or []:
+                if d.index not in calls:
+                    assert d.id and d.type == "function" and d.function.name, "the first delta names the call"
+                    calls[d.index] = {"name": d.function.name, "arguments": ""}
+                calls[d.index]["arguments"] += d.function.arguments or ""
+    assert finish == "stop"
+    assert [v["name"] for v in calls.values()] == ["get_weather"]
+    assert calls[0]["arguments"] == call.function.arguments
+
+
+def test_required_tool_choice_calls_a_tool(client, model):
+    r = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "What time is it in Tokyo?"}],
+        tools=[WEATHER_TOOL, CLOCK_TOOL], tool_choice="required", max_tokens=120, temperature=0,
+    )
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    assert c.message.tool_calls
+    for call in c.message.tool_calls:
+        schema = {"get_weather": Weather, "get_time": Clock}[call.function.name]
+        schema.model_validate_json(call.function.arguments)
+
+
+class Capital(BaseModel):
+    country: str = Field(max_length=16)
+    capital: str = Field(max_length=16)
+
+
+def test_parse_with_a_pydantic_model(client, model):
+    r = client.chat.completions.parse(
+        model=model, messages=[{"role": "user", "content": "What is the capital of France?"}],
+        response_format=Capital, max_tokens=80, temperature=0,
+    )
+    assert isinstance(r.choices[0].message.parsed, Capital)
+
+
+def test_json_object_is_an_object(client, model):
+    r = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Describe a cat as JSON."}],
+        response_format={"type": "json_object"}, max_tokens=60, temperature=0,
+    )
+    c = r.choices[0]
+    if c.finish_reason == "stop":
+        assert isinstance(json.loads(c.message.content), dict)
+    else:
+        assert c.finish_reason == "length" and c.message.content.startswith("{")
+
+
+def test_structured_outputs_choice(client, model):
+    r = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Is Paris in France?"}],
+        extra_body={"structured_outputs": {"choice": ["yes", "no"]}}, max_tokens=10, temperature=0,
+    )
+    assert r.choices[0].message.content in ("yes", "no")
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_tool_round_trip_with_tool_choice_none(client, model):
+    messages = ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 21, "sky": "clear"}'},
+    ]
+    r = client.chat.completions.create(
+        model=model, messages=messages, tools=[WEATHER_TOOL], tool_choice="none", max_tokens=8, temperature=0,
+    )
+    c = r.choices[0]
+    assert not c.message.tool_calls
+    assert isinstance(c.message.content, str) and c.message.content
+    assert c.finish_reason in ("stop", "length")
+
+
+def test_bad_tools_and_formats_are_400(client, model):
+    with pytest.raises(openai.BadRequestError, match="no_such_tool"):
+        client.chat.completions.create(
+            model=model, messages=ASK, tools=[WEATHER_TOOL], tool_choice={"type": "function", "function": {"name": "no_such_tool"}}, max_tokens=4,
+        )
+    with pytest.raises(openai.BadRequestError, match="response_format"):
+        client.chat.completions.create(
+            model=model, messages=ASK, max_tokens=4,
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "(unclosed"}}},
+        )
+    with pytest.raises(openai.BadRequestError, match="frobnicate"):
+        client.chat.completions.create(model=model, messages=ASK, max_tokens=4, extra_body={"frobnicate": 1})

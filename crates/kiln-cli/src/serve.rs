@@ -1,6 +1,6 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
-use kiln_engine::{EngineConfig, KvSize};
+use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
 use kiln_model::Model;
 use kiln_server::{ModelInfo, ServerConfig};
 
@@ -58,6 +58,16 @@ pub struct Args {
     /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
     #[arg(long, default_value = "web-demo")]
     demo_dir: std::path::PathBuf,
+    /// What reported log-probabilities describe: `raw` (the model's logits, as vLLM) or
+    /// `processed` (after penalties, temperature and token masks).
+    #[arg(long, value_enum, default_value_t = LogprobsModeArg::Raw)]
+    logprobs_mode: LogprobsModeArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogprobsModeArg {
+    Raw,
+    Processed,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -103,6 +113,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         max_waiting: a.max_waiting,
         demo: demo_files(&a.demo_dir, &model_path),
         shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),
+        logprobs_mode: match a.logprobs_mode {
+            LogprobsModeArg::Raw => LogprobsMode::Raw,
+            LogprobsModeArg::Processed => LogprobsMode::Processed,
+        },
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

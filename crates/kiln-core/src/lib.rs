@@ -8,4 +8,4 @@ mod batch;
 mod sampling;
 
 pub use batch::{BlockCopy, SeqInBatch, StepBatch, BLOCK_SIZE};
-pub use sampling::{PenaltyToken, SampleSpec, SampledToken, SamplingParams};
+pub use sampling::{mask_words, LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask};

@@ -21,6 +21,21 @@ pub struct SamplingParams {
     pub frequency_penalty: f32,
     /// Number of most likely tokens to return with their log-probabilities (0: none).
     pub top_logprobs: u32,
+    /// Which distribution the reported log-probabilities describe.
+    #[serde(default)]
+    pub logprobs_mode: LogprobsMode,
+}
+
+/// What reported log-probabilities are computed from (vLLM's `--logprobs-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogprobsMode {
+    /// The model's own logits, before penalties, temperature and token masks (vLLM's default).
+    #[default]
+    Raw,
+    /// The distribution actually sampled from: after penalties and temperature, masked and
+    /// non-finite tokens left out.
+    Processed,
 }
 
 impl Default for SamplingParams {
@@ -34,6 +49,7 @@ impl Default for SamplingParams {
             presence_penalty: 0.0,
             frequency_penalty: 0.0,
             top_logprobs: 0,
+            logprobs_mode: LogprobsMode::Raw,
         }
     }
 }
@@ -96,12 +112,20 @@ pub struct SampleSpec {
     pub penalty_tokens: Vec<PenaltyToken>,
 }
 
+/// Allowed tokens of one sampled row: `ceil(vocab / 32)` words, bit `i % 32` of word `i / 32`
+/// set when token `i` may be sampled (grammar-constrained decoding).
+pub type TokenMask = Vec<u32>;
+
+/// Words of a [`TokenMask`] for a vocabulary of `vocab` tokens.
+pub fn mask_words(vocab: usize) -> usize {
+    vocab.div_ceil(32)
+}
+
 /// One sampled token, returned by the runner for each sequence with a [`SampleSpec`], in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampledToken {
     pub token_id: u32,
-    /// Log-probability of `token_id` under the model's distribution (after penalties and
-    /// temperature), if top logprobs were asked for.
+    /// Log-probability of `token_id` (see [`LogprobsMode`]), if top logprobs were asked for.
     pub logprob: Option<f32>,
     /// The most likely tokens with their log-probabilities, most likely first.
     pub top_logprobs: Vec<(u32, f32)>,

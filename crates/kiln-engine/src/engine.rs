@@ -1,4 +1,5 @@
-//! The engine: a [`Scheduler`] and a [`ModelRunner`] sized for each other.
+//! The engine: a [`Scheduler`] and a [`ModelRunner`] sized for each other, plus the
+//! grammar matchers of constrained requests.
 //!
 //! The scheduler learns every capacity of the runner (step tokens, sequences, penalty
 //! entries; block tables follow from `max_model_len`), so it never schedules a step that
@@ -6,12 +7,15 @@
 //! in [`EngineError::StepFailed`], and the engine goes on with the others; a lost device is
 //! reported as [`EngineError::DeviceLost`] (the caller rebuilds the engine).
 
-use kiln_core::BLOCK_SIZE;
+use std::collections::HashMap;
+
+use kiln_core::{TokenMask, BLOCK_SIZE};
+use kiln_gpu::ops::NO_TOKEN;
 use kiln_gpu::{GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig};
 use kiln_model::{ModelConfig, Weights};
-use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
+use kiln_scheduler::{FinishReason, Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
 
-use crate::EngineError;
+use crate::{Constraint, EngineError};
 
 /// How large the GPU KV pool is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,6 +63,10 @@ pub struct Engine {
     num_steps: u64,
     #[cfg(feature = "fault-injection")]
     faults: crate::FaultPlan,
+    /// Matchers of the constrained requests still running.
+    constraints: HashMap<u64, Constraint>,
+    /// Requests failed by their matcher since the last [`Engine::take_failures`].
+    failures: Vec<(u64, String)>,
 }
 
 impl Engine {
@@ -130,6 +138,8 @@ impl Engine {
             num_steps: 0,
             #[cfg(feature = "fault-injection")]
             faults: Default::default(),
+            constraints: HashMap::new(),
+            failures: Vec::new(),
         })
     }
 
@@ -137,8 +147,24 @@ impl Engine {
         Ok(self.scheduler.add_request(request)?)
     }
 
+    /// Adds a request whose output `constraint` governs: every token is sampled under the
+    /// matcher's mask and fed back to it.
+    pub fn add_constrained_request(&mut self, request: Request, constraint: Constraint) -> Result<(), EngineError> {
+        let id = request.id;
+        self.scheduler.add_request(request)?;
+        self.constraints.insert(id, constraint);
+        Ok(())
+    }
+
+    /// Requests that failed because their grammar matcher did (an error, or no allowed token),
+    /// with the reason; each also got a final update with `FinishReason::Abort`.
+    pub fn take_failures(&mut self) -> Vec<(u64, String)> {
+        std::mem::take(&mut self.failures)
+    }
+
     /// Stops a request; its blocks return to the pool. `None` if it is unknown or finished.
     pub fn abort(&mut self, id: u64) -> Option<RequestUpdate> {
+        self.constraints.remove(&id);
         self.scheduler.abort(id)
     }
 
@@ -152,24 +178,28 @@ impl Engine {
             return Ok(Vec::new());
         };
         self.num_steps += 1;
-        let result = self.run(&step.batch).await;
+        let sampled_ids: Vec<u64> = step.seqs.iter().filter(|s| s.sampled).map(|s| s.id).collect();
+        let mut mask_failures = Vec::new();
+        let result = self.run(&step.batch, &sampled_ids, &mut mask_failures).await;
         let faults = &self.runner.context().faults;
         let mut reason = match result {
             Ok(sampled) => {
-                let expected = step.seqs.iter().filter(|s| s.sampled).count();
                 let errors = faults.take_errors();
                 if !errors.is_empty() {
                     errors.join("; ")
-                } else if sampled.len() != expected {
-                    format!("the runner returned {} tokens for {expected} samples", sampled.len())
+                } else if sampled.len() != sampled_ids.len() {
+                    format!("the runner returned {} tokens for {} samples", sampled.len(), sampled_ids.len())
                 } else {
-                    return Ok(self.scheduler.update(step, &sampled));
+                    return Ok(self.update(step, &sampled_ids, sampled, mask_failures));
                 }
             }
             Err(e) => e.to_string(),
         };
         let lost = faults.lost();
         let failed = self.scheduler.fail_step(step);
+        for id in &failed {
+            self.constraints.remove(id);
+        }
         if let Some(lost) = lost {
             reason = lost;
             return Err(EngineError::DeviceLost { failed, reason });
@@ -177,7 +207,14 @@ impl Engine {
         Err(EngineError::StepFailed { failed, reason })
     }
 
-    async fn run(&mut self, batch: &kiln_core::StepBatch) -> Result<Vec<kiln_core::SampledToken>, kiln_gpu::GpuError> {
+    /// The forward pass and sampling. With constrained rows the masks are computed on the CPU
+    /// while the GPU runs the forward pass; a matcher that fails there is recorded in `failed`.
+    async fn run(
+        &mut self,
+        batch: &kiln_core::StepBatch,
+        sampled_ids: &[u64],
+        failed: &mut Vec<(u64, String)>,
+    ) -> Result<Vec<kiln_core::SampledToken>, kiln_gpu::GpuError> {
         #[cfg(feature = "fault-injection")]
         match self.faults.at(self.num_steps) {
             Some(crate::fault::Injected::FailStep) => {
@@ -190,7 +227,76 @@ impl Engine {
             }
             None => {}
         }
-        self.runner.step(batch).await
+        if !sampled_ids.iter().any(|id| self.constraints.contains_key(id)) {
+            return self.runner.step(batch).await;
+        }
+        let constraints = &mut self.constraints;
+        let mut masks = || -> Vec<Option<TokenMask>> {
+            sampled_ids
+                .iter()
+                .map(|id| {
+                    let c = constraints.get_mut(id)?;
+                    Some(c.mask().unwrap_or_else(|e| {
+                        failed.push((*id, format!("the output constraint failed: {e}")));
+                        vec![0; c.mask_len()]
+                    }))
+                })
+                .collect()
+        };
+        self.runner.step_with_masks(batch, &mut masks).await
+    }
+
+    /// Feeds the sampled tokens to the matchers of constrained rows, then to the scheduler.
+    /// A row whose matcher failed is aborted (its token not appended); a matcher that can take
+    /// no more tokens ends its sequence as EOS would.
+    fn update(
+        &mut self,
+        step: kiln_scheduler::ScheduledStep,
+        sampled_ids: &[u64],
+        mut sampled: Vec<kiln_core::SampledToken>,
+        mut failed: Vec<(u64, String)>,
+    ) -> Vec<RequestUpdate> {
+        if self.constraints.is_empty() {
+            return self.scheduler.update(step, &sampled);
+        }
+        let mut complete = Vec::new();
+        for (id, t) in sampled_ids.iter().zip(&mut sampled) {
+            let Some(c) = self.constraints.get_mut(id) else { continue };
+            if failed.iter().any(|(f, _)| f == id) {
+            } else if t.token_id == NO_TOKEN {
+                failed.push((*id, "no token the output constraint allows has a finite logit".into()));
+            } else if let Err(e) = c.consume(t.token_id) {
+                failed.push((*id, format!("the output constraint rejected token {}: {e}", t.token_id)));
+            } else {
+                if c.is_stopped() {
+                    complete.push(*id);
+                }
+                continue;
+            }
+            t.token_id = 0;
+        }
+        let mut updates = self.scheduler.update(step, &sampled);
+        for (id, _) in &failed {
+            self.constraints.remove(id);
+            self.scheduler.abort(*id);
+            if let Some(u) = updates.iter_mut().find(|u| u.id == *id) {
+                u.token = None;
+                u.finished = Some(FinishReason::Abort);
+            }
+        }
+        for id in complete {
+            if let Some(u) = updates.iter_mut().find(|u| u.id == id && u.finished.is_none()) {
+                self.scheduler.abort(id);
+                u.finished = Some(FinishReason::Stop);
+            }
+        }
+        for u in &updates {
+            if u.finished.is_some() {
+                self.constraints.remove(&u.id);
+            }
+        }
+        self.failures.extend(failed);
+        updates
     }
 
     /// Steps run since the engine was built.

@@ -3,17 +3,19 @@
 //! readback is awaited), so the same code runs on a server's engine thread (driven by
 //! `pollster`) and in a browser tab.
 
+mod constraint;
 mod detokenize;
 mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 
+pub use constraint::{lark_string, Constraint, ConstraintFactory, Grammar};
 pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
-pub use kiln_core::{SampledToken, SamplingParams};
+pub use kiln_core::{LogprobsMode, SampledToken, SamplingParams};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

@@ -2,11 +2,11 @@
 //! once (bind groups included); [`ModelRunner::step`] uploads a batch description, records all
 //! launches into one compute pass, submits once and reads back only the sampled tokens.
 
-use kiln_core::{SampledToken, StepBatch, BLOCK_SIZE};
+use kiln_core::{mask_words, SampledToken, StepBatch, TokenMask, BLOCK_SIZE};
 use kiln_model::{ModelConfig, Weights};
 
 use crate::kv_cache::PendingSwapOut;
-use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE};
+use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, SampleBuffers, NO_TOKEN, SAMPLE_OUT_STRIDE};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{GpuContext, GpuError, GpuMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch};
 
@@ -51,6 +51,8 @@ pub struct ModelRunner {
     lm_head: Matmul,
     sample: Launch,
     logits: wgpu::Buffer,
+    /// Allowed-token bitmasks of the constrained rows of a step.
+    masks: wgpu::Buffer,
     sample_out: wgpu::Buffer,
     readback: wgpu::Buffer,
     /// Bytes of weights on the GPU.
@@ -114,6 +116,7 @@ impl ModelRunner {
         let act = f32s("act", max_tokens * inter);
         let normed = f32s("normed", max_seqs * h);
         let logits = f32s("logits", max_seqs * vocab);
+        let masks = ctx.storage("token_masks", (max_seqs * mask_words(vocab) * 4) as u64);
         let sample_out = ctx.storage("sample_out", (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64);
         let readback = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("sample readback"),
@@ -229,7 +232,20 @@ impl ModelRunner {
                 sample_rows: true,
             },
         );
-        let sample = ops::sample(ctx, &kernels, step, vocab, &inputs.sampling, &inputs.penalties, &logits, &sample_out);
+        let sample = ops::sample(
+            ctx,
+            &kernels,
+            step,
+            vocab,
+            SampleBuffers {
+                sampling: &inputs.sampling,
+                penalties: &inputs.penalties,
+                penalty_raw: &inputs.penalty_raw,
+                masks: &masks,
+                logits: &logits,
+                out: &sample_out,
+            },
+        );
         progress(total, total);
 
         Ok(Self {
@@ -244,6 +260,7 @@ impl ModelRunner {
             lm_head,
             sample,
             logits,
+            masks,
             sample_out,
             readback,
             weight_bytes,
@@ -285,8 +302,52 @@ impl ModelRunner {
     /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one
     /// token per sequence with a `sample` spec, in batch order.
     pub async fn step(&mut self, batch: &StepBatch) -> Result<Vec<SampledToken>, GpuError> {
-        let (mut encoder, pending, s) = self.record(batch, true)?;
+        self.run_step(batch, None).await
+    }
+
+    /// [`Self::step`] with token masks: the forward pass is submitted first, then `masks` is
+    /// called (the CPU computes the masks while the GPU runs the forward pass), and returns one
+    /// entry per sampled row (`None`: unconstrained); then the sampling pass runs with them.
+    /// A row whose mask (or logits) leaves no token gets `token_id` [`NO_TOKEN`].
+    pub async fn step_with_masks(
+        &mut self,
+        batch: &StepBatch,
+        masks: &mut dyn FnMut() -> Vec<Option<TokenMask>>,
+    ) -> Result<Vec<SampledToken>, GpuError> {
+        self.run_step(batch, Some(masks)).await
+    }
+
+    async fn run_step(
+        &mut self,
+        batch: &StepBatch,
+        masks: Option<&mut dyn FnMut() -> Vec<Option<TokenMask>>>,
+    ) -> Result<Vec<SampledToken>, GpuError> {
+        let (mut encoder, pending, s) = self.record(batch, masks.is_none())?;
         let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
+        if let Some(masks) = masks {
+            self.ctx.queue.submit([encoder.finish()]);
+            let words = mask_words(self.config.vocab_size);
+            let masks = masks();
+            if masks.len() != s as usize {
+                return Err(GpuError::Batch(format!("{} token masks for {s} sampled rows", masks.len())));
+            }
+            let mut next = 0u32;
+            for (row, m) in masks.iter().enumerate() {
+                let Some(m) = m else { continue };
+                if m.len() != words {
+                    return Err(GpuError::Batch(format!("row {row}: token mask of {} words, the vocabulary needs {words}", m.len())));
+                }
+                self.ctx.write(&self.masks, next as u64 * words as u64 * 4, bytemuck::cast_slice(m));
+                self.inputs.set_mask_row(&self.ctx, row, next);
+                next += 1;
+            }
+            encoder = self.ctx.device.create_command_encoder(&Default::default());
+            if s > 0 {
+                let counts = (batch.num_tokens() as u32, s);
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("sample"), timestamp_writes: None });
+                self.sample.record(&mut pass, counts.0, counts.1);
+            }
+        }
         if bytes > 0 {
             encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.readback, 0, bytes);
         }
@@ -304,8 +365,11 @@ impl ModelRunner {
             .zip(wants)
             .map(|(w, n)| SampledToken {
                 token_id: w[0],
-                logprob: (n > 0).then(|| f32::from_bits(w[1])),
-                top_logprobs: (0..n as usize).map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i]))).collect(),
+                logprob: (n > 0 && w[0] != NO_TOKEN).then(|| f32::from_bits(w[1])),
+                top_logprobs: (0..n as usize)
+                    .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
+                    .take_while(|&(id, _)| id != NO_TOKEN)
+                    .collect(),
             })
             .collect())
     }

@@ -38,6 +38,8 @@ pub struct StepInputs {
     pub sample_rows: wgpu::Buffer,
     pub sampling: wgpu::Buffer,
     pub penalties: wgpu::Buffer,
+    /// Scratch for the sampler: the logits of penalised tokens before their penalty.
+    pub penalty_raw: wgpu::Buffer,
 }
 
 impl StepInputs {
@@ -55,7 +57,14 @@ impl StepInputs {
             sample_rows: u32s("sample_rows", cap.seqs),
             sampling: ctx.storage("sampling", (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64),
             penalties: u32s("penalties", cap.penalty_tokens * 2),
+            penalty_raw: u32s("penalty_raw", cap.penalty_tokens.max(1)),
         }
+    }
+
+    /// Points sampled row `row` at row `mask_row` of the mask buffer (queued like the upload).
+    pub fn set_mask_row(&self, ctx: &GpuContext, row: usize, mask_row: u32) {
+        let offset = row * std::mem::size_of::<SampleUniform>() + std::mem::offset_of!(SampleUniform, mask_row);
+        ctx.write(&self.sampling, offset as u64, bytemuck::bytes_of(&mask_row));
     }
 
     /// Checks `batch` against the capacities and queues its upload. Returns the step counts.

@@ -2,14 +2,16 @@
 //! greedy argmax and log-probs (chosen and top-n) against a CPU f64 log-softmax on awkward
 //! vocab sizes; seeded determinism; the empirical distribution of seeded draws against the
 //! CPU-computed kept set and renormalised probabilities for temperature, top-k, top-p and
-//! min-p; and repetition / presence / frequency penalties against the CPU formula.
+//! min-p; repetition / presence / frequency penalties against the CPU formula; token masks,
+//! -inf and NaN logits left out of greedy, top-k/top-p and the draw; raw and processed
+//! log-probs.
 
 mod common;
 
 use common::*;
-use kiln_core::{PenaltyToken, SampleSpec, SamplingParams};
+use kiln_core::{LogprobsMode, PenaltyToken, SampleSpec, SamplingParams, mask_words};
 use kiln_gpu::Kernels;
-use kiln_gpu::ops::{self, SAMPLE_OUT_STRIDE, SampleUniform};
+use kiln_gpu::ops::{self, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -23,11 +25,24 @@ struct Out {
 /// One dispatch of the sampler over `rows.len()` rows of `vocab` logits each, with the
 /// penalty list packed as the runner packs it (`token, count | seen << 31`).
 fn sample(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[(Vec<f32>, SampleSpec)]) -> Vec<Out> {
-    let (mut logits, mut uniforms, mut penalties) = (Vec::new(), Vec::new(), Vec::new());
-    for (l, spec) in rows {
+    let none: Vec<Option<Vec<bool>>> = vec![None; rows.len()];
+    sample_masked(ctx, k, vocab, rows, &none)
+}
+
+/// [`sample`] with an optional allowed-token list per row, packed as bitmasks.
+fn sample_masked(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[(Vec<f32>, SampleSpec)], allow: &[Option<Vec<bool>>]) -> Vec<Out> {
+    let (mut logits, mut uniforms, mut penalties, mut masks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((l, spec), a) in rows.iter().zip(allow) {
         assert_eq!(l.len(), vocab);
         logits.extend_from_slice(l);
-        uniforms.push(SampleUniform::new(spec, (penalties.len() / 2) as u32));
+        let mut u = SampleUniform::new(spec, (penalties.len() / 2) as u32);
+        if let Some(a) = a {
+            u.mask_row = (masks.len() / mask_words(vocab)) as u32;
+            let mut words = vec![0u32; mask_words(vocab)];
+            a.iter().enumerate().filter(|(_, ok)| **ok).for_each(|(i, _)| words[i / 32] |= 1 << (i % 32));
+            masks.extend(words);
+        }
+        uniforms.push(u);
         if spec.params.has_penalties() {
             for p in &spec.penalty_tokens {
                 penalties.extend([p.token_id, p.output_count | (u32::from(p.seen) << 31)]);
@@ -35,12 +50,15 @@ fn sample(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[(Vec<f3
         }
     }
     penalties.extend([0, 0]); // a binding may not be empty
+    masks.push(0);
     let n = rows.len();
     let step = step_buffer(ctx, n as u32, n as u32, n as u32);
     let sampling = ctx.storage_init("sampling", bytemuck::cast_slice(&uniforms));
-    let (pb, lb) = (buf_u32(ctx, &penalties), buf_f32(ctx, &logits));
+    let (pb, lb, mb) = (buf_u32(ctx, &penalties), buf_f32(ctx, &logits), buf_u32(ctx, &masks));
+    let raw = buf_f32(ctx, &vec![0.0; penalties.len() / 2]);
     let out = ctx.storage("out", (n * SAMPLE_OUT_STRIDE * 4) as u64);
-    let l = ops::sample(ctx, k, &step, vocab, &sampling, &pb, &lb, &out);
+    let b = SampleBuffers { sampling: &sampling, penalties: &pb, penalty_raw: &raw, masks: &mb, logits: &lb, out: &out };
+    let l = ops::sample(ctx, k, &step, vocab, b);
     run_launches(ctx, &[&l], n as u32, n as u32);
     read_u32(ctx, &out, n * SAMPLE_OUT_STRIDE)
         .chunks(SAMPLE_OUT_STRIDE)
@@ -126,11 +144,11 @@ fn seeded_draws_are_reproducible() {
         .collect();
     assert!(a.iter().zip(&again).filter(|(x, y)| x == y).count() < 8, "the draw index changes the draw");
 
-    // top_k = 1 is greedy whatever the temperature and seed; its log-prob is under the
-    // temperature-scaled distribution, as `SampledToken::logprob` documents.
+    // top_k = 1 is greedy whatever the temperature and seed; its processed log-prob is under
+    // the temperature-scaled distribution, as `SampledToken::logprob` documents.
     let mut r = rng(11);
     let rows: Vec<_> = (0..16)
-        .map(|s| (randn(&mut r, vocab, 3.0), spec(SamplingParams { temperature: 0.7, top_k: 1, top_logprobs: 2, ..t1 }, s, s as u32)))
+        .map(|s| (randn(&mut r, vocab, 3.0), spec(SamplingParams { temperature: 0.7, top_k: 1, top_logprobs: 2, logprobs_mode: LogprobsMode::Processed, ..t1 }, s, s as u32)))
         .collect();
     for (i, ((l, _), o)) in rows.iter().zip(sample(&ctx, &k, vocab, &rows)).enumerate() {
         let (rank, lp) = (ranked(l), log_softmax(l, 0.7));
@@ -224,7 +242,7 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let vocab = 500;
-    let g = SamplingParams::greedy();
+    let g = SamplingParams { logprobs_mode: LogprobsMode::Processed, ..SamplingParams::greedy() };
     let hist = |id, output_count, seen| PenaltyToken { token_id: id, output_count, seen };
     // Hand-made: token 7 leads at 3.0, token 9 follows at 2.5 (all others in [-1, 1]); in
     // the negative row token 7 leads at -0.5 and token 9 follows at -0.6.
@@ -290,6 +308,181 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
         assert!((o.logprob as f64 - lp[rank[0]]).abs() < 1e-4, "{what}: logprob {} vs {}", o.logprob, lp[rank[0]]);
         for (n, &(id, _)) in o.top.iter().take(s.params.top_logprobs as usize).enumerate() {
             assert_eq!(id as usize, rank[n], "{what}: top-{n} after penalties");
+        }
+    }
+}
+
+/// Log-softmax over the entries where `keep` holds (others: None).
+fn log_softmax_kept(l: &[f32], keep: &[bool], temperature: f32) -> Vec<Option<f64>> {
+    let t = if temperature > 0.0 { temperature as f64 } else { 1.0 };
+    let kept = || l.iter().zip(keep).filter(|(_, k)| **k).map(|(&v, _)| v as f64 / t);
+    let m = kept().fold(f64::MIN, f64::max);
+    let lse = m + kept().map(|v| (v - m).exp()).sum::<f64>().ln();
+    l.iter().zip(keep).map(|(&v, &k)| k.then(|| v as f64 / t - lse)).collect()
+}
+
+#[test]
+fn masks_and_non_finite_logits_are_left_out() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(14);
+    for vocab in [1000usize, 4099] {
+        let (mut rows, mut allow) = (Vec::new(), Vec::new());
+        for i in 0..16 {
+            let mut l = randn(&mut r, vocab, 6.0);
+            // Non-finite logits; the largest values sit on masked or non-finite tokens so a
+            // sampler that ignored the mask would pick them.
+            for _ in 0..vocab / 10 {
+                let j = r.random_range(0..vocab);
+                l[j] = [f32::NEG_INFINITY, f32::NAN, f32::INFINITY][r.random_range(0..3)];
+            }
+            let a: Vec<bool> = (0..vocab).map(|j| l[j].is_finite() && (i % 4 == 3 || r.random_bool(0.1))).collect();
+            let a = if i % 4 == 3 { None } else { Some(a) };
+            if let Some(a) = &a {
+                let first_masked = (0..vocab).find(|&j| !a[j] && l[j].is_finite()).unwrap();
+                l[first_masked] = 50.0;
+            }
+            let mode = if i % 2 == 0 { LogprobsMode::Raw } else { LogprobsMode::Processed };
+            let p = SamplingParams { top_logprobs: [0, 3, 20][i % 3], logprobs_mode: mode, ..SamplingParams::greedy() };
+            rows.push((l, spec(p, i as u64, 0)));
+            allow.push(a);
+        }
+        let out = sample_masked(&ctx, &k, vocab, &rows, &allow);
+        for (i, (((l, s), a), o)) in rows.iter().zip(&allow).zip(&out).enumerate() {
+            let keep: Vec<bool> = (0..vocab).map(|j| l[j].is_finite() && a.as_ref().is_none_or(|a| a[j])).collect();
+            let masked: Vec<f32> = l.iter().zip(&keep).map(|(&v, &k)| if k { v } else { f32::NEG_INFINITY }).collect();
+            let best = ranked(&masked)[0];
+            assert_eq!(o.id as usize, best, "vocab {vocab} row {i}: argmax over kept tokens");
+            let n = s.params.top_logprobs as usize;
+            if n == 0 {
+                continue;
+            }
+            let (lp, order) = match s.params.logprobs_mode {
+                LogprobsMode::Processed => (log_softmax_kept(l, &keep, 0.0), ranked(&masked)),
+                LogprobsMode::Raw => {
+                    let finite: Vec<bool> = l.iter().map(|v| v.is_finite()).collect();
+                    let raw: Vec<f32> = l.iter().map(|&v| if v.is_finite() { v } else { f32::NEG_INFINITY }).collect();
+                    (log_softmax_kept(l, &finite, 0.0), ranked(&raw))
+                }
+            };
+            let want = lp[best].unwrap();
+            assert!((o.logprob as f64 - want).abs() < 1e-4, "vocab {vocab} row {i} {:?}: logprob {} vs {want}", s.params.logprobs_mode, o.logprob);
+            for (j, &(id, v)) in o.top.iter().take(n).enumerate() {
+                assert_eq!(id as usize, order[j], "vocab {vocab} row {i}: top-{j} id");
+                let w = lp[order[j]].unwrap();
+                assert!((v as f64 - w).abs() < 1e-4, "vocab {vocab} row {i}: top-{j} logprob {v} vs {w}");
+            }
+        }
+    }
+}
+
+#[test]
+fn raw_logprobs_ignore_penalties_and_temperature() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(15);
+    let vocab = 777;
+    let rows: Vec<_> = (0..12)
+        .map(|i| {
+            let l = randn(&mut r, vocab, 3.0);
+            let top: Vec<u32> = ranked(&l)[..6].iter().map(|&t| t as u32).collect();
+            let history = top.iter().map(|&t| PenaltyToken { token_id: t, output_count: 2, seen: true }).collect();
+            let params = SamplingParams {
+                temperature: [0.0, 0.6, 1.3][i % 3],
+                // Mild penalties on the top tokens: they change the logits but often not the
+                // choice, so chosen tokens include penalised ones (whose raw value is needed).
+                repetition_penalty: 1.02,
+                presence_penalty: 0.01,
+                top_logprobs: 4,
+                ..SamplingParams::default()
+            };
+            (l, SampleSpec { params, seed: i as u64, draw_index: 0, penalty_tokens: history })
+        })
+        .collect();
+    let out = sample(&ctx, &k, vocab, &rows);
+    let mut penalised_picks = 0;
+    for (i, ((l, s), o)) in rows.iter().zip(&out).enumerate() {
+        let lp = log_softmax(l, 0.0);
+        let rank = ranked(l);
+        assert!((o.logprob as f64 - lp[o.id as usize]).abs() < 1e-4, "row {i}: raw logprob of {} is {} vs {}", o.id, o.logprob, lp[o.id as usize]);
+        for (j, &(id, v)) in o.top.iter().take(4).enumerate() {
+            assert_eq!(id as usize, rank[j], "row {i}: raw top-{j}");
+            assert!((v as f64 - lp[rank[j]]).abs() < 1e-4, "row {i}: raw top-{j} logprob");
+        }
+        penalised_picks += s.penalty_tokens.iter().any(|p| p.token_id == o.id) as usize;
+    }
+    assert!(penalised_picks > 0, "some chosen tokens should be penalised ones, to test their raw value");
+}
+
+#[test]
+fn rows_without_an_allowed_token_report_none() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let vocab = 300;
+    let p = SamplingParams { top_logprobs: 2, top_k: 5, top_p: 0.9, ..SamplingParams::default() };
+    let rows = vec![
+        (vec![1.0; vocab], spec(p, 1, 0)),
+        (vec![f32::NAN; vocab], spec(p, 2, 0)),
+        (vec![f32::NEG_INFINITY; vocab], spec(SamplingParams::greedy(), 3, 0)),
+        (vec![1.0; vocab], spec(p, 4, 0)),
+    ];
+    let mut one = vec![false; vocab];
+    one[vocab - 1] = true;
+    let allow = vec![Some(vec![false; vocab]), None, None, Some(one)];
+    let out = sample_masked(&ctx, &k, vocab, &rows, &allow);
+    for (i, o) in out[..3].iter().enumerate() {
+        assert_eq!(o.id, NO_TOKEN, "row {i}: nothing allowed");
+    }
+    assert_eq!(out[3].id as usize, vocab - 1, "the only allowed token");
+}
+
+#[test]
+fn masked_draws_follow_the_filtered_distribution() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(16);
+    // 40 tokens: 10 allowed with logits 2.0 .. -2.5, the rest masked (large logits), -inf or NaN.
+    let vocab = 40;
+    let mut ids: Vec<usize> = (0..vocab).collect();
+    ids.shuffle(&mut r);
+    let mut logits = vec![0f32; vocab];
+    let mut allow = vec![false; vocab];
+    for (n, &t) in ids.iter().enumerate() {
+        if n < 10 {
+            logits[t] = 2.0 - 0.5 * n as f32;
+            allow[t] = true;
+        } else {
+            logits[t] = [9.0, f32::NEG_INFINITY, f32::NAN, -3.0e38][n % 4];
+        }
+    }
+    let kept_idx: Vec<usize> = (0..vocab).filter(|&t| allow[t]).collect();
+    let sub: Vec<f32> = kept_idx.iter().map(|&t| logits[t]).collect();
+    let base = SamplingParams::default();
+    let cases = [
+        ("top_k 3", SamplingParams { top_k: 3, ..base }),
+        ("top_p 0.8", SamplingParams { top_p: 0.8, ..base }),
+        ("top_k 5 + top_p 0.8 at T 1.5", SamplingParams { temperature: 1.5, top_k: 5, top_p: 0.8, ..base }),
+    ];
+    let (per, dispatches) = (512, 4);
+    let n = (per * dispatches) as f64;
+    for (ci, (name, params)) in cases.iter().enumerate() {
+        let want_sub = kept_distribution(&sub, params);
+        let mut want = vec![0.0; vocab];
+        kept_idx.iter().zip(&want_sub).for_each(|(&t, &p)| want[t] = p);
+        let mut counts = vec![0usize; vocab];
+        for d in 0..dispatches {
+            let rows: Vec<_> = (0..per).map(|i| (logits.clone(), spec(*params, (ci * 1_000_000 + d * 1000 + i) as u64 * 0x9e37_79b9, r.random()))).collect();
+            let masks = vec![Some(allow.clone()); per];
+            sample_masked(&ctx, &k, vocab, &rows, &masks).iter().for_each(|o| counts[o.id as usize] += 1);
+        }
+        for (tok, (&c, &p)) in counts.iter().zip(&want).enumerate() {
+            let freq = c as f64 / n;
+            if p == 0.0 {
+                assert_eq!(c, 0, "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times", logits[tok]);
+            } else {
+                let tol = 4.0 * (p * (1.0 - p) / n).sqrt() + 0.01;
+                assert!((freq - p).abs() <= tol, "{name}: token {tok}: frequency {freq:.4}, expected {p:.4} ± {tol:.4}");
+            }
         }
     }
 }

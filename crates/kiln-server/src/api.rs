@@ -1,7 +1,25 @@
 //! Request types of the OpenAI API (what kiln reads), plus the sampling knobs both endpoints
 //! share. Responses are built as JSON values in the route files.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// Fields OpenAI clients send that change nothing kiln does (accepted and ignored). Any other
+/// field kiln does not read gets a 400 naming it.
+pub const ACCEPTED_NO_OPS: &[&str] = &["user", "store", "metadata", "service_tier", "safety_identifier", "prompt_cache_key"];
+
+/// Fails with a 400 naming the first field outside the API kiln implements (nulls pass: they
+/// mean "not set").
+pub fn reject_unknown(extra: &BTreeMap<String, Value>) -> Result<(), ApiError> {
+    match extra.iter().find(|(k, v)| !v.is_null() && !ACCEPTED_NO_OPS.contains(&k.as_str())) {
+        Some((k, _)) => Err(ApiError::bad_param(k, format!("`{k}` is not supported by this server"))),
+        None => Ok(()),
+    }
+}
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(untagged)]
@@ -61,6 +79,11 @@ pub struct ContentPart {
 pub struct ChatMessageIn {
     pub role: String,
     pub content: Option<MessageContent>,
+    /// An assistant turn's tool calls (`{"id", "type", "function": {"name", "arguments"}}`).
+    pub tool_calls: Option<Vec<Value>>,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -70,8 +93,18 @@ pub struct ChatRequest {
     pub max_completion_tokens: Option<i64>,
     pub logprobs: Option<bool>,
     pub top_logprobs: Option<u32>,
+    /// OpenAI's `{"type": "text" | "json_object" | "json_schema", ...}`.
+    pub response_format: Option<Value>,
+    /// vLLM's `{"json" | "regex" | "choice" | "grammar": ...}`.
+    pub structured_outputs: Option<Value>,
+    pub tools: Option<Value>,
+    pub tool_choice: Option<Value>,
+    pub parallel_tool_calls: Option<bool>,
     #[serde(flatten)]
     pub sampling: Sampling,
+    /// Everything else, checked by [`reject_unknown`].
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -89,8 +122,15 @@ pub struct CompletionRequest {
     pub prompt: PromptInput,
     pub logprobs: Option<u32>,
     pub echo: Option<bool>,
+    /// OpenAI's `response_format`, as in chat.
+    pub response_format: Option<Value>,
+    /// vLLM's `structured_outputs`, as in chat.
+    pub structured_outputs: Option<Value>,
     #[serde(flatten)]
     pub sampling: Sampling,
+    /// Everything else, checked by [`reject_unknown`].
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
 }
 
 #[derive(Deserialize, Debug, Clone)]

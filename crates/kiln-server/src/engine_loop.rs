@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kiln_engine::{Engine, EngineError, Request, RequestUpdate, SchedulerStats};
+use kiln_engine::{Constraint, Engine, EngineError, Request, RequestUpdate, SchedulerStats};
 
 use crate::health::Health;
 
@@ -24,7 +24,7 @@ use crate::health::Health;
 pub type EngineFactory = Box<dyn Fn() -> anyhow::Result<Engine> + Send>;
 
 pub enum Command {
-    Add { request: Request, updates: flume::Sender<SeqEvent> },
+    Add { request: Request, constraint: Option<Constraint>, updates: flume::Sender<SeqEvent> },
     Abort(u64),
 }
 
@@ -135,9 +135,14 @@ impl EngineHandle {
 
     /// Queues a request; its updates arrive on the returned channel.
     pub fn add(&self, request: Request) -> flume::Receiver<SeqEvent> {
+        self.add_constrained(request, None)
+    }
+
+    /// [`Self::add`] with the matcher that constrains the output.
+    pub fn add_constrained(&self, request: Request, constraint: Option<Constraint>) -> flume::Receiver<SeqEvent> {
         let (tx, rx) = flume::unbounded();
         self.pending.fetch_add(1, Ordering::SeqCst);
-        if self.commands.send(Command::Add { request, updates: tx }).is_err() {
+        if self.commands.send(Command::Add { request, constraint, updates: tx }).is_err() {
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
         rx
@@ -161,10 +166,14 @@ impl EngineHandle {
 impl Loop {
     fn handle(&mut self, engine: &mut Engine, cmd: Command) {
         match cmd {
-            Command::Add { request, updates } => {
+            Command::Add { request, constraint, updates } => {
                 self.pending.fetch_sub(1, Ordering::SeqCst);
                 let id = request.id;
-                match engine.add_request(request) {
+                let added = match constraint {
+                    Some(c) => engine.add_constrained_request(request, c),
+                    None => engine.add_request(request),
+                };
+                match added {
                     Ok(()) => {
                         self.active.insert(id, updates);
                     }
@@ -227,6 +236,12 @@ impl Loop {
             }
             match pollster::block_on(engine.step()) {
                 Ok(updates) => {
+                    // Requests failed by their output constraint end with an error, not a finish.
+                    for (id, why) in engine.take_failures() {
+                        if let Some(tx) = self.active.remove(&id) {
+                            let _ = tx.send(SeqEvent::Error(why));
+                        }
+                    }
                     for u in updates {
                         let id = u.id;
                         let done = u.finished.is_some();

@@ -24,6 +24,8 @@ mod metrics;
 mod routes;
 mod sse;
 mod state;
+mod structured;
+mod tools;
 pub mod stop;
 
 use std::net::SocketAddr;
@@ -64,6 +66,8 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Publish KV-cache events over ZeroMQ when set.
     pub kv_events: Option<kv_events::KvEventsConfig>,
+    /// What reported log-probabilities describe (raw model logits by default, as vLLM).
+    pub logprobs_mode: kiln_engine::LogprobsMode,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +82,7 @@ impl Default for ServerConfig {
             demo: None,
             shutdown_timeout: Duration::from_secs(30),
             kv_events: None,
+            logprobs_mode: kiln_engine::LogprobsMode::Raw,
         }
     }
 }
@@ -148,7 +153,7 @@ pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactor
     let addr = listener.local_addr()?;
     let timeout = config.shutdown_timeout;
     let health = engine.health.clone();
-    let state = Arc::new(AppState { config, model, engine, metrics: Default::default(), created: routes::now_s() });
+    let state = Arc::new(AppState { config, model, engine, metrics: Default::default(), created: routes::now_s(), constraints: Default::default() });
     let app = router(state);
     tracing::info!("serving on http://{addr}");
     let (drain, stop, forced) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));

@@ -27,6 +27,8 @@ pub struct AppState {
     pub engine: EngineHandle,
     pub metrics: Metrics,
     pub created: u64,
+    /// The grammar compiler for structured outputs, built on first use.
+    pub constraints: std::sync::OnceLock<Result<kiln_engine::ConstraintFactory, String>>,
 }
 
 pub type Shared = Arc<AppState>;
@@ -82,6 +84,7 @@ impl AppState {
             frequency_penalty: s.frequency_penalty.unwrap_or(d.frequency_penalty),
             // The runner reports the chosen token's logprob only when it computes top logprobs.
             top_logprobs: logprobs.map_or(0, |l| l.max(1)),
+            logprobs_mode: self.config.logprobs_mode,
         };
         sampling.validate().map_err(|why| {
             let param = why.split(' ').next().unwrap_or("").to_string();
@@ -129,14 +132,20 @@ impl AppState {
         }
     }
 
-    /// Renders chat messages with the model's template (ChatML when it has none).
+    /// Renders chat messages with the model's template (ChatML when it has none). `system`
+    /// (the tool description) is appended to the first system message, or becomes one.
+    /// Assistant tool calls are written as the generic tool format's JSON.
     pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
+        self.render_chat_with(messages, None)
+    }
+
+    pub fn render_chat_with(&self, messages: &[ChatMessageIn], system: Option<&str>) -> Result<String, ApiError> {
         if messages.is_empty() {
             return Err(ApiError::bad_param("messages", "messages must not be empty"));
         }
-        let mut msgs = Vec::with_capacity(messages.len());
+        let mut msgs = Vec::with_capacity(messages.len() + 1);
         for m in messages {
-            let content = match &m.content {
+            let mut content = match &m.content {
                 None => String::new(),
                 Some(MessageContent::Text(t)) => t.clone(),
                 Some(MessageContent::Parts(parts)) => {
@@ -150,7 +159,19 @@ impl AppState {
                     s
                 }
             };
+            if let Some(calls) = m.tool_calls.as_deref().filter(|c| !c.is_empty()) {
+                if m.role != "assistant" {
+                    return Err(ApiError::bad_param("messages", "only assistant messages carry tool_calls"));
+                }
+                content = crate::tools::calls_as_text(calls)?;
+            }
             msgs.push(ChatMessage::new(m.role.clone(), content));
+        }
+        if let Some(sys) = system {
+            match msgs.first_mut() {
+                Some(first) if first.role == "system" => first.content = format!("{}\n\n{sys}", first.content),
+                _ => msgs.insert(0, ChatMessage::new("system", sys)),
+            }
         }
         match &self.model.chat_template {
             Some(t) => t.render(&msgs, true).map_err(|e| ApiError::bad_param("messages", e.to_string())),
@@ -165,6 +186,17 @@ impl AppState {
     /// Queues `spec.n` requests for `prompt`; 503 when the server cannot serve (draining, the
     /// engine down) or the waiting queue is full; 400 when the request could never fit a step.
     pub fn submit(self: &Arc<Self>, prompt: &[u32], max_tokens: usize, spec: &GenSpec) -> Result<Vec<Sequence>, ApiError> {
+        self.submit_constrained(prompt, max_tokens, spec, Vec::new())
+    }
+
+    /// [`Self::submit`], each sequence with its matcher from `constraints` when given.
+    pub fn submit_constrained(
+        self: &Arc<Self>,
+        prompt: &[u32],
+        max_tokens: usize,
+        spec: &GenSpec,
+        constraints: Vec<kiln_engine::Constraint>,
+    ) -> Result<Vec<Sequence>, ApiError> {
         if let Err(reason) = self.engine.health.check() {
             self.metrics.rejected();
             return Err(ApiError::unavailable(reason));
@@ -185,6 +217,7 @@ impl AppState {
         }
         self.metrics.prompt(prompt.len());
         let base_seed = spec.seed.unwrap_or_else(rand::random);
+        let mut constraints = constraints.into_iter();
         Ok((0..spec.n)
             .map(|i| {
                 let id = self.engine.next_id();
@@ -195,7 +228,7 @@ impl AppState {
                     eos_token_ids: self.model.eos_token_ids.clone(),
                     ..Request::new(id, prompt.to_vec(), max_tokens)
                 };
-                let rx = self.engine.add(request);
+                let rx = self.engine.add_constrained(request, constraints.next());
                 Sequence::new(self.clone(), id, rx, spec.stop.clone(), spec.logprobs)
             })
             .collect())

@@ -15,7 +15,7 @@ pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use matmul::{Matmul, MatmulArgs, MATVEC_MAX_ROWS};
 pub use rope_kv::{rope_kv, rope_table};
-pub use sample::{sample, SampleUniform, SAMPLE_OUT_STRIDE};
+pub use sample::{sample, SampleBuffers, SampleUniform, NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE};
 pub use silu_mul::silu_mul;
 
 use crate::GpuContext;

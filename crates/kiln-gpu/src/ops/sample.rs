@@ -1,5 +1,7 @@
+//! The sampling launch (`shaders/sample.wgsl`) and the per-row parameters it reads.
+
 use bytemuck::{Pod, Zeroable};
-use kiln_core::SampleSpec;
+use kiln_core::{LogprobsMode, SampleSpec};
 
 use crate::{GpuContext, Grid, Kernels, Launch};
 
@@ -11,8 +13,14 @@ pub const SAMPLE_OUT_STRIDE: usize = 42;
 struct Params {
     vocab: u32,
     out_stride: u32,
-    pad: [u32; 2],
+    mask_words: u32,
+    pad: u32,
 }
+
+/// `mask_row` of a row without a token mask.
+pub const NO_MASK: u32 = u32::MAX;
+/// The id the sampler writes for a row where no token is allowed (all masked or not finite).
+pub const NO_TOKEN: u32 = u32::MAX;
 
 /// Twin of the WGSL `Sampling` struct: one per sampled row.
 #[repr(C)]
@@ -31,11 +39,16 @@ pub struct SampleUniform {
     pub draw_index: u32,
     pub penalty_start: u32,
     pub penalty_count: u32,
-    pub pad: [u32; 3],
+    /// Row of the mask buffer, or [`NO_MASK`].
+    pub mask_row: u32,
+    /// 1: log-probs of the raw logits; 0: of the processed distribution.
+    pub raw_logprobs: u32,
+    pub pad: u32,
 }
 
 impl SampleUniform {
-    /// Packs `spec`, whose penalty tokens start at `penalty_start` of the penalty buffer.
+    /// Packs `spec`, whose penalty tokens start at `penalty_start` of the penalty buffer,
+    /// without a token mask.
     pub fn new(spec: &SampleSpec, penalty_start: u32) -> Self {
         let p = &spec.params;
         Self {
@@ -52,9 +65,27 @@ impl SampleUniform {
             draw_index: spec.draw_index,
             penalty_start,
             penalty_count: if p.has_penalties() { spec.penalty_tokens.len() as u32 } else { 0 },
-            pad: [0; 3],
+            mask_row: NO_MASK,
+            raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
+            pad: 0,
         }
     }
+}
+
+/// Buffers of the sampling launch besides the step uniform.
+pub struct SampleBuffers<'a> {
+    /// One [`SampleUniform`] per row.
+    pub sampling: &'a wgpu::Buffer,
+    /// `(token, count | seen << 31)` pairs.
+    pub penalties: &'a wgpu::Buffer,
+    /// Scratch, one f32 per penalty entry: the logits before penalties.
+    pub penalty_raw: &'a wgpu::Buffer,
+    /// `(rows, ceil(vocab / 32))` allowed-token bitmasks.
+    pub masks: &'a wgpu::Buffer,
+    /// `(S, vocab)`, modified in place.
+    pub logits: &'a wgpu::Buffer,
+    /// `(S, SAMPLE_OUT_STRIDE)` words.
+    pub out: &'a wgpu::Buffer,
 }
 
 /// Samples one token per row of `logits` (modified in place).
@@ -63,15 +94,17 @@ pub fn sample(
     kernels: &Kernels,
     step: &wgpu::Buffer,
     vocab: usize,
-    sampling: &wgpu::Buffer,
-    penalties: &wgpu::Buffer,
-    logits: &wgpu::Buffer,
-    out: &wgpu::Buffer,
+    b: SampleBuffers,
 ) -> Launch {
     let p = super::params(
         ctx,
         "sample",
-        &Params { vocab: vocab as u32, out_stride: SAMPLE_OUT_STRIDE as u32, pad: [0; 2] },
+        &Params { vocab: vocab as u32, out_stride: SAMPLE_OUT_STRIDE as u32, mask_words: kiln_core::mask_words(vocab) as u32, pad: 0 },
     );
-    Launch::new(&ctx.device, kernels.get("sample"), &[step, &p, sampling, penalties, logits, out], Grid::Samples { per: 1, y: 1 })
+    Launch::new(
+        &ctx.device,
+        kernels.get("sample"),
+        &[step, &p, b.sampling, b.penalties, b.logits, b.out, b.masks, b.penalty_raw],
+        Grid::Samples { per: 1, y: 1 },
+    )
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod gguf_bpe;
 pub(crate) mod gguf_spm;
+mod token_bytes;
 
 use std::collections::HashSet;
 

@@ -8,17 +8,19 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::{now_s, random_id, token_text};
-use crate::api::CompletionRequest;
+use crate::api::{CompletionRequest, PromptInput, reject_unknown};
 use crate::error::{ApiError, ApiJson};
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
+use crate::structured::requested_grammar;
 
 /// Legacy default for `max_tokens`.
 const DEFAULT_MAX_TOKENS: usize = 16;
 
 pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<CompletionRequest>) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
+    reject_unknown(&req.extra)?;
     if req.echo.unwrap_or(false) {
         return Err(ApiError::bad_param("echo", "echo is not supported"));
     }
@@ -31,9 +33,15 @@ pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<Complet
     if prompts.len() * spec.n > 64 {
         return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
     }
+    let grammar = requested_grammar(req.response_format.as_ref(), req.structured_outputs.as_ref())?;
+    let param = if req.response_format.is_some() { "response_format" } else { "structured_outputs" };
     let mut seqs = Vec::new();
     for (p, &m) in prompts.iter().zip(&max_tokens) {
-        seqs.extend(st.submit(p, m, &spec)?);
+        let constraints = match &grammar {
+            Some(g) => st.compile(g, spec.n, param)?,
+            None => Vec::new(),
+        };
+        seqs.extend(st.submit_constrained(p, m, &spec, constraints)?);
     }
     let prompt_tokens = prompts.iter().map(Vec::len).sum();
     let usage = Arc::new(Mutex::new(Usage { prompt_tokens, ..Usage::default() }));

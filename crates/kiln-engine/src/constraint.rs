@@ -1,0 +1,127 @@
+//! Grammar-constrained decoding with llguidance: one [`ConstraintFactory`] per model (built
+//! once from the tokenizer's token bytes), one [`Constraint`] (an llguidance matcher) per
+//! sequence. Each step the engine asks every constrained sequence for its allowed-token
+//! bitmask while the GPU runs the forward pass, the sampler masks with it, and the sampled
+//! token is fed back. Any matcher error fails that request (fail closed).
+
+use std::sync::Arc;
+
+use kiln_core::{mask_words, TokenMask};
+use kiln_model::Tokenizer;
+use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
+use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{json, Value};
+
+/// What the output must match.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Grammar {
+    /// Any JSON object.
+    JsonObject,
+    /// A JSON value valid under this JSON schema.
+    JsonSchema(Value),
+    /// A regular expression (Rust `regex` syntax) matching the whole output.
+    Regex(String),
+    /// Exactly one of these strings.
+    Choice(Vec<String>),
+    /// A grammar in llguidance's Lark syntax.
+    Lark(String),
+}
+
+/// The JSON layout kiln asks for: compact separators with one space, no free whitespace, so
+/// a small model cannot run away in indentation.
+fn compact(mut schema: Value) -> Value {
+    if let Value::Object(m) = &mut schema {
+        m.insert(
+            "x-guidance".into(),
+            json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
+        );
+    }
+    schema
+}
+
+/// A Lark string literal for `s`.
+pub fn lark_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+impl Grammar {
+    /// The llguidance grammar (JSON with compact separators).
+    pub fn to_llguidance(&self) -> TopLevelGrammar {
+        match self {
+            Grammar::JsonObject => TopLevelGrammar::from_json_schema(compact(json!({"type": "object"}))),
+            Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())),
+            Grammar::Regex(r) => TopLevelGrammar::from_grammar(GrammarWithLexer::from_regex(r)),
+            Grammar::Choice(c) => {
+                let alts: Vec<String> = c.iter().map(|s| lark_string(s)).collect();
+                TopLevelGrammar::from_lark(format!("start: {}", alts.join(" | ")))
+            }
+            Grammar::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
+        }
+    }
+}
+
+/// Compiles grammars for one model's vocabulary.
+pub struct ConstraintFactory {
+    factory: Arc<ParserFactory>,
+    vocab: usize,
+}
+
+impl ConstraintFactory {
+    /// From the model's tokenizer, its EOS ids and the model's vocabulary size (the logits'
+    /// width, which may exceed the tokenizer's: the extra ids are never allowed).
+    pub fn new(tokenizer: &Tokenizer, eos_token_ids: &[u32], model_vocab: usize) -> Result<Self, String> {
+        let mut words = tokenizer.token_bytes();
+        words.resize(model_vocab.max(words.len()), Vec::new());
+        let eos = *eos_token_ids.first().ok_or("the model has no EOS token, which constrained decoding needs")?;
+        let info = TokRxInfo::new(words.len() as u32, eos);
+        let trie = TokTrie::from(&info, &words).with_eos_tokens(eos_token_ids);
+        let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
+        let mut factory = ParserFactory::new_simple(&env).map_err(|e| format!("constrained decoding: {e}"))?;
+        factory.set_stderr_log_level(0);
+        Ok(Self { factory: Arc::new(factory), vocab: words.len() })
+    }
+
+    /// A fresh matcher for one sequence; the error names what in the grammar is wrong.
+    pub fn compile(&self, grammar: &Grammar) -> Result<Constraint, String> {
+        let parser = self.factory.create_parser(grammar.to_llguidance()).map_err(|e| e.to_string())?;
+        let matcher = Matcher::new(Ok(parser));
+        Ok(Constraint { matcher, words: mask_words(self.vocab) })
+    }
+}
+
+/// One sequence's matcher.
+pub struct Constraint {
+    matcher: Matcher,
+    words: usize,
+}
+
+impl Constraint {
+    /// The tokens allowed next (only EOS once the grammar is complete and nothing may follow).
+    pub fn mask(&mut self) -> Result<TokenMask, String> {
+        let v = self.matcher.compute_mask_or_eos().map_err(|e| e.to_string())?;
+        let mut words = v.as_slice().to_vec();
+        words.resize(self.words, 0);
+        Ok(words)
+    }
+
+    /// Words of this sequence's masks.
+    pub fn mask_len(&self) -> usize {
+        self.words
+    }
+
+    /// Advances past `token`; an error means the token broke the grammar.
+    pub fn consume(&mut self, token: u32) -> Result<(), String> {
+        self.matcher.consume_token(token).map_err(|e| e.to_string())
+    }
+
+    /// Whether the output so far is a complete match.
+    pub fn is_accepting(&mut self) -> bool {
+        self.matcher.is_accepting().unwrap_or(false)
+    }
+
+    /// Whether no more tokens may follow (the grammar is complete and closed).
+    pub fn is_stopped(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+}

@@ -1,0 +1,180 @@
+//! Grammar-constrained decoding with the real default model's tokenizer: a seeded random walk
+//! over the allowed tokens always spells valid JSON for bounded schemas (CPU only), and on the
+//! GPU constrained and unconstrained requests in one batch do not affect each other.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use kiln_engine::{ConstraintFactory, Grammar, Request, SamplingParams};
+use serde_json::{Value, json};
+
+/// A small xorshift generator, so the walk is reproducible without extra dependencies.
+struct Walk(u64);
+
+impl Walk {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn allowed(mask: &[u32]) -> Vec<u32> {
+    (0..mask.len() as u32 * 32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
+}
+
+fn bounded_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 8},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "pet": {"enum": ["cat", "dog", "none"]},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
+        },
+        "required": ["name", "age", "pet", "tags"],
+        "additionalProperties": false,
+    })
+}
+
+fn check_bounded(v: &Value) -> Result<(), String> {
+    let o = v.as_object().ok_or("not an object")?;
+    let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+    if keys != ["name", "age", "pet", "tags"] {
+        return Err(format!("keys {keys:?}"));
+    }
+    let name = o["name"].as_str().ok_or("name")?;
+    let age = o["age"].as_i64().ok_or("age")?;
+    let pet = o["pet"].as_str().ok_or("pet")?;
+    let tags = o["tags"].as_array().ok_or("tags")?;
+    let ok = name.chars().count() <= 8
+        && (0..=120).contains(&age)
+        && ["cat", "dog", "none"].contains(&pet)
+        && tags.len() <= 3
+        && tags.iter().all(|t| t.as_str().is_some_and(|s| s.chars().count() <= 4));
+    if ok { Ok(()) } else { Err(format!("bounds broken: {v}")) }
+}
+
+#[test]
+fn random_walks_over_allowed_tokens_spell_valid_json() {
+    let model = default_model();
+    let eos = model.config.eos_token_ids.clone();
+    let factory = ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).expect("factory");
+    let grammars = [Grammar::JsonSchema(bounded_schema()), Grammar::JsonObject];
+    let mut walks = 0;
+    for (gi, grammar) in grammars.iter().enumerate() {
+        for seed in 1..=12u64 {
+            let mut c = factory.compile(grammar).expect("compile");
+            let mut rng = Walk(seed * 0x9e37_79b9_7f4a_7c15 + gi as u64);
+            let mut tokens = Vec::new();
+            let mut finished = false;
+            for _ in 0..400 {
+                let allow = allowed(&c.mask().expect("mask"));
+                assert!(!allow.is_empty(), "seed {seed}: the mask allows nothing");
+                // Prefer ending when allowed half of the time, so walks terminate.
+                let t = match allow.iter().find(|t| eos.contains(t)) {
+                    Some(&e) if rng.next() % 2 == 0 || tokens.len() > 300 => e,
+                    _ => allow[(rng.next() % allow.len() as u64) as usize],
+                };
+                if eos.contains(&t) {
+                    finished = true;
+                    break;
+                }
+                c.consume(t).expect("an allowed token is accepted");
+                tokens.push(t);
+                if c.is_stopped() {
+                    finished = true;
+                    break;
+                }
+            }
+            if !finished {
+                assert!(gi != 0, "seed {seed}: a walk under a bounded schema must finish");
+                continue; // an unbounded json_object walk may wander
+            }
+            let text = model.tokenizer.decode(&tokens, false).unwrap();
+            let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("grammar {gi} seed {seed}: {text:?} is not JSON: {e}"));
+            match gi {
+                0 => check_bounded(&v).unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}")),
+                _ => assert!(v.is_object(), "seed {seed}: {text:?} is not an object"),
+            }
+            assert!(separators_are_compact(&text), "separators \", \" and \": \" only, no other whitespace: {text:?}");
+            walks += 1;
+        }
+    }
+    assert!(walks >= 12, "{walks} walks finished");
+}
+
+/// Outside strings, a space only follows `,` or `:`, and every `,` / `:` is followed by one.
+fn separators_are_compact(text: &str) -> bool {
+    let (mut in_str, mut escaped) = (false, false);
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_str = true,
+            b',' | b':' if b.get(i + 1) != Some(&b' ') => return false,
+            b' ' if i == 0 || !matches!(b[i - 1], b',' | b':') => return false,
+            b'\n' | b'\t' | b'\r' => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+#[test]
+fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
+    let ctx = gpu();
+    let model = default_model();
+    let eos = model.config.eos_token_ids.clone();
+    let factory = ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).expect("factory");
+    let chat = |q: &str| {
+        let t = model.chat_template.as_ref().unwrap().render(&[kiln_model::ChatMessage::new("user", q)], true).unwrap();
+        model.tokenizer.encode(&t, false).unwrap()
+    };
+    let prompts = [chat("What is the capital of France?"), chat("Describe a cat in JSON.")];
+    let request = |id: u64, p: &Vec<u32>, seed: u64| Request {
+        sampling: SamplingParams { temperature: 0.8, top_p: 0.9, ..SamplingParams::default() },
+        seed,
+        eos_token_ids: eos.clone(),
+        ..Request::new(id, p.clone(), 12)
+    };
+    // Alone: two unconstrained requests.
+    let mut e = engine(&ctx, &model, small_config());
+    let alone = run_all(&mut e, vec![request(1, &prompts[0], 5), request(2, &prompts[1], 6)]);
+    // Together with two constrained ones (ids 3 and 4) in the same steps.
+    let mut e = engine(&ctx, &model, small_config());
+    let mut out: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    for r in [request(1, &prompts[0], 5), request(2, &prompts[1], 6)] {
+        out.insert(r.id, Vec::new());
+        e.add_request(r).unwrap();
+    }
+    for (id, g) in [(3, Grammar::JsonSchema(bounded_schema())), (4, Grammar::JsonObject)] {
+        out.insert(id, Vec::new());
+        e.add_constrained_request(request(id, &prompts[1], id), factory.compile(&g).unwrap()).unwrap();
+    }
+    while e.has_unfinished() {
+        for u in pollster::block_on(e.step()).expect("step") {
+            if let Some(t) = u.token {
+                out.get_mut(&u.id).unwrap().push(t.token_id);
+            }
+        }
+    }
+    assert!(e.take_failures().is_empty(), "no constraint failed");
+    assert_eq!(out[&1], alone[&1], "request 1 is unaffected by constrained neighbours");
+    assert_eq!(out[&2], alone[&2], "request 2 is unaffected by constrained neighbours");
+    for id in [3, 4] {
+        let text = model.tokenizer.decode(&out[&id], false).unwrap();
+        assert!(text.starts_with('{'), "request {id}: constrained output {text:?} starts a JSON object");
+    }
+}

@@ -1,0 +1,228 @@
+//! Tool calling on `/v1/chat/completions`, in the generic format (as llama.cpp's server uses
+//! for templates without tools): a system message describes the tools and the reply format,
+//! and the output is constrained by a JSON schema to either `{"tool_calls": [{"name",
+//! "arguments"}, ...]}` or `{"response": "..."}` (`auto`), or to tool calls only (`required`,
+//! a named function). The reply is parsed back into OpenAI `tool_calls`.
+
+use kiln_engine::Grammar;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ToolIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: FunctionIn,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionIn {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+    pub strict: Option<bool>,
+}
+
+/// What the request allows the model to do with its tools.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    None,
+    Auto,
+    Required,
+    Named(String),
+}
+
+/// The tool setup of one request.
+#[derive(Debug, Clone)]
+pub struct ToolPlan {
+    pub tools: Vec<FunctionIn>,
+    pub choice: Choice,
+    pub parallel: bool,
+}
+
+fn bad(param: &str, m: impl Into<String>) -> ApiError {
+    ApiError::bad_param(param, m)
+}
+
+impl ToolPlan {
+    /// Checks `tools`, `tool_choice` and `parallel_tool_calls`; `None` when the request has
+    /// no tools (a `tool_choice` other than `none` is then an error).
+    pub fn parse(tools: Option<&Value>, choice: Option<&Value>, parallel: Option<bool>) -> Result<Option<ToolPlan>, ApiError> {
+        let tools: Vec<ToolIn> = match tools {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => serde_json::from_value(v.clone()).map_err(|e| bad("tools", format!("invalid tools: {e}")))?,
+        };
+        for t in &tools {
+            if t.kind != "function" {
+                return Err(bad("tools", format!("tool type `{}` is not supported (function)", t.kind)));
+            }
+            if t.function.name.is_empty() {
+                return Err(bad("tools", "a function needs a name"));
+            }
+            if let Some(p) = &t.function.parameters
+                && !p.is_object()
+            {
+                return Err(bad("tools", format!("the parameters of `{}` must be a JSON schema object", t.function.name)));
+            }
+        }
+        let choice = match choice {
+            None | Some(Value::Null) => {
+                if tools.is_empty() {
+                    Choice::None
+                } else {
+                    Choice::Auto
+                }
+            }
+            Some(Value::String(s)) => match s.as_str() {
+                "none" => Choice::None,
+                "auto" => Choice::Auto,
+                "required" => Choice::Required,
+                other => return Err(bad("tool_choice", format!("tool_choice `{other}` is not one of none, auto, required"))),
+            },
+            Some(v) => {
+                let name = v.pointer("/function/name").and_then(Value::as_str);
+                match (v.get("type").and_then(Value::as_str), name) {
+                    (Some("function"), Some(n)) => Choice::Named(n.to_string()),
+                    _ => return Err(bad("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")),
+                }
+            }
+        };
+        if tools.is_empty() {
+            return match choice {
+                Choice::None => Ok(None),
+                _ => Err(bad("tool_choice", "tool_choice needs tools")),
+            };
+        }
+        if let Choice::Named(n) = &choice
+            && !tools.iter().any(|t| t.function.name == *n)
+        {
+            return Err(bad("tool_choice", format!("tool_choice names `{n}`, which is not among the tools")));
+        }
+        Ok(Some(ToolPlan { tools: tools.into_iter().map(|t| t.function).collect(), choice, parallel: parallel.unwrap_or(true) }))
+    }
+
+    /// Whether the model is offered the tools at all.
+    pub fn active(&self) -> bool {
+        self.choice != Choice::None
+    }
+
+    fn offered(&self) -> Vec<&FunctionIn> {
+        match &self.choice {
+            Choice::Named(n) => self.tools.iter().filter(|t| t.name == *n).collect(),
+            _ => self.tools.iter().collect(),
+        }
+    }
+
+    /// The system message text that describes the tools and the reply format.
+    pub fn system_prompt(&self) -> String {
+        let list: Vec<Value> = self
+            .offered()
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters.clone().unwrap_or(json!({"type": "object"}))}))
+            .collect();
+        let tools = serde_json::to_string_pretty(&list).unwrap_or_default();
+        let call = r#"{"tool_calls": [{"name": "<tool name>", "arguments": {<the arguments>}}]}"#;
+        match self.choice {
+            Choice::Auto => format!(
+                "You can call these tools:\n{tools}\n\nReply with a JSON object: either {call} to call tools, or {{\"response\": \"<your answer>\"}} to answer directly."
+            ),
+            _ => format!("You can call these tools:\n{tools}\n\nReply with a JSON object that calls a tool: {call}"),
+        }
+    }
+
+    /// The grammar of the reply.
+    pub fn grammar(&self) -> Grammar {
+        let alts: Vec<Value> = self
+            .offered()
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "object",
+                    "properties": {"name": {"const": t.name}, "arguments": t.parameters.clone().unwrap_or(json!({"type": "object"}))},
+                    "required": ["name", "arguments"],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        let mut calls = json!({"type": "array", "items": {"anyOf": alts}, "minItems": 1});
+        if !self.parallel || matches!(self.choice, Choice::Named(_)) {
+            calls["maxItems"] = json!(1);
+        }
+        let call_obj = json!({"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": false});
+        match self.choice {
+            Choice::Auto => Grammar::JsonSchema(json!({"anyOf": [
+                call_obj,
+                {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": false},
+            ]})),
+            _ => Grammar::JsonSchema(call_obj),
+        }
+    }
+
+    /// Parses a finished reply: `Ok((content, calls))` where each call is `(name, arguments
+    /// as a JSON string)`; the raw text comes back as content when it is not a reply object
+    /// (a reply cut by `max_tokens`).
+    pub fn parse_reply(&self, text: &str) -> (Option<String>, Vec<(String, String)>) {
+        let Ok(v) = serde_json::from_str::<Value>(text) else { return (Some(text.to_string()), Vec::new()) };
+        if let Some(calls) = v.get("tool_calls").and_then(Value::as_array) {
+            let calls = calls
+                .iter()
+                .filter_map(|c| {
+                    let name = c.get("name")?.as_str()?.to_string();
+                    Some((name, c.get("arguments").map(compact_json).unwrap_or_else(|| "{}".into())))
+                })
+                .collect();
+            return (None, calls);
+        }
+        match v.get("response").and_then(Value::as_str) {
+            Some(r) => (Some(r.to_string()), Vec::new()),
+            None => (Some(text.to_string()), Vec::new()),
+        }
+    }
+
+    /// `finish_reason` of a reply with tool calls: `stop` for a named function, as OpenAI.
+    pub fn finish_reason(&self) -> &'static str {
+        if matches!(self.choice, Choice::Named(_)) { "stop" } else { "tool_calls" }
+    }
+}
+
+/// An assistant message's `tool_calls` as the generic format writes them (arguments parsed
+/// back to objects, so they are not encoded twice).
+pub fn calls_as_text(calls: &[Value]) -> Result<String, ApiError> {
+    let mut out = Vec::new();
+    for c in calls {
+        let name = c.pointer("/function/name").and_then(Value::as_str).ok_or_else(|| bad("messages", "a tool call needs function.name"))?;
+        let args = match c.pointer("/function/arguments") {
+            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| bad("messages", format!("tool call arguments of `{name}` are not JSON: {e}")))?,
+            Some(v) => v.clone(),
+            None => json!({}),
+        };
+        out.push(json!({"name": name, "arguments": args}));
+    }
+    Ok(compact_json(&json!({"tool_calls": out})))
+}
+
+/// JSON with the separators the grammar uses (`", "` and `": "`).
+pub fn compact_json(v: &Value) -> String {
+    let mut buf = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, SpacedFormatter);
+    serde::Serialize::serialize(v, &mut ser).expect("a JSON value serializes");
+    String::from_utf8(buf).expect("JSON is UTF-8")
+}
+
+struct SpacedFormatter;
+
+impl serde_json::ser::Formatter for SpacedFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+}
