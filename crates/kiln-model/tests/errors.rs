@@ -128,12 +128,12 @@ fn unsupported_tensor_type() {
         .filter(|t| t.name != name)
         .collect();
     let mut b = model_gguf(&mc, &tensors, DType::F32, &tiny_tokenizer::gguf_tokenizer());
-    // GGML type 12 is Q4_K: 144 bytes per 256 elements.
+    // GGML type 10 is Q2_K: 84 bytes per 256 elements.
     b.raw_tensor(
         "blk.0.ffn_down.weight",
         &[160, 64],
-        12,
-        vec![0u8; 160 * 64 / 256 * 144],
+        10,
+        vec![0u8; 160 * 64 / 256 * 84],
     );
     let e = Model::from_gguf_bytes(b.to_bytes(), "k-quant.gguf")
         .err()
@@ -144,7 +144,7 @@ fn unsupported_tensor_type() {
     );
     let msg = e.to_string();
     assert!(
-        msg.contains("Q4_K") && msg.contains(name) && msg.contains("k-quant.gguf"),
+        msg.contains("Q2_K") && msg.contains(name) && msg.contains("k-quant.gguf"),
         "{msg}"
     );
 }
@@ -164,5 +164,76 @@ fn missing_tensor_is_named() {
     assert!(
         e.to_string().contains("model.norm.weight") && e.to_string().contains("no-norm.gguf"),
         "{e}"
+    );
+}
+
+/// A tiny model whose down projection is replaced by a raw tensor of the given type and bytes.
+fn with_raw_down(dims: &[u64], ty: DType, data: Vec<u8>) -> Vec<u8> {
+    let mc = TinyConfig::default().model_config();
+    let tensors: Vec<_> = tiny_tensors(&mc, 1)
+        .into_iter()
+        .filter(|t| t.name != "model.layers.0.mlp.down_proj.weight")
+        .collect();
+    let mut b = model_gguf(&mc, &[], DType::F32, &tiny_tokenizer::gguf_tokenizer());
+    // The raw tensor first, so that another tensor's data follows it.
+    b.raw_tensor("blk.0.ffn_down.weight", dims, ty.ggml_id(), data);
+    for t in &tensors {
+        let gname = kiln_model::gguf::names::hf_to_gguf_name(&t.name);
+        let data = match t.name.as_str() {
+            n if n.ends_with("q_proj.weight") => {
+                testing::permute_rows(&t.data, t.shape[0], mc.num_heads)
+            }
+            n if n.ends_with("k_proj.weight") => {
+                testing::permute_rows(&t.data, t.shape[0], mc.num_kv_heads)
+            }
+            _ => t.data.clone(),
+        };
+        b.tensor(&gname, &t.shape, &data, DType::F32);
+    }
+    b.to_bytes()
+}
+
+#[test]
+fn rows_not_whole_blocks_are_refused_by_name() {
+    // 160 columns of Q4_K: not a whole number of 256-element super-blocks.
+    let e = Model::from_gguf_bytes(
+        with_raw_down(&[160, 64], DType::Q4_K, vec![0u8; 144 * 40]),
+        "rows.gguf",
+    )
+    .err()
+    .expect("must fail");
+    assert!(matches!(e, ModelError::Corrupt { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("blk.0.ffn_down.weight") && msg.contains("Q4_K") && msg.contains("256"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn tensor_shorter_than_its_type_and_shape_is_refused_by_name() {
+    // (64, 160) Q8_0 needs 64 * 160 / 32 * 34 bytes; give 100 fewer.
+    let need = DType::Q8_0.byte_len(64 * 160);
+    let e = Model::from_gguf_bytes(
+        with_raw_down(&[160, 64], DType::Q8_0, vec![0u8; need - 100]),
+        "short.gguf",
+    )
+    .err()
+    .expect("must fail");
+    assert!(matches!(e, ModelError::Corrupt { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("blk.0.ffn_down.weight")
+            && msg.contains("Q8_0")
+            && msg.contains(&need.to_string()),
+        "{msg}"
+    );
+    // The same bytes at full length load.
+    assert!(
+        Model::from_gguf_bytes(
+            with_raw_down(&[160, 64], DType::Q8_0, vec![0u8; need]),
+            "ok.gguf"
+        )
+        .is_ok()
     );
 }

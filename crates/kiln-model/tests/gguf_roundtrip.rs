@@ -33,6 +33,7 @@ fn check_round_trip(tc: &TinyConfig, dtype: DType) {
             DType::F32 => 0.0,
             DType::F16 => 1e-4,
             DType::Q8_0 => 2e-3,
+            DType::Q6_K => 1e-2,
             _ => 2e-2,
         };
         assert!(
@@ -56,8 +57,26 @@ fn llama_all_types_round_trip() {
         DType::Q8_0,
         DType::Q4_0,
         DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
     ] {
         check_round_trip(&TinyConfig::default(), dtype);
+    }
+}
+
+#[test]
+fn k_quants_round_trip() {
+    // Rows of 256 (hidden) and 512 (intermediate) elements: whole K-quant super-blocks.
+    let tc = TinyConfig {
+        hidden_size: 256,
+        intermediate_size: 512,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 64,
+        ..Default::default()
+    };
+    for dtype in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+        check_round_trip(&tc, dtype);
     }
 }
 

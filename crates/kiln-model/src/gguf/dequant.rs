@@ -1,9 +1,13 @@
-//! Element types a tensor can be stored in, and their conversion to f32
-//! (plain floats, and the GGML block formats Q8_0 / Q4_0 / Q4_1, 32 elements per block).
+//! Element types a tensor can be stored in, and their conversion to f32: plain floats, the
+//! 32-element GGML blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) here, the 256-element K-quant
+//! super-blocks (Q4_K, Q5_K, Q6_K) in `kquant`.
 
 use half::{bf16, f16};
 
-/// Storage type of a tensor in a model file.
+use super::kquant;
+
+/// Storage type of a tensor in a model file (variants spelled as GGML names them).
+#[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DType {
     F32,
@@ -12,25 +16,66 @@ pub enum DType {
     Q8_0,
     Q4_0,
     Q4_1,
+    Q5_0,
+    Q5_1,
+    Q4_K,
+    Q5_K,
+    Q6_K,
 }
 
-/// Elements per quantization block.
+/// Elements per block of the 32-element types.
 pub const QK: usize = 32;
+/// Elements per K-quant super-block.
+pub const QK_K: usize = 256;
 
 impl DType {
-    /// Bytes needed for `numel` elements (`numel` must be a multiple of 32 for block types).
-    pub fn byte_len(self, numel: usize) -> usize {
+    /// Every supported type.
+    pub const ALL: [DType; 11] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ];
+
+    /// Elements per block (1 for plain floats).
+    pub fn block_size(self) -> usize {
         match self {
-            DType::F32 => numel * 4,
-            DType::F16 | DType::BF16 => numel * 2,
-            DType::Q8_0 => numel / QK * 34,
-            DType::Q4_0 => numel / QK * 18,
-            DType::Q4_1 => numel / QK * 20,
+            DType::F32 | DType::F16 | DType::BF16 => 1,
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => QK,
+            DType::Q4_K | DType::Q5_K | DType::Q6_K => QK_K,
         }
     }
 
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::Q8_0 => 34,
+            DType::Q4_0 => 18,
+            DType::Q4_1 => 20,
+            DType::Q5_0 => 22,
+            DType::Q5_1 => 24,
+            DType::Q4_K => 144,
+            DType::Q5_K => 176,
+            DType::Q6_K => 210,
+        }
+    }
+
+    /// Bytes needed for `numel` elements (`numel` must be a multiple of the block size).
+    pub fn byte_len(self, numel: usize) -> usize {
+        numel / self.block_size() * self.block_bytes()
+    }
+
     pub fn is_quantized(self) -> bool {
-        matches!(self, DType::Q8_0 | DType::Q4_0 | DType::Q4_1)
+        self.block_size() > 1
     }
 
     /// GGML type id as stored in GGUF files.
@@ -40,22 +85,27 @@ impl DType {
             DType::F16 => 1,
             DType::Q4_0 => 2,
             DType::Q4_1 => 3,
+            DType::Q5_0 => 6,
+            DType::Q5_1 => 7,
             DType::Q8_0 => 8,
+            DType::Q4_K => 12,
+            DType::Q5_K => 13,
+            DType::Q6_K => 14,
             DType::BF16 => 30,
         }
     }
 
     /// The supported type for a GGML type id, or the type's name for error messages.
     pub fn from_ggml_id(id: u32) -> Result<DType, String> {
-        Ok(match id {
-            0 => DType::F32,
-            1 => DType::F16,
-            2 => DType::Q4_0,
-            3 => DType::Q4_1,
-            8 => DType::Q8_0,
-            30 => DType::BF16,
-            _ => return Err(ggml_type_name(id)),
-        })
+        DType::ALL
+            .into_iter()
+            .find(|d| d.ggml_id() == id)
+            .ok_or_else(|| ggml_type_name(id))
+    }
+
+    /// The GGML name ("Q4_K", "F16", ...).
+    pub fn name(self) -> String {
+        ggml_type_name(self.ggml_id())
     }
 }
 
@@ -99,7 +149,7 @@ pub fn ggml_type_name(id: u32) -> String {
     name.to_string()
 }
 
-fn f16_at(b: &[u8], i: usize) -> f32 {
+pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
 
@@ -121,6 +171,11 @@ pub fn to_f32(dtype: DType, bytes: &[u8]) -> Vec<f32> {
         DType::Q8_0 => dequant_q8_0(bytes),
         DType::Q4_0 => dequant_q4_0(bytes),
         DType::Q4_1 => dequant_q4_1(bytes),
+        DType::Q5_0 => dequant_q5(bytes, false),
+        DType::Q5_1 => dequant_q5(bytes, true),
+        DType::Q4_K => kquant::dequant_q4_k(bytes),
+        DType::Q5_K => kquant::dequant_q5_k(bytes),
+        DType::Q6_K => kquant::dequant_q6_k(bytes),
     }
 }
 
@@ -156,6 +211,30 @@ pub fn dequant_q4_1(bytes: &[u8]) -> Vec<f32> {
         for (j, &q) in b[4..20].iter().enumerate() {
             o[j] = (q & 0x0F) as f32 * d + m;
             o[j + 16] = (q >> 4) as f32 * d + m;
+        }
+    }
+    out
+}
+
+/// Q5_0 block (22 bytes): f16 `d`, a u32 of fifth bits (bit j belongs to element j), 16 nibble
+/// bytes as Q4_0; value = (q - 16) * d. Q5_1 (24 bytes) has an f16 minimum `m` after `d` and
+/// value = q * d + m.
+pub fn dequant_q5(bytes: &[u8], with_min: bool) -> Vec<f32> {
+    let (size, hi) = if with_min { (24, 4) } else { (22, 2) };
+    let mut out = vec![0f32; bytes.len() / size * QK];
+    for (b, o) in bytes.chunks_exact(size).zip(out.chunks_exact_mut(QK)) {
+        let d = f16_at(b, 0);
+        let (m, offset) = if with_min {
+            (f16_at(b, 2), 0)
+        } else {
+            (0.0, 16)
+        };
+        let qh = u32::from_le_bytes([b[hi], b[hi + 1], b[hi + 2], b[hi + 3]]);
+        for (j, &q) in b[hi + 4..hi + 20].iter().enumerate() {
+            let lo = (q & 0x0F) as u32 | ((qh >> j) & 1) << 4;
+            let up = (q >> 4) as u32 | ((qh >> (j + 16)) & 1) << 4;
+            o[j] = (lo as i32 - offset) as f32 * d + m;
+            o[j + 16] = (up as i32 - offset) as f32 * d + m;
         }
     }
     out

@@ -3,6 +3,7 @@
 
 pub(crate) mod config;
 pub mod dequant;
+pub mod kquant;
 pub mod names;
 pub mod reader;
 
@@ -45,6 +46,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
     let file_len = storage.bytes().len();
     let mut weights = Weights::new(file);
     let idx = weights.add_storage(storage);
+    let mut spans = Vec::with_capacity(header.tensors.len());
     for t in &header.tensors {
         let shape: Vec<usize> = t.dims.iter().rev().map(|&d| d as usize).collect();
         let numel = t
@@ -64,16 +66,14 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         let offset = header.data_start.checked_add(t.offset as usize);
         let len = match dtype {
             StoredType::Supported(d) => {
-                if d.is_quantized()
-                    && t.dims
-                        .first()
-                        .is_none_or(|&d0| d0 as usize % dequant::QK != 0)
-                {
+                let bs = d.block_size();
+                if t.dims.first().is_none_or(|&d0| d0 as usize % bs != 0) {
                     return Err(ModelError::corrupt(
                         file,
                         format!(
-                            "tensor \"{}\" rows of {:?} are not a multiple of 32",
+                            "tensor \"{}\" of type {} has rows of {:?} elements, not a whole number of {bs}-element blocks",
                             t.name,
+                            d.name(),
                             t.dims.first()
                         ),
                     ));
@@ -95,6 +95,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
                 ));
             }
         }
+        spans.push((t.offset, len as u64, t));
         let permute_heads = match (cfg.architecture, names::permuted_kind(&t.name)) {
             (Architecture::Llama, Some(true)) => Some(cfg.num_heads),
             (Architecture::Llama, Some(false)) => Some(cfg.num_kv_heads),
@@ -111,6 +112,8 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         };
         weights.insert(names::gguf_to_hf_name(&t.name), entry);
     }
+
+    check_no_overlap(&mut spans, file)?;
 
     if cfg.rope_scaling.is_none() && weights.contains("rope_freqs.weight") {
         let divisors = weights.read_f32("rope_freqs.weight")?;
@@ -145,6 +148,33 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         tokenizer,
         chat_template,
     })
+}
+
+/// Each tensor's bytes (as its type and shape require) must end before the next tensor starts:
+/// a tensor whose data is shorter than its type and shape need is caught here by name.
+fn check_no_overlap(
+    spans: &mut [(u64, u64, &reader::TensorInfo)],
+    file: &str,
+) -> Result<(), ModelError> {
+    spans.sort_by_key(|s| s.0);
+    for w in spans.windows(2) {
+        let ((off, len, t), (next, _, n)) = (w[0], w[1]);
+        if off + len > next {
+            return Err(ModelError::corrupt(
+                file,
+                format!(
+                    "tensor \"{}\" ({} of shape {:?}) needs {len} bytes from offset {off}, but tensor \"{}\" starts at {next}",
+                    t.name,
+                    DType::from_ggml_id(t.ggml_type)
+                        .map(DType::name)
+                        .unwrap_or_else(|n| n),
+                    t.dims,
+                    n.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn arch_name(cfg: &ModelConfig) -> &'static str {

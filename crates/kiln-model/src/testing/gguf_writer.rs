@@ -264,7 +264,7 @@ pub fn model_gguf(
             None => t.data.clone(),
         };
         let cols = *t.shape.last().unwrap_or(&1);
-        let ty = if t.shape.len() < 2 || (dtype.is_quantized() && cols % 32 != 0) {
+        let ty = if t.shape.len() < 2 || (cols % dtype.block_size() != 0) {
             DType::F32
         } else {
             dtype

@@ -2,6 +2,7 @@
 //! Face folders or GGUF files, a GGUF writer and reference quantizers.
 
 mod gguf_writer;
+mod kquant_enc;
 mod quant;
 pub mod tiny_tokenizer;
 

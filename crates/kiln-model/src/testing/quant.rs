@@ -1,9 +1,11 @@
-//! Reference quantizers (f32 → Q8_0 / Q4_0 / Q4_1 blocks, plus plain float encodings), used by the
-//! test GGUF writer. Inverse of `gguf::dequant`.
+//! Reference quantizers (f32 → every supported block type, plus plain float encodings), used by
+//! the test GGUF writer. Inverse of `gguf::dequant`; simple round-to-nearest, not llama.cpp's
+//! error-minimizing search (files from llama.cpp's quantizer are tested separately).
 
 use half::{bf16, f16};
 
-use crate::gguf::dequant::{DType, QK};
+use super::kquant_enc;
+use crate::gguf::dequant::{DType, QK, QK_K};
 
 /// Encodes `data` as `dtype` (block types need a length that is a multiple of 32).
 pub fn quantize(dtype: DType, data: &[f32]) -> Vec<u8> {
@@ -20,6 +22,17 @@ pub fn quantize(dtype: DType, data: &[f32]) -> Vec<u8> {
         DType::Q8_0 => data.chunks(QK).flat_map(q8_0_block).collect(),
         DType::Q4_0 => data.chunks(QK).flat_map(q4_0_block).collect(),
         DType::Q4_1 => data.chunks(QK).flat_map(q4_1_block).collect(),
+        DType::Q5_0 => data.chunks(QK).flat_map(|b| q5_block(b, false)).collect(),
+        DType::Q5_1 => data.chunks(QK).flat_map(|b| q5_block(b, true)).collect(),
+        DType::Q4_K => data
+            .chunks(QK_K)
+            .flat_map(|b| kquant_enc::q45_k(b, false))
+            .collect(),
+        DType::Q5_K => data
+            .chunks(QK_K)
+            .flat_map(|b| kquant_enc::q45_k(b, true))
+            .collect(),
+        DType::Q6_K => data.chunks(QK_K).flat_map(kquant_enc::q6_k).collect(),
     }
 }
 
@@ -67,5 +80,43 @@ fn q4_1_block(x: &[f32]) -> Vec<u8> {
     let mut out = f16::from_f32(d).to_le_bytes().to_vec();
     out.extend(f16::from_f32(min).to_le_bytes());
     out.extend(pack_nibbles(&q));
+    out
+}
+
+/// Q5_0: symmetric, the largest magnitude maps to -16; Q5_1: min/max over 31 steps.
+fn q5_block(x: &[f32], with_min: bool) -> Vec<u8> {
+    let (d, m) = if with_min {
+        let min = x.iter().cloned().fold(f32::INFINITY, f32::min);
+        let max = x.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        ((max - min) / 31.0, min)
+    } else {
+        let max = x
+            .iter()
+            .fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+        (max / -16.0, 0.0)
+    };
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let q: Vec<u8> = x
+        .iter()
+        .map(|v| {
+            let q = if with_min {
+                (v - m) * id + 0.5
+            } else {
+                v * id + 16.5
+            };
+            (q as i32).clamp(0, 31) as u8
+        })
+        .collect();
+    let mut out = f16::from_f32(d).to_le_bytes().to_vec();
+    if with_min {
+        out.extend(f16::from_f32(m).to_le_bytes());
+    }
+    let qh = q
+        .iter()
+        .enumerate()
+        .fold(0u32, |h, (j, &v)| h | (((v >> 4) & 1) as u32) << j);
+    out.extend(qh.to_le_bytes());
+    let low: Vec<u8> = q.iter().map(|v| v & 0x0F).collect();
+    out.extend(pack_nibbles(&low));
     out
 }
