@@ -3,7 +3,7 @@
 //! device's buffer copy bandwidth.
 //! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches`.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kiln_benches::{gpu, run, step_buffer, values};
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
 use kiln_gpu::{GpuMatrix, Kernels};
@@ -29,13 +29,30 @@ fn matmul(c: &mut Criterion) {
             let x = ctx.storage_init("x", bytemuck::cast_slice(&values(rows * kdim, 2, 1.0)));
             let y = ctx.storage("y", (rows * n * 4) as u64);
             let step = step_buffer(&ctx, rows as u32, 1, 0);
-            let mm = Matmul::new(&ctx, &k, &step, MatmulArgs { x: &x, w: &w, bias: None, y: &y, ldy: n as u32, out_offset: 0, norm_eps: None, accumulate: false, sample_rows: false });
+            let mm = Matmul::new(
+                &ctx,
+                &k,
+                &step,
+                MatmulArgs {
+                    x: &x,
+                    w: &w,
+                    bias: None,
+                    y: &y,
+                    ldy: n as u32,
+                    out_offset: 0,
+                    norm_eps: None,
+                    accumulate: false,
+                    sample_rows: false,
+                },
+            );
             if rows <= 8 {
                 g.throughput(Throughput::Bytes(w.bytes()));
             } else {
                 g.throughput(Throughput::Elements((2 * rows * kdim * n) as u64));
             }
-            g.bench_function(format!("{name} rows={rows}"), |b| b.iter(|| run(&ctx, 1, &|p| mm.record(p, rows as u32, 0))));
+            g.bench_function(format!("{name} rows={rows}"), |b| {
+                b.iter(|| run(&ctx, 1, &|p| mm.record(p, rows as u32, 0)))
+            });
         }
     }
 }
@@ -53,18 +70,42 @@ fn attention(c: &mut Criterion) {
         let slots = seqs * blocks_per_seq * bs;
         let kc = ctx.storage_init("k", bytemuck::cast_slice(&values(slots * nkv * d, 3, 1.0)));
         let vc = ctx.storage_init("v", bytemuck::cast_slice(&values(slots * nkv * d, 4, 1.0)));
-        let qkv = ctx.storage_init("qkv", bytemuck::cast_slice(&values(seqs * (nh + 2 * nkv) * d, 5, 1.0)));
+        let qkv = ctx.storage_init(
+            "qkv",
+            bytemuck::cast_slice(&values(seqs * (nh + 2 * nkv) * d, 5, 1.0)),
+        );
         let positions: Vec<u32> = vec![ctx_len as u32 - 1; seqs];
         let token_seq: Vec<u32> = (0..seqs as u32).collect();
-        let seq_info: Vec<u32> = (0..seqs as u32).flat_map(|s| [s, 1, ctx_len as u32, s * blocks_per_seq as u32]).collect();
+        let seq_info: Vec<u32> = (0..seqs as u32)
+            .flat_map(|s| [s, 1, ctx_len as u32, s * blocks_per_seq as u32])
+            .collect();
         let tables: Vec<u32> = (0..(seqs * blocks_per_seq) as u32).collect();
         let u = |v: &[u32]| ctx.storage_init("u32", bytemuck::cast_slice(v));
         let (pb, tb, sb, bt) = (u(&positions), u(&token_seq), u(&seq_info), u(&tables));
         let out = ctx.storage("out", (seqs * nh * d * 4) as u64);
         let step = step_buffer(&ctx, seqs as u32, seqs as u32, 0);
-        let l = ops::attention(&ctx, &k, &step, (nh, nkv, d), AttentionBuffers { positions: &pb, token_seq: &tb, seq_info: &sb, block_tables: &bt, qkv: &qkv, k_cache: &kc, v_cache: &vc, out: &out }).unwrap();
+        let l = ops::attention(
+            &ctx,
+            &k,
+            &step,
+            (nh, nkv, d),
+            kiln_gpu::KvDtype::F32,
+            AttentionBuffers {
+                positions: &pb,
+                token_seq: &tb,
+                seq_info: &sb,
+                block_tables: &bt,
+                qkv: &qkv,
+                k_cache: &kc,
+                v_cache: &vc,
+                out: &out,
+            },
+        )
+        .unwrap();
         g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
-        g.bench_function(format!("decode 8 seqs ctx={ctx_len}"), |b| b.iter(|| run(&ctx, 1, &|p| l.record(p, seqs as u32, 0))));
+        g.bench_function(format!("decode 8 seqs ctx={ctx_len}"), |b| {
+            b.iter(|| run(&ctx, 1, &|p| l.record(p, seqs as u32, 0)))
+        });
     }
 }
 
@@ -81,7 +122,9 @@ fn copy(c: &mut Criterion) {
             let mut enc = ctx.device.create_command_encoder(&Default::default());
             enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes);
             ctx.queue.submit([enc.finish()]);
-            ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+            ctx.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .expect("poll");
         })
     });
 }

@@ -3,7 +3,8 @@
 use kiln_gpu::{GpuContext, StepUniform};
 
 pub fn gpu() -> GpuContext {
-    pollster::block_on(GpuContext::new()).unwrap_or_else(|e| panic!("benchmarks need a GPU adapter: {e}"))
+    pollster::block_on(GpuContext::new())
+        .unwrap_or_else(|e| panic!("benchmarks need a GPU adapter: {e}"))
 }
 
 /// Deterministic pseudo-random values in [-scale, scale).
@@ -20,7 +21,15 @@ pub fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
 }
 
 pub fn step_buffer(ctx: &GpuContext, tokens: u32, seqs: u32, samples: u32) -> wgpu::Buffer {
-    ctx.uniform_init("step", bytemuck::bytes_of(&StepUniform { num_tokens: tokens, num_seqs: seqs, num_samples: samples, pad: 0 }))
+    ctx.uniform_init(
+        "step",
+        bytemuck::bytes_of(&StepUniform {
+            num_tokens: tokens,
+            num_seqs: seqs,
+            num_samples: samples,
+            pad: 0,
+        }),
+    )
 }
 
 /// Records `record` `reps` times into one pass, submits and waits for the GPU.
@@ -33,5 +42,7 @@ pub fn run(ctx: &GpuContext, reps: usize, record: &dyn Fn(&mut wgpu::ComputePass
         }
     }
     ctx.queue.submit([enc.finish()]);
-    ctx.device.poll(wgpu::PollType::wait_indefinitely()).expect("poll");
+    ctx.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .expect("poll");
 }

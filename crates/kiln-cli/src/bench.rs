@@ -90,16 +90,22 @@ struct Record {
 }
 
 const WORDS: &[&str] = &[
-    "the", "kiln", "fires", "clay", "at", "high", "heat", "and", "glaze", "turns", "to", "glass", "while", "potter",
-    "waits", "for", "cool", "air", "a", "slow", "ramp", "keeps", "pots", "from", "cracking", "in", "wood", "smoke",
+    "the", "kiln", "fires", "clay", "at", "high", "heat", "and", "glaze", "turns", "to", "glass",
+    "while", "potter", "waits", "for", "cool", "air", "a", "slow", "ramp", "keeps", "pots", "from",
+    "cracking", "in", "wood", "smoke",
 ];
 
 fn words(rng: &mut StdRng, n: usize) -> String {
-    (0..n).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect::<Vec<_>>().join(" ")
+    (0..n)
+        .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(run_async(a))
 }
 
@@ -111,15 +117,29 @@ async fn run_async(mut a: Args) -> anyhow::Result<()> {
         if let Some(k) = &a.api_key {
             r = r.bearer_auth(k);
         }
-        let models: Value = r.send().await.context("GET /v1/models")?.error_for_status()?.json().await?;
-        a.model = Some(models["data"][0]["id"].as_str().context("the server lists no models")?.to_string());
+        let models: Value = r
+            .send()
+            .await
+            .context("GET /v1/models")?
+            .error_for_status()?
+            .json()
+            .await?;
+        a.model = Some(
+            models["data"][0]["id"]
+                .as_str()
+                .context("the server lists no models")?
+                .to_string(),
+        );
     }
     let total = match a.workload {
         Workload::Random => a.num_prompts,
         Workload::Agent => a.sessions * a.turns,
     };
     let bar = ProgressBar::new(total as u64);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} requests {elapsed} ({per_sec})").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} requests {elapsed} ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let a = Arc::new(a);
     let start = Instant::now();
     let records = match a.workload {
@@ -135,12 +155,22 @@ async fn run_async(mut a: Args) -> anyhow::Result<()> {
         eprintln!("wrote {}", p.display());
     }
     if records.iter().all(|r| !r.ok) {
-        bail!("every request failed; first error: {}", records.first().and_then(|r| r.error.clone()).unwrap_or_default());
+        bail!(
+            "every request failed; first error: {}",
+            records
+                .first()
+                .and_then(|r| r.error.clone())
+                .unwrap_or_default()
+        );
     }
     Ok(())
 }
 
-async fn random_workload(client: &reqwest::Client, a: &Arc<Args>, bar: &ProgressBar) -> anyhow::Result<Vec<Record>> {
+async fn random_workload(
+    client: &reqwest::Client,
+    a: &Arc<Args>,
+    bar: &ProgressBar,
+) -> anyhow::Result<Vec<Record>> {
     let mut rng = StdRng::seed_from_u64(a.seed);
     let permits = Arc::new(Semaphore::new(a.concurrency.unwrap_or(usize::MAX >> 4)));
     let mut tasks = Vec::new();
@@ -179,14 +209,18 @@ async fn random_workload(client: &reqwest::Client, a: &Arc<Args>, bar: &Progress
     Ok(out)
 }
 
-async fn agent_workload(client: &reqwest::Client, a: &Arc<Args>, bar: &ProgressBar) -> anyhow::Result<Vec<Record>> {
+async fn agent_workload(
+    client: &reqwest::Client,
+    a: &Arc<Args>,
+    bar: &ProgressBar,
+) -> anyhow::Result<Vec<Record>> {
     let permits = Arc::new(Semaphore::new(a.concurrency.unwrap_or(a.sessions).max(1)));
     let mut tasks = Vec::new();
     for s in 0..a.sessions {
         let (client, a, bar, permits) = (client.clone(), a.clone(), bar.clone(), permits.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let mut rng = StdRng::seed_from_u64(a.seed ^ (s as u64 + 1) * 0x9E37_79B9);
+            let mut rng = StdRng::seed_from_u64(a.seed ^ ((s as u64 + 1) * 0x9E37_79B9));
             let mut messages = vec![
                 json!({"role": "system", "content": "You are an agent. Call tools, read their results, and continue."}),
                 json!({"role": "user", "content": format!("Task {s}: {}", words(&mut rng, a.input_len))}),
@@ -225,7 +259,11 @@ async fn send(client: &reqwest::Client, a: &Args, path: &str, body: &Value) -> R
     let resp = match req.send().await {
         Ok(r) if r.status().is_success() => r,
         Ok(r) => {
-            rec.error = Some(format!("{}: {}", r.status(), r.text().await.unwrap_or_default()));
+            rec.error = Some(format!(
+                "{}: {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            ));
             return rec;
         }
         Err(e) => {
@@ -243,11 +281,15 @@ async fn send(client: &reqwest::Client, a: &Args, path: &str, body: &Value) -> R
         buf.push_str(&String::from_utf8_lossy(&bytes));
         while let Some(end) = buf.find("\n\n") {
             let event: String = buf.drain(..end + 2).collect();
-            let Some(data) = event.trim().strip_prefix("data:").map(str::trim) else { continue };
+            let Some(data) = event.trim().strip_prefix("data:").map(str::trim) else {
+                continue;
+            };
             if data == "[DONE]" {
                 continue;
             }
-            let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+            let Ok(v) = serde_json::from_str::<Value>(data) else {
+                continue;
+            };
             if let Some(e) = v.get("error") {
                 rec.error = Some(e.to_string());
                 return rec;
@@ -255,10 +297,15 @@ async fn send(client: &reqwest::Client, a: &Args, path: &str, body: &Value) -> R
             if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
                 rec.prompt_tokens = u["prompt_tokens"].as_u64().unwrap_or(0) as usize;
                 rec.completion_tokens = u["completion_tokens"].as_u64().unwrap_or(0) as usize;
-                rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0) as usize;
+                rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0) as usize;
             }
             let c = &v["choices"][0];
-            let text = c["delta"]["content"].as_str().or(c["text"].as_str()).unwrap_or("");
+            let text = c["delta"]["content"]
+                .as_str()
+                .or(c["text"].as_str())
+                .unwrap_or("");
             if !text.is_empty() {
                 let now = Instant::now();
                 match last {
@@ -293,7 +340,11 @@ fn summarize(a: &Args, records: &[Record], duration: f64) -> Value {
     let out_tokens: usize = ok.iter().map(|r| r.completion_tokens).sum();
     let in_tokens: usize = ok.iter().map(|r| r.prompt_tokens).sum();
     let cached: usize = ok.iter().map(|r| r.cached_tokens).sum();
-    let tpot = ok.iter().filter(|r| r.completion_tokens > 1).map(|r| (r.e2e - r.ttft) / (r.completion_tokens - 1) as f64).collect();
+    let tpot = ok
+        .iter()
+        .filter(|r| r.completion_tokens > 1)
+        .map(|r| (r.e2e - r.ttft) / (r.completion_tokens - 1) as f64)
+        .collect();
     json!({
         "workload": format!("{:?}", a.workload).to_lowercase(),
         "model": a.model,
@@ -320,21 +371,62 @@ fn print_table(r: &Value) {
     let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
     println!("{:=^64}", " kiln bench ");
     println!("{:<34}{}", "workload", r["workload"].as_str().unwrap_or(""));
-    println!("{:<34}{} ok / {} failed", "requests", r["succeeded"], r["failed"]);
+    println!(
+        "{:<34}{} ok / {} failed",
+        "requests", r["succeeded"], r["failed"]
+    );
     if let Some(e) = r["first_error"].as_str() {
         println!("{:<34}{}", "first error", e);
     }
     println!("{:<34}{:.2}", "duration (s)", f("duration_s"));
-    println!("{:<34}{:.3}", "request throughput (req/s)", f("request_throughput"));
-    println!("{:<34}{:.2}", "output token throughput (tok/s)", f("output_token_throughput"));
-    println!("{:<34}{:.2}", "total token throughput (tok/s)", f("total_token_throughput"));
-    println!("{:<34}{} in / {} out", "tokens", r["prompt_tokens"], r["completion_tokens"]);
-    println!("{:<34}{:.1}% ({} cached tokens)", "prefix cache hit rate", f("prefix_cache_hit_rate") * 100.0, r["cached_tokens"]);
+    println!(
+        "{:<34}{:.3}",
+        "request throughput (req/s)",
+        f("request_throughput")
+    );
+    println!(
+        "{:<34}{:.2}",
+        "output token throughput (tok/s)",
+        f("output_token_throughput")
+    );
+    println!(
+        "{:<34}{:.2}",
+        "total token throughput (tok/s)",
+        f("total_token_throughput")
+    );
+    println!(
+        "{:<34}{} in / {} out",
+        "tokens", r["prompt_tokens"], r["completion_tokens"]
+    );
+    println!(
+        "{:<34}{:.1}% ({} cached tokens)",
+        "prefix cache hit rate",
+        f("prefix_cache_hit_rate") * 100.0,
+        r["cached_tokens"]
+    );
     println!("{:-^64}", "");
-    println!("{:<10}{:>13}{:>13}{:>13}{:>13}", "(ms)", "mean", "p50", "p90", "p99");
-    for (name, key) in [("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e")] {
-        let g = |k: &str| r[key][k].as_f64().map_or("-".to_string(), |v| format!("{v:.1}"));
-        println!("{name:<10}{:>13}{:>13}{:>13}{:>13}", g("mean_ms"), g("p50_ms"), g("p90_ms"), g("p99_ms"));
+    println!(
+        "{:<10}{:>13}{:>13}{:>13}{:>13}",
+        "(ms)", "mean", "p50", "p90", "p99"
+    );
+    for (name, key) in [
+        ("TTFT", "ttft"),
+        ("TPOT", "tpot"),
+        ("ITL", "itl"),
+        ("E2E", "e2e"),
+    ] {
+        let g = |k: &str| {
+            r[key][k]
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{v:.1}"))
+        };
+        println!(
+            "{name:<10}{:>13}{:>13}{:>13}{:>13}",
+            g("mean_ms"),
+            g("p50_ms"),
+            g("p90_ms"),
+            g("p99_ms")
+        );
     }
     println!("{:=^64}", "");
 }

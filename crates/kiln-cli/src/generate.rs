@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use kiln_engine::{Engine, EngineConfig, IncrementalDecoder, KvSize, Request, SamplingParams};
 use kiln_gpu::GpuContext;
 use kiln_model::ChatMessage;
@@ -46,8 +46,17 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let model = crate::model_path::load(a.model.as_deref())?;
     let text = if a.chat {
-        let template = model.chat_template.as_ref().context("the model has no chat template; drop --chat")?;
-        template.render(&[ChatMessage { role: "user".into(), content: a.prompt.clone() }], true)?
+        let template = model
+            .chat_template
+            .as_ref()
+            .context("the model has no chat template; drop --chat")?;
+        template.render(
+            &[ChatMessage {
+                role: "user".into(),
+                content: a.prompt.clone(),
+            }],
+            true,
+        )?
     } else {
         a.prompt.clone()
     };
@@ -73,13 +82,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     )?;
     bar.finish_and_clear();
     if prompt.len() >= engine.max_len() {
-        bail!("the prompt has {} tokens; the context holds {}", prompt.len(), engine.max_len());
+        bail!(
+            "the prompt has {} tokens; the context holds {}",
+            prompt.len(),
+            engine.max_len()
+        );
     }
-    let sampling = SamplingParams { temperature: a.temperature, top_p: a.top_p, top_k: a.top_k, ..SamplingParams::default() };
+    let sampling = SamplingParams {
+        temperature: a.temperature,
+        top_p: a.top_p,
+        top_k: a.top_k,
+        ..SamplingParams::default()
+    };
     sampling.validate().map_err(anyhow::Error::msg)?;
     let room = engine.max_len() - prompt.len();
     if a.max_tokens > room {
-        eprintln!("note: --max-tokens {} cut to {room}: the context holds {} tokens and the prompt has {}", a.max_tokens, engine.max_len(), prompt.len());
+        eprintln!(
+            "note: --max-tokens {} cut to {room}: the context holds {} tokens and the prompt has {}",
+            a.max_tokens,
+            engine.max_len(),
+            prompt.len()
+        );
     }
     let max_tokens = a.max_tokens.min(room);
     engine.add_request(Request {

@@ -15,22 +15,47 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("adapter:   {}", i.name);
     println!("backend:   {:?} ({:?})", i.backend, i.device_type);
     println!("driver:    {} {}", i.driver, i.driver_info);
-    println!("features:  shader-f16 {}", if ctx.features.contains(wgpu::Features::SHADER_F16) { "yes" } else { "no (f16 weights packed in u32)" });
+    println!(
+        "features:  shader-f16 {}",
+        if ctx.features.contains(wgpu::Features::SHADER_F16) {
+            "yes"
+        } else {
+            "no (f16 weights packed in u32)"
+        }
+    );
     let l = &ctx.limits;
-    println!("limits:    storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, invocations {}",
-        l.max_storage_buffer_binding_size as u64 >> 20, l.max_buffer_size >> 20,
-        l.max_compute_workgroup_storage_size >> 10, l.max_compute_invocations_per_workgroup);
+    println!(
+        "limits:    storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, invocations {}",
+        l.max_storage_buffer_binding_size as u64 >> 20,
+        l.max_buffer_size >> 20,
+        l.max_compute_workgroup_storage_size >> 10,
+        l.max_compute_invocations_per_workgroup
+    );
     if args.model.is_some() || std::path::Path::new(crate::model_path::DEFAULT_MODEL).exists() {
         let model = crate::model_path::load(args.model.as_deref())?;
         let c = &model.config;
         println!("model:     {} ({:?})", model.source, c.architecture);
-        println!("shape:     {} layers, hidden {}, intermediate {}, {} heads / {} KV heads of {}, vocab {}, context {}",
-            c.num_layers, c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.max_position_embeddings);
+        println!(
+            "shape:     {} layers, hidden {}, intermediate {}, {} heads / {} KV heads of {}, vocab {}, context {}",
+            c.num_layers,
+            c.hidden_size,
+            c.intermediate_size,
+            c.num_heads,
+            c.num_kv_heads,
+            c.head_dim,
+            c.vocab_size,
+            c.max_position_embeddings
+        );
         let params = c.param_count() as f64;
-        let kv_per_token = kiln_gpu::KvLayout::for_model(c, kiln_gpu::KvDtype::F16).bytes_per_token();
-        println!("memory:    {:.1} M parameters, {:.0} MiB of f16 weights on the GPU, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32)",
-            params / 1e6, params * 2.0 / (1 << 20) as f64, kv_per_token as f64 / 1024.0,
-            (kv_per_token * c.max_position_embeddings as u64) as f64 / (1 << 20) as f64);
+        let kv_per_token =
+            kiln_gpu::KvLayout::for_model(c, kiln_gpu::KvDtype::F16).bytes_per_token();
+        println!(
+            "memory:    {:.1} M parameters, {:.0} MiB of f16 weights on the GPU, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32)",
+            params / 1e6,
+            params * 2.0 / (1 << 20) as f64,
+            kv_per_token as f64 / 1024.0,
+            (kv_per_token * c.max_position_embeddings as u64) as f64 / (1 << 20) as f64
+        );
     }
     Ok(())
 }

@@ -10,7 +10,11 @@ mod serve;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "kiln", version, about = "An LLM inference engine on WGSL compute shaders (Vulkan, Metal, DX12, WebGPU)")]
+#[command(
+    name = "kiln",
+    version,
+    about = "An LLM inference engine on WGSL compute shaders (Vulkan, Metal, DX12, WebGPU)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use kiln_model::Model;
 
@@ -12,7 +12,9 @@ pub const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 /// Resolves `arg` to a local path, downloading a Hugging Face repo id into the usual cache.
 pub fn resolve(arg: Option<&str>) -> anyhow::Result<PathBuf> {
     let Some(arg) = arg else {
-        let path = std::env::var_os("KILN_MODEL").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL));
+        let path = std::env::var_os("KILN_MODEL")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL));
         if !path.exists() {
             bail!(
                 "the default model {} is not present; fetch it with `scripts/fetch-model.sh` (or pass --model PATH)",
@@ -25,7 +27,8 @@ pub fn resolve(arg: Option<&str>) -> anyhow::Result<PathBuf> {
     if path.exists() {
         return Ok(path.to_path_buf());
     }
-    let looks_like_repo = arg.split('/').count() == 2 && !arg.ends_with(".gguf") && !arg.starts_with('.');
+    let looks_like_repo =
+        arg.split('/').count() == 2 && !arg.ends_with(".gguf") && !arg.starts_with('.');
     if !looks_like_repo {
         bail!("model {arg}: no such file or folder");
     }
@@ -37,7 +40,12 @@ fn download(repo_id: &str) -> anyhow::Result<PathBuf> {
     let api = hf_hub::api::sync::Api::new().context("opening the Hugging Face cache")?;
     let repo = api.model(repo_id.to_string());
     let mut dir = None;
-    for file in ["config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"] {
+    for file in [
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+    ] {
         match repo.get(file) {
             Ok(p) => dir = p.parent().map(Path::to_path_buf),
             Err(e) if file == "config.json" || file == "tokenizer.json" => {
@@ -47,14 +55,21 @@ fn download(repo_id: &str) -> anyhow::Result<PathBuf> {
         }
     }
     if repo.get("model.safetensors").is_err() {
-        let index = repo.get("model.safetensors.index.json").with_context(|| format!("model {repo_id}: no model.safetensors"))?;
+        let index = repo
+            .get("model.safetensors.index.json")
+            .with_context(|| format!("model {repo_id}: no model.safetensors"))?;
         let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&index)?)?;
-        let mut shards: Vec<&str> =
-            json["weight_map"].as_object().into_iter().flat_map(|m| m.values()).filter_map(|v| v.as_str()).collect();
+        let mut shards: Vec<&str> = json["weight_map"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter_map(|v| v.as_str())
+            .collect();
         shards.sort();
         shards.dedup();
         for shard in shards {
-            repo.get(shard).with_context(|| format!("model {repo_id}: fetching {shard}"))?;
+            repo.get(shard)
+                .with_context(|| format!("model {repo_id}: fetching {shard}"))?;
         }
     }
     dir.context("empty repository")
@@ -73,7 +88,8 @@ pub fn load(arg: Option<&str>) -> anyhow::Result<Model> {
 pub fn upload_bar() -> ProgressBar {
     let bar = ProgressBar::new(1);
     bar.set_style(
-        ProgressStyle::with_template("uploading weights {bar:30} {pos}/{len} layers {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("uploading weights {bar:30} {pos}/{len} layers {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
 }

@@ -72,22 +72,46 @@ enum LogprobsModeArg {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .try_init();
     let model_path = crate::model_path::resolve(a.model.as_deref())?;
     let model = crate::model_path::load(Some(&model_path.to_string_lossy()))?;
     let path = &model_path;
     let name = a.served_model_name.clone().unwrap_or_else(|| {
-        a.model.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "kiln".into()))
+        a.model.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "kiln".into())
+        })
     });
-    tracing::info!("model {} ({} layers, vocab {}), served as `{name}`", model.source, model.config.num_layers, model.config.vocab_size);
-    let Model { config, weights, tokenizer, chat_template, .. } = model;
-    let info = ModelInfo { tokenizer, chat_template, eos_token_ids: config.eos_token_ids.clone(), vocab_size: config.vocab_size };
+    tracing::info!(
+        "model {} ({} layers, vocab {}), served as `{name}`",
+        model.source,
+        model.config.num_layers,
+        model.config.vocab_size
+    );
+    let Model {
+        config,
+        weights,
+        tokenizer,
+        chat_template,
+        ..
+    } = model;
+    let info = ModelInfo {
+        tokenizer,
+        chat_template,
+        eos_token_ids: config.eos_token_ids.clone(),
+        vocab_size: config.vocab_size,
+    };
     let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,
-        kv: a.kv_blocks.map_or(KvSize::Bytes(a.kv_memory), KvSize::Blocks),
+        kv: a
+            .kv_blocks
+            .map_or(KvSize::Bytes(a.kv_memory), KvSize::Blocks),
         cpu_kv_bytes: a.cpu_kv_bytes,
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
@@ -95,15 +119,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     });
     let pod = std::env::var("POD_NAME")
         .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| "kiln".into());
-    let kv_events = a.kv_events_endpoint.clone().map(|endpoint| kiln_server::kv_events::KvEventsConfig {
-        endpoint,
-        replay_endpoint: a.kv_events_replay_endpoint.clone(),
-        topic: format!("kv@{pod}@{name}"),
-        buffer: a.kv_events_buffer,
-    });
+    let kv_events =
+        a.kv_events_endpoint
+            .clone()
+            .map(|endpoint| kiln_server::kv_events::KvEventsConfig {
+                endpoint,
+                replay_endpoint: a.kv_events_replay_endpoint.clone(),
+                topic: format!("kv@{pod}@{name}"),
+                buffer: a.kv_events_buffer,
+            });
     let sc = ServerConfig {
         kv_events,
         host: a.host,
@@ -120,7 +151,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(kiln_server::serve(sc, info, factory))
 }
 
@@ -130,8 +163,14 @@ fn demo_files(dir: &std::path::Path, model: &std::path::Path) -> Option<kiln_ser
         return None;
     }
     if !dir.join("pkg").exists() {
-        tracing::warn!("{}/pkg is missing: run scripts/build-web.sh for the /demo page", dir.display());
+        tracing::warn!(
+            "{}/pkg is missing: run scripts/build-web.sh for the /demo page",
+            dir.display()
+        );
     }
     let model_file = (model.extension().is_some_and(|e| e == "gguf")).then(|| model.to_path_buf());
-    Some(kiln_server::DemoFiles { page_dir: dir.to_path_buf(), model_file })
+    Some(kiln_server::DemoFiles {
+        page_dir: dir.to_path_buf(),
+        model_file,
+    })
 }

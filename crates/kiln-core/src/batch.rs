@@ -76,7 +76,9 @@ impl StepBatch {
         let mut next = 0u32;
         for (i, s) in self.seqs.iter().enumerate() {
             if s.query_start != next || s.query_len == 0 {
-                return Err(format!("sequence {i}: segment is not contiguous or is empty"));
+                return Err(format!(
+                    "sequence {i}: segment is not contiguous or is empty"
+                ));
             }
             if s.context_len < s.query_len {
                 return Err(format!("sequence {i}: context_len < query_len"));

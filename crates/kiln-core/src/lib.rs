@@ -7,5 +7,7 @@
 mod batch;
 mod sampling;
 
-pub use batch::{BlockCopy, SeqInBatch, StepBatch, BLOCK_SIZE};
-pub use sampling::{mask_words, LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask};
+pub use batch::{BLOCK_SIZE, BlockCopy, SeqInBatch, StepBatch};
+pub use sampling::{
+    LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words,
+};

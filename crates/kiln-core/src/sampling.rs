@@ -56,7 +56,10 @@ impl Default for SamplingParams {
 
 impl SamplingParams {
     pub fn greedy() -> Self {
-        Self { temperature: 0.0, ..Self::default() }
+        Self {
+            temperature: 0.0,
+            ..Self::default()
+        }
     }
 
     pub fn is_greedy(&self) -> bool {
@@ -64,18 +67,44 @@ impl SamplingParams {
     }
 
     pub fn has_penalties(&self) -> bool {
-        self.repetition_penalty != 1.0 || self.presence_penalty != 0.0 || self.frequency_penalty != 0.0
+        self.repetition_penalty != 1.0
+            || self.presence_penalty != 0.0
+            || self.frequency_penalty != 0.0
     }
 
     /// Checks ranges; the message names the offending parameter.
     pub fn validate(&self) -> Result<(), String> {
         let checks: [(&str, bool, &str); 6] = [
-            ("temperature", self.temperature.is_finite() && self.temperature >= 0.0, "must be >= 0"),
-            ("top_p", self.top_p > 0.0 && self.top_p <= 1.0, "must be in (0, 1]"),
-            ("min_p", (0.0..=1.0).contains(&self.min_p), "must be in [0, 1]"),
-            ("repetition_penalty", self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite(), "must be > 0"),
-            ("presence_penalty", (-2.0..=2.0).contains(&self.presence_penalty), "must be in [-2, 2]"),
-            ("frequency_penalty", (-2.0..=2.0).contains(&self.frequency_penalty), "must be in [-2, 2]"),
+            (
+                "temperature",
+                self.temperature.is_finite() && self.temperature >= 0.0,
+                "must be >= 0",
+            ),
+            (
+                "top_p",
+                self.top_p > 0.0 && self.top_p <= 1.0,
+                "must be in (0, 1]",
+            ),
+            (
+                "min_p",
+                (0.0..=1.0).contains(&self.min_p),
+                "must be in [0, 1]",
+            ),
+            (
+                "repetition_penalty",
+                self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite(),
+                "must be > 0",
+            ),
+            (
+                "presence_penalty",
+                (-2.0..=2.0).contains(&self.presence_penalty),
+                "must be in [-2, 2]",
+            ),
+            (
+                "frequency_penalty",
+                (-2.0..=2.0).contains(&self.frequency_penalty),
+                "must be in [-2, 2]",
+            ),
         ];
         for (name, ok, why) in checks {
             if !ok {

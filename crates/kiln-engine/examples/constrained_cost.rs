@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kiln_engine::{ConstraintFactory, Engine, EngineConfig, Grammar, KvSize, Request, SamplingParams};
+use kiln_engine::{
+    ConstraintFactory, Engine, EngineConfig, Grammar, KvSize, Request, SamplingParams,
+};
 use kiln_gpu::GpuContext;
 use kiln_model::{ChatMessage, Model};
 use serde_json::json;
@@ -14,12 +16,20 @@ use serde_json::json;
 fn main() -> anyhow::Result<()> {
     let path = std::env::var_os("KILN_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
     let model = Model::load(&path)?;
     let eos = model.config.eos_token_ids.clone();
     let t = Instant::now();
-    let factory = ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).map_err(anyhow::Error::msg)?;
-    println!("factory (token trie of {} tokens): {:.1} ms", model.config.vocab_size, t.elapsed().as_secs_f64() * 1e3);
+    let factory = ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size)
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "factory (token trie of {} tokens): {:.1} ms",
+        model.config.vocab_size,
+        t.elapsed().as_secs_f64() * 1e3
+    );
     let schema = Grammar::JsonSchema(json!({
         "type": "object",
         "properties": {
@@ -35,14 +45,25 @@ fn main() -> anyhow::Result<()> {
     println!("compile schema: {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
 
     let ctx = pollster::block_on(GpuContext::new())?;
-    let cfg = EngineConfig { max_num_batched_tokens: 1024, max_num_seqs: 16, kv: KvSize::Blocks(512), ..EngineConfig::default() };
+    let cfg = EngineConfig {
+        max_num_batched_tokens: 1024,
+        max_num_seqs: 16,
+        kv: KvSize::Blocks(512),
+        ..EngineConfig::default()
+    };
     let mut engine = Engine::new(&ctx, &model.config, &model.weights, cfg, &mut |_, _| {})?;
     let prompt = {
-        let text = model.chat_template.as_ref().unwrap().render(&[ChatMessage::new("user", "Describe a person as JSON.")], true)?;
+        let text = model.chat_template.as_ref().unwrap().render(
+            &[ChatMessage::new("user", "Describe a person as JSON.")],
+            true,
+        )?;
         model.tokenizer.encode(&text, false)?
     };
     let request = |id: u64| Request {
-        sampling: SamplingParams { temperature: 0.7, ..SamplingParams::default() },
+        sampling: SamplingParams {
+            temperature: 0.7,
+            ..SamplingParams::default()
+        },
         seed: id,
         ignore_eos: true,
         eos_token_ids: eos.clone(),
@@ -51,7 +72,10 @@ fn main() -> anyhow::Result<()> {
     for constrained in [0usize, 8] {
         for id in 0..16u64 {
             if (id as usize) < constrained {
-                engine.add_constrained_request(request(id), factory.compile(&schema).map_err(anyhow::Error::msg)?)?;
+                engine.add_constrained_request(
+                    request(id),
+                    factory.compile(&schema).map_err(anyhow::Error::msg)?,
+                )?;
             } else {
                 engine.add_request(request(id))?;
             }
@@ -70,7 +94,10 @@ fn main() -> anyhow::Result<()> {
             tokens += updates.iter().filter(|u| u.token.is_some()).count();
         }
         let s = start.unwrap().elapsed().as_secs_f64();
-        println!("batch of 16, {constrained} constrained: {steps} decode steps, {:.1} tokens/s", tokens as f64 / s);
+        println!(
+            "batch of 16, {constrained} constrained: {steps} decode steps, {:.1} tokens/s",
+            tokens as f64 / s
+        );
         let failures = engine.take_failures();
         anyhow::ensure!(failures.is_empty(), "constraint failures: {failures:?}");
     }
@@ -83,8 +110,12 @@ fn main() -> anyhow::Result<()> {
             let t = Instant::now();
             let m = c.mask().map_err(anyhow::Error::msg)?;
             times.push(t.elapsed().as_secs_f64() * 1e6);
-            let allowed: Vec<u32> = (0..m.len() as u32 * 32).filter(|&i| m[i as usize / 32] >> (i % 32) & 1 == 1).collect();
-            let Some(&tok) = allowed.iter().rev().find(|t| !eos.contains(t)) else { break };
+            let allowed: Vec<u32> = (0..m.len() as u32 * 32)
+                .filter(|&i| m[i as usize / 32] >> (i % 32) & 1 == 1)
+                .collect();
+            let Some(&tok) = allowed.iter().rev().find(|t| !eos.contains(t)) else {
+                break;
+            };
             c.consume(tok).map_err(anyhow::Error::msg)?;
             if c.is_stopped() {
                 break;
@@ -93,6 +124,11 @@ fn main() -> anyhow::Result<()> {
     }
     times.sort_by(f64::total_cmp);
     let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
-    println!("mask per constrained token: p50 {:.0} us, p99 {:.0} us ({} masks)", pct(0.5), pct(0.99), times.len());
+    println!(
+        "mask per constrained token: p50 {:.0} us, p99 {:.0} us ({} masks)",
+        pct(0.5),
+        pct(0.99),
+        times.len()
+    );
     Ok(())
 }

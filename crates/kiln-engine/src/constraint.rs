@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use kiln_core::{mask_words, TokenMask};
+use kiln_core::{TokenMask, mask_words};
 use kiln_model::Tokenizer;
 use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// What the output must match.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +49,9 @@ impl Grammar {
     /// The llguidance grammar (JSON with compact separators).
     pub fn to_llguidance(&self) -> TopLevelGrammar {
         match self {
-            Grammar::JsonObject => TopLevelGrammar::from_json_schema(compact(json!({"type": "object"}))),
+            Grammar::JsonObject => {
+                TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
+            }
             Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())),
             Grammar::Regex(r) => TopLevelGrammar::from_grammar(GrammarWithLexer::from_regex(r)),
             Grammar::Choice(c) => {
@@ -70,23 +72,39 @@ pub struct ConstraintFactory {
 impl ConstraintFactory {
     /// From the model's tokenizer, its EOS ids and the model's vocabulary size (the logits'
     /// width, which may exceed the tokenizer's: the extra ids are never allowed).
-    pub fn new(tokenizer: &Tokenizer, eos_token_ids: &[u32], model_vocab: usize) -> Result<Self, String> {
+    pub fn new(
+        tokenizer: &Tokenizer,
+        eos_token_ids: &[u32],
+        model_vocab: usize,
+    ) -> Result<Self, String> {
         let mut words = tokenizer.token_bytes();
         words.resize(model_vocab.max(words.len()), Vec::new());
-        let eos = *eos_token_ids.first().ok_or("the model has no EOS token, which constrained decoding needs")?;
+        let eos = *eos_token_ids
+            .first()
+            .ok_or("the model has no EOS token, which constrained decoding needs")?;
         let info = TokRxInfo::new(words.len() as u32, eos);
         let trie = TokTrie::from(&info, &words).with_eos_tokens(eos_token_ids);
         let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
-        let mut factory = ParserFactory::new_simple(&env).map_err(|e| format!("constrained decoding: {e}"))?;
+        let mut factory =
+            ParserFactory::new_simple(&env).map_err(|e| format!("constrained decoding: {e}"))?;
         factory.set_stderr_log_level(0);
-        Ok(Self { factory: Arc::new(factory), vocab: words.len() })
+        Ok(Self {
+            factory: Arc::new(factory),
+            vocab: words.len(),
+        })
     }
 
     /// A fresh matcher for one sequence; the error names what in the grammar is wrong.
     pub fn compile(&self, grammar: &Grammar) -> Result<Constraint, String> {
-        let parser = self.factory.create_parser(grammar.to_llguidance()).map_err(|e| e.to_string())?;
+        let parser = self
+            .factory
+            .create_parser(grammar.to_llguidance())
+            .map_err(|e| e.to_string())?;
         let matcher = Matcher::new(Ok(parser));
-        Ok(Constraint { matcher, words: mask_words(self.vocab) })
+        Ok(Constraint {
+            matcher,
+            words: mask_words(self.vocab),
+        })
     }
 }
 
@@ -99,7 +117,10 @@ pub struct Constraint {
 impl Constraint {
     /// The tokens allowed next (only EOS once the grammar is complete and nothing may follow).
     pub fn mask(&mut self) -> Result<TokenMask, String> {
-        let v = self.matcher.compute_mask_or_eos().map_err(|e| e.to_string())?;
+        let v = self
+            .matcher
+            .compute_mask_or_eos()
+            .map_err(|e| e.to_string())?;
         let mut words = v.as_slice().to_vec();
         words.resize(self.words, 0);
         Ok(words)

@@ -16,13 +16,19 @@ pub struct IncrementalDecoder {
 
 impl IncrementalDecoder {
     pub fn new(skip_special_tokens: bool) -> Self {
-        Self { skip_special: skip_special_tokens, ..Self::default() }
+        Self {
+            skip_special: skip_special_tokens,
+            ..Self::default()
+        }
     }
 
     /// Adds `id` and returns the text it completes (possibly empty).
     pub fn push(&mut self, tokenizer: &Tokenizer, id: u32) -> Result<String, ModelError> {
         self.ids.push(id);
-        let prefix = tokenizer.decode(&self.ids[self.prefix_offset..self.read_offset], self.skip_special)?;
+        let prefix = tokenizer.decode(
+            &self.ids[self.prefix_offset..self.read_offset],
+            self.skip_special,
+        )?;
         let full = tokenizer.decode(&self.ids[self.prefix_offset..], self.skip_special)?;
         if full.len() > prefix.len() && !full.ends_with('\u{FFFD}') && full.starts_with(&prefix) {
             let delta = full[prefix.len()..].to_string();
@@ -36,7 +42,10 @@ impl IncrementalDecoder {
 
     /// Whatever text is still held back (at the end of generation).
     pub fn flush(&mut self, tokenizer: &Tokenizer) -> Result<String, ModelError> {
-        let prefix = tokenizer.decode(&self.ids[self.prefix_offset..self.read_offset], self.skip_special)?;
+        let prefix = tokenizer.decode(
+            &self.ids[self.prefix_offset..self.read_offset],
+            self.skip_special,
+        )?;
         let full = tokenizer.decode(&self.ids[self.prefix_offset..], self.skip_special)?;
         self.prefix_offset = self.ids.len();
         self.read_offset = self.ids.len();

@@ -9,11 +9,13 @@
 
 use std::collections::HashMap;
 
-use kiln_core::{TokenMask, BLOCK_SIZE};
+use kiln_core::{BLOCK_SIZE, TokenMask};
 use kiln_gpu::ops::NO_TOKEN;
 use kiln_gpu::{GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig};
 use kiln_model::{ModelConfig, Weights};
-use kiln_scheduler::{FinishReason, Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
+use kiln_scheduler::{
+    FinishReason, Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats,
+};
 
 use crate::{Constraint, EngineError};
 
@@ -90,10 +92,14 @@ impl Engine {
         let layout = KvLayout::for_model(config, ec.kv_dtype);
         let num_blocks = match ec.kv {
             KvSize::Blocks(n) => n,
-            KvSize::Bytes(b) => layout.blocks_in(b).min(layout.max_blocks(ctx.max_binding())),
+            KvSize::Bytes(b) => layout
+                .blocks_in(b)
+                .min(layout.max_blocks(ctx.max_binding())),
         };
         if num_blocks == 0 {
-            return Err(EngineError::Config("the KV cache budget is smaller than one block".into()));
+            return Err(EngineError::Config(
+                "the KV cache budget is smaller than one block".into(),
+            ));
         }
         let pool_tokens = num_blocks * BLOCK_SIZE;
         let max_model_len = match ec.max_model_len {
@@ -149,7 +155,11 @@ impl Engine {
 
     /// Adds a request whose output `constraint` governs: every token is sampled under the
     /// matcher's mask and fed back to it.
-    pub fn add_constrained_request(&mut self, request: Request, constraint: Constraint) -> Result<(), EngineError> {
+    pub fn add_constrained_request(
+        &mut self,
+        request: Request,
+        constraint: Constraint,
+    ) -> Result<(), EngineError> {
         let id = request.id;
         self.scheduler.add_request(request)?;
         self.constraints.insert(id, constraint);
@@ -178,9 +188,16 @@ impl Engine {
             return Ok(Vec::new());
         };
         self.num_steps += 1;
-        let sampled_ids: Vec<u64> = step.seqs.iter().filter(|s| s.sampled).map(|s| s.id).collect();
+        let sampled_ids: Vec<u64> = step
+            .seqs
+            .iter()
+            .filter(|s| s.sampled)
+            .map(|s| s.id)
+            .collect();
         let mut mask_failures = Vec::new();
-        let result = self.run(&step.batch, &sampled_ids, &mut mask_failures).await;
+        let result = self
+            .run(&step.batch, &sampled_ids, &mut mask_failures)
+            .await;
         let faults = &self.runner.context().faults;
         let mut reason = match result {
             Ok(sampled) => {
@@ -188,7 +205,11 @@ impl Engine {
                 if !errors.is_empty() {
                     errors.join("; ")
                 } else if sampled.len() != sampled_ids.len() {
-                    format!("the runner returned {} tokens for {} samples", sampled.len(), sampled_ids.len())
+                    format!(
+                        "the runner returned {} tokens for {} samples",
+                        sampled.len(),
+                        sampled_ids.len()
+                    )
                 } else {
                     return Ok(self.update(step, &sampled_ids, sampled, mask_failures));
                 }
@@ -218,7 +239,10 @@ impl Engine {
         #[cfg(feature = "fault-injection")]
         match self.faults.at(self.num_steps) {
             Some(crate::fault::Injected::FailStep) => {
-                return Err(kiln_gpu::GpuError::Device(format!("injected failure of step {}", self.num_steps)));
+                return Err(kiln_gpu::GpuError::Device(format!(
+                    "injected failure of step {}",
+                    self.num_steps
+                )));
             }
             Some(crate::fault::Injected::LoseDevice) => {
                 let reason = format!("injected device loss at step {}", self.num_steps);
@@ -227,7 +251,10 @@ impl Engine {
             }
             None => {}
         }
-        if !sampled_ids.iter().any(|id| self.constraints.contains_key(id)) {
+        if !sampled_ids
+            .iter()
+            .any(|id| self.constraints.contains_key(id))
+        {
             return self.runner.step(batch).await;
         }
         let constraints = &mut self.constraints;
@@ -261,12 +288,20 @@ impl Engine {
         }
         let mut complete = Vec::new();
         for (id, t) in sampled_ids.iter().zip(&mut sampled) {
-            let Some(c) = self.constraints.get_mut(id) else { continue };
+            let Some(c) = self.constraints.get_mut(id) else {
+                continue;
+            };
             if failed.iter().any(|(f, _)| f == id) {
             } else if t.token_id == NO_TOKEN {
-                failed.push((*id, "no token the output constraint allows has a finite logit".into()));
+                failed.push((
+                    *id,
+                    "no token the output constraint allows has a finite logit".into(),
+                ));
             } else if let Err(e) = c.consume(t.token_id) {
-                failed.push((*id, format!("the output constraint rejected token {}: {e}", t.token_id)));
+                failed.push((
+                    *id,
+                    format!("the output constraint rejected token {}: {e}", t.token_id),
+                ));
             } else {
                 if c.is_stopped() {
                     complete.push(*id);
@@ -285,7 +320,10 @@ impl Engine {
             }
         }
         for id in complete {
-            if let Some(u) = updates.iter_mut().find(|u| u.id == id && u.finished.is_none()) {
+            if let Some(u) = updates
+                .iter_mut()
+                .find(|u| u.id == id && u.finished.is_none())
+            {
                 self.scheduler.abort(id);
                 u.finished = Some(FinishReason::Stop);
             }

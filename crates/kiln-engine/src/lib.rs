@@ -10,12 +10,12 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 
-pub use constraint::{lark_string, Constraint, ConstraintFactory, Grammar};
+pub use constraint::{Constraint, ConstraintFactory, Grammar, lark_string};
 pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
-pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
 pub use kiln_core::{LogprobsMode, SampledToken, SamplingParams};
+pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

@@ -23,7 +23,9 @@ impl Walk {
 }
 
 fn allowed(mask: &[u32]) -> Vec<u32> {
-    (0..mask.len() as u32 * 32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
+    (0..mask.len() as u32 * 32)
+        .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
+        .collect()
 }
 
 fn bounded_schema() -> Value {
@@ -54,15 +56,22 @@ fn check_bounded(v: &Value) -> Result<(), String> {
         && (0..=120).contains(&age)
         && ["cat", "dog", "none"].contains(&pet)
         && tags.len() <= 3
-        && tags.iter().all(|t| t.as_str().is_some_and(|s| s.chars().count() <= 4));
-    if ok { Ok(()) } else { Err(format!("bounds broken: {v}")) }
+        && tags
+            .iter()
+            .all(|t| t.as_str().is_some_and(|s| s.chars().count() <= 4));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("bounds broken: {v}"))
+    }
 }
 
 #[test]
 fn random_walks_over_allowed_tokens_spell_valid_json() {
     let model = default_model();
     let eos = model.config.eos_token_ids.clone();
-    let factory = ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).expect("factory");
+    let factory =
+        ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).expect("factory");
     let grammars = [Grammar::JsonSchema(bounded_schema()), Grammar::JsonObject];
     let mut walks = 0;
     for (gi, grammar) in grammars.iter().enumerate() {
@@ -76,7 +85,7 @@ fn random_walks_over_allowed_tokens_spell_valid_json() {
                 assert!(!allow.is_empty(), "seed {seed}: the mask allows nothing");
                 // Prefer ending when allowed half of the time, so walks terminate.
                 let t = match allow.iter().find(|t| eos.contains(t)) {
-                    Some(&e) if rng.next() % 2 == 0 || tokens.len() > 300 => e,
+                    Some(&e) if rng.next().is_multiple_of(2) || tokens.len() > 300 => e,
                     _ => allow[(rng.next() % allow.len() as u64) as usize],
                 };
                 if eos.contains(&t) {
@@ -91,16 +100,23 @@ fn random_walks_over_allowed_tokens_spell_valid_json() {
                 }
             }
             if !finished {
-                assert!(gi != 0, "seed {seed}: a walk under a bounded schema must finish");
+                assert!(
+                    gi != 0,
+                    "seed {seed}: a walk under a bounded schema must finish"
+                );
                 continue; // an unbounded json_object walk may wander
             }
             let text = model.tokenizer.decode(&tokens, false).unwrap();
-            let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("grammar {gi} seed {seed}: {text:?} is not JSON: {e}"));
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("grammar {gi} seed {seed}: {text:?} is not JSON: {e}"));
             match gi {
                 0 => check_bounded(&v).unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}")),
                 _ => assert!(v.is_object(), "seed {seed}: {text:?} is not an object"),
             }
-            assert!(separators_are_compact(&text), "separators \", \" and \": \" only, no other whitespace: {text:?}");
+            assert!(
+                separators_are_compact(&text),
+                "separators \", \" and \": \" only, no other whitespace: {text:?}"
+            );
             walks += 1;
         }
     }
@@ -137,21 +153,37 @@ fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
     let ctx = gpu();
     let model = default_model();
     let eos = model.config.eos_token_ids.clone();
-    let factory = ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).expect("factory");
+    let factory =
+        ConstraintFactory::new(&model.tokenizer, &eos, model.config.vocab_size).expect("factory");
     let chat = |q: &str| {
-        let t = model.chat_template.as_ref().unwrap().render(&[kiln_model::ChatMessage::new("user", q)], true).unwrap();
+        let t = model
+            .chat_template
+            .as_ref()
+            .unwrap()
+            .render(&[kiln_model::ChatMessage::new("user", q)], true)
+            .unwrap();
         model.tokenizer.encode(&t, false).unwrap()
     };
-    let prompts = [chat("What is the capital of France?"), chat("Describe a cat in JSON.")];
+    let prompts = [
+        chat("What is the capital of France?"),
+        chat("Describe a cat in JSON."),
+    ];
     let request = |id: u64, p: &Vec<u32>, seed: u64| Request {
-        sampling: SamplingParams { temperature: 0.8, top_p: 0.9, ..SamplingParams::default() },
+        sampling: SamplingParams {
+            temperature: 0.8,
+            top_p: 0.9,
+            ..SamplingParams::default()
+        },
         seed,
         eos_token_ids: eos.clone(),
         ..Request::new(id, p.clone(), 12)
     };
     // Alone: two unconstrained requests.
     let mut e = engine(&ctx, &model, small_config());
-    let alone = run_all(&mut e, vec![request(1, &prompts[0], 5), request(2, &prompts[1], 6)]);
+    let alone = run_all(
+        &mut e,
+        vec![request(1, &prompts[0], 5), request(2, &prompts[1], 6)],
+    );
     // Together with two constrained ones (ids 3 and 4) in the same steps.
     let mut e = engine(&ctx, &model, small_config());
     let mut out: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
@@ -159,9 +191,13 @@ fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
         out.insert(r.id, Vec::new());
         e.add_request(r).unwrap();
     }
-    for (id, g) in [(3, Grammar::JsonSchema(bounded_schema())), (4, Grammar::JsonObject)] {
+    for (id, g) in [
+        (3, Grammar::JsonSchema(bounded_schema())),
+        (4, Grammar::JsonObject),
+    ] {
         out.insert(id, Vec::new());
-        e.add_constrained_request(request(id, &prompts[1], id), factory.compile(&g).unwrap()).unwrap();
+        e.add_constrained_request(request(id, &prompts[1], id), factory.compile(&g).unwrap())
+            .unwrap();
     }
     while e.has_unfinished() {
         for u in pollster::block_on(e.step()).expect("step") {
@@ -171,10 +207,19 @@ fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
         }
     }
     assert!(e.take_failures().is_empty(), "no constraint failed");
-    assert_eq!(out[&1], alone[&1], "request 1 is unaffected by constrained neighbours");
-    assert_eq!(out[&2], alone[&2], "request 2 is unaffected by constrained neighbours");
+    assert_eq!(
+        out[&1], alone[&1],
+        "request 1 is unaffected by constrained neighbours"
+    );
+    assert_eq!(
+        out[&2], alone[&2],
+        "request 2 is unaffected by constrained neighbours"
+    );
     for id in [3, 4] {
         let text = model.tokenizer.decode(&out[&id], false).unwrap();
-        assert!(text.starts_with('{'), "request {id}: constrained output {text:?} starts a JSON object");
+        assert!(
+            text.starts_with('{'),
+            "request {id}: constrained output {text:?} starts a JSON object"
+        );
     }
 }

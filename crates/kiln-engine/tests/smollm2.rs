@@ -5,14 +5,19 @@
 mod common;
 
 use common::*;
-use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
+use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams, SeqInBatch, StepBatch};
 use kiln_engine::{EngineConfig, KernelFamily, KvDtype};
 use kiln_model::ChatMessage;
 
 fn prompt_ids(model: &kiln_model::Model, p: &serde_json::Value) -> Vec<u32> {
     let text = p["text"].as_str().unwrap();
     let ids = model.tokenizer.encode(text, false).unwrap();
-    let want: Vec<u32> = p["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let want: Vec<u32> = p["input_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
     assert_eq!(ids, want, "tokenization of {text:?}");
     ids
 }
@@ -29,7 +34,12 @@ fn prefill_batch(ids: &[u32]) -> StepBatch {
             query_len: n as u32,
             context_len: n as u32,
             block_table: (0..n.div_ceil(BLOCK_SIZE) as u32).collect(),
-            sample: Some(SampleSpec { params: SamplingParams::greedy(), seed: 0, draw_index: 0, penalty_tokens: vec![] }),
+            sample: Some(SampleSpec {
+                params: SamplingParams::greedy(),
+                seed: 0,
+                draw_index: 0,
+                penalty_tokens: vec![],
+            }),
         }],
         ..StepBatch::default()
     }
@@ -40,30 +50,80 @@ fn last_logits_and_greedy_tokens_match_reference() {
     let ctx = gpu();
     let model = default_model();
     let reference = reference();
-    for (kernels, kv_dtype) in [(KernelFamily::Gpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F32)] {
+    for (kernels, kv_dtype) in [
+        (KernelFamily::Gpu, KvDtype::F16),
+        (KernelFamily::Cpu, KvDtype::F16),
+        (KernelFamily::Cpu, KvDtype::F32),
+    ] {
         let start = std::time::Instant::now();
-        let mut engine = engine(&ctx, &model, EngineConfig { kernels, kv_dtype, ..small_config() });
-        let worst = check_reference(&model, &reference, &mut engine, &format!("kernels {kernels} kv {kv_dtype}"));
-        eprintln!("kernels {kernels} kv {kv_dtype}: worst top-20 logit difference {worst:.4}, {:.1} s", start.elapsed().as_secs_f64());
+        let mut engine = engine(
+            &ctx,
+            &model,
+            EngineConfig {
+                kernels,
+                kv_dtype,
+                ..small_config()
+            },
+        );
+        let worst = check_reference(
+            &model,
+            &reference,
+            &mut engine,
+            &format!("kernels {kernels} kv {kv_dtype}"),
+        );
+        eprintln!(
+            "kernels {kernels} kv {kv_dtype}: worst top-20 logit difference {worst:.4}, {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
     }
 }
 
 /// Every reference prompt: the top-20 last logits within 0.05 and 32 greedy tokens equal.
 /// Returns the worst logit difference.
-fn check_reference(model: &kiln_model::Model, reference: &serde_json::Value, engine: &mut kiln_engine::Engine, what: &str) -> f32 {
+fn check_reference(
+    model: &kiln_model::Model,
+    reference: &serde_json::Value,
+    engine: &mut kiln_engine::Engine,
+    what: &str,
+) -> f32 {
     let mut worst = 0f32;
     for (name, p) in reference["prompts"].as_object().unwrap() {
         let name = format!("{what}: {name}");
         let ids = prompt_ids(model, p);
-        let logits = pollster::block_on(engine.runner().logits(&prefill_batch(&ids))).unwrap().remove(0);
+        let logits = pollster::block_on(engine.runner().logits(&prefill_batch(&ids)))
+            .unwrap()
+            .remove(0);
         let top = &p["last_logits_top20"];
-        for (id, want) in top["ids"].as_array().unwrap().iter().zip(top["values"].as_array().unwrap()) {
+        for (id, want) in top["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(top["values"].as_array().unwrap())
+        {
             let (id, want) = (id.as_u64().unwrap() as usize, want.as_f64().unwrap() as f32);
             worst = worst.max((logits[id] - want).abs());
-            assert!((logits[id] - want).abs() < 0.05, "{name}: logit of token {id}: got {}, want {want}", logits[id]);
+            assert!(
+                (logits[id] - want).abs() < 0.05,
+                "{name}: logit of token {id}: got {}, want {want}",
+                logits[id]
+            );
         }
-        let want: Vec<u32> = p["greedy_32"]["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-        let out = run_all(engine, vec![greedy_request(1, ids, 32, true, &model.config.eos_token_ids)]);
+        let want: Vec<u32> = p["greedy_32"]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let out = run_all(
+            engine,
+            vec![greedy_request(
+                1,
+                ids,
+                32,
+                true,
+                &model.config.eos_token_ids,
+            )],
+        );
         assert_eq!(out[&1], want, "{name}: greedy tokens");
     }
     worst
@@ -73,13 +133,31 @@ fn check_reference(model: &kiln_model::Model, reference: &serde_json::Value, eng
 fn chat_prompt_answers_paris() {
     let ctx = gpu();
     let model = default_model();
-    let template = model.chat_template.as_ref().expect("the model has a chat template");
+    let template = model
+        .chat_template
+        .as_ref()
+        .expect("the model has a chat template");
     let text = template
-        .render(&[ChatMessage { role: "user".into(), content: "What is the capital of France?".into() }], true)
+        .render(
+            &[ChatMessage {
+                role: "user".into(),
+                content: "What is the capital of France?".into(),
+            }],
+            true,
+        )
         .unwrap();
     let ids = model.tokenizer.encode(&text, false).unwrap();
     let mut engine = engine(&ctx, &model, small_config());
-    let out = run_all(&mut engine, vec![greedy_request(7, ids, 40, false, &model.config.eos_token_ids)]);
+    let out = run_all(
+        &mut engine,
+        vec![greedy_request(
+            7,
+            ids,
+            40,
+            false,
+            &model.config.eos_token_ids,
+        )],
+    );
     let answer = model.tokenizer.decode(&out[&7], true).unwrap();
     assert_eq!(answer.trim(), "The capital of France is Paris.");
 }
@@ -96,19 +174,43 @@ fn batching_does_not_change_greedy_tokens() {
         "def fibonacci(n):",
         "1, 2, 3, 4,",
     ];
-    let prompts: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer.encode(t, false).unwrap()).collect();
+    let prompts: Vec<Vec<u32>> = texts
+        .iter()
+        .map(|t| model.tokenizer.encode(t, false).unwrap())
+        .collect();
     let mut engine = engine(&ctx, &model, small_config());
     let alone: Vec<Vec<u32>> = prompts
         .iter()
-        .map(|p| run_all(&mut engine, vec![greedy_request(1, p.clone(), 12, true, &eos)]).remove(&1).unwrap())
+        .map(|p| {
+            run_all(
+                &mut engine,
+                vec![greedy_request(1, p.clone(), 12, true, &eos)],
+            )
+            .remove(&1)
+            .unwrap()
+        })
         .collect();
     let mut engine = engine_no_cache(&ctx, &model);
-    let together = run_all(&mut engine, prompts.iter().enumerate().map(|(i, p)| greedy_request(i as u64, p.clone(), 12, true, &eos)).collect());
+    let together = run_all(
+        &mut engine,
+        prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| greedy_request(i as u64, p.clone(), 12, true, &eos))
+            .collect(),
+    );
     for (i, want) in alone.iter().enumerate() {
         assert_eq!(&together[&(i as u64)], want, "prompt {i} batched");
     }
 }
 
 fn engine_no_cache(ctx: &kiln_gpu::GpuContext, model: &kiln_model::Model) -> kiln_engine::Engine {
-    engine(ctx, model, kiln_engine::EngineConfig { enable_prefix_caching: false, ..small_config() })
+    engine(
+        ctx,
+        model,
+        kiln_engine::EngineConfig {
+            enable_prefix_caching: false,
+            ..small_config()
+        },
+    )
 }

@@ -9,13 +9,12 @@
 
 mod common;
 
-
 use common::{engine, gpu, run_sampled as run};
-use kiln_core::{SampleSpec, SamplingParams, SeqInBatch, StepBatch, BLOCK_SIZE};
+use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams, SeqInBatch, StepBatch};
 use kiln_engine::{EngineConfig, KernelFamily, KvDtype, KvLayout, KvSize, Request, SampledToken};
 use kiln_gpu::reference::CpuModel;
-use kiln_model::testing::{write_tiny_llama, TinyConfig};
 use kiln_model::Model;
+use kiln_model::testing::{TinyConfig, write_tiny_llama};
 
 fn tiny(cfg: &TinyConfig, seed: u64) -> (tempfile::TempDir, Model) {
     let dir = tempfile::tempdir().unwrap();
@@ -38,19 +37,31 @@ fn config(blocks: usize, prefix_caching: bool) -> EngineConfig {
 const FAMILIES: [KernelFamily; 2] = [KernelFamily::Gpu, KernelFamily::Cpu];
 
 /// Every kernel family with every KV cache type.
-const ALL: [(KernelFamily, KvDtype); 4] =
-    [(KernelFamily::Gpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F16), (KernelFamily::Gpu, KvDtype::F32), (KernelFamily::Cpu, KvDtype::F32)];
+const ALL: [(KernelFamily, KvDtype); 4] = [
+    (KernelFamily::Gpu, KvDtype::F16),
+    (KernelFamily::Cpu, KvDtype::F16),
+    (KernelFamily::Gpu, KvDtype::F32),
+    (KernelFamily::Cpu, KvDtype::F32),
+];
 
 fn on(ec: EngineConfig, kernels: KernelFamily, kv_dtype: KvDtype) -> EngineConfig {
-    EngineConfig { kernels, kv_dtype, ..ec }
+    EngineConfig {
+        kernels,
+        kv_dtype,
+        ..ec
+    }
 }
 
 /// A deterministic pseudo-random token sequence (LCG), distinct per `salt`.
 fn tokens(salt: u64, n: usize, vocab: usize) -> Vec<u32> {
-    let mut s = salt.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = salt
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 33) % vocab as u64) as u32
         })
         .collect()
@@ -69,7 +80,12 @@ fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
             query_len: ids.len() as u32,
             context_len: end as u32,
             block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
-            sample: Some(SampleSpec { params: SamplingParams::greedy(), seed: 0, draw_index: 0, penalty_tokens: vec![] }),
+            sample: Some(SampleSpec {
+                params: SamplingParams::greedy(),
+                seed: 0,
+                draw_index: 0,
+                penalty_tokens: vec![],
+            }),
         }],
         ..StepBatch::default()
     }
@@ -98,39 +114,77 @@ fn check_against_reference(name: &str, cfg: &TinyConfig) {
         .iter()
         .map(|&(family, dtype)| {
             let name = format!("{name} kernels {family} kv {dtype}");
-            check_steps(&name, &mut engine(&ctx, &model, on(config(16, false), family, dtype)), &all, &want)
+            check_steps(
+                &name,
+                &mut engine(&ctx, &model, on(config(16, false), family, dtype)),
+                &all,
+                &want,
+            )
         })
         .collect();
     // Sensitivity: the decode logits after changing token 3 (block 5 of the table).
     let mut other = all.clone();
     other[3] = (other[3] + 1) % vocab as u32;
     let alt = cpu.forward(&other);
-    let sens = (45..50).map(|p| alt[p].iter().zip(&want[p]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max)).fold(f32::MAX, f32::min);
+    let sens = (45..50)
+        .map(|p| {
+            alt[p]
+                .iter()
+                .zip(&want[p])
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+        })
+        .fold(f32::MAX, f32::min);
     let max_tol = 2e-3 + 1e-2 * want.iter().flatten().fold(0f32, |m, v| m.max(v.abs()));
-    assert!(sens > 5.0 * max_tol, "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}");
+    assert!(
+        sens > 5.0 * max_tol,
+        "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}"
+    );
     for ((family, dtype), worst) in ALL.iter().zip(worst) {
-        eprintln!("{name} kernels {family} kv {dtype}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}");
+        eprintln!(
+            "{name} kernels {family} kv {dtype}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}"
+        );
     }
 }
 
 /// Prefill in three chunks and five decode steps into blocks 5, 2, 7, 0; returns the worst
 /// logit difference.
-fn check_steps(name: &str, engine: &mut kiln_engine::Engine, all: &[u32], want: &[Vec<f32>]) -> f32 {
+fn check_steps(
+    name: &str,
+    engine: &mut kiln_engine::Engine,
+    all: &[u32],
+    want: &[Vec<f32>],
+) -> f32 {
     let table = [5u32, 2, 7, 0];
     let mut steps = vec![(0, 16), (16, 29), (29, 45)];
     steps.extend((45..50).map(|p| (p, p + 1)));
     let mut worst = 0f32;
     for (start, end) in steps {
-        let got = pollster::block_on(engine.runner().logits(&chunk(&all[start..end], start, &table))).unwrap().remove(0);
+        let got = pollster::block_on(engine.runner().logits(&chunk(
+            &all[start..end],
+            start,
+            &table,
+        )))
+        .unwrap()
+        .remove(0);
         let w = &want[end - 1];
         let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
         let tol = 2e-3 + 1e-2 * scale;
         for (i, (g, w)) in got.iter().zip(w).enumerate() {
             worst = worst.max((g - w).abs());
-            assert!((g - w).abs() <= tol && g.is_finite(), "{name}: position {}: logit {i}: got {g}, want {w} (tol {tol})", end - 1);
+            assert!(
+                (g - w).abs() <= tol && g.is_finite(),
+                "{name}: position {}: logit {i}: got {g}, want {w} (tol {tol})",
+                end - 1
+            );
         }
         let argmax = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
-        assert_eq!(argmax(&got), argmax(w), "{name}: position {}: argmax", end - 1);
+        assert_eq!(
+            argmax(&got),
+            argmax(w),
+            "{name}: position {}: argmax",
+            end - 1
+        );
     }
     worst
 }
@@ -147,12 +201,26 @@ fn logits_match_cpu_reference_qwen2_biases() {
 
 #[test]
 fn logits_match_cpu_reference_tied_embeddings() {
-    check_against_reference("tied", &TinyConfig { tie_word_embeddings: true, num_kv_heads: 1, ..TinyConfig::default() });
+    check_against_reference(
+        "tied",
+        &TinyConfig {
+            tie_word_embeddings: true,
+            num_kv_heads: 1,
+            ..TinyConfig::default()
+        },
+    );
 }
 
 fn request(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Request {
-    let sampling = SamplingParams { top_logprobs: 5, ..SamplingParams::greedy() };
-    Request { sampling, ignore_eos: true, ..Request::new(id, prompt, max_tokens) }
+    let sampling = SamplingParams {
+        top_logprobs: 5,
+        ..SamplingParams::greedy()
+    };
+    Request {
+        sampling,
+        ignore_eos: true,
+        ..Request::new(id, prompt, max_tokens)
+    }
 }
 
 fn ids(out: &[SampledToken]) -> Vec<u32> {
@@ -165,9 +233,17 @@ fn assert_same(what: &str, got: &[SampledToken], want: &[SampledToken]) {
     assert_eq!(ids(got), ids(want), "{what}: greedy tokens");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let (gl, wl) = (g.logprob.unwrap(), w.logprob.unwrap());
-        assert!((gl - wl).abs() < 1e-4, "{what}: token {i}: logprob {gl} vs {wl}");
+        assert!(
+            (gl - wl).abs() < 1e-4,
+            "{what}: token {i}: logprob {gl} vs {wl}"
+        );
         for ((gi, gv), (wi, wv)) in g.top_logprobs.iter().zip(&w.top_logprobs) {
-            assert!(gi == wi && (gv - wv).abs() < 1e-4, "{what}: token {i}: top logprobs {:?} vs {:?}", g.top_logprobs, w.top_logprobs);
+            assert!(
+                gi == wi && (gv - wv).abs() < 1e-4,
+                "{what}: token {i}: top logprobs {:?} vs {:?}",
+                g.top_logprobs,
+                w.top_logprobs
+            );
         }
     }
 }
@@ -183,10 +259,24 @@ fn concurrent_requests_match_each_alone() {
         .enumerate()
         .map(|(i, &n)| {
             // Requests 1, 3, 5 and 7 share a 35-token prefix (2 full blocks + 3).
-            if i % 2 == 1 { [&shared[..n.min(shared.len())], &tokens(200 + i as u64, n.saturating_sub(shared.len()), vocab)[..]].concat() } else { tokens(200 + i as u64, n, vocab) }
+            if i % 2 == 1 {
+                [
+                    &shared[..n.min(shared.len())],
+                    &tokens(200 + i as u64, n.saturating_sub(shared.len()), vocab)[..],
+                ]
+                .concat()
+            } else {
+                tokens(200 + i as u64, n, vocab)
+            }
         })
         .collect();
-    let reqs = || prompts.iter().enumerate().map(|(i, p)| request(i as u64, p.clone(), 6)).collect::<Vec<_>>();
+    let reqs = || {
+        prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| request(i as u64, p.clone(), 6))
+            .collect::<Vec<_>>()
+    };
     for family in FAMILIES {
         let config = |blocks, caching| on(config(blocks, caching), family, KvDtype::F16);
         let mut solo_engine = engine(&ctx, &model, config(64, false));
@@ -203,11 +293,19 @@ fn concurrent_requests_match_each_alone() {
             for round in 0..2 {
                 let together = run(&mut e, reqs());
                 for (i, want) in alone.iter().enumerate() {
-                    assert_same(&format!("kernels {family} caching {caching} round {round} request {i}"), &together[&(i as u64)], want);
+                    assert_same(
+                        &format!("kernels {family} caching {caching} round {round} request {i}"),
+                        &together[&(i as u64)],
+                        want,
+                    );
                 }
             }
             let hits = e.stats().prefix_cache_hits;
-            assert_eq!(hits > 0, caching, "prefix cache hits {hits} with caching {caching}");
+            assert_eq!(
+                hits > 0,
+                caching,
+                "prefix cache hits {hits} with caching {caching}"
+            );
         }
     }
 }
@@ -217,7 +315,10 @@ fn concurrent_requests_match_each_alone() {
 /// a fresh engine that computes everything.
 #[test]
 fn cpu_tier_restores_evicted_blocks() {
-    for (family, dtype) in [(KernelFamily::Gpu, KvDtype::F16), (KernelFamily::Cpu, KvDtype::F32)] {
+    for (family, dtype) in [
+        (KernelFamily::Gpu, KvDtype::F16),
+        (KernelFamily::Cpu, KvDtype::F32),
+    ] {
         check_cpu_tier(family, dtype);
     }
 }
@@ -231,19 +332,40 @@ fn check_cpu_tier(family: KernelFamily, dtype: KvDtype) {
     let filler = tokens(301, 8 * BLOCK_SIZE - 4, vocab); // with its 4 outputs: all 8 blocks
     let again = [&first[..], &tokens(302, 10, vocab)[..]].concat();
     let per_block = KvLayout::for_model(&model.config, dtype).bytes_per_block();
-    let mut e = engine(&ctx, &model, EngineConfig { cpu_kv_bytes: 64 * per_block, ..config(8, true) });
+    let mut e = engine(
+        &ctx,
+        &model,
+        EngineConfig {
+            cpu_kv_bytes: 64 * per_block,
+            ..config(8, true)
+        },
+    );
     run(&mut e, vec![request(1, first.clone(), 4)]);
     run(&mut e, vec![request(2, filler, 4)]);
     let s = e.stats();
-    assert!(s.cpu_blocks_stored >= 3, "the first prompt's 3 cached blocks went to the CPU tier: {s:?}");
+    assert!(
+        s.cpu_blocks_stored >= 3,
+        "the first prompt's 3 cached blocks went to the CPU tier: {s:?}"
+    );
     assert_eq!(s.cpu_blocks_restored, 0, "{s:?}");
-    let got = run(&mut e, vec![request(3, again.clone(), 6)]).remove(&3).unwrap();
+    let got = run(&mut e, vec![request(3, again.clone(), 6)])
+        .remove(&3)
+        .unwrap();
     let s = e.stats();
-    assert!(s.cpu_blocks_restored >= 3, "the shared prefix came back from the CPU tier: {s:?}");
+    assert!(
+        s.cpu_blocks_restored >= 3,
+        "the shared prefix came back from the CPU tier: {s:?}"
+    );
 
     let mut fresh = engine(&ctx, &model, config(64, false));
-    let want = run(&mut fresh, vec![request(3, again, 6)]).remove(&3).unwrap();
-    assert_same(&format!("kernels {family} kv {dtype}: restored from the CPU tier"), &got, &want);
+    let want = run(&mut fresh, vec![request(3, again, 6)])
+        .remove(&3)
+        .unwrap();
+    assert_same(
+        &format!("kernels {family} kv {dtype}: restored from the CPU tier"),
+        &got,
+        &want,
+    );
 }
 
 /// The same KV memory holds twice the blocks as f16 as it does as f32, for the GPU pool the
@@ -255,9 +377,18 @@ fn f16_kv_holds_twice_the_blocks() {
     let f32_block = KvLayout::for_model(&model.config, KvDtype::F32).bytes_per_block();
     let bytes = 40 * f32_block + f32_block / 2;
     let blocks = |kv_dtype| {
-        let ec = EngineConfig { kv: KvSize::Bytes(bytes), cpu_kv_bytes: 3 * f32_block, kv_dtype, ..config(1, false) };
+        let ec = EngineConfig {
+            kv: KvSize::Bytes(bytes),
+            cpu_kv_bytes: 3 * f32_block,
+            kv_dtype,
+            ..config(1, false)
+        };
         let e = engine(&ctx, &model, ec);
-        (e.runner_config().num_blocks, e.runner_config().num_cpu_blocks, e.stats().kv_blocks_free)
+        (
+            e.runner_config().num_blocks,
+            e.runner_config().num_cpu_blocks,
+            e.stats().kv_blocks_free,
+        )
     };
     assert_eq!(blocks(KvDtype::F32), (40, 3, 40));
     assert_eq!(blocks(KvDtype::F16), (81, 6, 81));

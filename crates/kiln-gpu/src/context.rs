@@ -28,7 +28,10 @@ impl DeviceFaults {
     /// Records a loss (from the callback, or from a test's fault injection). The first reason
     /// is kept.
     pub fn mark_lost(&self, reason: impl Into<String>) {
-        self.lost.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(reason.into());
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(reason.into());
     }
 
     /// Takes the uncaptured errors recorded since the last call.
@@ -107,7 +110,14 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::Device(e.to_string()))?;
-        let ctx = Self { device, queue, info, features, limits, faults: Default::default() };
+        let ctx = Self {
+            device,
+            queue,
+            info,
+            features,
+            limits,
+            faults: Default::default(),
+        };
         ctx.watch_device();
         Ok(ctx)
     }
@@ -116,16 +126,20 @@ impl GpuContext {
     /// [`Self::faults`] instead of panicking (wgpu's default for uncaptured errors).
     pub fn watch_device(&self) {
         let f = self.faults.clone();
-        self.device.set_device_lost_callback(move |reason, message| {
-            f.mark_lost(format!("{reason:?}: {message}"));
-        });
+        self.device
+            .set_device_lost_callback(move |reason, message| {
+                f.mark_lost(format!("{reason:?}: {message}"));
+            });
         let f = self.faults.clone();
-        self.device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| f.push_error(e.to_string())));
+        self.device
+            .on_uncaptured_error(Arc::new(move |e: wgpu::Error| f.push_error(e.to_string())));
     }
 
     /// Largest buffer a single storage binding may cover, in bytes.
     pub fn max_binding(&self) -> u64 {
-        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
     }
 
     /// A storage buffer of `bytes` bytes (rounded up to 16), zero-filled.
@@ -164,7 +178,7 @@ impl GpuContext {
         if data.is_empty() {
             return;
         }
-        if data.len() % 4 == 0 {
+        if data.len().is_multiple_of(4) {
             self.queue.write_buffer(buffer, offset, data);
         } else {
             let mut padded = data.to_vec();
@@ -175,7 +189,12 @@ impl GpuContext {
 
     /// Copies `bytes` bytes of `buffer` from `offset` back to the host, after all work
     /// submitted so far.
-    pub async fn read(&self, buffer: &wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>, GpuError> {
+    pub async fn read(
+        &self,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        bytes: u64,
+    ) -> Result<Vec<u8>, GpuError> {
         let size = bytes.next_multiple_of(4);
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),

@@ -15,7 +15,11 @@ pub enum GpuError {
     #[error("invalid batch: {0}")]
     Batch(String),
     #[error("the batch needs {needed} {what}, the runner was built for at most {max}")]
-    Capacity { what: &'static str, needed: usize, max: usize },
+    Capacity {
+        what: &'static str,
+        needed: usize,
+        max: usize,
+    },
     #[error(transparent)]
     Model(#[from] kiln_model::ModelError),
 }

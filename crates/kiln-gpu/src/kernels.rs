@@ -48,7 +48,9 @@ impl FromStr for KernelFamily {
             "auto" => Ok(KernelFamily::Auto),
             "gpu" => Ok(KernelFamily::Gpu),
             "cpu" => Ok(KernelFamily::Cpu),
-            _ => Err(format!("unknown kernel family `{s}`: expected auto, gpu or cpu")),
+            _ => Err(format!(
+                "unknown kernel family `{s}`: expected auto, gpu or cpu"
+            )),
         }
     }
 }
@@ -65,7 +67,10 @@ impl Kernel {
         let entries: Vec<_> = buffers
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
             .collect();
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.name),
@@ -125,7 +130,14 @@ impl Kernels {
 
     /// The same, with the kernel family chosen by the caller (tests use both).
     pub fn with_rowwise(ctx: &crate::GpuContext, rowwise: bool) -> Self {
-        Self::for_family(ctx, if rowwise { KernelFamily::Cpu } else { KernelFamily::Gpu })
+        Self::for_family(
+            ctx,
+            if rowwise {
+                KernelFamily::Cpu
+            } else {
+                KernelFamily::Gpu
+            },
+        )
     }
 
     /// The kernel of `shaders/{name}.wgsl`. Panics on an unknown name (a programming error).
@@ -141,22 +153,31 @@ impl Kernels {
             .iter()
             .find(|(n, _)| *n == name)
             .unwrap_or_else(|| panic!("no kernel named {name}"));
-        let key = constants.iter().fold(name.to_string(), |k, (c, v)| format!("{k} {c}={v}"));
+        let key = constants
+            .iter()
+            .fold(name.to_string(), |k, (c, v)| format!("{k} {c}={v}"));
         cache
             .entry(key)
             .or_insert_with(|| {
-                let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(name),
-                    source: wgpu::ShaderSource::Wgsl(source.into()),
-                });
-                let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(name),
-                    layout: None,
-                    module: &module,
-                    entry_point: Some("main"),
-                    compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
-                    cache: None,
-                });
+                let module = self
+                    .device
+                    .create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(name),
+                        source: wgpu::ShaderSource::Wgsl(source.into()),
+                    });
+                let pipeline =
+                    self.device
+                        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                            label: Some(name),
+                            layout: None,
+                            module: &module,
+                            entry_point: Some("main"),
+                            compilation_options: wgpu::PipelineCompilationOptions {
+                                constants,
+                                ..Default::default()
+                            },
+                            cache: None,
+                        });
                 Arc::new(Kernel { name, pipeline })
             })
             .clone()

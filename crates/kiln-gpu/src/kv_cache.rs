@@ -29,21 +29,44 @@ pub struct PendingSwapOut {
 }
 
 impl KvCache {
-    pub fn new(ctx: &GpuContext, layout: KvLayout, num_blocks: usize, num_cpu_blocks: usize) -> Result<Self, GpuError> {
-        if layout.dtype == crate::KvDtype::F16 && layout.slot_elements() % 2 != 0 {
+    pub fn new(
+        ctx: &GpuContext,
+        layout: KvLayout,
+        num_blocks: usize,
+        num_cpu_blocks: usize,
+    ) -> Result<Self, GpuError> {
+        if layout.dtype == crate::KvDtype::F16 && !layout.slot_elements().is_multiple_of(2) {
             return Err(GpuError::Shape {
                 op: "kv cache",
-                detail: format!("an f16 KV cache packs halves in pairs: {} KV heads x {} is odd", layout.kv_heads, layout.head_dim),
+                detail: format!(
+                    "an f16 KV cache packs halves in pairs: {} KV heads x {} is odd",
+                    layout.kv_heads, layout.head_dim
+                ),
             });
         }
         let max_blocks = layout.max_blocks(ctx.max_binding());
         if num_blocks == 0 || num_blocks > max_blocks {
-            return Err(GpuError::Capacity { what: "KV blocks (one layer's K must fit one storage binding)", needed: num_blocks, max: max_blocks });
+            return Err(GpuError::Capacity {
+                what: "KV blocks (one layer's K must fit one storage binding)",
+                needed: num_blocks,
+                max: max_blocks,
+            });
         }
         let bytes = layout.buffer_bytes(num_blocks);
-        let k = (0..layout.layers).map(|_| ctx.storage("k_cache", bytes)).collect();
-        let v = (0..layout.layers).map(|_| ctx.storage("v_cache", bytes)).collect();
-        Ok(Self { k, v, layout, num_blocks, block_bytes: layout.block_bytes(), cpu: vec![Vec::new(); num_cpu_blocks] })
+        let k = (0..layout.layers)
+            .map(|_| ctx.storage("k_cache", bytes))
+            .collect();
+        let v = (0..layout.layers)
+            .map(|_| ctx.storage("v_cache", bytes))
+            .collect();
+        Ok(Self {
+            k,
+            v,
+            layout,
+            num_blocks,
+            block_bytes: layout.block_bytes(),
+            cpu: vec![Vec::new(); num_cpu_blocks],
+        })
     }
 
     /// Bytes of one block across all layers, K and V.
@@ -85,10 +108,19 @@ impl KvCache {
                 self.check(c)?;
                 for (j, buf) in self.buffers().enumerate() {
                     let dst = i as u64 * per_block + j as u64 * self.block_bytes;
-                    encoder.copy_buffer_to_buffer(buf, c.gpu_block as u64 * self.block_bytes, &staging, dst, self.block_bytes);
+                    encoder.copy_buffer_to_buffer(
+                        buf,
+                        c.gpu_block as u64 * self.block_bytes,
+                        &staging,
+                        dst,
+                        self.block_bytes,
+                    );
                 }
             }
-            Some(PendingSwapOut { staging, blocks: swap_out.iter().map(|c| c.cpu_block).collect() })
+            Some(PendingSwapOut {
+                staging,
+                blocks: swap_out.iter().map(|c| c.cpu_block).collect(),
+            })
         };
         if !swap_in.is_empty() {
             let mut upload = Vec::with_capacity((per_block as usize) * swap_in.len());
@@ -96,7 +128,10 @@ impl KvCache {
                 self.check(c)?;
                 let data = &self.cpu[c.cpu_block as usize];
                 if data.len() as u64 != per_block {
-                    return Err(GpuError::Batch(format!("CPU block {} restored before it was stored", c.cpu_block)));
+                    return Err(GpuError::Batch(format!(
+                        "CPU block {} restored before it was stored",
+                        c.cpu_block
+                    )));
                 }
                 upload.extend_from_slice(data);
             }
@@ -104,7 +139,13 @@ impl KvCache {
             for (i, c) in swap_in.iter().enumerate() {
                 for (j, buf) in self.buffers().enumerate() {
                     let src = i as u64 * per_block + j as u64 * self.block_bytes;
-                    encoder.copy_buffer_to_buffer(&staging, src, buf, c.gpu_block as u64 * self.block_bytes, self.block_bytes);
+                    encoder.copy_buffer_to_buffer(
+                        &staging,
+                        src,
+                        buf,
+                        c.gpu_block as u64 * self.block_bytes,
+                        self.block_bytes,
+                    );
                 }
             }
         }
@@ -112,7 +153,11 @@ impl KvCache {
     }
 
     /// Stores the blocks of a submitted swap-out into the CPU tier.
-    pub async fn finish_swap_out(&mut self, ctx: &GpuContext, pending: PendingSwapOut) -> Result<(), GpuError> {
+    pub async fn finish_swap_out(
+        &mut self,
+        ctx: &GpuContext,
+        pending: PendingSwapOut,
+    ) -> Result<(), GpuError> {
         let data = ctx.map_read(&pending.staging).await?;
         let per_block = self.bytes_per_block() as usize;
         for (i, cpu_block) in pending.blocks.iter().enumerate() {

@@ -163,7 +163,10 @@ mod tests {
     #[test]
     fn f16_holds_twice_the_blocks() {
         let f32 = KvLayout::new(30, 3, 64, KvDtype::F32);
-        let f16 = KvLayout { dtype: KvDtype::F16, ..f32 };
+        let f16 = KvLayout {
+            dtype: KvDtype::F16,
+            ..f32
+        };
         assert_eq!(f32.slot_bytes(), 3 * 64 * 4);
         assert_eq!(f32.block_bytes(), BLOCK_SIZE as u64 * 3 * 64 * 4);
         assert_eq!(f32.bytes_per_block(), f32.block_bytes() * 60);

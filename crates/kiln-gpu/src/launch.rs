@@ -25,7 +25,9 @@ impl Grid {
             Grid::Tokens { per, y } => [tokens.div_ceil(per), y, 1],
             Grid::Samples { per, y } => [samples.div_ceil(per), y, 1],
             Grid::Fixed(g) => g,
-            Grid::Tiles { x, per, samples: s } => [x, if s { samples } else { tokens }.div_ceil(per), 1],
+            Grid::Tiles { x, per, samples: s } => {
+                [x, if s { samples } else { tokens }.div_ceil(per), 1]
+            }
             Grid::Elements { width, per } => {
                 let groups = (tokens * width).div_ceil(per);
                 let x = groups.min(32768);
@@ -42,9 +44,18 @@ pub struct Launch {
 }
 
 impl Launch {
-    pub fn new(device: &wgpu::Device, kernel: Arc<Kernel>, buffers: &[&wgpu::Buffer], grid: Grid) -> Self {
+    pub fn new(
+        device: &wgpu::Device,
+        kernel: Arc<Kernel>,
+        buffers: &[&wgpu::Buffer],
+        grid: Grid,
+    ) -> Self {
         let bind_group = kernel.bind(device, buffers);
-        Self { kernel, bind_group, grid }
+        Self {
+            kernel,
+            bind_group,
+            grid,
+        }
     }
 
     /// Records the dispatch into `pass`; records nothing when the grid is empty.

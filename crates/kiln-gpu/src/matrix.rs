@@ -19,11 +19,20 @@ pub struct GpuMatrix {
 
 impl GpuMatrix {
     /// Uploads `data` (`rows * cols` values, row-major) as f16. `cols` must be even.
-    pub fn upload(ctx: &GpuContext, label: &str, data: &[f32], rows: usize, cols: usize) -> Result<Self, GpuError> {
-        if data.len() != rows * cols || cols % 2 != 0 {
+    pub fn upload(
+        ctx: &GpuContext,
+        label: &str,
+        data: &[f32],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, GpuError> {
+        if data.len() != rows * cols || !cols.is_multiple_of(2) {
             return Err(GpuError::Shape {
                 op: "upload",
-                detail: format!("{label}: {} values for ({rows}, {cols}); cols must be even", data.len()),
+                detail: format!(
+                    "{label}: {} values for ({rows}, {cols}); cols must be even",
+                    data.len()
+                ),
             });
         }
         let row_bytes = cols as u64 * 2;
@@ -45,9 +54,17 @@ impl GpuMatrix {
         for start in (0..rows).step_by(rows_per_chunk) {
             let n = rows_per_chunk.min(rows - start);
             packed.clear();
-            packed.extend(data[start * cols..(start + n) * cols].iter().map(|&v| f16::from_f32(v).to_bits()));
+            packed.extend(
+                data[start * cols..(start + n) * cols]
+                    .iter()
+                    .map(|&v| f16::from_f32(v).to_bits()),
+            );
             let buffer = ctx.storage_init(label, bytemuck::cast_slice(&packed));
-            chunks.push(MatrixChunk { buffer, row_offset: start as u32, rows: n as u32 });
+            chunks.push(MatrixChunk {
+                buffer,
+                row_offset: start as u32,
+                rows: n as u32,
+            });
         }
         Ok(Self { rows, cols, chunks })
     }

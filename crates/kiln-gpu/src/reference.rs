@@ -32,13 +32,23 @@ fn f16_round(v: Vec<f32>) -> Vec<f32> {
 
 /// `y = W x` for `W` of shape `(rows, x.len())`.
 pub fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
-    w.chunks(x.len()).map(|row| row.iter().zip(x).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() as f32).collect()
+    w.chunks(x.len())
+        .map(|row| {
+            row.iter()
+                .zip(x)
+                .map(|(a, b)| *a as f64 * *b as f64)
+                .sum::<f64>() as f32
+        })
+        .collect()
 }
 
 pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
     let ms = x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / x.len() as f64;
     let inv = 1.0 / (ms + eps as f64).sqrt();
-    x.iter().zip(gain).map(|(v, g)| (*v as f64 * inv) as f32 * g).collect()
+    x.iter()
+        .zip(gain)
+        .map(|(v, g)| (*v as f64 * inv) as f32 * g)
+        .collect()
 }
 
 /// Rotates one head in place (HF rotate_half layout), in f64.
@@ -81,8 +91,18 @@ impl CpuModel {
             });
         }
         let embed = get("model.embed_tokens.weight")?;
-        let lm_head = if config.tie_word_embeddings || !w.contains("lm_head.weight") { embed.clone() } else { get("lm_head.weight")? };
-        Ok(Self { config: config.clone(), embed, layers, norm: w.read_f32("model.norm.weight")?, lm_head })
+        let lm_head = if config.tie_word_embeddings || !w.contains("lm_head.weight") {
+            embed.clone()
+        } else {
+            get("lm_head.weight")?
+        };
+        Ok(Self {
+            config: config.clone(),
+            embed,
+            layers,
+            norm: w.read_f32("model.norm.weight")?,
+            lm_head,
+        })
     }
 
     /// Logits at every position of `tokens`.
@@ -90,7 +110,10 @@ impl CpuModel {
         let c = &self.config;
         let (h, nh, nkv, d) = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim);
         let inv_freq = c.rope_inv_freq_f64();
-        let mut xs: Vec<Vec<f32>> = tokens.iter().map(|&t| self.embed[t as usize * h..(t as usize + 1) * h].to_vec()).collect();
+        let mut xs: Vec<Vec<f32>> = tokens
+            .iter()
+            .map(|&t| self.embed[t as usize * h..(t as usize + 1) * h].to_vec())
+            .collect();
         for l in &self.layers {
             let mut ks = Vec::new();
             let mut vs = Vec::new();
@@ -117,25 +140,37 @@ impl CpuModel {
                     let scores: Vec<f64> = (0..=pos)
                         .map(|j| {
                             let k = &ks[j][kvh * d..(kvh + 1) * d];
-                            q.iter().zip(k).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (d as f64).sqrt()
+                            q.iter()
+                                .zip(k)
+                                .map(|(a, b)| *a as f64 * *b as f64)
+                                .sum::<f64>()
+                                / (d as f64).sqrt()
                         })
                         .collect();
                     let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
                     let z: f64 = e.iter().sum();
                     for i in 0..d {
-                        attn[head * d + i] = (0..=pos).map(|j| e[j] / z * vs[j][kvh * d + i] as f64).sum::<f64>() as f32;
+                        attn[head * d + i] = (0..=pos)
+                            .map(|j| e[j] / z * vs[j][kvh * d + i] as f64)
+                            .sum::<f64>() as f32;
                     }
                 }
                 let o = matvec(&l.o, &attn);
                 x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
                 let n = rmsnorm(x, &l.mlp_norm, c.rms_norm_eps);
                 let (g, u) = (matvec(&l.gate, &n), matvec(&l.up, &n));
-                let act: Vec<f32> = g.iter().zip(&u).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+                let act: Vec<f32> = g
+                    .iter()
+                    .zip(&u)
+                    .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                    .collect();
                 let down = matvec(&l.down, &act);
                 x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
             }
         }
-        xs.iter().map(|x| matvec(&self.lm_head, &rmsnorm(x, &self.norm, c.rms_norm_eps))).collect()
+        xs.iter()
+            .map(|x| matvec(&self.lm_head, &rmsnorm(x, &self.norm, c.rms_norm_eps)))
+            .collect()
     }
 }

@@ -2,13 +2,17 @@
 //! once (bind groups included); [`ModelRunner::step`] uploads a batch description, records all
 //! launches into one compute pass, submits once and reads back only the sampled tokens.
 
-use kiln_core::{mask_words, SampledToken, StepBatch, TokenMask, BLOCK_SIZE};
+use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch, TokenMask, mask_words};
 use kiln_model::{ModelConfig, Weights};
 
 use crate::kv_cache::PendingSwapOut;
-use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, SampleBuffers, NO_TOKEN, SAMPLE_OUT_STRIDE};
+use crate::ops::{
+    self, AttentionBuffers, Matmul, MatmulArgs, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers,
+};
 use crate::step_inputs::{StepCapacity, StepInputs};
-use crate::{GpuContext, GpuError, GpuMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch};
+use crate::{
+    GpuContext, GpuError, GpuMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch,
+};
 
 /// Sizes the runner allocates for.
 #[derive(Clone, Copy, Debug)]
@@ -63,7 +67,10 @@ pub struct ModelRunner {
 fn tensor(w: &Weights, name: &str, shape: &[usize]) -> Result<Vec<f32>, GpuError> {
     let got = w.shape(name)?;
     if got != shape {
-        return Err(GpuError::Shape { op: "load", detail: format!("{name}: expected {shape:?}, file has {got:?}") });
+        return Err(GpuError::Shape {
+            op: "load",
+            detail: format!("{name}: expected {shape:?}, file has {got:?}"),
+        });
     }
     Ok(w.read_f32(name)?)
 }
@@ -86,8 +93,14 @@ impl ModelRunner {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self, GpuError> {
         let c = config;
-        let (h, nh, nkv, d, inter, vocab) =
-            (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim, c.intermediate_size, c.vocab_size);
+        let (h, nh, nkv, d, inter, vocab) = (
+            c.hidden_size,
+            c.num_heads,
+            c.num_kv_heads,
+            c.head_dim,
+            c.intermediate_size,
+            c.vocab_size,
+        );
         let qkv_width = (nh + 2 * nkv) * d;
         let kernels = Kernels::for_family(ctx, rc.kernels);
         let max_binding = ctx.max_binding() as usize;
@@ -95,7 +108,11 @@ impl ModelRunner {
         let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;
         let max_tokens = rc.max_tokens.min(max_binding / widest);
         let max_seqs = rc.max_seqs.min(max_binding / (vocab * 4)).min(max_tokens);
-        let rc = RunnerConfig { max_tokens, max_seqs, ..rc };
+        let rc = RunnerConfig {
+            max_tokens,
+            max_seqs,
+            ..rc
+        };
         let max_blocks_per_seq = rc.max_model_len.div_ceil(BLOCK_SIZE);
         let inputs = StepInputs::new(
             ctx,
@@ -106,7 +123,12 @@ impl ModelRunner {
                 penalty_tokens: (max_seqs * rc.max_model_len).min(1 << 22),
             },
         );
-        let kv = KvCache::new(ctx, KvLayout::for_model(c, rc.kv_dtype), rc.num_blocks, rc.num_cpu_blocks)?;
+        let kv = KvCache::new(
+            ctx,
+            KvLayout::for_model(c, rc.kv_dtype),
+            rc.num_blocks,
+            rc.num_cpu_blocks,
+        )?;
 
         let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
         let x = f32s("x", max_tokens * h);
@@ -127,14 +149,27 @@ impl ModelRunner {
         let rope_bytes = (rc.max_model_len * d * 4) as u64;
         if rope_bytes > ctx.max_binding() {
             let max = (ctx.max_binding() / (d as u64 * 4)) as usize;
-            return Err(GpuError::Capacity { what: "positions in the rotary table (one storage binding)", needed: rc.max_model_len, max });
+            return Err(GpuError::Capacity {
+                what: "positions in the rotary table (one storage binding)",
+                needed: rc.max_model_len,
+                max,
+            });
         }
-        let rope = ctx.storage_init("rope", bytemuck::cast_slice(&ops::rope_table(&c.rope_inv_freq_f64(), rc.max_model_len)));
+        let rope = ctx.storage_init(
+            "rope",
+            bytemuck::cast_slice(&ops::rope_table(&c.rope_inv_freq_f64(), rc.max_model_len)),
+        );
         let step = &inputs.step;
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
 
-        let embed_w = GpuMatrix::upload(ctx, "embed_tokens", &tensor(weights, "model.embed_tokens.weight", &[vocab, h])?, vocab, h)?;
+        let embed_w = GpuMatrix::upload(
+            ctx,
+            "embed_tokens",
+            &tensor(weights, "model.embed_tokens.weight", &[vocab, h])?,
+            vocab,
+            h,
+        )?;
         weight_bytes += embed_w.bytes();
         let embed = ops::embedding(ctx, &kernels, step, &inputs.token_ids, &embed_w, &x);
         progress(1, total);
@@ -143,9 +178,20 @@ impl ModelRunner {
         for i in 0..c.num_layers {
             let name = |s: &str| format!("model.layers.{i}.{s}");
             let mut w_qkv = tensor(weights, &name("self_attn.q_proj.weight"), &[nh * d, h])?;
-            w_qkv.extend(tensor(weights, &name("self_attn.k_proj.weight"), &[nkv * d, h])?);
-            w_qkv.extend(tensor(weights, &name("self_attn.v_proj.weight"), &[nkv * d, h])?);
-            fold_gain(&mut w_qkv, &tensor(weights, &name("input_layernorm.weight"), &[h])?);
+            w_qkv.extend(tensor(
+                weights,
+                &name("self_attn.k_proj.weight"),
+                &[nkv * d, h],
+            )?);
+            w_qkv.extend(tensor(
+                weights,
+                &name("self_attn.v_proj.weight"),
+                &[nkv * d, h],
+            )?);
+            fold_gain(
+                &mut w_qkv,
+                &tensor(weights, &name("input_layernorm.weight"), &[h])?,
+            );
             let w_qkv = GpuMatrix::upload(ctx, "qkv_proj", &w_qkv, qkv_width, h)?;
             let b_qkv = if c.attention_bias {
                 let mut b = tensor(weights, &name("self_attn.q_proj.bias"), &[nh * d])?;
@@ -155,20 +201,58 @@ impl ModelRunner {
             } else {
                 None
             };
-            let w_o = GpuMatrix::upload(ctx, "o_proj", &tensor(weights, &name("self_attn.o_proj.weight"), &[h, nh * d])?, h, nh * d)?;
+            let w_o = GpuMatrix::upload(
+                ctx,
+                "o_proj",
+                &tensor(weights, &name("self_attn.o_proj.weight"), &[h, nh * d])?,
+                h,
+                nh * d,
+            )?;
             let mut w_gu = tensor(weights, &name("mlp.gate_proj.weight"), &[inter, h])?;
             w_gu.extend(tensor(weights, &name("mlp.up_proj.weight"), &[inter, h])?);
-            fold_gain(&mut w_gu, &tensor(weights, &name("post_attention_layernorm.weight"), &[h])?);
+            fold_gain(
+                &mut w_gu,
+                &tensor(weights, &name("post_attention_layernorm.weight"), &[h])?,
+            );
             let w_gu = GpuMatrix::upload(ctx, "gate_up_proj", &w_gu, 2 * inter, h)?;
-            let w_down = GpuMatrix::upload(ctx, "down_proj", &tensor(weights, &name("mlp.down_proj.weight"), &[h, inter])?, h, inter)?;
+            let w_down = GpuMatrix::upload(
+                ctx,
+                "down_proj",
+                &tensor(weights, &name("mlp.down_proj.weight"), &[h, inter])?,
+                h,
+                inter,
+            )?;
             weight_bytes += w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes();
 
             let eps = Some(c.rms_norm_eps);
             let mm = |x, w, bias, y, ldy, norm_eps, accumulate| {
-                Matmul::new(ctx, &kernels, step, MatmulArgs { x, w, bias, y, ldy, out_offset: 0, norm_eps, accumulate, sample_rows: false })
+                Matmul::new(
+                    ctx,
+                    &kernels,
+                    step,
+                    MatmulArgs {
+                        x,
+                        w,
+                        bias,
+                        y,
+                        ldy,
+                        out_offset: 0,
+                        norm_eps,
+                        accumulate,
+                        sample_rows: false,
+                    },
+                )
             };
             layers.push(Layer {
-                qkv: mm(&x, &w_qkv, b_qkv.as_ref(), &qkv, qkv_width as u32, eps, false),
+                qkv: mm(
+                    &x,
+                    &w_qkv,
+                    b_qkv.as_ref(),
+                    &qkv,
+                    qkv_width as u32,
+                    eps,
+                    false,
+                ),
                 rope_kv: ops::rope_kv(
                     ctx,
                     &kernels,
@@ -207,12 +291,30 @@ impl ModelRunner {
             progress(i + 2, total);
         }
 
-        let gain = ctx.storage_init("final_norm", bytemuck::cast_slice(&tensor(weights, "model.norm.weight", &[h])?));
-        let final_norm = ops::gather_rmsnorm(ctx, &kernels, step, (h, c.rms_norm_eps), &inputs.sample_rows, &x, &gain, &normed);
+        let gain = ctx.storage_init(
+            "final_norm",
+            bytemuck::cast_slice(&tensor(weights, "model.norm.weight", &[h])?),
+        );
+        let final_norm = ops::gather_rmsnorm(
+            ctx,
+            &kernels,
+            step,
+            (h, c.rms_norm_eps),
+            &inputs.sample_rows,
+            &x,
+            &gain,
+            &normed,
+        );
         let lm_head_w = if c.tie_word_embeddings || !weights.contains("lm_head.weight") {
             None
         } else {
-            let w = GpuMatrix::upload(ctx, "lm_head", &tensor(weights, "lm_head.weight", &[vocab, h])?, vocab, h)?;
+            let w = GpuMatrix::upload(
+                ctx,
+                "lm_head",
+                &tensor(weights, "lm_head.weight", &[vocab, h])?,
+                vocab,
+                h,
+            )?;
             weight_bytes += w.bytes();
             Some(w)
         };
@@ -268,16 +370,32 @@ impl ModelRunner {
     }
 
     /// Records the swaps and the forward pass of `batch`, sampling if `sample` is set.
-    fn record(&self, batch: &StepBatch, sample: bool) -> Result<(wgpu::CommandEncoder, Option<PendingSwapOut>, u32), GpuError> {
-        if let Some(p) = batch.positions.iter().find(|&&p| p as usize >= self.runner_config.max_model_len) {
-            return Err(GpuError::Batch(format!("position {p} is past the longest sequence, {}", self.runner_config.max_model_len)));
+    fn record(
+        &self,
+        batch: &StepBatch,
+        sample: bool,
+    ) -> Result<(wgpu::CommandEncoder, Option<PendingSwapOut>, u32), GpuError> {
+        if let Some(p) = batch
+            .positions
+            .iter()
+            .find(|&&p| p as usize >= self.runner_config.max_model_len)
+        {
+            return Err(GpuError::Batch(format!(
+                "position {p} is past the longest sequence, {}",
+                self.runner_config.max_model_len
+            )));
         }
         let counts = self.inputs.upload(&self.ctx, batch)?;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        let pending = self.kv.record_swaps(&self.ctx, &mut encoder, &batch.swap_out, &batch.swap_in)?;
+        let pending =
+            self.kv
+                .record_swaps(&self.ctx, &mut encoder, &batch.swap_out, &batch.swap_in)?;
         let (t, s) = (counts.num_tokens, counts.num_samples);
         if t > 0 {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("forward"), timestamp_writes: None });
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("forward"),
+                timestamp_writes: None,
+            });
             for l in &self.embed {
                 l.record(&mut pass, t, s);
             }
@@ -329,22 +447,35 @@ impl ModelRunner {
             let words = mask_words(self.config.vocab_size);
             let masks = masks();
             if masks.len() != s as usize {
-                return Err(GpuError::Batch(format!("{} token masks for {s} sampled rows", masks.len())));
+                return Err(GpuError::Batch(format!(
+                    "{} token masks for {s} sampled rows",
+                    masks.len()
+                )));
             }
             let mut next = 0u32;
             for (row, m) in masks.iter().enumerate() {
                 let Some(m) = m else { continue };
                 if m.len() != words {
-                    return Err(GpuError::Batch(format!("row {row}: token mask of {} words, the vocabulary needs {words}", m.len())));
+                    return Err(GpuError::Batch(format!(
+                        "row {row}: token mask of {} words, the vocabulary needs {words}",
+                        m.len()
+                    )));
                 }
-                self.ctx.write(&self.masks, next as u64 * words as u64 * 4, bytemuck::cast_slice(m));
+                self.ctx.write(
+                    &self.masks,
+                    next as u64 * words as u64 * 4,
+                    bytemuck::cast_slice(m),
+                );
                 self.inputs.set_mask_row(&self.ctx, row, next);
                 next += 1;
             }
             encoder = self.ctx.device.create_command_encoder(&Default::default());
             if s > 0 {
                 let counts = (batch.num_tokens() as u32, s);
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("sample"), timestamp_writes: None });
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("sample"),
+                    timestamp_writes: None,
+                });
                 self.sample.record(&mut pass, counts.0, counts.1);
             }
         }
@@ -358,8 +489,14 @@ impl ModelRunner {
         if bytes == 0 {
             return Ok(Vec::new());
         }
-        let words: Vec<u32> = bytemuck::cast_slice(&self.ctx.map_read(&self.readback).await?).to_vec();
-        let wants: Vec<u32> = batch.seqs.iter().filter_map(|q| q.sample.as_ref()).map(|q| q.params.top_logprobs.min(20)).collect();
+        let words: Vec<u32> =
+            bytemuck::cast_slice(&self.ctx.map_read(&self.readback).await?).to_vec();
+        let wants: Vec<u32> = batch
+            .seqs
+            .iter()
+            .filter_map(|q| q.sample.as_ref())
+            .map(|q| q.params.top_logprobs.min(20))
+            .collect();
         Ok(words
             .chunks(SAMPLE_OUT_STRIDE)
             .zip(wants)
@@ -383,8 +520,14 @@ impl ModelRunner {
             self.kv.finish_swap_out(&self.ctx, p).await?;
         }
         let v = self.config.vocab_size;
-        let data = self.ctx.read(&self.logits, 0, (s as usize * v * 4) as u64).await?;
-        Ok(bytemuck::cast_slice::<u8, f32>(&data).chunks(v).map(<[f32]>::to_vec).collect())
+        let data = self
+            .ctx
+            .read(&self.logits, 0, (s as usize * v * 4) as u64)
+            .await?;
+        Ok(bytemuck::cast_slice::<u8, f32>(&data)
+            .chunks(v)
+            .map(<[f32]>::to_vec)
+            .collect())
     }
 
     /// What one step may hold (tokens, sequences, block-table and penalty entries).

@@ -55,7 +55,10 @@ impl StepInputs {
             seq_info: u32s("seq_info", cap.seqs * 4),
             block_tables: u32s("block_tables", cap.block_table_entries),
             sample_rows: u32s("sample_rows", cap.seqs),
-            sampling: ctx.storage("sampling", (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64),
+            sampling: ctx.storage(
+                "sampling",
+                (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64,
+            ),
             penalties: u32s("penalties", cap.penalty_tokens * 2),
             penalty_raw: u32s("penalty_raw", cap.penalty_tokens.max(1)),
         }
@@ -63,7 +66,8 @@ impl StepInputs {
 
     /// Points sampled row `row` at row `mask_row` of the mask buffer (queued like the upload).
     pub fn set_mask_row(&self, ctx: &GpuContext, row: usize, mask_row: u32) {
-        let offset = row * std::mem::size_of::<SampleUniform>() + std::mem::offset_of!(SampleUniform, mask_row);
+        let offset = row * std::mem::size_of::<SampleUniform>()
+            + std::mem::offset_of!(SampleUniform, mask_row);
         ctx.write(&self.sampling, offset as u64, bytemuck::bytes_of(&mask_row));
     }
 
@@ -72,7 +76,11 @@ impl StepInputs {
         batch.validate().map_err(GpuError::Batch)?;
         let t = batch.num_tokens();
         let check = |what, needed: usize, max: usize| {
-            if needed > max { Err(GpuError::Capacity { what, needed, max }) } else { Ok(()) }
+            if needed > max {
+                Err(GpuError::Capacity { what, needed, max })
+            } else {
+                Ok(())
+            }
         };
         check("tokens", t, self.cap.tokens)?;
         check("sequences", batch.seqs.len(), self.cap.seqs)?;
@@ -85,20 +93,36 @@ impl StepInputs {
         let mut penalties = Vec::new();
         for (s, seq) in batch.seqs.iter().enumerate() {
             token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
-            seq_info.extend([seq.query_start, seq.query_len, seq.context_len, tables.len() as u32]);
+            seq_info.extend([
+                seq.query_start,
+                seq.query_len,
+                seq.context_len,
+                tables.len() as u32,
+            ]);
             tables.extend_from_slice(&seq.block_table);
             if let Some(spec) = &seq.sample {
                 sample_rows.push(seq.query_start + seq.query_len - 1);
                 sampling.push(SampleUniform::new(spec, (penalties.len() / 2) as u32));
                 if spec.params.has_penalties() {
                     for p in &spec.penalty_tokens {
-                        penalties.extend([p.token_id, p.output_count.min(0x7fff_ffff) | (u32::from(p.seen) << 31)]);
+                        penalties.extend([
+                            p.token_id,
+                            p.output_count.min(0x7fff_ffff) | (u32::from(p.seen) << 31),
+                        ]);
                     }
                 }
             }
         }
-        check("block table entries", tables.len(), self.cap.block_table_entries)?;
-        check("penalty tokens", penalties.len() / 2, self.cap.penalty_tokens)?;
+        check(
+            "block table entries",
+            tables.len(),
+            self.cap.block_table_entries,
+        )?;
+        check(
+            "penalty tokens",
+            penalties.len() / 2,
+            self.cap.penalty_tokens,
+        )?;
 
         let counts = StepUniform {
             num_tokens: t as u32,
@@ -109,7 +133,11 @@ impl StepInputs {
         ctx.write(&self.step, 0, bytemuck::bytes_of(&counts));
         ctx.write(&self.token_ids, 0, bytemuck::cast_slice(&batch.token_ids));
         ctx.write(&self.positions, 0, bytemuck::cast_slice(&batch.positions));
-        ctx.write(&self.slot_mapping, 0, bytemuck::cast_slice(&batch.slot_mapping));
+        ctx.write(
+            &self.slot_mapping,
+            0,
+            bytemuck::cast_slice(&batch.slot_mapping),
+        );
         ctx.write(&self.token_seq, 0, bytemuck::cast_slice(&token_seq));
         ctx.write(&self.seq_info, 0, bytemuck::cast_slice(&seq_info));
         ctx.write(&self.block_tables, 0, bytemuck::cast_slice(&tables));

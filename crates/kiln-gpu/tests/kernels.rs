@@ -19,11 +19,24 @@ fn embedding_gathers_rows() {
     let table = randn(&mut r, vocab * hidden, 1.0);
     let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..vocab as u32)).collect();
     let m = GpuMatrix::upload(&ctx, "table", &table, vocab, hidden).unwrap();
-    let (step, idb, x) = (step_buffer(&ctx, t as u32, 1, 0), buf_u32(&ctx, &ids), ctx.storage("x", (t * hidden * 4) as u64));
+    let (step, idb, x) = (
+        step_buffer(&ctx, t as u32, 1, 0),
+        buf_u32(&ctx, &ids),
+        ctx.storage("x", (t * hidden * 4) as u64),
+    );
     let launches = ops::embedding(&ctx, &k, &step, &idb, &m, &x);
     run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
-    let want: Vec<f32> = ids.iter().flat_map(|&i| f16_round(&table[i as usize * hidden..(i as usize + 1) * hidden])).collect();
-    assert_close("embedding", &read_f32(&ctx, &x, t * hidden), &want, 0.0, 0.0);
+    let want: Vec<f32> = ids
+        .iter()
+        .flat_map(|&i| f16_round(&table[i as usize * hidden..(i as usize + 1) * hidden]))
+        .collect();
+    assert_close(
+        "embedding",
+        &read_f32(&ctx, &x, t * hidden),
+        &want,
+        0.0,
+        0.0,
+    );
 }
 
 /// Every matmul kernel (few rows: matvec; many: tiled; and the row-wise kernel of CPU devices)
@@ -46,7 +59,12 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
     let bias = randn(&mut r, n, 1.0);
     let bias_b = buf_f32(&ctx, &bias);
     for rows in [1usize, 3, 8, 9, 45] {
-        for (norm, with_bias, accumulate) in [(false, false, false), (true, true, false), (false, false, true), (true, false, true)] {
+        for (norm, with_bias, accumulate) in [
+            (false, false, false),
+            (true, true, false),
+            (false, false, true),
+            (true, false, true),
+        ] {
             let x = randn(&mut r, rows * kdim, 2.0);
             let y0 = randn(&mut r, rows * (n + 5), 1.0);
             let (xb, yb) = (buf_f32(&ctx, &x), buf_f32(&ctx, &y0));
@@ -71,7 +89,11 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
             let mut want = y0.clone();
             for t in 0..rows {
                 let xr = &x[t * kdim..(t + 1) * kdim];
-                let xin = if norm { reference::rmsnorm(xr, &vec![1.0; kdim], 1e-5) } else { xr.to_vec() };
+                let xin = if norm {
+                    reference::rmsnorm(xr, &vec![1.0; kdim], 1e-5)
+                } else {
+                    xr.to_vec()
+                };
                 let out = reference::matvec(&wr, &xin);
                 for j in 0..n {
                     let v = out[j] + if with_bias { bias[j] } else { 0.0 };
@@ -79,7 +101,10 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
                     want[idx] = if accumulate { want[idx] + v } else { v };
                 }
             }
-            let what = format!("matmul rowwise={} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}", k.rowwise);
+            let what = format!(
+                "matmul rowwise={} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}",
+                k.rowwise
+            );
             assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, 1e-4, 1e-4);
         }
     }
@@ -107,15 +132,31 @@ fn split_matrix_matches_whole() {
             let outs: Vec<(Vec<f32>, Vec<f32>)> = [&whole, &split]
                 .iter()
                 .map(|m| {
-                    let (e, y) = (ctx.storage("e", (t * cols * 4) as u64), ctx.storage("y", (t * rows * 4) as u64));
+                    let (e, y) = (
+                        ctx.storage("e", (t * cols * 4) as u64),
+                        ctx.storage("y", (t * rows * 4) as u64),
+                    );
                     let emb = ops::embedding(&ctx, &k, &step, &idb, m, &e);
-                    let args = MatmulArgs { x: &x, w: m, bias: Some(&bias), y: &y, ldy: rows as u32, out_offset: 0, norm_eps: Some(1e-5), accumulate: false, sample_rows: false };
+                    let args = MatmulArgs {
+                        x: &x,
+                        w: m,
+                        bias: Some(&bias),
+                        y: &y,
+                        ldy: rows as u32,
+                        out_offset: 0,
+                        norm_eps: Some(1e-5),
+                        accumulate: false,
+                        sample_rows: false,
+                    };
                     let mm = Matmul::new(&ctx, &k, &step, args);
                     run(&ctx, |p| {
                         emb.iter().for_each(|l| l.record(p, tokens, 0));
                         mm.record(p, tokens, 0);
                     });
-                    (read_f32(&ctx, &e, tokens as usize * cols), read_f32(&ctx, &y, tokens as usize * rows))
+                    (
+                        read_f32(&ctx, &e, tokens as usize * cols),
+                        read_f32(&ctx, &y, tokens as usize * rows),
+                    )
                 })
                 .collect();
             assert_close("split embedding", &outs[1].0, &outs[0].0, 0.0, 0.0);
@@ -131,7 +172,11 @@ fn silu_mul_matches_reference() {
     let mut r = rng(3);
     let (t, inter) = (7, 301);
     let gu = randn(&mut r, t * 2 * inter, 4.0);
-    let (step, gub, out) = (step_buffer(&ctx, t as u32, 1, 0), buf_f32(&ctx, &gu), ctx.storage("out", (t * inter * 4) as u64));
+    let (step, gub, out) = (
+        step_buffer(&ctx, t as u32, 1, 0),
+        buf_f32(&ctx, &gu),
+        ctx.storage("out", (t * inter * 4) as u64),
+    );
     let l = ops::silu_mul(&ctx, &k, &step, inter, &gub, &out);
     run_launches(&ctx, &[&l], t as u32, 0);
     let want: Vec<f32> = (0..t * inter)
@@ -141,7 +186,13 @@ fn silu_mul_matches_reference() {
             g / (1.0 + (-g).exp()) * u
         })
         .collect();
-    assert_close("silu_mul", &read_f32(&ctx, &out, t * inter), &want, 1e-5, 1e-5);
+    assert_close(
+        "silu_mul",
+        &read_f32(&ctx, &out, t * inter),
+        &want,
+        1e-5,
+        1e-5,
+    );
 }
 
 #[test]
@@ -154,11 +205,31 @@ fn gather_rmsnorm_matches_reference() {
     let gain = randn(&mut r, hidden, 1.0);
     let rows = [10u32, 0, 4];
     let step = step_buffer(&ctx, t as u32, 3, 3);
-    let (rb, xb, gb, out) = (buf_u32(&ctx, &rows), buf_f32(&ctx, &x), buf_f32(&ctx, &gain), ctx.storage("out", (3 * hidden * 4) as u64));
+    let (rb, xb, gb, out) = (
+        buf_u32(&ctx, &rows),
+        buf_f32(&ctx, &x),
+        buf_f32(&ctx, &gain),
+        ctx.storage("out", (3 * hidden * 4) as u64),
+    );
     let l = ops::gather_rmsnorm(&ctx, &k, &step, (hidden, 1e-6), &rb, &xb, &gb, &out);
     run_launches(&ctx, &[&l], t as u32, 3);
-    let want: Vec<f32> = rows.iter().flat_map(|&row| reference::rmsnorm(&x[row as usize * hidden..(row as usize + 1) * hidden], &gain, 1e-6)).collect();
-    assert_close("gather_rmsnorm", &read_f32(&ctx, &out, 3 * hidden), &want, 1e-5, 1e-4);
+    let want: Vec<f32> = rows
+        .iter()
+        .flat_map(|&row| {
+            reference::rmsnorm(
+                &x[row as usize * hidden..(row as usize + 1) * hidden],
+                &gain,
+                1e-6,
+            )
+        })
+        .collect();
+    assert_close(
+        "gather_rmsnorm",
+        &read_f32(&ctx, &out, 3 * hidden),
+        &want,
+        1e-5,
+        1e-4,
+    );
 }
 
 /// RoPE and the KV write, for both cache types, at positions up to the end of a 32768-token
@@ -173,21 +244,31 @@ fn rope_kv_rotates_and_writes_cache() {
     let (nh, nkv, d, t, slots, max_pos) = (6, 2, 20, 9, 70, 32768);
     let width = (nh + 2 * nkv) * d;
     let qkv = randn(&mut r, t * width, 1.0);
-    let mut positions: Vec<u32> = (0..t - 2).map(|_| r.random_range(0..max_pos as u32)).collect();
+    let mut positions: Vec<u32> = (0..t - 2)
+        .map(|_| r.random_range(0..max_pos as u32))
+        .collect();
     positions.extend([0, max_pos as u32 - 1]);
     let mut slot_ids: Vec<u32> = (0..slots as u32).collect();
     slot_ids.shuffle(&mut r);
     slot_ids.truncate(t);
-    let inv_freq: Vec<f64> = (0..d / 2).map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64)).collect();
+    let inv_freq: Vec<f64> = (0..d / 2)
+        .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
+        .collect();
     let step = step_buffer(&ctx, t as u32, 1, 0);
     let table = ops::rope_table(&inv_freq, max_pos);
-    let (pb, sb, fb) = (buf_u32(&ctx, &positions), buf_u32(&ctx, &slot_ids), buf_f32(&ctx, &table));
+    let (pb, sb, fb) = (
+        buf_u32(&ctx, &positions),
+        buf_u32(&ctx, &slot_ids),
+        buf_f32(&ctx, &table),
+    );
     let mut want = qkv.clone();
     let mut want_k = vec![0f32; slots * nkv * d];
     let mut want_v = vec![0f32; slots * nkv * d];
     for i in 0..t {
         let row = &mut want[i * width..(i + 1) * width];
-        row[..(nh + nkv) * d].chunks_mut(d).for_each(|h| reference::rope(h, positions[i] as usize, &inv_freq));
+        row[..(nh + nkv) * d]
+            .chunks_mut(d)
+            .for_each(|h| reference::rope(h, positions[i] as usize, &inv_freq));
         let s = slot_ids[i] as usize;
         want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
         want_v[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[(nh + nkv) * d..]);
@@ -195,11 +276,35 @@ fn rope_kv_rotates_and_writes_cache() {
     for dtype in [KvDtype::F16, KvDtype::F32] {
         let qb = buf_f32(&ctx, &qkv);
         let words = slots * nkv * d * dtype.bytes() as usize / 4;
-        let (kc, vc) = (ctx.storage("k", words as u64 * 4), ctx.storage("v", words as u64 * 4));
-        let l = ops::rope_kv(&ctx, &k, &step, (nh, nkv, d), (dtype, max_pos), &pb, &sb, &fb, &qb, &kc, &vc);
+        let (kc, vc) = (
+            ctx.storage("k", words as u64 * 4),
+            ctx.storage("v", words as u64 * 4),
+        );
+        let l = ops::rope_kv(
+            &ctx,
+            &k,
+            &step,
+            (nh, nkv, d),
+            (dtype, max_pos),
+            &pb,
+            &sb,
+            &fb,
+            &qb,
+            &kc,
+            &vc,
+        );
         run_launches(&ctx, &[&l], t as u32, 0);
-        assert_close(&format!("rope q/k {dtype}"), &read_f32(&ctx, &qb, want.len()), &want, 1e-5, 0.0);
-        let (got_k, got_v) = (dtype.decode(&read_u32(&ctx, &kc, words)), dtype.decode(&read_u32(&ctx, &vc, words)));
+        assert_close(
+            &format!("rope q/k {dtype}"),
+            &read_f32(&ctx, &qb, want.len()),
+            &want,
+            1e-5,
+            0.0,
+        );
+        let (got_k, got_v) = (
+            dtype.decode(&read_u32(&ctx, &kc, words)),
+            dtype.decode(&read_u32(&ctx, &vc, words)),
+        );
         // f16: one rounding of a value that is itself within 1e-5 of the reference.
         let (kw, vw) = match dtype {
             KvDtype::F16 => (f16_round(&want_k), f16_round(&want_v)),
@@ -241,8 +346,15 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
     let mut per_seq_tables = vec![];
     for (s, &(cached, q)) in seqs.iter().enumerate() {
         let ctx_len = cached + q;
-        let table: Vec<u32> = (0..ctx_len.div_ceil(bs)).map(|_| free.pop().unwrap()).collect();
-        seq_info.extend([positions.len() as u32, q as u32, ctx_len as u32, tables.len() as u32]);
+        let table: Vec<u32> = (0..ctx_len.div_ceil(bs))
+            .map(|_| free.pop().unwrap())
+            .collect();
+        seq_info.extend([
+            positions.len() as u32,
+            q as u32,
+            ctx_len as u32,
+            tables.len() as u32,
+        ]);
         tables.extend_from_slice(&table);
         per_seq_tables.push(table);
         for i in 0..q {
@@ -254,16 +366,36 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
     let stride = (nh + 2 * nkv) * d;
     let qkv = randn(&mut r, t * stride, 1.0);
     let step = step_buffer(&ctx, t as u32, seqs.len() as u32, 0);
-    let bufs = (buf_u32(&ctx, &positions), buf_u32(&ctx, &token_seq), buf_u32(&ctx, &seq_info), buf_u32(&ctx, &tables));
-    let (kb, vb) = (buf_u32(&ctx, &dtype.encode(&kc)), buf_u32(&ctx, &dtype.encode(&vc)));
-    let (qb, out) = (buf_f32(&ctx, &qkv), ctx.storage("out", (t * nh * d * 4) as u64));
+    let bufs = (
+        buf_u32(&ctx, &positions),
+        buf_u32(&ctx, &token_seq),
+        buf_u32(&ctx, &seq_info),
+        buf_u32(&ctx, &tables),
+    );
+    let (kb, vb) = (
+        buf_u32(&ctx, &dtype.encode(&kc)),
+        buf_u32(&ctx, &dtype.encode(&vc)),
+    );
+    let (qb, out) = (
+        buf_f32(&ctx, &qkv),
+        ctx.storage("out", (t * nh * d * 4) as u64),
+    );
     let l = ops::attention(
         &ctx,
         k,
         &step,
         (nh, nkv, d),
         dtype,
-        AttentionBuffers { positions: &bufs.0, token_seq: &bufs.1, seq_info: &bufs.2, block_tables: &bufs.3, qkv: &qb, k_cache: &kb, v_cache: &vb, out: &out },
+        AttentionBuffers {
+            positions: &bufs.0,
+            token_seq: &bufs.1,
+            seq_info: &bufs.2,
+            block_tables: &bufs.3,
+            qkv: &qb,
+            k_cache: &kb,
+            v_cache: &vb,
+            out: &out,
+        },
     )
     .unwrap();
     run_launches(&ctx, &[&l], t as u32, 0);
@@ -278,16 +410,29 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
             let scores: Vec<f64> = (0..n_keys)
                 .map(|j| {
                     let kr = &kc[slot(j) * kv_width + kvh * d..][..d];
-                    q.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (d as f64).sqrt()
+                    q.iter()
+                        .zip(kr)
+                        .map(|(a, b)| *a as f64 * *b as f64)
+                        .sum::<f64>()
+                        / (d as f64).sqrt()
                 })
                 .collect();
             let m = scores.iter().cloned().fold(f64::MIN, f64::max);
             let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
             for e in 0..d {
-                want[i * nh * d + h * d + e] =
-                    (0..n_keys).map(|j| (scores[j] - m).exp() / z * vc[slot(j) * kv_width + kvh * d + e] as f64).sum::<f64>() as f32;
+                want[i * nh * d + h * d + e] = (0..n_keys)
+                    .map(|j| {
+                        (scores[j] - m).exp() / z * vc[slot(j) * kv_width + kvh * d + e] as f64
+                    })
+                    .sum::<f64>() as f32;
             }
         }
     }
-    assert_close(&format!("attention rowwise={} kv {dtype}", k.rowwise), &read_f32(&ctx, &out, want.len()), &want, 1e-4, 1e-3);
+    assert_close(
+        &format!("attention rowwise={} kv {dtype}", k.rowwise),
+        &read_f32(&ctx, &out, want.len()),
+        &want,
+        1e-4,
+        1e-3,
+    );
 }

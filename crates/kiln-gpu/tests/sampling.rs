@@ -24,14 +24,26 @@ struct Out {
 
 /// One dispatch of the sampler over `rows.len()` rows of `vocab` logits each, with the
 /// penalty list packed as the runner packs it (`token, count | seen << 31`).
-fn sample(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[(Vec<f32>, SampleSpec)]) -> Vec<Out> {
+fn sample(
+    ctx: &kiln_gpu::GpuContext,
+    k: &Kernels,
+    vocab: usize,
+    rows: &[(Vec<f32>, SampleSpec)],
+) -> Vec<Out> {
     let none: Vec<Option<Vec<bool>>> = vec![None; rows.len()];
     sample_masked(ctx, k, vocab, rows, &none)
 }
 
 /// [`sample`] with an optional allowed-token list per row, packed as bitmasks.
-fn sample_masked(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[(Vec<f32>, SampleSpec)], allow: &[Option<Vec<bool>>]) -> Vec<Out> {
-    let (mut logits, mut uniforms, mut penalties, mut masks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+fn sample_masked(
+    ctx: &kiln_gpu::GpuContext,
+    k: &Kernels,
+    vocab: usize,
+    rows: &[(Vec<f32>, SampleSpec)],
+    allow: &[Option<Vec<bool>>],
+) -> Vec<Out> {
+    let (mut logits, mut uniforms, mut penalties, mut masks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for ((l, spec), a) in rows.iter().zip(allow) {
         assert_eq!(l.len(), vocab);
         logits.extend_from_slice(l);
@@ -39,7 +51,10 @@ fn sample_masked(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[
         if let Some(a) = a {
             u.mask_row = (masks.len() / mask_words(vocab)) as u32;
             let mut words = vec![0u32; mask_words(vocab)];
-            a.iter().enumerate().filter(|(_, ok)| **ok).for_each(|(i, _)| words[i / 32] |= 1 << (i % 32));
+            a.iter()
+                .enumerate()
+                .filter(|(_, ok)| **ok)
+                .for_each(|(i, _)| words[i / 32] |= 1 << (i % 32));
             masks.extend(words);
         }
         uniforms.push(u);
@@ -54,10 +69,21 @@ fn sample_masked(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[
     let n = rows.len();
     let step = step_buffer(ctx, n as u32, n as u32, n as u32);
     let sampling = ctx.storage_init("sampling", bytemuck::cast_slice(&uniforms));
-    let (pb, lb, mb) = (buf_u32(ctx, &penalties), buf_f32(ctx, &logits), buf_u32(ctx, &masks));
+    let (pb, lb, mb) = (
+        buf_u32(ctx, &penalties),
+        buf_f32(ctx, &logits),
+        buf_u32(ctx, &masks),
+    );
     let raw = buf_f32(ctx, &vec![0.0; penalties.len() / 2]);
     let out = ctx.storage("out", (n * SAMPLE_OUT_STRIDE * 4) as u64);
-    let b = SampleBuffers { sampling: &sampling, penalties: &pb, penalty_raw: &raw, masks: &mb, logits: &lb, out: &out };
+    let b = SampleBuffers {
+        sampling: &sampling,
+        penalties: &pb,
+        penalty_raw: &raw,
+        masks: &mb,
+        logits: &lb,
+        out: &out,
+    };
     let l = ops::sample(ctx, k, &step, vocab, b);
     run_launches(ctx, &[&l], n as u32, n as u32);
     read_u32(ctx, &out, n * SAMPLE_OUT_STRIDE)
@@ -65,19 +91,34 @@ fn sample_masked(ctx: &kiln_gpu::GpuContext, k: &Kernels, vocab: usize, rows: &[
         .map(|w| Out {
             id: w[0],
             logprob: f32::from_bits(w[1]),
-            top: (0..20).map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i]))).collect(),
+            top: (0..20)
+                .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
+                .collect(),
         })
         .collect()
 }
 
 fn spec(params: SamplingParams, seed: u64, draw_index: u32) -> SampleSpec {
-    SampleSpec { params, seed, draw_index, penalty_tokens: vec![] }
+    SampleSpec {
+        params,
+        seed,
+        draw_index,
+        penalty_tokens: vec![],
+    }
 }
 
 fn log_softmax(l: &[f32], temperature: f32) -> Vec<f64> {
-    let t = if temperature > 0.0 { temperature as f64 } else { 1.0 };
+    let t = if temperature > 0.0 {
+        temperature as f64
+    } else {
+        1.0
+    };
     let m = l.iter().map(|&v| v as f64 / t).fold(f64::MIN, f64::max);
-    let lse = m + l.iter().map(|&v| (v as f64 / t - m).exp()).sum::<f64>().ln();
+    let lse = m + l
+        .iter()
+        .map(|&v| (v as f64 / t - m).exp())
+        .sum::<f64>()
+        .ln();
     l.iter().map(|&v| v as f64 / t - lse).collect()
 }
 
@@ -96,7 +137,10 @@ fn greedy_picks_argmax_with_logprobs() {
     for vocab in [1000usize, 4099] {
         let mut rows: Vec<(Vec<f32>, SampleSpec)> = (0..12)
             .map(|i| {
-                let p = SamplingParams { top_logprobs: [0, 5, 20][i % 3], ..SamplingParams::greedy() };
+                let p = SamplingParams {
+                    top_logprobs: [0, 5, 20][i % 3],
+                    ..SamplingParams::greedy()
+                };
                 (randn(&mut r, vocab, 8.0), spec(p, i as u64, 0))
             })
             .collect();
@@ -104,18 +148,46 @@ fn greedy_picks_argmax_with_logprobs() {
         let mut tie = randn(&mut r, vocab, 1.0);
         tie[vocab - 1] = 5.0;
         tie[vocab - 3] = 5.0;
-        rows.push((tie, spec(SamplingParams { top_logprobs: 3, ..SamplingParams::greedy() }, 0, 0)));
+        rows.push((
+            tie,
+            spec(
+                SamplingParams {
+                    top_logprobs: 3,
+                    ..SamplingParams::greedy()
+                },
+                0,
+                0,
+            ),
+        ));
         let out = sample(&ctx, &k, vocab, &rows);
         for (i, ((l, s), o)) in rows.iter().zip(&out).enumerate() {
             let (rank, lp) = (ranked(l), log_softmax(l, 0.0));
             assert_eq!(o.id as usize, rank[0], "vocab {vocab} row {i}: argmax");
-            assert!((o.logprob as f64 - lp[rank[0]]).abs() < 1e-4, "vocab {vocab} row {i}: logprob {} vs {}", o.logprob, lp[rank[0]]);
-            for (n, &(id, v)) in o.top.iter().take(s.params.top_logprobs as usize).enumerate() {
+            assert!(
+                (o.logprob as f64 - lp[rank[0]]).abs() < 1e-4,
+                "vocab {vocab} row {i}: logprob {} vs {}",
+                o.logprob,
+                lp[rank[0]]
+            );
+            for (n, &(id, v)) in o
+                .top
+                .iter()
+                .take(s.params.top_logprobs as usize)
+                .enumerate()
+            {
                 assert_eq!(id as usize, rank[n], "vocab {vocab} row {i}: top-{n} id");
-                assert!((v as f64 - lp[rank[n]]).abs() < 1e-4, "vocab {vocab} row {i}: top-{n} logprob {v} vs {}", lp[rank[n]]);
+                assert!(
+                    (v as f64 - lp[rank[n]]).abs() < 1e-4,
+                    "vocab {vocab} row {i}: top-{n} logprob {v} vs {}",
+                    lp[rank[n]]
+                );
             }
         }
-        assert_eq!(out.last().unwrap().id as usize, vocab - 3, "tie goes to the lower index");
+        assert_eq!(
+            out.last().unwrap().id as usize,
+            vocab - 3,
+            "tie goes to the lower index"
+        );
     }
 }
 
@@ -127,42 +199,106 @@ fn seeded_draws_are_reproducible() {
     let flat = vec![0f32; vocab];
     let t1 = SamplingParams::default();
     // 64 seeds, then the same 64 in reverse order behind 7 other rows: same draws.
-    let rows: Vec<_> = (0..64).map(|s| (flat.clone(), spec(t1, 1000 + s, 3))).collect();
-    let a: Vec<u32> = sample(&ctx, &k, vocab, &rows).iter().map(|o| o.id).collect();
-    let mut shuffled: Vec<_> = (0..7).map(|s| (flat.clone(), spec(t1, 77 + s, 0))).collect();
+    let rows: Vec<_> = (0..64)
+        .map(|s| (flat.clone(), spec(t1, 1000 + s, 3)))
+        .collect();
+    let a: Vec<u32> = sample(&ctx, &k, vocab, &rows)
+        .iter()
+        .map(|o| o.id)
+        .collect();
+    let mut shuffled: Vec<_> = (0..7)
+        .map(|s| (flat.clone(), spec(t1, 77 + s, 0)))
+        .collect();
     shuffled.extend(rows.iter().rev().cloned());
-    let b: Vec<u32> = sample(&ctx, &k, vocab, &shuffled)[7..].iter().rev().map(|o| o.id).collect();
-    assert_eq!(a, b, "same seed and draw index, same token, whatever shares the batch");
+    let b: Vec<u32> = sample(&ctx, &k, vocab, &shuffled)[7..]
+        .iter()
+        .rev()
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(
+        a, b,
+        "same seed and draw index, same token, whatever shares the batch"
+    );
     let mut distinct = a.clone();
     distinct.sort();
     distinct.dedup();
     // 64 uniform draws from 1000 tokens: about 62 distinct expected, < 55 is ~1e-6 likely.
-    assert!(distinct.len() >= 55, "different seeds give different draws: {} distinct of 64", distinct.len());
-    let again: Vec<u32> = sample(&ctx, &k, vocab, &rows.iter().map(|(l, s)| (l.clone(), SampleSpec { draw_index: 4, ..s.clone() })).collect::<Vec<_>>())
-        .iter()
-        .map(|o| o.id)
-        .collect();
-    assert!(a.iter().zip(&again).filter(|(x, y)| x == y).count() < 8, "the draw index changes the draw");
+    assert!(
+        distinct.len() >= 55,
+        "different seeds give different draws: {} distinct of 64",
+        distinct.len()
+    );
+    let again: Vec<u32> = sample(
+        &ctx,
+        &k,
+        vocab,
+        &rows
+            .iter()
+            .map(|(l, s)| {
+                (
+                    l.clone(),
+                    SampleSpec {
+                        draw_index: 4,
+                        ..s.clone()
+                    },
+                )
+            })
+            .collect::<Vec<_>>(),
+    )
+    .iter()
+    .map(|o| o.id)
+    .collect();
+    assert!(
+        a.iter().zip(&again).filter(|(x, y)| x == y).count() < 8,
+        "the draw index changes the draw"
+    );
 
     // top_k = 1 is greedy whatever the temperature and seed; its processed log-prob is under
     // the temperature-scaled distribution, as `SampledToken::logprob` documents.
     let mut r = rng(11);
     let rows: Vec<_> = (0..16)
-        .map(|s| (randn(&mut r, vocab, 3.0), spec(SamplingParams { temperature: 0.7, top_k: 1, top_logprobs: 2, logprobs_mode: LogprobsMode::Processed, ..t1 }, s, s as u32)))
+        .map(|s| {
+            (
+                randn(&mut r, vocab, 3.0),
+                spec(
+                    SamplingParams {
+                        temperature: 0.7,
+                        top_k: 1,
+                        top_logprobs: 2,
+                        logprobs_mode: LogprobsMode::Processed,
+                        ..t1
+                    },
+                    s,
+                    s as u32,
+                ),
+            )
+        })
         .collect();
     for (i, ((l, _), o)) in rows.iter().zip(sample(&ctx, &k, vocab, &rows)).enumerate() {
         let (rank, lp) = (ranked(l), log_softmax(l, 0.7));
         assert_eq!(o.id as usize, rank[0], "row {i}: top_k=1 is the argmax");
-        assert!((o.logprob as f64 - lp[rank[0]]).abs() < 1e-4, "row {i}: logprob {} vs {} (T=0.7)", o.logprob, lp[rank[0]]);
+        assert!(
+            (o.logprob as f64 - lp[rank[0]]).abs() < 1e-4,
+            "row {i}: logprob {} vs {} (T=0.7)",
+            o.logprob,
+            lp[rank[0]]
+        );
     }
 }
 
 /// The distribution the kernel should draw from: temperature, then top-k, then top-p on the
 /// top-k set, then min-p; renormalised; 0 for dropped tokens.
 fn kept_distribution(l: &[f32], p: &SamplingParams) -> Vec<f64> {
-    let probs: Vec<f64> = log_softmax(l, p.temperature).iter().map(|v| v.exp()).collect();
+    let probs: Vec<f64> = log_softmax(l, p.temperature)
+        .iter()
+        .map(|v| v.exp())
+        .collect();
     let rank = ranked(l);
-    let mut keep = if p.top_k > 0 { (p.top_k as usize).min(l.len()) } else { l.len() };
+    let mut keep = if p.top_k > 0 {
+        (p.top_k as usize).min(l.len())
+    } else {
+        l.len()
+    };
     let top_k_mass: f64 = rank[..keep].iter().map(|&i| probs[i]).sum();
     if p.top_p < 1.0 {
         let (mut cum, mut n) = (0.0, 0);
@@ -173,7 +309,10 @@ fn kept_distribution(l: &[f32], p: &SamplingParams) -> Vec<f64> {
         keep = n;
     }
     let pmax = probs[rank[0]];
-    keep = rank[..keep].iter().take_while(|&&i| probs[i] >= p.min_p as f64 * pmax).count();
+    keep = rank[..keep]
+        .iter()
+        .take_while(|&&i| probs[i] >= p.min_p as f64 * pmax)
+        .count();
     let z: f64 = rank[..keep].iter().map(|&i| probs[i]).sum();
     let mut out = vec![0.0; l.len()];
     rank[..keep].iter().for_each(|&i| out[i] = probs[i] / z);
@@ -190,31 +329,71 @@ fn draws_follow_the_filtered_distribution() {
     logits.shuffle(&mut r);
     let base = SamplingParams::default();
     let cases = [
-        ("temperature 0.7", SamplingParams { temperature: 0.7, ..base }, 10),
+        (
+            "temperature 0.7",
+            SamplingParams {
+                temperature: 0.7,
+                ..base
+            },
+            10,
+        ),
         ("top_k 3", SamplingParams { top_k: 3, ..base }, 3),
         ("top_p 0.8", SamplingParams { top_p: 0.8, ..base }, 4),
         ("min_p 0.2", SamplingParams { min_p: 0.2, ..base }, 4),
-        ("top_k 5 + top_p 0.8 at T 1.5", SamplingParams { temperature: 1.5, top_k: 5, top_p: 0.8, ..base }, 4),
+        (
+            "top_k 5 + top_p 0.8 at T 1.5",
+            SamplingParams {
+                temperature: 1.5,
+                top_k: 5,
+                top_p: 0.8,
+                ..base
+            },
+            4,
+        ),
     ];
     let (rows_per_dispatch, dispatches) = (512, 5);
     let n = (rows_per_dispatch * dispatches) as f64;
     for (ci, (name, params, kept)) in cases.iter().enumerate() {
         let want = kept_distribution(&logits, params);
-        assert_eq!(want.iter().filter(|&&p| p > 0.0).count(), *kept, "{name}: CPU kept set");
+        assert_eq!(
+            want.iter().filter(|&&p| p > 0.0).count(),
+            *kept,
+            "{name}: CPU kept set"
+        );
         let mut counts = vec![0usize; logits.len()];
         for d in 0..dispatches {
             let rows: Vec<_> = (0..rows_per_dispatch)
-                .map(|i| (logits.clone(), spec(*params, ((ci * 1_000_000 + d * 1000 + i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15), r.random())))
+                .map(|i| {
+                    (
+                        logits.clone(),
+                        spec(
+                            *params,
+                            ((ci * 1_000_000 + d * 1000 + i) as u64)
+                                .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                            r.random(),
+                        ),
+                    )
+                })
                 .collect();
-            sample(&ctx, &k, logits.len(), &rows).iter().for_each(|o| counts[o.id as usize] += 1);
+            sample(&ctx, &k, logits.len(), &rows)
+                .iter()
+                .for_each(|o| counts[o.id as usize] += 1);
         }
         for (tok, (&c, &p)) in counts.iter().zip(&want).enumerate() {
             let freq = c as f64 / n;
             if p == 0.0 {
-                assert_eq!(c, 0, "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times", logits[tok]);
+                assert_eq!(
+                    c, 0,
+                    "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times",
+                    logits[tok]
+                );
             } else {
                 let tol = 4.0 * (p * (1.0 - p) / n).sqrt() + 0.01;
-                assert!((freq - p).abs() <= tol, "{name}: token {tok} (logit {}): frequency {freq:.4}, expected {p:.4} ± {tol:.4}", logits[tok]);
+                assert!(
+                    (freq - p).abs() <= tol,
+                    "{name}: token {tok} (logit {}): frequency {freq:.4}, expected {p:.4} ± {tol:.4}",
+                    logits[tok]
+                );
             }
         }
     }
@@ -228,7 +407,11 @@ fn penalised(l: &[f32], s: &SampleSpec) -> Vec<f32> {
     for t in &s.penalty_tokens {
         let v = &mut l[t.token_id as usize];
         if t.seen {
-            *v = if *v > 0.0 { *v / p.repetition_penalty } else { *v * p.repetition_penalty };
+            *v = if *v > 0.0 {
+                *v / p.repetition_penalty
+            } else {
+                *v * p.repetition_penalty
+            };
         }
         if t.output_count > 0 {
             *v -= p.presence_penalty + p.frequency_penalty * t.output_count as f32;
@@ -242,35 +425,150 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let vocab = 500;
-    let g = SamplingParams { logprobs_mode: LogprobsMode::Processed, ..SamplingParams::greedy() };
-    let hist = |id, output_count, seen| PenaltyToken { token_id: id, output_count, seen };
+    let g = SamplingParams {
+        logprobs_mode: LogprobsMode::Processed,
+        ..SamplingParams::greedy()
+    };
+    let hist = |id, output_count, seen| PenaltyToken {
+        token_id: id,
+        output_count,
+        seen,
+    };
     // Hand-made: token 7 leads at 3.0, token 9 follows at 2.5 (all others in [-1, 1]); in
     // the negative row token 7 leads at -0.5 and token 9 follows at -0.6.
     let mut r = rng(13);
     let mut pos = randn(&mut r, vocab, 1.0);
     (pos[7], pos[9]) = (3.0, 2.5);
-    let neg: Vec<f32> = (0..vocab).map(|i| if i == 7 { -0.5 } else if i == 9 { -0.6 } else { -1.0 - i as f32 * 1e-3 }).collect();
-    let cases: Vec<(&str, &[f32], SamplingParams, Vec<PenaltyToken>, u32)> = vec![
-        ("repetition divides a positive logit", &pos[..], SamplingParams { repetition_penalty: 1.5, ..g }, vec![hist(7, 0, true)], 9),
-        ("repetition skips unseen tokens", &pos, SamplingParams { repetition_penalty: 1.5, ..g }, vec![hist(7, 0, false)], 7),
-        ("repetition multiplies a negative logit", &neg, SamplingParams { repetition_penalty: 1.5, ..g }, vec![hist(7, 0, true)], 9),
-        ("presence needs an output occurrence", &pos, SamplingParams { presence_penalty: 2.0, ..g }, vec![hist(7, 0, true)], 7),
-        ("presence subtracts once", &pos, SamplingParams { presence_penalty: 0.6, ..g }, vec![hist(7, 5, true)], 9),
-        ("presence too small", &pos, SamplingParams { presence_penalty: 0.4, ..g }, vec![hist(7, 5, true)], 7),
-        ("frequency times count", &pos, SamplingParams { frequency_penalty: 0.2, ..g }, vec![hist(7, 3, true)], 9),
-        ("frequency count too low", &pos, SamplingParams { frequency_penalty: 0.2, ..g }, vec![hist(7, 2, true)], 7),
-        ("negative presence promotes", &pos, SamplingParams { presence_penalty: -0.6, ..g }, vec![hist(9, 1, true)], 9),
+    let neg: Vec<f32> = (0..vocab)
+        .map(|i| {
+            if i == 7 {
+                -0.5
+            } else if i == 9 {
+                -0.6
+            } else {
+                -1.0 - i as f32 * 1e-3
+            }
+        })
+        .collect();
+    // (name, logits, sampling, penalised tokens, expected token)
+    type Case<'a> = (&'a str, &'a [f32], SamplingParams, Vec<PenaltyToken>, u32);
+    let cases: Vec<Case> = vec![
+        (
+            "repetition divides a positive logit",
+            &pos[..],
+            SamplingParams {
+                repetition_penalty: 1.5,
+                ..g
+            },
+            vec![hist(7, 0, true)],
+            9,
+        ),
+        (
+            "repetition skips unseen tokens",
+            &pos,
+            SamplingParams {
+                repetition_penalty: 1.5,
+                ..g
+            },
+            vec![hist(7, 0, false)],
+            7,
+        ),
+        (
+            "repetition multiplies a negative logit",
+            &neg,
+            SamplingParams {
+                repetition_penalty: 1.5,
+                ..g
+            },
+            vec![hist(7, 0, true)],
+            9,
+        ),
+        (
+            "presence needs an output occurrence",
+            &pos,
+            SamplingParams {
+                presence_penalty: 2.0,
+                ..g
+            },
+            vec![hist(7, 0, true)],
+            7,
+        ),
+        (
+            "presence subtracts once",
+            &pos,
+            SamplingParams {
+                presence_penalty: 0.6,
+                ..g
+            },
+            vec![hist(7, 5, true)],
+            9,
+        ),
+        (
+            "presence too small",
+            &pos,
+            SamplingParams {
+                presence_penalty: 0.4,
+                ..g
+            },
+            vec![hist(7, 5, true)],
+            7,
+        ),
+        (
+            "frequency times count",
+            &pos,
+            SamplingParams {
+                frequency_penalty: 0.2,
+                ..g
+            },
+            vec![hist(7, 3, true)],
+            9,
+        ),
+        (
+            "frequency count too low",
+            &pos,
+            SamplingParams {
+                frequency_penalty: 0.2,
+                ..g
+            },
+            vec![hist(7, 2, true)],
+            7,
+        ),
+        (
+            "negative presence promotes",
+            &pos,
+            SamplingParams {
+                presence_penalty: -0.6,
+                ..g
+            },
+            vec![hist(9, 1, true)],
+            9,
+        ),
         (
             "all three combined",
             &pos,
-            SamplingParams { repetition_penalty: 1.2, presence_penalty: 0.1, frequency_penalty: 0.05, ..g },
+            SamplingParams {
+                repetition_penalty: 1.2,
+                presence_penalty: 0.1,
+                frequency_penalty: 0.05,
+                ..g
+            },
             vec![hist(7, 1, true), hist(9, 0, true)], // 3/1.2-0.15 = 2.35 vs 2.5/1.2 = 2.083
             7,
         ),
     ];
     let mut rows: Vec<(Vec<f32>, SampleSpec)> = cases
         .iter()
-        .map(|(_, l, p, h, _)| (l.to_vec(), SampleSpec { params: *p, seed: 0, draw_index: 0, penalty_tokens: h.clone() }))
+        .map(|(_, l, p, h, _)| {
+            (
+                l.to_vec(),
+                SampleSpec {
+                    params: *p,
+                    seed: 0,
+                    draw_index: 0,
+                    penalty_tokens: h.clone(),
+                },
+            )
+        })
         .collect();
     // Random rows: penalties on the top-5 tokens and 10 others, various strengths.
     let mut changed = 0;
@@ -290,23 +588,49 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
             top_logprobs: 3,
             ..g
         };
-        let history = ids.iter().map(|&t| hist(t, r.random_range(0..4), r.random_bool(0.8))).collect();
-        let s = SampleSpec { params, seed: 0, draw_index: 0, penalty_tokens: history };
+        let history = ids
+            .iter()
+            .map(|&t| hist(t, r.random_range(0..4), r.random_bool(0.8)))
+            .collect();
+        let s = SampleSpec {
+            params,
+            seed: 0,
+            draw_index: 0,
+            penalty_tokens: history,
+        };
         changed += (ranked(&penalised(&l, &s))[0] != ranked(&l)[0]) as usize;
         rows.push((l, s));
     }
-    assert!(changed >= 8, "the random penalties should move the argmax in many rows, moved {changed}");
+    assert!(
+        changed >= 8,
+        "the random penalties should move the argmax in many rows, moved {changed}"
+    );
     let out = sample(&ctx, &k, vocab, &rows);
     for (i, ((l, s), o)) in rows.iter().zip(&out).enumerate() {
-        let what = cases.get(i).map_or(format!("random row {i}"), |c| c.0.to_string());
+        let what = cases
+            .get(i)
+            .map_or(format!("random row {i}"), |c| c.0.to_string());
         let pl = penalised(l, s);
         let (rank, lp) = (ranked(&pl), log_softmax(&pl, 0.0));
-        assert_eq!(o.id as usize, rank[0], "{what}: argmax of the penalised logits");
+        assert_eq!(
+            o.id as usize, rank[0],
+            "{what}: argmax of the penalised logits"
+        );
         if let Some(c) = cases.get(i) {
             assert_eq!(o.id, c.4, "{what}: expected token");
         }
-        assert!((o.logprob as f64 - lp[rank[0]]).abs() < 1e-4, "{what}: logprob {} vs {}", o.logprob, lp[rank[0]]);
-        for (n, &(id, _)) in o.top.iter().take(s.params.top_logprobs as usize).enumerate() {
+        assert!(
+            (o.logprob as f64 - lp[rank[0]]).abs() < 1e-4,
+            "{what}: logprob {} vs {}",
+            o.logprob,
+            lp[rank[0]]
+        );
+        for (n, &(id, _)) in o
+            .top
+            .iter()
+            .take(s.params.top_logprobs as usize)
+            .enumerate()
+        {
             assert_eq!(id as usize, rank[n], "{what}: top-{n} after penalties");
         }
     }
@@ -314,11 +638,23 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
 
 /// Log-softmax over the entries where `keep` holds (others: None).
 fn log_softmax_kept(l: &[f32], keep: &[bool], temperature: f32) -> Vec<Option<f64>> {
-    let t = if temperature > 0.0 { temperature as f64 } else { 1.0 };
-    let kept = || l.iter().zip(keep).filter(|(_, k)| **k).map(|(&v, _)| v as f64 / t);
+    let t = if temperature > 0.0 {
+        temperature as f64
+    } else {
+        1.0
+    };
+    let kept = || {
+        l.iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(&v, _)| v as f64 / t)
+    };
     let m = kept().fold(f64::MIN, f64::max);
     let lse = m + kept().map(|v| (v - m).exp()).sum::<f64>().ln();
-    l.iter().zip(keep).map(|(&v, &k)| k.then(|| v as f64 / t - lse)).collect()
+    l.iter()
+        .zip(keep)
+        .map(|(&v, &k)| k.then(|| v as f64 / t - lse))
+        .collect()
 }
 
 #[test]
@@ -336,23 +672,42 @@ fn masks_and_non_finite_logits_are_left_out() {
                 let j = r.random_range(0..vocab);
                 l[j] = [f32::NEG_INFINITY, f32::NAN, f32::INFINITY][r.random_range(0..3)];
             }
-            let a: Vec<bool> = (0..vocab).map(|j| l[j].is_finite() && (i % 4 == 3 || r.random_bool(0.1))).collect();
+            let a: Vec<bool> = (0..vocab)
+                .map(|j| l[j].is_finite() && (i % 4 == 3 || r.random_bool(0.1)))
+                .collect();
             let a = if i % 4 == 3 { None } else { Some(a) };
             if let Some(a) = &a {
                 let first_masked = (0..vocab).find(|&j| !a[j] && l[j].is_finite()).unwrap();
                 l[first_masked] = 50.0;
             }
-            let mode = if i % 2 == 0 { LogprobsMode::Raw } else { LogprobsMode::Processed };
-            let p = SamplingParams { top_logprobs: [0, 3, 20][i % 3], logprobs_mode: mode, ..SamplingParams::greedy() };
+            let mode = if i % 2 == 0 {
+                LogprobsMode::Raw
+            } else {
+                LogprobsMode::Processed
+            };
+            let p = SamplingParams {
+                top_logprobs: [0, 3, 20][i % 3],
+                logprobs_mode: mode,
+                ..SamplingParams::greedy()
+            };
             rows.push((l, spec(p, i as u64, 0)));
             allow.push(a);
         }
         let out = sample_masked(&ctx, &k, vocab, &rows, &allow);
         for (i, (((l, s), a), o)) in rows.iter().zip(&allow).zip(&out).enumerate() {
-            let keep: Vec<bool> = (0..vocab).map(|j| l[j].is_finite() && a.as_ref().is_none_or(|a| a[j])).collect();
-            let masked: Vec<f32> = l.iter().zip(&keep).map(|(&v, &k)| if k { v } else { f32::NEG_INFINITY }).collect();
+            let keep: Vec<bool> = (0..vocab)
+                .map(|j| l[j].is_finite() && a.as_ref().is_none_or(|a| a[j]))
+                .collect();
+            let masked: Vec<f32> = l
+                .iter()
+                .zip(&keep)
+                .map(|(&v, &k)| if k { v } else { f32::NEG_INFINITY })
+                .collect();
             let best = ranked(&masked)[0];
-            assert_eq!(o.id as usize, best, "vocab {vocab} row {i}: argmax over kept tokens");
+            assert_eq!(
+                o.id as usize, best,
+                "vocab {vocab} row {i}: argmax over kept tokens"
+            );
             let n = s.params.top_logprobs as usize;
             if n == 0 {
                 continue;
@@ -361,16 +716,27 @@ fn masks_and_non_finite_logits_are_left_out() {
                 LogprobsMode::Processed => (log_softmax_kept(l, &keep, 0.0), ranked(&masked)),
                 LogprobsMode::Raw => {
                     let finite: Vec<bool> = l.iter().map(|v| v.is_finite()).collect();
-                    let raw: Vec<f32> = l.iter().map(|&v| if v.is_finite() { v } else { f32::NEG_INFINITY }).collect();
+                    let raw: Vec<f32> = l
+                        .iter()
+                        .map(|&v| if v.is_finite() { v } else { f32::NEG_INFINITY })
+                        .collect();
                     (log_softmax_kept(l, &finite, 0.0), ranked(&raw))
                 }
             };
             let want = lp[best].unwrap();
-            assert!((o.logprob as f64 - want).abs() < 1e-4, "vocab {vocab} row {i} {:?}: logprob {} vs {want}", s.params.logprobs_mode, o.logprob);
+            assert!(
+                (o.logprob as f64 - want).abs() < 1e-4,
+                "vocab {vocab} row {i} {:?}: logprob {} vs {want}",
+                s.params.logprobs_mode,
+                o.logprob
+            );
             for (j, &(id, v)) in o.top.iter().take(n).enumerate() {
                 assert_eq!(id as usize, order[j], "vocab {vocab} row {i}: top-{j} id");
                 let w = lp[order[j]].unwrap();
-                assert!((v as f64 - w).abs() < 1e-4, "vocab {vocab} row {i}: top-{j} logprob {v} vs {w}");
+                assert!(
+                    (v as f64 - w).abs() < 1e-4,
+                    "vocab {vocab} row {i}: top-{j} logprob {v} vs {w}"
+                );
             }
         }
     }
@@ -386,7 +752,14 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
         .map(|i| {
             let l = randn(&mut r, vocab, 3.0);
             let top: Vec<u32> = ranked(&l)[..6].iter().map(|&t| t as u32).collect();
-            let history = top.iter().map(|&t| PenaltyToken { token_id: t, output_count: 2, seen: true }).collect();
+            let history = top
+                .iter()
+                .map(|&t| PenaltyToken {
+                    token_id: t,
+                    output_count: 2,
+                    seen: true,
+                })
+                .collect();
             let params = SamplingParams {
                 temperature: [0.0, 0.6, 1.3][i % 3],
                 // Mild penalties on the top tokens: they change the logits but often not the
@@ -396,7 +769,15 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
                 top_logprobs: 4,
                 ..SamplingParams::default()
             };
-            (l, SampleSpec { params, seed: i as u64, draw_index: 0, penalty_tokens: history })
+            (
+                l,
+                SampleSpec {
+                    params,
+                    seed: i as u64,
+                    draw_index: 0,
+                    penalty_tokens: history,
+                },
+            )
         })
         .collect();
     let out = sample(&ctx, &k, vocab, &rows);
@@ -404,14 +785,26 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
     for (i, ((l, s), o)) in rows.iter().zip(&out).enumerate() {
         let lp = log_softmax(l, 0.0);
         let rank = ranked(l);
-        assert!((o.logprob as f64 - lp[o.id as usize]).abs() < 1e-4, "row {i}: raw logprob of {} is {} vs {}", o.id, o.logprob, lp[o.id as usize]);
+        assert!(
+            (o.logprob as f64 - lp[o.id as usize]).abs() < 1e-4,
+            "row {i}: raw logprob of {} is {} vs {}",
+            o.id,
+            o.logprob,
+            lp[o.id as usize]
+        );
         for (j, &(id, v)) in o.top.iter().take(4).enumerate() {
             assert_eq!(id as usize, rank[j], "row {i}: raw top-{j}");
-            assert!((v as f64 - lp[rank[j]]).abs() < 1e-4, "row {i}: raw top-{j} logprob");
+            assert!(
+                (v as f64 - lp[rank[j]]).abs() < 1e-4,
+                "row {i}: raw top-{j} logprob"
+            );
         }
         penalised_picks += s.penalty_tokens.iter().any(|p| p.token_id == o.id) as usize;
     }
-    assert!(penalised_picks > 0, "some chosen tokens should be penalised ones, to test their raw value");
+    assert!(
+        penalised_picks > 0,
+        "some chosen tokens should be penalised ones, to test their raw value"
+    );
 }
 
 #[test]
@@ -419,11 +812,19 @@ fn rows_without_an_allowed_token_report_none() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let vocab = 300;
-    let p = SamplingParams { top_logprobs: 2, top_k: 5, top_p: 0.9, ..SamplingParams::default() };
+    let p = SamplingParams {
+        top_logprobs: 2,
+        top_k: 5,
+        top_p: 0.9,
+        ..SamplingParams::default()
+    };
     let rows = vec![
         (vec![1.0; vocab], spec(p, 1, 0)),
         (vec![f32::NAN; vocab], spec(p, 2, 0)),
-        (vec![f32::NEG_INFINITY; vocab], spec(SamplingParams::greedy(), 3, 0)),
+        (
+            vec![f32::NEG_INFINITY; vocab],
+            spec(SamplingParams::greedy(), 3, 0),
+        ),
         (vec![1.0; vocab], spec(p, 4, 0)),
     ];
     let mut one = vec![false; vocab];
@@ -461,27 +862,58 @@ fn masked_draws_follow_the_filtered_distribution() {
     let cases = [
         ("top_k 3", SamplingParams { top_k: 3, ..base }),
         ("top_p 0.8", SamplingParams { top_p: 0.8, ..base }),
-        ("top_k 5 + top_p 0.8 at T 1.5", SamplingParams { temperature: 1.5, top_k: 5, top_p: 0.8, ..base }),
+        (
+            "top_k 5 + top_p 0.8 at T 1.5",
+            SamplingParams {
+                temperature: 1.5,
+                top_k: 5,
+                top_p: 0.8,
+                ..base
+            },
+        ),
     ];
     let (per, dispatches) = (512, 4);
     let n = (per * dispatches) as f64;
     for (ci, (name, params)) in cases.iter().enumerate() {
         let want_sub = kept_distribution(&sub, params);
         let mut want = vec![0.0; vocab];
-        kept_idx.iter().zip(&want_sub).for_each(|(&t, &p)| want[t] = p);
+        kept_idx
+            .iter()
+            .zip(&want_sub)
+            .for_each(|(&t, &p)| want[t] = p);
         let mut counts = vec![0usize; vocab];
         for d in 0..dispatches {
-            let rows: Vec<_> = (0..per).map(|i| (logits.clone(), spec(*params, (ci * 1_000_000 + d * 1000 + i) as u64 * 0x9e37_79b9, r.random()))).collect();
+            let rows: Vec<_> = (0..per)
+                .map(|i| {
+                    (
+                        logits.clone(),
+                        spec(
+                            *params,
+                            (ci * 1_000_000 + d * 1000 + i) as u64 * 0x9e37_79b9,
+                            r.random(),
+                        ),
+                    )
+                })
+                .collect();
             let masks = vec![Some(allow.clone()); per];
-            sample_masked(&ctx, &k, vocab, &rows, &masks).iter().for_each(|o| counts[o.id as usize] += 1);
+            sample_masked(&ctx, &k, vocab, &rows, &masks)
+                .iter()
+                .for_each(|o| counts[o.id as usize] += 1);
         }
         for (tok, (&c, &p)) in counts.iter().zip(&want).enumerate() {
             let freq = c as f64 / n;
             if p == 0.0 {
-                assert_eq!(c, 0, "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times", logits[tok]);
+                assert_eq!(
+                    c, 0,
+                    "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times",
+                    logits[tok]
+                );
             } else {
                 let tol = 4.0 * (p * (1.0 - p) / n).sqrt() + 0.01;
-                assert!((freq - p).abs() <= tol, "{name}: token {tok}: frequency {freq:.4}, expected {p:.4} ± {tol:.4}");
+                assert!(
+                    (freq - p).abs() <= tol,
+                    "{name}: token {tok}: frequency {freq:.4}, expected {p:.4} ± {tol:.4}"
+                );
             }
         }
     }

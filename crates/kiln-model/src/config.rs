@@ -45,7 +45,10 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when configured.
     pub fn rope_inv_freq(&self) -> Vec<f32> {
-        self.rope_inv_freq_f64().into_iter().map(|f| f as f32).collect()
+        self.rope_inv_freq_f64()
+            .into_iter()
+            .map(|f| f as f32)
+            .collect()
     }
 
     /// The same frequencies in f64, for rotary tables computed on the CPU.

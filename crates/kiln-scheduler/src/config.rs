@@ -51,5 +51,9 @@ pub enum SchedulerError {
         "request {id}: with penalties it may reach {needed} tokens, but one step holds penalty \
          entries for at most {limit} (lower max_tokens or drop the penalties)"
     )]
-    TooManyPenaltyEntries { id: u64, needed: usize, limit: usize },
+    TooManyPenaltyEntries {
+        id: u64,
+        needed: usize,
+        limit: usize,
+    },
 }

@@ -139,7 +139,8 @@ impl KvCache {
                 let e = self.index.get_mut(h.key).expect("hit entry");
                 e.loc = Loc::Gpu(b);
                 self.events.removed(h.key, Medium::Cpu);
-                self.events.stored(h.key, e.parent_key, &e.tokens, Medium::Gpu);
+                self.events
+                    .stored(h.key, e.parent_key, &e.tokens, Medium::Gpu);
                 self.swap_in.push(BlockCopy {
                     gpu_block: b,
                     cpu_block: c,
@@ -175,7 +176,8 @@ impl KvCache {
                     }
                     let e = self.index.get_mut(key).expect("cached block without entry");
                     e.loc = Loc::Cpu(c);
-                    self.events.stored(key, e.parent_key, &e.tokens, Medium::Cpu);
+                    self.events
+                        .stored(key, e.parent_key, &e.tokens, Medium::Cpu);
                     self.swap_out.push(BlockCopy {
                         gpu_block: b,
                         cpu_block: c,

@@ -32,13 +32,25 @@ impl View {
                     self.cleared = true;
                     self.blocks.clear();
                 }
-                KvEvent::BlockStored { hashes, parent, tokens, medium } => {
+                KvEvent::BlockStored {
+                    hashes,
+                    parent,
+                    tokens,
+                    medium,
+                } => {
                     assert!(self.cleared, "events before AllBlocksCleared");
-                    assert_eq!(tokens.len(), hashes.len() * BLOCK_SIZE, "block_size tokens per hash");
+                    assert_eq!(
+                        tokens.len(),
+                        hashes.len() * BLOCK_SIZE,
+                        "block_size tokens per hash"
+                    );
                     let mut parent = parent;
                     for (i, h) in hashes.iter().enumerate() {
                         if let Some(p) = parent {
-                            assert!(self.ever_stored.contains(&p), "parent {p:x} of {h:x} never announced");
+                            assert!(
+                                self.ever_stored.contains(&p),
+                                "parent {p:x} of {h:x} never announced"
+                            );
                         }
                         let t = tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE].to_vec();
                         let old = self.blocks.insert((*h, medium), (parent, t));
@@ -50,7 +62,10 @@ impl View {
                 }
                 KvEvent::BlockRemoved { hashes, medium } => {
                     for h in hashes {
-                        assert!(self.blocks.remove(&(h, medium)).is_some(), "{h:x} removed from {medium:?} but not stored there");
+                        assert!(
+                            self.blocks.remove(&(h, medium)).is_some(),
+                            "{h:x} removed from {medium:?} but not stored there"
+                        );
                         self.removed += 1;
                     }
                 }
@@ -59,16 +74,28 @@ impl View {
     }
 
     fn assert_matches(&self, sched: &Scheduler) {
-        let cache: HashMap<(u64, Medium), (Option<u64>, Vec<u32>)> =
-            sched.cached_blocks().into_iter().map(|(k, p, t, m)| ((k, m), (p, t.to_vec()))).collect();
-        assert_eq!(self.blocks.len(), cache.len(), "announced blocks vs cached blocks");
+        let cache: HashMap<(u64, Medium), (Option<u64>, Vec<u32>)> = sched
+            .cached_blocks()
+            .into_iter()
+            .map(|(k, p, t, m)| ((k, m), (p, t.to_vec())))
+            .collect();
+        assert_eq!(
+            self.blocks.len(),
+            cache.len(),
+            "announced blocks vs cached blocks"
+        );
         for (k, v) in &cache {
             assert_eq!(self.blocks.get(k), Some(v), "block {:x} on {:?}", k.0, k.1);
         }
     }
 }
 
-fn agent_loop(num_gpu_blocks: usize, num_cpu_blocks: usize, agents: u32, turns: usize) -> (View, usize) {
+fn agent_loop(
+    num_gpu_blocks: usize,
+    num_cpu_blocks: usize,
+    agents: u32,
+    turns: usize,
+) -> (View, usize) {
     let mut sim = Sim::new(Scheduler::new(SchedulerConfig {
         max_num_batched_tokens: 256,
         max_num_seqs: 8,
@@ -76,19 +103,28 @@ fn agent_loop(num_gpu_blocks: usize, num_cpu_blocks: usize, agents: u32, turns: 
         num_cpu_blocks,
         enable_prefix_caching: true,
         max_model_len: 4096,
+        ..SchedulerConfig::default()
     }));
     sim.sched.enable_kv_events();
     let mut view = View::default();
     view.apply(sim.sched.take_kv_events());
     let system = tokens(0, 40);
-    let mut convs: Vec<Vec<u32>> = (0..agents).map(|a| [system.clone(), tokens(a + 1, 20)].concat()).collect();
+    let mut convs: Vec<Vec<u32>> = (0..agents)
+        .map(|a| [system.clone(), tokens(a + 1, 20)].concat())
+        .collect();
     let mut id = 0u64;
     for turn in 0..turns {
         let mut ids = Vec::new();
         for (a, conv) in convs.iter().enumerate() {
             id += 1;
             ids.push((a, id));
-            sim.sched.add_request(Request { seed: id, ignore_eos: true, ..Request::new(id, conv.clone(), 12 + (a + turn) % 9) }).unwrap();
+            sim.sched
+                .add_request(Request {
+                    seed: id,
+                    ignore_eos: true,
+                    ..Request::new(id, conv.clone(), 12 + (a + turn) % 9)
+                })
+                .unwrap();
         }
         let mut steps = 0;
         while sim.sched.has_unfinished() {
@@ -116,8 +152,16 @@ fn events_replay_to_the_cache_with_eviction_to_the_cpu_tier() {
     // 6 agents whose conversations reach ~300 tokens on a 48-block (768-token) pool: the
     // prefix cache keeps evicting to a 24-block CPU tier, which overflows too.
     let (view, steps) = agent_loop(48, 24, 6, 8);
-    assert!(view.stored > 200 && view.removed > 100, "too little churn: {} stored, {} removed in {steps} steps", view.stored, view.removed);
-    assert!(view.blocks.keys().any(|(_, m)| *m == Medium::Cpu), "nothing on the CPU tier at the end");
+    assert!(
+        view.stored > 200 && view.removed > 100,
+        "too little churn: {} stored, {} removed in {steps} steps",
+        view.stored,
+        view.removed
+    );
+    assert!(
+        view.blocks.keys().any(|(_, m)| *m == Medium::Cpu),
+        "nothing on the CPU tier at the end"
+    );
 }
 
 #[test]
@@ -130,7 +174,9 @@ fn events_replay_to_the_cache_without_a_cpu_tier() {
 #[test]
 fn events_are_off_unless_enabled() {
     let mut sim = Sim::new(Scheduler::new(common::cfg(32, 256, 4)));
-    sim.sched.add_request(Request::new(1, tokens(1, 70), 5)).unwrap();
+    sim.sched
+        .add_request(Request::new(1, tokens(1, 70), 5))
+        .unwrap();
     sim.run_to_completion(100);
     assert!(sim.sched.take_kv_events().is_empty());
     assert!(!sim.sched.cached_blocks().is_empty());

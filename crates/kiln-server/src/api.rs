@@ -10,13 +10,26 @@ use crate::error::ApiError;
 
 /// Fields OpenAI clients send that change nothing kiln does (accepted and ignored). Any other
 /// field kiln does not read gets a 400 naming it.
-pub const ACCEPTED_NO_OPS: &[&str] = &["user", "store", "metadata", "service_tier", "safety_identifier", "prompt_cache_key"];
+pub const ACCEPTED_NO_OPS: &[&str] = &[
+    "user",
+    "store",
+    "metadata",
+    "service_tier",
+    "safety_identifier",
+    "prompt_cache_key",
+];
 
 /// Fails with a 400 naming the first field outside the API kiln implements (nulls pass: they
 /// mean "not set").
 pub fn reject_unknown(extra: &BTreeMap<String, Value>) -> Result<(), ApiError> {
-    match extra.iter().find(|(k, v)| !v.is_null() && !ACCEPTED_NO_OPS.contains(&k.as_str())) {
-        Some((k, _)) => Err(ApiError::bad_param(k, format!("`{k}` is not supported by this server"))),
+    match extra
+        .iter()
+        .find(|(k, v)| !v.is_null() && !ACCEPTED_NO_OPS.contains(&k.as_str()))
+    {
+        Some((k, _)) => Err(ApiError::bad_param(
+            k,
+            format!("`{k}` is not supported by this server"),
+        )),
         None => Ok(()),
     }
 }

@@ -21,7 +21,10 @@ pub struct DemoFiles {
     pub model_file: Option<PathBuf>,
 }
 
-pub(crate) fn mount<S: Clone + Send + Sync + 'static>(app: Router<S>, demo: &DemoFiles) -> Router<S> {
+pub(crate) fn mount<S: Clone + Send + Sync + 'static>(
+    app: Router<S>,
+    demo: &DemoFiles,
+) -> Router<S> {
     let model = demo.model_file.clone();
     let models = Router::new().route(
         "/models/{name}",
@@ -30,19 +33,30 @@ pub(crate) fn mount<S: Clone + Send + Sync + 'static>(app: Router<S>, demo: &Dem
             async move { serve_model(model, &name, req).await }
         }),
     );
-    let page = ServeDir::new(&demo.page_dir).append_index_html_on_directories(true).fallback(models);
+    let page = ServeDir::new(&demo.page_dir)
+        .append_index_html_on_directories(true)
+        .fallback(models);
     // `/demo` itself redirects to `/demo/`, so the page's relative links resolve inside it.
-    app.nest_service("/demo", page).layer(axum::middleware::from_fn(|req: Request, next: axum::middleware::Next| async move {
-        if req.uri().path() == "/demo" { Redirect::permanent("/demo/").into_response() } else { next.run(req).await }
-    }))
+    app.nest_service("/demo", page)
+        .layer(axum::middleware::from_fn(
+            |req: Request, next: axum::middleware::Next| async move {
+                if req.uri().path() == "/demo" {
+                    Redirect::permanent("/demo/").into_response()
+                } else {
+                    next.run(req).await
+                }
+            },
+        ))
 }
 
 async fn serve_model(model: Option<PathBuf>, name: &str, req: Request) -> Response {
     match model {
-        Some(path) if path.file_name().is_some_and(|f| f == name) => match ServeFile::new(path).oneshot(req).await {
-            Ok(res) => res.into_response(),
-            Err(e) => ApiError::not_found(&format!("model file: {e}")).into_response(),
-        },
-        _ => ApiError::not_found(&format!("no model file {name} is served")).into_response(),
+        Some(path) if path.file_name().is_some_and(|f| f == name) => {
+            match ServeFile::new(path).oneshot(req).await {
+                Ok(res) => res.into_response(),
+                Err(e) => ApiError::not_found(format!("model file: {e}")).into_response(),
+            }
+        }
+        _ => ApiError::not_found(format!("no model file {name} is served")).into_response(),
     }
 }

@@ -24,7 +24,11 @@ use crate::health::Health;
 pub type EngineFactory = Box<dyn Fn() -> anyhow::Result<Engine> + Send>;
 
 pub enum Command {
-    Add { request: Request, constraint: Option<Constraint>, updates: flume::Sender<SeqEvent> },
+    Add {
+        request: Request,
+        constraint: Option<Box<Constraint>>,
+        updates: flume::Sender<SeqEvent>,
+    },
     Abort(u64),
 }
 
@@ -89,60 +93,88 @@ struct Loop {
 pub type KvEventTx = flume::Sender<Vec<kiln_engine::KvEvent>>;
 
 impl EngineHandle {
-    /// Starts the engine thread and waits until the engine is built.
-    pub fn spawn(factory: EngineFactory) -> anyhow::Result<EngineHandle> {
-        Self::spawn_with_kv_events(factory, None)
-    }
-
-    /// [`Self::spawn`], and when `kv_events` is set, the engine records KV-cache events and
-    /// sends each step's batch there (a rebuilt engine starts again with `AllBlocksCleared`).
-    pub fn spawn_with_kv_events(factory: EngineFactory, kv_events: Option<KvEventTx>) -> anyhow::Result<EngineHandle> {
+    /// Starts the engine thread and waits until the engine is built. When `kv_events` is set,
+    /// the engine records KV-cache events and sends each step's batch there (a rebuilt engine
+    /// starts again with `AllBlocksCleared`).
+    pub fn spawn(
+        factory: EngineFactory,
+        kv_events: Option<KvEventTx>,
+    ) -> anyhow::Result<EngineHandle> {
         let (tx, rx) = flume::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(Mutex::new(SchedulerStats::default()));
         let health = Arc::new(Health::default());
-        let mut lp = Loop { rx, active: HashMap::new(), pending: pending.clone(), stats: stats.clone(), health: health.clone(), kv_events };
-        std::thread::Builder::new().name("kiln-engine".into()).spawn(move || {
-            let mut engine = match factory() {
-                Ok(e) => e,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    return;
-                }
-            };
-            lp.start(&mut engine);
-            let _ = ready_tx.send(Ok(info_of(&engine)));
-            loop {
-                let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
-                    Ok(None) => return, // every handle is gone
-                    Ok(Some(reason)) => reason,
-                    Err(panic) => {
-                        let what = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
-                        format!("the engine panicked: {}", what.unwrap_or_default())
+        let mut lp = Loop {
+            rx,
+            active: HashMap::new(),
+            pending: pending.clone(),
+            stats: stats.clone(),
+            health: health.clone(),
+            kv_events,
+        };
+        std::thread::Builder::new()
+            .name("kiln-engine".into())
+            .spawn(move || {
+                let mut engine = match factory() {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
                     }
                 };
-                engine = lp.restart(engine, &factory, &reason);
-            }
-        })?;
-        let info = ready_rx.recv().map_err(|_| anyhow::anyhow!("the engine thread died while starting"))??;
-        Ok(EngineHandle { commands: tx, next_id: AtomicU64::new(1), pending, stats, health, info })
+                lp.start(&mut engine);
+                let _ = ready_tx.send(Ok(info_of(&engine)));
+                loop {
+                    let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
+                        Ok(None) => return, // every handle is gone
+                        Ok(Some(reason)) => reason,
+                        Err(panic) => {
+                            let what = panic
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                            format!("the engine panicked: {}", what.unwrap_or_default())
+                        }
+                    };
+                    engine = lp.restart(engine, &factory, &reason);
+                }
+            })?;
+        let info = ready_rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the engine thread died while starting"))??;
+        Ok(EngineHandle {
+            commands: tx,
+            next_id: AtomicU64::new(1),
+            pending,
+            stats,
+            health,
+            info,
+        })
     }
 
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Queues a request; its updates arrive on the returned channel.
-    pub fn add(&self, request: Request) -> flume::Receiver<SeqEvent> {
-        self.add_constrained(request, None)
-    }
-
-    /// [`Self::add`] with the matcher that constrains the output.
-    pub fn add_constrained(&self, request: Request, constraint: Option<Constraint>) -> flume::Receiver<SeqEvent> {
+    /// Queues a request, with the matcher that constrains its output when given; its updates
+    /// arrive on the returned channel.
+    pub fn add(
+        &self,
+        request: Request,
+        constraint: Option<Constraint>,
+    ) -> flume::Receiver<SeqEvent> {
         let (tx, rx) = flume::unbounded();
         self.pending.fetch_add(1, Ordering::SeqCst);
-        if self.commands.send(Command::Add { request, constraint, updates: tx }).is_err() {
+        if self
+            .commands
+            .send(Command::Add {
+                request,
+                constraint: constraint.map(Box::new),
+                updates: tx,
+            })
+            .is_err()
+        {
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
         rx
@@ -166,11 +198,15 @@ impl EngineHandle {
 impl Loop {
     fn handle(&mut self, engine: &mut Engine, cmd: Command) {
         match cmd {
-            Command::Add { request, constraint, updates } => {
+            Command::Add {
+                request,
+                constraint,
+                updates,
+            } => {
                 self.pending.fetch_sub(1, Ordering::SeqCst);
                 let id = request.id;
                 let added = match constraint {
-                    Some(c) => engine.add_constrained_request(request, c),
+                    Some(c) => engine.add_constrained_request(request, *c),
                     None => engine.add_request(request),
                 };
                 match added {
@@ -258,11 +294,16 @@ impl Loop {
                     }
                 }
                 Err(EngineError::StepFailed { failed, reason }) => {
-                    tracing::error!("step failed ({} requests failed, the others go on): {reason}", failed.len());
+                    tracing::error!(
+                        "step failed ({} requests failed, the others go on): {reason}",
+                        failed.len()
+                    );
                     self.health.failed_steps.fetch_add(1, Ordering::Relaxed);
                     for id in failed {
                         if let Some(tx) = self.active.remove(&id) {
-                            let _ = tx.send(SeqEvent::Error(format!("the engine failed while running this request: {reason}")));
+                            let _ = tx.send(SeqEvent::Error(format!(
+                                "the engine failed while running this request: {reason}"
+                            )));
                         }
                     }
                 }
@@ -283,10 +324,16 @@ impl Loop {
     /// Fails every request in flight with `reason`, drops `engine` and builds a new one,
     /// retrying (with a growing pause) until it succeeds. The server is down meanwhile.
     fn restart(&mut self, engine: Engine, factory: &EngineFactory, reason: &str) -> Engine {
-        tracing::error!("{reason}; failing {} requests and rebuilding the engine", self.active.len());
-        self.health.set_down(format!("{reason}; the engine is restarting"));
+        tracing::error!(
+            "{reason}; failing {} requests and rebuilding the engine",
+            self.active.len()
+        );
+        self.health
+            .set_down(format!("{reason}; the engine is restarting"));
         for (_, tx) in self.active.drain() {
-            let _ = tx.send(SeqEvent::Error(format!("{reason}; this request was lost, retry it")));
+            let _ = tx.send(SeqEvent::Error(format!(
+                "{reason}; this request was lost, retry it"
+            )));
         }
         // Adds queued while the engine was failing: refuse them the same way.
         while let Ok(cmd) = self.rx.try_recv() {
@@ -308,9 +355,12 @@ impl Loop {
                 }
                 Ok(Err(e)) => {
                     tracing::error!("rebuilding the engine failed: {e:#}");
-                    self.health.set_down(format!("{reason}; rebuilding the engine failed: {e:#}"));
+                    self.health
+                        .set_down(format!("{reason}; rebuilding the engine failed: {e:#}"));
                 }
-                Err(_) => self.health.set_down(format!("{reason}; rebuilding the engine panicked")),
+                Err(_) => self
+                    .health
+                    .set_down(format!("{reason}; rebuilding the engine panicked")),
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_secs(10));

@@ -20,7 +20,14 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), kind, param: None, code: None, retry_after_s: None }
+        Self {
+            status,
+            message: message.into(),
+            kind,
+            param: None,
+            code: None,
+            retry_after_s: None,
+        }
     }
 
     /// 400 invalid_request_error.
@@ -30,21 +37,32 @@ impl ApiError {
 
     /// 400 naming the offending parameter.
     pub fn bad_param(param: &str, message: impl Into<String>) -> Self {
-        Self { param: Some(param.to_string()), ..Self::bad_request(message) }
+        Self {
+            param: Some(param.to_string()),
+            ..Self::bad_request(message)
+        }
     }
 
     pub fn model_not_found(model: &str) -> Self {
         Self {
             param: Some("model".into()),
             code: Some("model_not_found"),
-            ..Self::new(StatusCode::NOT_FOUND, "invalid_request_error", format!("The model `{model}` does not exist."))
+            ..Self::new(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                format!("The model `{model}` does not exist."),
+            )
         }
     }
 
     pub fn unauthorized() -> Self {
         Self {
             code: Some("invalid_api_key"),
-            ..Self::new(StatusCode::UNAUTHORIZED, "invalid_request_error", "Incorrect or missing API key.")
+            ..Self::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "Incorrect or missing API key.",
+            )
         }
     }
 
@@ -60,7 +78,11 @@ impl ApiError {
         Self {
             code: Some("overloaded"),
             retry_after_s: Some(retry_after_s),
-            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", "The server is overloaded; retry later.")
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "The server is overloaded; retry later.",
+            )
         }
     }
 
@@ -95,7 +117,8 @@ impl IntoResponse for ApiError {
         }
         let mut r = (self.status, axum::Json(self.body())).into_response();
         if let Some(s) = self.retry_after_s {
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         r
     }
@@ -113,7 +136,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::too_large(limit)
             } else {
-                ApiError::bad_request(format!("could not read the request body: {}", r.body_text()))
+                ApiError::bad_request(format!(
+                    "could not read the request body: {}",
+                    r.body_text()
+                ))
             }
         })?;
         serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {

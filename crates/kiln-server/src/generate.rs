@@ -45,8 +45,18 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    pub fn new(state: Shared, id: u64, rx: flume::Receiver<SeqEvent>, stop: Vec<String>, logprobs: Option<u32>) -> Self {
-        state.engine.health.in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    pub fn new(
+        state: Shared,
+        id: u64,
+        rx: flume::Receiver<SeqEvent>,
+        stop: Vec<String>,
+        logprobs: Option<u32>,
+    ) -> Self {
+        state
+            .engine
+            .health
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Self {
             state,
             id,
@@ -89,15 +99,25 @@ impl Sequence {
                 self.state.metrics.generated_token();
                 // Ids past the tokenizer's vocabulary (padded embedding rows) have no text.
                 if (t.token_id as usize) < tok.vocab_size() {
-                    text = self.decoder.push(tok, t.token_id).map_err(|e| self.fail(e.to_string()))?;
+                    text = self
+                        .decoder
+                        .push(tok, t.token_id)
+                        .map_err(|e| self.fail(e.to_string()))?;
                 }
                 if let Some(n) = self.logprobs {
                     let top = t.top_logprobs.iter().take(n as usize).copied().collect();
-                    delta.logprobs.push(TokenLogprob { id: t.token_id, logprob: t.logprob.unwrap_or(0.0), top });
+                    delta.logprobs.push(TokenLogprob {
+                        id: t.token_id,
+                        logprob: t.logprob.unwrap_or(0.0),
+                        top,
+                    });
                 }
             }
             if u.finished.is_some() {
-                text += &self.decoder.flush(tok).map_err(|e| self.fail(e.to_string()))?;
+                text += &self
+                    .decoder
+                    .flush(tok)
+                    .map_err(|e| self.fail(e.to_string()))?;
             }
             let out = self.stop.push(&text);
             delta.text += &out.text;
@@ -139,8 +159,16 @@ impl Sequence {
         });
         let e2e = self.start.elapsed().as_secs_f64();
         let ttft = self.first.map(|f| (f - self.start).as_secs_f64());
-        self.state.metrics.finished(outcome, ttft, e2e, self.num_tokens);
-        tracing::debug!(id = self.id, tokens = self.num_tokens, cached = self.num_cached, e2e_s = e2e, "sequence finished");
+        self.state
+            .metrics
+            .finished(outcome, ttft, e2e, self.num_tokens);
+        tracing::debug!(
+            id = self.id,
+            tokens = self.num_tokens,
+            cached = self.num_cached,
+            e2e_s = e2e,
+            "sequence finished"
+        );
         delta
     }
 
@@ -153,10 +181,19 @@ impl Sequence {
 
 impl Drop for Sequence {
     fn drop(&mut self) {
-        self.state.engine.health.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.state
+            .engine
+            .health
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         if !self.done {
             self.state.engine.abort(self.id);
-            self.state.metrics.finished(Outcome::Abort, None, self.start.elapsed().as_secs_f64(), self.num_tokens);
+            self.state.metrics.finished(
+                Outcome::Abort,
+                None,
+                self.start.elapsed().as_secs_f64(),
+                self.num_tokens,
+            );
         }
     }
 }

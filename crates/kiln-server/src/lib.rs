@@ -24,9 +24,9 @@ mod metrics;
 mod routes;
 mod sse;
 mod state;
+pub mod stop;
 mod structured;
 mod tools;
-pub mod stop;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -131,12 +131,16 @@ impl Server {
 }
 
 /// Builds the engine (on its own thread, with `factory`), binds, and starts serving.
-pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactory) -> anyhow::Result<Server> {
+pub async fn start(
+    config: ServerConfig,
+    model: ModelInfo,
+    factory: EngineFactory,
+) -> anyhow::Result<Server> {
     let kv_tx = match &config.kv_events {
         Some(c) => Some(kv_events::start(c.clone()).await?),
         None => None,
     };
-    let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn_with_kv_events(factory, kv_tx)).await??;
+    let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn(factory, kv_tx)).await??;
     let info = engine.info.clone();
     tracing::info!("adapter: {}", info.adapter);
     tracing::info!(
@@ -153,33 +157,64 @@ pub async fn start(config: ServerConfig, model: ModelInfo, factory: EngineFactor
     let addr = listener.local_addr()?;
     let timeout = config.shutdown_timeout;
     let health = engine.health.clone();
-    let state = Arc::new(AppState { config, model, engine, metrics: Default::default(), created: routes::now_s(), constraints: Default::default() });
+    let state = Arc::new(AppState {
+        config,
+        model,
+        engine,
+        metrics: Default::default(),
+        created: routes::now_s(),
+        constraints: Default::default(),
+    });
     let app = router(state);
     tracing::info!("serving on http://{addr}");
-    let (drain, stop, forced) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let (drain, stop, forced) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
     let (d, st, f) = (drain.clone(), stop.clone(), forced.clone());
     tokio::spawn(async move {
         d.notified().await;
         health.begin_drain();
         let deadline = Instant::now() + timeout;
-        tracing::info!("draining: {} sequences running, waiting up to {timeout:?}", health.num_in_flight());
+        tracing::info!(
+            "draining: {} sequences running, waiting up to {timeout:?}",
+            health.num_in_flight()
+        );
         while health.num_in_flight() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if health.num_in_flight() > 0 {
-            tracing::warn!("shutdown timeout: {} sequences still running are cut", health.num_in_flight());
+            tracing::warn!(
+                "shutdown timeout: {} sequences still running are cut",
+                health.num_in_flight()
+            );
         }
         st.notify_one();
         // Responses still being written get a moment; then the connections are cut.
         tokio::time::sleep(Duration::from_secs(2)).await;
         f.notify_one();
     });
-    let task = tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { stop.notified().await }).await });
-    Ok(Server { addr, engine: info, task, shutdown: ShutdownHandle { drain }, forced })
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.notified().await })
+            .await
+    });
+    Ok(Server {
+        addr,
+        engine: info,
+        task,
+        shutdown: ShutdownHandle { drain },
+        forced,
+    })
 }
 
 /// [`start`], then serve until SIGTERM or SIGINT, drain, and return `Ok`.
-pub async fn serve(config: ServerConfig, model: ModelInfo, factory: EngineFactory) -> anyhow::Result<()> {
+pub async fn serve(
+    config: ServerConfig,
+    model: ModelInfo,
+    factory: EngineFactory,
+) -> anyhow::Result<()> {
     let server = start(config, model, factory).await?;
     let handle = server.shutdown_handle();
     tokio::spawn(async move {
@@ -229,12 +264,15 @@ fn router(state: Shared) -> Router {
     if let Some(demo) = &state.config.demo {
         app = demo::mount(app, demo);
     }
-    app
-        .route("/health", get(misc::health))
+    app.route("/health", get(misc::health))
         .route("/metrics", get(misc::metrics))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(axum::http::StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method not allowed")
+            ApiError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                "method not allowed",
+            )
         })
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(move |mut req: Request, next: Next| {
@@ -246,15 +284,27 @@ fn router(state: Shared) -> Router {
 
 /// One log line per request.
 async fn log_request(req: Request, next: Next) -> Response {
-    let (method, path, start) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
+    let (method, path, start) = (
+        req.method().clone(),
+        req.uri().path().to_string(),
+        Instant::now(),
+    );
     let res = next.run(req).await;
-    tracing::info!("{method} {path} {} {:.1} ms", res.status().as_u16(), start.elapsed().as_secs_f64() * 1e3);
+    tracing::info!(
+        "{method} {path} {} {:.1} ms",
+        res.status().as_u16(),
+        start.elapsed().as_secs_f64() * 1e3
+    );
     res
 }
 
 async fn auth(State(st): State<Shared>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.config.api_key {
-        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
         if given != Some(key.as_str()) {
             return ApiError::unauthorized().into_response();
         }
@@ -270,6 +320,12 @@ pub fn gpu_engine_factory(
 ) -> EngineFactory {
     Box::new(move || {
         let ctx = pollster::block_on(kiln_gpu::GpuContext::new())?;
-        Ok(kiln_engine::Engine::new(&ctx, &config, &weights, engine_config.clone(), &mut |_, _| {})?)
+        Ok(kiln_engine::Engine::new(
+            &ctx,
+            &config,
+            &weights,
+            engine_config.clone(),
+            &mut |_, _| {},
+        )?)
     })
 }

@@ -9,7 +9,9 @@ use kiln_engine::SchedulerStats;
 use crate::engine_loop::EngineInfo;
 use crate::health::Health;
 
-const LATENCY_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0];
+const LATENCY_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
+];
 
 #[derive(Clone, Debug, Default)]
 struct Histogram {
@@ -35,7 +37,11 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         for (i, b) in LATENCY_BUCKETS.iter().enumerate() {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {}", self.counts.get(i).copied().unwrap_or(0));
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{b}\"}} {}",
+                self.counts.get(i).copied().unwrap_or(0)
+            );
         }
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
         let _ = writeln!(out, "{name}_sum {}", self.sum);
@@ -103,43 +109,177 @@ impl Metrics {
         let mut out = String::new();
         // The cache geometry for the gateway's prefix-aware routing (vLLM's cache_config_info).
         let name = "kiln_cache_config_info";
-        let _ = writeln!(out, "# HELP {name} KV cache geometry: tokens per block and GPU blocks in the pool.\n# TYPE {name} gauge");
-        let _ = writeln!(out, "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1", kiln_core::BLOCK_SIZE, info.num_gpu_blocks);
+        let _ = writeln!(
+            out,
+            "# HELP {name} KV cache geometry: tokens per block and GPU blocks in the pool.\n# TYPE {name} gauge"
+        );
+        let _ = writeln!(
+            out,
+            "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1",
+            kiln_core::BLOCK_SIZE,
+            info.num_gpu_blocks
+        );
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
         };
         let up = health.check().is_ok();
-        metric("kiln_up", "gauge", "1 when the server takes requests (engine up, not draining), else 0.", f64::from(u8::from(up)));
-        let failed = health.failed_steps.load(std::sync::atomic::Ordering::Relaxed);
-        metric("kiln_step_failures_total", "counter", "Engine steps that failed (their requests got an error).", failed as f64);
-        let restarts = health.engine_restarts.load(std::sync::atomic::Ordering::Relaxed);
-        metric("kiln_engine_restarts_total", "counter", "Times the engine was rebuilt (lost device, panic).", restarts as f64);
-        metric("kiln_num_requests_running", "gauge", "Requests running on the GPU.", s.num_running as f64);
-        metric("kiln_num_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.num_waiting as f64);
-        metric("kiln_kv_blocks_total", "gauge", "GPU KV cache blocks in the pool.", info.num_gpu_blocks as f64);
-        metric("kiln_kv_blocks_used", "gauge", "GPU KV cache blocks in use.", s.kv_blocks_used as f64);
-        metric("kiln_kv_blocks_free", "gauge", "GPU KV cache blocks free (cached ones included).", s.kv_blocks_free as f64);
-        metric("kiln_kv_blocks_cached", "gauge", "GPU KV cache blocks holding a prefix-cache entry.", s.kv_blocks_cached as f64);
+        metric(
+            "kiln_up",
+            "gauge",
+            "1 when the server takes requests (engine up, not draining), else 0.",
+            f64::from(u8::from(up)),
+        );
+        let failed = health
+            .failed_steps
+            .load(std::sync::atomic::Ordering::Relaxed);
+        metric(
+            "kiln_step_failures_total",
+            "counter",
+            "Engine steps that failed (their requests got an error).",
+            failed as f64,
+        );
+        let restarts = health
+            .engine_restarts
+            .load(std::sync::atomic::Ordering::Relaxed);
+        metric(
+            "kiln_engine_restarts_total",
+            "counter",
+            "Times the engine was rebuilt (lost device, panic).",
+            restarts as f64,
+        );
+        metric(
+            "kiln_num_requests_running",
+            "gauge",
+            "Requests running on the GPU.",
+            s.num_running as f64,
+        );
+        metric(
+            "kiln_num_requests_waiting",
+            "gauge",
+            "Requests waiting to be scheduled.",
+            s.num_waiting as f64,
+        );
+        metric(
+            "kiln_kv_blocks_total",
+            "gauge",
+            "GPU KV cache blocks in the pool.",
+            info.num_gpu_blocks as f64,
+        );
+        metric(
+            "kiln_kv_blocks_used",
+            "gauge",
+            "GPU KV cache blocks in use.",
+            s.kv_blocks_used as f64,
+        );
+        metric(
+            "kiln_kv_blocks_free",
+            "gauge",
+            "GPU KV cache blocks free (cached ones included).",
+            s.kv_blocks_free as f64,
+        );
+        metric(
+            "kiln_kv_blocks_cached",
+            "gauge",
+            "GPU KV cache blocks holding a prefix-cache entry.",
+            s.kv_blocks_cached as f64,
+        );
         let usage = s.kv_blocks_used as f64 / info.num_gpu_blocks.max(1) as f64;
-        metric("kiln_kv_cache_usage_perc", "gauge", "Fraction of GPU KV blocks in use.", usage);
-        metric("kiln_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", s.prefix_cache_queries as f64);
-        metric("kiln_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", s.prefix_cache_hits as f64);
-        metric("kiln_num_preemptions_total", "counter", "Preemptions.", s.num_preemptions as f64);
-        metric("kiln_cpu_blocks_stored_total", "counter", "KV blocks copied to the CPU tier.", s.cpu_blocks_stored as f64);
-        metric("kiln_cpu_blocks_restored_total", "counter", "KV blocks restored from the CPU tier.", s.cpu_blocks_restored as f64);
-        metric("kiln_cpu_blocks_resident", "gauge", "KV blocks held by the CPU tier.", s.cpu_blocks_resident as f64);
-        metric("kiln_prompt_tokens_total", "counter", "Prompt tokens received.", m.prompt_tokens as f64);
-        metric("kiln_generation_tokens_total", "counter", "Tokens generated.", m.generation_tokens as f64);
-        metric("kiln_request_errors_total", "counter", "Requests that failed in the engine.", m.errors as f64);
-        metric("kiln_request_rejected_total", "counter", "Requests refused because the queue was full.", m.rejected as f64);
+        metric(
+            "kiln_kv_cache_usage_perc",
+            "gauge",
+            "Fraction of GPU KV blocks in use.",
+            usage,
+        );
+        metric(
+            "kiln_prefix_cache_queries_total",
+            "counter",
+            "Prompt tokens looked up in the prefix cache.",
+            s.prefix_cache_queries as f64,
+        );
+        metric(
+            "kiln_prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens found in the prefix cache.",
+            s.prefix_cache_hits as f64,
+        );
+        metric(
+            "kiln_num_preemptions_total",
+            "counter",
+            "Preemptions.",
+            s.num_preemptions as f64,
+        );
+        metric(
+            "kiln_cpu_blocks_stored_total",
+            "counter",
+            "KV blocks copied to the CPU tier.",
+            s.cpu_blocks_stored as f64,
+        );
+        metric(
+            "kiln_cpu_blocks_restored_total",
+            "counter",
+            "KV blocks restored from the CPU tier.",
+            s.cpu_blocks_restored as f64,
+        );
+        metric(
+            "kiln_cpu_blocks_resident",
+            "gauge",
+            "KV blocks held by the CPU tier.",
+            s.cpu_blocks_resident as f64,
+        );
+        metric(
+            "kiln_prompt_tokens_total",
+            "counter",
+            "Prompt tokens received.",
+            m.prompt_tokens as f64,
+        );
+        metric(
+            "kiln_generation_tokens_total",
+            "counter",
+            "Tokens generated.",
+            m.generation_tokens as f64,
+        );
+        metric(
+            "kiln_request_errors_total",
+            "counter",
+            "Requests that failed in the engine.",
+            m.errors as f64,
+        );
+        metric(
+            "kiln_request_rejected_total",
+            "counter",
+            "Requests refused because the queue was full.",
+            m.rejected as f64,
+        );
         let name = "kiln_request_success_total";
-        let _ = writeln!(out, "# HELP {name} Sequences finished, by reason.\n# TYPE {name} counter");
+        let _ = writeln!(
+            out,
+            "# HELP {name} Sequences finished, by reason.\n# TYPE {name} counter"
+        );
         for (i, reason) in ["stop", "length", "abort"].iter().enumerate() {
-            let _ = writeln!(out, "{name}{{finished_reason=\"{reason}\"}} {}", m.finished[i]);
+            let _ = writeln!(
+                out,
+                "{name}{{finished_reason=\"{reason}\"}} {}",
+                m.finished[i]
+            );
         }
-        m.ttft.render(&mut out, "kiln_time_to_first_token_seconds", "Time to first token.");
-        m.tpot.render(&mut out, "kiln_time_per_output_token_seconds", "Time per output token after the first.");
-        m.e2e.render(&mut out, "kiln_e2e_request_latency_seconds", "End-to-end sequence latency.");
+        m.ttft.render(
+            &mut out,
+            "kiln_time_to_first_token_seconds",
+            "Time to first token.",
+        );
+        m.tpot.render(
+            &mut out,
+            "kiln_time_per_output_token_seconds",
+            "Time per output token after the first.",
+        );
+        m.e2e.render(
+            &mut out,
+            "kiln_e2e_request_latency_seconds",
+            "End-to-end sequence latency.",
+        );
         out
     }
 }

@@ -56,7 +56,11 @@ impl Usage {
 
 /// The deltas of all `seqs` (choice `i` is `seqs[i]`) as they come; each finished sequence's
 /// counts go into `usage` (prompt index = choice index / `n`).
-pub fn choices(seqs: Vec<Sequence>, n: usize, usage: Arc<Mutex<Usage>>) -> BoxStream<'static, ChoiceItem> {
+pub fn choices(
+    seqs: Vec<Sequence>,
+    n: usize,
+    usage: Arc<Mutex<Usage>>,
+) -> BoxStream<'static, ChoiceItem> {
     let per_seq = seqs.into_iter().enumerate().map(move |(index, seq)| {
         let usage = usage.clone();
         stream::unfold(Some(seq), move |s| {
@@ -69,10 +73,22 @@ pub fn choices(seqs: Vec<Sequence>, n: usize, usage: Arc<Mutex<Usage>>) -> BoxSt
                         if last {
                             usage.lock().unwrap().add(index / n, &seq);
                         }
-                        Some((ChoiceItem { index, result: Ok(d) }, (!last).then_some(seq)))
+                        Some((
+                            ChoiceItem {
+                                index,
+                                result: Ok(d),
+                            },
+                            (!last).then_some(seq),
+                        ))
                     }
                     Ok(None) => None,
-                    Err(e) => Some((ChoiceItem { index, result: Err(e) }, None)),
+                    Err(e) => Some((
+                        ChoiceItem {
+                            index,
+                            result: Err(e),
+                        },
+                        None,
+                    )),
                 }
             }
         })

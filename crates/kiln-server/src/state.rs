@@ -6,12 +6,12 @@ use std::sync::Arc;
 use kiln_engine::{Request, SamplingParams};
 use kiln_model::{ChatMessage, ChatTemplate, Tokenizer};
 
+use crate::ServerConfig;
 use crate::api::{ChatMessageIn, MessageContent, Sampling};
 use crate::engine_loop::EngineHandle;
 use crate::error::ApiError;
 use crate::generate::Sequence;
 use crate::metrics::Metrics;
-use crate::ServerConfig;
 
 /// The model's host-side parts the handlers need.
 pub struct ModelInfo {
@@ -53,25 +53,43 @@ impl AppState {
         }
     }
 
-    pub fn gen_spec(&self, s: &Sampling, max_tokens: Option<i64>, logprobs: Option<u32>) -> Result<GenSpec, ApiError> {
+    pub fn gen_spec(
+        &self,
+        s: &Sampling,
+        max_tokens: Option<i64>,
+        logprobs: Option<u32>,
+    ) -> Result<GenSpec, ApiError> {
         let n = s.n.unwrap_or(1);
         if n == 0 || n > 64 {
             return Err(ApiError::bad_param("n", "n must be between 1 and 64"));
         }
         let max_tokens = match max_tokens {
-            Some(m) if m < 1 => return Err(ApiError::bad_param("max_tokens", "max_tokens must be at least 1")),
+            Some(m) if m < 1 => {
+                return Err(ApiError::bad_param(
+                    "max_tokens",
+                    "max_tokens must be at least 1",
+                ));
+            }
             Some(m) => Some(m as usize),
             None => None,
         };
         let top_k = match s.top_k {
             None | Some(-1) | Some(0) => 0,
             Some(k) if k > 0 && k <= u32::MAX as i64 => k as u32,
-            Some(_) => return Err(ApiError::bad_param("top_k", "top_k must be -1 (off) or a positive integer")),
+            Some(_) => {
+                return Err(ApiError::bad_param(
+                    "top_k",
+                    "top_k must be -1 (off) or a positive integer",
+                ));
+            }
         };
         if let Some(l) = logprobs
             && l > 20
         {
-            return Err(ApiError::bad_param("top_logprobs", "top_logprobs must be at most 20"));
+            return Err(ApiError::bad_param(
+                "top_logprobs",
+                "top_logprobs must be at most 20",
+            ));
         }
         let d = SamplingParams::default();
         let sampling = SamplingParams {
@@ -103,13 +121,27 @@ impl AppState {
     }
 
     /// Checks the prompt against the context and vocabulary; returns the max_tokens to use.
-    pub fn check_prompt(&self, prompt: &[u32], max_tokens: Option<usize>, default_max: Option<usize>) -> Result<usize, ApiError> {
+    pub fn check_prompt(
+        &self,
+        prompt: &[u32],
+        max_tokens: Option<usize>,
+        default_max: Option<usize>,
+    ) -> Result<usize, ApiError> {
         let limit = self.engine.info.max_len;
         if prompt.is_empty() {
             return Err(ApiError::bad_param("prompt", "the prompt is empty"));
         }
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.model.vocab_size) {
-            return Err(ApiError::bad_param("prompt", format!("token id {bad} is out of the vocabulary (size {})", self.model.vocab_size)));
+        if let Some(&bad) = prompt
+            .iter()
+            .find(|&&t| t as usize >= self.model.vocab_size)
+        {
+            return Err(ApiError::bad_param(
+                "prompt",
+                format!(
+                    "token id {bad} is out of the vocabulary (size {})",
+                    self.model.vocab_size
+                ),
+            ));
         }
         let room = limit.saturating_sub(prompt.len());
         let too_long = |m: usize| {
@@ -139,11 +171,20 @@ impl AppState {
         self.render_chat_with(messages, None)
     }
 
-    pub fn render_chat_with(&self, messages: &[ChatMessageIn], system: Option<&str>) -> Result<String, ApiError> {
+    pub fn render_chat_with(
+        &self,
+        messages: &[ChatMessageIn],
+        system: Option<&str>,
+    ) -> Result<String, ApiError> {
         if messages.is_empty() {
-            return Err(ApiError::bad_param("messages", "messages must not be empty"));
+            return Err(ApiError::bad_param(
+                "messages",
+                "messages must not be empty",
+            ));
         }
         let mut msgs = Vec::with_capacity(messages.len() + 1);
+        // Tool call ids the assistant turns so far made, with their function names.
+        let mut calls_made = std::collections::HashMap::new();
         for m in messages {
             let mut content = match &m.content {
                 None => String::new(),
@@ -153,7 +194,12 @@ impl AppState {
                     for p in parts {
                         match (&*p.kind, &p.text) {
                             ("text", Some(t)) => s.push_str(t),
-                            _ => return Err(ApiError::bad_param("messages", format!("content parts of type `{}` are not supported", p.kind))),
+                            _ => {
+                                return Err(ApiError::bad_param(
+                                    "messages",
+                                    format!("content parts of type `{}` are not supported", p.kind),
+                                ));
+                            }
                         }
                     }
                     s
@@ -161,36 +207,50 @@ impl AppState {
             };
             if let Some(calls) = m.tool_calls.as_deref().filter(|c| !c.is_empty()) {
                 if m.role != "assistant" {
-                    return Err(ApiError::bad_param("messages", "only assistant messages carry tool_calls"));
+                    return Err(ApiError::bad_param(
+                        "messages",
+                        "only assistant messages carry tool_calls",
+                    ));
                 }
                 content = crate::tools::calls_as_text(calls)?;
+                for c in calls {
+                    if let (Some(id), Some(name)) =
+                        (c["id"].as_str(), c["function"]["name"].as_str())
+                    {
+                        calls_made.insert(id.to_string(), name.to_string());
+                    }
+                }
             }
+            crate::tools::check_tool_reply(m, &calls_made)?;
             msgs.push(ChatMessage::new(m.role.clone(), content));
         }
         if let Some(sys) = system {
             match msgs.first_mut() {
-                Some(first) if first.role == "system" => first.content = format!("{}\n\n{sys}", first.content),
+                Some(first) if first.role == "system" => {
+                    first.content = format!("{}\n\n{sys}", first.content)
+                }
                 _ => msgs.insert(0, ChatMessage::new("system", sys)),
             }
         }
         match &self.model.chat_template {
-            Some(t) => t.render(&msgs, true).map_err(|e| ApiError::bad_param("messages", e.to_string())),
+            Some(t) => t
+                .render(&msgs, true)
+                .map_err(|e| ApiError::bad_param("messages", e.to_string())),
             None => {
-                let mut s: String = msgs.iter().map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content)).collect();
+                let mut s: String = msgs
+                    .iter()
+                    .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content))
+                    .collect();
                 s.push_str("<|im_start|>assistant\n");
                 Ok(s)
             }
         }
     }
 
-    /// Queues `spec.n` requests for `prompt`; 503 when the server cannot serve (draining, the
-    /// engine down) or the waiting queue is full; 400 when the request could never fit a step.
-    pub fn submit(self: &Arc<Self>, prompt: &[u32], max_tokens: usize, spec: &GenSpec) -> Result<Vec<Sequence>, ApiError> {
-        self.submit_constrained(prompt, max_tokens, spec, Vec::new())
-    }
-
-    /// [`Self::submit`], each sequence with its matcher from `constraints` when given.
-    pub fn submit_constrained(
+    /// Queues `spec.n` requests for `prompt`, each with its matcher from `constraints` when
+    /// given; 503 when the server cannot serve (draining, the engine down) or the waiting queue
+    /// is full; 400 when the request could never fit a step.
+    pub fn submit(
         self: &Arc<Self>,
         prompt: &[u32],
         max_tokens: usize,
@@ -228,7 +288,7 @@ impl AppState {
                     eos_token_ids: self.model.eos_token_ids.clone(),
                     ..Request::new(id, prompt.to_vec(), max_tokens)
                 };
-                let rx = self.engine.add_constrained(request, constraints.next());
+                let rx = self.engine.add(request, constraints.next());
                 Sequence::new(self.clone(), id, rx, spec.stop.clone(), spec.logprobs)
             })
             .collect())

@@ -18,24 +18,41 @@ pub struct StopOutput {
 
 impl StopMatcher {
     pub fn new(stops: Vec<String>) -> Self {
-        Self { stops: stops.into_iter().filter(|s| !s.is_empty()).collect(), pending: String::new() }
+        Self {
+            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            pending: String::new(),
+        }
     }
 
     pub fn push(&mut self, text: &str) -> StopOutput {
         if self.stops.is_empty() {
-            return StopOutput { text: text.to_string(), stopped: false };
+            return StopOutput {
+                text: text.to_string(),
+                stopped: false,
+            };
         }
         self.pending.push_str(text);
-        if let Some(pos) = self.stops.iter().filter_map(|s| self.pending.find(s.as_str())).min() {
+        if let Some(pos) = self
+            .stops
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()))
+            .min()
+        {
             let out = self.pending[..pos].to_string();
             self.pending.clear();
-            return StopOutput { text: out, stopped: true };
+            return StopOutput {
+                text: out,
+                stopped: true,
+            };
         }
         let keep = self.longest_partial();
         let cut = self.pending.len() - keep;
         let out = self.pending[..cut].to_string();
         self.pending.drain(..cut);
-        StopOutput { text: out, stopped: false }
+        StopOutput {
+            text: out,
+            stopped: false,
+        }
     }
 
     /// The held-back text, at the end of generation (it did not become a stop string).
@@ -81,9 +98,15 @@ mod tests {
 
     #[test]
     fn cuts_before_stop_across_pieces() {
-        assert_eq!(run(&["END"], &["hello E", "N", "D more"]), ("hello ".into(), true));
+        assert_eq!(
+            run(&["END"], &["hello E", "N", "D more"]),
+            ("hello ".into(), true)
+        );
         assert_eq!(run(&["\n\n", "xyz"], &["a\n", "b"]), ("a\nb".into(), false));
-        assert_eq!(run(&["stop"], &["no match here"]), ("no match here".into(), false));
+        assert_eq!(
+            run(&["stop"], &["no match here"]),
+            ("no match here".into(), false)
+        );
         assert_eq!(run(&["ab", "b"], &["xab"]), ("x".into(), true));
         assert_eq!(run(&["é!"], &["caf", "é", "?"]), ("café?".into(), false));
     }

@@ -4,10 +4,13 @@
 //! "arguments"}, ...]}` or `{"response": "..."}` (`auto`), or to tool calls only (`required`,
 //! a named function). The reply is parsed back into OpenAI `tool_calls`.
 
+use std::collections::HashMap;
+
 use kiln_engine::Grammar;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::api::ChatMessageIn;
 use crate::error::ApiError;
 
 #[derive(Deserialize, Debug, Clone)]
@@ -24,7 +27,9 @@ pub struct FunctionIn {
     pub name: String,
     pub description: Option<String>,
     pub parameters: Option<Value>,
-    pub strict: Option<bool>,
+    /// Accepted: kiln always constrains the arguments to `parameters`, as strict mode does.
+    #[serde(rename = "strict")]
+    pub _strict: Option<bool>,
 }
 
 /// What the request allows the model to do with its tools.
@@ -51,14 +56,22 @@ fn bad(param: &str, m: impl Into<String>) -> ApiError {
 impl ToolPlan {
     /// Checks `tools`, `tool_choice` and `parallel_tool_calls`; `None` when the request has
     /// no tools (a `tool_choice` other than `none` is then an error).
-    pub fn parse(tools: Option<&Value>, choice: Option<&Value>, parallel: Option<bool>) -> Result<Option<ToolPlan>, ApiError> {
+    pub fn parse(
+        tools: Option<&Value>,
+        choice: Option<&Value>,
+        parallel: Option<bool>,
+    ) -> Result<Option<ToolPlan>, ApiError> {
         let tools: Vec<ToolIn> = match tools {
             None | Some(Value::Null) => Vec::new(),
-            Some(v) => serde_json::from_value(v.clone()).map_err(|e| bad("tools", format!("invalid tools: {e}")))?,
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| bad("tools", format!("invalid tools: {e}")))?,
         };
         for t in &tools {
             if t.kind != "function" {
-                return Err(bad("tools", format!("tool type `{}` is not supported (function)", t.kind)));
+                return Err(bad(
+                    "tools",
+                    format!("tool type `{}` is not supported (function)", t.kind),
+                ));
             }
             if t.function.name.is_empty() {
                 return Err(bad("tools", "a function needs a name"));
@@ -66,7 +79,13 @@ impl ToolPlan {
             if let Some(p) = &t.function.parameters
                 && !p.is_object()
             {
-                return Err(bad("tools", format!("the parameters of `{}` must be a JSON schema object", t.function.name)));
+                return Err(bad(
+                    "tools",
+                    format!(
+                        "the parameters of `{}` must be a JSON schema object",
+                        t.function.name
+                    ),
+                ));
             }
         }
         let choice = match choice {
@@ -81,13 +100,23 @@ impl ToolPlan {
                 "none" => Choice::None,
                 "auto" => Choice::Auto,
                 "required" => Choice::Required,
-                other => return Err(bad("tool_choice", format!("tool_choice `{other}` is not one of none, auto, required"))),
+                other => {
+                    return Err(bad(
+                        "tool_choice",
+                        format!("tool_choice `{other}` is not one of none, auto, required"),
+                    ));
+                }
             },
             Some(v) => {
                 let name = v.pointer("/function/name").and_then(Value::as_str);
                 match (v.get("type").and_then(Value::as_str), name) {
                     (Some("function"), Some(n)) => Choice::Named(n.to_string()),
-                    _ => return Err(bad("tool_choice", "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")),
+                    _ => {
+                        return Err(bad(
+                            "tool_choice",
+                            "tool_choice must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                        ));
+                    }
                 }
             }
         };
@@ -100,9 +129,16 @@ impl ToolPlan {
         if let Choice::Named(n) = &choice
             && !tools.iter().any(|t| t.function.name == *n)
         {
-            return Err(bad("tool_choice", format!("tool_choice names `{n}`, which is not among the tools")));
+            return Err(bad(
+                "tool_choice",
+                format!("tool_choice names `{n}`, which is not among the tools"),
+            ));
         }
-        Ok(Some(ToolPlan { tools: tools.into_iter().map(|t| t.function).collect(), choice, parallel: parallel.unwrap_or(true) }))
+        Ok(Some(ToolPlan {
+            tools: tools.into_iter().map(|t| t.function).collect(),
+            choice,
+            parallel: parallel.unwrap_or(true),
+        }))
     }
 
     /// Whether the model is offered the tools at all.
@@ -130,7 +166,9 @@ impl ToolPlan {
             Choice::Auto => format!(
                 "You can call these tools:\n{tools}\n\nReply with a JSON object: either {call} to call tools, or {{\"response\": \"<your answer>\"}} to answer directly."
             ),
-            _ => format!("You can call these tools:\n{tools}\n\nReply with a JSON object that calls a tool: {call}"),
+            _ => format!(
+                "You can call these tools:\n{tools}\n\nReply with a JSON object that calls a tool: {call}"
+            ),
         }
     }
 
@@ -166,13 +204,20 @@ impl ToolPlan {
     /// as a JSON string)`; the raw text comes back as content when it is not a reply object
     /// (a reply cut by `max_tokens`).
     pub fn parse_reply(&self, text: &str) -> (Option<String>, Vec<(String, String)>) {
-        let Ok(v) = serde_json::from_str::<Value>(text) else { return (Some(text.to_string()), Vec::new()) };
+        let Ok(v) = serde_json::from_str::<Value>(text) else {
+            return (Some(text.to_string()), Vec::new());
+        };
         if let Some(calls) = v.get("tool_calls").and_then(Value::as_array) {
             let calls = calls
                 .iter()
                 .filter_map(|c| {
                     let name = c.get("name")?.as_str()?.to_string();
-                    Some((name, c.get("arguments").map(compact_json).unwrap_or_else(|| "{}".into())))
+                    Some((
+                        name,
+                        c.get("arguments")
+                            .map(compact_json)
+                            .unwrap_or_else(|| "{}".into()),
+                    ))
                 })
                 .collect();
             return (None, calls);
@@ -185,7 +230,11 @@ impl ToolPlan {
 
     /// `finish_reason` of a reply with tool calls: `stop` for a named function, as OpenAI.
     pub fn finish_reason(&self) -> &'static str {
-        if matches!(self.choice, Choice::Named(_)) { "stop" } else { "tool_calls" }
+        if matches!(self.choice, Choice::Named(_)) {
+            "stop"
+        } else {
+            "tool_calls"
+        }
     }
 }
 
@@ -194,9 +243,17 @@ impl ToolPlan {
 pub fn calls_as_text(calls: &[Value]) -> Result<String, ApiError> {
     let mut out = Vec::new();
     for c in calls {
-        let name = c.pointer("/function/name").and_then(Value::as_str).ok_or_else(|| bad("messages", "a tool call needs function.name"))?;
+        let name = c
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("messages", "a tool call needs function.name"))?;
         let args = match c.pointer("/function/arguments") {
-            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| bad("messages", format!("tool call arguments of `{name}` are not JSON: {e}")))?,
+            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
+                bad(
+                    "messages",
+                    format!("tool call arguments of `{name}` are not JSON: {e}"),
+                )
+            })?,
             Some(v) => v.clone(),
             None => json!({}),
         };
@@ -216,13 +273,50 @@ pub fn compact_json(v: &Value) -> String {
 struct SpacedFormatter;
 
 impl serde_json::ser::Formatter for SpacedFormatter {
-    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
         if first { Ok(()) } else { w.write_all(b", ") }
     }
-    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
         if first { Ok(()) } else { w.write_all(b", ") }
     }
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         w.write_all(b": ")
+    }
+}
+
+/// A `tool` message must answer a call that an earlier assistant message made (its
+/// `tool_call_id`), and its `name`, when given, must be that call's function. `tool_call_id` on
+/// other roles, and `name` on them (a participant name), are refused rather than ignored.
+pub fn check_tool_reply(
+    m: &ChatMessageIn,
+    calls_made: &HashMap<String, String>,
+) -> Result<(), ApiError> {
+    let bad = |why: String| Err(ApiError::bad_param("messages", why));
+    match (m.role.as_str(), &m.tool_call_id) {
+        ("tool", Some(id)) => match (calls_made.get(id), &m.name) {
+            (None, _) => bad(format!(
+                "a tool message answers tool_call_id `{id}`, which no earlier assistant message made"
+            )),
+            (Some(f), Some(name)) if name != f => bad(format!(
+                "the tool message for call `{id}` names `{name}`, but that call was to `{f}`"
+            )),
+            _ => Ok(()),
+        },
+        ("tool", None) => bad("a tool message needs the tool_call_id it answers".into()),
+        (role, Some(_)) => bad(format!(
+            "only tool messages carry tool_call_id, not {role} messages"
+        )),
+        (role, None) if m.name.is_some() => {
+            bad(format!("`name` on a {role} message is not supported"))
+        }
+        _ => Ok(()),
     }
 }

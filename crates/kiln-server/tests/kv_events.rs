@@ -20,7 +20,11 @@ use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage
 const BS: usize = kiln_core::BLOCK_SIZE;
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[derive(Default)]
@@ -37,7 +41,11 @@ impl View {
         let v = rmpv::decode::read_value(&mut &payload[..]).expect("msgpack payload");
         let top = v.as_array().expect("payload is an array");
         assert_eq!(top.len(), 3, "[timestamp, events, dp rank]");
-        assert!(top[0].as_f64().is_some_and(|t| t > 1.6e9), "timestamp {:?}", top[0]);
+        assert!(
+            top[0].as_f64().is_some_and(|t| t > 1.6e9),
+            "timestamp {:?}",
+            top[0]
+        );
         assert!(top[2].is_nil());
         for (i, e) in top[1].as_array().expect("event list").iter().enumerate() {
             let e = e.as_array().expect("event is an array");
@@ -53,20 +61,45 @@ impl View {
                 }
                 "BlockStored" => {
                     assert_eq!(e.len(), 7, "{e:?}");
-                    let hashes: Vec<u64> = e[1].as_array().unwrap().iter().map(|h| h.as_u64().unwrap()).collect();
-                    let mut parent = if e[2].is_nil() { None } else { Some(e[2].as_u64().expect("parent hash")) };
-                    let tokens: Vec<u64> = e[3].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+                    let hashes: Vec<u64> = e[1]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|h| h.as_u64().unwrap())
+                        .collect();
+                    let mut parent = if e[2].is_nil() {
+                        None
+                    } else {
+                        Some(e[2].as_u64().expect("parent hash"))
+                    };
+                    let tokens: Vec<u64> = e[3]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t.as_u64().unwrap())
+                        .collect();
                     assert_eq!(e[4].as_u64(), Some(BS as u64), "block_size");
                     assert!(e[5].is_nil(), "lora_id");
                     let medium = e[6].as_str().unwrap().to_string();
                     assert!(medium == "GPU" || medium == "CPU", "{medium}");
-                    assert_eq!(tokens.len(), hashes.len() * BS, "block_size token ids per hash");
+                    assert_eq!(
+                        tokens.len(),
+                        hashes.len() * BS,
+                        "block_size token ids per hash"
+                    );
                     for (k, h) in hashes.iter().enumerate() {
                         if let Some(p) = parent {
-                            assert!(self.ever.contains_key(&p), "parent {p:x} of {h:x} not announced before");
+                            assert!(
+                                self.ever.contains_key(&p),
+                                "parent {p:x} of {h:x} not announced before"
+                            );
                         }
-                        assert!(self.live.insert((*h, medium.clone())), "{h:x} stored twice on {medium}");
-                        self.ever.insert(*h, (parent, tokens[k * BS..(k + 1) * BS].to_vec()));
+                        assert!(
+                            self.live.insert((*h, medium.clone())),
+                            "{h:x} stored twice on {medium}"
+                        );
+                        self.ever
+                            .insert(*h, (parent, tokens[k * BS..(k + 1) * BS].to_vec()));
                         parent = Some(*h);
                     }
                     self.mediums.insert(medium);
@@ -76,7 +109,10 @@ impl View {
                     let medium = e[2].as_str().unwrap().to_string();
                     for h in e[1].as_array().unwrap() {
                         let h = h.as_u64().unwrap();
-                        assert!(self.live.remove(&(h, medium.clone())), "{h:x} removed from {medium} but not stored there");
+                        assert!(
+                            self.live.remove(&(h, medium.clone())),
+                            "{h:x} removed from {medium} but not stored there"
+                        );
                     }
                 }
                 other => panic!("unknown event {other}"),
@@ -89,8 +125,12 @@ impl View {
         let mut parent = None;
         for (k, chunk) in prompt.chunks_exact(BS).enumerate() {
             let want: Vec<u64> = chunk.iter().map(|&t| t as u64).collect();
-            let found = self.ever.iter().find(|(_, (p, t))| *p == parent && *t == want);
-            let (h, _) = found.unwrap_or_else(|| panic!("block {k} of a prompt was never announced"));
+            let found = self
+                .ever
+                .iter()
+                .find(|(_, (p, t))| *p == parent && *t == want);
+            let (h, _) =
+                found.unwrap_or_else(|| panic!("block {k} of a prompt was never announced"));
             parent = Some(*h);
         }
     }
@@ -99,17 +139,32 @@ impl View {
 async fn replay_from(port: u16, start: u64) -> Vec<(u64, Bytes)> {
     let mut d = DealerSocket::new();
     d.connect(&format!("tcp://127.0.0.1:{port}")).await.unwrap();
-    d.send(ZmqMessage::try_from(vec![Bytes::new(), Bytes::copy_from_slice(&start.to_be_bytes())]).unwrap()).await.unwrap();
+    d.send(
+        ZmqMessage::try_from(vec![
+            Bytes::new(),
+            Bytes::copy_from_slice(&start.to_be_bytes()),
+        ])
+        .unwrap(),
+    )
+    .await
+    .unwrap();
     let mut out = Vec::new();
     loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), d.recv()).await.expect("replay answers").unwrap().into_vec();
+        let m = tokio::time::timeout(Duration::from_secs(20), d.recv())
+            .await
+            .expect("replay answers")
+            .unwrap()
+            .into_vec();
         assert_eq!(m.len(), 3, "[\"\", seq, payload]");
         assert!(m[0].is_empty());
         if m[1][..] == END_SEQ {
             assert!(m[2].is_empty());
             return out;
         }
-        out.push((u64::from_be_bytes(m[1][..].try_into().expect("8-byte sequence")), m[2].clone()));
+        out.push((
+            u64::from_be_bytes(m[1][..].try_into().expect("8-byte sequence")),
+            m[2].clone(),
+        ));
     }
 }
 
@@ -128,7 +183,9 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         ec.max_num_seqs = 4;
     });
     let mut sub = SubSocket::new();
-    sub.connect(&format!("tcp://127.0.0.1:{pub_port}")).await.unwrap();
+    sub.connect(&format!("tcp://127.0.0.1:{pub_port}"))
+        .await
+        .unwrap();
     sub.subscribe("kv@").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Read the live stream while the workload runs (a PUB socket drops what a slow reader
@@ -144,16 +201,27 @@ async fn kv_events_follow_the_cache_over_zeromq() {
     // An agent loop: three conversations sharing a system prompt, each turn extending its own,
     // on a pool of 20 blocks, so cached blocks are evicted to the CPU tier and restored.
     let system: Vec<u32> = (0..40).map(|i| 3 + i * 7 % 200).collect();
-    let mut convs: Vec<Vec<u32>> = (0..3u32).map(|a| [system.clone(), (0..20).map(|i| 5 + a * 31 + i).collect()].concat()).collect();
+    let mut convs: Vec<Vec<u32>> = (0..3u32)
+        .map(|a| [system.clone(), (0..20).map(|i| 5 + a * 31 + i).collect()].concat())
+        .collect();
     let mut last_prompts = convs.clone();
     for turn in 0..4u32 {
         last_prompts = convs.clone();
         let bodies: Vec<_> = convs.iter().map(|c| json!({"model": "tiny", "prompt": c, "max_tokens": 6, "temperature": 0, "ignore_eos": true})).collect();
-        let results = futures_util::future::join_all(bodies.iter().map(|b| post(&base, "/v1/completions", b))).await;
+        let results = futures_util::future::join_all(
+            bodies.iter().map(|b| post(&base, "/v1/completions", b)),
+        )
+        .await;
         for (c, (s, r)) in convs.iter_mut().zip(results) {
             assert_eq!(s, 200, "{r}");
             let (_, t) = post(&base, "/tokenize", &json!({"model": "tiny", "prompt": r["choices"][0]["text"], "add_special_tokens": false})).await;
-            c.extend(t["tokens"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32));
+            c.extend(
+                t["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap() as u32),
+            );
             c.extend((0..9).map(|i| 7 + turn * 13 + i));
         }
     }
@@ -162,10 +230,16 @@ async fn kv_events_follow_the_cache_over_zeromq() {
     assert!(!replayed.is_empty());
     let mut view = View::default();
     for (i, (seq, payload)) in replayed.iter().enumerate() {
-        assert_eq!(*seq, i as u64, "replay sequence numbers count from 0 without gaps");
+        assert_eq!(
+            *seq, i as u64,
+            "replay sequence numbers count from 0 without gaps"
+        );
         view.apply(payload, i == 0);
     }
-    assert!(view.mediums.contains("CPU"), "no block moved to the CPU tier: make the pool smaller");
+    assert!(
+        view.mediums.contains("CPU"),
+        "no block moved to the CPU tier: make the pool smaller"
+    );
     // Every full block of each last prompt was announced (its prefill registered them).
     for p in &last_prompts {
         view.assert_chain(&p[..p.len() / BS * BS]);
@@ -178,15 +252,26 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         assert_eq!(m.len(), 3);
         assert_eq!(&m[0][..], b"kv@test-pod@tiny");
         let seq = u64::from_be_bytes(m[1][..].try_into().expect("8-byte sequence"));
-        assert_eq!(by_seq.get(&seq).map(|p| &p[..]), Some(&m[2][..]), "live message {seq} differs from its replay");
+        assert_eq!(
+            by_seq.get(&seq).map(|p| &p[..]),
+            Some(&m[2][..]),
+            "live message {seq} differs from its replay"
+        );
         live.push(seq);
     }
     // Subscribed before any request: it may miss only the start-up AllBlocksCleared (seq 0),
     // and then sees every message, in order, up to the last one.
     let n = replayed.len() as u64;
     assert!(n > 4, "only {n} messages for the whole workload");
-    assert!(live.first().is_some_and(|&f| f <= 1), "live stream {live:?}");
-    assert_eq!(live, (live[0]..n).collect::<Vec<_>>(), "live sequence numbers in order, without gaps, to the end");
+    assert!(
+        live.first().is_some_and(|&f| f <= 1),
+        "live stream {live:?}"
+    );
+    assert_eq!(
+        live,
+        (live[0]..n).collect::<Vec<_>>(),
+        "live sequence numbers in order, without gaps, to the end"
+    );
     // A replay from the middle starts there.
     let mid = replayed.len() as u64 / 2;
     let tail = replay_from(replay_port, mid).await;

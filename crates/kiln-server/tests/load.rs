@@ -24,7 +24,11 @@ async fn concurrent_streams_match_requests_sent_alone() {
     let mut alone = Vec::new();
     for i in 0..32 {
         let chunks = stream(&base, "/v1/chat/completions", &request(i)).await;
-        assert_eq!(chunks.last().unwrap()["usage"]["completion_tokens"], 8, "{chunks:?}");
+        assert_eq!(
+            chunks.last().unwrap()["usage"]["completion_tokens"],
+            8,
+            "{chunks:?}"
+        );
         alone.push(chat_text(&chunks));
     }
     let tasks: Vec<_> = (0..32)
@@ -35,7 +39,11 @@ async fn concurrent_streams_match_requests_sent_alone() {
         .collect();
     for (i, t) in tasks.into_iter().enumerate() {
         let chunks = t.await.unwrap();
-        assert_eq!(chunks.last().unwrap()["usage"]["completion_tokens"], 8, "request {i}");
+        assert_eq!(
+            chunks.last().unwrap()["usage"]["completion_tokens"],
+            8,
+            "request {i}"
+        );
         assert_eq!(chat_text(&chunks), alone[i], "request {i}");
     }
     let m = get_text(&base, "/metrics").await;
@@ -51,7 +59,13 @@ async fn disconnect_mid_stream_frees_blocks() {
         "model": "tiny", "messages": [{"role": "user", "content": "go on forever"}],
         "max_tokens": max_tokens, "temperature": 0, "ignore_eos": true, "stream": true,
     });
-    let r = client().post(format!("{base}/v1/chat/completions")).bearer_auth(API_KEY).json(&body).send().await.unwrap();
+    let r = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(API_KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let mut s = r.bytes_stream();
     let mut seen = String::new();
@@ -66,15 +80,28 @@ async fn disconnect_mid_stream_frees_blocks() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let m = get_text(&base, "/metrics").await;
-        if metric(&m, "kiln_num_requests_running") == 0.0 && metric(&m, "kiln_kv_blocks_used") == 0.0 {
-            assert!(metric(&m, "kiln_generation_tokens_total") < max_tokens as f64, "it ran to the end instead: {m}");
-            assert!(m.contains("kiln_request_success_total{finished_reason=\"abort\"} 1"), "{m}");
+        if metric(&m, "kiln_num_requests_running") == 0.0
+            && metric(&m, "kiln_kv_blocks_used") == 0.0
+        {
+            assert!(
+                metric(&m, "kiln_generation_tokens_total") < max_tokens as f64,
+                "it ran to the end instead: {m}"
+            );
+            assert!(
+                m.contains("kiln_request_success_total{finished_reason=\"abort\"} 1"),
+                "{m}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "blocks not freed: {m}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The server still serves.
-    let (status, _) = post(&base, "/v1/chat/completions", &json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})).await;
+    let (status, _) = post(
+        &base,
+        "/v1/chat/completions",
+        &json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+    )
+    .await;
     assert_eq!(status, 200);
 }

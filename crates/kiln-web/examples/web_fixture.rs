@@ -35,12 +35,20 @@ fn main() {
     });
     let model = Model::load(&path).expect("load model");
     let ctx = pollster::block_on(GpuContext::new()).expect("a GPU adapter");
-    let prompt_ids: Vec<Vec<u32>> = prompts.iter().map(|p| model.tokenizer.encode(p, true).expect("encode")).collect();
+    let prompt_ids: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| model.tokenizer.encode(p, true).expect("encode"))
+        .collect();
 
     let run = |prompts: &[Vec<u32>], n: usize| -> (Vec<Vec<u32>>, f64) {
-        let mut engine =
-            Engine::new(&ctx, &model.config, &model.weights, kiln_web::engine_config(64 << 20, 8), &mut |_, _| {})
-                .expect("engine");
+        let mut engine = Engine::new(
+            &ctx,
+            &model.config,
+            &model.weights,
+            kiln_web::engine_config(64 << 20, 8),
+            &mut |_, _| {},
+        )
+        .expect("engine");
         let mut outs = vec![Vec::new(); prompts.len()];
         for (i, p) in prompts.iter().enumerate() {
             engine

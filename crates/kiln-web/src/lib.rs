@@ -19,7 +19,8 @@ use std::sync::Mutex;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
-    Engine, EngineConfig, FinishReason, IncrementalDecoder, KernelFamily, KvDtype, KvSize, Request, RequestUpdate, SamplingParams,
+    Engine, EngineConfig, FinishReason, IncrementalDecoder, KernelFamily, KvDtype, KvSize, Request,
+    RequestUpdate, SamplingParams,
 };
 use kiln_gpu::GpuContext;
 use kiln_model::{ChatMessage, ChatTemplate, Model, ModelConfig, Tokenizer};
@@ -100,7 +101,14 @@ pub async fn open_gpu(default_limits: bool) -> Result<WebGpu, JsValue> {
             })
             .await
             .map_err(|e| err(format!("requesting a device: {e}")))?;
-        GpuContext { device, queue, info, features: wgpu::Features::empty(), limits, faults: Default::default() }
+        GpuContext {
+            device,
+            queue,
+            info,
+            features: wgpu::Features::empty(),
+            limits,
+            faults: Default::default(),
+        }
     } else {
         GpuContext::from_adapter(adapter).await.map_err(err)?
     };
@@ -109,17 +117,25 @@ pub async fn open_gpu(default_limits: bool) -> Result<WebGpu, JsValue> {
     ctx.device.set_device_lost_callback(|reason, message| {
         *DEVICE_LOST.lock().unwrap() = Some(format!("{reason:?}: {message}"));
     });
-    ctx.device.on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
-        let mut slot = GPU_ERROR.lock().unwrap();
-        if slot.is_none() {
-            *slot = Some(e.to_string());
-        }
-    }));
-    Ok(WebGpu { ctx, adapter_features, adapter_limits })
+    ctx.device
+        .on_uncaptured_error(std::sync::Arc::new(|e: wgpu::Error| {
+            let mut slot = GPU_ERROR.lock().unwrap();
+            if slot.is_none() {
+                *slot = Some(e.to_string());
+            }
+        }));
+    Ok(WebGpu {
+        ctx,
+        adapter_features,
+        adapter_limits,
+    })
 }
 
 fn feature_names(f: wgpu::Features) -> Array {
-    f.iter().filter_map(|x| x.as_str()).map(JsValue::from_str).collect()
+    f.iter()
+        .filter_map(|x| x.as_str())
+        .map(JsValue::from_str)
+        .collect()
 }
 
 #[wasm_bindgen]
@@ -158,11 +174,27 @@ impl WebGpu {
     pub fn limits(&self) -> Object {
         let one = |l: &wgpu::Limits| {
             let o = Object::new();
-            set(&o, "maxStorageBufferBindingSize", l.max_storage_buffer_binding_size as f64);
+            set(
+                &o,
+                "maxStorageBufferBindingSize",
+                l.max_storage_buffer_binding_size as f64,
+            );
             set(&o, "maxBufferSize", l.max_buffer_size as f64);
-            set(&o, "maxStorageBuffersPerShaderStage", l.max_storage_buffers_per_shader_stage);
-            set(&o, "maxComputeWorkgroupStorageSize", l.max_compute_workgroup_storage_size);
-            set(&o, "maxComputeInvocationsPerWorkgroup", l.max_compute_invocations_per_workgroup);
+            set(
+                &o,
+                "maxStorageBuffersPerShaderStage",
+                l.max_storage_buffers_per_shader_stage,
+            );
+            set(
+                &o,
+                "maxComputeWorkgroupStorageSize",
+                l.max_compute_workgroup_storage_size,
+            );
+            set(
+                &o,
+                "maxComputeInvocationsPerWorkgroup",
+                l.max_compute_invocations_per_workgroup,
+            );
             o
         };
         let o = Object::new();
@@ -189,7 +221,7 @@ struct Chat {
 }
 
 enum Command {
-    Start(Request, Chat),
+    Start(Box<(Request, Chat)>),
     Stop(u64),
 }
 
@@ -212,9 +244,20 @@ impl Event {
     fn to_js(&self) -> Object {
         let o = Object::new();
         set(&o, "id", self.id as f64);
-        set(&o, "tokenId", self.token_id.map(JsValue::from).unwrap_or(JsValue::NULL));
+        set(
+            &o,
+            "tokenId",
+            self.token_id.map(JsValue::from).unwrap_or(JsValue::NULL),
+        );
         set(&o, "text", self.text.as_str());
-        set(&o, "finished", self.finished.as_deref().map(JsValue::from_str).unwrap_or(JsValue::NULL));
+        set(
+            &o,
+            "finished",
+            self.finished
+                .as_deref()
+                .map(JsValue::from_str)
+                .unwrap_or(JsValue::NULL),
+        );
         set(&o, "numTokens", self.num_tokens);
         o
     }
@@ -249,11 +292,16 @@ fn num(obj: &JsValue, key: &str) -> Result<Option<f64>, JsValue> {
     if v.is_undefined() || v.is_null() {
         return Ok(None);
     }
-    v.as_f64().map(Some).ok_or_else(|| err(format!("{key} must be a number")))
+    v.as_f64()
+        .map(Some)
+        .ok_or_else(|| err(format!("{key} must be a number")))
 }
 
 /// A string option parsed with `FromStr`; `None` when absent.
-fn parsed<T: std::str::FromStr<Err = String>>(obj: &JsValue, key: &str) -> Result<Option<T>, JsValue> {
+fn parsed<T: std::str::FromStr<Err = String>>(
+    obj: &JsValue,
+    key: &str,
+) -> Result<Option<T>, JsValue> {
     if obj.is_undefined() || obj.is_null() {
         return Ok(None);
     }
@@ -261,8 +309,12 @@ fn parsed<T: std::str::FromStr<Err = String>>(obj: &JsValue, key: &str) -> Resul
     if v.is_undefined() || v.is_null() {
         return Ok(None);
     }
-    let text = v.as_string().ok_or_else(|| err(format!("{key} must be a string")))?;
-    text.parse().map(Some).map_err(|e: String| err(format!("{key}: {e}")))
+    let text = v
+        .as_string()
+        .ok_or_else(|| err(format!("{key} must be a string")))?;
+    text.parse()
+        .map(Some)
+        .map_err(|e: String| err(format!("{key}: {e}")))
 }
 
 fn flag(obj: &JsValue, key: &str) -> Result<bool, JsValue> {
@@ -273,27 +325,43 @@ fn flag(obj: &JsValue, key: &str) -> Result<bool, JsValue> {
 }
 
 impl WebEngine {
-    fn build(gpu: &WebGpu, model: Model, options: &JsValue, progress: Option<Function>) -> Result<WebEngine, JsValue> {
+    fn build(
+        gpu: &WebGpu,
+        model: Model,
+        options: &JsValue,
+        progress: Option<Function>,
+    ) -> Result<WebEngine, JsValue> {
         let kv_mib = num(options, "kvMiB")?.unwrap_or(128.0).max(1.0);
         let max_seqs = num(options, "maxSeqs")?.unwrap_or(8.0) as usize;
         let kernels = parsed::<KernelFamily>(options, "kernels")?.unwrap_or_default();
         let kv_dtype = parsed::<KvDtype>(options, "kvDtype")?.unwrap_or_default();
         let mut report = |done: usize, total: usize| {
             if let Some(f) = &progress {
-                let _ = f.call2(&JsValue::NULL, &JsValue::from(done as f64), &JsValue::from(total as f64));
+                let _ = f.call2(
+                    &JsValue::NULL,
+                    &JsValue::from(done as f64),
+                    &JsValue::from(total as f64),
+                );
             }
         };
         let engine = Engine::new(
             &gpu.ctx,
             &model.config,
             &model.weights,
-            EngineConfig { kernels, kv_dtype, ..engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs) },
+            EngineConfig {
+                kernels,
+                kv_dtype,
+                ..engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs)
+            },
             &mut report,
         )
         .map_err(err)?;
         let max_len = engine.max_len();
         Ok(WebEngine {
-            inner: Rc::new(RefCell::new(Inner { engine, chats: HashMap::new() })),
+            inner: Rc::new(RefCell::new(Inner {
+                engine,
+                chats: HashMap::new(),
+            })),
             pending: Rc::new(RefCell::new(VecDeque::new())),
             tokenizer: Rc::new(model.tokenizer),
             chat_template: model.chat_template,
@@ -323,10 +391,17 @@ impl WebEngine {
 
     /// Loads a Hugging Face model from an object mapping file names (`config.json`,
     /// `tokenizer.json`, `model.safetensors`, ...) to `Uint8Array`s.
-    pub fn load_hf(gpu: &WebGpu, files: Object, options: JsValue, progress: Option<Function>) -> Result<WebEngine, JsValue> {
+    pub fn load_hf(
+        gpu: &WebGpu,
+        files: Object,
+        options: JsValue,
+        progress: Option<Function>,
+    ) -> Result<WebEngine, JsValue> {
         let mut map = HashMap::new();
         for key in Object::keys(&files).iter() {
-            let name = key.as_string().ok_or_else(|| err("file names must be strings"))?;
+            let name = key
+                .as_string()
+                .ok_or_else(|| err("file names must be strings"))?;
             let value = Reflect::get(&files, &key)?;
             let bytes = value
                 .dyn_into::<Uint8Array>()
@@ -363,13 +438,17 @@ impl WebEngine {
     }
 
     pub fn decode(&self, ids: Vec<u32>, skip_special_tokens: bool) -> Result<String, JsValue> {
-        self.tokenizer.decode(&ids, skip_special_tokens).map_err(err)
+        self.tokenizer
+            .decode(&ids, skip_special_tokens)
+            .map_err(err)
     }
 
     /// Renders `[{role, content}, ...]` (as JSON text) with the model's chat template and the
     /// assistant prompt; `null` if the model has none.
     pub fn chat_prompt(&self, messages_json: &str) -> Result<Option<String>, JsValue> {
-        let Some(t) = &self.chat_template else { return Ok(None) };
+        let Some(t) = &self.chat_template else {
+            return Ok(None);
+        };
         let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
         t.render(&messages, true).map(Some).map_err(err)
     }
@@ -380,7 +459,8 @@ impl WebEngine {
         match self.chat_prompt(messages_json)? {
             Some(text) => self.tokenize(&text, false),
             None => {
-                let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
+                let messages: Vec<ChatMessage> =
+                    serde_json::from_str(messages_json).map_err(err)?;
                 let last = messages.last().map(|m| m.content.as_str()).unwrap_or("");
                 self.tokenize(last, true)
             }
@@ -391,14 +471,26 @@ impl WebEngine {
     /// `{temperature, top_p, top_k, min_p, repetition_penalty, seed, max_tokens, ignore_eos}`
     /// (temperature 0 is greedy). `on_token(event)` is called for every new token and once
     /// at the end (`event.finished` set). It starts at the next `step()`.
-    pub fn start(&mut self, prompt: Vec<u32>, params: JsValue, on_token: Option<Function>) -> Result<f64, JsValue> {
+    pub fn start(
+        &mut self,
+        prompt: Vec<u32>,
+        params: JsValue,
+        on_token: Option<Function>,
+    ) -> Result<f64, JsValue> {
         if prompt.is_empty() {
             return Err(err("the prompt is empty"));
         }
         if prompt.len() >= self.max_len {
-            return Err(err(format!("the prompt has {} tokens; the context holds {}", prompt.len(), self.max_len)));
+            return Err(err(format!(
+                "the prompt has {} tokens; the context holds {}",
+                prompt.len(),
+                self.max_len
+            )));
         }
-        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+        if let Some(&bad) = prompt
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
             return Err(err(format!("token id {bad} is outside the vocabulary")));
         }
         let d = SamplingParams::default();
@@ -407,7 +499,8 @@ impl WebEngine {
             top_p: num(&params, "top_p")?.map_or(d.top_p, |v| v as f32),
             top_k: num(&params, "top_k")?.map_or(d.top_k, |v| v as u32),
             min_p: num(&params, "min_p")?.map_or(d.min_p, |v| v as f32),
-            repetition_penalty: num(&params, "repetition_penalty")?.map_or(d.repetition_penalty, |v| v as f32),
+            repetition_penalty: num(&params, "repetition_penalty")?
+                .map_or(d.repetition_penalty, |v| v as f32),
             ..d
         };
         sampling.validate().map_err(err)?;
@@ -415,7 +508,8 @@ impl WebEngine {
             Some(s) => s as u64,
             None => (js_sys::Math::random() * 9007199254740991.0) as u64,
         };
-        let max_tokens = (num(&params, "max_tokens")?.unwrap_or(256.0).max(1.0) as usize).min(self.max_len - prompt.len());
+        let max_tokens = (num(&params, "max_tokens")?.unwrap_or(256.0).max(1.0) as usize)
+            .min(self.max_len - prompt.len());
         let id = self.next_id;
         self.next_id += 1;
         let request = Request {
@@ -425,14 +519,22 @@ impl WebEngine {
             eos_token_ids: self.config.eos_token_ids.clone(),
             ..Request::new(id, prompt, max_tokens)
         };
-        let chat = Chat { decoder: IncrementalDecoder::new(true), callback: on_token, num_tokens: 0 };
-        self.pending.borrow_mut().push_back(Command::Start(request, chat));
+        let chat = Chat {
+            decoder: IncrementalDecoder::new(true),
+            callback: on_token,
+            num_tokens: 0,
+        };
+        self.pending
+            .borrow_mut()
+            .push_back(Command::Start(Box::new((request, chat))));
         Ok(id as f64)
     }
 
     /// Stops generation `id` at the next step (its callback gets `finished: "abort"`).
     pub fn stop(&self, id: f64) {
-        self.pending.borrow_mut().push_back(Command::Stop(id as u64));
+        self.pending
+            .borrow_mut()
+            .push_back(Command::Stop(id as u64));
     }
 
     /// Whether a `step()` has anything to do.
@@ -456,6 +558,9 @@ impl WebEngine {
 
     /// Runs one step (one forward pass for every active generation) and resolves to the array
     /// of its events. Rejects if a step is already in flight or the GPU fails.
+    // The RefCell borrow held across the step's await is the guard against a second step
+    // starting meanwhile (the page is single-threaded; `try_borrow_mut` refuses it).
+    #[allow(clippy::await_holding_refcell_ref)]
     pub fn step(&self) -> js_sys::Promise {
         let inner = self.inner.clone();
         let pending = self.pending.clone();
@@ -470,7 +575,8 @@ impl WebEngine {
                 let commands: Vec<Command> = pending.borrow_mut().drain(..).collect();
                 for c in commands {
                     match c {
-                        Command::Start(request, chat) => {
+                        Command::Start(start) => {
+                            let (request, chat) = *start;
                             let id = request.id;
                             match engine.add_request(request) {
                                 Ok(()) => {
@@ -516,10 +622,10 @@ impl WebEngine {
             let out = Array::new();
             for e in &events {
                 let obj = e.to_js();
-                if let Some(f) = &e.callback {
-                    if let Err(x) = f.call1(&JsValue::NULL, &obj) {
-                        web_log(&format!("on_token callback threw: {x:?}"));
-                    }
+                if let Some(f) = &e.callback
+                    && let Err(x) = f.call1(&JsValue::NULL, &obj)
+                {
+                    web_log(&format!("on_token callback threw: {x:?}"));
                 }
                 out.push(&obj);
             }
@@ -542,8 +648,15 @@ fn web_log(s: &str) {
     eprintln!("{s}");
 }
 
-fn handle(u: RequestUpdate, chats: &mut HashMap<u64, Chat>, tokenizer: &Tokenizer, events: &mut Vec<Event>) {
-    let Some(chat) = chats.get_mut(&u.id) else { return };
+fn handle(
+    u: RequestUpdate,
+    chats: &mut HashMap<u64, Chat>,
+    tokenizer: &Tokenizer,
+    events: &mut Vec<Event>,
+) {
+    let Some(chat) = chats.get_mut(&u.id) else {
+        return;
+    };
     let token_id = u.token.as_ref().map(|t| t.token_id);
     if token_id.is_none() && u.finished.is_none() {
         return;
@@ -560,5 +673,12 @@ fn handle(u: RequestUpdate, chats: &mut HashMap<u64, Chat>, tokenizer: &Tokenize
     if u.finished.is_some() {
         chats.remove(&u.id);
     }
-    events.push(Event { id: u.id, token_id, text, finished: u.finished.map(|f| finish_name(f).to_string()), num_tokens, callback });
+    events.push(Event {
+        id: u.id,
+        token_id,
+        text,
+        finished: u.finished.map(|f| finish_name(f).to_string()),
+        num_tokens,
+        callback,
+    });
 }

@@ -58,13 +58,40 @@ pub fn attention(
             pad: [0; 2],
         },
     );
-    let buffers = [step, &p, b.positions, b.token_seq, b.seq_info, b.block_tables, b.qkv, b.k_cache, b.v_cache, b.out];
+    let buffers = [
+        step,
+        &p,
+        b.positions,
+        b.token_seq,
+        b.seq_info,
+        b.block_tables,
+        b.qkv,
+        b.k_cache,
+        b.v_cache,
+        b.out,
+    ];
     let constants = [kv_dtype.override_constant()];
     Ok(if kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256 {
-        let grid = Grid::Elements { width: num_heads as u32, per: 64 };
-        Launch::new(&ctx.device, kernels.get_with("attention_rowwise", &constants), &buffers, grid)
+        let grid = Grid::Elements {
+            width: num_heads as u32,
+            per: 64,
+        };
+        Launch::new(
+            &ctx.device,
+            kernels.get_with("attention_rowwise", &constants),
+            &buffers,
+            grid,
+        )
     } else {
-        let grid = Grid::Tokens { per: 1, y: num_kv_heads as u32 };
-        Launch::new(&ctx.device, kernels.get_with("attention", &constants), &buffers, grid)
+        let grid = Grid::Tokens {
+            per: 1,
+            y: num_kv_heads as u32,
+        };
+        Launch::new(
+            &ctx.device,
+            kernels.get_with("attention", &constants),
+            &buffers,
+            grid,
+        )
     })
 }

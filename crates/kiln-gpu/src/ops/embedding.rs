@@ -28,9 +28,19 @@ pub fn embedding(
             let p = super::params(
                 ctx,
                 "embedding",
-                &Params { hidden: table.cols as u32, row_offset: c.row_offset, rows: c.rows, pad: 0 },
+                &Params {
+                    hidden: table.cols as u32,
+                    row_offset: c.row_offset,
+                    rows: c.rows,
+                    pad: 0,
+                },
             );
-            Launch::new(&ctx.device, kernel.clone(), &[step, &p, token_ids, &c.buffer, x], Grid::Tokens { per: 1, y: 1 })
+            Launch::new(
+                &ctx.device,
+                kernel.clone(),
+                &[step, &p, token_ids, &c.buffer, x],
+                Grid::Tokens { per: 1, y: 1 },
+            )
         })
         .collect()
 }

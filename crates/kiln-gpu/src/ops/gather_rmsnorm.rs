@@ -22,6 +22,19 @@ pub fn gather_rmsnorm(
     gain: &wgpu::Buffer,
     out: &wgpu::Buffer,
 ) -> Launch {
-    let p = super::params(ctx, "gather_rmsnorm", &Params { hidden: hidden as u32, eps, pad: [0; 2] });
-    Launch::new(&ctx.device, kernels.get("gather_rmsnorm"), &[step, &p, rows, x, gain, out], Grid::Samples { per: 1, y: 1 })
+    let p = super::params(
+        ctx,
+        "gather_rmsnorm",
+        &Params {
+            hidden: hidden as u32,
+            eps,
+            pad: [0; 2],
+        },
+    );
+    Launch::new(
+        &ctx.device,
+        kernels.get("gather_rmsnorm"),
+        &[step, &p, rows, x, gain, out],
+        Grid::Samples { per: 1, y: 1 },
+    )
 }

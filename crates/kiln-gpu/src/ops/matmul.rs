@@ -51,12 +51,17 @@ pub struct Matmul {
 }
 
 impl Matmul {
-    pub fn new(ctx: &GpuContext, kernels: &Kernels, step: &wgpu::Buffer, a: MatmulArgs<'_>) -> Self {
+    pub fn new(
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        step: &wgpu::Buffer,
+        a: MatmulArgs<'_>,
+    ) -> Self {
         let flags = a.norm_eps.map_or(0, |_| NORM)
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
-        let rowwise = kernels.rowwise && a.w.cols % 8 == 0;
+        let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
         let (matvec, matmul) = if rowwise {
             (kernels.get("matvec_rowwise"), kernels.get("matmul_rowwise"))
         } else {
@@ -71,7 +76,13 @@ impl Matmul {
                     let bytes = c.rows as u64 * 4;
                     let slice = ctx.storage("bias chunk", bytes);
                     let mut enc = ctx.device.create_command_encoder(&Default::default());
-                    enc.copy_buffer_to_buffer(b, c.row_offset as u64 * 4, &slice, 0, bytes.next_multiple_of(4));
+                    enc.copy_buffer_to_buffer(
+                        b,
+                        c.row_offset as u64 * 4,
+                        &slice,
+                        0,
+                        bytes.next_multiple_of(4),
+                    );
                     ctx.queue.submit([enc.finish()]);
                     slice
                 }
@@ -93,19 +104,49 @@ impl Matmul {
             let buffers = [step, &p, a.x, &c.buffer, &bias, a.y];
             let (small_grid, large_grid) = if rowwise {
                 (
-                    Grid::Tiles { x: c.rows.div_ceil(64), per: 8, samples: a.sample_rows },
-                    Grid::Tiles { x: c.rows.div_ceil(256), per: 8, samples: a.sample_rows },
+                    Grid::Tiles {
+                        x: c.rows.div_ceil(64),
+                        per: 8,
+                        samples: a.sample_rows,
+                    },
+                    Grid::Tiles {
+                        x: c.rows.div_ceil(256),
+                        per: 8,
+                        samples: a.sample_rows,
+                    },
                 )
             } else {
-                (Grid::Fixed([c.rows.div_ceil(4), 1, 1]), Grid::Tiles { x: c.rows.div_ceil(64), per: 32, samples: a.sample_rows })
+                (
+                    Grid::Fixed([c.rows.div_ceil(4), 1, 1]),
+                    Grid::Tiles {
+                        x: c.rows.div_ceil(64),
+                        per: 32,
+                        samples: a.sample_rows,
+                    },
+                )
             };
-            small.push(Launch::new(&ctx.device, matvec.clone(), &buffers, small_grid));
-            large.push(Launch::new(&ctx.device, matmul.clone(), &buffers, large_grid));
+            small.push(Launch::new(
+                &ctx.device,
+                matvec.clone(),
+                &buffers,
+                small_grid,
+            ));
+            large.push(Launch::new(
+                &ctx.device,
+                matmul.clone(),
+                &buffers,
+                large_grid,
+            ));
         }
         // The row-wise kernels: one output per invocation pays off only for a single row; from
         // two rows on, the 4-output tiles reuse each load of x.
         let small_max_rows = if rowwise { 1 } else { MATVEC_MAX_ROWS };
-        Self { small, large, small_max_rows, sample_rows: a.sample_rows }
+        Self {
+            small,
+            large,
+            small_max_rows,
+            sample_rows: a.sample_rows,
+        }
     }
 
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
@@ -113,7 +154,11 @@ impl Matmul {
         if rows == 0 {
             return;
         }
-        let launches = if rows <= self.small_max_rows { &self.small } else { &self.large };
+        let launches = if rows <= self.small_max_rows {
+            &self.small
+        } else {
+            &self.large
+        };
         for l in launches {
             l.record(pass, tokens, samples);
         }

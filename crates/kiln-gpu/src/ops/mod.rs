@@ -10,12 +10,12 @@ mod rope_kv;
 mod sample;
 mod silu_mul;
 
-pub use attention::{attention, AttentionBuffers};
+pub use attention::{AttentionBuffers, attention};
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
-pub use matmul::{Matmul, MatmulArgs, MATVEC_MAX_ROWS};
+pub use matmul::{MATVEC_MAX_ROWS, Matmul, MatmulArgs};
 pub use rope_kv::{rope_kv, rope_table};
-pub use sample::{sample, SampleBuffers, SampleUniform, NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE};
+pub use sample::{NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform, sample};
 pub use silu_mul::silu_mul;
 
 use crate::GpuContext;

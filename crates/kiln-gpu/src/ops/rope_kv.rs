@@ -43,16 +43,33 @@ pub fn rope_kv(
     v_cache: &wgpu::Buffer,
 ) -> Launch {
     assert!(head_dim % 2 == 0, "head_dim must be even");
-    assert!(max_positions > 0, "the rotary table needs at least one position");
+    assert!(
+        max_positions > 0,
+        "the rotary table needs at least one position"
+    );
     let p = super::params(
         ctx,
         "rope_kv",
-        &Params { num_heads: num_heads as u32, num_kv_heads: num_kv_heads as u32, head_dim: head_dim as u32, max_positions: max_positions as u32 },
+        &Params {
+            num_heads: num_heads as u32,
+            num_kv_heads: num_kv_heads as u32,
+            head_dim: head_dim as u32,
+            max_positions: max_positions as u32,
+        },
     );
     Launch::new(
         &ctx.device,
         kernels.get_with("rope_kv", &[kv_dtype.override_constant()]),
-        &[step, &p, positions, slot_mapping, rope, qkv, k_cache, v_cache],
+        &[
+            step,
+            &p,
+            positions,
+            slot_mapping,
+            rope,
+            qkv,
+            k_cache,
+            v_cache,
+        ],
         Grid::Tokens { per: 1, y: 1 },
     )
 }

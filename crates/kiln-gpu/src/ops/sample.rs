@@ -64,7 +64,11 @@ impl SampleUniform {
             seed_hi: (spec.seed >> 32) as u32,
             draw_index: spec.draw_index,
             penalty_start,
-            penalty_count: if p.has_penalties() { spec.penalty_tokens.len() as u32 } else { 0 },
+            penalty_count: if p.has_penalties() {
+                spec.penalty_tokens.len() as u32
+            } else {
+                0
+            },
             mask_row: NO_MASK,
             raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
             pad: 0,
@@ -99,12 +103,26 @@ pub fn sample(
     let p = super::params(
         ctx,
         "sample",
-        &Params { vocab: vocab as u32, out_stride: SAMPLE_OUT_STRIDE as u32, mask_words: kiln_core::mask_words(vocab) as u32, pad: 0 },
+        &Params {
+            vocab: vocab as u32,
+            out_stride: SAMPLE_OUT_STRIDE as u32,
+            mask_words: kiln_core::mask_words(vocab) as u32,
+            pad: 0,
+        },
     );
     Launch::new(
         &ctx.device,
         kernels.get("sample"),
-        &[step, &p, b.sampling, b.penalties, b.logits, b.out, b.masks, b.penalty_raw],
+        &[
+            step,
+            &p,
+            b.sampling,
+            b.penalties,
+            b.logits,
+            b.out,
+            b.masks,
+            b.penalty_raw,
+        ],
         Grid::Samples { per: 1, y: 1 },
     )
 }

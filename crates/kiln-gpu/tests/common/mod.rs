@@ -18,7 +18,9 @@ pub fn rng(seed: u64) -> StdRng {
 }
 
 pub fn randn(r: &mut StdRng, n: usize, scale: f32) -> Vec<f32> {
-    (0..n).map(|_| (r.random::<f32>() * 2.0 - 1.0) * scale).collect()
+    (0..n)
+        .map(|_| (r.random::<f32>() * 2.0 - 1.0) * scale)
+        .collect()
 }
 
 pub fn f16_round(v: &[f32]) -> Vec<f32> {
@@ -39,7 +41,12 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32)
 pub fn step_buffer(ctx: &GpuContext, tokens: u32, seqs: u32, samples: u32) -> wgpu::Buffer {
     ctx.uniform_init(
         "step",
-        bytemuck::bytes_of(&StepUniform { num_tokens: tokens, num_seqs: seqs, num_samples: samples, pad: 0 }),
+        bytemuck::bytes_of(&StepUniform {
+            num_tokens: tokens,
+            num_seqs: seqs,
+            num_samples: samples,
+            pad: 0,
+        }),
     )
 }
 
@@ -62,7 +69,11 @@ pub fn run(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
 }
 
 pub fn run_launches(ctx: &GpuContext, launches: &[&Launch], tokens: u32, samples: u32) {
-    run(ctx, |pass| launches.iter().for_each(|l| l.record(pass, tokens, samples)));
+    run(ctx, |pass| {
+        launches
+            .iter()
+            .for_each(|l| l.record(pass, tokens, samples))
+    });
 }
 
 pub fn read_f32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<f32> {

@@ -10,7 +10,10 @@ use super::Tokenizer;
 
 /// GPT-2's printable stand-ins for the 256 byte values, inverted.
 fn byte_level_inverse() -> HashMap<char, u8> {
-    let mut printable: Vec<u8> = (b'!'..=b'~').chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
+    let mut printable: Vec<u8> = (b'!'..=b'~')
+        .chain(0xA1..=0xAC)
+        .chain(0xAE..=0xFF)
+        .collect();
     let mut map: HashMap<char, u8> = printable.iter().map(|&b| (char::from(b), b)).collect();
     let mut n = 0u32;
     for b in 0..=255u8 {
@@ -34,14 +37,20 @@ impl Tokenizer {
         let inverse = byte_level_inverse();
         (0..self.vocab_size() as u32)
             .map(|id| {
-                let Some(piece) = self.inner.id_to_token(id) else { return Vec::new() };
+                let Some(piece) = self.inner.id_to_token(id) else {
+                    return Vec::new();
+                };
                 if self.is_special(id) {
                     let mut b = vec![0xFF];
                     b.extend_from_slice(piece.as_bytes());
                     return b;
                 }
                 if byte_level {
-                    if let Some(bytes) = piece.chars().map(|c| inverse.get(&c).copied()).collect::<Option<Vec<u8>>>() {
+                    if let Some(bytes) = piece
+                        .chars()
+                        .map(|c| inverse.get(&c).copied())
+                        .collect::<Option<Vec<u8>>>()
+                    {
                         return bytes;
                     }
                     return piece.into_bytes();

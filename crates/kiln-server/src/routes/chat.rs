@@ -10,43 +10,101 @@ use serde_json::{Value, json};
 use super::{now_s, random_id, token_text};
 use crate::api::{ChatRequest, reject_unknown};
 use crate::error::{ApiError, ApiJson};
-use crate::generate::TokenLogprob;
 use crate::generate::Sequence;
+use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
 use crate::structured::requested_grammar;
 use crate::tools::ToolPlan;
 
-pub async fn chat_completions(State(st): State<Shared>, ApiJson(req): ApiJson<ChatRequest>) -> Result<Response, ApiError> {
+pub async fn chat_completions(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<ChatRequest>,
+) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (true, t) => Some(t.unwrap_or(0)),
-        (false, Some(t)) if t > 0 => return Err(ApiError::bad_param("top_logprobs", "top_logprobs requires logprobs to be true")),
+        (false, Some(t)) if t > 0 => {
+            return Err(ApiError::bad_param(
+                "top_logprobs",
+                "top_logprobs requires logprobs to be true",
+            ));
+        }
         (false, _) => None,
     };
-    let spec = st.gen_spec(&req.sampling, req.max_completion_tokens.or(req.sampling.max_tokens), logprobs)?;
-    let plan = ToolPlan::parse(req.tools.as_ref(), req.tool_choice.as_ref(), req.parallel_tool_calls)?.filter(ToolPlan::active);
-    let prompt = super::render::chat_prompt(&st, &req.messages, plan.as_ref().map(ToolPlan::system_prompt).as_deref())?;
+    let spec = st.gen_spec(
+        &req.sampling,
+        req.max_completion_tokens.or(req.sampling.max_tokens),
+        logprobs,
+    )?;
+    let plan = ToolPlan::parse(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls,
+    )?
+    .filter(ToolPlan::active);
+    let prompt = super::render::chat_prompt(
+        &st,
+        &req.messages,
+        plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
+    )?;
     let max_tokens = st.check_prompt(&prompt, spec.max_tokens, None)?;
-    let requested = requested_grammar(req.response_format.as_ref(), req.structured_outputs.as_ref())?;
+    let requested = requested_grammar(
+        req.response_format.as_ref(),
+        req.structured_outputs.as_ref(),
+    )?;
     let constraints = match (&plan, requested) {
-        (Some(_), Some(_)) => return Err(ApiError::bad_param("response_format", "response_format cannot be combined with tools unless tool_choice is none")),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_param(
+                "response_format",
+                "response_format cannot be combined with tools unless tool_choice is none",
+            ));
+        }
         (Some(p), None) => st.compile(&p.grammar(), spec.n, "tools")?,
-        (None, Some(g)) => st.compile(&g, spec.n, if req.response_format.is_some() { "response_format" } else { "structured_outputs" })?,
+        (None, Some(g)) => st.compile(
+            &g,
+            spec.n,
+            if req.response_format.is_some() {
+                "response_format"
+            } else {
+                "structured_outputs"
+            },
+        )?,
         (None, None) => Vec::new(),
     };
-    let seqs = st.submit_constrained(&prompt, max_tokens, &spec, constraints)?;
-    let (id, created, model) = (random_id("chatcmpl"), now_s(), st.config.served_model_name.clone());
-    let usage = Arc::new(Mutex::new(Usage { prompt_tokens: prompt.len(), ..Usage::default() }));
+    let seqs = st.submit(&prompt, max_tokens, &spec, constraints)?;
+    let (id, created, model) = (
+        random_id("chatcmpl"),
+        now_s(),
+        st.config.served_model_name.clone(),
+    );
+    let usage = Arc::new(Mutex::new(Usage {
+        prompt_tokens: prompt.len(),
+        ..Usage::default()
+    }));
 
     if let Some(plan) = plan {
-        let include_usage = req.sampling.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
-        let stream = req.sampling.stream.unwrap_or(false).then_some(include_usage);
+        let include_usage = req
+            .sampling
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
+        let stream = req
+            .sampling
+            .stream
+            .unwrap_or(false)
+            .then_some(include_usage);
         return tools_response(plan, seqs, spec.n, usage, stream, (id, created, model)).await;
     }
     if req.sampling.stream.unwrap_or(false) {
-        let include_usage = req.sampling.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
+        let include_usage = req
+            .sampling
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
         let chunk = {
             let (id, model) = (id.clone(), model.clone());
             move |choices: Value, usage: Option<Value>| {
@@ -69,8 +127,10 @@ pub async fn chat_completions(State(st): State<Shared>, ApiJson(req): ApiJson<Ch
             }
             Err(e) => e.body(),
         });
-        let tail = stream::once(async move { include_usage.then(|| chunk(json!([]), Some(usage2.lock().unwrap().json()))) })
-            .filter_map(|x| async move { x });
+        let tail = stream::once(async move {
+            include_usage.then(|| chunk(json!([]), Some(usage2.lock().unwrap().json())))
+        })
+        .filter_map(|x| async move { x });
         let log_id = id.clone();
         tracing::info!(id = %log_id, prompt_tokens = prompt.len(), n = spec.n, max_tokens, "chat completion (stream)");
         return Ok(sse(stream::iter(heads).chain(body).chain(tail)));
@@ -81,7 +141,11 @@ pub async fn chat_completions(State(st): State<Shared>, ApiJson(req): ApiJson<Ch
     for (index, r) in results.into_iter().enumerate() {
         let (seq, d) = r?;
         usage.lock().unwrap().add(index / spec.n, &seq);
-        let lp = if logprobs.is_some() { logprobs_json(&st, &d.logprobs) } else { Value::Null };
+        let lp = if logprobs.is_some() {
+            logprobs_json(&st, &d.logprobs)
+        } else {
+            Value::Null
+        };
         out.push(json!({
             "index": index,
             "message": {"role": "assistant", "content": d.text},
@@ -133,12 +197,20 @@ async fn tools_response(
         let (seq, d) = r?;
         usage.lock().unwrap().add(index / n, &seq);
         let finish = d.finish.unwrap_or("stop");
-        let (content, calls) = if finish == "stop" { plan.parse_reply(&d.text) } else { (Some(d.text.clone()), Vec::new()) };
+        let (content, calls) = if finish == "stop" {
+            plan.parse_reply(&d.text)
+        } else {
+            (Some(d.text.clone()), Vec::new())
+        };
         let calls: Vec<Value> = calls
             .into_iter()
             .map(|(name, args)| json!({"id": random_id("call"), "type": "function", "function": {"name": name, "arguments": args}}))
             .collect();
-        let finish = if calls.is_empty() { finish } else { plan.finish_reason() };
+        let finish = if calls.is_empty() {
+            finish
+        } else {
+            plan.finish_reason()
+        };
         choices_out.push((index, content, calls, finish));
     }
     let usage = usage.lock().unwrap().json();
@@ -168,7 +240,9 @@ async fn tools_response(
             let args = json!({"index": i, "function": {"arguments": c["function"]["arguments"]}});
             events.push(chunk(json!({"index": index, "delta": {"tool_calls": [args]}, "logprobs": null, "finish_reason": null})));
         }
-        events.push(chunk(json!({"index": index, "delta": {}, "logprobs": null, "finish_reason": finish})));
+        events.push(chunk(
+            json!({"index": index, "delta": {}, "logprobs": null, "finish_reason": finish}),
+        ));
     }
     if include_usage {
         events.push(json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage}));

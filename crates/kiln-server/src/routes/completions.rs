@@ -8,7 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::{now_s, random_id, token_text};
-use crate::api::{CompletionRequest, PromptInput, reject_unknown};
+use crate::api::{CompletionRequest, reject_unknown};
 use crate::error::{ApiError, ApiJson};
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
@@ -18,7 +18,10 @@ use crate::structured::requested_grammar;
 /// Legacy default for `max_tokens`.
 const DEFAULT_MAX_TOKENS: usize = 16;
 
-pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<CompletionRequest>) -> Result<Response, ApiError> {
+pub async fn completions(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<CompletionRequest>,
+) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
     if req.echo.unwrap_or(false) {
@@ -33,24 +36,43 @@ pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<Complet
     if prompts.len() * spec.n > 64 {
         return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
     }
-    let grammar = requested_grammar(req.response_format.as_ref(), req.structured_outputs.as_ref())?;
-    let param = if req.response_format.is_some() { "response_format" } else { "structured_outputs" };
+    let grammar = requested_grammar(
+        req.response_format.as_ref(),
+        req.structured_outputs.as_ref(),
+    )?;
+    let param = if req.response_format.is_some() {
+        "response_format"
+    } else {
+        "structured_outputs"
+    };
     let mut seqs = Vec::new();
     for (p, &m) in prompts.iter().zip(&max_tokens) {
         let constraints = match &grammar {
             Some(g) => st.compile(g, spec.n, param)?,
             None => Vec::new(),
         };
-        seqs.extend(st.submit_constrained(p, m, &spec, constraints)?);
+        seqs.extend(st.submit(p, m, &spec, constraints)?);
     }
     let prompt_tokens = prompts.iter().map(Vec::len).sum();
-    let usage = Arc::new(Mutex::new(Usage { prompt_tokens, ..Usage::default() }));
-    let (id, created, model) = (random_id("cmpl"), now_s(), st.config.served_model_name.clone());
+    let usage = Arc::new(Mutex::new(Usage {
+        prompt_tokens,
+        ..Usage::default()
+    }));
+    let (id, created, model) = (
+        random_id("cmpl"),
+        now_s(),
+        st.config.served_model_name.clone(),
+    );
     tracing::info!(id = %id, prompts = prompts.len(), prompt_tokens, n = spec.n, "completion");
     let logprobs = req.logprobs;
 
     if req.sampling.stream.unwrap_or(false) {
-        let include_usage = req.sampling.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
+        let include_usage = req
+            .sampling
+            .stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
         let chunk = move |choices: Value, usage: Option<Value>| {
             let mut c = json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
             if let Some(u) = usage {
@@ -67,8 +89,10 @@ pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<Complet
             }
             Err(e) => e.body(),
         });
-        let tail = stream::once(async move { include_usage.then(|| chunk(json!([]), Some(usage2.lock().unwrap().json()))) })
-            .filter_map(|x| async move { x });
+        let tail = stream::once(async move {
+            include_usage.then(|| chunk(json!([]), Some(usage2.lock().unwrap().json())))
+        })
+        .filter_map(|x| async move { x });
         return Ok(sse(body.chain(tail)));
     }
 
@@ -91,14 +115,19 @@ pub async fn completions(State(st): State<Shared>, ApiJson(req): ApiJson<Complet
 /// The legacy logprobs object; `offset` is the text offset of the first token (advanced).
 fn logprobs_json(st: &Shared, lps: &[TokenLogprob], offset: &mut usize) -> Value {
     let tok = &st.model.tokenizer;
-    let (mut tokens, mut token_logprobs, mut top, mut text_offset) = (vec![], vec![], vec![], vec![]);
+    let (mut tokens, mut token_logprobs, mut top, mut text_offset) =
+        (vec![], vec![], vec![], vec![]);
     for l in lps {
         let t = token_text(tok, l.id);
         text_offset.push(*offset);
         *offset += t.len();
         tokens.push(t);
         token_logprobs.push(l.logprob);
-        let m: Map<String, Value> = l.top.iter().map(|&(id, lp)| (token_text(tok, id), json!(lp))).collect();
+        let m: Map<String, Value> = l
+            .top
+            .iter()
+            .map(|&(id, lp)| (token_text(tok, id), json!(lp)))
+            .collect();
         top.push(Value::Object(m));
     }
     json!({"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": text_offset})

@@ -33,30 +33,56 @@ pub async fn health(State(st): State<Shared>) -> Result<&'static str, ApiError> 
 }
 
 pub async fn metrics(State(st): State<Shared>) -> Response {
-    let text = st.metrics.render(&st.engine.stats(), &st.engine.info, &st.engine.health);
+    let text = st
+        .metrics
+        .render(&st.engine.stats(), &st.engine.info, &st.engine.health);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-pub async fn tokenize(State(st): State<Shared>, ApiJson(req): ApiJson<TokenizeRequest>) -> Result<Response, ApiError> {
+pub async fn tokenize(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<TokenizeRequest>,
+) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
     let (text, default_special) = match (req.prompt, req.messages) {
         (Some(p), None) => (p, true),
         (None, Some(m)) => (st.render_chat(&m)?, false),
-        _ => return Err(ApiError::bad_request("give exactly one of `prompt` and `messages`")),
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of `prompt` and `messages`",
+            ));
+        }
     };
     let tokens = st
         .model
         .tokenizer
         .encode(&text, req.add_special_tokens.unwrap_or(default_special))
         .map_err(|e| ApiError::bad_param("prompt", e.to_string()))?;
-    Ok(axum::Json(json!({"tokens": tokens, "count": tokens.len(), "max_model_len": st.engine.info.max_len})).into_response())
+    Ok(axum::Json(
+        json!({"tokens": tokens, "count": tokens.len(), "max_model_len": st.engine.info.max_len}),
+    )
+    .into_response())
 }
 
-pub async fn detokenize(State(st): State<Shared>, ApiJson(req): ApiJson<DetokenizeRequest>) -> Result<Response, ApiError> {
+pub async fn detokenize(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<DetokenizeRequest>,
+) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
-    if let Some(&bad) = req.tokens.iter().find(|&&t| t as usize >= st.model.vocab_size) {
-        return Err(ApiError::bad_param("tokens", format!("token id {bad} is out of the vocabulary")));
+    if let Some(&bad) = req
+        .tokens
+        .iter()
+        .find(|&&t| t as usize >= st.model.vocab_size)
+    {
+        return Err(ApiError::bad_param(
+            "tokens",
+            format!("token id {bad} is out of the vocabulary"),
+        ));
     }
-    let text = st.model.tokenizer.decode(&req.tokens, false).map_err(|e| ApiError::bad_param("tokens", e.to_string()))?;
+    let text = st
+        .model
+        .tokenizer
+        .decode(&req.tokens, false)
+        .map_err(|e| ApiError::bad_param("tokens", e.to_string()))?;
     Ok(axum::Json(json!({"prompt": text})).into_response())
 }

@@ -10,7 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use kiln_model::Tokenizer;
 
 pub fn now_s() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 pub fn random_id(prefix: &str) -> String {

@@ -34,7 +34,11 @@ pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec
 
 /// The prompt of a chat body: the chat template rendered (with `system`, the tools' system
 /// prompt, when tools are active), then tokenized as is.
-pub fn chat_prompt(st: &AppState, messages: &[ChatMessageIn], system: Option<&str>) -> Result<Vec<u32>, ApiError> {
+pub fn chat_prompt(
+    st: &AppState,
+    messages: &[ChatMessageIn],
+    system: Option<&str>,
+) -> Result<Vec<u32>, ApiError> {
     let text = st.render_chat_with(messages, system)?;
     st.model
         .tokenizer
@@ -72,8 +76,17 @@ pub async fn render_chat(
         req.max_completion_tokens.or(req.sampling.max_tokens),
         None,
     )?;
-    let plan = ToolPlan::parse(req.tools.as_ref(), req.tool_choice.as_ref(), req.parallel_tool_calls)?.filter(ToolPlan::active);
-    let prompt = chat_prompt(&st, &req.messages, plan.as_ref().map(ToolPlan::system_prompt).as_deref())?;
+    let plan = ToolPlan::parse(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls,
+    )?
+    .filter(ToolPlan::active);
+    let prompt = chat_prompt(
+        &st,
+        &req.messages,
+        plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
+    )?;
     st.check_prompt(&prompt, spec.max_tokens, None)?;
     Ok(axum::Json(json!({"token_ids": prompt})).into_response())
 }
