@@ -6,6 +6,7 @@ mod generate;
 mod info;
 mod model_path;
 mod serve;
+mod speed;
 
 use clap::{Parser, Subcommand};
 
@@ -30,12 +31,16 @@ enum Command {
     Serve(serve::Args),
     /// Benchmark an OpenAI-compatible server (kiln's or any other).
     Bench(bench::Args),
+    /// Measure the engine in-process: copy bandwidth, decode at several concurrencies (with
+    /// the fraction of the bandwidth roofline), prefill at several prompt lengths.
+    Speed(speed::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Generate(a) => generate::run(a),
         Command::Info(a) => info::run(a),
+        Command::Speed(a) => speed::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
     }

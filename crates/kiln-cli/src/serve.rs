@@ -1,7 +1,6 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
-use kiln_model::Model;
 use kiln_server::{ModelInfo, ServerConfig};
 
 #[derive(clap::Args)]
@@ -93,19 +92,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         model.config.num_layers,
         model.config.vocab_size
     );
-    let Model {
-        config,
-        weights,
-        tokenizer,
-        chat_template,
-        ..
-    } = model;
-    let info = ModelInfo {
-        tokenizer,
-        chat_template,
-        eos_token_ids: config.eos_token_ids.clone(),
-        vocab_size: config.vocab_size,
-    };
+    let (info, config, weights) = ModelInfo::split(model);
     let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,

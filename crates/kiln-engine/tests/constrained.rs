@@ -77,7 +77,10 @@ fn random_walks_over_allowed_tokens_spell_valid_json() {
     for (gi, grammar) in grammars.iter().enumerate() {
         for seed in 1..=12u64 {
             let mut c = factory.compile(grammar).expect("compile");
-            let mut rng = Walk(seed * 0x9e37_79b9_7f4a_7c15 + gi as u64);
+            let mut rng = Walk(
+                seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .wrapping_add(gi as u64),
+            );
             let mut tokens = Vec::new();
             let mut finished = false;
             for _ in 0..400 {

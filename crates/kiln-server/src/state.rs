@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use kiln_engine::{Request, SamplingParams};
-use kiln_model::{ChatMessage, ChatTemplate, Tokenizer};
+use kiln_model::{ChatMessage, ChatTemplate, Model, ModelConfig, Tokenizer, Weights};
 
 use crate::ServerConfig;
 use crate::api::{ChatMessageIn, MessageContent, Sampling};
@@ -19,6 +19,26 @@ pub struct ModelInfo {
     pub chat_template: Option<ChatTemplate>,
     pub eos_token_ids: Vec<u32>,
     pub vocab_size: usize,
+}
+
+impl ModelInfo {
+    /// Splits a loaded model into what the handlers keep and what the engine factory uploads.
+    pub fn split(model: Model) -> (ModelInfo, ModelConfig, Weights) {
+        let Model {
+            config,
+            weights,
+            tokenizer,
+            chat_template,
+            ..
+        } = model;
+        let info = ModelInfo {
+            tokenizer,
+            chat_template,
+            eos_token_ids: config.eos_token_ids.clone(),
+            vocab_size: config.vocab_size,
+        };
+        (info, config, weights)
+    }
 }
 
 pub struct AppState {

@@ -38,17 +38,7 @@ pub async fn chat_completions(
         req.max_completion_tokens.or(req.sampling.max_tokens),
         logprobs,
     )?;
-    let plan = ToolPlan::parse(
-        req.tools.as_ref(),
-        req.tool_choice.as_ref(),
-        req.parallel_tool_calls,
-    )?
-    .filter(ToolPlan::active);
-    let prompt = super::render::chat_prompt(
-        &st,
-        &req.messages,
-        plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
-    )?;
+    let (plan, prompt) = super::render::chat_prompt(&st, &req)?;
     let max_tokens = st.check_prompt(&prompt, spec.max_tokens, None)?;
     let requested = requested_grammar(
         req.response_format.as_ref(),

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::api::{ChatMessageIn, ChatRequest, CompletionRequest, PromptInput};
+use crate::api::{ChatRequest, CompletionRequest, PromptInput, reject_unknown};
 use crate::error::{ApiError, ApiJson};
 use crate::state::{AppState, Shared};
 use crate::tools::ToolPlan;
@@ -32,18 +32,28 @@ pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec
     Ok(prompts)
 }
 
-/// The prompt of a chat body: the chat template rendered (with `system`, the tools' system
-/// prompt, when tools are active), then tokenized as is.
+/// A chat body's tool plan (when its tools are active) and prompt: the chat template rendered
+/// with the tools' system prompt, then tokenized as is.
 pub fn chat_prompt(
     st: &AppState,
-    messages: &[ChatMessageIn],
-    system: Option<&str>,
-) -> Result<Vec<u32>, ApiError> {
-    let text = st.render_chat_with(messages, system)?;
-    st.model
+    req: &ChatRequest,
+) -> Result<(Option<ToolPlan>, Vec<u32>), ApiError> {
+    let plan = ToolPlan::parse(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.parallel_tool_calls,
+    )?
+    .filter(ToolPlan::active);
+    let text = st.render_chat_with(
+        &req.messages,
+        plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
+    )?;
+    let prompt = st
+        .model
         .tokenizer
         .encode(&text, false)
-        .map_err(|e| ApiError::bad_param("messages", e.to_string()))
+        .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    Ok((plan, prompt))
 }
 
 pub async fn render_completions(
@@ -51,6 +61,7 @@ pub async fn render_completions(
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
+    reject_unknown(&req.extra)?;
     if req.echo.unwrap_or(false) {
         return Err(ApiError::bad_param("echo", "echo is not supported"));
     }
@@ -71,22 +82,13 @@ pub async fn render_chat(
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
     st.check_model(req.model.as_deref())?;
+    reject_unknown(&req.extra)?;
     let spec = st.gen_spec(
         &req.sampling,
         req.max_completion_tokens.or(req.sampling.max_tokens),
         None,
     )?;
-    let plan = ToolPlan::parse(
-        req.tools.as_ref(),
-        req.tool_choice.as_ref(),
-        req.parallel_tool_calls,
-    )?
-    .filter(ToolPlan::active);
-    let prompt = chat_prompt(
-        &st,
-        &req.messages,
-        plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
-    )?;
+    let (_, prompt) = chat_prompt(&st, &req)?;
     st.check_prompt(&prompt, spec.max_tokens, None)?;
     Ok(axum::Json(json!({"token_ids": prompt})).into_response())
 }

@@ -1,6 +1,5 @@
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
 
 use kiln_engine::{EngineConfig, KvSize};
 use kiln_model::Model;
@@ -13,49 +12,7 @@ pub const API_KEY: &str = "test-key";
 /// Starts a server for the tiny random model on 127.0.0.1:0 on a thread of its own (with its
 /// own runtime, so it outlives any one test's runtime). Returns its base URL.
 pub fn start_tiny(tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig)) -> String {
-    let dir = tempfile::tempdir().unwrap().keep();
-    write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
-    let model = Model::load(&dir).unwrap();
-    let Model {
-        config,
-        weights,
-        tokenizer,
-        chat_template,
-        ..
-    } = model;
-    let info = ModelInfo {
-        tokenizer,
-        chat_template,
-        eos_token_ids: config.eos_token_ids.clone(),
-        vocab_size: config.vocab_size,
-    };
-    let mut sc = ServerConfig {
-        port: 0,
-        served_model_name: "tiny".into(),
-        ..ServerConfig::default()
-    };
-    let mut ec = EngineConfig {
-        max_num_batched_tokens: 512,
-        max_num_seqs: 64,
-        kv: KvSize::Blocks(512),
-        ..EngineConfig::default()
-    };
-    tweak(&mut sc, &mut ec);
-    let factory = gpu_engine_factory(config, weights, ec);
-    let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let server = start(sc, info, factory).await.expect("server start");
-            tx.send(server.addr).unwrap();
-            server.wait().await.unwrap();
-        });
-    });
-    format!("http://{}", rx.recv().expect("server thread died"))
+    start_tiny_faulty(tweak, |_| kiln_engine::FaultPlan::default()).base
 }
 
 pub fn client() -> reqwest::Client {
@@ -159,19 +116,7 @@ pub fn start_tiny_faulty(
     let dir = tempfile::tempdir().unwrap().keep();
     write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
     let model = Model::load(&dir).unwrap();
-    let Model {
-        config,
-        weights,
-        tokenizer,
-        chat_template,
-        ..
-    } = model;
-    let info = ModelInfo {
-        tokenizer,
-        chat_template,
-        eos_token_ids: config.eos_token_ids.clone(),
-        vocab_size: config.vocab_size,
-    };
+    let (info, config, weights) = ModelInfo::split(model);
     let mut sc = ServerConfig {
         port: 0,
         served_model_name: "tiny".into(),

@@ -1,0 +1,268 @@
+//! `kiln speed`: the engine measured in-process, in the units the GPU goals are stated in: the
+//! device's copy bandwidth, decode tokens/s and the fraction of the bandwidth roofline at
+//! several numbers of concurrent sequences, and prefill tokens/s at several prompt lengths.
+//!
+//! Fraction of the roofline = (bytes a decode step must read ÷ the copy bandwidth) ÷ the
+//! measured step time. A step reads every weight matrix once (the embedding table only when it
+//! is also the output matrix) plus the K/V of every running sequence's context. The weights'
+//! bytes are the runner's GPU bytes scaled by the share of the parameters a step reads.
+//!
+//! The model is a file or folder, or `--synthetic`: random weights in a known model's shapes,
+//! written by kiln's own model writer (nothing is downloaded).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use kiln_engine::{Engine, EngineConfig, KvLayout, KvSize, Request, SamplingParams};
+use kiln_gpu::GpuContext;
+use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_model::{Architecture, DType, Model, ModelConfig};
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model folder, GGUF file or Hugging Face repo id (default: the SmolLM2-135M-Instruct GGUF).
+    #[arg(long, conflicts_with = "synthetic")]
+    model: Option<String>,
+    /// Random f16 weights in these shapes instead of a model file (written to a temporary
+    /// folder first: about 16 GB for llama3-8b).
+    #[arg(long, value_enum)]
+    synthetic: Option<Synthetic>,
+    /// Concurrent decoding sequences to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
+    concurrency: Vec<usize>,
+    /// Prompt lengths whose prefill is measured.
+    #[arg(long, value_delimiter = ',', default_value = "512,4096")]
+    prompt_lens: Vec<usize>,
+    /// Decode steps timed per concurrency (after the prompts are prefilled).
+    #[arg(long, default_value_t = 32)]
+    decode_steps: usize,
+    /// Bytes of GPU memory for the KV cache.
+    #[arg(long, default_value_t = 2 << 30)]
+    kv_memory: u64,
+    /// Also write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    device: crate::device_args::DeviceArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Synthetic {
+    /// Llama 3 8B: hidden 4096, 32 layers, 32 heads / 8 KV heads of 128, vocab 128256.
+    #[value(name = "llama3-8b")]
+    Llama3_8b,
+    /// Llama 3.2 1B: hidden 2048, 16 layers, 32 heads / 8 KV heads of 64, tied embeddings.
+    #[value(name = "llama3.2-1b")]
+    Llama32_1b,
+}
+
+impl Synthetic {
+    fn shapes(self) -> TinyConfig {
+        let (hidden_size, intermediate_size, num_layers, head_dim, tie_word_embeddings) = match self
+        {
+            Synthetic::Llama3_8b => (4096, 14336, 32, 128, false),
+            Synthetic::Llama32_1b => (2048, 8192, 16, 64, true),
+        };
+        TinyConfig {
+            architecture: Architecture::Llama,
+            hidden_size,
+            intermediate_size,
+            num_layers,
+            num_heads: 32,
+            num_kv_heads: 8,
+            head_dim,
+            vocab_size: 128256,
+            max_position_embeddings: 8192,
+            rope_theta: 500000.0,
+            rms_norm_eps: 1e-5,
+            tie_word_embeddings,
+            dtype: DType::F16,
+        }
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let (model, name, _dir) = match a.synthetic {
+        Some(s) => {
+            let dir = tempfile::tempdir()?;
+            eprintln!("writing a random {s:?} model to {}", dir.path().display());
+            write_tiny_llama(dir.path(), &s.shapes(), 1)?;
+            let model = Model::load(dir.path())?;
+            (model, format!("synthetic {s:?}"), Some(dir))
+        }
+        None => {
+            let model = crate::model_path::load(a.model.as_deref())?;
+            let name = a.model.clone().unwrap_or_else(|| "default model".into());
+            (model, name, None)
+        }
+    };
+    let ctx = pollster::block_on(GpuContext::new())?;
+    eprintln!("adapter: {}", ctx.describe());
+    let bandwidth = copy_bandwidth(&ctx);
+    let max_seqs = a.concurrency.iter().copied().max().unwrap_or(1);
+    let bar = crate::model_path::upload_bar();
+    let mut engine = Engine::new(
+        &ctx,
+        &model.config,
+        &model.weights,
+        a.device.apply(EngineConfig {
+            max_num_seqs: max_seqs,
+            kv: KvSize::Bytes(a.kv_memory),
+            enable_prefix_caching: false,
+            ..EngineConfig::default()
+        }),
+        &mut |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+    )?;
+    bar.finish_and_clear();
+    let c = model.config.clone();
+    let weight_bytes = engine.runner().weight_bytes as f64;
+    let step_weight_bytes = weight_bytes * read_share(&c);
+    let kv_token_bytes = KvLayout::for_model(&c, a.device.kv_dtype).bytes_per_token() as f64;
+    println!(
+        "model: {name}; {:.2} GB of weights on the GPU, {:.2} GB read per decode step",
+        weight_bytes / 1e9,
+        step_weight_bytes / 1e9
+    );
+    println!("copy bandwidth: {:.1} GB/s (read + write)", bandwidth / 1e9);
+
+    let mut ids = 0u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut random_prompt = |len: usize| -> Vec<u32> {
+        (0..len)
+            .map(|_| rng.random_range(0..c.vocab_size as u32))
+            .collect()
+    };
+    let mut request = |prompt: Vec<u32>, max_tokens: usize| {
+        ids += 1;
+        Request {
+            sampling: SamplingParams::default(),
+            seed: 0,
+            ignore_eos: true,
+            ..Request::new(ids, prompt, max_tokens)
+        }
+    };
+    // A warm-up request compiles and runs every pipeline once.
+    engine.add_request(request(random_prompt(16), 2))?;
+    run_all(&mut engine)?;
+
+    let mut decode = Vec::new();
+    println!(
+        "\n| sequences | decode tokens/s | step ms | GB read per step | roofline fraction |\n|---|---|---|---|---|"
+    );
+    for &n in &a.concurrency {
+        let prompt_len = 32;
+        for _ in 0..n {
+            engine.add_request(request(random_prompt(prompt_len), a.decode_steps + 2))?;
+        }
+        // Prefill, and one decode step so every sequence is decoding.
+        let mut started = 0;
+        while started < 2 * n {
+            started += step_tokens(&mut engine)?;
+        }
+        let t = Instant::now();
+        let mut tokens = 0;
+        for _ in 0..a.decode_steps {
+            tokens += step_tokens(&mut engine)?;
+        }
+        let step_s = t.elapsed().as_secs_f64() / a.decode_steps as f64;
+        run_all(&mut engine)?;
+        let context = (prompt_len + 2 + a.decode_steps / 2) as f64;
+        let bytes = step_weight_bytes + n as f64 * context * kv_token_bytes;
+        let fraction = bytes / bandwidth / step_s;
+        let rate = tokens as f64 / (step_s * a.decode_steps as f64);
+        println!(
+            "| {n} | {rate:.1} | {:.2} | {:.3} | {fraction:.3} |",
+            step_s * 1e3,
+            bytes / 1e9
+        );
+        decode.push(json!({"sequences": n, "tokens_per_s": rate, "step_ms": step_s * 1e3, "bytes_per_step": bytes, "roofline_fraction": fraction}));
+    }
+
+    let mut prefill = Vec::new();
+    println!("\n| prompt tokens | prefill tokens/s | seconds |\n|---|---|---|");
+    for &len in &a.prompt_lens {
+        if len >= engine.max_len() {
+            println!(
+                "| {len} | (longer than the context, {} tokens) | |",
+                engine.max_len()
+            );
+            continue;
+        }
+        engine.add_request(request(random_prompt(len), 1))?;
+        let t = Instant::now();
+        run_all(&mut engine)?;
+        let s = t.elapsed().as_secs_f64();
+        println!("| {len} | {:.1} | {s:.2} |", len as f64 / s);
+        prefill.push(json!({"prompt_tokens": len, "tokens_per_s": len as f64 / s, "seconds": s}));
+    }
+
+    if let Some(path) = &a.json {
+        let out: Value = json!({
+            "model": name, "adapter": ctx.describe(), "kernels": a.device.kernels.to_string(),
+            "kv_dtype": a.device.kv_dtype.to_string(), "weight_bytes": weight_bytes,
+            "bytes_read_per_step_weights": step_weight_bytes, "copy_bandwidth_bytes_per_s": bandwidth,
+            "decode": decode, "prefill": prefill,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&out)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The share of the model's parameters one decode step reads: all but the embedding table,
+/// unless that table is also the output matrix.
+fn read_share(c: &ModelConfig) -> f64 {
+    let all = c.param_count() as f64;
+    let gathered = if c.tie_word_embeddings {
+        0
+    } else {
+        c.vocab_size * c.hidden_size
+    };
+    (all - gathered as f64) / all
+}
+
+/// Tokens produced by one engine step.
+fn step_tokens(engine: &mut Engine) -> anyhow::Result<usize> {
+    Ok(pollster::block_on(engine.step())?
+        .iter()
+        .filter(|u| u.token.is_some())
+        .count())
+}
+
+fn run_all(engine: &mut Engine) -> anyhow::Result<()> {
+    while engine.has_unfinished() {
+        pollster::block_on(engine.step())?;
+    }
+    Ok(())
+}
+
+/// Bytes read and written per second by buffer-to-buffer copies (the best of five).
+fn copy_bandwidth(ctx: &GpuContext) -> f64 {
+    let bytes = (256u64 << 20).min(ctx.limits.max_buffer_size / 2 * 2);
+    let (src, dst) = (
+        ctx.storage("copy src", bytes),
+        ctx.storage("copy dst", bytes),
+    );
+    let copy = || {
+        let t = Instant::now();
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes);
+        ctx.queue.submit([enc.finish()]);
+        ctx.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .expect("poll");
+        t.elapsed()
+    };
+    copy();
+    let best = (0..5)
+        .map(|_| copy())
+        .min()
+        .unwrap_or(Duration::from_secs(1));
+    2.0 * bytes as f64 / best.as_secs_f64()
+}
