@@ -1,6 +1,5 @@
 #![allow(dead_code)]
 
-
 use kiln_engine::{EngineConfig, KvSize};
 use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
