@@ -110,11 +110,21 @@ fn random_walks_over_allowed_tokens_spell_valid_json() {
                 continue; // an unbounded json_object walk may wander
             }
             let text = model.tokenizer.decode(&tokens, false).unwrap();
-            let v: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("grammar {gi} seed {seed}: {text:?} is not JSON: {e}"));
             match gi {
-                0 => check_bounded(&v).unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}")),
-                _ => assert!(v.is_object(), "seed {seed}: {text:?} is not an object"),
+                0 => {
+                    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+                        panic!("grammar {gi} seed {seed}: {text:?} is not JSON: {e}")
+                    });
+                    check_bounded(&v).unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}"))
+                }
+                // JSON's grammar allows numbers beyond f64 (a walk may spell 1E17890), which
+                // `Value` refuses: check the syntax alone, skipping over the values.
+                _ => {
+                    serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(&text)
+                        .unwrap_or_else(|e| {
+                            panic!("grammar {gi} seed {seed}: {text:?} is not a JSON object: {e}")
+                        });
+                }
             }
             assert!(
                 separators_are_compact(&text),

@@ -1,5 +1,6 @@
 //! A request fuzzer: seeded random and mutated JSON bodies for every endpoint that takes one
-//! (chat completions, completions, tokenize, detokenize), streaming or not. None may get a
+//! (chat completions, completions, their render endpoints, tokenize, detokenize), streaming or
+//! not, with the structured-output and tool fields among the keys. None may get a
 //! 5xx, a panic or a dropped connection: each answer is a success or an OpenAI-style error,
 //! and the server still answers at the end. `KILN_FUZZ_CASES` sets the count (default 3000).
 
@@ -49,6 +50,21 @@ const FIELDS: &[&str] = &[
     "include_usage",
     "user",
     "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "function",
+    "parameters",
+    "response_format",
+    "json_schema",
+    "schema",
+    "structured_outputs",
+    "json",
+    "regex",
+    "choice",
+    "grammar",
 ];
 
 /// A random JSON value, nested at most `depth` deep, biased to edge cases.
@@ -133,10 +149,20 @@ fn value(rng: &mut StdRng, depth: u32) -> Value {
 fn valid(path: &str, rng: &mut StdRng) -> Value {
     let stream = rng.random::<bool>();
     match path {
-        "/v1/chat/completions" => {
-            json!({"model": "tiny", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "temperature": 0, "stream": stream})
+        p if p.starts_with("/v1/chat/completions") => {
+            let mut body = json!({"model": "tiny", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "temperature": 0, "stream": stream});
+            // A third of the chat bodies start from valid structured-output or tool requests.
+            match rng.random_range(0..6) {
+                0 => body["response_format"] = json!({"type": "json_object"}),
+                1 => {
+                    body["tools"] = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]);
+                    body["tool_choice"] = json!("required");
+                }
+                _ => {}
+            }
+            body
         }
-        "/v1/completions" => {
+        p if p.starts_with("/v1/completions") => {
             json!({"model": "tiny", "prompt": "once upon", "max_tokens": 3, "stream": stream})
         }
         "/tokenize" => json!({"model": "tiny", "prompt": "hello"}),
@@ -196,6 +222,8 @@ async fn random_and_mutated_bodies_never_get_a_5xx() {
         "/v1/completions",
         "/tokenize",
         "/detokenize",
+        "/v1/chat/completions/render",
+        "/v1/completions/render",
     ];
     let mut rng = StdRng::seed_from_u64(2026);
     let mut by_status = std::collections::BTreeMap::new();
