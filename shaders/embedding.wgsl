@@ -1,15 +1,15 @@
-// Embedding gather: x[t, :] = table[token_ids[t], :], f16 rows widened to f32.
+// Embedding gather: x[t, :] = table[token_ids[t], :], rows dequantized to f32 (any weight
+// format: the loader appends the format file, which declares binding 3, `w`).
 // A table larger than one storage binding is split by rows; each chunk is one dispatch that
 // writes only the tokens whose id falls inside it.
 // Grid: (num_tokens, 1, 1), 64 invocations per token.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { hidden: u32, row_offset: u32, rows: u32, pad: u32 }
+struct Params { hidden: u32, row_offset: u32, rows: u32, so: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> token_ids: array<u32>;   // (T)
-@group(0) @binding(3) var<storage, read> table: array<u32>;       // (rows, hidden / 2) f16 pairs
 @group(0) @binding(4) var<storage, read_write> x: array<f32>;     // (T, hidden)
 
 @compute @workgroup_size(64)
@@ -23,10 +23,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         return;
     }
     let pairs = p.hidden / 2u;
-    let src = (id - p.row_offset) * pairs;
+    let row = id - p.row_offset;
     let dst = t * p.hidden;
     for (var i = lid.x; i < pairs; i += 64u) {
-        let v = unpack2x16float(table[src + i]);
+        let v = w_pair(row, i, p.hidden, p.so);
         x[dst + 2u * i] = v.x;
         x[dst + 2u * i + 1u] = v.y;
     }

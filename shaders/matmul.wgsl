@@ -1,8 +1,9 @@
 // Tiled matrix multiply for many rows (prefill):
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]
-// with s[t] = 1 / rms(x[t, :]) when the RMSNorm flag is set (the norm's gain is folded into w
-// when the weights are loaded), and `+=` when the accumulate flag is set (residual add).
-// w is f16, two per u32, rows of K. Rows are tokens (or sampled rows, see ROWS_FROM_SAMPLES).
+// with s[t] = 1 / rms(x[t, :]) when the RMSNorm flag is set (the norm's gain g[k] then multiplies
+// w[n, k] as the weights are loaded into registers, never in memory, so quantized weights need
+// no requantizing), and `+=` when the accumulate flag is set (residual add).
+// w is rows of K in any weight format (dequantized by the format's w_pair as tiles load). Rows are tokens (or sampled rows, see ROWS_FROM_SAMPLES).
 // Tile: 32 rows x 64 outputs x 32 k; 128 invocations, each owning 4 x 4 outputs.
 // Grid: (ceil(N / 64), ceil(rows / 32), 1).
 
@@ -14,16 +15,17 @@ struct Params {
     ldy: u32,        // row stride of y
     flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
     eps: f32,
-    pad0: u32,
+    so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;          // (rows, K)
-@group(0) @binding(3) var<storage, read> w: array<u32>;          // (N, K / 2) f16 pairs
+// binding 3: the weights `w` (N, K), declared by the format file the loader appends
 @group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+@group(0) @binding(6) var<storage, read> gain: array<f32>;      // (K) RMSNorm gain, or a dummy
 
 const BT: u32 = 32u;
 const BN: u32 = 64u;
@@ -41,7 +43,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let n0 = wg.x * BN;
     let t0 = wg.y * BT;
-    let kp = p.k / 2u;
 
     // Per-row scale: 4 invocations per row sum squares over a quarter of K each.
     var scale_part = 0.0;
@@ -83,7 +84,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let k = k0 + 2u * c;
             var v = vec2<f32>(0.0, 0.0);
             if (n < p.n && k < p.k) {
-                v = unpack2x16float(w[n * kp + k / 2u]);
+                v = w_pair(n, k / 2u, p.k, p.so);
+                if ((p.flags & 1u) != 0u) {
+                    v *= vec2<f32>(gain[k], gain[k + 1u]);
+                }
             }
             ws[r * BK + 2u * c] = v.x;
             ws[r * BK + 2u * c + 1u] = v.y;

@@ -13,16 +13,17 @@ struct Params {
     ldy: u32,
     flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
     eps: f32,
-    pad0: u32,
+    so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // (rows, K / 4)
-@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;    // (N, K / 8) f16 octets
+// binding 3: the weights `w` (N, K), declared by the format file the loader appends
 @group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+@group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
 
 const BLOCK: u32 = 8u;
 const OUTS: u32 = 4u;
@@ -50,16 +51,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     // Rows past N repeat the last one; their results are not written.
     var wrow: array<u32, 4>;
     for (var o = 0u; o < OUTS; o++) {
-        wrow[o] = min(n0 + o, p.n - 1u) * k8;
+        wrow[o] = min(n0 + o, p.n - 1u);
     }
     let norm = (p.flags & 1u) != 0u;
     for (var c = 0u; c < k8; c++) {
         var w0: array<vec4<f32>, 4>;
         var w1: array<vec4<f32>, 4>;
+        var g0 = vec4<f32>(1.0);
+        var g1 = vec4<f32>(1.0);
+        if (norm) {
+            g0 = gain[2u * c];
+            g1 = gain[2u * c + 1u];
+        }
         for (var o = 0u; o < OUTS; o++) {
-            let q = w[wrow[o] + c];
-            w0[o] = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
-            w1[o] = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w));
+            let q = w_octet(wrow[o], c, p.k, p.so);
+            w0[o] = q.a * g0;
+            w1[o] = q.b * g1;
         }
         for (var t = 0u; t < count; t++) {
             let base = (t0 + t) * k4 + 2u * c;

@@ -1,6 +1,6 @@
 // Matrix-vector product for a few rows (decode): the same contract as matmul.wgsl,
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n],
-// for at most 8 rows. Each weight row is read once and applied to every row of x, which is
+// for at most 8 rows (the RMSNorm gain multiplies the weights in registers, as there). Each weight row is read once and applied to every row of x, which is
 // what makes decode bandwidth-bound rather than latency-bound.
 // 64 invocations own 4 outputs; each walks K in f16 pairs, then a tree reduction sums them.
 // Grid: (ceil(N / 4), 1, 1).
@@ -13,16 +13,17 @@ struct Params {
     ldy: u32,
     flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
     eps: f32,
-    pad0: u32,
+    so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;          // (rows, K)
-@group(0) @binding(3) var<storage, read> w: array<u32>;          // (N, K / 2) f16 pairs
+// binding 3: the weights `w` (N, K), declared by the format file the loader appends
 @group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+@group(0) @binding(6) var<storage, read> gain: array<f32>;      // (K) RMSNorm gain, or a dummy
 
 const MAX_ROWS: u32 = 8u;
 const OUTS: u32 = 4u;
@@ -47,10 +48,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     for (var c = lid; c < kp; c += WG) {
         var wv: array<vec2<f32>, 4>;
+        var g = vec2<f32>(1.0, 1.0);
+        if ((p.flags & 1u) != 0u) {
+            g = vec2<f32>(gain[2u * c], gain[2u * c + 1u]);
+        }
         for (var o = 0u; o < OUTS; o++) {
             let n = n0 + o;
             if (n < p.n) {
-                wv[o] = unpack2x16float(w[n * kp + c]);
+                wv[o] = w_pair(n, c, p.k, p.so) * g;
             } else {
                 wv[o] = vec2<f32>(0.0, 0.0);
             }

@@ -1,6 +1,8 @@
 // Matrix product with one invocation per output, for CPU-backed adapters (lavapipe, SwiftShader):
-//   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl)
-// Each invocation walks one weight row in 16-byte loads (8 f16) and applies it to a block of up
+//   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl,
+// the RMSNorm gain multiplying the weights in registers)
+// Each invocation walks one weight row 8 weights at a time (dequantized in registers by the
+// format's w_octet) and applies it to a block of up
 // to 8 rows of x. No workgroup memory and no barriers: on a CPU device a workgroup is a loop
 // over SIMD lanes, where barriers are expensive and lanes gain nothing from sharing loads.
 // GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
@@ -14,16 +16,17 @@ struct Params {
     ldy: u32,
     flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
     eps: f32,
-    pad0: u32,
+    so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // (rows, K / 4)
-@group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;    // (N, K / 8) f16 octets
+// binding 3: the weights `w` (N, K), declared by the format file the loader appends
 @group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+@group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
 
 const BLOCK: u32 = 8u;
 
@@ -49,9 +52,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let norm = (p.flags & 1u) != 0u;
     for (var c = 0u; c < k8; c++) {
-        let q = w[n * k8 + c];
-        let w0 = vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y));
-        let w1 = vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w));
+        let q = w_octet(n, c, p.k, p.so);
+        var w0 = q.a;
+        var w1 = q.b;
+        if (norm) {
+            w0 *= gain[2u * c];
+            w1 *= gain[2u * c + 1u];
+        }
         for (var t = 0u; t < count; t++) {
             let base = (t0 + t) * k4 + 2u * c;
             let x0 = x[base];

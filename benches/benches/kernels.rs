@@ -40,7 +40,7 @@ fn matmul(c: &mut Criterion) {
                     y: &y,
                     ldy: n as u32,
                     out_offset: 0,
-                    norm_eps: None,
+                    norm: None,
                     accumulate: false,
                     sample_rows: false,
                 },

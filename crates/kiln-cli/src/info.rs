@@ -47,12 +47,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             c.max_position_embeddings
         );
         let params = c.param_count() as f64;
+        let (file_bytes, types) = model.weights.stored_bytes();
+        let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        let (gpu_bytes, widened) = kiln_gpu::gpu_weight_bytes(&model.weights)?;
+        let widened = if widened.is_empty() {
+            "quantized types kept as they are".to_string()
+        } else {
+            format!("{} widened to f16", widened.join(", "))
+        };
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        println!(
+            "weights:   {:.1} MiB of tensors in the file ({}); {:.1} MiB on the GPU ({:.2}x; {widened})",
+            mib(file_bytes),
+            types.join(", "),
+            mib(gpu_bytes),
+            gpu_bytes as f64 / file_bytes.max(1) as f64
+        );
         let kv_per_token =
             kiln_gpu::KvLayout::for_model(c, kiln_gpu::KvDtype::F16).bytes_per_token();
         println!(
-            "memory:    {:.1} M parameters, {:.0} MiB of f16 weights on the GPU, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32)",
+            "memory:    {:.1} M parameters, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32)",
             params / 1e6,
-            params * 2.0 / (1 << 20) as f64,
             kv_per_token as f64 / 1024.0,
             (kv_per_token * c.max_position_embeddings as u64) as f64 / (1 << 20) as f64
         );

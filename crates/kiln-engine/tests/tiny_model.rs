@@ -1,6 +1,6 @@
 //! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
 //! path: the runner's logits against the CPU reference forward pass (Llama, Qwen2 with
-//! attention biases, tied embeddings) over chunked prefill across non-contiguous KV blocks
+//! attention biases, tied embeddings, GGUF Q8_0/Q4_0/Q4_1 kept quantized) over chunked prefill across non-contiguous KV blocks
 //! and decode steps; greedy tokens of 8 concurrent requests equal to each run alone, with
 //! prefix caching on and off; and KV blocks evicted to the CPU tier and restored giving the
 //! same tokens and log-probs as a fresh engine that never evicted. Every test runs with both
@@ -13,8 +13,8 @@ use common::{engine, gpu, run_sampled as run};
 use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams, SeqInBatch, StepBatch};
 use kiln_engine::{EngineConfig, KernelFamily, KvDtype, KvLayout, KvSize, Request, SampledToken};
 use kiln_gpu::reference::CpuModel;
-use kiln_model::Model;
-use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_model::testing::{TinyConfig, write_tiny_gguf, write_tiny_llama};
+use kiln_model::{DType, Model};
 
 fn tiny(cfg: &TinyConfig, seed: u64) -> (tempfile::TempDir, Model) {
     let dir = tempfile::tempdir().unwrap();
@@ -105,6 +105,10 @@ fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
 /// relative), well inside the same tolerance. Runs every kernel family and KV type.
 fn check_against_reference(name: &str, cfg: &TinyConfig) {
     let (_dir, model) = tiny(cfg, 7);
+    check_model_against_reference(name, &model);
+}
+
+fn check_model_against_reference(name: &str, model: &Model) {
     let ctx = gpu();
     let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
     let vocab = model.config.vocab_size;
@@ -116,7 +120,7 @@ fn check_against_reference(name: &str, cfg: &TinyConfig) {
             let name = format!("{name} kernels {family} kv {dtype}");
             check_steps(
                 &name,
-                &mut engine(&ctx, &model, on(config(16, false), family, dtype)),
+                &mut engine(&ctx, model, on(config(16, false), family, dtype)),
                 &all,
                 &want,
             )
@@ -192,6 +196,19 @@ fn check_steps(
 #[test]
 fn logits_match_cpu_reference_llama() {
     check_against_reference("llama", &TinyConfig::default());
+}
+
+/// GGUF files whose matrices stay quantized on the GPU (Q/K rows permuted in the file): the
+/// kernels' in-register dequantization against the reference's, kiln-model's own code.
+#[test]
+fn logits_match_cpu_reference_quantized_gguf() {
+    for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_1] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_tiny_gguf(&path, &TinyConfig::default(), 7, dtype).unwrap();
+        let model = Model::load(&path).unwrap();
+        check_model_against_reference(&format!("gguf {dtype:?}"), &model);
+    }
 }
 
 #[test]

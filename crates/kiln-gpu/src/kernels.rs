@@ -1,10 +1,15 @@
 //! The kernel table: one WGSL file per kernel under `shaders/`, compiled once per device and
-//! cached by name and pipeline-override constants; and the choice of kernel family.
+//! cached by name, weight format and pipeline-override constants; and the choice of kernel
+//! family. Kernels that read a weight matrix get their format's file (`shaders/weights_*.wgsl`,
+//! which declares the weight binding and its `w_pair` / `w_octet` readers) appended to their
+//! source: WGSL has no includes, and this keeps one kernel file for every format.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
+
+use crate::WeightFormat;
 
 /// Which family of matmul and attention kernels a device runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -81,14 +86,15 @@ impl Kernel {
 }
 
 macro_rules! kernel_table {
-    ($($name:literal),* $(,)?) => {
-        const SOURCES: &[(&str, &str)] = &[
+    ($table:ident: $($name:literal),* $(,)?) => {
+        const $table: &[(&str, &str)] = &[
             $(($name, include_str!(concat!("../../../shaders/", $name, ".wgsl")))),*
         ];
     };
 }
 
 kernel_table!(
+    SOURCES:
     "embedding",
     "matmul",
     "matvec",
@@ -101,6 +107,8 @@ kernel_table!(
     "gather_rmsnorm",
     "sample",
 );
+
+kernel_table!(FORMATS: "weights_f16", "weights_q8_0", "weights_q4_0", "weights_q4_1");
 
 /// Compiles kernels on first use and hands out shared handles afterwards.
 pub struct Kernels {
@@ -148,17 +156,42 @@ impl Kernels {
     /// The kernel of `shaders/{name}.wgsl` with its WGSL `override` constants set to
     /// `constants` (booleans as 0 or 1); each distinct set is its own cached pipeline.
     pub fn get_with(&self, name: &str, constants: &[(&str, f64)]) -> Arc<Kernel> {
+        self.compile(name, None, constants)
+    }
+
+    /// The kernel of `shaders/{name}.wgsl` reading weights in `format`.
+    pub fn get_for(&self, name: &str, format: WeightFormat) -> Arc<Kernel> {
+        self.compile(name, Some(format), &[])
+    }
+
+    fn compile(
+        &self,
+        name: &str,
+        format: Option<WeightFormat>,
+        constants: &[(&str, f64)],
+    ) -> Arc<Kernel> {
         let mut cache = self.cache.lock().expect("kernel cache poisoned");
-        let (name, source) = *SOURCES
+        let find = |table: &[(&'static str, &'static str)], name: &str| {
+            *table
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("no kernel named {name}"))
+        };
+        let (name, source) = find(SOURCES, name);
+        let weights = format.map(|f| find(FORMATS, f.shader()));
+        let key = weights
             .iter()
-            .find(|(n, _)| *n == name)
-            .unwrap_or_else(|| panic!("no kernel named {name}"));
+            .fold(name.to_string(), |k, (w, _)| format!("{k}+{w}"));
         let key = constants
             .iter()
-            .fold(name.to_string(), |k, (c, v)| format!("{k} {c}={v}"));
+            .fold(key, |k, (c, v)| format!("{k} {c}={v}"));
         cache
             .entry(key)
             .or_insert_with(|| {
+                let source = match weights {
+                    Some((_, w)) => format!("{source}\n{w}"),
+                    None => source.to_string(),
+                };
                 let module = self
                     .device
                     .create_shader_module(wgpu::ShaderModuleDescriptor {

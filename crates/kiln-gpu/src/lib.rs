@@ -1,11 +1,12 @@
-//! kiln's GPU worker. It owns the device, the weights as f16, the paged KV cache and the WGSL
+//! kiln's GPU worker. It owns the device, the weights (f16 or kept quantized), the paged KV cache and the WGSL
 //! kernels, and runs one [`kiln_core::StepBatch`] as one forward pass plus sampling: every
 //! kernel of a step goes into one command encoder and one submit, and the only readback is
 //! the sampled token ids.
 //!
 //! Layout: `context` opens the device; `kernels` compiles and caches the pipelines of
 //! `shaders/*.wgsl`; `launch` is one recorded dispatch; `ops/` builds the launches of each
-//! kernel with its shape checks; `matrix` holds f16 weights split to fit a storage binding;
+//! kernel with its shape checks; `weight_format` names the GPU weight formats and repacks GGUF blocks;
+//! `matrix` holds weight matrices split to fit a storage binding;
 //! `kv_layout` owns the KV element type and byte arithmetic; `kv_cache` is the paged cache and
 //! its CPU tier; `step_inputs` uploads a batch description;
 //! `runner` is the forward pass; `reference` is the plain CPU forward pass tests compare with.
@@ -21,6 +22,7 @@ pub mod ops;
 pub mod reference;
 mod runner;
 mod step_inputs;
+mod weight_format;
 
 pub use context::{DeviceFaults, GpuContext};
 pub use error::GpuError;
@@ -31,3 +33,4 @@ pub use launch::{Grid, Launch};
 pub use matrix::GpuMatrix;
 pub use runner::{ModelRunner, RunnerConfig};
 pub use step_inputs::{StepCapacity, StepInputs, StepUniform};
+pub use weight_format::{HostMatrix, WeightFormat, gpu_weight_bytes};

@@ -1,19 +1,21 @@
-//! Weight matrices on the GPU: f16, two per u32 (so the kernels run without shader-f16),
-//! row-major `(rows, cols)`, split by rows into chunks that each fit one storage binding.
+//! Weight matrices on the GPU: row-major `(rows, cols)` in a [`WeightFormat`] (f16 two per u32,
+//! or GGUF blocks kept quantized), split by rows into chunks that each fit one storage binding.
+//! Chunks end on row boundaries, and rows are whole blocks, so no block is ever split.
 
-use half::f16;
-
-use crate::{GpuContext, GpuError};
+use crate::{GpuContext, GpuError, HostMatrix, WeightFormat};
 
 pub struct MatrixChunk {
     pub buffer: wgpu::Buffer,
     pub row_offset: u32,
     pub rows: u32,
+    /// Where the block scales start in `buffer`, in u32 words (0 for f16).
+    pub scale_offset: u32,
 }
 
 pub struct GpuMatrix {
     pub rows: usize,
     pub cols: usize,
+    pub format: WeightFormat,
     pub chunks: Vec<MatrixChunk>,
 }
 
@@ -26,51 +28,66 @@ impl GpuMatrix {
         rows: usize,
         cols: usize,
     ) -> Result<Self, GpuError> {
-        if data.len() != rows * cols || !cols.is_multiple_of(2) {
+        if data.len() != rows * cols {
             return Err(GpuError::Shape {
                 op: "upload",
-                detail: format!(
-                    "{label}: {} values for ({rows}, {cols}); cols must be even",
-                    data.len()
-                ),
+                detail: format!("{label}: {} values for ({rows}, {cols})", data.len()),
             });
         }
-        let row_bytes = cols as u64 * 2;
-        let rows_per_chunk = ((ctx.max_binding() / row_bytes) as usize / 64 * 64).max(1);
-        Self::upload_chunked(ctx, label, data, rows, cols, rows_per_chunk)
+        Self::upload_host(ctx, label, &HostMatrix::from_f32(data, rows, cols))
     }
 
-    /// As [`Self::upload`], with at most `rows_per_chunk` rows per buffer.
+    /// Uploads `m` in its format, in as few chunks as the binding size allows.
+    pub fn upload_host(ctx: &GpuContext, label: &str, m: &HostMatrix) -> Result<Self, GpuError> {
+        let row_bytes = m.format.row_bytes(m.cols) as u64;
+        let rows_per_chunk = ((ctx.max_binding() / row_bytes.max(1)) as usize / 64 * 64).max(1);
+        Self::upload_chunked(ctx, label, m, rows_per_chunk)
+    }
+
+    /// As [`Self::upload_host`], with at most `rows_per_chunk` rows per buffer.
     pub fn upload_chunked(
         ctx: &GpuContext,
         label: &str,
-        data: &[f32],
-        rows: usize,
-        cols: usize,
+        m: &HostMatrix,
         rows_per_chunk: usize,
     ) -> Result<Self, GpuError> {
+        if !m.cols.is_multiple_of(m.format.cols_multiple())
+            || m.bytes.len() != m.rows * m.format.row_bytes(m.cols)
+        {
+            return Err(GpuError::Shape {
+                op: "upload",
+                detail: format!(
+                    "{label}: {} bytes of {:?} for ({}, {}); columns must be a multiple of {}",
+                    m.bytes.len(),
+                    m.format,
+                    m.rows,
+                    m.cols,
+                    m.format.cols_multiple()
+                ),
+            });
+        }
         let mut chunks = Vec::new();
-        let mut packed: Vec<u16> = Vec::new();
-        for start in (0..rows).step_by(rows_per_chunk) {
-            let n = rows_per_chunk.min(rows - start);
-            packed.clear();
-            packed.extend(
-                data[start * cols..(start + n) * cols]
-                    .iter()
-                    .map(|&v| f16::from_f32(v).to_bits()),
-            );
-            let buffer = ctx.storage_init(label, bytemuck::cast_slice(&packed));
+        for start in (0..m.rows).step_by(rows_per_chunk.max(1)) {
+            let n = rows_per_chunk.min(m.rows - start);
+            let (bytes, scale_offset) = m.gpu_chunk(start, n);
+            let buffer = ctx.storage_init(label, &bytes);
             chunks.push(MatrixChunk {
                 buffer,
                 row_offset: start as u32,
                 rows: n as u32,
+                scale_offset,
             });
         }
-        Ok(Self { rows, cols, chunks })
+        Ok(Self {
+            rows: m.rows,
+            cols: m.cols,
+            format: m.format,
+            chunks,
+        })
     }
 
     /// Bytes held on the GPU.
     pub fn bytes(&self) -> u64 {
-        (self.rows * self.cols * 2) as u64
+        self.chunks.iter().map(|c| c.buffer.size()).sum()
     }
 }

@@ -1,6 +1,7 @@
 //! A plain CPU forward pass, the yardstick the GPU kernels and the whole model are tested
 //! against. Dense causal attention over one sequence, f32 storage with f64 accumulation,
-//! weights rounded through f16 as the GPU stores them. Slow by design; only for tests.
+//! weights as the GPU stores them
+//! (quantized types dequantized exactly, the others rounded through f16). Slow by design; only for tests.
 
 use half::f16;
 use kiln_model::{ModelConfig, ModelError, Weights};
@@ -64,7 +65,17 @@ pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64]) {
 
 impl CpuModel {
     pub fn load(config: &ModelConfig, w: &Weights) -> Result<Self, ModelError> {
-        let get = |n: &str| w.read_f32(n).map(f16_round);
+        // As the GPU holds them: kept-quantized types exactly, everything else through f16.
+        let get = |n: &str| {
+            let v = w.read_f32(n)?;
+            Ok::<_, ModelError>(
+                if crate::WeightFormat::for_dtype(w.dtype(n)?) == crate::WeightFormat::F16 {
+                    f16_round(v)
+                } else {
+                    v
+                },
+            )
+        };
         let mut layers = Vec::new();
         for i in 0..config.num_layers {
             let n = |s: &str| format!("model.layers.{i}.{s}");

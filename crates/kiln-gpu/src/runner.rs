@@ -11,7 +11,8 @@ use crate::ops::{
 };
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
-    GpuContext, GpuError, GpuMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch,
+    GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
+    Launch,
 };
 
 /// Sizes the runner allocates for.
@@ -73,14 +74,6 @@ fn tensor(w: &Weights, name: &str, shape: &[usize]) -> Result<Vec<f32>, GpuError
         });
     }
     Ok(w.read_f32(name)?)
-}
-
-/// Multiplies every row of `m` (`cols` wide) by `gain`, folding an RMSNorm gain into the
-/// matrix that consumes the normalised input.
-fn fold_gain(m: &mut [f32], gain: &[f32]) {
-    for row in m.chunks_mut(gain.len()) {
-        row.iter_mut().zip(gain).for_each(|(v, g)| *v *= g);
-    }
 }
 
 impl ModelRunner {
@@ -163,13 +156,15 @@ impl ModelRunner {
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
 
-        let embed_w = GpuMatrix::upload(
-            ctx,
-            "embed_tokens",
-            &tensor(weights, "model.embed_tokens.weight", &[vocab, h])?,
-            vocab,
-            h,
-        )?;
+        let matrix =
+            |label: &str, parts: &[(&str, usize)], cols: usize| -> Result<GpuMatrix, GpuError> {
+                let parts = parts
+                    .iter()
+                    .map(|&(n, rows)| HostMatrix::load(weights, n, rows, cols))
+                    .collect::<Result<Vec<_>, _>>()?;
+                GpuMatrix::upload_host(ctx, label, &HostMatrix::concat(parts))
+            };
+        let embed_w = matrix("embed_tokens", &[("model.embed_tokens.weight", vocab)], h)?;
         weight_bytes += embed_w.bytes();
         let embed = ops::embedding(ctx, &kernels, step, &inputs.token_ids, &embed_w, &x);
         progress(1, total);
@@ -177,22 +172,16 @@ impl ModelRunner {
         let mut layers = Vec::with_capacity(c.num_layers);
         for i in 0..c.num_layers {
             let name = |s: &str| format!("model.layers.{i}.{s}");
-            let mut w_qkv = tensor(weights, &name("self_attn.q_proj.weight"), &[nh * d, h])?;
-            w_qkv.extend(tensor(
-                weights,
-                &name("self_attn.k_proj.weight"),
-                &[nkv * d, h],
-            )?);
-            w_qkv.extend(tensor(
-                weights,
-                &name("self_attn.v_proj.weight"),
-                &[nkv * d, h],
-            )?);
-            fold_gain(
-                &mut w_qkv,
-                &tensor(weights, &name("input_layernorm.weight"), &[h])?,
+            let (q, k, v) = (
+                name("self_attn.q_proj.weight"),
+                name("self_attn.k_proj.weight"),
+                name("self_attn.v_proj.weight"),
             );
-            let w_qkv = GpuMatrix::upload(ctx, "qkv_proj", &w_qkv, qkv_width, h)?;
+            let w_qkv = matrix("qkv_proj", &[(&q, nh * d), (&k, nkv * d), (&v, nkv * d)], h)?;
+            let attn_gain = ctx.storage_init(
+                "input_layernorm",
+                bytemuck::cast_slice(&tensor(weights, &name("input_layernorm.weight"), &[h])?),
+            );
             let b_qkv = if c.attention_bias {
                 let mut b = tensor(weights, &name("self_attn.q_proj.bias"), &[nh * d])?;
                 b.extend(tensor(weights, &name("self_attn.k_proj.bias"), &[nkv * d])?);
@@ -201,31 +190,29 @@ impl ModelRunner {
             } else {
                 None
             };
-            let w_o = GpuMatrix::upload(
-                ctx,
-                "o_proj",
-                &tensor(weights, &name("self_attn.o_proj.weight"), &[h, nh * d])?,
+            let w_o = matrix("o_proj", &[(&name("self_attn.o_proj.weight"), h)], nh * d)?;
+            let w_gu = matrix(
+                "gate_up_proj",
+                &[
+                    (&name("mlp.gate_proj.weight"), inter),
+                    (&name("mlp.up_proj.weight"), inter),
+                ],
                 h,
-                nh * d,
             )?;
-            let mut w_gu = tensor(weights, &name("mlp.gate_proj.weight"), &[inter, h])?;
-            w_gu.extend(tensor(weights, &name("mlp.up_proj.weight"), &[inter, h])?);
-            fold_gain(
-                &mut w_gu,
-                &tensor(weights, &name("post_attention_layernorm.weight"), &[h])?,
+            let mlp_gain = ctx.storage_init(
+                "post_attention_layernorm",
+                bytemuck::cast_slice(&tensor(
+                    weights,
+                    &name("post_attention_layernorm.weight"),
+                    &[h],
+                )?),
             );
-            let w_gu = GpuMatrix::upload(ctx, "gate_up_proj", &w_gu, 2 * inter, h)?;
-            let w_down = GpuMatrix::upload(
-                ctx,
-                "down_proj",
-                &tensor(weights, &name("mlp.down_proj.weight"), &[h, inter])?,
-                h,
-                inter,
-            )?;
-            weight_bytes += w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes();
+            let w_down = matrix("down_proj", &[(&name("mlp.down_proj.weight"), h)], inter)?;
+            weight_bytes +=
+                w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes() + 2 * h as u64 * 4;
 
-            let eps = Some(c.rms_norm_eps);
-            let mm = |x, w, bias, y, ldy, norm_eps, accumulate| {
+            let eps = c.rms_norm_eps;
+            let mm = |x, w, bias, y, ldy, norm, accumulate| {
                 Matmul::new(
                     ctx,
                     &kernels,
@@ -237,7 +224,7 @@ impl ModelRunner {
                         y,
                         ldy,
                         out_offset: 0,
-                        norm_eps,
+                        norm,
                         accumulate,
                         sample_rows: false,
                     },
@@ -250,7 +237,7 @@ impl ModelRunner {
                     b_qkv.as_ref(),
                     &qkv,
                     qkv_width as u32,
-                    eps,
+                    Some((&attn_gain, eps)),
                     false,
                 ),
                 rope_kv: ops::rope_kv(
@@ -284,7 +271,15 @@ impl ModelRunner {
                     },
                 )?,
                 o_proj: mm(&attn, &w_o, None, &x, h as u32, None, true),
-                gate_up: mm(&x, &w_gu, None, &gu, (2 * inter) as u32, eps, false),
+                gate_up: mm(
+                    &x,
+                    &w_gu,
+                    None,
+                    &gu,
+                    (2 * inter) as u32,
+                    Some((&mlp_gain, eps)),
+                    false,
+                ),
                 silu_mul: ops::silu_mul(ctx, &kernels, step, inter, &gu, &act),
                 down: mm(&act, &w_down, None, &x, h as u32, None, true),
             });
@@ -308,13 +303,7 @@ impl ModelRunner {
         let lm_head_w = if c.tie_word_embeddings || !weights.contains("lm_head.weight") {
             None
         } else {
-            let w = GpuMatrix::upload(
-                ctx,
-                "lm_head",
-                &tensor(weights, "lm_head.weight", &[vocab, h])?,
-                vocab,
-                h,
-            )?;
+            let w = matrix("lm_head", &[("lm_head.weight", vocab)], h)?;
             weight_bytes += w.bytes();
             Some(w)
         };
@@ -329,7 +318,7 @@ impl ModelRunner {
                 y: &logits,
                 ldy: vocab as u32,
                 out_offset: 0,
-                norm_eps: None,
+                norm: None,
                 accumulate: false,
                 sample_rows: true,
             },

@@ -58,6 +58,8 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
     let wr = f16_round(&w);
     let bias = randn(&mut r, n, 1.0);
     let bias_b = buf_f32(&ctx, &bias);
+    let gain = randn(&mut r, kdim, 1.0);
+    let gain_b = buf_f32(&ctx, &gain);
     for rows in [1usize, 3, 8, 9, 45] {
         for (norm, with_bias, accumulate) in [
             (false, false, false),
@@ -80,7 +82,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
                     y: &yb,
                     ldy: (n + 5) as u32,
                     out_offset: 3,
-                    norm_eps: norm.then_some(1e-5),
+                    norm: norm.then_some((&gain_b, 1e-5)),
                     accumulate,
                     sample_rows: false,
                 },
@@ -90,7 +92,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
             for t in 0..rows {
                 let xr = &x[t * kdim..(t + 1) * kdim];
                 let xin = if norm {
-                    reference::rmsnorm(xr, &vec![1.0; kdim], 1e-5)
+                    reference::rmsnorm(xr, &gain, 1e-5)
                 } else {
                     xr.to_vec()
                 };
@@ -120,10 +122,17 @@ fn split_matrix_matches_whole() {
     let data = randn(&mut r, rows * cols, 1.0);
     let bias = buf_f32(&ctx, &randn(&mut r, rows, 1.0));
     let whole = GpuMatrix::upload(&ctx, "whole", &data, rows, cols).unwrap();
-    let split = GpuMatrix::upload_chunked(&ctx, "split", &data, rows, cols, 64).unwrap();
+    let split = GpuMatrix::upload_chunked(
+        &ctx,
+        "split",
+        &kiln_gpu::HostMatrix::from_f32(&data, rows, cols),
+        64,
+    )
+    .unwrap();
     assert_eq!(split.chunks.len(), 4);
     let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..rows as u32)).collect();
     let x = buf_f32(&ctx, &randn(&mut r, t * cols, 1.0));
+    let gain = buf_f32(&ctx, &randn(&mut r, cols, 1.0));
     for rowwise in [false, true] {
         let k = Kernels::with_rowwise(&ctx, rowwise);
         for tokens in [3u32, t as u32] {
@@ -144,7 +153,7 @@ fn split_matrix_matches_whole() {
                         y: &y,
                         ldy: rows as u32,
                         out_offset: 0,
-                        norm_eps: Some(1e-5),
+                        norm: Some((&gain, 1e-5)),
                         accumulate: false,
                         sample_rows: false,
                     };

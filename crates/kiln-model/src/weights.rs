@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::ModelError;
 use crate::gguf::dequant::{self, DType};
-use crate::gguf::names::unpermute_rows;
+use crate::gguf::names::{hf_row_of_gguf_row, unpermute_rows};
 use crate::storage::Storage;
 
 /// How a tensor's elements are stored, or the name of an unsupported type.
@@ -98,8 +98,24 @@ impl Weights {
         }
     }
 
-    /// The tensor converted (dequantized) to f32, row-major in its HF shape.
-    pub fn read_f32(&self, name: &str) -> Result<Vec<f32>, ModelError> {
+    /// Bytes of tensor data in the file(s), and the number of tensors of each storage type
+    /// (GGML names; unsupported types included), sorted by name.
+    pub fn stored_bytes(&self) -> (u64, Vec<(String, usize)>) {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut bytes = 0u64;
+        for e in self.entries.values() {
+            bytes += e.len as u64;
+            let name = match &e.dtype {
+                StoredType::Supported(d) => d.name(),
+                StoredType::Unsupported(n) => n.clone(),
+            };
+            *counts.entry(name).or_insert(0) += 1;
+        }
+        (bytes, counts.into_iter().collect())
+    }
+
+    /// The tensor's bytes in the file, and the number of heads whose rows must be un-permuted.
+    fn stored(&self, name: &str) -> Result<(DType, &[u8], &Entry), ModelError> {
         let dtype = self.dtype(name)?;
         let e = self.entry(name)?;
         let bytes = self.storages[e.storage]
@@ -111,6 +127,23 @@ impl Weights {
                     format!("data of tensor \"{name}\" lies past the end of the file"),
                 )
             })?;
+        if let Some(n_heads) = e.permute_heads {
+            let rows = e.shape[0];
+            if n_heads == 0 || rows % n_heads != 0 || (rows / n_heads) % 2 != 0 {
+                return Err(ModelError::corrupt(
+                    &e.file,
+                    format!(
+                        "tensor \"{name}\" has {rows} rows, not divisible into {n_heads} heads of even size"
+                    ),
+                ));
+            }
+        }
+        Ok((dtype, bytes, e))
+    }
+
+    /// The tensor converted (dequantized) to f32, row-major in its HF shape.
+    pub fn read_f32(&self, name: &str) -> Result<Vec<f32>, ModelError> {
+        let (dtype, bytes, e) = self.stored(name)?;
         let mut data = dequant::to_f32(dtype, bytes);
         let numel: usize = e.shape.iter().product();
         if data.len() != numel {
@@ -123,17 +156,39 @@ impl Weights {
             ));
         }
         if let Some(n_heads) = e.permute_heads {
-            let rows = e.shape[0];
-            if n_heads == 0 || rows % n_heads != 0 || (rows / n_heads) % 2 != 0 {
-                return Err(ModelError::corrupt(
-                    &e.file,
-                    format!(
-                        "tensor \"{name}\" has {rows} rows, not divisible into {n_heads} heads of even size"
-                    ),
-                ));
-            }
-            data = unpermute_rows(&data, rows, n_heads);
+            data = unpermute_rows(&data, e.shape[0], n_heads);
         }
         Ok(data)
+    }
+
+    /// The tensor's bytes as stored (GGML blocks for quantized types, little-endian floats
+    /// otherwise), rows in HF order: rows are whole blocks, so un-permuting moves whole rows.
+    pub fn read_raw(&self, name: &str) -> Result<(DType, Vec<u8>), ModelError> {
+        let (dtype, bytes, e) = self.stored(name)?;
+        let numel: usize = e.shape.iter().product();
+        let cols = e.shape.last().copied().unwrap_or(1);
+        if cols % dtype.block_size() != 0 || bytes.len() != dtype.byte_len(numel) {
+            return Err(ModelError::corrupt(
+                &e.file,
+                format!(
+                    "tensor \"{name}\" of {numel} {} elements in rows of {cols} has {} bytes",
+                    dtype.name(),
+                    bytes.len()
+                ),
+            ));
+        }
+        let Some(n_heads) = e.permute_heads else {
+            return Ok((dtype, bytes.to_vec()));
+        };
+        let rows = e.shape[0];
+        let row_bytes = bytes.len() / rows.max(1);
+        let head_dim = rows / n_heads;
+        let mut out = vec![0u8; bytes.len()];
+        for r in 0..rows {
+            let dst = hf_row_of_gguf_row(r, head_dim);
+            out[dst * row_bytes..(dst + 1) * row_bytes]
+                .copy_from_slice(&bytes[r * row_bytes..(r + 1) * row_bytes]);
+        }
+        Ok((dtype, out))
     }
 }

@@ -1,5 +1,5 @@
 //! GGUF writer → loader round trips: config, every tensor (all storage types, Q/K permutation
-//! undone), tokenizer and chat template; plus in-memory loading.
+//! undone, in f32 and as raw blocks), tokenizer and chat template; plus in-memory loading.
 
 use kiln_model::gguf::dequant::to_f32;
 use kiln_model::testing::{self, TinyConfig, model_gguf, quantize, tiny_tensors, tiny_tokenizer};
@@ -29,6 +29,10 @@ fn check_round_trip(tc: &TinyConfig, dtype: DType) {
         };
         let want = to_f32(stored, &quantize(stored, &t.data));
         assert_eq!(got, want, "{} ({dtype:?})", t.name);
+        // The raw blocks, rows un-permuted like the f32 values, decode to the same values.
+        let (raw_type, raw) = m.weights.read_raw(&t.name).unwrap();
+        assert_eq!(raw_type, stored, "{}", t.name);
+        assert_eq!(to_f32(raw_type, &raw), got, "{} raw ({dtype:?})", t.name);
         let tol = match stored {
             DType::F32 => 0.0,
             DType::F16 => 1e-4,

@@ -8,7 +8,8 @@ struct Params {
     hidden: u32,
     row_offset: u32,
     rows: u32,
-    pad: u32,
+    /// Where the chunk's block scales start, in u32s.
+    so: u32,
 }
 
 /// `x[t, :] = table[token_ids[t], :]`, one launch per chunk of the table.
@@ -20,7 +21,7 @@ pub fn embedding(
     table: &GpuMatrix,
     x: &wgpu::Buffer,
 ) -> Vec<Launch> {
-    let kernel = kernels.get("embedding");
+    let kernel = kernels.get_for("embedding", table.format);
     table
         .chunks
         .iter()
@@ -32,7 +33,7 @@ pub fn embedding(
                     hidden: table.cols as u32,
                     row_offset: c.row_offset,
                     rows: c.rows,
-                    pad: 0,
+                    so: c.scale_offset,
                 },
             );
             Launch::new(

@@ -1,4 +1,5 @@
-//! `y (+)= s * x W^T + b`: the tiled kernel for many rows, the matrix-vector kernel for few.
+//! `y (+)= s * x (g W)^T + b`: the tiled kernel for many rows, the matrix-vector kernel for few,
+//! each compiled for the weight matrix's format.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -16,7 +17,9 @@ struct Params {
     ldy: u32,
     flags: u32,
     eps: f32,
-    pad: [u32; 2],
+    /// Where the weight chunk's block scales start, in u32s.
+    so: u32,
+    pad: u32,
 }
 
 const NORM: u32 = 1;
@@ -34,8 +37,9 @@ pub struct MatmulArgs<'a> {
     pub y: &'a wgpu::Buffer,
     pub ldy: u32,
     pub out_offset: u32,
-    /// Scale each row by 1 / rms(row) (RMSNorm whose gain is folded into `w`).
-    pub norm_eps: Option<f32>,
+    /// RMSNorm of each row first: its gain (`w.cols` values) and epsilon. The kernels scale the
+    /// product by 1 / rms(row) and multiply the weights by the gain as they load them.
+    pub norm: Option<(&'a wgpu::Buffer, f32)>,
     /// Add into `y` instead of overwriting it (residual connection).
     pub accumulate: bool,
     /// The rows are the step's sampled rows rather than its tokens.
@@ -57,18 +61,23 @@ impl Matmul {
         step: &wgpu::Buffer,
         a: MatmulArgs<'_>,
     ) -> Self {
-        let flags = a.norm_eps.map_or(0, |_| NORM)
+        let flags = a.norm.map_or(0, |_| NORM)
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
         let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
+        let f = a.w.format;
         let (matvec, matmul) = if rowwise {
-            (kernels.get("matvec_rowwise"), kernels.get("matmul_rowwise"))
+            (
+                kernels.get_for("matvec_rowwise", f),
+                kernels.get_for("matmul_rowwise", f),
+            )
         } else {
-            (kernels.get("matvec"), kernels.get("matmul"))
+            (kernels.get_for("matvec", f), kernels.get_for("matmul", f))
         };
         let mut small = Vec::new();
         let mut large = Vec::new();
+        let no_gain = ctx.storage("no gain", 16);
         for c in &a.w.chunks {
             let bias = match a.bias {
                 Some(b) => {
@@ -97,11 +106,20 @@ impl Matmul {
                     out_offset: a.out_offset + c.row_offset,
                     ldy: a.ldy,
                     flags,
-                    eps: a.norm_eps.unwrap_or(0.0),
-                    pad: [0; 2],
+                    eps: a.norm.map_or(0.0, |n| n.1),
+                    so: c.scale_offset,
+                    pad: 0,
                 },
             );
-            let buffers = [step, &p, a.x, &c.buffer, &bias, a.y];
+            let buffers = [
+                step,
+                &p,
+                a.x,
+                &c.buffer,
+                &bias,
+                a.y,
+                a.norm.map_or(&no_gain, |n| n.0),
+            ];
             let (small_grid, large_grid) = if rowwise {
                 (
                     Grid::Tiles {

@@ -85,7 +85,7 @@ pub(crate) fn permuted_kind(gguf_name: &str) -> Option<bool> {
 }
 
 /// Row `r` of the permuted (GGUF) layout holds row `source_row(r)` of the HF layout.
-fn hf_row_of_gguf_row(r: usize, head_dim: usize) -> usize {
+pub(crate) fn hf_row_of_gguf_row(r: usize, head_dim: usize) -> usize {
     let (head, within) = (r / head_dim, r % head_dim);
     let (j, s) = (within / 2, within % 2);
     head * head_dim + s * (head_dim / 2) + j

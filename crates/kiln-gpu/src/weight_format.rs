@@ -1,0 +1,222 @@
+//! How a weight matrix is stored on the GPU, and the host-side matrix that is uploaded.
+//!
+//! Quantized matrices keep GGUF's blocks of 32 weights, repacked without growing: each chunk
+//! buffer holds the quants of its rows first (row-major, the block's quant bytes in file order,
+//! so every row starts on a 16-byte boundary) and then each block's scale bytes (`d`, or `d`
+//! and `m` for Q4_1) in the same order. The matrix kernels dequantize in registers through the
+//! format's WGSL snippet (`shaders/weights_*.wgsl`), which the kernel loader appends to the
+//! kernel's source. Types without such a snippet are widened to f16, as everything was before.
+
+use half::f16;
+use kiln_model::gguf::dequant;
+use kiln_model::{DType, Weights};
+
+use crate::GpuError;
+
+/// A weight matrix's element format on the GPU.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightFormat {
+    /// f16, two per u32; also the format of every type without a kept-quantized kernel.
+    F16,
+    /// Blocks of 32 signed bytes with an f16 scale `d`: w = d * q.
+    Q8_0,
+    /// Blocks of 32 nibbles with an f16 scale `d`: w = d * (q - 8).
+    Q4_0,
+    /// Blocks of 32 nibbles with f16 `d` and `m`: w = d * q + m.
+    Q4_1,
+}
+
+impl WeightFormat {
+    /// The format a tensor of `dtype` keeps on the GPU (F16 for every type it is widened from).
+    pub fn for_dtype(dtype: DType) -> Self {
+        match dtype {
+            DType::Q8_0 => WeightFormat::Q8_0,
+            DType::Q4_0 => WeightFormat::Q4_0,
+            DType::Q4_1 => WeightFormat::Q4_1,
+            _ => WeightFormat::F16,
+        }
+    }
+
+    /// The stored type with this layout in a GGUF file.
+    pub fn dtype(self) -> DType {
+        match self {
+            WeightFormat::F16 => DType::F16,
+            WeightFormat::Q8_0 => DType::Q8_0,
+            WeightFormat::Q4_0 => DType::Q4_0,
+            WeightFormat::Q4_1 => DType::Q4_1,
+        }
+    }
+
+    /// The WGSL snippet (under `shaders/`) that reads this format.
+    pub fn shader(self) -> &'static str {
+        match self {
+            WeightFormat::F16 => "weights_f16",
+            WeightFormat::Q8_0 => "weights_q8_0",
+            WeightFormat::Q4_0 => "weights_q4_0",
+            WeightFormat::Q4_1 => "weights_q4_1",
+        }
+    }
+
+    /// Columns must be a multiple of this.
+    pub fn cols_multiple(self) -> usize {
+        match self {
+            WeightFormat::F16 => 2,
+            _ => dequant::QK,
+        }
+    }
+
+    /// Leading bytes of each file block that are its scales (moved behind the quants).
+    fn scale_bytes(self) -> usize {
+        match self {
+            WeightFormat::F16 => 0,
+            WeightFormat::Q8_0 | WeightFormat::Q4_0 => 2,
+            WeightFormat::Q4_1 => 4,
+        }
+    }
+
+    /// Bytes one row of `cols` takes on the GPU (quants and scales; the same as in the file).
+    pub fn row_bytes(self, cols: usize) -> usize {
+        self.dtype().byte_len(cols)
+    }
+}
+
+/// A matrix in host memory in its GPU format, rows in file (GGUF block) layout.
+#[derive(Clone, Debug)]
+pub struct HostMatrix {
+    pub format: WeightFormat,
+    pub rows: usize,
+    pub cols: usize,
+    pub bytes: Vec<u8>,
+}
+
+impl HostMatrix {
+    /// f32 values (`rows * cols`, row-major) as an f16 matrix.
+    pub fn from_f32(data: &[f32], rows: usize, cols: usize) -> Self {
+        let bytes = data
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect();
+        Self {
+            format: WeightFormat::F16,
+            rows,
+            cols,
+            bytes,
+        }
+    }
+
+    /// GGUF blocks of `dtype` (`rows` rows of `cols`) kept as they are when the type has a
+    /// kept-quantized format, widened to f16 otherwise.
+    pub fn from_stored(
+        dtype: DType,
+        bytes: Vec<u8>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, GpuError> {
+        let format = WeightFormat::for_dtype(dtype);
+        if !cols.is_multiple_of(dtype.block_size()) || bytes.len() != dtype.byte_len(rows * cols) {
+            return Err(GpuError::Shape {
+                op: "upload",
+                detail: format!(
+                    "{} bytes of {} for ({rows}, {cols})",
+                    bytes.len(),
+                    dtype.name()
+                ),
+            });
+        }
+        if format.dtype() == dtype {
+            return Ok(Self {
+                format,
+                rows,
+                cols,
+                bytes,
+            });
+        }
+        Ok(Self::from_f32(&dequant::to_f32(dtype, &bytes), rows, cols))
+    }
+
+    /// The tensor `name` of `weights`, checked to have `shape` (rows, cols).
+    pub fn load(weights: &Weights, name: &str, rows: usize, cols: usize) -> Result<Self, GpuError> {
+        let got = weights.shape(name)?;
+        if got != [rows, cols] {
+            return Err(GpuError::Shape {
+                op: "load",
+                detail: format!("{name}: expected [{rows}, {cols}], file has {got:?}"),
+            });
+        }
+        let (dtype, bytes) = weights.read_raw(name)?;
+        Self::from_stored(dtype, bytes, rows, cols)
+    }
+
+    /// The matrices stacked by rows (same columns). Mixed formats are all widened to f16.
+    pub fn concat(parts: Vec<HostMatrix>) -> Self {
+        let (rows, cols) = (parts.iter().map(|p| p.rows).sum(), parts[0].cols);
+        assert!(
+            parts.iter().all(|p| p.cols == cols),
+            "stacked matrices differ in width"
+        );
+        let format = parts[0].format;
+        if parts.iter().all(|p| p.format == format) {
+            let bytes = parts.into_iter().flat_map(|p| p.bytes).collect();
+            return Self {
+                format,
+                rows,
+                cols,
+                bytes,
+            };
+        }
+        let data: Vec<f32> = parts.iter().flat_map(|p| p.to_f32()).collect();
+        Self::from_f32(&data, rows, cols)
+    }
+
+    /// The values as f32 (what the kernels compute with, up to rounding).
+    pub fn to_f32(&self) -> Vec<f32> {
+        dequant::to_f32(self.format.dtype(), &self.bytes)
+    }
+
+    /// Rows `start..start + n` in the GPU layout: quants of every block, then the scales of
+    /// every block (padded to a whole u32). Returns the bytes and the scales' offset in u32s.
+    pub fn gpu_chunk(&self, start: usize, n: usize) -> (Vec<u8>, u32) {
+        let row = self.format.row_bytes(self.cols);
+        let src = &self.bytes[start * row..(start + n) * row];
+        let s = self.format.scale_bytes();
+        if s == 0 {
+            return (src.to_vec(), 0);
+        }
+        let block = self.format.dtype().block_bytes();
+        let mut quants = Vec::with_capacity(src.len().next_multiple_of(4));
+        let mut scales = Vec::with_capacity(src.len() / block * s);
+        for b in src.chunks_exact(block) {
+            scales.extend_from_slice(&b[..s]);
+            quants.extend_from_slice(&b[s..]);
+        }
+        let offset = (quants.len() / 4) as u32;
+        quants.extend(scales);
+        quants.resize(quants.len().next_multiple_of(4), 0);
+        (quants, offset)
+    }
+}
+
+/// Bytes the tensors of `weights` take on the GPU, tensor by tensor (matrices in their
+/// [`WeightFormat`], vectors as f32), and the names of the types widened to f16 on the way. A
+/// stacked group whose tensors differ in format is widened as a whole when loaded, which this
+/// per-tensor count leaves out.
+pub fn gpu_weight_bytes(weights: &Weights) -> Result<(u64, Vec<String>), GpuError> {
+    let mut bytes = 0u64;
+    let mut widened = Vec::new();
+    for name in weights.names() {
+        let (dtype, shape) = (weights.dtype(name)?, weights.shape(name)?);
+        let numel: usize = shape.iter().product();
+        bytes += match shape.as_slice() {
+            [rows, cols] => {
+                let format = WeightFormat::for_dtype(dtype);
+                if format.dtype() != dtype && !widened.contains(&dtype.name()) {
+                    widened.push(dtype.name());
+                }
+                (format.row_bytes(*cols) * rows) as u64
+            }
+            _ => numel as u64 * 4,
+        };
+    }
+    Ok((bytes, widened))
+}

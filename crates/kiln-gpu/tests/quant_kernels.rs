@@ -1,0 +1,213 @@
+//! The weight-reading kernels (embedding, matvec and matmul of both families) on matrices kept
+//! quantized, against a CPU reference that dequantizes with kiln-model's own code. Row counts
+//! and widths are awkward: not multiples of the tiles, K a few blocks of 32.
+
+mod common;
+
+use common::*;
+use kiln_gpu::ops::{self, Matmul, MatmulArgs};
+use kiln_gpu::reference;
+use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels, WeightFormat};
+use kiln_model::DType;
+use kiln_model::testing::quantize;
+use rand::Rng;
+use rand::rngs::StdRng;
+
+const FORMATS: [WeightFormat; 3] = [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1];
+
+/// A random `(rows, cols)` matrix quantized to `format`'s GGUF type.
+fn quantized(r: &mut StdRng, format: WeightFormat, rows: usize, cols: usize) -> HostMatrix {
+    let data = randn(r, rows * cols, 0.5);
+    let m = HostMatrix::from_stored(format.dtype(), quantize(format.dtype(), &data), rows, cols)
+        .unwrap();
+    assert_eq!(m.format, format, "{format:?} must stay quantized");
+    m
+}
+
+#[test]
+fn quantized_matrices_take_their_file_bytes() {
+    let ctx = gpu();
+    let mut r = rng(10);
+    for format in FORMATS {
+        let (rows, cols) = (45, 96);
+        let m = quantized(&mut r, format, rows, cols);
+        let g = GpuMatrix::upload_host(&ctx, "w", &m).unwrap();
+        let file = format.dtype().byte_len(rows * cols) as u64;
+        // One buffer, rounded up to 16 bytes by the allocator at most.
+        assert!(
+            g.bytes() >= file && g.bytes() < file + 16,
+            "{format:?}: {} GPU bytes for {file} in the file",
+            g.bytes()
+        );
+    }
+    // Types without a kept-quantized kernel are widened to f16.
+    let data = randn(&mut r, 2 * 256, 1.0);
+    let m = HostMatrix::from_stored(DType::Q4_K, quantize(DType::Q4_K, &data), 2, 256).unwrap();
+    assert_eq!(m.format, WeightFormat::F16);
+}
+
+#[test]
+fn quantized_embedding_gathers_rows() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(11);
+    let (vocab, hidden, t) = (37, 96, 13);
+    for format in FORMATS {
+        let m = quantized(&mut r, format, vocab, hidden);
+        let table = m.to_f32();
+        let g = GpuMatrix::upload_host(&ctx, "table", &m).unwrap();
+        let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..vocab as u32)).collect();
+        let (step, idb, x) = (
+            step_buffer(&ctx, t as u32, 1, 0),
+            buf_u32(&ctx, &ids),
+            ctx.storage("x", (t * hidden * 4) as u64),
+        );
+        let launches = ops::embedding(&ctx, &k, &step, &idb, &g, &x);
+        run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
+        let want: Vec<f32> = ids
+            .iter()
+            .flat_map(|&i| table[i as usize * hidden..(i as usize + 1) * hidden].to_vec())
+            .collect();
+        assert_close(
+            &format!("{format:?} embedding"),
+            &read_f32(&ctx, &x, t * hidden),
+            &want,
+            1e-6,
+            1e-6,
+        );
+    }
+}
+
+#[test]
+fn quantized_matmul_matches_reference() {
+    let ctx = gpu();
+    for rowwise in [false, true] {
+        let k = Kernels::with_rowwise(&ctx, rowwise);
+        for format in FORMATS {
+            for kdim in [32, 96] {
+                check(&ctx, &k, format, kdim);
+            }
+        }
+    }
+}
+
+fn check(ctx: &GpuContext, k: &Kernels, format: WeightFormat, kdim: usize) {
+    let mut r = rng(12);
+    let n = 131;
+    let m = quantized(&mut r, format, n, kdim);
+    let (wm, wr) = (GpuMatrix::upload_host(ctx, "w", &m).unwrap(), m.to_f32());
+    let bias = randn(&mut r, n, 1.0);
+    let bias_b = buf_f32(ctx, &bias);
+    let gain = randn(&mut r, kdim, 1.0);
+    let gain_b = buf_f32(ctx, &gain);
+    for rows in [1usize, 3, 8, 9, 45] {
+        for (norm, with_bias, accumulate) in [(false, false, false), (true, true, true)] {
+            let x = randn(&mut r, rows * kdim, 2.0);
+            let y0 = randn(&mut r, rows * (n + 5), 1.0);
+            let (xb, yb) = (buf_f32(ctx, &x), buf_f32(ctx, &y0));
+            let step = step_buffer(ctx, rows as u32, 1, 0);
+            let args = MatmulArgs {
+                x: &xb,
+                w: &wm,
+                bias: with_bias.then_some(&bias_b),
+                y: &yb,
+                ldy: (n + 5) as u32,
+                out_offset: 3,
+                norm: norm.then_some((&gain_b, 1e-5)),
+                accumulate,
+                sample_rows: false,
+            };
+            let mm = Matmul::new(ctx, k, &step, args);
+            run(ctx, |p| mm.record(p, rows as u32, 0));
+            let mut want = y0.clone();
+            for t in 0..rows {
+                let xr = &x[t * kdim..(t + 1) * kdim];
+                let xin = if norm {
+                    reference::rmsnorm(xr, &gain, 1e-5)
+                } else {
+                    xr.to_vec()
+                };
+                let out = reference::matvec(&wr, &xin);
+                for j in 0..n {
+                    let v = out[j] + if with_bias { bias[j] } else { 0.0 };
+                    let idx = t * (n + 5) + 3 + j;
+                    want[idx] = if accumulate { want[idx] + v } else { v };
+                }
+            }
+            let what = format!(
+                "{format:?} matmul rowwise={} k={kdim} rows={rows} norm={norm}",
+                k.rowwise
+            );
+            assert_close(&what, &read_f32(ctx, &yb, want.len()), &want, 1e-4, 1e-4);
+        }
+    }
+}
+
+/// A quantized matrix split over several buffers (at row, hence block, boundaries) gives the
+/// same embedding rows and products as the whole matrix.
+#[test]
+fn quantized_split_matrix_matches_whole() {
+    let ctx = gpu();
+    let mut r = rng(13);
+    let (rows, cols, t) = (200, 64, 11);
+    for format in FORMATS {
+        let m = quantized(&mut r, format, rows, cols);
+        let whole = GpuMatrix::upload_host(&ctx, "whole", &m).unwrap();
+        let split = GpuMatrix::upload_chunked(&ctx, "split", &m, 64).unwrap();
+        assert_eq!(split.chunks.len(), 4);
+        let ids: Vec<u32> = (0..t).map(|_| r.random_range(0..rows as u32)).collect();
+        let x = buf_f32(&ctx, &randn(&mut r, t * cols, 1.0));
+        let gain = buf_f32(&ctx, &randn(&mut r, cols, 1.0));
+        for rowwise in [false, true] {
+            let k = Kernels::with_rowwise(&ctx, rowwise);
+            for tokens in [1u32, t as u32] {
+                let step = step_buffer(&ctx, tokens, 1, 0);
+                let idb = buf_u32(&ctx, &ids);
+                let outs: Vec<(Vec<f32>, Vec<f32>)> = [&whole, &split]
+                    .iter()
+                    .map(|w| {
+                        let (e, y) = (
+                            ctx.storage("e", (t * cols * 4) as u64),
+                            ctx.storage("y", (t * rows * 4) as u64),
+                        );
+                        let emb = ops::embedding(&ctx, &k, &step, &idb, w, &e);
+                        let args = MatmulArgs {
+                            x: &x,
+                            w,
+                            bias: None,
+                            y: &y,
+                            ldy: rows as u32,
+                            out_offset: 0,
+                            norm: Some((&gain, 1e-5)),
+                            accumulate: false,
+                            sample_rows: false,
+                        };
+                        let mm = Matmul::new(&ctx, &k, &step, args);
+                        run(&ctx, |p| {
+                            emb.iter().for_each(|l| l.record(p, tokens, 0));
+                            mm.record(p, tokens, 0);
+                        });
+                        (
+                            read_f32(&ctx, &e, tokens as usize * cols),
+                            read_f32(&ctx, &y, tokens as usize * rows),
+                        )
+                    })
+                    .collect();
+                assert_close(
+                    &format!("{format:?} split embedding"),
+                    &outs[1].0,
+                    &outs[0].0,
+                    0.0,
+                    0.0,
+                );
+                assert_close(
+                    &format!("{format:?} split matmul"),
+                    &outs[1].1,
+                    &outs[0].1,
+                    1e-6,
+                    1e-6,
+                );
+            }
+        }
+    }
+}
