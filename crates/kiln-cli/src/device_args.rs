@@ -1,6 +1,6 @@
 //! The device-side engine flags `generate` and `serve` share: kernel family and KV cache type.
 
-use kiln_engine::{EngineConfig, KernelFamily, KvDtype};
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype, WeightStorage};
 
 #[derive(clap::Args, Clone, Copy)]
 pub struct DeviceArgs {
@@ -8,6 +8,10 @@ pub struct DeviceArgs {
     /// lavapipe, gpu elsewhere), gpu (tiled, workgroup memory) or cpu (row-wise).
     #[arg(long, default_value = "auto")]
     pub kernels: KernelFamily,
+    /// Q8_0/Q4_0/Q4_1 matrices on the GPU: auto (kept quantized with the gpu kernels, widened
+    /// to f16 with the cpu kernels), quantized (the file's size) or f16.
+    #[arg(long, default_value = "auto")]
+    pub weights: WeightStorage,
     /// KV cache element type: f16 (packed in pairs, twice the tokens per byte) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_dtype: KvDtype,
@@ -19,6 +23,7 @@ impl DeviceArgs {
         EngineConfig {
             kernels: self.kernels,
             kv_dtype: self.kv_dtype,
+            weights: self.weights,
             ..ec
         }
     }

@@ -11,7 +11,9 @@ use std::collections::HashMap;
 
 use kiln_core::{BLOCK_SIZE, TokenMask};
 use kiln_gpu::ops::NO_TOKEN;
-use kiln_gpu::{GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig};
+use kiln_gpu::{
+    GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig, WeightStorage,
+};
 use kiln_model::{ModelConfig, Weights};
 use kiln_scheduler::{
     FinishReason, Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats,
@@ -41,6 +43,8 @@ pub struct EngineConfig {
     pub kernels: KernelFamily,
     /// The KV cache's element type (f16 by default: twice the tokens of f32).
     pub kv_dtype: KvDtype,
+    /// Whether Q8_0/Q4_0/Q4_1 matrices stay quantized on the GPU (`Auto`: with the GPU family).
+    pub weights: WeightStorage,
 }
 
 impl Default for EngineConfig {
@@ -54,6 +58,7 @@ impl Default for EngineConfig {
             max_model_len: None,
             kernels: KernelFamily::Auto,
             kv_dtype: KvDtype::F16,
+            weights: WeightStorage::Auto,
         }
     }
 }
@@ -124,6 +129,7 @@ impl Engine {
                 max_model_len,
                 kernels: ec.kernels,
                 kv_dtype: ec.kv_dtype,
+                weights: ec.weights,
             },
             progress,
         )?;

@@ -17,5 +17,5 @@ pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
 pub use kiln_core::{LogprobsMode, SampledToken, SamplingParams};
-pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout};
+pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

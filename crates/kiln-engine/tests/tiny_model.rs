@@ -11,7 +11,9 @@ mod common;
 
 use common::{engine, gpu, run_sampled as run};
 use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams, SeqInBatch, StepBatch};
-use kiln_engine::{EngineConfig, KernelFamily, KvDtype, KvLayout, KvSize, Request, SampledToken};
+use kiln_engine::{
+    EngineConfig, KernelFamily, KvDtype, KvLayout, KvSize, Request, SampledToken, WeightStorage,
+};
 use kiln_gpu::reference::CpuModel;
 use kiln_model::testing::{TinyConfig, write_tiny_gguf, write_tiny_llama};
 use kiln_model::{DType, Model};
@@ -44,10 +46,13 @@ const ALL: [(KernelFamily, KvDtype); 4] = [
     (KernelFamily::Cpu, KvDtype::F32),
 ];
 
+/// `ec` with this kernel family and KV type; quantized GGUF matrices stay quantized with both
+/// families (`auto` would widen them for the row-wise one; the default model's test covers that).
 fn on(ec: EngineConfig, kernels: KernelFamily, kv_dtype: KvDtype) -> EngineConfig {
     EngineConfig {
         kernels,
         kv_dtype,
+        weights: WeightStorage::Quantized,
         ..ec
     }
 }

@@ -33,4 +33,4 @@ pub use launch::{Grid, Launch};
 pub use matrix::GpuMatrix;
 pub use runner::{ModelRunner, RunnerConfig};
 pub use step_inputs::{StepCapacity, StepInputs, StepUniform};
-pub use weight_format::{HostMatrix, WeightFormat, gpu_weight_bytes};
+pub use weight_format::{HostMatrix, WeightFormat, WeightStorage, gpu_weight_bytes};

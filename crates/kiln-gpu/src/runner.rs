@@ -12,7 +12,7 @@ use crate::ops::{
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
-    Launch,
+    Launch, WeightStorage,
 };
 
 /// Sizes the runner allocates for.
@@ -32,6 +32,8 @@ pub struct RunnerConfig {
     pub kernels: KernelFamily,
     /// The KV cache's element type.
     pub kv_dtype: KvDtype,
+    /// Whether quantized matrices stay quantized.
+    pub weights: WeightStorage,
 }
 
 struct Layer {
@@ -96,6 +98,7 @@ impl ModelRunner {
         );
         let qkv_width = (nh + 2 * nkv) * d;
         let kernels = Kernels::for_family(ctx, rc.kernels);
+        let keep_quantized = rc.weights.keeps_quantized(kernels.rowwise);
         let max_binding = ctx.max_binding() as usize;
         // Activation buffers must each fit one binding: cap the step's tokens if needed.
         let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;
@@ -160,8 +163,11 @@ impl ModelRunner {
             |label: &str, parts: &[(&str, usize)], cols: usize| -> Result<GpuMatrix, GpuError> {
                 let parts = parts
                     .iter()
-                    .map(|&(n, rows)| HostMatrix::load(weights, n, rows, cols))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .map(|&(n, rows)| {
+                        let m = HostMatrix::load(weights, n, rows, cols)?;
+                        Ok(if keep_quantized { m } else { m.widened() })
+                    })
+                    .collect::<Result<Vec<_>, GpuError>>()?;
                 GpuMatrix::upload_host(ctx, label, &HostMatrix::concat(parts))
             };
         let embed_w = matrix("embed_tokens", &[("model.embed_tokens.weight", vocab)], h)?;

@@ -13,6 +13,54 @@ use kiln_model::{DType, Weights};
 
 use crate::GpuError;
 
+/// Whether matrices of a type with a kept-quantized format stay quantized on the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WeightStorage {
+    /// Kept quantized with the GPU kernel family; widened to f16 with the row-wise family, whose
+    /// f16 loads decode faster on CPU adapters (lavapipe) than its in-register dequantization.
+    #[default]
+    Auto,
+    /// Q8_0, Q4_0 and Q4_1 stay in their blocks (the file's size on the GPU).
+    Quantized,
+    /// Every matrix widened to f16.
+    F16,
+}
+
+impl WeightStorage {
+    /// Whether quantized matrices are kept, for a runner of the row-wise family or not.
+    pub fn keeps_quantized(self, rowwise: bool) -> bool {
+        match self {
+            WeightStorage::Auto => !rowwise,
+            WeightStorage::Quantized => true,
+            WeightStorage::F16 => false,
+        }
+    }
+}
+
+impl std::fmt::Display for WeightStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WeightStorage::Auto => "auto",
+            WeightStorage::Quantized => "quantized",
+            WeightStorage::F16 => "f16",
+        })
+    }
+}
+
+impl std::str::FromStr for WeightStorage {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(WeightStorage::Auto),
+            "quantized" => Ok(WeightStorage::Quantized),
+            "f16" => Ok(WeightStorage::F16),
+            _ => Err(format!(
+                "unknown weight storage `{s}`: expected auto, quantized or f16"
+            )),
+        }
+    }
+}
+
 /// A weight matrix's element format on the GPU.
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -167,6 +215,14 @@ impl HostMatrix {
         }
         let data: Vec<f32> = parts.iter().flat_map(|p| p.to_f32()).collect();
         Self::from_f32(&data, rows, cols)
+    }
+
+    /// The matrix widened to f16 (itself if it is f16 already).
+    pub fn widened(self) -> Self {
+        match self.format {
+            WeightFormat::F16 => self,
+            _ => Self::from_f32(&self.to_f32(), self.rows, self.cols),
+        }
     }
 
     /// The values as f32 (what the kernels compute with, up to rounding).

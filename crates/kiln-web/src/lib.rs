@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
     Engine, EngineConfig, FinishReason, IncrementalDecoder, KernelFamily, KvDtype, KvSize, Request,
-    RequestUpdate, SamplingParams,
+    RequestUpdate, SamplingParams, WeightStorage,
 };
 use kiln_gpu::GpuContext;
 use kiln_model::{ChatMessage, ChatTemplate, Model, ModelConfig, Tokenizer};
@@ -38,6 +38,8 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         max_model_len: None,
         kernels: KernelFamily::Auto,
         kv_dtype: KvDtype::F16,
+        // A tab's memory is scarce: quantized matrices stay quantized whatever the kernels.
+        weights: WeightStorage::Quantized,
     }
 }
 
