@@ -1,27 +1,70 @@
 #!/usr/bin/env bash
 # The GPU benchmark in one command, for a machine with a real GPU (it also runs on lavapipe,
-# slowly): a release build, the end-to-end correctness tests on this GPU (tiny random models
-# against the CPU reference and the default model against the reference logits, both kernel
-# families), then `kiln speed` on the default model and on a synthetic Llama-3-8B-shaped model
-# (random f16 weights written by kiln's own model writer, ~16 GB in a temporary folder): decode
-# tokens/s and the fraction of the bandwidth roofline at 1, 8, 32 and 64 sequences, prefill
-# tokens/s at 512 and 4096 tokens. Tables on stdout, JSON in target/gpu-bench/.
-#   scripts/gpu-bench.sh                    # everything
+# slowly): a release build, the correctness tests on this GPU (every kernel against its CPU
+# reference, tiny random models against the CPU reference, and the default model against the
+# reference logits, both kernel families), then `kiln speed` on the default model and on
+# synthetic Llama-3.2-1B- and Llama-3-8B-shaped models (random f16 weights written by kiln's own
+# model writer, 2.5 and 16 GB): decode tokens/s and the fraction of the bandwidth roofline at 1,
+# 8, 32 and 64 sequences, prefill tokens/s at 512 and 4096 tokens. Tables on stdout, JSON in
+# target/gpu-bench/ (or $OUT where that is set).
+#   scripts/gpu-bench.sh                       # everything, built here
 #   KILN_SYNTHETIC=none scripts/gpu-bench.sh   # the default model only (what lavapipe can do)
+#   scripts/gpu-bench.sh --pack DIR            # only build: the binaries and this script into DIR,
+#                                              # for a GPU machine without Rust or a network
+#   DIR/gpu-bench.sh                           # there: the packed binaries (no default-model
+#                                              # test; its speed only if models/ is beside DIR)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-scripts/fetch-model.sh
+here="$(cd "$(dirname "$0")" && pwd)"
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
-out=target/gpu-bench
-mkdir -p "$out"
-cargo build --release -p kiln-cli
-cargo test --release -p kiln-engine --test tiny_model --test smollm2 -- --test-threads 1
-target/release/kiln info | tee "$out/adapter.txt"
-echo "== default model"
-target/release/kiln speed --json "$out/default.json" ${KILN_SPEED_ARGS:-}
-synthetic="${KILN_SYNTHETIC:-llama3-8b}"
-if [ "$synthetic" != none ]; then
-  echo "== synthetic $synthetic"
-  target/release/kiln speed --synthetic "$synthetic" --json "$out/$synthetic.json" ${KILN_SPEED_ARGS:-}
+synthetic="${KILN_SYNTHETIC:-llama3.2-1b llama3-8b}"
+[ "$synthetic" = none ] && synthetic=""
+
+build() { # the release binaries: kiln and the GPU test executables, printed as paths
+  (cd "$here/.." &&
+    cargo build --release --workspace --bin kiln >&2 &&
+    cargo test --release --workspace --no-run --test kernels --test quant_kernels \
+      --test tiny_model --test smollm2 2>&1 >&2 | tee /dev/stderr |
+      sed -n 's/.*Executable tests\/\([a-z_0-9]*\)\.rs (\(.*\))/\1 \2/p')
+}
+
+if [ "${1:-}" = --pack ]; then
+  dir="${2:?usage: gpu-bench.sh --pack DIR}"
+  mkdir -p "$dir"
+  cd "$here/.."
+  export CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=true # small enough to carry
+  build | while read -r name path; do cp "$path" "$dir/$name"; done
+  cp target/release/kiln "$here/gpu-bench.sh" "$dir/"
+  echo "packed into $dir: $(ls "$dir" | tr '\n' ' ')"
+  exit 0
 fi
+
+if [ -x "$here/kiln" ]; then # packed: the binaries are beside this script
+  bin="$here"
+  cd "$here/.."
+  out="${OUT:-gpu-bench}"
+  tests=(kernels quant_kernels tiny_model) # smollm2 reads files at the build machine's paths
+  run_test() { "$bin/$1" --test-threads 4; }
+else
+  cd "$here/.."
+  scripts/fetch-model.sh
+  bin=target/release
+  out="${OUT:-target/gpu-bench}"
+  build >/dev/null
+  tests=(kernels quant_kernels tiny_model smollm2)
+  run_test() { cargo test --release --workspace --test "$1" -- --test-threads 4; }
+fi
+mkdir -p "$out"
+for t in "${tests[@]}"; do
+  echo "== test $t"
+  run_test "$t"
+done
+"$bin/kiln" info | tee "$out/adapter.txt"
+if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+  echo "== default model"
+  "$bin/kiln" speed --json "$out/default.json" ${KILN_SPEED_ARGS:-}
+fi
+for s in $synthetic; do
+  echo "== synthetic $s"
+  "$bin/kiln" speed --synthetic "$s" --json "$out/$s.json" ${KILN_SPEED_ARGS:-}
+done
 echo "gpu-bench: JSON in $out/"

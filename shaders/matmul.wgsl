@@ -30,9 +30,11 @@ struct Params {
 const BT: u32 = 32u;
 const BN: u32 = 64u;
 const BK: u32 = 32u;
+const LD: u32 = 33u; // row stride of the tiles: BK + 1, so the 16 invocations reading one k of
+                     // 16 different weight rows hit 16 different banks
 
-var<workgroup> xs: array<f32, 1024>;  // BT * BK
-var<workgroup> ws: array<f32, 2048>;  // BN * BK
+var<workgroup> xs: array<f32, 1056>;  // BT * LD
+var<workgroup> ws: array<f32, 2112>;  // BN * LD
 var<workgroup> rms: array<f32, 128>;  // partial sums of squares: BT rows x 4
 
 @compute @workgroup_size(128)
@@ -60,10 +62,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
     let tx = lid % 16u; // 4 outputs each
     let ty = lid / 16u; // 4 rows each
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i++) {
-        acc[i] = 0.0;
-    }
+    // The 4 x 4 outputs in four vectors, never an indexed array: drivers keep these in
+    // registers, while an array indexed in loops can end up in local memory.
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
 
     for (var k0 = 0u; k0 < p.k; k0 += BK) {
         for (var i = lid; i < BT * BK; i += 128u) {
@@ -75,7 +79,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             if (t < rows && k < p.k) {
                 v = x[t * p.k + k];
             }
-            xs[i] = v;
+            xs[r * LD + c] = v;
         }
         for (var i = lid; i < BN * BK / 2u; i += 128u) {
             let r = i / (BK / 2u);
@@ -89,51 +93,52 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     v *= vec2<f32>(gain[k], gain[k + 1u]);
                 }
             }
-            ws[r * BK + 2u * c] = v.x;
-            ws[r * BK + 2u * c + 1u] = v.y;
+            ws[r * LD + 2u * c] = v.x;
+            ws[r * LD + 2u * c + 1u] = v.y;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
-            var a: array<f32, 4>;
-            var b: array<f32, 4>;
-            for (var i = 0u; i < 4u; i++) {
-                a[i] = xs[(ty * 4u + i) * BK + kk];
-                b[i] = ws[(tx * 4u + i) * BK + kk];
-            }
-            for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i * 4u + j] = fma(a[i], b[j], acc[i * 4u + j]);
-                }
-            }
+            let xr = ty * 4u * LD + kk;
+            let wr = tx * 4u * LD + kk;
+            let a = vec4<f32>(xs[xr], xs[xr + LD], xs[xr + 2u * LD], xs[xr + 3u * LD]);
+            let b = vec4<f32>(ws[wr], ws[wr + LD], ws[wr + 2u * LD], ws[wr + 3u * LD]);
+            c0 = fma(vec4<f32>(a.x), b, c0);
+            c1 = fma(vec4<f32>(a.y), b, c1);
+            c2 = fma(vec4<f32>(a.z), b, c2);
+            c3 = fma(vec4<f32>(a.w), b, c3);
         }
         workgroupBarrier();
     }
 
-    for (var i = 0u; i < 4u; i++) {
-        let r = ty * 4u + i;
-        let t = t0 + r;
-        if (t >= rows) {
-            continue;
+    store_row(ty * 4u, t0, n0 + tx * 4u, rows, c0);
+    store_row(ty * 4u + 1u, t0, n0 + tx * 4u, rows, c1);
+    store_row(ty * 4u + 2u, t0, n0 + tx * 4u, rows, c2);
+    store_row(ty * 4u + 3u, t0, n0 + tx * 4u, rows, c3);
+}
+
+// Tile row r's four outputs from column n: scale, bias, residual.
+fn store_row(r: u32, t0: u32, n: u32, rows: u32, acc: vec4<f32>) {
+    let t = t0 + r;
+    if (t >= rows) {
+        return;
+    }
+    var s = 1.0;
+    if ((p.flags & 1u) != 0u) {
+        let ss = rms[r * 4u] + rms[r * 4u + 1u] + rms[r * 4u + 2u] + rms[r * 4u + 3u];
+        s = inverseSqrt(ss / f32(p.k) + p.eps);
+    }
+    for (var j = 0u; j < 4u; j++) {
+        if (n + j >= p.n) {
+            return;
         }
-        var s = 1.0;
-        if ((p.flags & 1u) != 0u) {
-            let ss = rms[r * 4u] + rms[r * 4u + 1u] + rms[r * 4u + 2u] + rms[r * 4u + 3u];
-            s = inverseSqrt(ss / f32(p.k) + p.eps);
+        var v = acc[j] * s;
+        if ((p.flags & 2u) != 0u) {
+            v += bias[n + j];
         }
-        for (var j = 0u; j < 4u; j++) {
-            let n = n0 + tx * 4u + j;
-            if (n >= p.n) {
-                continue;
-            }
-            var v = acc[i * 4u + j] * s;
-            if ((p.flags & 2u) != 0u) {
-                v += bias[n];
-            }
-            let idx = t * p.ldy + p.out_offset + n;
-            if ((p.flags & 4u) != 0u) {
-                v += y[idx];
-            }
-            y[idx] = v;
+        let idx = t * p.ldy + p.out_offset + n + j;
+        if ((p.flags & 4u) != 0u) {
+            v += y[idx];
         }
+        y[idx] = v;
     }
 }

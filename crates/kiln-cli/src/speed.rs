@@ -1,9 +1,10 @@
 //! `kiln speed`: the engine measured in-process, in the units the GPU goals are stated in: the
-//! device's copy bandwidth, decode tokens/s and the fraction of the bandwidth roofline at
+//! device's memory bandwidth, decode tokens/s and the fraction of the bandwidth roofline at
 //! several numbers of concurrent sequences, and prefill tokens/s at several prompt lengths.
 //!
-//! Fraction of the roofline = (bytes a decode step must read ÷ the copy bandwidth) ÷ the
-//! measured step time. A step reads every weight matrix once (the embedding table only when it
+//! Fraction of the roofline = (bytes a decode step must read ÷ the device's bandwidth) ÷ the
+//! measured step time, the bandwidth being the larger of its buffer-copy and reading-kernel
+//! rates (`kiln_gpu::Bandwidth`). A step reads every weight matrix once (the embedding table only when it
 //! is also the output matrix) plus the K/V of every running sequence's context. The weights'
 //! bytes are the runner's GPU bytes scaled by the share of the parameters a step reads.
 //!
@@ -11,12 +12,12 @@
 //! written by kiln's own model writer (nothing is downloaded).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use kiln_engine::{Engine, EngineConfig, KvLayout, KvSize, Request, SamplingParams};
-use kiln_gpu::GpuContext;
-use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_gpu::{Bandwidth, GpuContext, Kernels};
+use kiln_model::testing::{TinyConfig, write_random_llama};
 use kiln_model::{Architecture, DType, Model, ModelConfig};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -30,6 +31,10 @@ pub struct Args {
     /// folder first: about 16 GB for llama3-8b).
     #[arg(long, value_enum)]
     synthetic: Option<Synthetic>,
+    /// Write the synthetic model here and keep it (a later run with the same folder reads it
+    /// instead of writing it again), rather than in a temporary folder.
+    #[arg(long, requires = "synthetic")]
+    synthetic_dir: Option<PathBuf>,
     /// Concurrent decoding sequences to measure.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
     concurrency: Vec<usize>,
@@ -87,11 +92,29 @@ impl Synthetic {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let (model, name, _dir) = match a.synthetic {
         Some(s) => {
-            let dir = tempfile::tempdir()?;
-            eprintln!("writing a random {s:?} model to {}", dir.path().display());
-            write_tiny_llama(dir.path(), &s.shapes(), 1)?;
-            let model = Model::load(dir.path())?;
-            (model, format!("synthetic {s:?}"), Some(dir))
+            let temp = match &a.synthetic_dir {
+                Some(_) => None,
+                None => Some(tempfile::tempdir()?),
+            };
+            let dir = a.synthetic_dir.clone().unwrap_or_else(|| {
+                temp.as_ref()
+                    .expect("a temporary folder")
+                    .path()
+                    .to_path_buf()
+            });
+            if dir.join("model.safetensors").exists() {
+                eprintln!("reading the random {s:?} model in {}", dir.display());
+            } else {
+                eprintln!("writing a random {s:?} model to {}", dir.display());
+                write_random_llama(&dir, &s.shapes(), 1)?;
+            }
+            let model = Model::load(&dir)?;
+            anyhow::ensure!(
+                model.config == s.shapes().model_config(),
+                "{} holds another model than the synthetic {s:?}: give an empty folder",
+                dir.display()
+            );
+            (model, format!("synthetic {s:?}"), temp)
         }
         None => {
             let model = crate::model_path::load(a.model.as_deref())?;
@@ -101,7 +124,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let ctx = pollster::block_on(GpuContext::new())?;
     eprintln!("adapter: {}", ctx.describe());
-    let bandwidth = copy_bandwidth(&ctx);
+    let measured = Bandwidth::measure(&ctx, &Kernels::new(&ctx));
+    let bandwidth = measured.ceiling();
     let max_seqs = a.concurrency.iter().copied().max().unwrap_or(1);
     let bar = crate::model_path::upload_bar();
     let mut engine = Engine::new(
@@ -129,7 +153,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         weight_bytes / 1e9,
         step_weight_bytes / 1e9
     );
-    println!("copy bandwidth: {:.1} GB/s (read + write)", bandwidth / 1e9);
+    println!(
+        "bandwidth: {:.1} GB/s (the larger of: buffer copies {:.1} GB/s read + write, a reading kernel {:.1} GB/s)",
+        bandwidth / 1e9,
+        measured.copy / 1e9,
+        measured.read / 1e9
+    );
 
     let mut ids = 0u64;
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -206,7 +235,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let out: Value = json!({
             "model": name, "adapter": ctx.describe(), "kernels": a.device.kernels.to_string(),
             "kv_dtype": a.device.kv_dtype.to_string(), "weight_bytes": weight_bytes,
-            "bytes_read_per_step_weights": step_weight_bytes, "copy_bandwidth_bytes_per_s": bandwidth,
+            "bytes_read_per_step_weights": step_weight_bytes, "bandwidth_bytes_per_s": bandwidth,
+            "copy_bandwidth_bytes_per_s": measured.copy, "read_bandwidth_bytes_per_s": measured.read,
             "decode": decode, "prefill": prefill,
         });
         std::fs::write(path, serde_json::to_vec_pretty(&out)?)
@@ -240,29 +270,4 @@ fn run_all(engine: &mut Engine) -> anyhow::Result<()> {
         pollster::block_on(engine.step())?;
     }
     Ok(())
-}
-
-/// Bytes read and written per second by buffer-to-buffer copies (the best of five).
-fn copy_bandwidth(ctx: &GpuContext) -> f64 {
-    let bytes = (256u64 << 20).min(ctx.limits.max_buffer_size / 2 * 2);
-    let (src, dst) = (
-        ctx.storage("copy src", bytes),
-        ctx.storage("copy dst", bytes),
-    );
-    let copy = || {
-        let t = Instant::now();
-        let mut enc = ctx.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&src, 0, &dst, 0, bytes);
-        ctx.queue.submit([enc.finish()]);
-        ctx.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .expect("poll");
-        t.elapsed()
-    };
-    copy();
-    let best = (0..5)
-        .map(|_| copy())
-        .min()
-        .unwrap_or(Duration::from_secs(1));
-    2.0 * bytes as f64 / best.as_secs_f64()
 }

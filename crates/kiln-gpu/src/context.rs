@@ -86,7 +86,13 @@ impl GpuContext {
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self, GpuError> {
         let info = adapter.get_info();
         let supported = adapter.limits();
-        let features = adapter.features() & wgpu::Features::SHADER_F16;
+        // Subgroups only where a subgroup is at least 4 wide (matvec_subgroup.wgsl's bound).
+        let subgroups = if info.subgroup_min_size >= 4 {
+            wgpu::Features::SUBGROUP
+        } else {
+            wgpu::Features::empty()
+        };
+        let features = adapter.features() & (wgpu::Features::SHADER_F16 | subgroups);
         let limits = wgpu::Limits {
             max_storage_buffer_binding_size: supported.max_storage_buffer_binding_size,
             max_buffer_size: supported.max_buffer_size,

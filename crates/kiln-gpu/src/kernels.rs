@@ -98,6 +98,7 @@ kernel_table!(
     "embedding",
     "matmul",
     "matvec",
+    "matvec_subgroup",
     "matvec_rowwise",
     "matmul_rowwise",
     "rope_kv",
@@ -106,6 +107,7 @@ kernel_table!(
     "silu_mul",
     "gather_rmsnorm",
     "sample",
+    "read_bandwidth",
 );
 
 kernel_table!(FORMATS: "weights_f16", "weights_q8_0", "weights_q4_0", "weights_q4_1");
@@ -120,7 +122,14 @@ pub struct Kernels {
     /// default on CPU-backed adapters, where a workgroup is a loop over SIMD lanes and barriers
     /// cost more than shared loads save.
     pub rowwise: bool,
+    /// Most rows the subgroup matrix-vector kernel takes, where the adapter has subgroups and
+    /// the tiled family runs (`None` otherwise): above it the tiled matmul does.
+    pub matvec_rows: Option<u32>,
 }
+
+/// Rows up to which `matvec_subgroup.wgsl` beats the tiled matmul; `KILN_MATVEC_MAX_ROWS`
+/// overrides it for tuning on a new device (0 turns the kernel off).
+const MATVEC_SUBGROUP_ROWS: u32 = 64;
 
 impl Kernels {
     /// The kernels of the family [`KernelFamily::Auto`] picks for the device.
@@ -129,10 +138,17 @@ impl Kernels {
     }
 
     pub fn for_family(ctx: &crate::GpuContext, family: KernelFamily) -> Self {
+        let rowwise = family.rowwise(ctx.info.device_type);
+        let rows = std::env::var("KILN_MATVEC_MAX_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(MATVEC_SUBGROUP_ROWS);
+        let subgroups = ctx.features.contains(wgpu::Features::SUBGROUP);
         Self {
             device: ctx.device.clone(),
             cache: Mutex::new(HashMap::new()),
-            rowwise: family.rowwise(ctx.info.device_type),
+            rowwise,
+            matvec_rows: (subgroups && !rowwise && rows > 0).then_some(rows),
         }
     }
 
@@ -162,6 +178,16 @@ impl Kernels {
     /// The kernel of `shaders/{name}.wgsl` reading weights in `format`.
     pub fn get_for(&self, name: &str, format: WeightFormat) -> Arc<Kernel> {
         self.compile(name, Some(format), &[])
+    }
+
+    /// The same with override constants, as [`Kernels::get_with`].
+    pub fn get_for_with(
+        &self,
+        name: &str,
+        format: WeightFormat,
+        constants: &[(&str, f64)],
+    ) -> Arc<Kernel> {
+        self.compile(name, Some(format), constants)
     }
 
     fn compile(

@@ -5,12 +5,13 @@
 //!
 //! Layout: `context` opens the device; `kernels` compiles and caches the pipelines of
 //! `shaders/*.wgsl`; `launch` is one recorded dispatch; `ops/` builds the launches of each
-//! kernel with its shape checks; `weight_format` names the GPU weight formats and repacks GGUF blocks;
+//! kernel with its shape checks; `bandwidth` measures the memory ceiling decode is held to; `weight_format` names the GPU weight formats and repacks GGUF blocks;
 //! `matrix` holds weight matrices split to fit a storage binding;
 //! `kv_layout` owns the KV element type and byte arithmetic; `kv_cache` is the paged cache and
 //! its CPU tier; `step_inputs` uploads a batch description;
 //! `runner` is the forward pass; `reference` is the plain CPU forward pass tests compare with.
 
+mod bandwidth;
 mod context;
 mod error;
 mod kernels;
@@ -24,6 +25,7 @@ mod runner;
 mod step_inputs;
 mod weight_format;
 
+pub use bandwidth::Bandwidth;
 pub use context::{DeviceFaults, GpuContext};
 pub use error::GpuError;
 pub use kernels::{Kernel, KernelFamily, Kernels};

@@ -39,17 +39,19 @@ fn embedding_gathers_rows() {
     );
 }
 
-/// Every matmul kernel (few rows: matvec; many: tiled; and the row-wise kernel of CPU devices)
-/// with every flag combination.
+/// Every matmul kernel (few rows: a matvec kernel; many: tiled; and the row-wise kernel of CPU
+/// devices) with every flag combination, at widths that are and are not multiples of 8.
 #[test]
 fn matmul_matches_reference() {
     let ctx = gpu();
-    for (rowwise, kdim) in [(false, 70), (false, 72), (true, 72), (true, 200)] {
-        check_matmul(&ctx, &Kernels::with_rowwise(&ctx, rowwise), kdim);
+    for (name, k) in matmul_variants(&ctx) {
+        for kdim in [70, 72, 200] {
+            check_matmul(&ctx, &name, &k, kdim);
+        }
     }
 }
 
-fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
+fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize) {
     let ctx = ctx.clone();
     let mut r = rng(2);
     let n = 131;
@@ -60,7 +62,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
     let bias_b = buf_f32(&ctx, &bias);
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(&ctx, &gain);
-    for rows in [1usize, 3, 8, 9, 45] {
+    for rows in [1usize, 3, 8, 9, 17, 45, 64, 67] {
         for (norm, with_bias, accumulate) in [
             (false, false, false),
             (true, true, false),
@@ -104,8 +106,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, k: &Kernels, kdim: usize) {
                 }
             }
             let what = format!(
-                "matmul rowwise={} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}",
-                k.rowwise
+                "matmul {name} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate}"
             );
             assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, 1e-4, 1e-4);
         }

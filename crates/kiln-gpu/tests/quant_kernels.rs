@@ -81,17 +81,16 @@ fn quantized_embedding_gathers_rows() {
 #[test]
 fn quantized_matmul_matches_reference() {
     let ctx = gpu();
-    for rowwise in [false, true] {
-        let k = Kernels::with_rowwise(&ctx, rowwise);
+    for (name, k) in matmul_variants(&ctx) {
         for format in FORMATS {
             for kdim in [32, 96] {
-                check(&ctx, &k, format, kdim);
+                check(&ctx, &name, &k, format, kdim);
             }
         }
     }
 }
 
-fn check(ctx: &GpuContext, k: &Kernels, format: WeightFormat, kdim: usize) {
+fn check(ctx: &GpuContext, name: &str, k: &Kernels, format: WeightFormat, kdim: usize) {
     let mut r = rng(12);
     let n = 131;
     let m = quantized(&mut r, format, n, kdim);
@@ -100,7 +99,7 @@ fn check(ctx: &GpuContext, k: &Kernels, format: WeightFormat, kdim: usize) {
     let bias_b = buf_f32(ctx, &bias);
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(ctx, &gain);
-    for rows in [1usize, 3, 8, 9, 45] {
+    for rows in [1usize, 3, 8, 9, 45, 64, 65] {
         for (norm, with_bias, accumulate) in [(false, false, false), (true, true, true)] {
             let x = randn(&mut r, rows * kdim, 2.0);
             let y0 = randn(&mut r, rows * (n + 5), 1.0);
@@ -134,10 +133,7 @@ fn check(ctx: &GpuContext, k: &Kernels, format: WeightFormat, kdim: usize) {
                     want[idx] = if accumulate { want[idx] + v } else { v };
                 }
             }
-            let what = format!(
-                "{format:?} matmul rowwise={} k={kdim} rows={rows} norm={norm}",
-                k.rowwise
-            );
+            let what = format!("{format:?} matmul {name} k={kdim} rows={rows} norm={norm}");
             assert_close(&what, &read_f32(ctx, &yb, want.len()), &want, 1e-4, 1e-4);
         }
     }

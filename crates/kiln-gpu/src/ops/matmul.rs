@@ -5,7 +5,8 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::{GpuContext, GpuMatrix, Grid, Kernels, Launch};
 
-/// Rows up to which the matrix-vector kernel is used.
+/// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
+/// [`Kernels::matvec_rows`]).
 pub const MATVEC_MAX_ROWS: u32 = 8;
 
 #[repr(C)]
@@ -67,10 +68,17 @@ impl Matmul {
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
         let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
         let f = a.w.format;
+        // The subgroup kernel reads octets, so K must be a multiple of 8.
+        let subgroup_rows = kernels.matvec_rows.filter(|_| a.w.cols.is_multiple_of(8));
         let (matvec, matmul) = if rowwise {
             (
                 kernels.get_for("matvec_rowwise", f),
                 kernels.get_for("matmul_rowwise", f),
+            )
+        } else if let Some(rows) = subgroup_rows {
+            (
+                kernels.get_for_with("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                kernels.get_for("matmul", f),
             )
         } else {
             (kernels.get_for("matvec", f), kernels.get_for("matmul", f))
@@ -158,7 +166,11 @@ impl Matmul {
         }
         // The row-wise kernels: one output per invocation pays off only for a single row; from
         // two rows on, the 4-output tiles reuse each load of x.
-        let small_max_rows = if rowwise { 1 } else { MATVEC_MAX_ROWS };
+        let small_max_rows = match (rowwise, subgroup_rows) {
+            (true, _) => 1,
+            (false, Some(rows)) => rows,
+            (false, None) => MATVEC_MAX_ROWS,
+        };
         Self {
             small,
             large,

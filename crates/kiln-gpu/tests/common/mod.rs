@@ -58,7 +58,8 @@ pub fn buf_u32(ctx: &GpuContext, data: &[u32]) -> wgpu::Buffer {
     ctx.storage_init("test", bytemuck::cast_slice(data))
 }
 
-/// Records `record` into one pass, submits it and waits.
+/// Records `record` into one pass and submits it; fails on any validation error so far (a
+/// kernel that does not compile must not pass as one whose output happens to be checked late).
 pub fn run(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
     let mut enc = ctx.device.create_command_encoder(&Default::default());
     {
@@ -66,6 +67,8 @@ pub fn run(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
         record(&mut pass);
     }
     ctx.queue.submit([enc.finish()]);
+    let errors = ctx.faults.take_errors();
+    assert!(errors.is_empty(), "wgpu errors: {errors:#?}");
 }
 
 pub fn run_launches(ctx: &GpuContext, launches: &[&Launch], tokens: u32, samples: u32) {
@@ -82,4 +85,22 @@ pub fn read_f32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<f32> {
 
 pub fn read_u32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
     bytemuck::cast_slice(&pollster::block_on(ctx.read(b, 0, n as u64 * 4)).unwrap()).to_vec()
+}
+
+/// Every way of running a weight matrix product: the row-wise family; the tiled family with
+/// `matvec.wgsl` for up to 8 rows; and, where the adapter has subgroups (lavapipe has), the
+/// tiled family with `matvec_subgroup.wgsl` for up to 64 rows. Each with a name for messages.
+pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
+    let mut out = Vec::new();
+    let rowwise = kiln_gpu::Kernels::with_rowwise(ctx, true);
+    out.push(("row-wise".to_string(), rowwise));
+    let mut plain = kiln_gpu::Kernels::with_rowwise(ctx, false);
+    plain.matvec_rows = None;
+    out.push(("tiled, matvec".to_string(), plain));
+    let subgroups = kiln_gpu::Kernels::with_rowwise(ctx, false);
+    match subgroups.matvec_rows {
+        Some(rows) => out.push((format!("tiled, subgroup matvec <= {rows}"), subgroups)),
+        None => eprintln!("this adapter has no subgroups: matvec_subgroup.wgsl not tested"),
+    }
+    out
 }

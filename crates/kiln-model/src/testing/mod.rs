@@ -4,6 +4,7 @@
 mod gguf_writer;
 mod kquant_enc;
 mod quant;
+mod random_model;
 pub mod tiny_tokenizer;
 
 use std::path::Path;
@@ -14,6 +15,7 @@ use serde_json::json;
 
 pub use self::gguf_writer::{GgufBuilder, GgufTokenizer, model_gguf};
 pub use self::quant::quantize;
+pub use self::random_model::write_random_llama;
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
 pub use crate::validate::expected_tensors;
@@ -154,6 +156,14 @@ pub fn write_tiny_llama(
     cfg: &TinyConfig,
     seed: u64,
 ) -> Result<ModelConfig, ModelError> {
+    let mc = write_folder_files(dir, cfg)?;
+    let p = dir.join("model.safetensors");
+    std::fs::write(&p, safetensors_bytes(&tiny_tensors(&mc, seed), cfg.dtype)).map_err(io(&p))?;
+    Ok(mc)
+}
+
+/// The Hugging Face folder around the weights: config, tiny tokenizer, generation config.
+fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mc = cfg.model_config();
     let config = json!({
@@ -186,8 +196,6 @@ pub fn write_tiny_llama(
         let p = dir.join(name);
         std::fs::write(&p, bytes.expect("json")).map_err(io(&p))?;
     }
-    let p = dir.join("model.safetensors");
-    std::fs::write(&p, safetensors_bytes(&tiny_tensors(&mc, seed), cfg.dtype)).map_err(io(&p))?;
     Ok(mc)
 }
 

@@ -1,0 +1,112 @@
+//! Random models at full size (billions of parameters) for speed measurements: f16 weights
+//! streamed to a safetensors file from a cheap generator, never held in memory as a whole.
+//! The values are only plausible (weights in ±[1/16, 1/8), norm gains near 1); the tiny models
+//! in `mod.rs` are the ones with reference outputs.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{TinyConfig, io, write_folder_files};
+use crate::{ModelConfig, ModelError};
+
+/// Writes a Hugging Face folder like `write_tiny_llama` with random f16 weights in `cfg`'s
+/// shapes (`cfg.dtype` is ignored), at disk speed.
+pub fn write_random_llama(
+    dir: &Path,
+    cfg: &TinyConfig,
+    seed: u64,
+) -> Result<ModelConfig, ModelError> {
+    let mc = write_folder_files(dir, cfg)?;
+    let tensors = crate::validate::expected_tensors(&mc);
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), json!({"format": "pt"}));
+    let mut offset = 0usize;
+    for (name, shape) in &tensors {
+        let bytes = 2 * shape.iter().product::<usize>();
+        header.insert(
+            name.clone(),
+            json!({"dtype": "F16", "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let mut h = serde_json::to_vec(&header).expect("json");
+    h.resize(h.len().div_ceil(8) * 8, b' ');
+
+    let path = dir.join("model.safetensors");
+    let file = std::fs::File::create(&path).map_err(io(&path))?;
+    let mut out = BufWriter::with_capacity(1 << 22, file);
+    let mut write = |bytes: &[u8]| out.write_all(bytes).map_err(io(&path));
+    write(&(h.len() as u64).to_le_bytes())?;
+    write(&h)?;
+    let mut state = seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut chunk = vec![0u8; 1 << 22];
+    for (name, shape) in &tensors {
+        let is_norm = name.ends_with("norm.weight");
+        let mut left = 2 * shape.iter().product::<usize>();
+        while left > 0 {
+            let n = left.min(chunk.len());
+            for word in chunk[..n].chunks_mut(8) {
+                let r = splitmix64(&mut state);
+                for (i, half) in word.chunks_mut(2).enumerate() {
+                    let bits = (r >> (16 * i)) as u16;
+                    half.copy_from_slice(&random_f16(bits, is_norm).to_le_bytes());
+                }
+            }
+            write(&chunk[..n])?;
+            left -= n;
+        }
+    }
+    out.flush().map_err(io(&path))?;
+    Ok(mc)
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An f16 from 16 random bits: a random sign and mantissa with the exponent of [1/16, 1/8)
+/// for weights, or of [1, 2) with a small mantissa for norm gains.
+fn random_f16(bits: u16, is_norm: bool) -> u16 {
+    if is_norm {
+        (15 << 10) | (bits & 0x3f)
+    } else {
+        (bits & 0x8000) | (11 << 10) | (bits & 0x3ff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Model;
+
+    #[test]
+    fn writes_a_loadable_model_with_bounded_values() {
+        let dir = std::env::temp_dir().join(format!("kiln-random-model-{}", std::process::id()));
+        let cfg = TinyConfig {
+            num_layers: 1,
+            ..TinyConfig::default()
+        };
+        let mc = write_random_llama(&dir, &cfg, 3).unwrap();
+        let model = Model::load(&dir).unwrap();
+        assert_eq!(model.config, mc);
+        let q = model
+            .weights
+            .read_f32("model.layers.0.self_attn.q_proj.weight")
+            .unwrap();
+        assert_eq!(q.len(), mc.num_heads * mc.head_dim * mc.hidden_size);
+        assert!(q.iter().all(|v| (0.0625..0.125).contains(&v.abs())));
+        // Not a constant: both signs and many distinct values.
+        assert!(q.iter().any(|&v| v < 0.0) && q.iter().any(|&v| v > 0.0));
+        let distinct: std::collections::HashSet<u32> = q.iter().map(|v| v.to_bits()).collect();
+        assert!(distinct.len() > 1000);
+        let norm = model.weights.read_f32("model.norm.weight").unwrap();
+        assert!(norm.iter().all(|v| (1.0..1.1).contains(v)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
