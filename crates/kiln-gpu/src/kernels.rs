@@ -110,7 +110,15 @@ kernel_table!(
     "read_bandwidth",
 );
 
-kernel_table!(FORMATS: "weights_f16", "weights_q8_0", "weights_q4_0", "weights_q4_1");
+kernel_table!(
+    FORMATS: "weights_f16",
+    "weights_q8_0",
+    "weights_q4_0",
+    "weights_q4_1",
+    "weights_q5_0",
+    "weights_q4_k",
+    "weights_q6_k",
+);
 
 /// Compiles kernels on first use and hands out shared handles afterwards.
 pub struct Kernels {

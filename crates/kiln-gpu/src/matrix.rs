@@ -39,7 +39,7 @@ impl GpuMatrix {
 
     /// Uploads `m` in its format, in as few chunks as the binding size allows.
     pub fn upload_host(ctx: &GpuContext, label: &str, m: &HostMatrix) -> Result<Self, GpuError> {
-        let row_bytes = m.format.row_bytes(m.cols) as u64;
+        let row_bytes = m.format.gpu_row_bytes(m.cols) as u64;
         let rows_per_chunk = ((ctx.max_binding() / row_bytes.max(1)) as usize / 64 * 64).max(1);
         Self::upload_chunked(ctx, label, m, rows_per_chunk)
     }

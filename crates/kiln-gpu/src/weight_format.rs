@@ -1,11 +1,13 @@
 //! How a weight matrix is stored on the GPU, and the host-side matrix that is uploaded.
 //!
-//! Quantized matrices keep GGUF's blocks of 32 weights, repacked without growing: each chunk
-//! buffer holds the quants of its rows first (row-major, the block's quant bytes in file order,
-//! so every row starts on a 16-byte boundary) and then each block's scale bytes (`d`, or `d`
-//! and `m` for Q4_1) in the same order. The matrix kernels dequantize in registers through the
-//! format's WGSL snippet (`shaders/weights_*.wgsl`), which the kernel loader appends to the
-//! kernel's source. Types without such a snippet are widened to f16, as everything was before.
+//! Quantized matrices keep GGUF's blocks (32 weights, or 256 for the K-quants), repacked
+//! without growing (Q6_K: by 2 bytes in 210): each chunk buffer holds the quants of its rows
+//! first (row-major, the block's quant bytes in file order, so every block starts on a word)
+//! and then each block's scale bytes in the same order (`d`; `d` and `m` for Q4_1; Q6_K's 16
+//! scales and `d`; none for Q4_K, whose 144-byte blocks stay whole). The matrix kernels
+//! dequantize in registers through the format's WGSL snippet (`shaders/weights_*.wgsl`), which
+//! the kernel loader appends to the kernel's source. Types without such a snippet (Q5_1, Q5_K)
+//! are widened to f16.
 
 use half::f16;
 use kiln_model::gguf::dequant;
@@ -20,7 +22,8 @@ pub enum WeightStorage {
     /// f16 loads decode faster on CPU adapters (lavapipe) than its in-register dequantization.
     #[default]
     Auto,
-    /// Q8_0, Q4_0 and Q4_1 stay in their blocks (the file's size on the GPU).
+    /// Q8_0, Q4_0, Q4_1, Q5_0, Q4_K and Q6_K stay in their blocks (about the file's size on
+    /// the GPU).
     Quantized,
     /// Every matrix widened to f16.
     F16,
@@ -73,6 +76,12 @@ pub enum WeightFormat {
     Q4_0,
     /// Blocks of 32 nibbles with f16 `d` and `m`: w = d * q + m.
     Q4_1,
+    /// Blocks of 32 five-bit values with an f16 scale `d`: w = d * (q - 16).
+    Q5_0,
+    /// Super-blocks of 256 nibbles in 8 sub-blocks with 6-bit scales and mins.
+    Q4_K,
+    /// Super-blocks of 256 six-bit values in 16 sub-blocks with 8-bit scales.
+    Q6_K,
 }
 
 impl WeightFormat {
@@ -82,6 +91,9 @@ impl WeightFormat {
             DType::Q8_0 => WeightFormat::Q8_0,
             DType::Q4_0 => WeightFormat::Q4_0,
             DType::Q4_1 => WeightFormat::Q4_1,
+            DType::Q5_0 => WeightFormat::Q5_0,
+            DType::Q4_K => WeightFormat::Q4_K,
+            DType::Q6_K => WeightFormat::Q6_K,
             _ => WeightFormat::F16,
         }
     }
@@ -93,6 +105,9 @@ impl WeightFormat {
             WeightFormat::Q8_0 => DType::Q8_0,
             WeightFormat::Q4_0 => DType::Q4_0,
             WeightFormat::Q4_1 => DType::Q4_1,
+            WeightFormat::Q5_0 => DType::Q5_0,
+            WeightFormat::Q4_K => DType::Q4_K,
+            WeightFormat::Q6_K => DType::Q6_K,
         }
     }
 
@@ -103,6 +118,9 @@ impl WeightFormat {
             WeightFormat::Q8_0 => "weights_q8_0",
             WeightFormat::Q4_0 => "weights_q4_0",
             WeightFormat::Q4_1 => "weights_q4_1",
+            WeightFormat::Q5_0 => "weights_q5_0",
+            WeightFormat::Q4_K => "weights_q4_k",
+            WeightFormat::Q6_K => "weights_q6_k",
         }
     }
 
@@ -110,22 +128,31 @@ impl WeightFormat {
     pub fn cols_multiple(self) -> usize {
         match self {
             WeightFormat::F16 => 2,
-            _ => dequant::QK,
+            _ => self.dtype().block_size(),
         }
     }
 
-    /// Leading bytes of each file block that are its scales (moved behind the quants).
-    fn scale_bytes(self) -> usize {
+    /// Which bytes of each file block are its scales, moved behind all the quants on the GPU
+    /// (start, length), and the zero bytes added after each block's scales to keep them whole
+    /// words.
+    fn scales(self) -> (usize, usize, usize) {
         match self {
-            WeightFormat::F16 => 0,
-            WeightFormat::Q8_0 | WeightFormat::Q4_0 => 2,
-            WeightFormat::Q4_1 => 4,
+            WeightFormat::F16 | WeightFormat::Q4_K => (0, 0, 0),
+            WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q5_0 => (0, 2, 0),
+            WeightFormat::Q4_1 => (0, 4, 0),
+            WeightFormat::Q6_K => (192, 18, 2),
         }
     }
 
-    /// Bytes one row of `cols` takes on the GPU (quants and scales; the same as in the file).
+    /// Bytes one row of `cols` takes in the file (and in a [`HostMatrix`]).
     pub fn row_bytes(self, cols: usize) -> usize {
         self.dtype().byte_len(cols)
+    }
+
+    /// Bytes one row of `cols` takes on the GPU: the file's, plus any padding of the scales.
+    pub fn gpu_row_bytes(self, cols: usize) -> usize {
+        let blocks = cols / self.dtype().block_size();
+        self.row_bytes(cols) + blocks * self.scales().2
     }
 }
 
@@ -235,16 +262,18 @@ impl HostMatrix {
     pub fn gpu_chunk(&self, start: usize, n: usize) -> (Vec<u8>, u32) {
         let row = self.format.row_bytes(self.cols);
         let src = &self.bytes[start * row..(start + n) * row];
-        let s = self.format.scale_bytes();
-        if s == 0 {
+        let (s0, len, pad) = self.format.scales();
+        if len == 0 {
             return (src.to_vec(), 0);
         }
         let block = self.format.dtype().block_bytes();
         let mut quants = Vec::with_capacity(src.len().next_multiple_of(4));
-        let mut scales = Vec::with_capacity(src.len() / block * s);
+        let mut scales = Vec::with_capacity(src.len() / block * (len + pad));
         for b in src.chunks_exact(block) {
-            scales.extend_from_slice(&b[..s]);
-            quants.extend_from_slice(&b[s..]);
+            scales.extend_from_slice(&b[s0..s0 + len]);
+            scales.extend(std::iter::repeat_n(0, pad));
+            quants.extend_from_slice(&b[..s0]);
+            quants.extend_from_slice(&b[s0 + len..]);
         }
         let offset = (quants.len() / 4) as u32;
         quants.extend(scales);
@@ -269,7 +298,7 @@ pub fn gpu_weight_bytes(weights: &Weights) -> Result<(u64, Vec<String>), GpuErro
                 if format.dtype() != dtype && !widened.contains(&dtype.name()) {
                     widened.push(dtype.name());
                 }
-                (format.row_bytes(*cols) * rows) as u64
+                (format.gpu_row_bytes(*cols) * rows) as u64
             }
             _ => numel as u64 * 4,
         };

@@ -13,7 +13,14 @@ use kiln_model::testing::quantize;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-const FORMATS: [WeightFormat; 3] = [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1];
+const FORMATS: [WeightFormat; 6] = [
+    WeightFormat::Q8_0,
+    WeightFormat::Q4_0,
+    WeightFormat::Q4_1,
+    WeightFormat::Q5_0,
+    WeightFormat::Q4_K,
+    WeightFormat::Q6_K,
+];
 
 /// A random `(rows, cols)` matrix quantized to `format`'s GGUF type.
 fn quantized(r: &mut StdRng, format: WeightFormat, rows: usize, cols: usize) -> HostMatrix {
@@ -29,20 +36,21 @@ fn quantized_matrices_take_their_file_bytes() {
     let ctx = gpu();
     let mut r = rng(10);
     for format in FORMATS {
-        let (rows, cols) = (45, 96);
+        let (rows, cols) = (45, 3 * format.cols_multiple());
         let m = quantized(&mut r, format, rows, cols);
         let g = GpuMatrix::upload_host(&ctx, "w", &m).unwrap();
         let file = format.dtype().byte_len(rows * cols) as u64;
-        // One buffer, rounded up to 16 bytes by the allocator at most.
+        let gpu = (rows * format.gpu_row_bytes(cols)) as u64;
+        // One buffer, rounded up to 16 bytes by the allocator at most; at most 1% over the file.
         assert!(
-            g.bytes() >= file && g.bytes() < file + 16,
+            g.bytes() >= gpu && g.bytes() < gpu + 16 && gpu * 100 <= file * 101,
             "{format:?}: {} GPU bytes for {file} in the file",
             g.bytes()
         );
     }
     // Types without a kept-quantized kernel are widened to f16.
     let data = randn(&mut r, 2 * 256, 1.0);
-    let m = HostMatrix::from_stored(DType::Q4_K, quantize(DType::Q4_K, &data), 2, 256).unwrap();
+    let m = HostMatrix::from_stored(DType::Q5_K, quantize(DType::Q5_K, &data), 2, 256).unwrap();
     assert_eq!(m.format, WeightFormat::F16);
 }
 
@@ -51,8 +59,9 @@ fn quantized_embedding_gathers_rows() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let mut r = rng(11);
-    let (vocab, hidden, t) = (37, 96, 13);
+    let (vocab, t) = (37, 13);
     for format in FORMATS {
+        let hidden = 3 * format.cols_multiple();
         let m = quantized(&mut r, format, vocab, hidden);
         let table = m.to_f32();
         let g = GpuMatrix::upload_host(&ctx, "table", &m).unwrap();
@@ -83,8 +92,8 @@ fn quantized_matmul_matches_reference() {
     let ctx = gpu();
     for (name, k) in matmul_variants(&ctx) {
         for format in FORMATS {
-            for kdim in [32, 96] {
-                check(&ctx, &name, &k, format, kdim);
+            for blocks in [1, 3] {
+                check(&ctx, &name, &k, format, blocks * format.cols_multiple());
             }
         }
     }
@@ -145,8 +154,9 @@ fn check(ctx: &GpuContext, name: &str, k: &Kernels, format: WeightFormat, kdim: 
 fn quantized_split_matrix_matches_whole() {
     let ctx = gpu();
     let mut r = rng(13);
-    let (rows, cols, t) = (200, 64, 11);
+    let (rows, t) = (200, 11);
     for format in FORMATS {
+        let cols = 2 * format.cols_multiple();
         let m = quantized(&mut r, format, rows, cols);
         let whole = GpuMatrix::upload_host(&ctx, "whole", &m).unwrap();
         let split = GpuMatrix::upload_chunked(&ctx, "split", &m, 64).unwrap();
