@@ -8,7 +8,7 @@ pub struct DeviceArgs {
     /// lavapipe, gpu elsewhere), gpu (tiled, workgroup memory) or cpu (row-wise).
     #[arg(long, default_value = "auto")]
     pub kernels: KernelFamily,
-    /// Quantized matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K) on the GPU: auto (kept quantized with the gpu kernels, widened
+    /// Quantized matrices on the GPU: auto (kept quantized with the gpu kernels, widened
     /// to f16 with the cpu kernels), quantized (the file's size) or f16.
     #[arg(long, default_value = "auto")]
     pub weights: WeightStorage,

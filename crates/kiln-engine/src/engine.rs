@@ -43,7 +43,7 @@ pub struct EngineConfig {
     pub kernels: KernelFamily,
     /// The KV cache's element type (f16 by default: twice the tokens of f32).
     pub kv_dtype: KvDtype,
-    /// Whether quantized matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K) stay quantized on the GPU (`Auto`: with the GPU family).
+    /// Whether quantized matrices stay quantized on the GPU (`Auto`: with the GPU family).
     pub weights: WeightStorage,
 }
 

@@ -1,6 +1,6 @@
 //! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
 //! path: the runner's logits against the CPU reference forward pass (Llama, Qwen2 with
-//! attention biases, tied embeddings, GGUF Q8_0/Q4_0/Q4_1/Q5_0/Q4_K/Q6_K kept quantized) over chunked prefill across non-contiguous KV blocks
+//! attention biases, tied embeddings, GGUF files of every quantized type kept quantized) over chunked prefill across non-contiguous KV blocks
 //! and decode steps; greedy tokens of 8 concurrent requests equal to each run alone, with
 //! prefix caching on and off; and KV blocks evicted to the CPU tier and restored giving the
 //! same tokens and log-probs as a fresh engine that never evicted. Every test runs with both
@@ -216,8 +216,8 @@ fn logits_match_cpu_reference_quantized_gguf() {
     }
 }
 
-/// The same for Q5_0 and the K-quants (blocks of 256, so a model 256 wide): Q4_K and Q6_K are
-/// what Q4_K_M files are mostly made of.
+/// The same for the 5-bit types and the K-quants (blocks of 256, so a model 256 wide): Q4_K and
+/// Q6_K are what Q4_K_M files are mostly made of.
 #[test]
 fn logits_match_cpu_reference_k_quant_gguf() {
     let cfg = TinyConfig {
@@ -226,7 +226,13 @@ fn logits_match_cpu_reference_k_quant_gguf() {
         head_dim: 64,
         ..TinyConfig::default()
     };
-    for dtype in [DType::Q5_0, DType::Q4_K, DType::Q6_K] {
+    for dtype in [
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tiny.gguf");
         write_tiny_gguf(&path, &cfg, 7, dtype).unwrap();

@@ -116,7 +116,9 @@ kernel_table!(
     "weights_q4_0",
     "weights_q4_1",
     "weights_q5_0",
+    "weights_q5_1",
     "weights_q4_k",
+    "weights_q5_k",
     "weights_q6_k",
 );
 

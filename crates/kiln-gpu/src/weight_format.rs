@@ -3,11 +3,11 @@
 //! Quantized matrices keep GGUF's blocks (32 weights, or 256 for the K-quants), repacked
 //! without growing (Q6_K: by 2 bytes in 210): each chunk buffer holds the quants of its rows
 //! first (row-major, the block's quant bytes in file order, so every block starts on a word)
-//! and then each block's scale bytes in the same order (`d`; `d` and `m` for Q4_1; Q6_K's 16
-//! scales and `d`; none for Q4_K, whose 144-byte blocks stay whole). The matrix kernels
-//! dequantize in registers through the format's WGSL snippet (`shaders/weights_*.wgsl`), which
-//! the kernel loader appends to the kernel's source. Types without such a snippet (Q5_1, Q5_K)
-//! are widened to f16.
+//! and then each block's scale bytes in the same order (`d`; `d` and `m` for Q4_1 and Q5_1;
+//! Q6_K's 16 scales and `d`; none for Q4_K and Q5_K, whose 144- and 176-byte blocks stay
+//! whole). The matrix kernels dequantize in registers through the format's WGSL snippet
+//! (`shaders/weights_*.wgsl`), which the kernel loader appends to the kernel's source. Every
+//! quantized type kiln reads has one; F32, BF16 and F16 matrices are stored as f16.
 
 use half::f16;
 use kiln_model::gguf::dequant;
@@ -22,8 +22,7 @@ pub enum WeightStorage {
     /// f16 loads decode faster on CPU adapters (lavapipe) than its in-register dequantization.
     #[default]
     Auto,
-    /// Q8_0, Q4_0, Q4_1, Q5_0, Q4_K and Q6_K stay in their blocks (about the file's size on
-    /// the GPU).
+    /// Every quantized type stays in its blocks (about the file's size on the GPU).
     Quantized,
     /// Every matrix widened to f16.
     F16,
@@ -78,8 +77,12 @@ pub enum WeightFormat {
     Q4_1,
     /// Blocks of 32 five-bit values with an f16 scale `d`: w = d * (q - 16).
     Q5_0,
+    /// Blocks of 32 five-bit values with f16 `d` and `m`: w = d * q + m.
+    Q5_1,
     /// Super-blocks of 256 nibbles in 8 sub-blocks with 6-bit scales and mins.
     Q4_K,
+    /// The same with a fifth bit per weight.
+    Q5_K,
     /// Super-blocks of 256 six-bit values in 16 sub-blocks with 8-bit scales.
     Q6_K,
 }
@@ -92,7 +95,9 @@ impl WeightFormat {
             DType::Q4_0 => WeightFormat::Q4_0,
             DType::Q4_1 => WeightFormat::Q4_1,
             DType::Q5_0 => WeightFormat::Q5_0,
+            DType::Q5_1 => WeightFormat::Q5_1,
             DType::Q4_K => WeightFormat::Q4_K,
+            DType::Q5_K => WeightFormat::Q5_K,
             DType::Q6_K => WeightFormat::Q6_K,
             _ => WeightFormat::F16,
         }
@@ -106,7 +111,9 @@ impl WeightFormat {
             WeightFormat::Q4_0 => DType::Q4_0,
             WeightFormat::Q4_1 => DType::Q4_1,
             WeightFormat::Q5_0 => DType::Q5_0,
+            WeightFormat::Q5_1 => DType::Q5_1,
             WeightFormat::Q4_K => DType::Q4_K,
+            WeightFormat::Q5_K => DType::Q5_K,
             WeightFormat::Q6_K => DType::Q6_K,
         }
     }
@@ -119,7 +126,9 @@ impl WeightFormat {
             WeightFormat::Q4_0 => "weights_q4_0",
             WeightFormat::Q4_1 => "weights_q4_1",
             WeightFormat::Q5_0 => "weights_q5_0",
+            WeightFormat::Q5_1 => "weights_q5_1",
             WeightFormat::Q4_K => "weights_q4_k",
+            WeightFormat::Q5_K => "weights_q5_k",
             WeightFormat::Q6_K => "weights_q6_k",
         }
     }
@@ -137,9 +146,9 @@ impl WeightFormat {
     /// words.
     fn scales(self) -> (usize, usize, usize) {
         match self {
-            WeightFormat::F16 | WeightFormat::Q4_K => (0, 0, 0),
+            WeightFormat::F16 | WeightFormat::Q4_K | WeightFormat::Q5_K => (0, 0, 0),
             WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q5_0 => (0, 2, 0),
-            WeightFormat::Q4_1 => (0, 4, 0),
+            WeightFormat::Q4_1 | WeightFormat::Q5_1 => (0, 4, 0),
             WeightFormat::Q6_K => (192, 18, 2),
         }
     }

@@ -13,12 +13,14 @@ use kiln_model::testing::quantize;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-const FORMATS: [WeightFormat; 6] = [
+const FORMATS: [WeightFormat; 8] = [
     WeightFormat::Q8_0,
     WeightFormat::Q4_0,
     WeightFormat::Q4_1,
     WeightFormat::Q5_0,
+    WeightFormat::Q5_1,
     WeightFormat::Q4_K,
+    WeightFormat::Q5_K,
     WeightFormat::Q6_K,
 ];
 
@@ -48,9 +50,9 @@ fn quantized_matrices_take_their_file_bytes() {
             g.bytes()
         );
     }
-    // Types without a kept-quantized kernel are widened to f16.
+    // Float types are stored as f16.
     let data = randn(&mut r, 2 * 256, 1.0);
-    let m = HostMatrix::from_stored(DType::Q5_K, quantize(DType::Q5_K, &data), 2, 256).unwrap();
+    let m = HostMatrix::from_stored(DType::BF16, quantize(DType::BF16, &data), 2, 256).unwrap();
     assert_eq!(m.format, WeightFormat::F16);
 }
 
