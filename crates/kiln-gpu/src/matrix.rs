@@ -1,11 +1,14 @@
-//! Weight matrices on the GPU: row-major `(rows, cols)` in a [`WeightFormat`] (f16 two per u32,
-//! or GGUF blocks kept quantized), split by rows into chunks that each fit one storage binding.
-//! Chunks end on row boundaries, and rows are whole blocks, so no block is ever split.
+//! Weight matrices on the GPU: row-major `(rows, cols)`, split by rows into chunks that each
+//! fit one storage binding and each have a [`WeightFormat`] (f16 two per u32, or GGUF blocks
+//! kept quantized). A matrix stacked from several tensors (Q, K and V) keeps each tensor's
+//! format, so a Q4_K_M file's Q4_K and Q6_K projections stay as they are. Chunks end on row
+//! boundaries, and rows are whole blocks, so no block is ever split.
 
 use crate::{GpuContext, GpuError, HostMatrix, WeightFormat};
 
 pub struct MatrixChunk {
     pub buffer: wgpu::Buffer,
+    pub format: WeightFormat,
     pub row_offset: u32,
     pub rows: u32,
     /// Where the block scales start in `buffer`, in u32 words (0 for f16).
@@ -15,7 +18,6 @@ pub struct MatrixChunk {
 pub struct GpuMatrix {
     pub rows: usize,
     pub cols: usize,
-    pub format: WeightFormat,
     pub chunks: Vec<MatrixChunk>,
 }
 
@@ -39,9 +41,38 @@ impl GpuMatrix {
 
     /// Uploads `m` in its format, in as few chunks as the binding size allows.
     pub fn upload_host(ctx: &GpuContext, label: &str, m: &HostMatrix) -> Result<Self, GpuError> {
-        let row_bytes = m.format.gpu_row_bytes(m.cols) as u64;
-        let rows_per_chunk = ((ctx.max_binding() / row_bytes.max(1)) as usize / 64 * 64).max(1);
-        Self::upload_chunked(ctx, label, m, rows_per_chunk)
+        Self::upload_stacked(ctx, label, std::slice::from_ref(m))
+    }
+
+    /// Uploads `parts` (same columns) stacked by rows, each in its own format and chunks.
+    pub fn upload_stacked(
+        ctx: &GpuContext,
+        label: &str,
+        parts: &[HostMatrix],
+    ) -> Result<Self, GpuError> {
+        let cols = parts.first().map_or(0, |p| p.cols);
+        if parts.iter().any(|p| p.cols != cols) {
+            return Err(GpuError::Shape {
+                op: "upload",
+                detail: format!("{label}: stacked matrices differ in width"),
+            });
+        }
+        let mut out = Self {
+            rows: 0,
+            cols,
+            chunks: Vec::new(),
+        };
+        for m in parts {
+            let row_bytes = m.format.gpu_row_bytes(m.cols) as u64;
+            let rows_per_chunk = ((ctx.max_binding() / row_bytes.max(1)) as usize / 64 * 64).max(1);
+            let part = Self::upload_chunked(ctx, label, m, rows_per_chunk)?;
+            for mut c in part.chunks {
+                c.row_offset += out.rows as u32;
+                out.chunks.push(c);
+            }
+            out.rows += m.rows;
+        }
+        Ok(out)
     }
 
     /// As [`Self::upload_host`], with at most `rows_per_chunk` rows per buffer.
@@ -73,6 +104,7 @@ impl GpuMatrix {
             let buffer = ctx.storage_init(label, &bytes);
             chunks.push(MatrixChunk {
                 buffer,
+                format: m.format,
                 row_offset: start as u32,
                 rows: n as u32,
                 scale_offset,
@@ -81,7 +113,6 @@ impl GpuMatrix {
         Ok(Self {
             rows: m.rows,
             cols: m.cols,
-            format: m.format,
             chunks,
         })
     }

@@ -168,7 +168,7 @@ impl ModelRunner {
                         Ok(if keep_quantized { m } else { m.widened() })
                     })
                     .collect::<Result<Vec<_>, GpuError>>()?;
-                GpuMatrix::upload_host(ctx, label, &HostMatrix::concat(parts))
+                GpuMatrix::upload_stacked(ctx, label, &parts)
             };
         let embed_w = matrix("embed_tokens", &[("model.embed_tokens.weight", vocab)], h)?;
         weight_bytes += embed_w.bytes();

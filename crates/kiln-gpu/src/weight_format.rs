@@ -232,27 +232,6 @@ impl HostMatrix {
         Self::from_stored(dtype, bytes, rows, cols)
     }
 
-    /// The matrices stacked by rows (same columns). Mixed formats are all widened to f16.
-    pub fn concat(parts: Vec<HostMatrix>) -> Self {
-        let (rows, cols) = (parts.iter().map(|p| p.rows).sum(), parts[0].cols);
-        assert!(
-            parts.iter().all(|p| p.cols == cols),
-            "stacked matrices differ in width"
-        );
-        let format = parts[0].format;
-        if parts.iter().all(|p| p.format == format) {
-            let bytes = parts.into_iter().flat_map(|p| p.bytes).collect();
-            return Self {
-                format,
-                rows,
-                cols,
-                bytes,
-            };
-        }
-        let data: Vec<f32> = parts.iter().flat_map(|p| p.to_f32()).collect();
-        Self::from_f32(&data, rows, cols)
-    }
-
     /// The matrix widened to f16 (itself if it is f16 already).
     pub fn widened(self) -> Self {
         match self.format {
@@ -292,9 +271,7 @@ impl HostMatrix {
 }
 
 /// Bytes the tensors of `weights` take on the GPU, tensor by tensor (matrices in their
-/// [`WeightFormat`], vectors as f32), and the names of the types widened to f16 on the way. A
-/// stacked group whose tensors differ in format is widened as a whole when loaded, which this
-/// per-tensor count leaves out.
+/// [`WeightFormat`], vectors as f32), and the names of the types widened to f16 on the way.
 pub fn gpu_weight_bytes(weights: &Weights) -> Result<(u64, Vec<String>), GpuError> {
     let mut bytes = 0u64;
     let mut widened = Vec::new();

@@ -21,11 +21,11 @@ pub fn embedding(
     table: &GpuMatrix,
     x: &wgpu::Buffer,
 ) -> Vec<Launch> {
-    let kernel = kernels.get_for("embedding", table.format);
     table
         .chunks
         .iter()
         .map(|c| {
+            let kernel = kernels.get_for("embedding", c.format);
             let p = super::params(
                 ctx,
                 "embedding",
@@ -38,7 +38,7 @@ pub fn embedding(
             );
             Launch::new(
                 &ctx.device,
-                kernel.clone(),
+                kernel,
                 &[step, &p, token_ids, &c.buffer, x],
                 Grid::Tokens { per: 1, y: 1 },
             )

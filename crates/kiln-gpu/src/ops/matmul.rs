@@ -67,26 +67,30 @@ impl Matmul {
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 };
         let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
-        let f = a.w.format;
         // The subgroup kernel reads octets, so K must be a multiple of 8.
         let subgroup_rows = kernels.matvec_rows.filter(|_| a.w.cols.is_multiple_of(8));
-        let (matvec, matmul) = if rowwise {
-            (
-                kernels.get_for("matvec_rowwise", f),
-                kernels.get_for("matmul_rowwise", f),
-            )
-        } else if let Some(rows) = subgroup_rows {
-            (
-                kernels.get_for_with("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
-                kernels.get_for("matmul", f),
-            )
-        } else {
-            (kernels.get_for("matvec", f), kernels.get_for("matmul", f))
+        // The (few rows, many rows) kernels for a chunk's format: the chunks of a stacked
+        // matrix may differ.
+        let pick = |f| {
+            if rowwise {
+                (
+                    kernels.get_for("matvec_rowwise", f),
+                    kernels.get_for("matmul_rowwise", f),
+                )
+            } else if let Some(rows) = subgroup_rows {
+                (
+                    kernels.get_for_with("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                    kernels.get_for("matmul", f),
+                )
+            } else {
+                (kernels.get_for("matvec", f), kernels.get_for("matmul", f))
+            }
         };
         let mut small = Vec::new();
         let mut large = Vec::new();
         let no_gain = ctx.storage("no gain", 16);
         for c in &a.w.chunks {
+            let (matvec, matmul) = pick(c.format);
             let bias = match a.bias {
                 Some(b) => {
                     // Each chunk reads its own slice of the bias.
@@ -151,18 +155,8 @@ impl Matmul {
                     },
                 )
             };
-            small.push(Launch::new(
-                &ctx.device,
-                matvec.clone(),
-                &buffers,
-                small_grid,
-            ));
-            large.push(Launch::new(
-                &ctx.device,
-                matmul.clone(),
-                &buffers,
-                large_grid,
-            ));
+            small.push(Launch::new(&ctx.device, matvec, &buffers, small_grid));
+            large.push(Launch::new(&ctx.device, matmul, &buffers, large_grid));
         }
         // The row-wise kernels: one output per invocation pays off only for a single row; from
         // two rows on, the 4-output tiles reuse each load of x.
