@@ -112,6 +112,7 @@ kernel_table!(
 
 kernel_table!(
     FORMATS: "weights_f16",
+    "weights_f32",
     "weights_q8_0",
     "weights_q4_0",
     "weights_q4_1",

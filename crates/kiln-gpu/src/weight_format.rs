@@ -67,8 +67,10 @@ impl std::str::FromStr for WeightStorage {
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WeightFormat {
-    /// f16, two per u32; also the format of every type without a kept-quantized kernel.
+    /// f16, two per u32: float matrices, and quantized ones when widened.
     F16,
+    /// f32, for matrices with values beyond f16's range (which would become infinities).
+    F32,
     /// Blocks of 32 signed bytes with an f16 scale `d`: w = d * q.
     Q8_0,
     /// Blocks of 32 nibbles with an f16 scale `d`: w = d * (q - 8).
@@ -107,6 +109,7 @@ impl WeightFormat {
     pub fn dtype(self) -> DType {
         match self {
             WeightFormat::F16 => DType::F16,
+            WeightFormat::F32 => DType::F32,
             WeightFormat::Q8_0 => DType::Q8_0,
             WeightFormat::Q4_0 => DType::Q4_0,
             WeightFormat::Q4_1 => DType::Q4_1,
@@ -122,6 +125,7 @@ impl WeightFormat {
     pub fn shader(self) -> &'static str {
         match self {
             WeightFormat::F16 => "weights_f16",
+            WeightFormat::F32 => "weights_f32",
             WeightFormat::Q8_0 => "weights_q8_0",
             WeightFormat::Q4_0 => "weights_q4_0",
             WeightFormat::Q4_1 => "weights_q4_1",
@@ -136,7 +140,7 @@ impl WeightFormat {
     /// Columns must be a multiple of this.
     pub fn cols_multiple(self) -> usize {
         match self {
-            WeightFormat::F16 => 2,
+            WeightFormat::F16 | WeightFormat::F32 => 2,
             _ => self.dtype().block_size(),
         }
     }
@@ -146,7 +150,9 @@ impl WeightFormat {
     /// words.
     fn scales(self) -> (usize, usize, usize) {
         match self {
-            WeightFormat::F16 | WeightFormat::Q4_K | WeightFormat::Q5_K => (0, 0, 0),
+            WeightFormat::F16 | WeightFormat::F32 | WeightFormat::Q4_K | WeightFormat::Q5_K => {
+                (0, 0, 0)
+            }
             WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q5_0 => (0, 2, 0),
             WeightFormat::Q4_1 | WeightFormat::Q5_1 => (0, 4, 0),
             WeightFormat::Q6_K => (192, 18, 2),
@@ -175,8 +181,20 @@ pub struct HostMatrix {
 }
 
 impl HostMatrix {
-    /// f32 values (`rows * cols`, row-major) as an f16 matrix.
+    /// f32 values (`rows * cols`, row-major) as an f16 matrix, or as f32 when a finite value is
+    /// beyond f16's range (65504), where f16 would turn it into an infinity.
     pub fn from_f32(data: &[f32], rows: usize, cols: usize) -> Self {
+        if data
+            .iter()
+            .any(|v| v.is_finite() && v.abs() > f16::MAX.to_f32())
+        {
+            return Self {
+                format: WeightFormat::F32,
+                rows,
+                cols,
+                bytes: bytemuck::cast_slice(data).to_vec(),
+            };
+        }
         let bytes = data
             .iter()
             .flat_map(|&v| f16::from_f32(v).to_le_bytes())
@@ -232,10 +250,10 @@ impl HostMatrix {
         Self::from_stored(dtype, bytes, rows, cols)
     }
 
-    /// The matrix widened to f16 (itself if it is f16 already).
+    /// The matrix widened to f16 (f32 where f16 cannot hold it; itself if it is either).
     pub fn widened(self) -> Self {
         match self.format {
-            WeightFormat::F16 => self,
+            WeightFormat::F16 | WeightFormat::F32 => self,
             _ => Self::from_f32(&self.to_f32(), self.rows, self.cols),
         }
     }

@@ -446,3 +446,53 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
         1e-3,
     );
 }
+
+/// A matrix with a value beyond f16's range stays f32 on the GPU instead of holding an
+/// infinity, and every matmul kernel reads it so.
+#[test]
+fn weights_beyond_f16_range_stay_f32() {
+    let ctx = gpu();
+    let mut r = rng(9);
+    let (n, kdim) = (37, 72);
+    let mut w = randn(&mut r, n * kdim, 0.5);
+    w[5 * kdim + 3] = 1.0e5;
+    w[20 * kdim + 70] = -7.0e4;
+    let m = kiln_gpu::HostMatrix::from_f32(&w, n, kdim);
+    assert_eq!(m.format, kiln_gpu::WeightFormat::F32);
+    let g = GpuMatrix::upload_host(&ctx, "w", &m).unwrap();
+    for (name, k) in matmul_variants(&ctx) {
+        for rows in [1usize, 9, 40] {
+            let x = randn(&mut r, rows * kdim, 1.0);
+            let (xb, yb) = (buf_f32(&ctx, &x), ctx.storage("y", (rows * n * 4) as u64));
+            let step = step_buffer(&ctx, rows as u32, 1, 0);
+            let mm = Matmul::new(
+                &ctx,
+                &k,
+                &step,
+                MatmulArgs {
+                    x: &xb,
+                    w: &g,
+                    bias: None,
+                    y: &yb,
+                    ldy: n as u32,
+                    out_offset: 0,
+                    norm: None,
+                    accumulate: false,
+                    sample_rows: false,
+                },
+            );
+            run(&ctx, |p| mm.record(p, rows as u32, 0));
+            let want: Vec<f32> = (0..rows)
+                .flat_map(|t| reference::matvec(&w, &x[t * kdim..(t + 1) * kdim]))
+                .collect();
+            let got = read_f32(&ctx, &yb, want.len());
+            assert_close(
+                &format!("f32 weights {name} rows={rows}"),
+                &got,
+                &want,
+                1e-2,
+                1e-4,
+            );
+        }
+    }
+}
