@@ -6,9 +6,14 @@
 // Online softmax over tiles of 64 keys: invocation j scores key j of the tile for every head,
 // then each invocation updates the outputs (head, dim) it owns.
 // The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs).
-// Grid: (num_tokens, num_kv_heads, 1).
+// Split context (flash-decoding), when SPLITS > 1: workgroup z takes the z-th of SPLITS equal
+// runs of the keys (whole tiles), and writes its unnormalized outputs with its running max and
+// sum to `partial` instead of `out`; attention_reduce.wgsl combines them. A few decoding
+// sequences then fill the GPU instead of num_kv_heads workgroups each.
+// Grid: (num_tokens, num_kv_heads, SPLITS).
 
 override KV_F16: bool = true;
+override SPLITS: u32 = 1u;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -32,6 +37,7 @@ struct Params {
 @group(0) @binding(7) var<storage, read> k_cache: array<u32>;       // (slots, KVH, D) packed
 @group(0) @binding(8) var<storage, read> v_cache: array<u32>;       // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<f32>;     // (T, H * D)
+@group(0) @binding(10) var<storage, read_write> partial: array<f32>; // (T, H, SPLITS, D + 2)
 
 const WG: u32 = 64u;
 const MAX_GD: u32 = 1024u; // G * D: up to 8 heads of 128, or 4 of 256
@@ -73,6 +79,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let kv_width = p.num_kv_heads * d;
     let n_keys = positions[t] + 1u;
     let table = seq_info[token_seq[t] * 4u + 3u];
+    // This workgroup's keys: all of them, or its run of whole tiles.
+    var lo = 0u;
+    var hi = n_keys;
+    if (SPLITS > 1u) {
+        let run = (n_keys + SPLITS - 1u) / SPLITS;
+        let per = (run + WG - 1u) / WG * WG;
+        lo = min(wg.z * per, n_keys);
+        hi = min(lo + per, n_keys);
+    }
 
     for (var e = lid; e < gd; e += WG) {
         let h = kvh * g_count + e / d;
@@ -88,9 +103,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     workgroupBarrier();
 
-    for (var j0 = 0u; j0 < n_keys; j0 += WG) {
+    for (var j0 = lo; j0 < hi; j0 += WG) {
         let j = j0 + lid;
-        if (j < n_keys) {
+        if (j < hi) {
             let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
             slots[lid] = slot;
             let kb = slot * kv_width + kvh * d;
@@ -125,7 +140,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             alpha[g] = a;
         }
         workgroupBarrier();
-        let tile = min(WG, n_keys - j0);
+        let tile = min(WG, hi - j0);
         for (var r = 0u; r < 16u; r++) {
             let e = lid + WG * r;
             if (e >= gd) {
@@ -149,6 +164,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let g = e / d;
         let h = kvh * g_count + g;
-        out[t * p.num_heads * d + h * d + e % d] = acc[r] / run_sum[g];
+        if (SPLITS > 1u) {
+            // Unnormalized, with this run's max and sum (a sum of 0: no keys in this run).
+            let base = ((t * p.num_heads + h) * SPLITS + wg.z) * (d + 2u);
+            partial[base + e % d] = acc[r];
+            if (e % d == 0u) {
+                partial[base + d] = run_max[g];
+                partial[base + d + 1u] = run_sum[g];
+            }
+        } else {
+            out[t * p.num_heads * d + h * d + e % d] = acc[r] / run_sum[g];
+        }
     }
 }

@@ -103,6 +103,7 @@ kernel_table!(
     "matmul_rowwise",
     "rope_kv",
     "attention",
+    "attention_reduce",
     "attention_rowwise",
     "silu_mul",
     "gather_rmsnorm",

@@ -11,6 +11,8 @@ pub enum Grid {
     Tokens { per: u32, y: u32 },
     /// `ceil(samples / per)` x `y`.
     Samples { per: u32, y: u32 },
+    /// `tokens` x `y` x `z`.
+    TokensZ { y: u32, z: u32 },
     /// A fixed grid, independent of the step.
     Fixed([u32; 3]),
     /// `x` x `ceil(rows / per)`, rows being tokens or samples (tiled matmul).
@@ -24,6 +26,7 @@ impl Grid {
         match *self {
             Grid::Tokens { per, y } => [tokens.div_ceil(per), y, 1],
             Grid::Samples { per, y } => [samples.div_ceil(per), y, 1],
+            Grid::TokensZ { y, z } => [tokens, y, z],
             Grid::Fixed(g) => g,
             Grid::Tiles { x, per, samples: s } => {
                 [x, if s { samples } else { tokens }.div_ceil(per), 1]

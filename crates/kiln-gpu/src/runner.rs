@@ -39,7 +39,7 @@ pub struct RunnerConfig {
 struct Layer {
     qkv: Matmul,
     rope_kv: Launch,
-    attention: Launch,
+    attention: ops::Attention,
     o_proj: Matmul,
     gate_up: Matmul,
     silu_mul: Launch,
@@ -275,6 +275,7 @@ impl ModelRunner {
                         v_cache: &kv.v[i],
                         out: &attn,
                     },
+                    ops::SPLIT_TOKENS.min(max_tokens as u32),
                 )?,
                 o_proj: mm(&attn, &w_o, None, &x, h as u32, None, true),
                 gate_up: mm(

@@ -327,25 +327,34 @@ fn rope_kv_rotates_and_writes_cache() {
 }
 
 /// Several sequences in one dispatch: a prefill chunk on top of cached context that crosses
-/// block boundaries, a decode row with a long context, and a fresh prompt.
+/// block boundaries, decode rows with long contexts, and a fresh prompt. The GPU family both
+/// whole and with the context split in runs (flash-decoding: contexts of 1 to 5 runs here).
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
-    for rowwise in [false, true] {
+    for (rowwise, split_tokens) in [(false, 0), (false, 64), (true, 0)] {
         for dtype in [KvDtype::F16, KvDtype::F32] {
-            check_attention(&ctx, &Kernels::with_rowwise(&ctx, rowwise), dtype);
+            let k = Kernels::with_rowwise(&ctx, rowwise);
+            check_attention(&ctx, &k, dtype, split_tokens);
         }
     }
 }
 
-fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
+fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype, split_tokens: u32) {
     let ctx = ctx.clone();
     let mut r = rng(6);
     let (nh, nkv, d) = (6, 2, 24);
     let bs = kiln_core::BLOCK_SIZE;
     let num_blocks = 40;
     // (cached tokens before this step, query tokens this step)
-    let seqs = [(13usize, 21usize), (99, 1), (0, 5), (70, 1), (16, 17)];
+    let seqs = [
+        (13usize, 21usize),
+        (99, 1),
+        (0, 5),
+        (70, 1),
+        (16, 17),
+        (300, 1),
+    ];
     let kv_width = nkv * d;
     // The reference reads what the cache holds: values rounded to f16 for an f16 cache.
     let kc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
@@ -406,9 +415,10 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
             v_cache: &vb,
             out: &out,
         },
+        split_tokens,
     )
     .unwrap();
-    run_launches(&ctx, &[&l], t as u32, 0);
+    run(&ctx, |p| l.record(p, t as u32, 0));
     let mut want = vec![0f32; t * nh * d];
     for i in 0..t {
         let table = &per_seq_tables[token_seq[i] as usize];
@@ -439,7 +449,10 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype) {
         }
     }
     assert_close(
-        &format!("attention rowwise={} kv {dtype}", k.rowwise),
+        &format!(
+            "attention rowwise={} split {split_tokens} kv {dtype}",
+            k.rowwise
+        ),
         &read_f32(&ctx, &out, want.len()),
         &want,
         1e-4,

@@ -26,7 +26,34 @@ pub struct AttentionBuffers<'a> {
     pub out: &'a wgpu::Buffer,
 }
 
+/// Runs of the context one token's attention is split into when the step is small
+/// (flash-decoding), and the most tokens a step may have for it.
+pub const SPLITS: u32 = 16;
+pub const SPLIT_TOKENS: u32 = 32;
+
+/// Paged attention of one layer: one launch over the whole context of every token, or, for
+/// steps of at most `split_tokens` tokens (decode), the context split in [`SPLITS`] runs and a
+/// second pass that combines them.
+pub struct Attention {
+    whole: Launch,
+    split: Option<(Launch, Launch)>,
+    split_tokens: u32,
+}
+
+impl Attention {
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
+        match &self.split {
+            Some((runs, reduce)) if tokens <= self.split_tokens => {
+                runs.record(pass, tokens, samples);
+                reduce.record(pass, tokens, samples);
+            }
+            _ => self.whole.record(pass, tokens, samples),
+        }
+    }
+}
+
 /// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`.
+/// Steps of at most `split_tokens` tokens split the context (GPU family only; 0: never).
 pub fn attention(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -34,7 +61,8 @@ pub fn attention(
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
     kv_dtype: KvDtype,
     b: AttentionBuffers<'_>,
-) -> Result<Launch, GpuError> {
+    split_tokens: u32,
+) -> Result<Attention, GpuError> {
     let group = num_heads / num_kv_heads.max(1);
     if num_kv_heads == 0 || num_heads % num_kv_heads != 0 || group > 16 || group * head_dim > 1024 {
         return Err(GpuError::Shape {
@@ -58,6 +86,14 @@ pub fn attention(
             pad: [0; 2],
         },
     );
+    // The runs' outputs, maxima and sums of split steps (a placeholder when never split).
+    let partial = match split_tokens {
+        0 => ctx.storage("no attention runs", 16),
+        n => ctx.storage(
+            "attention runs",
+            n as u64 * (num_heads * (head_dim + 2)) as u64 * SPLITS as u64 * 4,
+        ),
+    };
     let buffers = [
         step,
         &p,
@@ -69,29 +105,60 @@ pub fn attention(
         b.k_cache,
         b.v_cache,
         b.out,
+        &partial,
     ];
     let constants = [kv_dtype.override_constant()];
-    Ok(if kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256 {
+    if kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256 {
         let grid = Grid::Elements {
             width: num_heads as u32,
             per: 64,
         };
-        Launch::new(
+        let whole = Launch::new(
             &ctx.device,
             kernels.get_with("attention_rowwise", &constants),
-            &buffers,
+            &buffers[..10],
             grid,
-        )
-    } else {
-        let grid = Grid::Tokens {
+        );
+        return Ok(Attention {
+            whole,
+            split: None,
+            split_tokens: 0,
+        });
+    }
+    let whole = Launch::new(
+        &ctx.device,
+        kernels.get_with("attention", &constants),
+        &buffers,
+        Grid::Tokens {
             per: 1,
             y: num_kv_heads as u32,
-        };
-        Launch::new(
+        },
+    );
+    let split = (split_tokens > 0).then(|| {
+        let splits = ("SPLITS", SPLITS as f64);
+        let runs = Launch::new(
             &ctx.device,
-            kernels.get_with("attention", &constants),
+            kernels.get_with("attention", &[constants[0], splits]),
             &buffers,
-            grid,
-        )
+            Grid::TokensZ {
+                y: num_kv_heads as u32,
+                z: SPLITS,
+            },
+        );
+        let reduce = Launch::new(
+            &ctx.device,
+            kernels.get_with("attention_reduce", &[splits]),
+            &[step, &p, &partial, b.out],
+            Grid::Tokens {
+                per: 1,
+                y: num_heads as u32,
+            },
+        );
+        (runs, reduce)
+    });
+    Ok(Attention {
+        whole,
+        split,
+        split_tokens,
     })
 }

@@ -10,7 +10,7 @@ mod rope_kv;
 mod sample;
 mod silu_mul;
 
-pub use attention::{AttentionBuffers, attention};
+pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention};
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use matmul::{MATVEC_MAX_ROWS, Matmul, MatmulArgs};
