@@ -100,6 +100,7 @@ fn attention(c: &mut Criterion) {
                 v_cache: &vc,
                 out: &out,
             },
+            kiln_gpu::ops::SPLIT_TOKENS,
         )
         .unwrap();
         g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
