@@ -1,4 +1,6 @@
-// Rotary embedding on q and k, then K and V written into the paged cache.
+// Rotary embedding on q and k, then K and V written into the paged cache. With QK_NORM (Qwen3),
+// each head of q and of k is first RMS-normalized over its head_dim and multiplied by its gain
+// (qk_gain: the q gain, then the k gain, head_dim each).
 //   qkv[t] = [q heads | k heads | v heads], each head_dim wide (HF "rotate_half" layout):
 //   for i < D/2, (cos, sin) = rope[pos, i], precomputed on the CPU in f64 (WGSL's sin and cos
 //   are only accurate on [-pi, pi], and pos * inv_freq in f32 loses ~1e-3 rad by pos 8192):
@@ -12,7 +14,16 @@
 override KV_F16: bool = true;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { num_heads: u32, num_kv_heads: u32, head_dim: u32, max_positions: u32 }
+struct Params {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    max_positions: u32,
+    qk_norm: u32,
+    eps: f32,
+    pad0: u32,
+    pad1: u32,
+}
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -22,6 +33,7 @@ struct Params { num_heads: u32, num_kv_heads: u32, head_dim: u32, max_positions:
 @group(0) @binding(5) var<storage, read_write> qkv: array<f32>;     // (T, (H + 2 * KVH) * D)
 @group(0) @binding(6) var<storage, read_write> k_cache: array<u32>; // (slots, KVH, D) packed
 @group(0) @binding(7) var<storage, read_write> v_cache: array<u32>; // (slots, KVH, D) packed
+@group(0) @binding(8) var<storage, read> qk_gain: array<f32>;       // (2 * D), or a dummy
 
 // Word `w` of a cache row from the f32 values starting at qkv[src].
 fn pack_word(src: u32, w: u32) -> u32 {
@@ -44,6 +56,23 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let pos = min(positions[t], p.max_positions - 1u); // the runner rejects larger positions
     let slot = slot_mapping[t];
     let kv_width = p.num_kv_heads * d;
+
+    // q and k heads: RMS-normalize each (Qwen3), one head per invocation.
+    if (p.qk_norm != 0u) {
+        for (var head = lid.x; head < p.num_heads + p.num_kv_heads; head += 64u) {
+            let a = row + head * d;
+            var ss = 0.0;
+            for (var i = 0u; i < d; i++) {
+                ss += qkv[a + i] * qkv[a + i];
+            }
+            let s = inverseSqrt(ss / f32(d) + p.eps);
+            let g = select(0u, d, head >= p.num_heads); // k heads use the second gain
+            for (var i = 0u; i < d; i++) {
+                qkv[a + i] = qkv[a + i] * s * qk_gain[g + i];
+            }
+        }
+        storageBarrier();
+    }
 
     // q and k heads: rotate pairs (i, i + D/2) in place.
     let rotated = (p.num_heads + p.num_kv_heads) * half_d;

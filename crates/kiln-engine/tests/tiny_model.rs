@@ -246,6 +246,21 @@ fn logits_match_cpu_reference_qwen2_biases() {
     check_against_reference("qwen2", &TinyConfig::qwen2());
 }
 
+/// Qwen3: per-head q/k RMSNorm before the rotary embedding, no biases, head_dim 32 with 4 heads
+/// in a hidden size of 64; as a Hugging Face folder and as a GGUF file (`qwen3` metadata,
+/// `attn_q_norm` / `attn_k_norm` tensors).
+#[test]
+fn logits_match_cpu_reference_qwen3_qk_norm() {
+    let cfg = TinyConfig::qwen3();
+    check_against_reference("qwen3", &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.architecture, kiln_model::Architecture::Qwen3);
+    check_model_against_reference("qwen3 gguf", &model);
+}
+
 #[test]
 fn logits_match_cpu_reference_tied_embeddings() {
     check_against_reference(

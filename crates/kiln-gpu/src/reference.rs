@@ -12,6 +12,8 @@ struct Layer {
     k: Vec<f32>,
     v: Vec<f32>,
     bias: Option<(Vec<f32>, Vec<f32>, Vec<f32>)>,
+    /// Qwen3: the per-head q and k norm gains.
+    qk_norm: Option<(Vec<f32>, Vec<f32>)>,
     o: Vec<f32>,
     mlp_norm: Vec<f32>,
     gate: Vec<f32>,
@@ -88,7 +90,16 @@ impl CpuModel {
             } else {
                 None
             };
+            let qk_norm = if config.qk_norm() {
+                Some((
+                    w.read_f32(&n("self_attn.q_norm.weight"))?,
+                    w.read_f32(&n("self_attn.k_norm.weight"))?,
+                ))
+            } else {
+                None
+            };
             layers.push(Layer {
+                qk_norm,
                 attn_norm: w.read_f32(&n("input_layernorm.weight"))?,
                 q: get(&n("self_attn.q_proj.weight"))?,
                 k: get(&n("self_attn.k_proj.weight"))?,
@@ -136,6 +147,12 @@ impl CpuModel {
                     q.iter_mut().zip(bq).for_each(|(a, b)| *a += b);
                     k.iter_mut().zip(bk).for_each(|(a, b)| *a += b);
                     v.iter_mut().zip(bv).for_each(|(a, b)| *a += b);
+                }
+                if let Some((qn, kn)) = &l.qk_norm {
+                    q.chunks_mut(d)
+                        .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, c.rms_norm_eps)));
+                    k.chunks_mut(d)
+                        .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, c.rms_norm_eps)));
                 }
                 q.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq));
                 k.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq));

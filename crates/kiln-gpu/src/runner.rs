@@ -196,6 +196,14 @@ impl ModelRunner {
             } else {
                 None
             };
+            let qk_gain = if c.qk_norm() {
+                let mut g = tensor(weights, &name("self_attn.q_norm.weight"), &[d])?;
+                g.extend(tensor(weights, &name("self_attn.k_norm.weight"), &[d])?);
+                weight_bytes += g.len() as u64 * 4;
+                Some(ctx.storage_init("qk_norm", bytemuck::cast_slice(&g)))
+            } else {
+                None
+            };
             let w_o = matrix("o_proj", &[(&name("self_attn.o_proj.weight"), h)], nh * d)?;
             let w_gu = matrix(
                 "gate_up_proj",
@@ -258,6 +266,7 @@ impl ModelRunner {
                     &qkv,
                     &kv.k[i],
                     &kv.v[i],
+                    qk_gain.as_ref().map(|g| (g, eps)),
                 ),
                 attention: ops::attention(
                     ctx,

@@ -271,19 +271,30 @@ fn rope_kv_rotates_and_writes_cache() {
         buf_u32(&ctx, &slot_ids),
         buf_f32(&ctx, &table),
     );
-    let mut want = qkv.clone();
-    let mut want_k = vec![0f32; slots * nkv * d];
-    let mut want_v = vec![0f32; slots * nkv * d];
-    for i in 0..t {
-        let row = &mut want[i * width..(i + 1) * width];
-        row[..(nh + nkv) * d]
-            .chunks_mut(d)
-            .for_each(|h| reference::rope(h, positions[i] as usize, &inv_freq));
-        let s = slot_ids[i] as usize;
-        want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
-        want_v[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[(nh + nkv) * d..]);
-    }
-    for dtype in [KvDtype::F16, KvDtype::F32] {
+    // Qwen3's per-head q/k norm first, or not: the q gain, then the k gain.
+    let gains = randn(&mut r, 2 * d, 1.0);
+    let gain_b = buf_f32(&ctx, &gains);
+    for (qk_norm, dtype) in [
+        (false, KvDtype::F16),
+        (false, KvDtype::F32),
+        (true, KvDtype::F16),
+    ] {
+        let mut want = qkv.clone();
+        let mut want_k = vec![0f32; slots * nkv * d];
+        let mut want_v = vec![0f32; slots * nkv * d];
+        for i in 0..t {
+            let row = &mut want[i * width..(i + 1) * width];
+            for (head, h) in row[..(nh + nkv) * d].chunks_mut(d).enumerate() {
+                if qk_norm {
+                    let g = &gains[if head < nh { 0 } else { d }..][..d];
+                    h.copy_from_slice(&reference::rmsnorm(h, g, 1e-6));
+                }
+                reference::rope(h, positions[i] as usize, &inv_freq);
+            }
+            let s = slot_ids[i] as usize;
+            want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
+            want_v[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[(nh + nkv) * d..]);
+        }
         let qb = buf_f32(&ctx, &qkv);
         let words = slots * nkv * d * dtype.bytes() as usize / 4;
         let (kc, vc) = (
@@ -302,10 +313,11 @@ fn rope_kv_rotates_and_writes_cache() {
             &qb,
             &kc,
             &vc,
+            qk_norm.then_some((&gain_b, 1e-6)),
         );
         run_launches(&ctx, &[&l], t as u32, 0);
         assert_close(
-            &format!("rope q/k {dtype}"),
+            &format!("rope q/k {dtype} qk_norm {qk_norm}"),
             &read_f32(&ctx, &qb, want.len()),
             &want,
             1e-5,

@@ -9,7 +9,22 @@ use crate::ModelError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
     Llama,
+    /// Llama with q/k/v biases.
     Qwen2,
+    /// Llama with an RMSNorm over each head of q and of k before the rotary embedding
+    /// (`q_norm`, `k_norm`, one gain of `head_dim` each), no biases.
+    Qwen3,
+}
+
+impl Architecture {
+    /// The name in GGUF's `general.architecture` (and Hugging Face's `model_type`).
+    pub fn gguf_name(self) -> &'static str {
+        match self {
+            Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
+        }
+    }
 }
 
 /// Llama 3 style RoPE frequency scaling.
@@ -43,6 +58,11 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// Whether q and k are RMS-normalized per head before the rotary embedding (Qwen3).
+    pub fn qk_norm(&self) -> bool {
+        self.architecture == Architecture::Qwen3
+    }
+
     /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when configured.
     pub fn rope_inv_freq(&self) -> Vec<f32> {
         self.rope_inv_freq_f64()
@@ -121,6 +141,7 @@ impl ModelConfig {
         let architecture = match model_type {
             "llama" | "mistral" => Architecture::Llama,
             "qwen2" => Architecture::Qwen2,
+            "qwen3" => Architecture::Qwen3,
             other => {
                 return Err(ModelError::UnsupportedArchitecture {
                     file: file.into(),
@@ -142,7 +163,7 @@ impl ModelConfig {
         let max_position_embeddings = opt_usize("max_position_embeddings").unwrap_or(2048);
         let sliding = opt_usize("sliding_window");
         let uses_sliding = match architecture {
-            Architecture::Qwen2 => v
+            Architecture::Qwen2 | Architecture::Qwen3 => v
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
@@ -177,7 +198,7 @@ impl ModelConfig {
                 .unwrap_or(false),
             attention_bias: match architecture {
                 Architecture::Qwen2 => true,
-                Architecture::Llama => v
+                Architecture::Llama | Architecture::Qwen3 => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),

@@ -27,6 +27,10 @@ pub fn expected_tensors(cfg: &ModelConfig) -> Vec<(String, Vec<usize>)> {
             v.push((p("self_attn.k_proj.bias"), vec![kv]));
             v.push((p("self_attn.v_proj.bias"), vec![kv]));
         }
+        if cfg.qk_norm() {
+            v.push((p("self_attn.q_norm.weight"), vec![hd]));
+            v.push((p("self_attn.k_norm.weight"), vec![hd]));
+        }
         v.push((p("post_attention_layernorm.weight"), vec![h]));
         v.push((p("mlp.gate_proj.weight"), vec![ff, h]));
         v.push((p("mlp.up_proj.weight"), vec![ff, h]));

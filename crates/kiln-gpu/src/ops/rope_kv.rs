@@ -9,6 +9,9 @@ struct Params {
     num_kv_heads: u32,
     head_dim: u32,
     max_positions: u32,
+    qk_norm: u32,
+    eps: f32,
+    pad: [u32; 2],
 }
 
 /// The rotary table `rope_kv` reads: for each position `p < max_positions` and each
@@ -28,6 +31,8 @@ pub fn rope_table(inv_freq: &[f64], max_positions: usize) -> Vec<f32> {
 
 /// Rotary embedding on q and k of `qkv` in place, and K/V into the cache (of element type
 /// `kv_dtype`) at each token's slot. `rope` is [`rope_table`] for `max_positions` positions.
+/// `qk_norm`: the per-head RMSNorm of q and k first (Qwen3): the q gain then the k gain
+/// (`2 * head_dim` values), and epsilon.
 #[allow(clippy::too_many_arguments)]
 pub fn rope_kv(
     ctx: &GpuContext,
@@ -41,6 +46,7 @@ pub fn rope_kv(
     qkv: &wgpu::Buffer,
     k_cache: &wgpu::Buffer,
     v_cache: &wgpu::Buffer,
+    qk_norm: Option<(&wgpu::Buffer, f32)>,
 ) -> Launch {
     assert!(head_dim % 2 == 0, "head_dim must be even");
     assert!(
@@ -55,8 +61,12 @@ pub fn rope_kv(
             num_kv_heads: num_kv_heads as u32,
             head_dim: head_dim as u32,
             max_positions: max_positions as u32,
+            qk_norm: qk_norm.is_some() as u32,
+            eps: qk_norm.map_or(0.0, |n| n.1),
+            pad: [0; 2],
         },
     );
+    let no_gain = ctx.storage("no qk gain", 16);
     Launch::new(
         &ctx.device,
         kernels.get_with("rope_kv", &[kv_dtype.override_constant()]),
@@ -69,6 +79,7 @@ pub fn rope_kv(
             qkv,
             k_cache,
             v_cache,
+            qk_norm.map_or(&no_gain, |n| n.0),
         ],
         Grid::Tokens { per: 1, y: 1 },
     )

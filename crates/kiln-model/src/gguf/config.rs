@@ -46,6 +46,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
     let a = match arch {
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
+        "qwen3" => Architecture::Qwen3,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),

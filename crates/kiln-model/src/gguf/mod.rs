@@ -119,7 +119,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         let divisors = weights.read_f32("rope_freqs.weight")?;
         let orig = meta.usize(&format!(
             "{}.rope.scaling.original_context_length",
-            arch_name(&cfg)
+            cfg.architecture.gguf_name()
         ));
         cfg.rope_scaling = Some(config::rope_scaling_from_freqs(
             &cfg, &divisors, orig, file,
@@ -175,13 +175,6 @@ fn check_no_overlap(
         }
     }
     Ok(())
-}
-
-fn arch_name(cfg: &ModelConfig) -> &'static str {
-    match cfg.architecture {
-        Architecture::Llama => "llama",
-        Architecture::Qwen2 => "qwen2",
-    }
 }
 
 fn strings(meta: &Meta, key: &str) -> Result<Vec<String>, ModelError> {

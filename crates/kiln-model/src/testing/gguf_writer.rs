@@ -163,10 +163,7 @@ pub fn model_gguf(
     dtype: DType,
     tok: &GgufTokenizer,
 ) -> GgufBuilder {
-    let a = match cfg.architecture {
-        Architecture::Llama => "llama",
-        Architecture::Qwen2 => "qwen2",
-    };
+    let a = cfg.architecture.gguf_name();
     let mut b = GgufBuilder::new();
     let u = |x: usize| MetaValue::U32(x as u32);
     b.meta("general.architecture", MetaValue::String(a.into()))

@@ -76,6 +76,16 @@ impl TinyConfig {
         }
     }
 
+    /// Qwen3: per-head q/k norms, no biases, and (as in the real models) a head_dim that is
+    /// not hidden_size / num_heads.
+    pub fn qwen3() -> Self {
+        TinyConfig {
+            architecture: Architecture::Qwen3,
+            head_dim: 32,
+            ..Default::default()
+        }
+    }
+
     /// The `ModelConfig` a loader should produce for this model.
     pub fn model_config(&self) -> ModelConfig {
         ModelConfig {
@@ -167,8 +177,12 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mc = cfg.model_config();
     let config = json!({
-        "architectures": [if mc.architecture == Architecture::Qwen2 { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" }],
-        "model_type": if mc.architecture == Architecture::Qwen2 { "qwen2" } else { "llama" },
+        "architectures": [match mc.architecture {
+            Architecture::Llama => "LlamaForCausalLM",
+            Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
+        }],
+        "model_type": mc.architecture.gguf_name(),
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
         "num_hidden_layers": mc.num_layers, "num_attention_heads": mc.num_heads,
         "num_key_value_heads": mc.num_kv_heads, "head_dim": mc.head_dim, "vocab_size": mc.vocab_size,
