@@ -9,8 +9,8 @@
 
 mod common;
 
-use common::{engine, gpu, run_sampled as run};
-use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams, SeqInBatch, StepBatch};
+use common::{chunk, engine, gpu, run_sampled as run};
+use kiln_core::{BLOCK_SIZE, SamplingParams};
 use kiln_engine::{
     EngineConfig, KernelFamily, KvDtype, KvLayout, KvSize, Request, SampledToken, WeightStorage,
 };
@@ -70,30 +70,6 @@ fn tokens(salt: u64, n: usize, vocab: usize) -> Vec<u32> {
             ((s >> 33) % vocab as u64) as u32
         })
         .collect()
-}
-
-/// One sequence's step by hand: `ids` at positions `start..`, the last one sampled greedily.
-fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
-    let end = start + ids.len();
-    let slot = |p: usize| table[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32;
-    StepBatch {
-        token_ids: ids.to_vec(),
-        positions: (start as u32..end as u32).collect(),
-        slot_mapping: (start..end).map(slot).collect(),
-        seqs: vec![SeqInBatch {
-            query_start: 0,
-            query_len: ids.len() as u32,
-            context_len: end as u32,
-            block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
-            sample: Some(SampleSpec {
-                params: SamplingParams::greedy(),
-                seed: 0,
-                draw_index: 0,
-                penalty_tokens: vec![],
-            }),
-        }],
-        ..StepBatch::default()
-    }
 }
 
 /// Prefill 45 tokens in chunks of 16, 13 and 16 (the second and third cross block

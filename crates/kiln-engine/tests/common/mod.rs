@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use kiln_core::{BLOCK_SIZE, SampleSpec, SeqInBatch, StepBatch};
 use kiln_engine::{Engine, EngineConfig, KvSize, Request, SampledToken, SamplingParams};
 use kiln_gpu::GpuContext;
 use kiln_model::Model;
@@ -91,4 +92,28 @@ pub fn run_all(engine: &mut Engine, requests: Vec<Request>) -> BTreeMap<u64, Vec
         .into_iter()
         .map(|(id, t)| (id, t.iter().map(|t| t.token_id).collect()))
         .collect()
+}
+
+/// One sequence's step by hand: `ids` at positions `start..`, the last one sampled greedily.
+pub fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
+    let end = start + ids.len();
+    let slot = |p: usize| table[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32;
+    StepBatch {
+        token_ids: ids.to_vec(),
+        positions: (start as u32..end as u32).collect(),
+        slot_mapping: (start..end).map(slot).collect(),
+        seqs: vec![SeqInBatch {
+            query_start: 0,
+            query_len: ids.len() as u32,
+            context_len: end as u32,
+            block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
+            sample: Some(SampleSpec {
+                params: SamplingParams::greedy(),
+                seed: 0,
+                draw_index: 0,
+                penalty_tokens: vec![],
+            }),
+        }],
+        ..StepBatch::default()
+    }
 }

@@ -1,0 +1,84 @@
+"""llama.cpp as the reference for kiln on quantized files (run by scripts/llama-cpp-compare.sh).
+
+Makes Q4_K_M, Q5_K_M, Q6_K and Q8_0 versions of the default model with llama.cpp's own
+quantizer (requantizing from its Q4_1 file), then runs llama.cpp on the CPU on each: greedy
+tokens for the reference prompts, and the top-1 token at every position of a forced sequence
+(teacher forcing). Writes one JSON per file next to it, which the Rust test
+crates/kiln-engine/tests/llama_cpp.rs compares kiln's output with.
+"""
+
+import ctypes
+import json
+import os
+import sys
+
+import llama_cpp
+import numpy as np
+
+TYPES = {
+    "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M,
+    "Q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M,
+    "Q6_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q6_K,
+    "Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
+}
+GREEDY_TOKENS = 16
+
+
+def quantize(src, dst, ftype):
+    if os.path.exists(dst):
+        return
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True
+    params.nthread = os.cpu_count() or 1
+    rc = llama_cpp.llama_model_quantize(src.encode(), (dst + ".part").encode(), ctypes.byref(params))
+    if rc != 0:
+        sys.exit(f"llama_model_quantize({dst}) failed: {rc}")
+    os.rename(dst + ".part", dst)
+
+
+def run(path, prompts, forced):
+    llm = llama_cpp.Llama(model_path=path, n_ctx=256, logits_all=True, n_threads=os.cpu_count(),
+                          n_gpu_layers=0, verbose=False)
+    greedy = {}
+    for name, ids in prompts.items():
+        llm.reset()
+        llm.eval(ids)
+        out = []
+        for _ in range(GREEDY_TOKENS):
+            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            out.append(tok)
+            llm.eval([tok])
+        greedy[name] = {"prompt": ids, "ids": out}
+    llm.reset()
+    llm.eval(forced)
+    scores = np.array(llm.scores[: len(forced)])
+    last = scores[len(prompts["chat"]) - 1]
+    top = np.argsort(-last)[:20]
+    return {
+        "greedy": greedy,
+        "forced": {
+            "ids": forced,
+            "top1": [int(i) for i in np.argmax(scores, axis=1)],
+        },
+        "chat_last_top20": {"ids": [int(i) for i in top], "logits": [float(last[i]) for i in top]},
+    }
+
+
+def main():
+    src, out_dir, reference = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(out_dir, exist_ok=True)
+    ref = json.load(open(reference))["prompts"]
+    prompts = {name: p["input_ids"] for name, p in ref.items()}
+    # Forced sequence: the chat prompt and the reference model's greedy continuation.
+    forced = ref["chat"]["input_ids"] + ref["chat"]["greedy_32"]["ids"]
+    for name, ftype in TYPES.items():
+        path = os.path.join(out_dir, f"SmolLM2-135M-Instruct.{name}.gguf")
+        quantize(src, path, ftype)
+        result = {"type": name, "file": os.path.basename(path), **run(path, prompts, forced)}
+        with open(path + ".llama-cpp.json", "w") as f:
+            json.dump(result, f)
+        print(f"{name}: {os.path.getsize(path)} bytes, greedy {result['greedy']['chat']['ids'][:8]}...")
+
+
+main()
