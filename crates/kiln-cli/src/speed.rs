@@ -84,6 +84,7 @@ impl Synthetic {
             rope_theta: 500000.0,
             rms_norm_eps: 1e-5,
             tie_word_embeddings,
+            rope_scaling: None,
             dtype: DType::F16,
         }
     }

@@ -237,6 +237,32 @@ fn logits_match_cpu_reference_qwen3_qk_norm() {
     check_model_against_reference("qwen3 gguf", &model);
 }
 
+/// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original
+/// context 64, so the 50 positions here cross the scaled band of frequencies), as a Hugging
+/// Face folder and as GGUF (`rope.scaling.*` metadata).
+#[test]
+fn logits_match_cpu_reference_llama32_rope_scaling() {
+    let cfg = TinyConfig {
+        tie_word_embeddings: true,
+        rope_theta: 500000.0,
+        rope_scaling: Some(kiln_model::RopeScaling {
+            factor: 32.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64,
+        }),
+        ..TinyConfig::default()
+    };
+    check_against_reference("llama3.2", &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.rope_scaling, cfg.rope_scaling);
+    assert!(model.config.tie_word_embeddings);
+    check_model_against_reference("llama3.2 gguf", &model);
+}
+
 #[test]
 fn logits_match_cpu_reference_tied_embeddings() {
     check_against_reference(

@@ -19,7 +19,7 @@ pub use self::random_model::write_random_llama;
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
 pub use crate::validate::expected_tensors;
-use crate::{Architecture, DType, ModelConfig, ModelError};
+use crate::{Architecture, DType, ModelConfig, ModelError, RopeScaling};
 
 /// An HF-named f32 tensor in HF shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +44,8 @@ pub struct TinyConfig {
     pub rope_theta: f32,
     pub rms_norm_eps: f32,
     pub tie_word_embeddings: bool,
+    /// Llama 3 RoPE frequency scaling (Llama 3.1 / 3.2), written to config.json and GGUF.
+    pub rope_scaling: Option<RopeScaling>,
     /// Safetensors element type: F32, F16 or BF16.
     pub dtype: DType,
 }
@@ -63,6 +65,7 @@ impl Default for TinyConfig {
             rope_theta: 10000.0,
             rms_norm_eps: 1e-5,
             tie_word_embeddings: false,
+            rope_scaling: None,
             dtype: DType::F32,
         }
     }
@@ -100,7 +103,7 @@ impl TinyConfig {
             max_position_embeddings: self.max_position_embeddings,
             rms_norm_eps: self.rms_norm_eps,
             rope_theta: self.rope_theta,
-            rope_scaling: None,
+            rope_scaling: self.rope_scaling,
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
             bos_token_id: None,
@@ -187,7 +190,12 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         "num_hidden_layers": mc.num_layers, "num_attention_heads": mc.num_heads,
         "num_key_value_heads": mc.num_kv_heads, "head_dim": mc.head_dim, "vocab_size": mc.vocab_size,
         "max_position_embeddings": mc.max_position_embeddings, "rms_norm_eps": mc.rms_norm_eps,
-        "rope_theta": mc.rope_theta, "rope_scaling": null, "tie_word_embeddings": mc.tie_word_embeddings,
+        "rope_theta": mc.rope_theta, "tie_word_embeddings": mc.tie_word_embeddings,
+        "rope_scaling": mc.rope_scaling.map(|s| json!({
+            "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
+            "high_freq_factor": s.high_freq_factor,
+            "original_max_position_embeddings": s.original_max_position_embeddings,
+        })),
         "attention_bias": mc.attention_bias, "hidden_act": "silu", "eos_token_id": mc.eos_token_ids[0],
         "torch_dtype": "float32",
     });
