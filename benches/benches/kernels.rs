@@ -51,7 +51,11 @@ fn matmul(c: &mut Criterion) {
                 g.throughput(Throughput::Elements((2 * rows * kdim * n) as u64));
             }
             g.bench_function(format!("{name} rows={rows}"), |b| {
-                b.iter(|| run(&ctx, 1, &|p| mm.record(p, rows as u32, 0)))
+                b.iter(|| {
+                    run(&ctx, 1, &|p| {
+                        mm.record(p, rows as u32, 0);
+                    })
+                })
             });
         }
     }
@@ -105,7 +109,11 @@ fn attention(c: &mut Criterion) {
         .unwrap();
         g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
         g.bench_function(format!("decode 8 seqs ctx={ctx_len}"), |b| {
-            b.iter(|| run(&ctx, 1, &|p| l.record(p, seqs as u32, 0)))
+            b.iter(|| {
+                run(&ctx, 1, &|p| {
+                    l.record(p, seqs as u32, 0);
+                })
+            })
         });
     }
 }

@@ -183,7 +183,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
     let mut decode = Vec::new();
     println!(
-        "\n| sequences | decode tokens/s | step ms | GB read per step | roofline fraction |\n|---|---|---|---|---|"
+        "\n| sequences | decode tokens/s | step ms | GB read per step | roofline fraction | dispatches per step |\n|---|---|---|---|---|---|"
     );
     for &n in &a.concurrency {
         let prompt_len = 32;
@@ -201,17 +201,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             tokens += step_tokens(&mut engine)?;
         }
         let step_s = t.elapsed().as_secs_f64() / a.decode_steps as f64;
+        let dispatches = engine.runner().last_dispatches();
         run_all(&mut engine)?;
         let context = (prompt_len + 2 + a.decode_steps / 2) as f64;
         let bytes = step_weight_bytes + n as f64 * context * kv_token_bytes;
         let fraction = bytes / bandwidth / step_s;
         let rate = tokens as f64 / (step_s * a.decode_steps as f64);
         println!(
-            "| {n} | {rate:.1} | {:.2} | {:.3} | {fraction:.3} |",
+            "| {n} | {rate:.1} | {:.2} | {:.3} | {fraction:.3} | {dispatches} |",
             step_s * 1e3,
             bytes / 1e9
         );
-        decode.push(json!({"sequences": n, "tokens_per_s": rate, "step_ms": step_s * 1e3, "bytes_per_step": bytes, "roofline_fraction": fraction}));
+        decode.push(json!({"sequences": n, "tokens_per_s": rate, "step_ms": step_s * 1e3, "bytes_per_step": bytes, "roofline_fraction": fraction, "dispatches": dispatches}));
     }
 
     let mut prefill = Vec::new();

@@ -457,3 +457,33 @@ fn f16_kv_holds_twice_the_blocks() {
     assert_eq!(blocks(KvDtype::F32), (40, 3, 40));
     assert_eq!(blocks(KvDtype::F16), (81, 6, 81));
 }
+
+/// The dispatch count of a step, as `kiln speed` reports it: per layer the QKV product, RoPE and
+/// the KV write, attention (two passes when the context is split, as it is for steps of up to
+/// 32 tokens with the GPU family), the output product, gate/up, SiLU, down; plus the embedding,
+/// the final norm, the logits and sampling.
+#[test]
+fn dispatches_per_step() {
+    let ctx = gpu();
+    let (_dir, model) = tiny(&TinyConfig::default(), 3);
+    let layers = model.config.num_layers as u32;
+    for (family, attention) in [(KernelFamily::Gpu, 2), (KernelFamily::Cpu, 1)] {
+        let mut engine = engine(&ctx, &model, on(config(16, false), family, KvDtype::F16));
+        let ids = tokens(9, 17, model.config.vocab_size);
+        let table = [0u32, 1];
+        for (start, end) in [(0, 16), (16, 17)] {
+            pollster::block_on(
+                engine
+                    .runner()
+                    .logits(&chunk(&ids[start..end], start, &table)),
+            )
+            .unwrap();
+            // The logits call records no sampling.
+            assert_eq!(
+                engine.runner().last_dispatches(),
+                1 + layers * (6 + attention) + 2,
+                "kernels {family}, tokens {start}..{end}"
+            );
+        }
+    }
+}

@@ -61,14 +61,16 @@ impl Launch {
         }
     }
 
-    /// Records the dispatch into `pass`; records nothing when the grid is empty.
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
+    /// Records the dispatch into `pass`; records nothing when the grid is empty. Returns the
+    /// number of dispatches recorded (0 or 1).
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
         let [x, y, z] = self.grid.size(tokens, samples);
         if x == 0 || y == 0 || z == 0 {
-            return;
+            return 0;
         }
         pass.set_pipeline(&self.kernel.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
+        1
     }
 }

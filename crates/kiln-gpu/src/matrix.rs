@@ -44,7 +44,8 @@ impl GpuMatrix {
         Self::upload_stacked(ctx, label, std::slice::from_ref(m))
     }
 
-    /// Uploads `parts` (same columns) stacked by rows, each in its own format and chunks.
+    /// Uploads `parts` (same columns) stacked by rows, each run of parts of one format in its
+    /// own chunks.
     pub fn upload_stacked(
         ctx: &GpuContext,
         label: &str,
@@ -62,7 +63,18 @@ impl GpuMatrix {
             cols,
             chunks: Vec::new(),
         };
+        // Consecutive parts of one format become one matrix (fewer chunks, fewer dispatches).
+        let mut groups: Vec<HostMatrix> = Vec::new();
         for m in parts {
+            match groups.last_mut() {
+                Some(g) if g.format == m.format => {
+                    g.bytes.extend_from_slice(&m.bytes);
+                    g.rows += m.rows;
+                }
+                _ => groups.push(m.clone()),
+            }
+        }
+        for m in &groups {
             let row_bytes = m.format.gpu_row_bytes(m.cols) as u64;
             let rows_per_chunk = ((ctx.max_binding() / row_bytes.max(1)) as usize / 64 * 64).max(1);
             let part = Self::upload_chunked(ctx, label, m, rows_per_chunk)?;

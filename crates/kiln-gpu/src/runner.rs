@@ -64,6 +64,8 @@ pub struct ModelRunner {
     readback: wgpu::Buffer,
     /// Bytes of weights on the GPU.
     pub weight_bytes: u64,
+    /// Compute dispatches of the last step's forward pass.
+    dispatches: std::cell::Cell<u32>,
 }
 
 /// Reads a tensor and checks its shape.
@@ -371,6 +373,7 @@ impl ModelRunner {
             sample_out,
             readback,
             weight_bytes,
+            dispatches: Default::default(),
         })
     }
 
@@ -401,25 +404,32 @@ impl ModelRunner {
                 label: Some("forward"),
                 timestamp_writes: None,
             });
+            let mut n = 0;
             for l in &self.embed {
-                l.record(&mut pass, t, s);
+                n += l.record(&mut pass, t, s);
             }
             for layer in &self.layers {
-                layer.qkv.record(&mut pass, t, s);
-                layer.rope_kv.record(&mut pass, t, s);
-                layer.attention.record(&mut pass, t, s);
-                layer.o_proj.record(&mut pass, t, s);
-                layer.gate_up.record(&mut pass, t, s);
-                layer.silu_mul.record(&mut pass, t, s);
-                layer.down.record(&mut pass, t, s);
+                n += layer.qkv.record(&mut pass, t, s)
+                    + layer.rope_kv.record(&mut pass, t, s)
+                    + layer.attention.record(&mut pass, t, s)
+                    + layer.o_proj.record(&mut pass, t, s)
+                    + layer.gate_up.record(&mut pass, t, s)
+                    + layer.silu_mul.record(&mut pass, t, s)
+                    + layer.down.record(&mut pass, t, s);
             }
-            self.final_norm.record(&mut pass, t, s);
-            self.lm_head.record(&mut pass, t, s);
+            n += self.final_norm.record(&mut pass, t, s) + self.lm_head.record(&mut pass, t, s);
             if sample {
-                self.sample.record(&mut pass, t, s);
+                n += self.sample.record(&mut pass, t, s);
             }
+            self.dispatches.set(n);
         }
         Ok((encoder, pending, s))
+    }
+
+    /// Compute dispatches the last step's forward pass recorded (sampling included; a separate
+    /// masked sampling pass not counted).
+    pub fn last_dispatches(&self) -> u32 {
+        self.dispatches.get()
     }
 
     /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one

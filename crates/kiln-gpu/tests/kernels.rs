@@ -160,7 +160,9 @@ fn split_matrix_matches_whole() {
                     };
                     let mm = Matmul::new(&ctx, &k, &step, args);
                     run(&ctx, |p| {
-                        emb.iter().for_each(|l| l.record(p, tokens, 0));
+                        emb.iter().for_each(|l| {
+                            l.record(p, tokens, 0);
+                        });
                         mm.record(p, tokens, 0);
                     });
                     (

@@ -192,7 +192,9 @@ fn quantized_split_matrix_matches_whole() {
                         };
                         let mm = Matmul::new(&ctx, &k, &step, args);
                         run(&ctx, |p| {
-                            emb.iter().for_each(|l| l.record(p, tokens, 0));
+                            emb.iter().for_each(|l| {
+                                l.record(p, tokens, 0);
+                            });
                             mm.record(p, tokens, 0);
                         });
                         (

@@ -41,11 +41,11 @@ pub struct Attention {
 }
 
 impl Attention {
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
+    /// Records the attention's dispatches; returns how many.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
         match &self.split {
             Some((runs, reduce)) if tokens <= self.split_tokens => {
-                runs.record(pass, tokens, samples);
-                reduce.record(pass, tokens, samples);
+                runs.record(pass, tokens, samples) + reduce.record(pass, tokens, samples)
             }
             _ => self.whole.record(pass, tokens, samples),
         }

@@ -173,18 +173,20 @@ impl Matmul {
         }
     }
 
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) {
+    /// Records the product's dispatches (one per chunk); returns how many.
+    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
         let rows = if self.sample_rows { samples } else { tokens };
         if rows == 0 {
-            return;
+            return 0;
         }
         let launches = if rows <= self.small_max_rows {
             &self.small
         } else {
             &self.large
         };
-        for l in launches {
-            l.record(pass, tokens, samples);
-        }
+        launches
+            .iter()
+            .map(|l| l.record(pass, tokens, samples))
+            .sum()
     }
 }

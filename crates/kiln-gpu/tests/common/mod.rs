@@ -60,7 +60,7 @@ pub fn buf_u32(ctx: &GpuContext, data: &[u32]) -> wgpu::Buffer {
 
 /// Records `record` into one pass and submits it; fails on any validation error so far (a
 /// kernel that does not compile must not pass as one whose output happens to be checked late).
-pub fn run(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
+pub fn run<R>(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>) -> R) {
     let mut enc = ctx.device.create_command_encoder(&Default::default());
     {
         let mut pass = enc.begin_compute_pass(&Default::default());
@@ -73,9 +73,9 @@ pub fn run(ctx: &GpuContext, record: impl FnOnce(&mut wgpu::ComputePass<'_>)) {
 
 pub fn run_launches(ctx: &GpuContext, launches: &[&Launch], tokens: u32, samples: u32) {
     run(ctx, |pass| {
-        launches
-            .iter()
-            .for_each(|l| l.record(pass, tokens, samples))
+        launches.iter().for_each(|l| {
+            l.record(pass, tokens, samples);
+        })
     });
 }
 
