@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams, SeqInBatch, StepBatch};
+use kiln_core::{BLOCK_SIZE, StepBatch};
 use kiln_engine::{EngineConfig, KernelFamily, KvDtype};
 use kiln_model::ChatMessage;
 
@@ -24,25 +24,8 @@ fn prompt_ids(model: &kiln_model::Model, p: &serde_json::Value) -> Vec<u32> {
 
 /// One sequence, the whole prompt in one step, blocks 0.. in order.
 fn prefill_batch(ids: &[u32]) -> StepBatch {
-    let n = ids.len();
-    StepBatch {
-        token_ids: ids.to_vec(),
-        positions: (0..n as u32).collect(),
-        slot_mapping: (0..n as u32).collect(),
-        seqs: vec![SeqInBatch {
-            query_start: 0,
-            query_len: n as u32,
-            context_len: n as u32,
-            block_table: (0..n.div_ceil(BLOCK_SIZE) as u32).collect(),
-            sample: Some(SampleSpec {
-                params: SamplingParams::greedy(),
-                seed: 0,
-                draw_index: 0,
-                penalty_tokens: vec![],
-            }),
-        }],
-        ..StepBatch::default()
-    }
+    let table: Vec<u32> = (0..ids.len().div_ceil(BLOCK_SIZE) as u32).collect();
+    chunk(ids, 0, &table)
 }
 
 #[test]

@@ -487,39 +487,13 @@ fn weights_beyond_f16_range_stay_f32() {
     let m = kiln_gpu::HostMatrix::from_f32(&w, n, kdim);
     assert_eq!(m.format, kiln_gpu::WeightFormat::F32);
     let g = GpuMatrix::upload_host(&ctx, "w", &m).unwrap();
-    for (name, k) in matmul_variants(&ctx) {
-        for rows in [1usize, 9, 40] {
-            let x = randn(&mut r, rows * kdim, 1.0);
-            let (xb, yb) = (buf_f32(&ctx, &x), ctx.storage("y", (rows * n * 4) as u64));
-            let step = step_buffer(&ctx, rows as u32, 1, 0);
-            let mm = Matmul::new(
-                &ctx,
-                &k,
-                &step,
-                MatmulArgs {
-                    x: &xb,
-                    w: &g,
-                    bias: None,
-                    y: &yb,
-                    ldy: n as u32,
-                    out_offset: 0,
-                    norm: None,
-                    accumulate: false,
-                    sample_rows: false,
-                },
-            );
-            run(&ctx, |p| mm.record(p, rows as u32, 0));
-            let want: Vec<f32> = (0..rows)
-                .flat_map(|t| reference::matvec(&w, &x[t * kdim..(t + 1) * kdim]))
-                .collect();
-            let got = read_f32(&ctx, &yb, want.len());
-            assert_close(
-                &format!("f32 weights {name} rows={rows}"),
-                &got,
-                &want,
-                1e-2,
-                1e-4,
-            );
-        }
-    }
+    check_plain_product(
+        &ctx,
+        "f32 weights",
+        &g,
+        &w,
+        &[1, 9, 40],
+        &mut r,
+        (1e-2, 1e-4),
+    );
 }

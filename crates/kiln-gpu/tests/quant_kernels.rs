@@ -235,36 +235,19 @@ fn stacked_mixed_formats_match_reference() {
         HostMatrix::from_f32(&randn(&mut r, 13 * cols, 0.5), 13, cols),
     ];
     let w: Vec<f32> = parts.iter().flat_map(|p| p.to_f32()).collect();
-    let n = 128;
     let g = GpuMatrix::upload_stacked(&ctx, "qkv", &parts).unwrap();
     let formats: Vec<WeightFormat> = g.chunks.iter().map(|c| c.format).collect();
     assert_eq!(
         formats,
         [WeightFormat::Q4_K, WeightFormat::Q6_K, WeightFormat::F16]
     );
-    for (name, k) in matmul_variants(&ctx) {
-        for rows in [1usize, 9, 45] {
-            let x = randn(&mut r, rows * cols, 1.0);
-            let (xb, yb) = (buf_f32(&ctx, &x), ctx.storage("y", (rows * n * 4) as u64));
-            let step = step_buffer(&ctx, rows as u32, 1, 0);
-            let args = MatmulArgs {
-                x: &xb,
-                w: &g,
-                bias: None,
-                y: &yb,
-                ldy: n as u32,
-                out_offset: 0,
-                norm: None,
-                accumulate: false,
-                sample_rows: false,
-            };
-            let mm = Matmul::new(&ctx, &k, &step, args);
-            run(&ctx, |p| mm.record(p, rows as u32, 0));
-            let want: Vec<f32> = (0..rows)
-                .flat_map(|t| reference::matvec(&w, &x[t * cols..(t + 1) * cols]))
-                .collect();
-            let what = format!("stacked Q4_K/Q6_K/f16 {name} rows={rows}");
-            assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, 1e-4, 1e-4);
-        }
-    }
+    check_plain_product(
+        &ctx,
+        "stacked Q4_K/Q6_K/f16",
+        &g,
+        &w,
+        &[1, 9, 45],
+        &mut r,
+        (1e-4, 1e-4),
+    );
 }

@@ -104,3 +104,48 @@ pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
     }
     out
 }
+
+/// `y = x w^T` for random `x` of each row count in `rows`, with every kernel variant, against
+/// the CPU product with `w` (`(n, k)` f32, what the GPU matrix `g` holds).
+pub fn check_plain_product(
+    ctx: &GpuContext,
+    what: &str,
+    g: &kiln_gpu::GpuMatrix,
+    w: &[f32],
+    rows: &[usize],
+    r: &mut StdRng,
+    (atol, rtol): (f32, f32),
+) {
+    let (n, k) = (g.rows, g.cols);
+    for (name, kernels) in matmul_variants(ctx) {
+        for &rows in rows {
+            let x = randn(r, rows * k, 1.0);
+            let (xb, yb) = (buf_f32(ctx, &x), ctx.storage("y", (rows * n * 4) as u64));
+            let step = step_buffer(ctx, rows as u32, 1, 0);
+            let args = kiln_gpu::ops::MatmulArgs {
+                x: &xb,
+                w: g,
+                bias: None,
+                y: &yb,
+                ldy: n as u32,
+                out_offset: 0,
+                norm: None,
+                accumulate: false,
+                sample_rows: false,
+            };
+            let mm = kiln_gpu::ops::Matmul::new(ctx, &kernels, &step, args);
+            run(ctx, |p| mm.record(p, rows as u32, 0));
+            let want: Vec<f32> = (0..rows)
+                .flat_map(|t| kiln_gpu::reference::matvec(w, &x[t * k..(t + 1) * k]))
+                .collect();
+            let got = read_f32(ctx, &yb, want.len());
+            assert_close(
+                &format!("{what} {name} rows={rows}"),
+                &got,
+                &want,
+                atol,
+                rtol,
+            );
+        }
+    }
+}
