@@ -34,7 +34,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.model.is_some() || std::path::Path::new(crate::model_path::DEFAULT_MODEL).exists() {
         let model = crate::model_path::load(args.model.as_deref())?;
         let c = &model.config;
-        println!("model:     {} ({:?})", model.source, c.architecture);
+        println!(
+            "model:     {} ({}: {})",
+            model.source,
+            c.architecture.gguf_name(),
+            c.features().join(", ")
+        );
         println!(
             "shape:     {} layers, hidden {}, intermediate {}, {} heads / {} KV heads of {}, vocab {}, context {}",
             c.num_layers,

@@ -63,6 +63,37 @@ impl ModelConfig {
         self.architecture == Architecture::Qwen3
     }
 
+    /// What sets this model apart from a plain Llama, in words (for `kiln info`).
+    pub fn features(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        if self.num_kv_heads < self.num_heads {
+            f.push(format!(
+                "grouped-query attention ({} query heads per KV head)",
+                self.num_heads / self.num_kv_heads.max(1)
+            ));
+        }
+        if self.attention_bias {
+            f.push("q/k/v biases".into());
+        }
+        if self.qk_norm() {
+            f.push("per-head q/k RMSNorm".into());
+        }
+        if self.tie_word_embeddings {
+            f.push("tied embeddings".into());
+        }
+        if let Some(s) = self.rope_scaling {
+            f.push(format!(
+                "Llama 3 RoPE scaling (factor {}, original context {})",
+                s.factor, s.original_max_position_embeddings
+            ));
+        }
+        f.push(format!(
+            "RMSNorm eps {}, RoPE base {}",
+            self.rms_norm_eps, self.rope_theta
+        ));
+        f
+    }
+
     /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when configured.
     pub fn rope_inv_freq(&self) -> Vec<f32> {
         self.rope_inv_freq_f64()
