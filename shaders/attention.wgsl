@@ -97,10 +97,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         run_max[lid] = NEG;
         run_sum[lid] = 0.0;
     }
-    var acc: array<f32, 16>; // outputs e = lid + WG * r
-    for (var r = 0u; r < 16u; r++) {
-        acc[r] = 0.0;
-    }
+    // Outputs e = lid + WG * r for r < 16, component r % 4 of acc[r / 4]: named vectors, never
+    // an array indexed in a loop, which drivers may keep in local memory.
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
+    let vb = kvh * d; // this KV head's offset in a cache row
     workgroupBarrier();
 
     for (var j0 = lo; j0 < hi; j0 += WG) {
@@ -141,39 +144,69 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         let tile = min(WG, hi - j0);
-        for (var r = 0u; r < 16u; r++) {
-            let e = lid + WG * r;
-            if (e >= gd) {
-                break;
-            }
-            let g = e / d;
-            let i = e % d;
-            var v = acc[r] * alpha[g];
-            for (var jj = 0u; jj < tile; jj++) {
-                v = fma(probs[g * WG + jj], v_at(slots[jj] * kv_width + kvh * d + i), v);
-            }
-            acc[r] = v;
-        }
+        acc0 = pv4(lid, acc0, tile, kv_width, vb, gd);
+        acc1 = pv4(lid + 4u * WG, acc1, tile, kv_width, vb, gd);
+        acc2 = pv4(lid + 8u * WG, acc2, tile, kv_width, vb, gd);
+        acc3 = pv4(lid + 12u * WG, acc3, tile, kv_width, vb, gd);
         workgroupBarrier();
     }
 
-    for (var r = 0u; r < 16u; r++) {
-        let e = lid + WG * r;
-        if (e >= gd) {
-            break;
-        }
-        let g = e / d;
-        let h = kvh * g_count + g;
-        if (SPLITS > 1u) {
-            // Unnormalized, with this run's max and sum (a sum of 0: no keys in this run).
-            let base = ((t * p.num_heads + h) * SPLITS + wg.z) * (d + 2u);
-            partial[base + e % d] = acc[r];
-            if (e % d == 0u) {
-                partial[base + d] = run_max[g];
-                partial[base + d + 1u] = run_sum[g];
-            }
-        } else {
-            out[t * p.num_heads * d + h * d + e % d] = acc[r] / run_sum[g];
-        }
+    let at = vec3<u32>(t, kvh, wg.z);
+    store4(lid, acc0, at, gd);
+    store4(lid + 4u * WG, acc1, at, gd);
+    store4(lid + 8u * WG, acc2, at, gd);
+    store4(lid + 12u * WG, acc3, at, gd);
+}
+
+// Output e's accumulator after a tile: rescaled by its head's alpha, plus the tile's
+// probabilities times the values. Outputs past the group's (e >= gd) stay as they are.
+fn pv(e: u32, acc: f32, tile: u32, kv_width: u32, vb: u32, gd: u32) -> f32 {
+    if (e >= gd) {
+        return acc;
     }
+    let d = p.head_dim;
+    let g = e / d;
+    var v = acc * alpha[g];
+    for (var jj = 0u; jj < tile; jj++) {
+        v = fma(probs[g * WG + jj], v_at(slots[jj] * kv_width + vb + e % d), v);
+    }
+    return v;
+}
+
+// pv for outputs e0, e0 + WG, e0 + 2 WG, e0 + 3 WG.
+fn pv4(e0: u32, acc: vec4<f32>, tile: u32, kv_width: u32, vb: u32, gd: u32) -> vec4<f32> {
+    return vec4<f32>(
+        pv(e0, acc.x, tile, kv_width, vb, gd),
+        pv(e0 + WG, acc.y, tile, kv_width, vb, gd),
+        pv(e0 + 2u * WG, acc.z, tile, kv_width, vb, gd),
+        pv(e0 + 3u * WG, acc.w, tile, kv_width, vb, gd),
+    );
+}
+
+// Writes output e of (token, KV head, run) `at`: normalized into `out`, or, split, as it is
+// with the run's max and sum (a sum of 0: no keys in this run) into `partial`.
+fn store(e: u32, v: f32, at: vec3<u32>, gd: u32) {
+    if (e >= gd) {
+        return;
+    }
+    let d = p.head_dim;
+    let g = e / d;
+    let h = at.y * (p.num_heads / p.num_kv_heads) + g;
+    if (SPLITS > 1u) {
+        let base = ((at.x * p.num_heads + h) * SPLITS + at.z) * (d + 2u);
+        partial[base + e % d] = v;
+        if (e % d == 0u) {
+            partial[base + d] = run_max[g];
+            partial[base + d + 1u] = run_sum[g];
+        }
+    } else {
+        out[at.x * p.num_heads * d + h * d + e % d] = v / run_sum[g];
+    }
+}
+
+fn store4(e0: u32, acc: vec4<f32>, at: vec3<u32>, gd: u32) {
+    store(e0, acc.x, at, gd);
+    store(e0 + WG, acc.y, at, gd);
+    store(e0 + 2u * WG, acc.z, at, gd);
+    store(e0 + 3u * WG, acc.w, at, gd);
 }

@@ -347,17 +347,24 @@ fn rope_kv_rotates_and_writes_cache() {
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
     for (rowwise, split_tokens) in [(false, 0), (false, 64), (true, 0)] {
+        let k = Kernels::with_rowwise(&ctx, rowwise);
         for dtype in [KvDtype::F16, KvDtype::F32] {
-            let k = Kernels::with_rowwise(&ctx, rowwise);
-            check_attention(&ctx, &k, dtype, split_tokens);
+            check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24));
         }
+        // 16 query heads of 64 on one KV head: every output slot of a GPU-family invocation.
+        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (16, 1, 64));
     }
 }
 
-fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype, split_tokens: u32) {
+fn check_attention(
+    ctx: &kiln_gpu::GpuContext,
+    k: &Kernels,
+    dtype: KvDtype,
+    split_tokens: u32,
+    (nh, nkv, d): (usize, usize, usize),
+) {
     let ctx = ctx.clone();
     let mut r = rng(6);
-    let (nh, nkv, d) = (6, 2, 24);
     let bs = kiln_core::BLOCK_SIZE;
     let num_blocks = 40;
     // (cached tokens before this step, query tokens this step)
@@ -464,7 +471,7 @@ fn check_attention(ctx: &kiln_gpu::GpuContext, k: &Kernels, dtype: KvDtype, spli
     }
     assert_close(
         &format!(
-            "attention rowwise={} split {split_tokens} kv {dtype}",
+            "attention rowwise={} split {split_tokens} kv {dtype} heads {nh}/{nkv}x{d}",
             k.rowwise
         ),
         &read_f32(&ctx, &out, want.len()),
