@@ -86,8 +86,10 @@ impl GpuContext {
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self, GpuError> {
         let info = adapter.get_info();
         let supported = adapter.limits();
-        // Subgroups only where a subgroup is at least 4 wide (matvec_subgroup.wgsl's bound).
-        let subgroups = if info.subgroup_min_size >= 4 {
+        // Subgroups only where a subgroup is at least 4 wide (matvec_subgroup.wgsl's bound),
+        // and not in the browser: there the WGSL goes to the browser's compiler as written, which
+        // wants `enable subgroups;`, a directive naga (native) does not parse yet.
+        let subgroups = if info.subgroup_min_size >= 4 && !cfg!(target_arch = "wasm32") {
             wgpu::Features::SUBGROUP
         } else {
             wgpu::Features::empty()
