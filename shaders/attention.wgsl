@@ -23,7 +23,7 @@ struct Params {
     qkv_stride: u32,  // row width of qkv
     scale: f32,       // 1 / sqrt(head_dim)
     block_size: u32,
-    pad0: u32,
+    window: u32,      // sliding window: the latest keys each token sees (0: all)
     pad1: u32,
 }
 
@@ -79,13 +79,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let kv_width = p.num_kv_heads * d;
     let n_keys = positions[t] + 1u;
     let table = seq_info[token_seq[t] * 4u + 3u];
-    // This workgroup's keys: all of them, or its run of whole tiles.
+    // This workgroup's keys: all it sees (the latest `window` with a sliding window), or its
+    // run of whole tiles of them.
     var lo = 0u;
+    if (p.window > 0u && n_keys > p.window) {
+        lo = n_keys - p.window;
+    }
     var hi = n_keys;
     if (SPLITS > 1u) {
-        let run = (n_keys + SPLITS - 1u) / SPLITS;
+        let run = (n_keys - lo + SPLITS - 1u) / SPLITS;
         let per = (run + WG - 1u) / WG * WG;
-        lo = min(wg.z * per, n_keys);
+        lo = min(lo + wg.z * per, n_keys);
         hi = min(lo + per, n_keys);
     }
 

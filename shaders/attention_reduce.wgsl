@@ -14,7 +14,7 @@ struct Params {
     qkv_stride: u32,
     scale: f32,
     block_size: u32,
-    pad0: u32,
+    window: u32,      // sliding window: the latest keys each token sees (0: all)
     pad1: u32,
 }
 

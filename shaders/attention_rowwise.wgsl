@@ -17,7 +17,7 @@ struct Params {
     qkv_stride: u32,  // row width of qkv
     scale: f32,       // 1 / sqrt(head_dim)
     block_size: u32,
-    pad0: u32,
+    window: u32,      // sliding window: the latest keys each token sees (0: all)
     pad1: u32,
 }
 
@@ -70,7 +70,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     var m = -1.0e30;
     var l = 0.0;
-    for (var j = 0u; j < n_keys; j++) {
+    var first = 0u;
+    if (p.window > 0u && n_keys > p.window) {
+        first = n_keys - p.window;
+    }
+    for (var j = first; j < n_keys; j++) {
         let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
         let kb = (slot * p.num_kv_heads + kvh) * d4;
         var s = 0.0;

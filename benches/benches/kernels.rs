@@ -93,6 +93,7 @@ fn attention(c: &mut Criterion) {
             &k,
             &step,
             (nh, nkv, d),
+            None,
             kiln_gpu::KvDtype::F32,
             AttentionBuffers {
                 positions: &pb,

@@ -85,6 +85,7 @@ impl Synthetic {
             rms_norm_eps: 1e-5,
             tie_word_embeddings,
             rope_scaling: None,
+            sliding_window: None,
             dtype: DType::F16,
         }
     }

@@ -263,6 +263,24 @@ fn logits_match_cpu_reference_llama32_rope_scaling() {
     check_model_against_reference("llama3.2 gguf", &model);
 }
 
+/// Mistral's sliding window (30 positions, so the 45-token prompt's last chunk and every decode
+/// step see only part of the context; over two layers token 3 still reaches the decode
+/// logits, which the sensitivity check needs), as a folder and as GGUF.
+#[test]
+fn logits_match_cpu_reference_sliding_window() {
+    let cfg = TinyConfig {
+        sliding_window: Some(30),
+        ..TinyConfig::default()
+    };
+    check_against_reference("sliding window", &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.sliding_window, Some(30));
+    check_model_against_reference("sliding window gguf", &model);
+}
+
 #[test]
 fn logits_match_cpu_reference_tied_embeddings() {
     check_against_reference(

@@ -165,7 +165,8 @@ impl CpuModel {
                 for head in 0..nh {
                     let kvh = head / (nh / nkv);
                     let q = &qs[pos][head * d..(head + 1) * d];
-                    let scores: Vec<f64> = (0..=pos)
+                    let first = c.sliding_window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                    let scores: Vec<f64> = (first..=pos)
                         .map(|j| {
                             let k = &ks[j][kvh * d..(kvh + 1) * d];
                             q.iter()
@@ -179,8 +180,8 @@ impl CpuModel {
                     let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
                     let z: f64 = e.iter().sum();
                     for i in 0..d {
-                        attn[head * d + i] = (0..=pos)
-                            .map(|j| e[j] / z * vs[j][kvh * d + i] as f64)
+                        attn[head * d + i] = (first..=pos)
+                            .map(|j| e[j - first] / z * vs[j][kvh * d + i] as f64)
                             .sum::<f64>() as f32;
                     }
                 }

@@ -275,6 +275,7 @@ impl ModelRunner {
                     &kernels,
                     step,
                     (nh, nkv, d),
+                    c.sliding_window,
                     rc.kv_dtype,
                     AttentionBuffers {
                         positions: &inputs.positions,

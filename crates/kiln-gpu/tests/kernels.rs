@@ -342,17 +342,19 @@ fn rope_kv_rotates_and_writes_cache() {
 
 /// Several sequences in one dispatch: a prefill chunk on top of cached context that crosses
 /// block boundaries, decode rows with long contexts, and a fresh prompt. The GPU family both
-/// whole and with the context split in runs (flash-decoding: contexts of 1 to 5 runs here).
+/// whole and with the context split in runs (flash-decoding: contexts of 1 to 5 runs here);
+/// and with a sliding window of 40 keys, shorter than most contexts here.
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
     for (rowwise, split_tokens) in [(false, 0), (false, 64), (true, 0)] {
         let k = Kernels::with_rowwise(&ctx, rowwise);
         for dtype in [KvDtype::F16, KvDtype::F32] {
-            check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24));
+            check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None);
         }
         // 16 query heads of 64 on one KV head: every output slot of a GPU-family invocation.
-        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (16, 1, 64));
+        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (16, 1, 64), None);
+        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (6, 2, 24), Some(40));
     }
 }
 
@@ -362,6 +364,7 @@ fn check_attention(
     dtype: KvDtype,
     split_tokens: u32,
     (nh, nkv, d): (usize, usize, usize),
+    window: Option<usize>,
 ) {
     let ctx = ctx.clone();
     let mut r = rng(6);
@@ -425,6 +428,7 @@ fn check_attention(
         k,
         &step,
         (nh, nkv, d),
+        window,
         dtype,
         AttentionBuffers {
             positions: &bufs.0,
@@ -444,11 +448,12 @@ fn check_attention(
     for i in 0..t {
         let table = &per_seq_tables[token_seq[i] as usize];
         let n_keys = positions[i] as usize + 1;
+        let first = window.map_or(0, |w| n_keys.saturating_sub(w));
         let slot = |j: usize| table[j / bs] as usize * bs + j % bs;
         for h in 0..nh {
             let kvh = h / (nh / nkv);
             let q = &qkv[i * stride + h * d..i * stride + (h + 1) * d];
-            let scores: Vec<f64> = (0..n_keys)
+            let scores: Vec<f64> = (first..n_keys)
                 .map(|j| {
                     let kr = &kc[slot(j) * kv_width + kvh * d..][..d];
                     q.iter()
@@ -461,9 +466,10 @@ fn check_attention(
             let m = scores.iter().cloned().fold(f64::MIN, f64::max);
             let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
             for e in 0..d {
-                want[i * nh * d + h * d + e] = (0..n_keys)
+                want[i * nh * d + h * d + e] = (first..n_keys)
                     .map(|j| {
-                        (scores[j] - m).exp() / z * vc[slot(j) * kv_width + kvh * d + e] as f64
+                        (scores[j - first] - m).exp() / z
+                            * vc[slot(j) * kv_width + kvh * d + e] as f64
                     })
                     .sum::<f64>() as f32;
             }
@@ -471,7 +477,7 @@ fn check_attention(
     }
     assert_close(
         &format!(
-            "attention rowwise={} split {split_tokens} kv {dtype} heads {nh}/{nkv}x{d}",
+            "attention rowwise={} split {split_tokens} kv {dtype} heads {nh}/{nkv}x{d} window {window:?}",
             k.rowwise
         ),
         &read_f32(&ctx, &out, want.len()),

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::ModelError;
 
-/// The decoder families kiln runs. Mistral (without sliding window) loads as `Llama`.
+/// The decoder families kiln runs. Mistral loads as `Llama` (with its sliding window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
     Llama,
@@ -53,6 +53,9 @@ pub struct ModelConfig {
     pub tie_word_embeddings: bool,
     /// Qwen2: q/k/v projections have biases.
     pub attention_bias: bool,
+    /// Mistral: each token attends to at most this many of the latest positions, itself
+    /// included (`None`: to all of them).
+    pub sliding_window: Option<usize>,
     pub bos_token_id: Option<u32>,
     pub eos_token_ids: Vec<u32>,
 }
@@ -80,6 +83,9 @@ impl ModelConfig {
         }
         if self.tie_word_embeddings {
             f.push("tied embeddings".into());
+        }
+        if let Some(w) = self.sliding_window {
+            f.push(format!("sliding window of {w} positions on every layer"));
         }
         if let Some(s) = self.rope_scaling {
             f.push(format!(
@@ -200,16 +206,22 @@ impl ModelConfig {
                 .unwrap_or(false),
             Architecture::Llama => true,
         };
-        if let (true, Some(w)) = (uses_sliding, sliding) {
-            if w < max_position_embeddings {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason: format!(
-                        "sliding-window attention (sliding_window {w} < max_position_embeddings {max_position_embeddings})"
-                    ),
-                });
+        // A window on every layer (Mistral) is run; Qwen's, on the layers from
+        // `max_window_layers` on only, is not.
+        let sliding_window = match (uses_sliding, sliding) {
+            (true, Some(w)) if w < max_position_embeddings => {
+                if architecture != Architecture::Llama {
+                    return Err(ModelError::Unsupported {
+                        file: file.into(),
+                        reason: format!(
+                            "sliding-window attention on some layers (use_sliding_window, sliding_window {w})"
+                        ),
+                    });
+                }
+                Some(w)
             }
-        }
+            _ => None,
+        };
         let cfg = ModelConfig {
             architecture,
             hidden_size,
@@ -234,6 +246,7 @@ impl ModelConfig {
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
             },
+            sliding_window,
             bos_token_id: v
                 .get("bos_token_id")
                 .and_then(Value::as_u64)

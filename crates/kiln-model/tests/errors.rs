@@ -105,7 +105,7 @@ fn unknown_architecture() {
         e.to_string().contains("phi3") && e.to_string().contains("config.json"),
         "{e}"
     );
-    // Mistral with a real sliding window is refused.
+    // Mistral's sliding window (every layer) loads; Qwen2's (some layers) is refused.
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
         .replace("\"phi3\"", "\"mistral\"")
@@ -113,6 +113,13 @@ fn unknown_architecture() {
             "\"torch_dtype\"",
             "\"sliding_window\": 128, \"torch_dtype\"",
         );
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let m = Model::load(&dir).expect("Mistral with a sliding window loads");
+    assert_eq!(m.config.sliding_window, Some(128));
+    let cfg = cfg.replace("\"mistral\"", "\"qwen2\"").replace(
+        "\"torch_dtype\"",
+        "\"use_sliding_window\": true, \"torch_dtype\"",
+    );
     std::fs::write(&cfg_path, cfg).unwrap();
     let e = Model::load(&dir).err().expect("must fail");
     assert!(e.to_string().contains("sliding"), "{e}");

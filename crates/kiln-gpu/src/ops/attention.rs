@@ -11,7 +11,9 @@ struct Params {
     qkv_stride: u32,
     scale: f32,
     block_size: u32,
-    pad: [u32; 2],
+    /// Sliding window: the latest keys each token sees (0: all).
+    window: u32,
+    pad: u32,
 }
 
 /// The buffers paged attention reads and writes.
@@ -52,13 +54,16 @@ impl Attention {
     }
 }
 
-/// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`.
-/// Steps of at most `split_tokens` tokens split the context (GPU family only; 0: never).
+/// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`; each
+/// token sees the latest `window` keys, itself included, or all of them (`None`). Steps of at
+/// most `split_tokens` tokens split the context (GPU family only; 0: never).
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
+    window: Option<usize>,
     kv_dtype: KvDtype,
     b: AttentionBuffers<'_>,
     split_tokens: u32,
@@ -83,7 +88,8 @@ pub fn attention(
             qkv_stride: ((num_heads + 2 * num_kv_heads) * head_dim) as u32,
             scale: 1.0 / (head_dim as f32).sqrt(),
             block_size: kiln_core::BLOCK_SIZE as u32,
-            pad: [0; 2],
+            window: window.unwrap_or(0) as u32,
+            pad: 0,
         },
     );
     // The runs' outputs, maxima and sums of split steps (a placeholder when never split).

@@ -131,6 +131,7 @@ pub(crate) fn config_from_meta(
         rope_scaling: rope_scaling(meta, &a)?,
         tie_word_embeddings: !facts.has_output,
         attention_bias: facts.has_q_bias,
+        sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
         eos_token_ids: eos,
     };

@@ -191,6 +191,9 @@ pub fn model_gguf(
             &format!("{a}.attention.layer_norm_rms_epsilon"),
             MetaValue::F32(cfg.rms_norm_eps),
         );
+    if let Some(w) = cfg.sliding_window {
+        b.meta(&format!("{a}.attention.sliding_window"), u(w));
+    }
     if let Some(s) = cfg.rope_scaling {
         b.meta(
             &format!("{a}.rope.scaling.type"),

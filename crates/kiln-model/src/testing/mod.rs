@@ -46,6 +46,8 @@ pub struct TinyConfig {
     pub tie_word_embeddings: bool,
     /// Llama 3 RoPE frequency scaling (Llama 3.1 / 3.2), written to config.json and GGUF.
     pub rope_scaling: Option<RopeScaling>,
+    /// Mistral's sliding window, written to config.json and GGUF.
+    pub sliding_window: Option<usize>,
     /// Safetensors element type: F32, F16 or BF16.
     pub dtype: DType,
 }
@@ -66,6 +68,7 @@ impl Default for TinyConfig {
             rms_norm_eps: 1e-5,
             tie_word_embeddings: false,
             rope_scaling: None,
+            sliding_window: None,
             dtype: DType::F32,
         }
     }
@@ -106,6 +109,7 @@ impl TinyConfig {
             rope_scaling: self.rope_scaling,
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
+            sliding_window: self.sliding_window,
             bos_token_id: None,
             eos_token_ids: vec![tiny_tokenizer::eos_id()],
         }
@@ -191,6 +195,7 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         "num_key_value_heads": mc.num_kv_heads, "head_dim": mc.head_dim, "vocab_size": mc.vocab_size,
         "max_position_embeddings": mc.max_position_embeddings, "rms_norm_eps": mc.rms_norm_eps,
         "rope_theta": mc.rope_theta, "tie_word_embeddings": mc.tie_word_embeddings,
+        "sliding_window": mc.sliding_window,
         "rope_scaling": mc.rope_scaling.map(|s| json!({
             "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
             "high_freq_factor": s.high_freq_factor,
