@@ -124,7 +124,7 @@ async function installModel(src, sizeNote) {
     const info = engine.info();
     setStatus(status, `Loaded ${info.source}${sizeNote}: ${info.architecture}, ${info.layers} layers, hidden ${info.hidden}, ` +
       `vocab ${info.vocab}, context ${info.maxLen}, ${info.kvBlocks} KV blocks ` +
-      `(${((performance.now() - t0) / 1000).toFixed(1)} s)${info.hasChatTemplate ? '' : ' — no chat template: the last message is the prompt'}`);
+      `(${((performance.now() - t0) / 1000).toFixed(1)} s)${info.hasChatTemplate ? '' : ' — no chat template: ChatML is used'}`);
     for (const c of chats) { c.messages = []; c.log.textContent = ''; c.setBusy(false); }
   } catch (e) {
     setStatus(status, `Loading failed: ${e.message ?? e}`, true);

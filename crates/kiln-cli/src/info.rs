@@ -51,6 +51,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             c.vocab_size,
             c.max_position_embeddings
         );
+        let sampling = c.generation.describe();
+        println!(
+            "sampling:  {}",
+            if sampling.is_empty() {
+                "the model sets no defaults (kiln's apply)".to_string()
+            } else {
+                format!("the model's defaults: {}", sampling.join(", "))
+            }
+        );
         let params = c.param_count() as f64;
         let (file_bytes, types) = model.weights.stored_bytes();
         let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();

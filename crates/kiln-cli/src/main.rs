@@ -1,10 +1,13 @@
 //! `kiln`: the command line. Each subcommand lives in its own file.
 
 mod bench;
+mod chat;
 mod device_args;
 mod generate;
 mod info;
+mod local;
 mod model_path;
+mod sampling_args;
 mod serve;
 mod speed;
 
@@ -25,6 +28,8 @@ struct Cli {
 enum Command {
     /// Generate text for a prompt, streaming it to stdout.
     Generate(generate::Args),
+    /// Chat with a model in the terminal: history, streaming, Ctrl-C stops a reply.
+    Chat(chat::Args),
     /// Print the GPU adapter and, with --model, the model's shape and memory needs.
     Info(info::Args),
     /// Serve the OpenAI-compatible HTTP API.
@@ -39,6 +44,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Generate(a) => generate::run(a),
+        Command::Chat(a) => chat::run(a),
         Command::Info(a) => info::run(a),
         Command::Speed(a) => speed::run(a),
         Command::Serve(a) => serve::run(a),

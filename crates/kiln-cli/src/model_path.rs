@@ -85,11 +85,27 @@ pub fn load(arg: Option<&str>) -> anyhow::Result<Model> {
 }
 
 /// A progress bar for uploading weights, fed by the engine's `progress(done, total)`.
-pub fn upload_bar() -> ProgressBar {
+fn upload_bar() -> ProgressBar {
     let bar = ProgressBar::new(1);
     bar.set_style(
         ProgressStyle::with_template("uploading weights {bar:30} {pos}/{len} layers {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
+}
+
+/// Builds the engine, showing the weights' upload as a progress bar.
+pub fn build_engine(
+    ctx: &kiln_gpu::GpuContext,
+    config: &kiln_model::ModelConfig,
+    weights: &kiln_model::Weights,
+    ec: kiln_engine::EngineConfig,
+) -> anyhow::Result<kiln_engine::Engine> {
+    let bar = upload_bar();
+    let engine = kiln_engine::Engine::new(ctx, config, weights, ec, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    Ok(engine)
 }

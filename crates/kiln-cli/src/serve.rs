@@ -1,7 +1,7 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
-use kiln_server::{ModelInfo, ServerConfig};
+use kiln_server::{Frontend, ServerConfig};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -92,7 +92,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         model.config.num_layers,
         model.config.vocab_size
     );
-    let (info, config, weights) = ModelInfo::split(model);
+    let (info, config, weights) = Frontend::split(model);
     let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,

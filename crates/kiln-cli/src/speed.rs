@@ -87,6 +87,7 @@ impl Synthetic {
             rope_scaling: None,
             sliding_window: None,
             dtype: DType::F16,
+            generation: Default::default(),
         }
     }
 }
@@ -129,8 +130,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let measured = Bandwidth::measure(&ctx, &Kernels::new(&ctx));
     let bandwidth = measured.ceiling();
     let max_seqs = a.concurrency.iter().copied().max().unwrap_or(1);
-    let bar = crate::model_path::upload_bar();
-    let mut engine = Engine::new(
+    let mut engine = crate::model_path::build_engine(
         &ctx,
         &model.config,
         &model.weights,
@@ -140,12 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             enable_prefix_caching: false,
             ..EngineConfig::default()
         }),
-        &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
     )?;
-    bar.finish_and_clear();
     let c = model.config.clone();
     let weight_bytes = engine.runner().weight_bytes as f64;
     let step_weight_bytes = weight_bytes * read_share(&c);

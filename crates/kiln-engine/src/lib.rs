@@ -4,14 +4,12 @@
 //! `pollster`) and in a browser tab.
 
 mod constraint;
-mod detokenize;
 mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 
 pub use constraint::{Constraint, ConstraintFactory, Grammar, lark_string};
-pub use detokenize::IncrementalDecoder;
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]

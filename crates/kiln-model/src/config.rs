@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::ModelError;
+use crate::{GenerationDefaults, ModelError};
 
 /// The decoder families kiln runs. Mistral loads as `Llama` (with its sliding window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub struct ModelConfig {
     pub sliding_window: Option<usize>,
     pub bos_token_id: Option<u32>,
     pub eos_token_ids: Vec<u32>,
+    /// The sampling settings the model ships with (the front ends' request defaults).
+    pub generation: GenerationDefaults,
 }
 
 impl ModelConfig {
@@ -252,6 +254,7 @@ impl ModelConfig {
                 .and_then(Value::as_u64)
                 .map(|x| x as u32),
             eos_token_ids: token_id_list(v.get("eos_token_id")),
+            generation: GenerationDefaults::default(),
         };
         cfg.validate(file)?;
         Ok(cfg)

@@ -114,6 +114,7 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
     let mut config = ModelConfig::from_hf_json(&files.text("config.json")?, &cfg_label)?;
     if let Some(gen_cfg) = files.optional_json("generation_config.json")? {
         config.merge_eos(token_id_list(gen_cfg.get("eos_token_id")));
+        config.generation = crate::GenerationDefaults::from_hf_json(&gen_cfg);
         if config.bos_token_id.is_none() {
             config.bos_token_id = gen_cfg
                 .get("bos_token_id")

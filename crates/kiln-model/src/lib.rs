@@ -5,6 +5,7 @@
 mod chat;
 mod config;
 mod error;
+mod generation;
 pub mod gguf;
 mod hf;
 mod safetensors;
@@ -20,6 +21,7 @@ use std::path::Path;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use error::ModelError;
+pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;

@@ -205,3 +205,18 @@ fn llama3_rope_scaling_round_trip() {
         "low frequencies divided by factor"
     );
 }
+
+#[test]
+fn sampling_defaults_round_trip() {
+    let tc = TinyConfig {
+        generation: kiln_model::GenerationDefaults {
+            temperature: Some(0.6),
+            top_p: Some(0.95),
+            top_k: Some(20),
+            min_p: Some(0.05),
+            repetition_penalty: Some(1.1),
+        },
+        ..TinyConfig::default()
+    };
+    check_round_trip(&tc, DType::F16);
+}

@@ -117,3 +117,18 @@ fn deterministic_per_seed_and_in_memory_loading() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+#[test]
+fn generation_config_sampling_defaults_load() {
+    let tc = TinyConfig {
+        generation: kiln_model::GenerationDefaults {
+            temperature: Some(0.7),
+            top_k: Some(50),
+            repetition_penalty: Some(1.05),
+            ..Default::default()
+        },
+        ..TinyConfig::default()
+    };
+    let m = check(&tc, "gen");
+    assert_eq!(m.config.generation.temperature, Some(0.7));
+}

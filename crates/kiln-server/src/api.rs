@@ -1,8 +1,9 @@
-//! Request types of the OpenAI API (what kiln reads), plus the sampling knobs both endpoints
-//! share. Responses are built as JSON values in the route files.
+//! Request types of the OpenAI API (what kiln reads); the generation knobs both endpoints
+//! share are kiln-frontend's `GenerationParams`. Responses are built as JSON values in the route files.
 
 use std::collections::BTreeMap;
 
+use kiln_frontend::GenerationParams;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -34,44 +35,9 @@ pub fn reject_unknown(extra: &BTreeMap<String, Value>) -> Result<(), ApiError> {
     }
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(untagged)]
-pub enum StopSpec {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl StopSpec {
-    pub fn into_vec(self) -> Vec<String> {
-        match self {
-            StopSpec::One(s) => vec![s],
-            StopSpec::Many(v) => v,
-        }
-    }
-}
-
 #[derive(Deserialize, Debug, Clone, Default)]
 pub struct StreamOptions {
     pub include_usage: Option<bool>,
-}
-
-/// Knobs shared by chat and completions (and kiln's extensions).
-#[derive(Deserialize, Debug, Clone, Default)]
-pub struct Sampling {
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub top_k: Option<i64>,
-    pub min_p: Option<f32>,
-    pub presence_penalty: Option<f32>,
-    pub frequency_penalty: Option<f32>,
-    pub repetition_penalty: Option<f32>,
-    pub seed: Option<i64>,
-    pub n: Option<u32>,
-    pub stop: Option<StopSpec>,
-    pub ignore_eos: Option<bool>,
-    pub stream: Option<bool>,
-    pub stream_options: Option<StreamOptions>,
-    pub max_tokens: Option<i64>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -113,8 +79,11 @@ pub struct ChatRequest {
     pub tools: Option<Value>,
     pub tool_choice: Option<Value>,
     pub parallel_tool_calls: Option<bool>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    /// The generation knobs every front end shares.
     #[serde(flatten)]
-    pub sampling: Sampling,
+    pub sampling: GenerationParams,
     /// Everything else, checked by [`reject_unknown`].
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
@@ -139,8 +108,11 @@ pub struct CompletionRequest {
     pub response_format: Option<Value>,
     /// vLLM's `structured_outputs`, as in chat.
     pub structured_outputs: Option<Value>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    /// The generation knobs every front end shares.
     #[serde(flatten)]
-    pub sampling: Sampling,
+    pub sampling: GenerationParams,
     /// Everything else, checked by [`reject_unknown`].
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,

@@ -155,3 +155,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// The body size limit, as a request extension (named in 413 messages).
 #[derive(Clone, Copy)]
 pub struct BodyLimit(pub usize);
+
+impl From<kiln_frontend::ParamError> for ApiError {
+    fn from(e: kiln_frontend::ParamError) -> Self {
+        ApiError::bad_param(&e.param, e.message)
+    }
+}

@@ -5,13 +5,13 @@
 
 use std::time::Instant;
 
-use kiln_engine::{FinishReason, IncrementalDecoder};
+use kiln_engine::FinishReason;
+use kiln_frontend::TextStream;
 
 use crate::engine_loop::SeqEvent;
 use crate::error::ApiError;
 use crate::metrics::Outcome;
 use crate::state::Shared;
-use crate::stop::StopMatcher;
 
 /// A generated token with its log-probabilities.
 #[derive(Clone, Debug)]
@@ -34,8 +34,7 @@ pub struct Sequence {
     state: Shared,
     pub id: u64,
     rx: flume::Receiver<SeqEvent>,
-    decoder: IncrementalDecoder,
-    stop: StopMatcher,
+    text: TextStream,
     logprobs: Option<u32>,
     pub num_tokens: usize,
     pub num_cached: usize,
@@ -61,8 +60,7 @@ impl Sequence {
             state,
             id,
             rx,
-            decoder: IncrementalDecoder::new(true),
-            stop: StopMatcher::new(stop),
+            text: TextStream::new(stop),
             logprobs,
             num_tokens: 0,
             num_cached: 0,
@@ -92,18 +90,10 @@ impl Sequence {
             self.num_cached = u.num_cached_tokens;
             let state = self.state.clone();
             let tok = &state.model.tokenizer;
-            let mut text = String::new();
             if let Some(t) = &u.token {
                 self.num_tokens += 1;
                 self.first.get_or_insert_with(Instant::now);
                 self.state.metrics.generated_token();
-                // Ids past the tokenizer's vocabulary (padded embedding rows) have no text.
-                if (t.token_id as usize) < tok.vocab_size() {
-                    text = self
-                        .decoder
-                        .push(tok, t.token_id)
-                        .map_err(|e| self.fail(e.to_string()))?;
-                }
                 if let Some(n) = self.logprobs {
                     let top = t.top_logprobs.iter().take(n as usize).copied().collect();
                     delta.logprobs.push(TokenLogprob {
@@ -113,20 +103,20 @@ impl Sequence {
                     });
                 }
             }
-            if u.finished.is_some() {
-                text += &self
-                    .decoder
-                    .flush(tok)
-                    .map_err(|e| self.fail(e.to_string()))?;
-            }
-            let out = self.stop.push(&text);
+            let out = self
+                .text
+                .next(
+                    tok,
+                    u.token.as_ref().map(|t| t.token_id),
+                    u.finished.is_some(),
+                )
+                .map_err(|e| self.fail(e.to_string()))?;
             delta.text += &out.text;
             if out.stopped {
                 self.state.engine.abort(self.id);
                 return Ok(Some(self.finish(delta, Outcome::Stop)));
             }
             if let Some(reason) = u.finished {
-                delta.text += &self.stop.flush();
                 let outcome = match reason {
                     FinishReason::Stop => Outcome::Stop,
                     FinishReason::Length => Outcome::Length,

@@ -24,7 +24,6 @@ mod metrics;
 mod routes;
 mod sse;
 mod state;
-pub mod stop;
 mod structured;
 mod tools;
 
@@ -42,7 +41,7 @@ use axum::routing::{get, post};
 pub use demo::DemoFiles;
 pub use engine_loop::{EngineFactory, EngineInfo};
 pub use error::ApiError;
-pub use state::ModelInfo;
+pub use kiln_frontend::Frontend;
 
 use engine_loop::EngineHandle;
 use error::BodyLimit;
@@ -133,7 +132,7 @@ impl Server {
 /// Builds the engine (on its own thread, with `factory`), binds, and starts serving.
 pub async fn start(
     config: ServerConfig,
-    model: ModelInfo,
+    model: Frontend,
     factory: EngineFactory,
 ) -> anyhow::Result<Server> {
     let kv_tx = match &config.kv_events {
@@ -212,7 +211,7 @@ pub async fn start(
 /// [`start`], then serve until SIGTERM or SIGINT, drain, and return `Ok`.
 pub async fn serve(
     config: ServerConfig,
-    model: ModelInfo,
+    model: Frontend,
     factory: EngineFactory,
 ) -> anyhow::Result<()> {
     let server = start(config, model, factory).await?;

@@ -328,6 +328,43 @@ async fn stop_strings_are_cut_and_never_emitted() {
 }
 
 #[tokio::test]
+async fn unset_knobs_take_the_model_generation_config() {
+    let body = |seed: u64, temperature: Option<f32>| {
+        let mut b = json!({"model": "tiny", "prompt": "the cat sat on", "max_tokens": 12, "ignore_eos": true, "seed": seed});
+        if let Some(t) = temperature {
+            b["temperature"] = json!(t);
+        }
+        b
+    };
+    let text = |b: Value| b["choices"][0]["text"].as_str().unwrap().to_string();
+    // Without a generation config kiln samples at temperature 1: the seed changes the text.
+    let base = server();
+    let (a, b) = (
+        text(post(base, "/v1/completions", &body(1, None)).await.1),
+        text(post(base, "/v1/completions", &body(2, None)).await.1),
+    );
+    assert_ne!(a, b, "temperature 1 should depend on the seed");
+    let greedy = text(post(base, "/v1/completions", &body(1, Some(0.0))).await.1);
+    // A model whose generation config says greedy: unset temperature means 0.
+    let tc = kiln_model::testing::TinyConfig {
+        generation: kiln_model::GenerationDefaults {
+            temperature: Some(0.0),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let base = start_tiny_model(&tc);
+    for seed in [1, 2] {
+        let (s, b) = post(&base, "/v1/completions", &body(seed, None)).await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(text(b), greedy, "seed {seed}");
+    }
+    // An explicit knob still wins over the model's.
+    let (_, explicit) = post(&base, "/v1/completions", &body(2, Some(1.0))).await;
+    assert_eq!(text(explicit), b, "same weights, seed and temperature 1");
+}
+
+#[tokio::test]
 async fn shared_prefix_hits_the_prefix_cache() {
     let base = server();
     let prefix =

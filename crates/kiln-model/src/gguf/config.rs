@@ -134,6 +134,7 @@ pub(crate) fn config_from_meta(
         sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
         eos_token_ids: eos,
+        generation: crate::GenerationDefaults::from_gguf(|k| meta.f64(k)),
     };
     cfg.validate(meta.file)?;
     Ok(cfg)

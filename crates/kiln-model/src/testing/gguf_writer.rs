@@ -194,6 +194,20 @@ pub fn model_gguf(
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }
+    let g = &cfg.generation;
+    for (key, value) in [
+        ("temp", g.temperature),
+        ("top_p", g.top_p),
+        ("min_p", g.min_p),
+        ("penalty_repeat", g.repetition_penalty),
+    ] {
+        if let Some(x) = value {
+            b.meta(&format!("general.sampling.{key}"), MetaValue::F32(x));
+        }
+    }
+    if let Some(k) = g.top_k {
+        b.meta("general.sampling.top_k", MetaValue::I32(k as i32));
+    }
     if let Some(s) = cfg.rope_scaling {
         b.meta(
             &format!("{a}.rope.scaling.type"),

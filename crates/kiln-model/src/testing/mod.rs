@@ -19,7 +19,7 @@ pub use self::random_model::write_random_llama;
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
 pub use crate::validate::expected_tensors;
-use crate::{Architecture, DType, ModelConfig, ModelError, RopeScaling};
+use crate::{Architecture, DType, GenerationDefaults, ModelConfig, ModelError, RopeScaling};
 
 /// An HF-named f32 tensor in HF shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +50,8 @@ pub struct TinyConfig {
     pub sliding_window: Option<usize>,
     /// Safetensors element type: F32, F16 or BF16.
     pub dtype: DType,
+    /// Sampling settings, written to generation_config.json and GGUF's `general.sampling.*`.
+    pub generation: GenerationDefaults,
 }
 
 impl Default for TinyConfig {
@@ -70,6 +72,7 @@ impl Default for TinyConfig {
             rope_scaling: None,
             sliding_window: None,
             dtype: DType::F32,
+            generation: GenerationDefaults::default(),
         }
     }
 }
@@ -112,6 +115,7 @@ impl TinyConfig {
             sliding_window: self.sliding_window,
             bos_token_id: None,
             eos_token_ids: vec![tiny_tokenizer::eos_id()],
+            generation: self.generation,
         }
     }
 }
@@ -216,7 +220,7 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         ),
         (
             "generation_config.json",
-            serde_json::to_vec_pretty(&json!({"eos_token_id": mc.eos_token_ids})),
+            serde_json::to_vec_pretty(&generation_config(&mc)),
         ),
     ];
     for (name, bytes) in files {
@@ -224,6 +228,24 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         std::fs::write(&p, bytes.expect("json")).map_err(io(&p))?;
     }
     Ok(mc)
+}
+
+/// generation_config.json: the EOS ids and the sampling settings that are set.
+fn generation_config(mc: &ModelConfig) -> serde_json::Value {
+    let g = &mc.generation;
+    let mut v = json!({"eos_token_id": mc.eos_token_ids});
+    for (key, value) in [
+        ("temperature", g.temperature.map(|x| json!(x))),
+        ("top_p", g.top_p.map(|x| json!(x))),
+        ("top_k", g.top_k.map(|x| json!(x))),
+        ("min_p", g.min_p.map(|x| json!(x))),
+        ("repetition_penalty", g.repetition_penalty.map(|x| json!(x))),
+    ] {
+        if let Some(x) = value {
+            v[key] = x;
+        }
+    }
+    v
 }
 
 /// Writes the same tiny random model (same seed → same f32 values) as a GGUF file with 2-D

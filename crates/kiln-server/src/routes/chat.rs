@@ -76,21 +76,15 @@ pub async fn chat_completions(
 
     if let Some(plan) = plan {
         let include_usage = req
-            .sampling
             .stream_options
             .as_ref()
             .and_then(|o| o.include_usage)
             .unwrap_or(false);
-        let stream = req
-            .sampling
-            .stream
-            .unwrap_or(false)
-            .then_some(include_usage);
+        let stream = req.stream.unwrap_or(false).then_some(include_usage);
         return tools_response(plan, seqs, spec.n, usage, stream, (id, created, model)).await;
     }
-    if req.sampling.stream.unwrap_or(false) {
+    if req.stream.unwrap_or(false) {
         let include_usage = req
-            .sampling
             .stream_options
             .as_ref()
             .and_then(|o| o.include_usage)

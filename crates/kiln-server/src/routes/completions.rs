@@ -66,9 +66,8 @@ pub async fn completions(
     tracing::info!(id = %id, prompts = prompts.len(), prompt_tokens, n = spec.n, "completion");
     let logprobs = req.logprobs;
 
-    if req.sampling.stream.unwrap_or(false) {
+    if req.stream.unwrap_or(false) {
         let include_usage = req
-            .sampling
             .stream_options
             .as_ref()
             .and_then(|o| o.include_usage)

@@ -3,7 +3,7 @@
 use kiln_engine::{EngineConfig, KvSize};
 use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
-use kiln_server::{ModelInfo, ServerConfig, gpu_engine_factory, start};
+use kiln_server::{Frontend, ServerConfig, gpu_engine_factory, start};
 use serde_json::Value;
 
 pub const API_KEY: &str = "test-key";
@@ -112,10 +112,23 @@ pub fn start_tiny_faulty(
     tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
     plan: impl Fn(usize) -> kiln_engine::FaultPlan + Send + 'static,
 ) -> TinyServer {
+    start_model(&TinyConfig::default(), tweak, plan)
+}
+
+/// Like [`start_tiny`], for a tiny model of another shape or other generation settings.
+pub fn start_tiny_model(tc: &TinyConfig) -> String {
+    start_model(tc, |_, _| {}, |_| kiln_engine::FaultPlan::default()).base
+}
+
+fn start_model(
+    tc: &TinyConfig,
+    tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
+    plan: impl Fn(usize) -> kiln_engine::FaultPlan + Send + 'static,
+) -> TinyServer {
     let dir = tempfile::tempdir().unwrap().keep();
-    write_tiny_llama(&dir, &TinyConfig::default(), 7).unwrap();
+    write_tiny_llama(&dir, tc, 7).unwrap();
     let model = Model::load(&dir).unwrap();
-    let (info, config, weights) = ModelInfo::split(model);
+    let (info, config, weights) = Frontend::split(model);
     let mut sc = ServerConfig {
         port: 0,
         served_model_name: "tiny".into(),

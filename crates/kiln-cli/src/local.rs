@@ -1,0 +1,160 @@
+//! A local engine for one user at a time, shared by `generate` and `chat`: the model and its
+//! front end, the engine on the machine's GPU, and one reply streamed as it is generated.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use kiln_engine::{Engine, EngineConfig, FinishReason, KvSize};
+use kiln_frontend::{Frontend, GenSpec};
+use kiln_gpu::GpuContext;
+
+#[derive(clap::Args)]
+pub struct LocalArgs {
+    /// Model folder, GGUF file or Hugging Face repo id (default: the SmolLM2-135M-Instruct GGUF).
+    #[arg(long)]
+    model: Option<String>,
+    /// Bytes of GPU memory for the KV cache.
+    #[arg(long, default_value_t = 256 << 20)]
+    kv_memory: u64,
+    /// Longest sequence (default: the model's context length, or what the KV cache holds if
+    /// less); more than either is an error.
+    #[arg(long)]
+    max_model_len: Option<usize>,
+    #[command(flatten)]
+    device: crate::device_args::DeviceArgs,
+}
+
+pub struct Local {
+    pub engine: Engine,
+    pub frontend: Frontend,
+    next_id: u64,
+}
+
+/// How a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// End of sequence, a stop token or a stop string.
+    Stop,
+    /// `max_tokens` or the context was reached.
+    Length,
+    /// The user pressed the stop key.
+    Interrupted,
+}
+
+/// One finished reply: its text and what it took.
+pub struct Reply {
+    pub text: String,
+    pub end: End,
+    pub prompt_tokens: usize,
+    /// Prompt tokens found in the prefix cache (not computed again).
+    pub cached_tokens: usize,
+    pub generated: usize,
+    /// Prompt in to first token.
+    pub prefill_s: f64,
+    /// First token to last.
+    pub decode_s: f64,
+}
+
+impl Reply {
+    /// The speed line printed after a reply.
+    pub fn speed_line(&self) -> String {
+        let decoded = self.generated.saturating_sub(1);
+        let cached = match self.cached_tokens {
+            0 => String::new(),
+            n => format!(", {n} cached"),
+        };
+        format!(
+            "prefill: {} tokens{cached} in {:.2} s ({:.1} tokens/s); decode: {} tokens in {:.2} s ({:.1} tokens/s)",
+            self.prompt_tokens,
+            self.prefill_s,
+            self.prompt_tokens as f64 / self.prefill_s.max(1e-9),
+            decoded,
+            self.decode_s,
+            decoded as f64 / self.decode_s.max(1e-9)
+        )
+    }
+}
+
+impl Local {
+    /// Loads the model and uploads it; prints the adapter.
+    pub fn open(a: &LocalArgs) -> anyhow::Result<Local> {
+        let model = crate::model_path::load(a.model.as_deref())?;
+        let ctx = pollster::block_on(GpuContext::new())?;
+        eprintln!("adapter: {}", ctx.describe());
+        let (frontend, config, weights) = Frontend::split(model);
+        let engine = crate::model_path::build_engine(
+            &ctx,
+            &config,
+            &weights,
+            a.device.apply(EngineConfig {
+                max_num_seqs: 1,
+                kv: KvSize::Bytes(a.kv_memory),
+                max_model_len: a.max_model_len,
+                ..EngineConfig::default()
+            }),
+        )?;
+        Ok(Local {
+            engine,
+            frontend,
+            next_id: 0,
+        })
+    }
+
+    /// Generates one reply to `prompt`, writing its text to `out` as it comes; `interrupt`
+    /// set by another thread stops it at the next step.
+    pub fn reply(
+        &mut self,
+        prompt: Vec<u32>,
+        spec: &GenSpec,
+        max_tokens: usize,
+        interrupt: &AtomicBool,
+        out: &mut dyn FnMut(&str) -> std::io::Result<()>,
+    ) -> anyhow::Result<Reply> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let prompt_tokens = prompt.len();
+        let seed = spec.seed.unwrap_or_else(rand::random);
+        let request = self.frontend.request(spec, id, prompt, max_tokens, seed, 0);
+        self.engine.add_request(request)?;
+        let mut stream = self.frontend.text_stream(spec);
+        let (mut text, mut generated, mut cached_tokens, mut end) =
+            (String::new(), 0, 0, End::Stop);
+        let start = Instant::now();
+        let mut first = None;
+        while self.engine.has_unfinished() {
+            if interrupt.swap(false, Ordering::SeqCst) {
+                self.engine.abort(id);
+                end = End::Interrupted;
+                break;
+            }
+            for u in pollster::block_on(self.engine.step())? {
+                cached_tokens = u.num_cached_tokens;
+                let token = u.token.as_ref().map(|t| t.token_id);
+                if token.is_some() {
+                    generated += 1;
+                    first.get_or_insert_with(Instant::now);
+                }
+                let piece = stream.next(&self.frontend.tokenizer, token, u.finished.is_some())?;
+                out(&piece.text)?;
+                text += &piece.text;
+                if piece.stopped {
+                    self.engine.abort(id);
+                }
+                if u.finished == Some(FinishReason::Length) {
+                    end = End::Length;
+                }
+            }
+        }
+        let now = Instant::now();
+        let first = first.unwrap_or(now);
+        Ok(Reply {
+            text,
+            end,
+            prompt_tokens,
+            cached_tokens,
+            generated,
+            prefill_s: (first - start).as_secs_f64(),
+            decode_s: (now - first).as_secs_f64(),
+        })
+    }
+}

@@ -1,0 +1,60 @@
+//! The generation flags `generate` and `chat` share, the CLI's spelling of the request fields
+//! the server reads; unset flags take the model's own defaults (its generation config), then
+//! kiln's, exactly as a server request does.
+
+use kiln_frontend::{GenerationParams, StopSpec};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct SamplingArgs {
+    /// 0 is greedy (default: the model's generation config, else 1).
+    #[arg(long)]
+    temperature: Option<f32>,
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// -1 or 0: off.
+    #[arg(long, allow_hyphen_values = true)]
+    top_k: Option<i64>,
+    #[arg(long)]
+    min_p: Option<f32>,
+    #[arg(long)]
+    repetition_penalty: Option<f32>,
+    #[arg(long, allow_hyphen_values = true)]
+    presence_penalty: Option<f32>,
+    #[arg(long, allow_hyphen_values = true)]
+    frequency_penalty: Option<f32>,
+    /// Random seed (default: a random one).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Stop at this text (not shown); repeat the flag for several.
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Keep generating past end-of-sequence tokens.
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Most tokens per reply (default: 256, or what the context has room for if less; more
+    /// than the room is an error).
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+}
+
+/// Tokens per reply when `--max-tokens` is not given.
+pub const DEFAULT_MAX_TOKENS: usize = 256;
+
+impl SamplingArgs {
+    pub fn params(&self) -> GenerationParams {
+        GenerationParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            min_p: self.min_p,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            repetition_penalty: self.repetition_penalty,
+            seed: self.seed.map(|s| s as i64),
+            n: None,
+            stop: (!self.stop.is_empty()).then(|| StopSpec::Many(self.stop.clone())),
+            ignore_eos: self.ignore_eos.then_some(true),
+            max_tokens: self.max_tokens.map(|m| m as i64),
+        }
+    }
+}

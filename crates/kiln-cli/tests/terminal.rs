@@ -1,0 +1,231 @@
+//! The `kiln` binary as a user runs it, on a tiny random model: `generate` with the server's
+//! sampling options, and `kiln chat` driven in a real terminal (tmux): two turns with their
+//! speed lines, Ctrl-C stopping a long reply without quitting, `/exit`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use kiln_model::testing::{TinyConfig, write_tiny_llama};
+
+/// A tiny model folder; `context` sets its context length.
+fn model(tag: &str, context: usize) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-{tag}-{}", std::process::id()));
+    let tc = TinyConfig {
+        max_position_embeddings: context,
+        ..TinyConfig::default()
+    };
+    write_tiny_llama(&dir, &tc, 3).unwrap();
+    dir
+}
+
+fn kiln(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .output()
+        .expect("running kiln")
+}
+
+fn generate(dir: &Path, extra: &[&str]) -> (String, String, bool) {
+    let d = dir.to_str().unwrap();
+    let mut args = vec!["generate", "--model", d, "--prompt", "the cat sat on"];
+    args.extend_from_slice(extra);
+    let out = kiln(&args);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+#[test]
+fn generate_takes_the_servers_sampling_options() {
+    let dir = model("generate", 512);
+    let greedy = ["--temperature", "0", "--max-tokens", "16", "--ignore-eos"];
+    let (a, err, ok) = generate(&dir, &[&greedy[..], &["--seed", "1"]].concat());
+    assert!(ok, "{err}");
+    assert!(err.contains("decode: 15 tokens"), "speed line: {err}");
+    let (b, _, _) = generate(&dir, &[&greedy[..], &["--seed", "2"]].concat());
+    assert_eq!(a, b, "temperature 0 must not depend on the seed");
+    // A stop string cuts the text before it.
+    let chars: Vec<char> = a.trim_end_matches('\n').chars().collect();
+    assert!(chars.len() >= 6, "too short to test stop strings: {a:?}");
+    let stop: String = chars[chars.len() / 2..chars.len() / 2 + 2].iter().collect();
+    let (cut, err, ok) = generate(&dir, &[&greedy[..], &["--stop", &stop]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(cut.trim_end_matches('\n'), &a[..a.find(&stop).unwrap()]);
+    // Penalties, min-p, top-k and a system prompt are accepted; bad values name the option.
+    let (_, err, ok) = generate(
+        &dir,
+        &[
+            "--max-tokens",
+            "4",
+            "--min-p",
+            "0.1",
+            "--top-k",
+            "-1",
+            "--repetition-penalty",
+            "1.2",
+            "--presence-penalty",
+            "0.5",
+            "--frequency-penalty",
+            "0.5",
+            "--system",
+            "be brief",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (_, err, ok) = generate(&dir, &["--top-p", "0"]);
+    assert!(!ok && err.contains("top_p"), "{err}");
+    let (_, err, ok) = generate(&dir, &["--max-tokens", "100000"]);
+    assert!(
+        !ok && err.contains("maximum context length is 512"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A tmux session running one command, read through `capture-pane`.
+struct Tmux {
+    name: String,
+}
+
+impl Tmux {
+    fn start(tag: &str, command: &str) -> Tmux {
+        let name = format!("kiln-test-{tag}-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-x",
+                "160",
+                "-y",
+                "60",
+                "-s",
+                &name,
+                command,
+            ])
+            .status()
+            .expect("tmux is needed for this test (scripts/setup.sh installs it)");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { name }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.name];
+        args.extend_from_slice(keys);
+        assert!(Command::new("tmux").args(&args).status().unwrap().success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-S", "-200", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `text` `count` times.
+    fn wait_for(&self, text: &str, count: usize) -> String {
+        self.wait_until(&format!("{text:?} x{count}"), |s| {
+            s.matches(text).count() >= count
+        })
+    }
+
+    /// Waits until the screen shows `count` chat prompts (`> ` at a line's start; tmux drops
+    /// the trailing space of an empty one).
+    fn wait_prompts(&self, count: usize) -> String {
+        self.wait_until(&format!("{count} prompts"), |s| {
+            s.lines()
+                .filter(|l| *l == ">" || l.starts_with("> "))
+                .count()
+                >= count
+        })
+    }
+
+    fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "waited for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
+
+/// `kiln chat` on the tiny model in tmux; the pane stays after kiln exits, showing its status.
+fn chat(tag: &str, dir: &Path, flags: &str) -> Tmux {
+    let command = format!(
+        "{} chat --model {} --temperature 0 --ignore-eos {flags}; echo kiln-exited $?; sleep 60",
+        env!("CARGO_BIN_EXE_kiln"),
+        dir.display()
+    );
+    let t = Tmux::start(tag, &command);
+    t.wait_prompts(1);
+    t
+}
+
+/// The prompt sizes of the speed lines on the screen.
+fn prefill_sizes(screen: &str) -> Vec<usize> {
+    screen
+        .split("prefill: ")
+        .skip(1)
+        .map(|s| s.split(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn chat_in_a_terminal_keeps_history_and_quits_on_ctrl_c_at_the_prompt() {
+    let dir = model("chat", 512);
+    let t = chat("turns", &dir, "--max-tokens 8");
+    t.keys(&["hello there", "Enter"]);
+    t.wait_for("[cut at the token limit; prefill:", 1);
+    t.wait_prompts(2);
+    t.keys(&["and again", "Enter"]);
+    let screen = t.wait_for("[cut at the token limit; prefill:", 2);
+    let sizes = prefill_sizes(&screen);
+    // The second prompt holds the first turn, its reply and the new message.
+    assert!(sizes[1] > sizes[0] + 8, "{sizes:?}\n{screen}");
+    assert!(screen.contains("decode: 7 tokens"), "{screen}");
+    t.wait_prompts(3);
+    t.keys(&["C-c"]);
+    let screen = t.wait_for("kiln-exited", 1);
+    assert!(screen.contains("kiln-exited 130"), "{screen}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn chat_in_a_terminal_stops_a_reply_on_ctrl_c() {
+    let dir = model("stop", 8192);
+    let t = chat("stop", &dir, "--max-tokens 6000");
+    for turn in 1..=2 {
+        t.keys(&["write a long story", "Enter"]);
+        std::thread::sleep(Duration::from_millis(1500));
+        t.keys(&["C-c"]);
+        let screen = t.wait_for("[stopped; prefill:", turn);
+        assert!(
+            !screen.contains("kiln-exited"),
+            "Ctrl-C quit kiln:\n{screen}"
+        );
+        t.wait_prompts(turn + 1);
+    }
+    t.keys(&["/reset", "Enter"]);
+    t.wait_for("(new conversation)", 1);
+    t.keys(&["/exit", "Enter"]);
+    t.wait_for("kiln-exited 0", 1);
+    std::fs::remove_dir_all(&dir).ok();
+}

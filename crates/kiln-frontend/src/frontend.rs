@@ -1,0 +1,175 @@
+//! [`Frontend`]: the host-side half of a model, everything between a user's text and the
+//! engine's token ids. The server, the CLI, the browser crate and the desktop app each hold
+//! one and ask it the same questions, so they answer them the same way.
+
+use kiln_model::{
+    ChatMessage, ChatTemplate, GenerationDefaults, Model, ModelConfig, Tokenizer, Weights,
+};
+use kiln_scheduler::Request;
+
+use crate::{GenSpec, ParamError, TextStream};
+
+pub struct Frontend {
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<ChatTemplate>,
+    /// The model's own sampling settings (the requests' defaults).
+    pub defaults: GenerationDefaults,
+    pub eos_token_ids: Vec<u32>,
+    pub vocab_size: usize,
+}
+
+impl Frontend {
+    pub fn new(
+        tokenizer: Tokenizer,
+        chat_template: Option<ChatTemplate>,
+        config: &ModelConfig,
+    ) -> Self {
+        Self {
+            tokenizer,
+            chat_template,
+            defaults: config.generation,
+            eos_token_ids: config.eos_token_ids.clone(),
+            vocab_size: config.vocab_size,
+        }
+    }
+
+    /// Splits a loaded model into its front end and what the engine uploads.
+    pub fn split(model: Model) -> (Frontend, ModelConfig, Weights) {
+        let Model {
+            config,
+            weights,
+            tokenizer,
+            chat_template,
+            ..
+        } = model;
+        (
+            Self::new(tokenizer, chat_template, &config),
+            config,
+            weights,
+        )
+    }
+
+    /// Checks a prompt against the vocabulary and a context of `max_len` tokens; returns the
+    /// number of tokens to generate: `max_tokens` if it fits (an error if not), else
+    /// `default_max` or what the context has room for, whichever is less.
+    pub fn check_prompt(
+        &self,
+        prompt: &[u32],
+        max_len: usize,
+        max_tokens: Option<usize>,
+        default_max: Option<usize>,
+    ) -> Result<usize, ParamError> {
+        if prompt.is_empty() {
+            return Err(ParamError::new("prompt", "the prompt is empty"));
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.vocab_size) {
+            return Err(ParamError::new(
+                "prompt",
+                format!(
+                    "token id {bad} is out of the vocabulary (size {})",
+                    self.vocab_size
+                ),
+            ));
+        }
+        let room = max_len.saturating_sub(prompt.len());
+        let too_long = |m: usize| {
+            ParamError::new(
+                "max_tokens",
+                format!(
+                    "This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({} in the prompt, {m} for the completion).",
+                    prompt.len() + m,
+                    prompt.len()
+                ),
+            )
+        };
+        if room == 0 {
+            return Err(too_long(max_tokens.unwrap_or(1)));
+        }
+        match max_tokens {
+            Some(m) if m > room => Err(too_long(m)),
+            Some(m) => Ok(m),
+            None => Ok(default_max.unwrap_or(room).min(room)),
+        }
+    }
+
+    /// Renders a conversation with the model's chat template (ChatML when it has none),
+    /// ending with the assistant's turn. `system` is appended to the first system message,
+    /// or becomes one.
+    pub fn render_chat(
+        &self,
+        mut messages: Vec<ChatMessage>,
+        system: Option<&str>,
+    ) -> Result<String, ParamError> {
+        if messages.is_empty() {
+            return Err(ParamError::new("messages", "messages must not be empty"));
+        }
+        if let Some(sys) = system {
+            match messages.first_mut() {
+                Some(first) if first.role == "system" => {
+                    first.content = format!("{}\n\n{sys}", first.content)
+                }
+                _ => messages.insert(0, ChatMessage::new("system", sys)),
+            }
+        }
+        match &self.chat_template {
+            Some(t) => t
+                .render(&messages, true)
+                .map_err(|e| ParamError::new("messages", e.to_string())),
+            None => {
+                let mut s: String = messages
+                    .iter()
+                    .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content))
+                    .collect();
+                s.push_str("<|im_start|>assistant\n");
+                Ok(s)
+            }
+        }
+    }
+
+    /// The token ids of a conversation ready for the assistant's reply (the template writes
+    /// any special tokens itself).
+    pub fn chat_tokens(
+        &self,
+        messages: Vec<ChatMessage>,
+        system: Option<&str>,
+    ) -> Result<Vec<u32>, ParamError> {
+        let text = self.render_chat(messages, system)?;
+        self.encode(&text, false, "messages")
+    }
+
+    /// Tokenizes `text`; a failure is blamed on request field `param`.
+    pub fn encode(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+        param: &str,
+    ) -> Result<Vec<u32>, ParamError> {
+        self.tokenizer
+            .encode(text, add_special_tokens)
+            .map_err(|e| ParamError::new(param, e.to_string()))
+    }
+
+    /// The engine request for choice `choice` of `spec` (seed `base_seed + choice`).
+    pub fn request(
+        &self,
+        spec: &GenSpec,
+        id: u64,
+        prompt: Vec<u32>,
+        max_tokens: usize,
+        base_seed: u64,
+        choice: usize,
+    ) -> Request {
+        Request {
+            sampling: spec.sampling,
+            seed: base_seed.wrapping_add(choice as u64),
+            ignore_eos: spec.ignore_eos,
+            eos_token_ids: self.eos_token_ids.clone(),
+            ..Request::new(id, prompt, max_tokens)
+        }
+    }
+
+    /// The text of one generated sequence, cut at `spec`'s stop strings.
+    pub fn text_stream(&self, spec: &GenSpec) -> TextStream {
+        TextStream::new(spec.stop.clone())
+    }
+}

@@ -1,0 +1,234 @@
+//! Generation parameters as every front end receives them (the OpenAI API's names, all
+//! optional), checked once and turned into a [`GenSpec`], with the model's own settings
+//! filling what the request leaves unset.
+
+use kiln_core::SamplingParams;
+use kiln_model::GenerationDefaults;
+use serde::Deserialize;
+
+/// A parameter the request got wrong: which one, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ParamError {
+    /// The request field at fault (`"top_k"`, `"messages"`, ...).
+    pub param: String,
+    pub message: String,
+}
+
+impl ParamError {
+    pub fn new(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            param: param.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// One stop string or several (both are valid in the OpenAI API).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum StopSpec {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StopSpec {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StopSpec::One(s) => vec![s],
+            StopSpec::Many(v) => v,
+        }
+    }
+}
+
+/// The generation knobs, as the API spells them; `None` is "not set".
+#[derive(Deserialize, Debug, Clone, Default)]
+pub struct GenerationParams {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    /// -1 or 0: off.
+    pub top_k: Option<i64>,
+    pub min_p: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub seed: Option<i64>,
+    /// Completions per prompt.
+    pub n: Option<u32>,
+    pub stop: Option<StopSpec>,
+    pub ignore_eos: Option<bool>,
+    pub max_tokens: Option<i64>,
+}
+
+/// Most completions one request may ask for.
+pub const MAX_N: u32 = 64;
+/// Most top log-probabilities per token.
+pub const MAX_TOP_LOGPROBS: u32 = 20;
+
+/// A checked generation request, before it is split into `n` engine requests.
+#[derive(Debug, Clone)]
+pub struct GenSpec {
+    pub sampling: SamplingParams,
+    pub seed: Option<u64>,
+    pub n: usize,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+    pub max_tokens: Option<usize>,
+    /// Top log-probabilities to report per token (`Some(0)`: only the chosen token's).
+    pub logprobs: Option<u32>,
+}
+
+/// kiln's sampling settings where neither the request nor the model sets a knob.
+pub fn base_sampling(defaults: &GenerationDefaults) -> SamplingParams {
+    let d = SamplingParams::default();
+    SamplingParams {
+        temperature: defaults.temperature.unwrap_or(d.temperature),
+        top_p: defaults.top_p.unwrap_or(d.top_p),
+        top_k: defaults.top_k.unwrap_or(d.top_k),
+        min_p: defaults.min_p.unwrap_or(d.min_p),
+        repetition_penalty: defaults.repetition_penalty.unwrap_or(d.repetition_penalty),
+        ..d
+    }
+}
+
+impl GenerationParams {
+    /// Checks every knob and fills the unset ones from `defaults` (the model's settings,
+    /// then kiln's). `logprobs`: top log-probabilities per token, when asked.
+    pub fn resolve(
+        &self,
+        defaults: &GenerationDefaults,
+        logprobs: Option<u32>,
+    ) -> Result<GenSpec, ParamError> {
+        let n = self.n.unwrap_or(1);
+        if n == 0 || n > MAX_N {
+            return Err(ParamError::new(
+                "n",
+                format!("n must be between 1 and {MAX_N}"),
+            ));
+        }
+        let max_tokens = match self.max_tokens {
+            Some(m) if m < 1 => {
+                return Err(ParamError::new(
+                    "max_tokens",
+                    "max_tokens must be at least 1",
+                ));
+            }
+            m => m.map(|m| m as usize),
+        };
+        if let Some(l) = logprobs
+            && l > MAX_TOP_LOGPROBS
+        {
+            return Err(ParamError::new(
+                "top_logprobs",
+                format!("top_logprobs must be at most {MAX_TOP_LOGPROBS}"),
+            ));
+        }
+        let base = base_sampling(defaults);
+        let top_k = match self.top_k {
+            None => base.top_k,
+            Some(-1) | Some(0) => 0,
+            Some(k) if k > 0 && k <= u32::MAX as i64 => k as u32,
+            Some(_) => {
+                return Err(ParamError::new(
+                    "top_k",
+                    "top_k must be -1 (off) or a positive integer",
+                ));
+            }
+        };
+        let sampling = SamplingParams {
+            temperature: self.temperature.unwrap_or(base.temperature),
+            top_k,
+            top_p: self.top_p.unwrap_or(base.top_p),
+            min_p: self.min_p.unwrap_or(base.min_p),
+            repetition_penalty: self.repetition_penalty.unwrap_or(base.repetition_penalty),
+            presence_penalty: self.presence_penalty.unwrap_or(base.presence_penalty),
+            frequency_penalty: self.frequency_penalty.unwrap_or(base.frequency_penalty),
+            // The runner reports the chosen token's logprob only when it computes top logprobs.
+            top_logprobs: logprobs.map_or(0, |l| l.max(1)),
+            ..base
+        };
+        sampling.validate().map_err(|why| {
+            let param = why.split(' ').next().unwrap_or("").to_string();
+            ParamError::new(param, why)
+        })?;
+        Ok(GenSpec {
+            sampling,
+            seed: self.seed.map(|x| x as u64),
+            n: n as usize,
+            stop: self
+                .stop
+                .clone()
+                .map(StopSpec::into_vec)
+                .unwrap_or_default(),
+            ignore_eos: self.ignore_eos.unwrap_or(false),
+            max_tokens,
+            logprobs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(json: &str) -> GenerationParams {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn unset_knobs_come_from_the_model_then_from_kiln() {
+        let model = GenerationDefaults {
+            temperature: Some(0.6),
+            top_k: Some(20),
+            ..Default::default()
+        };
+        let spec = params(r#"{"top_p": 0.9}"#).resolve(&model, None).unwrap();
+        assert_eq!(spec.sampling.temperature, 0.6);
+        assert_eq!(spec.sampling.top_k, 20);
+        assert_eq!(spec.sampling.top_p, 0.9);
+        assert_eq!(spec.sampling.min_p, SamplingParams::default().min_p);
+        let spec = params(r#"{"temperature": 0, "top_k": -1}"#)
+            .resolve(&model, None)
+            .unwrap();
+        assert_eq!(spec.sampling.temperature, 0.0);
+        assert_eq!(spec.sampling.top_k, 0);
+        let none = params("{}").resolve(&Default::default(), None).unwrap();
+        assert_eq!(none.sampling, SamplingParams::default());
+        assert_eq!((none.n, none.max_tokens, none.seed), (1, None, None));
+    }
+
+    #[test]
+    fn bad_knobs_name_their_field() {
+        let d = GenerationDefaults::default();
+        for (json, field) in [
+            (r#"{"n": 0}"#, "n"),
+            (r#"{"n": 65}"#, "n"),
+            (r#"{"max_tokens": 0}"#, "max_tokens"),
+            (r#"{"top_k": -2}"#, "top_k"),
+            (r#"{"top_p": 0}"#, "top_p"),
+            (r#"{"temperature": -1}"#, "temperature"),
+            (r#"{"presence_penalty": 3}"#, "presence_penalty"),
+            (r#"{"min_p": 1.5}"#, "min_p"),
+        ] {
+            let e = params(json).resolve(&d, None).unwrap_err();
+            assert_eq!(e.param, field, "{json}: {e}");
+        }
+        let e = params("{}").resolve(&d, Some(21)).unwrap_err();
+        assert_eq!(e.param, "top_logprobs");
+    }
+
+    #[test]
+    fn stop_strings_and_logprobs() {
+        let spec = params(r#"{"stop": "END", "seed": 7}"#)
+            .resolve(&Default::default(), Some(0))
+            .unwrap();
+        assert_eq!(spec.stop, ["END"]);
+        assert_eq!(spec.seed, Some(7));
+        assert_eq!(spec.sampling.top_logprobs, 1);
+        let spec = params(r#"{"stop": ["a", "b"]}"#)
+            .resolve(&Default::default(), None)
+            .unwrap();
+        assert_eq!(spec.stop, ["a", "b"]);
+        assert_eq!(spec.sampling.top_logprobs, 0);
+    }
+}

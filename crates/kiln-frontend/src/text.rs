@@ -1,0 +1,72 @@
+//! [`TextStream`]: one generated sequence's token ids in, text out: decoded incrementally
+//! (whole UTF-8 characters only) and cut before the first stop string, which is never shown.
+
+use kiln_model::{ModelError, Tokenizer};
+
+use crate::{IncrementalDecoder, StopMatcher};
+
+#[derive(Clone, Debug, Default)]
+pub struct TextStream {
+    decoder: IncrementalDecoder,
+    stop: StopMatcher,
+    stopped: bool,
+}
+
+/// What one [`TextStream::next`] lets out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Piece {
+    pub text: String,
+    /// A stop string matched: the sequence should end now, and nothing more is shown.
+    pub stopped: bool,
+}
+
+impl TextStream {
+    pub fn new(stop: Vec<String>) -> Self {
+        Self {
+            decoder: IncrementalDecoder::new(true),
+            stop: StopMatcher::new(stop),
+            stopped: false,
+        }
+    }
+
+    /// The text of a step's update: `token` (none when the sequence ended without one) and
+    /// `last` (the sequence ends here, so held-back text is released).
+    pub fn next(
+        &mut self,
+        tokenizer: &Tokenizer,
+        token: Option<u32>,
+        last: bool,
+    ) -> Result<Piece, ModelError> {
+        if self.stopped {
+            return Ok(Piece {
+                text: String::new(),
+                stopped: true,
+            });
+        }
+        let mut text = String::new();
+        // Ids past the tokenizer's vocabulary (padded embedding rows) have no text.
+        if let Some(t) = token
+            && (t as usize) < tokenizer.vocab_size()
+        {
+            text = self.decoder.push(tokenizer, t)?;
+        }
+        if last {
+            text += &self.decoder.flush(tokenizer)?;
+        }
+        let out = self.stop.push(&text);
+        self.stopped = out.stopped;
+        let mut text = out.text;
+        if last && !out.stopped {
+            text += &self.stop.flush();
+        }
+        Ok(Piece {
+            text,
+            stopped: out.stopped,
+        })
+    }
+
+    /// The ids seen so far.
+    pub fn ids(&self) -> &[u32] {
+        self.decoder.ids()
+    }
+}

@@ -1,0 +1,118 @@
+//! The front end on a tiny model: prompt checks, chat rendering, text streams with stop
+//! strings and split UTF-8 characters.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kiln_frontend::{Frontend, GenerationParams, TextStream};
+use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_model::{ChatMessage, Model};
+
+/// The front end of a tiny model (its own folder per call: tests run in parallel).
+fn frontend() -> Frontend {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("kiln-frontend-{}-{n}", std::process::id()));
+    write_tiny_llama(&dir, &TinyConfig::default(), 1).unwrap();
+    let (f, _, _) = Frontend::split(Model::load(&dir).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+    f
+}
+
+#[test]
+fn prompt_checks_name_the_limit() {
+    let f = frontend();
+    assert_eq!(f.check_prompt(&[1, 2, 3], 10, Some(7), None), Ok(7));
+    assert_eq!(f.check_prompt(&[1, 2, 3], 10, None, Some(4)), Ok(4));
+    assert_eq!(f.check_prompt(&[1, 2, 3], 10, None, None), Ok(7));
+    assert_eq!(f.check_prompt(&[1, 2, 3], 10, None, Some(100)), Ok(7));
+    let e = f.check_prompt(&[1, 2, 3], 10, Some(8), None).unwrap_err();
+    assert_eq!(e.param, "max_tokens");
+    assert!(e.message.contains("maximum context length is 10"), "{e}");
+    assert_eq!(
+        f.check_prompt(&[], 10, None, None).unwrap_err().param,
+        "prompt"
+    );
+    let bad = f.vocab_size as u32;
+    let e = f.check_prompt(&[1, bad], 10, None, None).unwrap_err();
+    assert!(e.message.contains(&bad.to_string()), "{e}");
+    assert!(f.check_prompt(&[1; 10], 10, None, None).is_err());
+}
+
+#[test]
+fn system_prompt_joins_or_leads_the_conversation() {
+    let mut f = frontend();
+    f.chat_template = None;
+    let text = f
+        .render_chat(vec![ChatMessage::new("user", "hi")], Some("be brief"))
+        .unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let text = f
+        .render_chat(
+            vec![
+                ChatMessage::new("system", "you are kiln"),
+                ChatMessage::new("user", "hi"),
+            ],
+            Some("be brief"),
+        )
+        .unwrap();
+    assert!(text.starts_with("<|im_start|>system\nyou are kiln\n\nbe brief<|im_end|>"));
+    assert_eq!(f.render_chat(vec![], None).unwrap_err().param, "messages");
+}
+
+/// Feeds `text`'s tokens one by one; returns what the stream let out and whether it stopped.
+fn stream(f: &Frontend, text: &str, stop: &[&str]) -> (String, bool) {
+    let ids = f.tokenizer.encode(text, false).unwrap();
+    let mut s = TextStream::new(stop.iter().map(|s| s.to_string()).collect());
+    let mut out = String::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let piece = s.next(&f.tokenizer, Some(id), i + 1 == ids.len()).unwrap();
+        out += &piece.text;
+        if piece.stopped {
+            return (out, true);
+        }
+    }
+    (out, false)
+}
+
+#[test]
+fn text_stream_cuts_at_stop_strings_and_keeps_characters_whole() {
+    let f = frontend();
+    assert_eq!(
+        stream(&f, "hello END more", &["END"]),
+        ("hello ".into(), true)
+    );
+    assert_eq!(
+        stream(&f, "hello END more", &[]),
+        ("hello END more".into(), false)
+    );
+    assert_eq!(
+        stream(&f, "café crème", &["x"]),
+        ("café crème".into(), false)
+    );
+    // Every prefix the stream lets out is whole text.
+    let ids = f.tokenizer.encode("né à Zürich", false).unwrap();
+    let mut s = TextStream::new(vec![]);
+    let mut out = String::new();
+    for &id in &ids {
+        out += &s.next(&f.tokenizer, Some(id), false).unwrap().text;
+        assert!(!out.contains('\u{FFFD}'), "{out:?}");
+    }
+    out += &s.next(&f.tokenizer, None, true).unwrap().text;
+    assert_eq!(out, "né à Zürich");
+}
+
+#[test]
+fn model_defaults_reach_the_spec() {
+    let mut f = frontend();
+    f.defaults.temperature = Some(0.0);
+    let spec = GenerationParams::default()
+        .resolve(&f.defaults, None)
+        .unwrap();
+    assert_eq!(spec.sampling.temperature, 0.0);
+    let r = f.request(&spec, 9, vec![1, 2], 5, 100, 3);
+    assert_eq!((r.id, r.seed, r.max_tokens), (9, 103, 5));
+    assert_eq!(r.eos_token_ids, f.eos_token_ids);
+}

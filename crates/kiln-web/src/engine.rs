@@ -1,0 +1,431 @@
+//! [`WebEngine`]: a model on the GPU with its scheduler, driven one step at a time from
+//! JavaScript; any number of generations share it.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use kiln_engine::{
+    Engine, EngineConfig, FinishReason, KernelFamily, KvDtype, Request, RequestUpdate,
+};
+use kiln_frontend::{Frontend, TextStream};
+use kiln_model::{ChatMessage, Model, ModelConfig};
+use wasm_bindgen::prelude::*;
+
+use crate::gpu::{DEVICE_LOST, GPU_ERROR, WebGpu};
+use crate::options::{DEFAULT_MAX_TOKENS, num, parsed, start_params};
+use crate::{engine_config, err, set};
+
+struct Chat {
+    text: TextStream,
+    callback: Option<Function>,
+    num_tokens: u32,
+}
+
+enum Command {
+    Start(Box<(Request, Chat)>),
+    Stop(u64),
+}
+
+struct Inner {
+    engine: Engine,
+    chats: HashMap<u64, Chat>,
+}
+
+/// One token of one generation, ready for JavaScript.
+struct Event {
+    id: u64,
+    token_id: Option<u32>,
+    text: String,
+    finished: Option<String>,
+    num_tokens: u32,
+    callback: Option<Function>,
+}
+
+impl Event {
+    fn to_js(&self) -> Object {
+        let o = Object::new();
+        set(&o, "id", self.id as f64);
+        set(
+            &o,
+            "tokenId",
+            self.token_id.map(JsValue::from).unwrap_or(JsValue::NULL),
+        );
+        set(&o, "text", self.text.as_str());
+        set(
+            &o,
+            "finished",
+            self.finished
+                .as_deref()
+                .map(JsValue::from_str)
+                .unwrap_or(JsValue::NULL),
+        );
+        set(&o, "numTokens", self.num_tokens);
+        o
+    }
+}
+
+fn finish_name(f: FinishReason) -> &'static str {
+    match f {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::Abort => "abort",
+    }
+}
+
+/// A model on the GPU with its scheduler; any number of generations share it.
+#[wasm_bindgen]
+pub struct WebEngine {
+    inner: Rc<RefCell<Inner>>,
+    pending: Rc<RefCell<VecDeque<Command>>>,
+    frontend: Rc<Frontend>,
+    config: ModelConfig,
+    source: String,
+    max_len: usize,
+    next_id: u64,
+}
+
+impl WebEngine {
+    fn build(
+        gpu: &WebGpu,
+        model: Model,
+        options: &JsValue,
+        progress: Option<Function>,
+    ) -> Result<WebEngine, JsValue> {
+        let kv_mib = num(options, "kvMiB")?.unwrap_or(128.0).max(1.0);
+        let max_seqs = num(options, "maxSeqs")?.unwrap_or(8.0) as usize;
+        let kernels = parsed::<KernelFamily>(options, "kernels")?.unwrap_or_default();
+        let kv_dtype = parsed::<KvDtype>(options, "kvDtype")?.unwrap_or_default();
+        let mut report = |done: usize, total: usize| {
+            if let Some(f) = &progress {
+                let _ = f.call2(
+                    &JsValue::NULL,
+                    &JsValue::from(done as f64),
+                    &JsValue::from(total as f64),
+                );
+            }
+        };
+        let engine = Engine::new(
+            &gpu.ctx,
+            &model.config,
+            &model.weights,
+            EngineConfig {
+                kernels,
+                kv_dtype,
+                ..engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs)
+            },
+            &mut report,
+        )
+        .map_err(err)?;
+        let max_len = engine.max_len();
+        let Model {
+            config,
+            tokenizer,
+            chat_template,
+            source,
+            ..
+        } = model;
+        Ok(WebEngine {
+            inner: Rc::new(RefCell::new(Inner {
+                engine,
+                chats: HashMap::new(),
+            })),
+            pending: Rc::new(RefCell::new(VecDeque::new())),
+            frontend: Rc::new(Frontend::new(tokenizer, chat_template, &config)),
+            config,
+            source,
+            max_len,
+            next_id: 1,
+        })
+    }
+}
+
+#[wasm_bindgen]
+impl WebEngine {
+    /// Loads a GGUF model from its bytes and uploads it. `options`: `{kvMiB, maxSeqs, kernels:
+    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"}`;
+    /// `progress(done, total)` is called while weights upload.
+    pub fn load_gguf(
+        gpu: &WebGpu,
+        bytes: Vec<u8>,
+        name: &str,
+        options: JsValue,
+        progress: Option<Function>,
+    ) -> Result<WebEngine, JsValue> {
+        let model = Model::from_gguf_bytes(bytes, name).map_err(err)?;
+        Self::build(gpu, model, &options, progress)
+    }
+
+    /// Loads a Hugging Face model from an object mapping file names (`config.json`,
+    /// `tokenizer.json`, `model.safetensors`, ...) to `Uint8Array`s.
+    pub fn load_hf(
+        gpu: &WebGpu,
+        files: Object,
+        options: JsValue,
+        progress: Option<Function>,
+    ) -> Result<WebEngine, JsValue> {
+        let mut map = HashMap::new();
+        for key in Object::keys(&files).iter() {
+            let name = key
+                .as_string()
+                .ok_or_else(|| err("file names must be strings"))?;
+            let value = Reflect::get(&files, &key)?;
+            let bytes = value
+                .dyn_into::<Uint8Array>()
+                .map_err(|_| err(format!("{name}: expected a Uint8Array")))?
+                .to_vec();
+            map.insert(name, bytes);
+        }
+        let model = Model::from_hf_bytes(map).map_err(err)?;
+        Self::build(gpu, model, &options, progress)
+    }
+
+    /// A description of the loaded model and the engine's sizes.
+    pub fn info(&self) -> Object {
+        let c = &self.config;
+        let inner = self.inner.borrow();
+        let rc = inner.engine.runner_config();
+        let o = Object::new();
+        set(&o, "source", self.source.as_str());
+        set(&o, "architecture", format!("{:?}", c.architecture));
+        set(&o, "layers", c.num_layers as f64);
+        set(&o, "hidden", c.hidden_size as f64);
+        set(&o, "vocab", c.vocab_size as f64);
+        set(&o, "maxLen", self.max_len as f64);
+        set(&o, "maxSeqs", rc.max_seqs as f64);
+        set(&o, "maxBatchedTokens", rc.max_tokens as f64);
+        set(&o, "kvBlocks", rc.num_blocks as f64);
+        set(&o, "hasChatTemplate", self.frontend.chat_template.is_some());
+        o
+    }
+
+    /// Token ids of `text`.
+    pub fn tokenize(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, JsValue> {
+        self.frontend
+            .tokenizer
+            .encode(text, add_special_tokens)
+            .map_err(err)
+    }
+
+    pub fn decode(&self, ids: Vec<u32>, skip_special_tokens: bool) -> Result<String, JsValue> {
+        self.frontend
+            .tokenizer
+            .decode(&ids, skip_special_tokens)
+            .map_err(err)
+    }
+
+    /// Renders `[{role, content}, ...]` (as JSON text) with the model's chat template (ChatML
+    /// if it has none), ending with the assistant's turn.
+    pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
+        let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
+        self.frontend.render_chat(messages, None).map_err(err)
+    }
+
+    /// The tokens of a chat (`[{role, content}, ...]` as JSON) ready for generation.
+    pub fn chat_tokens(&self, messages_json: &str) -> Result<Vec<u32>, JsValue> {
+        let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
+        self.frontend.chat_tokens(messages, None).map_err(err)
+    }
+
+    /// Starts a generation of `prompt` (token ids) and returns its id. `params` takes the
+    /// server's generation fields: `{temperature, top_p, top_k, min_p, repetition_penalty,
+    /// presence_penalty, frequency_penalty, seed, max_tokens, stop, ignore_eos}`; unset ones
+    /// come from the model's generation config, then kiln's defaults; an unknown field is an
+    /// error. `on_token(event)` is called for every new token and once at the end
+    /// (`event.finished` set). It starts at the next `step()`.
+    pub fn start(
+        &mut self,
+        prompt: Vec<u32>,
+        params: JsValue,
+        on_token: Option<Function>,
+    ) -> Result<f64, JsValue> {
+        let params = start_params(&params)?;
+        let f = &self.frontend;
+        let spec = params.resolve(&f.defaults, None).map_err(err)?;
+        if spec.n != 1 {
+            return Err(err("n must be 1: start one generation per call"));
+        }
+        let max_tokens = f
+            .check_prompt(
+                &prompt,
+                self.max_len,
+                spec.max_tokens,
+                Some(DEFAULT_MAX_TOKENS),
+            )
+            .map_err(err)?;
+        let seed = spec
+            .seed
+            .unwrap_or_else(|| (js_sys::Math::random() * 9007199254740991.0) as u64);
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
+        let chat = Chat {
+            text: f.text_stream(&spec),
+            callback: on_token,
+            num_tokens: 0,
+        };
+        self.pending
+            .borrow_mut()
+            .push_back(Command::Start(Box::new((request, chat))));
+        Ok(id as f64)
+    }
+
+    /// Stops generation `id` at the next step (its callback gets `finished: "abort"`).
+    pub fn stop(&self, id: f64) {
+        self.pending
+            .borrow_mut()
+            .push_back(Command::Stop(id as u64));
+    }
+
+    /// Whether a `step()` has anything to do.
+    pub fn has_work(&self) -> bool {
+        if !self.pending.borrow().is_empty() {
+            return true;
+        }
+        match self.inner.try_borrow() {
+            Ok(inner) => inner.engine.has_unfinished(),
+            Err(_) => true, // a step is in flight
+        }
+    }
+
+    /// Generations running or waiting.
+    pub fn num_active(&self) -> usize {
+        match self.inner.try_borrow() {
+            Ok(inner) => inner.chats.len(),
+            Err(_) => 0,
+        }
+    }
+
+    /// Runs one step (one forward pass for every active generation) and resolves to the array
+    /// of its events. Rejects if a step is already in flight or the GPU fails.
+    // The RefCell borrow held across the step's await is the guard against a second step
+    // starting meanwhile (the page is single-threaded; `try_borrow_mut` refuses it).
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn step(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        let pending = self.pending.clone();
+        let frontend = self.frontend.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let events = {
+                let Ok(mut guard) = inner.try_borrow_mut() else {
+                    return Err(err("a step is already running; await it before the next"));
+                };
+                let Inner { engine, chats } = &mut *guard;
+                let mut events = Vec::new();
+                let commands: Vec<Command> = pending.borrow_mut().drain(..).collect();
+                for c in commands {
+                    match c {
+                        Command::Start(start) => {
+                            let (request, chat) = *start;
+                            let id = request.id;
+                            match engine.add_request(request) {
+                                Ok(()) => {
+                                    chats.insert(id, chat);
+                                }
+                                Err(e) => events.push(Event {
+                                    id,
+                                    token_id: None,
+                                    text: String::new(),
+                                    finished: Some(format!("error: {e}")),
+                                    num_tokens: 0,
+                                    callback: chat.callback,
+                                }),
+                            }
+                        }
+                        Command::Stop(id) => {
+                            if let Some(u) = engine.abort(id) {
+                                handle(u, chats, engine, &frontend, &mut events);
+                            }
+                        }
+                    }
+                }
+                let updates = engine.step().await;
+                let updates = match updates {
+                    Ok(u) => u,
+                    Err(e) => {
+                        let lost = DEVICE_LOST.lock().unwrap().clone();
+                        return Err(err(match lost {
+                            Some(l) => format!("the GPU device was lost ({l}): {e}"),
+                            None => format!("step failed: {e}"),
+                        }));
+                    }
+                };
+                if let Some(e) = GPU_ERROR.lock().unwrap().clone() {
+                    return Err(err(format!("GPU error: {e}")));
+                }
+                for u in updates {
+                    handle(u, chats, engine, &frontend, &mut events);
+                }
+                events
+            };
+            // The engine is released: callbacks may call start/stop.
+            let out = Array::new();
+            for e in &events {
+                let obj = e.to_js();
+                if let Some(f) = &e.callback
+                    && let Err(x) = f.call1(&JsValue::NULL, &obj)
+                {
+                    web_log(&format!("on_token callback threw: {x:?}"));
+                }
+                out.push(&obj);
+            }
+            Ok(out.into())
+        })
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = warn)]
+    fn console_warn(s: &str);
+}
+
+fn web_log(s: &str) {
+    #[cfg(target_arch = "wasm32")]
+    console_warn(s);
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{s}");
+}
+
+/// Turns an engine update into an event; a stop string ends the generation here.
+fn handle(
+    u: RequestUpdate,
+    chats: &mut HashMap<u64, Chat>,
+    engine: &mut Engine,
+    frontend: &Frontend,
+    events: &mut Vec<Event>,
+) {
+    let Some(chat) = chats.get_mut(&u.id) else {
+        return;
+    };
+    let token_id = u.token.as_ref().map(|t| t.token_id);
+    if token_id.is_none() && u.finished.is_none() {
+        return;
+    }
+    if token_id.is_some() {
+        chat.num_tokens += 1;
+    }
+    let piece = chat
+        .text
+        .next(&frontend.tokenizer, token_id, u.finished.is_some())
+        .unwrap_or_default();
+    let mut finished = u.finished;
+    if piece.stopped && finished.is_none() {
+        engine.abort(u.id);
+        finished = Some(FinishReason::Stop);
+    }
+    let (num_tokens, callback) = (chat.num_tokens, chat.callback.clone());
+    if finished.is_some() {
+        chats.remove(&u.id);
+    }
+    events.push(Event {
+        id: u.id,
+        token_id,
+        text: piece.text,
+        finished: finished.map(|f| finish_name(f).to_string()),
+        num_tokens,
+        callback,
+    });
+}

@@ -1,0 +1,65 @@
+//! Reading JavaScript option objects: numbers, parsed strings, and `start`'s generation
+//! parameters (the server's fields, checked by kiln-frontend).
+
+use js_sys::Reflect;
+use kiln_frontend::GenerationParams;
+use wasm_bindgen::prelude::*;
+
+use crate::err;
+
+pub(crate) fn num(obj: &JsValue, key: &str) -> Result<Option<f64>, JsValue> {
+    if obj.is_undefined() || obj.is_null() {
+        return Ok(None);
+    }
+    let v = Reflect::get(obj, &JsValue::from_str(key))?;
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    v.as_f64()
+        .map(Some)
+        .ok_or_else(|| err(format!("{key} must be a number")))
+}
+
+/// A string option parsed with `FromStr`; `None` when absent.
+pub(crate) fn parsed<T: std::str::FromStr<Err = String>>(
+    obj: &JsValue,
+    key: &str,
+) -> Result<Option<T>, JsValue> {
+    if obj.is_undefined() || obj.is_null() {
+        return Ok(None);
+    }
+    let v = Reflect::get(obj, &JsValue::from_str(key))?;
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    let text = v
+        .as_string()
+        .ok_or_else(|| err(format!("{key} must be a string")))?;
+    text.parse()
+        .map(Some)
+        .map_err(|e: String| err(format!("{key}: {e}")))
+}
+
+/// Tokens a generation gets when `max_tokens` is not given (fewer if the context is shorter).
+pub(crate) const DEFAULT_MAX_TOKENS: usize = 256;
+
+/// `start`'s parameters: the server's generation fields, nothing else.
+#[derive(serde::Deserialize)]
+struct StartParams {
+    #[serde(flatten)]
+    generation: GenerationParams,
+    #[serde(flatten)]
+    extra: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+pub(crate) fn start_params(obj: &JsValue) -> Result<GenerationParams, JsValue> {
+    if obj.is_undefined() || obj.is_null() {
+        return Ok(GenerationParams::default());
+    }
+    let json: String = js_sys::JSON::stringify(obj)?.into();
+    let p: StartParams = serde_json::from_str(&json).map_err(|e| err(format!("params: {e}")))?;
+    match p.extra.keys().next() {
+        Some(k) => Err(err(format!("params: `{k}` is not a generation parameter"))),
+        None => Ok(p.generation),
+    }
+}
