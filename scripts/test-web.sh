@@ -93,12 +93,30 @@ else:
             fails.append(f"{key} differ:\n  native {native.get(key)}\n  web    {web.get(key)}")
     if "shader-f16" in web.get("device_features", []):
         fails.append("the device was opened with shader-f16")
+    c = web.get("constrained") or {}
+    import re
+    checks = {
+        "choice": lambda t: t in ("yes", "no", "maybe"),
+        "regex": lambda t: re.fullmatch(r"[0-9]{3}-[a-z]{2}", t) is not None,
+        "json": lambda t: isinstance(json.loads(t).get("n"), int) and list(json.loads(t)) == ["n"],
+    }
+    for key, ok in checks.items():
+        out = c.get(key) or {}
+        try:
+            good = out.get("finished") == "stop" and ok(out.get("text", ""))
+        except ValueError:
+            good = False
+        if not good:
+            fails.append(f"structured output {key} in the page: {out}")
+    if "cannot be compiled" not in c.get("bad_grammar", ""):
+        fails.append(f"a bad grammar was not refused: {c.get('bad_grammar')}")
 print(f"native adapter: {native['adapter']}")
 print(f"web adapter:    {web.get('adapter')}  features: {', '.join(web.get('adapter_features', []))}")
 if web.get("limits"):
     print(f"web device limits: {web['limits']['device']}")
 print(f"output ids (native): {native['output_ids']}")
 print(f"output ids (web):    {web.get('output_ids')}")
+print(f"structured outputs in the page: {web.get('constrained')}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
           f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")

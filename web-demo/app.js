@@ -9,15 +9,33 @@ function setStatus(el, text, error = false) {
   el.classList.toggle('error', error);
 }
 
+/// The generation fields of `start()` from the sampling panel (the server's names); throws on
+/// an output spec that is not what its kind needs.
 function samplingParams() {
   const seed = $('seed').value.trim();
-  return {
+  const stop = $('stop').value.split('\n').filter((s) => s !== '');
+  const params = {
     temperature: Number($('temperature').value),
     top_p: Number($('top_p').value),
     top_k: Number($('top_k').value),
+    min_p: Number($('min_p').value),
+    repetition_penalty: Number($('repetition_penalty').value),
+    presence_penalty: Number($('presence_penalty').value),
+    frequency_penalty: Number($('frequency_penalty').value),
     max_tokens: Number($('max_tokens').value),
     ...(seed === '' ? {} : { seed: Number(seed) }),
+    ...(stop.length ? { stop } : {}),
   };
+  const spec = $('output-spec').value.trim();
+  switch ($('output-kind').value) {
+    case 'json_object': params.response_format = { type: 'json_object' }; break;
+    case 'json_schema':
+      params.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: JSON.parse(spec || '{}') } };
+      break;
+    case 'regex': params.structured_outputs = { regex: spec }; break;
+    case 'choice': params.structured_outputs = { choice: spec.split('\n').filter((s) => s !== '') }; break;
+  }
+  return params;
 }
 
 function fatal(msg) {
@@ -77,7 +95,11 @@ class Chat {
     let prompt;
     try {
       prompt = engine.chat_tokens(JSON.stringify(this.messages));
-    } catch (e) { this.addMessage('system', `error: ${e.message ?? e}`); return; }
+    } catch (e) {
+      this.messages.pop();
+      this.addMessage('system', `error: ${e.message ?? e}`);
+      return;
+    }
     const out = this.addMessage('assistant', '');
     let reply = '';
     const t0 = performance.now();
@@ -103,7 +125,12 @@ class Chat {
     };
     try {
       this.id = engine.start(prompt, samplingParams(), onToken);
-    } catch (e) { this.addMessage('system', `error: ${e.message ?? e}`); return; }
+    } catch (e) {
+      out.remove();
+      this.messages.pop();
+      this.addMessage('system', `error: ${e.message ?? e}`);
+      return;
+    }
     this.setBusy(true);
     driver.kick();
   }

@@ -5,9 +5,11 @@
 //! Nothing else crosses that boundary.
 
 mod batch;
+mod grammar;
 mod sampling;
 
 pub use batch::{BLOCK_SIZE, BlockCopy, SeqInBatch, StepBatch};
+pub use grammar::Grammar;
 pub use sampling::{
     LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words,
 };

@@ -6,27 +6,12 @@
 
 use std::sync::Arc;
 
-use kiln_core::{TokenMask, mask_words};
+use kiln_core::{Grammar, TokenMask, mask_words};
 use kiln_model::Tokenizer;
 use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{Value, json};
-
-/// What the output must match.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Grammar {
-    /// Any JSON object.
-    JsonObject,
-    /// A JSON value valid under this JSON schema.
-    JsonSchema(Value),
-    /// A regular expression (Rust `regex` syntax) matching the whole output.
-    Regex(String),
-    /// Exactly one of these strings.
-    Choice(Vec<String>),
-    /// A grammar in llguidance's Lark syntax.
-    Lark(String),
-}
 
 /// The JSON layout kiln asks for: compact separators with one space, no free whitespace, so
 /// a small model cannot run away in indentation.
@@ -45,21 +30,19 @@ pub fn lark_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
-impl Grammar {
-    /// The llguidance grammar (JSON with compact separators).
-    pub fn to_llguidance(&self) -> TopLevelGrammar {
-        match self {
-            Grammar::JsonObject => {
-                TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
-            }
-            Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())),
-            Grammar::Regex(r) => TopLevelGrammar::from_grammar(GrammarWithLexer::from_regex(r)),
-            Grammar::Choice(c) => {
-                let alts: Vec<String> = c.iter().map(|s| lark_string(s)).collect();
-                TopLevelGrammar::from_lark(format!("start: {}", alts.join(" | ")))
-            }
-            Grammar::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
+/// The llguidance grammar of `g` (JSON with compact separators).
+fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
+    match g {
+        Grammar::JsonObject => {
+            TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
         }
+        Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())),
+        Grammar::Regex(r) => TopLevelGrammar::from_grammar(GrammarWithLexer::from_regex(r)),
+        Grammar::Choice(c) => {
+            let alts: Vec<String> = c.iter().map(|s| lark_string(s)).collect();
+            TopLevelGrammar::from_lark(format!("start: {}", alts.join(" | ")))
+        }
+        Grammar::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
     }
 }
 
@@ -98,7 +81,7 @@ impl ConstraintFactory {
     pub fn compile(&self, grammar: &Grammar) -> Result<Constraint, String> {
         let parser = self
             .factory
-            .create_parser(grammar.to_llguidance())
+            .create_parser(to_llguidance(grammar))
             .map_err(|e| e.to_string())?;
         let matcher = Matcher::new(Ok(parser));
         Ok(Constraint {

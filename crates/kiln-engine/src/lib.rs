@@ -9,11 +9,11 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 
-pub use constraint::{Constraint, ConstraintFactory, Grammar, lark_string};
+pub use constraint::{Constraint, ConstraintFactory, lark_string};
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
-pub use kiln_core::{LogprobsMode, SampledToken, SamplingParams};
+pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

@@ -14,6 +14,7 @@
 //! `shutdown_timeout`), then the listener closes and [`Server::wait`] returns `Ok`.
 
 mod api;
+mod compile;
 mod demo;
 mod engine_loop;
 mod error;
@@ -24,7 +25,6 @@ mod metrics;
 mod routes;
 mod sse;
 mod state;
-mod structured;
 mod tools;
 
 use std::net::SocketAddr;

@@ -1,15 +1,16 @@
 //! [`WebEngine`]: a model on the GPU with its scheduler, driven one step at a time from
 //! JavaScript; any number of generations share it.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
-    Engine, EngineConfig, FinishReason, KernelFamily, KvDtype, Request, RequestUpdate,
+    Constraint, ConstraintFactory, Engine, EngineConfig, FinishReason, KernelFamily, KvDtype,
+    Request, RequestUpdate,
 };
-use kiln_frontend::{Frontend, TextStream};
+use kiln_frontend::{Frontend, TextStream, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
 use wasm_bindgen::prelude::*;
 
@@ -23,8 +24,14 @@ struct Chat {
     num_tokens: u32,
 }
 
+struct Start {
+    request: Request,
+    chat: Chat,
+    constraint: Option<Constraint>,
+}
+
 enum Command {
-    Start(Box<(Request, Chat)>),
+    Start(Box<Start>),
     Stop(u64),
 }
 
@@ -80,6 +87,8 @@ pub struct WebEngine {
     inner: Rc<RefCell<Inner>>,
     pending: Rc<RefCell<VecDeque<Command>>>,
     frontend: Rc<Frontend>,
+    /// The grammar compiler for structured outputs, built on first use.
+    constraints: OnceCell<Result<ConstraintFactory, String>>,
     config: ModelConfig,
     source: String,
     max_len: usize,
@@ -87,6 +96,19 @@ pub struct WebEngine {
 }
 
 impl WebEngine {
+    /// A matcher for `grammar`, from the model's grammar compiler (built on first use).
+    fn compile(&self, grammar: &kiln_engine::Grammar) -> Result<Constraint, JsValue> {
+        let f = &self.frontend;
+        let factory = self
+            .constraints
+            .get_or_init(|| ConstraintFactory::new(&f.tokenizer, &f.eos_token_ids, f.vocab_size))
+            .as_ref()
+            .map_err(err)?;
+        factory
+            .compile(grammar)
+            .map_err(|e| err(format!("the grammar cannot be compiled: {e}")))
+    }
+
     fn build(
         gpu: &WebGpu,
         model: Model,
@@ -133,6 +155,7 @@ impl WebEngine {
             })),
             pending: Rc::new(RefCell::new(VecDeque::new())),
             frontend: Rc::new(Frontend::new(tokenizer, chat_template, &config)),
+            constraints: OnceCell::new(),
             config,
             source,
             max_len,
@@ -230,9 +253,10 @@ impl WebEngine {
 
     /// Starts a generation of `prompt` (token ids) and returns its id. `params` takes the
     /// server's generation fields: `{temperature, top_p, top_k, min_p, repetition_penalty,
-    /// presence_penalty, frequency_penalty, seed, max_tokens, stop, ignore_eos}`; unset ones
-    /// come from the model's generation config, then kiln's defaults; an unknown field is an
-    /// error. `on_token(event)` is called for every new token and once at the end
+    /// presence_penalty, frequency_penalty, seed, max_tokens, stop, ignore_eos}`, and the
+    /// structured-output fields `response_format` and `structured_outputs` (the output is then
+    /// constrained to match on the GPU); unset ones come from the model's generation config,
+    /// then kiln's defaults; an unknown field is an error. `on_token(event)` is called for every new token and once at the end
     /// (`event.finished` set). It starts at the next `step()`.
     pub fn start(
         &mut self,
@@ -242,7 +266,7 @@ impl WebEngine {
     ) -> Result<f64, JsValue> {
         let params = start_params(&params)?;
         let f = &self.frontend;
-        let spec = params.resolve(&f.defaults, None).map_err(err)?;
+        let spec = params.generation.resolve(&f.defaults, None).map_err(err)?;
         if spec.n != 1 {
             return Err(err("n must be 1: start one generation per call"));
         }
@@ -254,6 +278,15 @@ impl WebEngine {
                 Some(DEFAULT_MAX_TOKENS),
             )
             .map_err(err)?;
+        let grammar = requested_grammar(
+            params.response_format.as_ref(),
+            params.structured_outputs.as_ref(),
+        )
+        .map_err(err)?;
+        let constraint = match grammar {
+            Some(g) => Some(self.compile(&g)?),
+            None => None,
+        };
         let seed = spec
             .seed
             .unwrap_or_else(|| (js_sys::Math::random() * 9007199254740991.0) as u64);
@@ -267,7 +300,11 @@ impl WebEngine {
         };
         self.pending
             .borrow_mut()
-            .push_back(Command::Start(Box::new((request, chat))));
+            .push_back(Command::Start(Box::new(Start {
+                request,
+                chat,
+                constraint,
+            })));
         Ok(id as f64)
     }
 
@@ -317,9 +354,17 @@ impl WebEngine {
                 for c in commands {
                     match c {
                         Command::Start(start) => {
-                            let (request, chat) = *start;
+                            let Start {
+                                request,
+                                chat,
+                                constraint,
+                            } = *start;
                             let id = request.id;
-                            match engine.add_request(request) {
+                            let added = match constraint {
+                                Some(c) => engine.add_constrained_request(request, c),
+                                None => engine.add_request(request),
+                            };
+                            match added {
                                 Ok(()) => {
                                     chats.insert(id, chat);
                                 }
@@ -354,8 +399,16 @@ impl WebEngine {
                 if let Some(e) = GPU_ERROR.lock().unwrap().clone() {
                     return Err(err(format!("GPU error: {e}")));
                 }
+                let first = events.len();
                 for u in updates {
                     handle(u, chats, engine, &frontend, &mut events);
+                }
+                // A generation failed by its output constraint ends with the error.
+                let failures: HashMap<u64, String> = engine.take_failures().into_iter().collect();
+                for e in &mut events[first..] {
+                    if let (Some(why), Some(_)) = (failures.get(&e.id), &e.finished) {
+                        e.finished = Some(format!("error: {why}"));
+                    }
                 }
                 events
             };

@@ -43,23 +43,28 @@ pub(crate) fn parsed<T: std::str::FromStr<Err = String>>(
 /// Tokens a generation gets when `max_tokens` is not given (fewer if the context is shorter).
 pub(crate) const DEFAULT_MAX_TOKENS: usize = 256;
 
-/// `start`'s parameters: the server's generation fields, nothing else.
-#[derive(serde::Deserialize)]
-struct StartParams {
+/// `start`'s parameters: the server's generation fields and structured-output fields,
+/// nothing else.
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct StartParams {
     #[serde(flatten)]
-    generation: GenerationParams,
+    pub generation: GenerationParams,
+    /// OpenAI's `{"type": "json_object" | "json_schema", ...}`.
+    pub response_format: Option<serde_json::Value>,
+    /// vLLM's `{"json" | "regex" | "choice" | "grammar": ...}`.
+    pub structured_outputs: Option<serde_json::Value>,
     #[serde(flatten)]
     extra: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
-pub(crate) fn start_params(obj: &JsValue) -> Result<GenerationParams, JsValue> {
+pub(crate) fn start_params(obj: &JsValue) -> Result<StartParams, JsValue> {
     if obj.is_undefined() || obj.is_null() {
-        return Ok(GenerationParams::default());
+        return Ok(StartParams::default());
     }
     let json: String = js_sys::JSON::stringify(obj)?.into();
     let p: StartParams = serde_json::from_str(&json).map_err(|e| err(format!("params: {e}")))?;
     match p.extra.keys().next() {
         Some(k) => Err(err(format!("params: `{k}` is not a generation parameter"))),
-        None => Ok(p.generation),
+        None => Ok(p),
     }
 }

@@ -14,8 +14,8 @@ use crate::generate::Sequence;
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
-use crate::structured::requested_grammar;
 use crate::tools::ToolPlan;
+use kiln_frontend::requested_grammar;
 
 pub async fn chat_completions(
     State(st): State<Shared>,

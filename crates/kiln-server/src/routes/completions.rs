@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiJson};
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
-use crate::structured::requested_grammar;
+use kiln_frontend::requested_grammar;
 
 /// Legacy default for `max_tokens`.
 const DEFAULT_MAX_TOKENS: usize = 16;

@@ -1,23 +1,22 @@
 //! Structured output requests: OpenAI's `response_format` (`text`, `json_object`,
 //! `json_schema`) and vLLM's `structured_outputs` (`json`, `regex`, `choice`, `grammar` in
-//! Lark) turned into an engine [`Grammar`], and compiled into one matcher per choice. A schema
-//! or grammar llguidance cannot compile is a 400 naming the problem.
+//! Lark) turned into a [`Grammar`], for every front end that takes them (the server's
+//! endpoints, the browser crate's `start`). Errors name the field at fault.
 
-use kiln_engine::{Constraint, ConstraintFactory, Grammar};
+use kiln_core::Grammar;
 use serde_json::Value;
 
-use crate::error::ApiError;
-use crate::state::AppState;
+use crate::ParamError;
 
 /// The grammar a request asks for, if any.
 pub fn requested_grammar(
     response_format: Option<&Value>,
     structured: Option<&Value>,
-) -> Result<Option<Grammar>, ApiError> {
+) -> Result<Option<Grammar>, ParamError> {
     let rf = response_format.filter(|v| !v.is_null());
     let so = structured.filter(|v| !v.is_null());
     match (rf, so) {
-        (Some(_), Some(_)) => Err(ApiError::bad_param(
+        (Some(_), Some(_)) => Err(ParamError::new(
             "structured_outputs",
             "give either response_format or structured_outputs, not both",
         )),
@@ -27,8 +26,8 @@ pub fn requested_grammar(
     }
 }
 
-fn response_format_grammar(rf: &Value) -> Result<Option<Grammar>, ApiError> {
-    let bad = |m: String| ApiError::bad_param("response_format", m);
+fn response_format_grammar(rf: &Value) -> Result<Option<Grammar>, ParamError> {
+    let bad = |m: String| ParamError::new("response_format", m);
     let kind = rf
         .get("type")
         .and_then(Value::as_str)
@@ -61,8 +60,8 @@ fn response_format_grammar(rf: &Value) -> Result<Option<Grammar>, ApiError> {
     }
 }
 
-fn structured_outputs_grammar(so: &Value) -> Result<Grammar, ApiError> {
-    let bad = |m: String| ApiError::bad_param("structured_outputs", m);
+fn structured_outputs_grammar(so: &Value) -> Result<Grammar, ParamError> {
+    let bad = |m: String| ParamError::new("structured_outputs", m);
     let obj = so
         .as_object()
         .ok_or_else(|| bad("structured_outputs must be an object".into()))?;
@@ -110,35 +109,51 @@ fn structured_outputs_grammar(so: &Value) -> Result<Grammar, ApiError> {
     }
 }
 
-impl AppState {
-    /// The model's grammar compiler, built on first use.
-    pub fn constraint_factory(&self) -> Result<&ConstraintFactory, ApiError> {
-        self.constraints
-            .get_or_init(|| {
-                ConstraintFactory::new(
-                    &self.model.tokenizer,
-                    &self.model.eos_token_ids,
-                    self.model.vocab_size,
-                )
-            })
-            .as_ref()
-            .map_err(|e| ApiError::internal(e.clone()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn both_apis_map_to_grammars() {
+        let rf = json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}}});
+        assert_eq!(
+            requested_grammar(Some(&rf), None),
+            Ok(Some(Grammar::JsonSchema(json!({"type": "integer"}))))
+        );
+        assert_eq!(
+            requested_grammar(Some(&json!({"type": "text"})), None),
+            Ok(None)
+        );
+        let so = json!({"choice": ["yes", "no"]});
+        assert_eq!(
+            requested_grammar(None, Some(&so)),
+            Ok(Some(Grammar::Choice(vec!["yes".into(), "no".into()])))
+        );
+        assert_eq!(
+            requested_grammar(None, Some(&json!({"regex": "[0-9]+"}))),
+            Ok(Some(Grammar::Regex("[0-9]+".into())))
+        );
     }
 
-    /// `n` matchers for `grammar` (one per choice); `param` names the field in a 400.
-    pub fn compile(
-        &self,
-        grammar: &Grammar,
-        n: usize,
-        param: &str,
-    ) -> Result<Vec<Constraint>, ApiError> {
-        let f = self.constraint_factory()?;
-        (0..n)
-            .map(|_| {
-                f.compile(grammar).map_err(|e| {
-                    ApiError::bad_param(param, format!("the {param} cannot be compiled: {e}"))
-                })
-            })
-            .collect()
+    #[test]
+    fn bad_requests_name_the_field() {
+        let field = |rf: Option<Value>, so: Option<Value>| {
+            requested_grammar(rf.as_ref(), so.as_ref())
+                .unwrap_err()
+                .param
+        };
+        let rf = json!({"type": "json_object"});
+        let so = json!({"regex": "a"});
+        assert_eq!(field(Some(rf), Some(so)), "structured_outputs");
+        assert_eq!(field(Some(json!({"type": "xml"})), None), "response_format");
+        assert_eq!(
+            field(None, Some(json!({"choice": []}))),
+            "structured_outputs"
+        );
+        assert_eq!(
+            field(None, Some(json!({"regex": "a", "grammar": "b"}))),
+            "structured_outputs"
+        );
     }
 }

@@ -1,0 +1,18 @@
+//! [`Grammar`]: what a constrained request's output must match. The front ends read it from
+//! requests; the engine compiles it into a matcher per sequence.
+
+use serde_json::Value;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Grammar {
+    /// Any JSON object.
+    JsonObject,
+    /// A JSON value valid under this JSON schema.
+    JsonSchema(Value),
+    /// A regular expression (Rust `regex` syntax) matching the whole output.
+    Regex(String),
+    /// Exactly one of these strings.
+    Choice(Vec<String>),
+    /// A grammar in llguidance's Lark syntax.
+    Lark(String),
+}
