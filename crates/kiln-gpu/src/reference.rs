@@ -4,7 +4,7 @@
 //! (quantized types dequantized exactly, the others rounded through f16). Slow by design; only for tests.
 
 use half::f16;
-use kiln_model::{ModelConfig, ModelError, Weights};
+use kiln_model::{ModelConfig, ModelError, ModelTensors, Tensor, Weights};
 
 struct Layer {
     attn_norm: Vec<f32>,
@@ -78,51 +78,42 @@ impl CpuModel {
                 },
             )
         };
+        let tensors = ModelTensors::for_config(config);
+        let read = |t: &Tensor| w.read_f32(&t.name);
         let mut layers = Vec::new();
-        for i in 0..config.num_layers {
-            let n = |s: &str| format!("model.layers.{i}.{s}");
-            let bias = if config.attention_bias {
-                Some((
-                    w.read_f32(&n("self_attn.q_proj.bias"))?,
-                    w.read_f32(&n("self_attn.k_proj.bias"))?,
-                    w.read_f32(&n("self_attn.v_proj.bias"))?,
-                ))
-            } else {
-                None
+        for t in &tensors.layers {
+            let bias = match &t.qkv_bias {
+                Some([q, k, v]) => Some((read(q)?, read(k)?, read(v)?)),
+                None => None,
             };
-            let qk_norm = if config.qk_norm() {
-                Some((
-                    w.read_f32(&n("self_attn.q_norm.weight"))?,
-                    w.read_f32(&n("self_attn.k_norm.weight"))?,
-                ))
-            } else {
-                None
+            let qk_norm = match &t.qk_norm {
+                Some([q, k]) => Some((read(q)?, read(k)?)),
+                None => None,
             };
             layers.push(Layer {
                 qk_norm,
-                attn_norm: w.read_f32(&n("input_layernorm.weight"))?,
-                q: get(&n("self_attn.q_proj.weight"))?,
-                k: get(&n("self_attn.k_proj.weight"))?,
-                v: get(&n("self_attn.v_proj.weight"))?,
+                attn_norm: read(&t.attn_norm)?,
+                q: get(&t.q.name)?,
+                k: get(&t.k.name)?,
+                v: get(&t.v.name)?,
                 bias,
-                o: get(&n("self_attn.o_proj.weight"))?,
-                mlp_norm: w.read_f32(&n("post_attention_layernorm.weight"))?,
-                gate: get(&n("mlp.gate_proj.weight"))?,
-                up: get(&n("mlp.up_proj.weight"))?,
-                down: get(&n("mlp.down_proj.weight"))?,
+                o: get(&t.o.name)?,
+                mlp_norm: read(&t.mlp_norm)?,
+                gate: get(&t.gate.name)?,
+                up: get(&t.up.name)?,
+                down: get(&t.down.name)?,
             });
         }
-        let embed = get("model.embed_tokens.weight")?;
-        let lm_head = if config.tie_word_embeddings || !w.contains("lm_head.weight") {
-            embed.clone()
-        } else {
-            get("lm_head.weight")?
+        let embed = get(&tensors.embed.name)?;
+        let lm_head = match tensors.lm_head.as_ref().filter(|t| w.contains(&t.name)) {
+            Some(t) => get(&t.name)?,
+            None => embed.clone(),
         };
         Ok(Self {
             config: config.clone(),
             embed,
             layers,
-            norm: w.read_f32("model.norm.weight")?,
+            norm: read(&tensors.final_norm)?,
             lm_head,
         })
     }

@@ -3,7 +3,7 @@
 //! launches into one compute pass, submits once and reads back only the sampled tokens.
 
 use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch, TokenMask, mask_words};
-use kiln_model::{ModelConfig, Weights};
+use kiln_model::{ModelConfig, ModelTensors, Tensor, Weights};
 
 use crate::kv_cache::PendingSwapOut;
 use crate::ops::{
@@ -69,15 +69,15 @@ pub struct ModelRunner {
 }
 
 /// Reads a tensor and checks its shape.
-fn tensor(w: &Weights, name: &str, shape: &[usize]) -> Result<Vec<f32>, GpuError> {
-    let got = w.shape(name)?;
-    if got != shape {
+fn tensor(w: &Weights, t: &Tensor) -> Result<Vec<f32>, GpuError> {
+    let got = w.shape(&t.name)?;
+    if got != t.shape {
         return Err(GpuError::Shape {
             op: "load",
-            detail: format!("{name}: expected {shape:?}, file has {got:?}"),
+            detail: format!("{}: expected {:?}, file has {got:?}", t.name, t.shape),
         });
     }
-    Ok(w.read_f32(name)?)
+    Ok(w.read_f32(&t.name)?)
 }
 
 impl ModelRunner {
@@ -172,58 +172,58 @@ impl ModelRunner {
                     .collect::<Result<Vec<_>, GpuError>>()?;
                 GpuMatrix::upload_stacked(ctx, label, &parts)
             };
-        let embed_w = matrix("embed_tokens", &[("model.embed_tokens.weight", vocab)], h)?;
+        let tensors = ModelTensors::for_config(c);
+        let gain = |t: &Tensor| -> Result<Vec<f32>, GpuError> { tensor(weights, t) };
+        let embed_w = matrix("embed_tokens", &[(&tensors.embed.name, vocab)], h)?;
         weight_bytes += embed_w.bytes();
         let embed = ops::embedding(ctx, &kernels, step, &inputs.token_ids, &embed_w, &x);
         progress(1, total);
 
         let mut layers = Vec::with_capacity(c.num_layers);
-        for i in 0..c.num_layers {
-            let name = |s: &str| format!("model.layers.{i}.{s}");
-            let (q, k, v) = (
-                name("self_attn.q_proj.weight"),
-                name("self_attn.k_proj.weight"),
-                name("self_attn.v_proj.weight"),
-            );
-            let w_qkv = matrix("qkv_proj", &[(&q, nh * d), (&k, nkv * d), (&v, nkv * d)], h)?;
+        for (i, t) in tensors.layers.iter().enumerate() {
+            let w_qkv = matrix(
+                "qkv_proj",
+                &[
+                    (&t.q.name, nh * d),
+                    (&t.k.name, nkv * d),
+                    (&t.v.name, nkv * d),
+                ],
+                h,
+            )?;
             let attn_gain = ctx.storage_init(
                 "input_layernorm",
-                bytemuck::cast_slice(&tensor(weights, &name("input_layernorm.weight"), &[h])?),
+                bytemuck::cast_slice(&gain(&t.attn_norm)?),
             );
-            let b_qkv = if c.attention_bias {
-                let mut b = tensor(weights, &name("self_attn.q_proj.bias"), &[nh * d])?;
-                b.extend(tensor(weights, &name("self_attn.k_proj.bias"), &[nkv * d])?);
-                b.extend(tensor(weights, &name("self_attn.v_proj.bias"), &[nkv * d])?);
-                Some(ctx.storage_init("qkv_bias", bytemuck::cast_slice(&b)))
-            } else {
-                None
+            let b_qkv = match &t.qkv_bias {
+                Some(parts) => {
+                    let mut b = Vec::new();
+                    for p in parts {
+                        b.extend(gain(p)?);
+                    }
+                    Some(ctx.storage_init("qkv_bias", bytemuck::cast_slice(&b)))
+                }
+                None => None,
             };
-            let qk_gain = if c.qk_norm() {
-                let mut g = tensor(weights, &name("self_attn.q_norm.weight"), &[d])?;
-                g.extend(tensor(weights, &name("self_attn.k_norm.weight"), &[d])?);
-                weight_bytes += g.len() as u64 * 4;
-                Some(ctx.storage_init("qk_norm", bytemuck::cast_slice(&g)))
-            } else {
-                None
+            let qk_gain = match &t.qk_norm {
+                Some([q, k]) => {
+                    let mut g = gain(q)?;
+                    g.extend(gain(k)?);
+                    weight_bytes += g.len() as u64 * 4;
+                    Some(ctx.storage_init("qk_norm", bytemuck::cast_slice(&g)))
+                }
+                None => None,
             };
-            let w_o = matrix("o_proj", &[(&name("self_attn.o_proj.weight"), h)], nh * d)?;
+            let w_o = matrix("o_proj", &[(&t.o.name, h)], nh * d)?;
             let w_gu = matrix(
                 "gate_up_proj",
-                &[
-                    (&name("mlp.gate_proj.weight"), inter),
-                    (&name("mlp.up_proj.weight"), inter),
-                ],
+                &[(&t.gate.name, inter), (&t.up.name, inter)],
                 h,
             )?;
             let mlp_gain = ctx.storage_init(
                 "post_attention_layernorm",
-                bytemuck::cast_slice(&tensor(
-                    weights,
-                    &name("post_attention_layernorm.weight"),
-                    &[h],
-                )?),
+                bytemuck::cast_slice(&gain(&t.mlp_norm)?),
             );
-            let w_down = matrix("down_proj", &[(&name("mlp.down_proj.weight"), h)], inter)?;
+            let w_down = matrix("down_proj", &[(&t.down.name, h)], inter)?;
             weight_bytes +=
                 w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes() + 2 * h as u64 * 4;
 
@@ -305,9 +305,9 @@ impl ModelRunner {
             progress(i + 2, total);
         }
 
-        let gain = ctx.storage_init(
+        let final_gain = ctx.storage_init(
             "final_norm",
-            bytemuck::cast_slice(&tensor(weights, "model.norm.weight", &[h])?),
+            bytemuck::cast_slice(&gain(&tensors.final_norm)?),
         );
         let final_norm = ops::gather_rmsnorm(
             ctx,
@@ -316,15 +316,20 @@ impl ModelRunner {
             (h, c.rms_norm_eps),
             &inputs.sample_rows,
             &x,
-            &gain,
+            &final_gain,
             &normed,
         );
-        let lm_head_w = if c.tie_word_embeddings || !weights.contains("lm_head.weight") {
-            None
-        } else {
-            let w = matrix("lm_head", &[("lm_head.weight", vocab)], h)?;
-            weight_bytes += w.bytes();
-            Some(w)
+        let lm_head_w = match tensors
+            .lm_head
+            .as_ref()
+            .filter(|t| weights.contains(&t.name))
+        {
+            Some(t) => {
+                let w = matrix("lm_head", &[(&t.name, vocab)], h)?;
+                weight_bytes += w.bytes();
+                Some(w)
+            }
+            None => None,
         };
         let lm_head = Matmul::new(
             ctx,

@@ -8,6 +8,7 @@ mod error;
 mod generation;
 pub mod gguf;
 mod hf;
+pub mod models;
 mod safetensors;
 mod storage;
 pub mod testing;
@@ -23,6 +24,7 @@ pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
+pub use models::{LayerTensors, ModelTensors, Tensor};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;
 
