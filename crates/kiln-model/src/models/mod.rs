@@ -125,6 +125,10 @@ mod tests {
             tie_word_embeddings: true,
             ..TinyConfig::default()
         };
-        assert!(ModelTensors::for_config(&tied.model_config()).lm_head.is_none());
+        assert!(
+            ModelTensors::for_config(&tied.model_config())
+                .lm_head
+                .is_none()
+        );
     }
 }

@@ -8,7 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
 use super::{now_s, random_id, token_text};
-use crate::api::{ChatRequest, reject_unknown};
+use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
 use crate::generate::TokenLogprob;
@@ -21,25 +21,8 @@ pub async fn chat_completions(
     State(st): State<Shared>,
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    st.check_model(req.model.as_deref())?;
-    reject_unknown(&req.extra)?;
-    let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
-        (true, t) => Some(t.unwrap_or(0)),
-        (false, Some(t)) if t > 0 => {
-            return Err(ApiError::bad_param(
-                "top_logprobs",
-                "top_logprobs requires logprobs to be true",
-            ));
-        }
-        (false, _) => None,
-    };
-    let spec = st.gen_spec(
-        &req.sampling,
-        req.max_completion_tokens.or(req.sampling.max_tokens),
-        logprobs,
-    )?;
-    let (plan, prompt) = super::render::chat_prompt(&st, &req)?;
-    let max_tokens = st.check_prompt(&prompt, spec.max_tokens, None)?;
+    let (spec, plan, prompt, max_tokens) = super::render::checked_chat(&st, &req)?;
+    let logprobs = spec.logprobs;
     let requested = requested_grammar(
         req.response_format.as_ref(),
         req.structured_outputs.as_ref(),

@@ -8,34 +8,18 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::{now_s, random_id, token_text};
-use crate::api::{CompletionRequest, reject_unknown};
+use crate::api::CompletionRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
 use kiln_frontend::requested_grammar;
 
-/// Legacy default for `max_tokens`.
-const DEFAULT_MAX_TOKENS: usize = 16;
-
 pub async fn completions(
     State(st): State<Shared>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
-    st.check_model(req.model.as_deref())?;
-    reject_unknown(&req.extra)?;
-    if req.echo.unwrap_or(false) {
-        return Err(ApiError::bad_param("echo", "echo is not supported"));
-    }
-    let spec = st.gen_spec(&req.sampling, req.sampling.max_tokens, req.logprobs)?;
-    let prompts = super::render::completion_prompts(&st, &req.prompt)?;
-    let mut max_tokens = Vec::new();
-    for p in &prompts {
-        max_tokens.push(st.check_prompt(p, spec.max_tokens, Some(DEFAULT_MAX_TOKENS))?);
-    }
-    if prompts.len() * spec.n > 64 {
-        return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
-    }
+    let (spec, prompts) = super::render::checked_completion(&st, &req)?;
     let grammar = requested_grammar(
         req.response_format.as_ref(),
         req.structured_outputs.as_ref(),
@@ -46,14 +30,14 @@ pub async fn completions(
         "structured_outputs"
     };
     let mut seqs = Vec::new();
-    for (p, &m) in prompts.iter().zip(&max_tokens) {
+    for (p, m) in &prompts {
         let constraints = match &grammar {
             Some(g) => st.compile(g, spec.n, param)?,
             None => Vec::new(),
         };
-        seqs.extend(st.submit(p, m, &spec, constraints)?);
+        seqs.extend(st.submit(p, *m, &spec, constraints)?);
     }
-    let prompt_tokens = prompts.iter().map(Vec::len).sum();
+    let prompt_tokens = prompts.iter().map(|(p, _)| p.len()).sum();
     let usage = Arc::new(Mutex::new(Usage {
         prompt_tokens,
         ..Usage::default()

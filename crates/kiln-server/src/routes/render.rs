@@ -12,14 +12,11 @@ use crate::api::{ChatRequest, CompletionRequest, PromptInput, reject_unknown};
 use crate::error::{ApiError, ApiJson};
 use crate::state::{AppState, Shared};
 use crate::tools::ToolPlan;
+use kiln_frontend::GenSpec;
 
 /// The prompts of a completions body, tokenized (text prompts get the special tokens).
 pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec<u32>>, ApiError> {
-    let tok = &st.model.tokenizer;
-    let encode = |s: &str| {
-        tok.encode(s, true)
-            .map_err(|e| ApiError::bad_param("prompt", e.to_string()))
-    };
+    let encode = |s: &str| Ok::<_, ApiError>(st.model.encode(s, true, "prompt")?);
     let prompts: Vec<Vec<u32>> = match prompt {
         PromptInput::Text(s) => vec![encode(s)?],
         PromptInput::Texts(v) => v.iter().map(|s| encode(s)).collect::<Result<_, _>>()?,
@@ -48,31 +45,78 @@ pub fn chat_prompt(
         &req.messages,
         plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
     )?;
-    let prompt = st
-        .model
-        .tokenizer
-        .encode(&text, false)
-        .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    let prompt = st.model.encode(&text, false, "messages")?;
     Ok((plan, prompt))
 }
 
-pub async fn render_completions(
-    State(st): State<Shared>,
-    ApiJson(req): ApiJson<CompletionRequest>,
-) -> Result<Response, ApiError> {
+/// A prompt's token ids and the number of tokens it may generate.
+pub type CheckedPrompt = (Vec<u32>, usize);
+
+/// Legacy default for a completion's `max_tokens`.
+const DEFAULT_COMPLETION_TOKENS: usize = 16;
+
+/// A completions body after every check the generation endpoint makes: its spec and each
+/// prompt with the tokens it may generate.
+pub fn checked_completion(
+    st: &AppState,
+    req: &CompletionRequest,
+) -> Result<(GenSpec, Vec<CheckedPrompt>), ApiError> {
     st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
     if req.echo.unwrap_or(false) {
         return Err(ApiError::bad_param("echo", "echo is not supported"));
     }
     let spec = st.gen_spec(&req.sampling, req.sampling.max_tokens, req.logprobs)?;
-    let prompts = completion_prompts(&st, &req.prompt)?;
-    for p in &prompts {
-        st.check_prompt(p, spec.max_tokens, Some(1))?;
+    let prompts = completion_prompts(st, &req.prompt)?;
+    if prompts.len() * spec.n > 64 {
+        return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
     }
+    let checked = prompts
+        .into_iter()
+        .map(|p| {
+            let m = st.check_prompt(&p, spec.max_tokens, Some(DEFAULT_COMPLETION_TOKENS))?;
+            Ok((p, m))
+        })
+        .collect::<Result<_, ApiError>>()?;
+    Ok((spec, checked))
+}
+
+/// A chat body after every check the generation endpoint makes: its spec, tool plan, prompt
+/// and the tokens it may generate.
+pub fn checked_chat(
+    st: &AppState,
+    req: &ChatRequest,
+) -> Result<(GenSpec, Option<ToolPlan>, Vec<u32>, usize), ApiError> {
+    st.check_model(req.model.as_deref())?;
+    reject_unknown(&req.extra)?;
+    let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
+        (true, t) => Some(t.unwrap_or(0)),
+        (false, Some(t)) if t > 0 => {
+            return Err(ApiError::bad_param(
+                "top_logprobs",
+                "top_logprobs requires logprobs to be true",
+            ));
+        }
+        (false, _) => None,
+    };
+    let spec = st.gen_spec(
+        &req.sampling,
+        req.max_completion_tokens.or(req.sampling.max_tokens),
+        logprobs,
+    )?;
+    let (plan, prompt) = chat_prompt(st, req)?;
+    let max_tokens = st.check_prompt(&prompt, spec.max_tokens, None)?;
+    Ok((spec, plan, prompt, max_tokens))
+}
+
+pub async fn render_completions(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<CompletionRequest>,
+) -> Result<Response, ApiError> {
+    let (_, prompts) = checked_completion(&st, &req)?;
     let out: Vec<_> = prompts
         .into_iter()
-        .map(|p| json!({"token_ids": p}))
+        .map(|(p, _)| json!({"token_ids": p}))
         .collect();
     Ok(axum::Json(out).into_response())
 }
@@ -81,14 +125,6 @@ pub async fn render_chat(
     State(st): State<Shared>,
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
-    st.check_model(req.model.as_deref())?;
-    reject_unknown(&req.extra)?;
-    let spec = st.gen_spec(
-        &req.sampling,
-        req.max_completion_tokens.or(req.sampling.max_tokens),
-        None,
-    )?;
-    let (_, prompt) = chat_prompt(&st, &req)?;
-    st.check_prompt(&prompt, spec.max_tokens, None)?;
+    let (_, _, prompt, _) = checked_chat(&st, &req)?;
     Ok(axum::Json(json!({"token_ids": prompt})).into_response())
 }
