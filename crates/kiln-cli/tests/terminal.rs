@@ -221,10 +221,12 @@ fn chat_in_a_terminal_stops_a_reply_on_ctrl_c() {
             !screen.contains("kiln-exited"),
             "Ctrl-C quit kiln:\n{screen}"
         );
-        t.wait_prompts(turn + 1);
+        // A new conversation each time, so a stopped reply of any length never fills the
+        // context of the next turn.
+        t.keys(&["/reset", "Enter"]);
+        t.wait_for("(new conversation)", turn);
+        t.wait_prompts(2 * turn + 1);
     }
-    t.keys(&["/reset", "Enter"]);
-    t.wait_for("(new conversation)", 1);
     t.keys(&["/exit", "Enter"]);
     t.wait_for("kiln-exited 0", 1);
     std::fs::remove_dir_all(&dir).ok();
