@@ -7,22 +7,16 @@ use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
-    Constraint, ConstraintFactory, Engine, EngineConfig, FinishReason, KernelFamily, KvDtype,
-    Request, RequestUpdate,
+    Constraint, ConstraintFactory, Engine, EngineConfig, KernelFamily, KvDtype, Request,
 };
-use kiln_frontend::{Frontend, TextStream, requested_grammar};
+use kiln_frontend::{Frontend, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
 use wasm_bindgen::prelude::*;
 
+use crate::events::{Chat, Event, handle, web_log};
 use crate::gpu::{DEVICE_LOST, GPU_ERROR, WebGpu};
 use crate::options::{DEFAULT_MAX_TOKENS, num, parsed, start_params};
 use crate::{engine_config, err, set};
-
-struct Chat {
-    text: TextStream,
-    callback: Option<Function>,
-    num_tokens: u32,
-}
 
 struct Start {
     request: Request,
@@ -38,47 +32,6 @@ enum Command {
 struct Inner {
     engine: Engine,
     chats: HashMap<u64, Chat>,
-}
-
-/// One token of one generation, ready for JavaScript.
-struct Event {
-    id: u64,
-    token_id: Option<u32>,
-    text: String,
-    finished: Option<String>,
-    num_tokens: u32,
-    callback: Option<Function>,
-}
-
-impl Event {
-    fn to_js(&self) -> Object {
-        let o = Object::new();
-        set(&o, "id", self.id as f64);
-        set(
-            &o,
-            "tokenId",
-            self.token_id.map(JsValue::from).unwrap_or(JsValue::NULL),
-        );
-        set(&o, "text", self.text.as_str());
-        set(
-            &o,
-            "finished",
-            self.finished
-                .as_deref()
-                .map(JsValue::from_str)
-                .unwrap_or(JsValue::NULL),
-        );
-        set(&o, "numTokens", self.num_tokens);
-        o
-    }
-}
-
-fn finish_name(f: FinishReason) -> &'static str {
-    match f {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-        FinishReason::Abort => "abort",
-    }
 }
 
 /// A model on the GPU with its scheduler; any number of generations share it.
@@ -426,59 +379,4 @@ impl WebEngine {
             Ok(out.into())
         })
     }
-}
-
-#[cfg(target_arch = "wasm32")]
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_namespace = console, js_name = warn)]
-    fn console_warn(s: &str);
-}
-
-fn web_log(s: &str) {
-    #[cfg(target_arch = "wasm32")]
-    console_warn(s);
-    #[cfg(not(target_arch = "wasm32"))]
-    eprintln!("{s}");
-}
-
-/// Turns an engine update into an event; a stop string ends the generation here.
-fn handle(
-    u: RequestUpdate,
-    chats: &mut HashMap<u64, Chat>,
-    engine: &mut Engine,
-    frontend: &Frontend,
-    events: &mut Vec<Event>,
-) {
-    let Some(chat) = chats.get_mut(&u.id) else {
-        return;
-    };
-    let token_id = u.token.as_ref().map(|t| t.token_id);
-    if token_id.is_none() && u.finished.is_none() {
-        return;
-    }
-    if token_id.is_some() {
-        chat.num_tokens += 1;
-    }
-    let piece = chat
-        .text
-        .next(&frontend.tokenizer, token_id, u.finished.is_some())
-        .unwrap_or_default();
-    let mut finished = u.finished;
-    if piece.stopped && finished.is_none() {
-        engine.abort(u.id);
-        finished = Some(FinishReason::Stop);
-    }
-    let (num_tokens, callback) = (chat.num_tokens, chat.callback.clone());
-    if finished.is_some() {
-        chats.remove(&u.id);
-    }
-    events.push(Event {
-        id: u.id,
-        token_id,
-        text: piece.text,
-        finished: finished.map(|f| finish_name(f).to_string()),
-        num_tokens,
-        callback,
-    });
 }

@@ -13,6 +13,7 @@
 //! and callbacks run after the engine is released, so they may call back into the engine.
 
 mod engine;
+mod events;
 mod gpu;
 mod options;
 

@@ -1,0 +1,115 @@
+//! What one step means to JavaScript: each engine update of a generation becomes an
+//! [`Event`] `{id, tokenId, text, finished, numTokens}` for its callback, its text cut at the
+//! generation's stop strings.
+
+use std::collections::HashMap;
+
+use js_sys::{Function, Object};
+use kiln_engine::{Engine, FinishReason, RequestUpdate};
+use kiln_frontend::{Frontend, TextStream};
+use wasm_bindgen::prelude::*;
+
+use crate::set;
+
+/// One running generation.
+pub(crate) struct Chat {
+    pub text: TextStream,
+    pub callback: Option<Function>,
+    pub num_tokens: u32,
+}
+
+/// One token of one generation, ready for JavaScript.
+pub(crate) struct Event {
+    pub id: u64,
+    pub token_id: Option<u32>,
+    pub text: String,
+    pub finished: Option<String>,
+    pub num_tokens: u32,
+    pub callback: Option<Function>,
+}
+
+impl Event {
+    pub fn to_js(&self) -> Object {
+        let o = Object::new();
+        set(&o, "id", self.id as f64);
+        set(
+            &o,
+            "tokenId",
+            self.token_id.map(JsValue::from).unwrap_or(JsValue::NULL),
+        );
+        set(&o, "text", self.text.as_str());
+        set(
+            &o,
+            "finished",
+            self.finished
+                .as_deref()
+                .map(JsValue::from_str)
+                .unwrap_or(JsValue::NULL),
+        );
+        set(&o, "numTokens", self.num_tokens);
+        o
+    }
+}
+
+fn finish_name(f: FinishReason) -> &'static str {
+    match f {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::Abort => "abort",
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = warn)]
+    fn console_warn(s: &str);
+}
+
+pub(crate) fn web_log(s: &str) {
+    #[cfg(target_arch = "wasm32")]
+    console_warn(s);
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{s}");
+}
+
+/// Turns an engine update into an event; a stop string ends the generation here.
+pub(crate) fn handle(
+    u: RequestUpdate,
+    chats: &mut HashMap<u64, Chat>,
+    engine: &mut Engine,
+    frontend: &Frontend,
+    events: &mut Vec<Event>,
+) {
+    let Some(chat) = chats.get_mut(&u.id) else {
+        return;
+    };
+    let token_id = u.token.as_ref().map(|t| t.token_id);
+    if token_id.is_none() && u.finished.is_none() {
+        return;
+    }
+    if token_id.is_some() {
+        chat.num_tokens += 1;
+    }
+    let piece = chat
+        .text
+        .next(&frontend.tokenizer, token_id, u.finished.is_some())
+        .unwrap_or_default();
+    let mut finished = u.finished;
+    if piece.stopped && finished.is_none() {
+        engine.abort(u.id);
+        finished = Some(FinishReason::Stop);
+    }
+    let (num_tokens, callback) = (chat.num_tokens, chat.callback.clone());
+    if finished.is_some() {
+        chats.remove(&u.id);
+    }
+    events.push(Event {
+        id: u.id,
+        token_id,
+        text: piece.text,
+        finished: finished.map(|f| finish_name(f).to_string()),
+        num_tokens,
+        callback,
+    });
+}
