@@ -116,7 +116,7 @@ impl Local {
         let seed = spec.seed.unwrap_or_else(rand::random);
         let request = self.frontend.request(spec, id, prompt, max_tokens, seed, 0);
         self.engine.add_request(request)?;
-        let mut stream = self.frontend.text_stream(spec);
+        let mut stream = spec.text_stream();
         let (mut text, mut generated, mut cached_tokens, mut end) =
             (String::new(), 0, 0, End::Stop);
         let start = Instant::now();

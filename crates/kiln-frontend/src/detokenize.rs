@@ -51,8 +51,4 @@ impl IncrementalDecoder {
         self.read_offset = self.ids.len();
         Ok(full.get(prefix.len()..).unwrap_or_default().to_string())
     }
-
-    pub fn ids(&self) -> &[u32] {
-        &self.ids
-    }
 }

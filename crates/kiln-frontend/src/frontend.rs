@@ -7,7 +7,7 @@ use kiln_model::{
 };
 use kiln_scheduler::Request;
 
-use crate::{GenSpec, ParamError, TextStream};
+use crate::{GenSpec, ParamError};
 
 pub struct Frontend {
     pub tokenizer: Tokenizer,
@@ -166,10 +166,5 @@ impl Frontend {
             eos_token_ids: self.eos_token_ids.clone(),
             ..Request::new(id, prompt, max_tokens)
         }
-    }
-
-    /// The text of one generated sequence, cut at `spec`'s stop strings.
-    pub fn text_stream(&self, spec: &GenSpec) -> TextStream {
-        TextStream::new(spec.stop.clone())
     }
 }

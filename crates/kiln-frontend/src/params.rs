@@ -6,6 +6,8 @@ use kiln_core::SamplingParams;
 use kiln_model::GenerationDefaults;
 use serde::Deserialize;
 
+use crate::TextStream;
+
 /// A parameter the request got wrong: which one, and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
@@ -76,6 +78,13 @@ pub struct GenSpec {
     pub max_tokens: Option<usize>,
     /// Top log-probabilities to report per token (`Some(0)`: only the chosen token's).
     pub logprobs: Option<u32>,
+}
+
+impl GenSpec {
+    /// The text of one generated sequence, cut at this request's stop strings.
+    pub fn text_stream(&self) -> TextStream {
+        TextStream::new(self.stop.clone())
+    }
 }
 
 /// kiln's sampling settings where neither the request nor the model sets a knob.

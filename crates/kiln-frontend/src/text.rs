@@ -64,9 +64,4 @@ impl TextStream {
             stopped: out.stopped,
         })
     }
-
-    /// The ids seen so far.
-    pub fn ids(&self) -> &[u32] {
-        self.decoder.ids()
-    }
 }

@@ -247,7 +247,7 @@ impl WebEngine {
         self.next_id += 1;
         let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
         let chat = Chat {
-            text: f.text_stream(&spec),
+            text: spec.text_stream(),
             callback: on_token,
             num_tokens: 0,
         };
