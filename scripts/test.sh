@@ -16,4 +16,4 @@ for suite in scripts/test-openai.sh scripts/test-web.sh scripts/check-deploy.sh;
   echo "== $suite"
   "$suite"
 done
-echo "kiln: $passed passed, $failed failed"
+echo "kiln: $passed passed, $failed failed; target/ holds $(du -sh target | cut -f1)"
