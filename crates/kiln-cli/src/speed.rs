@@ -88,6 +88,7 @@ impl Synthetic {
             sliding_window: None,
             dtype: DType::F16,
             generation: Default::default(),
+            chat_template: None,
         }
     }
 }

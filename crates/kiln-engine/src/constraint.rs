@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 /// The JSON layout kiln asks for: compact separators with one space, no free whitespace, so
 /// a small model cannot run away in indentation.
-fn compact(mut schema: Value) -> Value {
+pub fn compact_schema(mut schema: Value) -> Value {
     if let Value::Object(m) = &mut schema {
         m.insert(
             "x-guidance".into(),
@@ -34,9 +34,9 @@ pub fn lark_string(s: &str) -> String {
 fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
     match g {
         Grammar::JsonObject => {
-            TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
+            TopLevelGrammar::from_json_schema(compact_schema(json!({"type": "object"})))
         }
-        Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())),
+        Grammar::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact_schema(s.clone())),
         Grammar::Regex(r) => TopLevelGrammar::from_grammar(GrammarWithLexer::from_regex(r)),
         Grammar::Choice(c) => {
             let alts: Vec<String> = c.iter().map(|s| lark_string(s)).collect();

@@ -9,7 +9,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 
-pub use constraint::{Constraint, ConstraintFactory, lark_string};
+pub use constraint::{Constraint, ConstraintFactory, compact_schema, lark_string};
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]

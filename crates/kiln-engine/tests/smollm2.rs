@@ -122,10 +122,7 @@ fn chat_prompt_answers_paris() {
         .expect("the model has a chat template");
     let text = template
         .render(
-            &[ChatMessage {
-                role: "user".into(),
-                content: "What is the capital of France?".into(),
-            }],
+            &[ChatMessage::new("user", "What is the capital of France?")],
             true,
         )
         .unwrap();

@@ -3,11 +3,24 @@
 //! one and ask it the same questions, so they answer them the same way.
 
 use kiln_model::{
-    ChatMessage, ChatTemplate, GenerationDefaults, Model, ModelConfig, Tokenizer, Weights,
+    ChatInput, ChatMessage, ChatTemplate, GenerationDefaults, Model, ModelConfig, Tokenizer,
+    Weights,
 };
 use kiln_scheduler::Request;
+use serde_json::{Map, Value};
 
 use crate::{GenSpec, ParamError};
+
+/// What a chat render reads beside the messages.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChatExtras<'a> {
+    /// Text for the system message (appended to the conversation's own, or made one).
+    pub system: Option<&'a str>,
+    /// Tools for a template that describes them itself (the OpenAI `tools` shape).
+    pub tools: Option<&'a [Value]>,
+    /// Further template variables (`chat_template_kwargs`).
+    pub kwargs: Option<&'a Map<String, Value>>,
+}
 
 pub struct Frontend {
     pub tokenizer: Tokenizer,
@@ -93,32 +106,41 @@ impl Frontend {
     }
 
     /// Renders a conversation with the model's chat template (ChatML when it has none),
-    /// ending with the assistant's turn. `system` is appended to the first system message,
-    /// or becomes one.
+    /// ending with the assistant's turn. `extras.system` is appended to the first system
+    /// message, or becomes one; `extras.tools` and `extras.kwargs` go to the template.
     pub fn render_chat(
         &self,
         mut messages: Vec<ChatMessage>,
-        system: Option<&str>,
+        extras: &ChatExtras,
     ) -> Result<String, ParamError> {
         if messages.is_empty() {
             return Err(ParamError::new("messages", "messages must not be empty"));
         }
-        if let Some(sys) = system {
+        if let Some(sys) = extras.system {
             match messages.first_mut() {
                 Some(first) if first.role == "system" => {
-                    first.content = format!("{}\n\n{sys}", first.content)
+                    first.content = Some(format!("{}\n\n{sys}", first.text()))
                 }
                 _ => messages.insert(0, ChatMessage::new("system", sys)),
             }
         }
         match &self.chat_template {
             Some(t) => t
-                .render(&messages, true)
+                .render_input(&ChatInput {
+                    messages: &messages,
+                    tools: extras.tools,
+                    add_generation_prompt: true,
+                    kwargs: extras.kwargs,
+                })
                 .map_err(|e| ParamError::new("messages", e.to_string())),
+            None if extras.tools.is_some() => Err(ParamError::new(
+                "tools",
+                "the model has no chat template to describe tools with",
+            )),
             None => {
                 let mut s: String = messages
                     .iter()
-                    .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content))
+                    .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.text()))
                     .collect();
                 s.push_str("<|im_start|>assistant\n");
                 Ok(s)
@@ -133,7 +155,11 @@ impl Frontend {
         messages: Vec<ChatMessage>,
         system: Option<&str>,
     ) -> Result<Vec<u32>, ParamError> {
-        let text = self.render_chat(messages, system)?;
+        let extras = ChatExtras {
+            system,
+            ..ChatExtras::default()
+        };
+        let text = self.render_chat(messages, &extras)?;
         self.encode(&text, false, "messages")
     }
 

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kiln_frontend::{Frontend, GenerationParams, TextStream};
+use kiln_frontend::{ChatExtras, Frontend, GenerationParams, TextStream};
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
 use kiln_model::{ChatMessage, Model};
 
@@ -42,8 +42,12 @@ fn prompt_checks_name_the_limit() {
 fn system_prompt_joins_or_leads_the_conversation() {
     let mut f = frontend();
     f.chat_template = None;
+    let brief = ChatExtras {
+        system: Some("be brief"),
+        ..ChatExtras::default()
+    };
     let text = f
-        .render_chat(vec![ChatMessage::new("user", "hi")], Some("be brief"))
+        .render_chat(vec![ChatMessage::new("user", "hi")], &brief)
         .unwrap();
     assert_eq!(
         text,
@@ -55,11 +59,19 @@ fn system_prompt_joins_or_leads_the_conversation() {
                 ChatMessage::new("system", "you are kiln"),
                 ChatMessage::new("user", "hi"),
             ],
-            Some("be brief"),
+            &brief,
         )
         .unwrap();
     assert!(text.starts_with("<|im_start|>system\nyou are kiln\n\nbe brief<|im_end|>"));
-    assert_eq!(f.render_chat(vec![], None).unwrap_err().param, "messages");
+    let none = ChatExtras::default();
+    assert_eq!(f.render_chat(vec![], &none).unwrap_err().param, "messages");
+    let tools = [serde_json::json!({"type": "function", "function": {"name": "f"}})];
+    let with_tools = ChatExtras {
+        tools: Some(&tools),
+        ..none
+    };
+    let no_template = f.render_chat(vec![ChatMessage::new("user", "hi")], &with_tools);
+    assert_eq!(no_template.unwrap_err().param, "tools");
 }
 
 /// Feeds `text`'s tokens one by one; returns what the stream let out and whether it stopped.

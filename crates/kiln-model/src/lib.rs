@@ -19,7 +19,7 @@ mod weights;
 use std::collections::HashMap;
 use std::path::Path;
 
-pub use chat::{ChatMessage, ChatTemplate};
+pub use chat::{ChatInput, ChatMessage, ChatTemplate, FunctionCall, ToolCall};
 pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;

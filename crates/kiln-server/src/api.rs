@@ -79,6 +79,9 @@ pub struct ChatRequest {
     pub tools: Option<Value>,
     pub tool_choice: Option<Value>,
     pub parallel_tool_calls: Option<bool>,
+    /// Further variables for the chat template (vLLM's field), e.g. `{"enable_thinking":
+    /// false}` or a fixed `date_string`.
+    pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
     /// The generation knobs every front end shares.

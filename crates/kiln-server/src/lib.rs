@@ -25,6 +25,7 @@ mod metrics;
 mod routes;
 mod sse;
 mod state;
+mod tool_format;
 mod tools;
 
 use std::net::SocketAddr;

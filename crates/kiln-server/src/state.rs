@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use kiln_frontend::{Frontend, GenSpec, GenerationParams};
+use kiln_frontend::{ChatExtras, Frontend, GenSpec, GenerationParams};
 use kiln_model::ChatMessage;
+use serde_json::{Map, Value};
 
 use crate::ServerConfig;
 use crate::api::{ChatMessageIn, MessageContent};
@@ -12,6 +13,8 @@ use crate::engine_loop::EngineHandle;
 use crate::error::ApiError;
 use crate::generate::Sequence;
 use crate::metrics::Metrics;
+use crate::tool_format::ToolFormat;
+use crate::tools::ToolPlan;
 
 pub struct AppState {
     pub config: ServerConfig,
@@ -63,40 +66,37 @@ impl AppState {
             .check_prompt(prompt, self.engine.info.max_len, max_tokens, default_max)?)
     }
 
-    /// Renders chat messages with the model's template (ChatML when it has none). `system`
-    /// (the tool description) is appended to the first system message, or becomes one.
-    /// Assistant tool calls are written as the generic tool format's JSON.
-    pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
-        self.render_chat_with(messages, None)
+    /// How the model writes tool calls (from its chat template).
+    pub fn tool_format(&self) -> ToolFormat {
+        ToolFormat::detect(self.model.chat_template.as_ref())
     }
 
+    /// Renders chat messages with the model's template (ChatML when it has none).
+    pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
+        self.render_chat_with(messages, None, None)
+    }
+
+    /// Renders chat messages with the tools of `plan`: given to a template that renders them,
+    /// or described in the system message (the generic format). Assistant turns' past calls
+    /// go to a native template as data, and are written as the generic format's JSON
+    /// otherwise. `kwargs`: the request's `chat_template_kwargs`.
     pub fn render_chat_with(
         &self,
         messages: &[ChatMessageIn],
-        system: Option<&str>,
+        plan: Option<&ToolPlan>,
+        kwargs: Option<&Map<String, Value>>,
     ) -> Result<String, ApiError> {
+        let native = self.tool_format().is_native();
         let mut msgs = Vec::with_capacity(messages.len() + 1);
         // Tool call ids the assistant turns so far made, with their function names.
         let mut calls_made = std::collections::HashMap::new();
         for m in messages {
-            let mut content = match &m.content {
-                None => String::new(),
-                Some(MessageContent::Text(t)) => t.clone(),
-                Some(MessageContent::Parts(parts)) => {
-                    let mut s = String::new();
-                    for p in parts {
-                        match (&*p.kind, &p.text) {
-                            ("text", Some(t)) => s.push_str(t),
-                            _ => {
-                                return Err(ApiError::bad_param(
-                                    "messages",
-                                    format!("content parts of type `{}` are not supported", p.kind),
-                                ));
-                            }
-                        }
-                    }
-                    s
-                }
+            let mut msg = ChatMessage {
+                role: m.role.clone(),
+                content: message_text(m)?,
+                tool_calls: None,
+                tool_call_id: m.tool_call_id.clone(),
+                name: m.name.clone(),
             };
             if let Some(calls) = m.tool_calls.as_deref().filter(|c| !c.is_empty()) {
                 if m.role != "assistant" {
@@ -105,19 +105,31 @@ impl AppState {
                         "only assistant messages carry tool_calls",
                     ));
                 }
-                content = crate::tools::calls_as_text(calls)?;
-                for c in calls {
-                    if let (Some(id), Some(name)) =
-                        (c["id"].as_str(), c["function"]["name"].as_str())
-                    {
-                        calls_made.insert(id.to_string(), name.to_string());
-                    }
+                let calls = crate::tools::past_calls(calls)?;
+                for c in &calls {
+                    calls_made.insert(c.id.clone(), c.function.name.clone());
+                }
+                if native {
+                    msg.tool_calls = Some(calls);
+                } else {
+                    msg.content = Some(crate::tools::calls_as_text(&calls));
                 }
             }
             crate::tools::check_tool_reply(m, &calls_made)?;
-            msgs.push(ChatMessage::new(m.role.clone(), content));
+            if !native && msg.content.is_none() {
+                // Templates without tools concatenate content as a string.
+                msg.content = Some(String::new());
+            }
+            msgs.push(msg);
         }
-        Ok(self.model.render_chat(msgs, system)?)
+        let system = plan.and_then(ToolPlan::system_prompt);
+        let tools = plan.and_then(ToolPlan::template_tools);
+        let extras = ChatExtras {
+            system: system.as_deref(),
+            tools: tools.as_deref(),
+            kwargs,
+        };
+        Ok(self.model.render_chat(msgs, &extras)?)
     }
 
     /// Queues `spec.n` requests for `prompt`, each with its matcher from `constraints` when
@@ -162,4 +174,27 @@ impl AppState {
             })
             .collect())
     }
+}
+
+/// A message's text: a string, or text parts joined; `None` when it has no content.
+fn message_text(m: &ChatMessageIn) -> Result<Option<String>, ApiError> {
+    Ok(match &m.content {
+        None => None,
+        Some(MessageContent::Text(t)) => Some(t.clone()),
+        Some(MessageContent::Parts(parts)) => {
+            let mut s = String::new();
+            for p in parts {
+                match (&*p.kind, &p.text) {
+                    ("text", Some(t)) => s.push_str(t),
+                    _ => {
+                        return Err(ApiError::bad_param(
+                            "messages",
+                            format!("content parts of type `{}` are not supported", p.kind),
+                        ));
+                    }
+                }
+            }
+            Some(s)
+        }
+    })
 }

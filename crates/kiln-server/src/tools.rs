@@ -1,17 +1,22 @@
-//! Tool calling on `/v1/chat/completions`, in the generic format (as llama.cpp's server uses
-//! for templates without tools): a system message describes the tools and the reply format,
-//! and the output is constrained by a JSON schema to either `{"tool_calls": [{"name",
-//! "arguments"}, ...]}` or `{"response": "..."}` (`auto`), or to tool calls only (`required`,
-//! a named function). The reply is parsed back into OpenAI `tool_calls`.
+//! Tool calling on `/v1/chat/completions`. A model whose chat template renders tools gets
+//! them through its template and writes calls in its own syntax ([`ToolFormat`]); `required`
+//! and named calls are constrained to that syntax, `auto` is parsed afterwards. Other models
+//! get the generic format (as llama.cpp's server uses for templates without tools): a system
+//! message describes the tools and the reply format, and the output is constrained by a JSON
+//! schema to either `{"tool_calls": [{"name", "arguments"}, ...]}` or `{"response": "..."}`
+//! (`auto`), or to tool calls only (`required`, a named function). Either way the reply is
+//! parsed back into OpenAI `tool_calls`.
 
 use std::collections::HashMap;
 
 use kiln_engine::Grammar;
+use kiln_model::{FunctionCall, ToolCall};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::ChatMessageIn;
 use crate::error::ApiError;
+use crate::tool_format::{Reply, ToolFormat};
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -45,8 +50,11 @@ pub enum Choice {
 #[derive(Debug, Clone)]
 pub struct ToolPlan {
     pub tools: Vec<FunctionIn>,
+    /// The tools as the request wrote them, for templates that render them.
+    pub raw: Vec<Value>,
     pub choice: Choice,
     pub parallel: bool,
+    pub format: ToolFormat,
 }
 
 fn bad(param: &str, m: impl Into<String>) -> ApiError {
@@ -60,12 +68,15 @@ impl ToolPlan {
         tools: Option<&Value>,
         choice: Option<&Value>,
         parallel: Option<bool>,
+        format: ToolFormat,
     ) -> Result<Option<ToolPlan>, ApiError> {
-        let tools: Vec<ToolIn> = match tools {
+        let raw: Vec<Value> = match tools {
             None | Some(Value::Null) => Vec::new(),
-            Some(v) => serde_json::from_value(v.clone())
-                .map_err(|e| bad("tools", format!("invalid tools: {e}")))?,
+            Some(Value::Array(a)) => a.clone(),
+            Some(_) => return Err(bad("tools", "tools must be an array")),
         };
+        let tools: Vec<ToolIn> = serde_json::from_value(Value::Array(raw.clone()))
+            .map_err(|e| bad("tools", format!("invalid tools: {e}")))?;
         for t in &tools {
             if t.kind != "function" {
                 return Err(bad(
@@ -136,8 +147,10 @@ impl ToolPlan {
         }
         Ok(Some(ToolPlan {
             tools: tools.into_iter().map(|t| t.function).collect(),
+            raw,
             choice,
             parallel: parallel.unwrap_or(true),
+            format,
         }))
     }
 
@@ -153,8 +166,30 @@ impl ToolPlan {
         }
     }
 
-    /// The system message text that describes the tools and the reply format.
-    pub fn system_prompt(&self) -> String {
+    fn parameters(t: &FunctionIn) -> Value {
+        t.parameters.clone().unwrap_or(json!({"type": "object"}))
+    }
+
+    /// The tools for a template that renders them (the offered ones, as the request wrote
+    /// them); `None` in the generic format.
+    pub fn template_tools(&self) -> Option<Vec<Value>> {
+        let offered = self.offered();
+        self.format.is_native().then(|| {
+            self.tools
+                .iter()
+                .zip(&self.raw)
+                .filter(|(t, _)| offered.iter().any(|o| o.name == t.name))
+                .map(|(_, raw)| raw.clone())
+                .collect()
+        })
+    }
+
+    /// The system message text that describes the tools and the reply format, in the
+    /// generic format (a native template describes them itself).
+    pub fn system_prompt(&self) -> Option<String> {
+        if self.format.is_native() {
+            return None;
+        }
         let list: Vec<Value> = self
             .offered()
             .iter()
@@ -162,18 +197,29 @@ impl ToolPlan {
             .collect();
         let tools = serde_json::to_string_pretty(&list).unwrap_or_default();
         let call = r#"{"tool_calls": [{"name": "<tool name>", "arguments": {<the arguments>}}]}"#;
-        match self.choice {
+        Some(match self.choice {
             Choice::Auto => format!(
                 "You can call these tools:\n{tools}\n\nReply with a JSON object: either {call} to call tools, or {{\"response\": \"<your answer>\"}} to answer directly."
             ),
             _ => format!(
                 "You can call these tools:\n{tools}\n\nReply with a JSON object that calls a tool: {call}"
             ),
-        }
+        })
     }
 
-    /// The grammar of the reply.
-    pub fn grammar(&self) -> Grammar {
+    /// The grammar of the reply; `None` for `auto` in a model's own format (free text that
+    /// may contain calls, parsed afterwards).
+    pub fn grammar(&self) -> Option<Grammar> {
+        let single = !self.parallel || matches!(self.choice, Choice::Named(_));
+        if self.format.is_native() {
+            let offered: Vec<(&str, Value)> = self
+                .offered()
+                .into_iter()
+                .map(|t| (t.name.as_str(), Self::parameters(t)))
+                .collect();
+            return (self.choice != Choice::Auto)
+                .then(|| self.format.calls_grammar(&offered, !single));
+        }
         let alts: Vec<Value> = self
             .offered()
             .iter()
@@ -187,23 +233,26 @@ impl ToolPlan {
             })
             .collect();
         let mut calls = json!({"type": "array", "items": {"anyOf": alts}, "minItems": 1});
-        if !self.parallel || matches!(self.choice, Choice::Named(_)) {
+        if single {
             calls["maxItems"] = json!(1);
         }
         let call_obj = json!({"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": false});
-        match self.choice {
+        Some(match self.choice {
             Choice::Auto => Grammar::JsonSchema(json!({"anyOf": [
                 call_obj,
                 {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": false},
             ]})),
             _ => Grammar::JsonSchema(call_obj),
-        }
+        })
     }
 
     /// Parses a finished reply: `Ok((content, calls))` where each call is `(name, arguments
     /// as a JSON string)`; the raw text comes back as content when it is not a reply object
     /// (a reply cut by `max_tokens`).
-    pub fn parse_reply(&self, text: &str) -> (Option<String>, Vec<(String, String)>) {
+    pub fn parse_reply(&self, text: &str) -> Reply {
+        if self.format.is_native() {
+            return self.format.parse(text);
+        }
         let Ok(v) = serde_json::from_str::<Value>(text) else {
             return (Some(text.to_string()), Vec::new());
         };
@@ -238,28 +287,45 @@ impl ToolPlan {
     }
 }
 
-/// An assistant message's `tool_calls` as the generic format writes them (arguments parsed
-/// back to objects, so they are not encoded twice).
-pub fn calls_as_text(calls: &[Value]) -> Result<String, ApiError> {
-    let mut out = Vec::new();
-    for c in calls {
-        let name = c
-            .pointer("/function/name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("messages", "a tool call needs function.name"))?;
-        let args = match c.pointer("/function/arguments") {
-            Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
-                bad(
-                    "messages",
-                    format!("tool call arguments of `{name}` are not JSON: {e}"),
-                )
-            })?,
-            Some(v) => v.clone(),
-            None => json!({}),
-        };
-        out.push(json!({"name": name, "arguments": args}));
-    }
-    Ok(compact_json(&json!({"tool_calls": out})))
+/// An assistant message's `tool_calls`, their arguments parsed back to JSON values (so a
+/// template or the generic format does not encode them twice).
+pub fn past_calls(calls: &[Value]) -> Result<Vec<ToolCall>, ApiError> {
+    calls
+        .iter()
+        .map(|c| {
+            let name = c
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("messages", "a tool call needs function.name"))?;
+            let arguments = match c.pointer("/function/arguments") {
+                Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
+                    bad(
+                        "messages",
+                        format!("tool call arguments of `{name}` are not JSON: {e}"),
+                    )
+                })?,
+                Some(v) => v.clone(),
+                None => json!({}),
+            };
+            Ok(ToolCall {
+                id: c["id"].as_str().unwrap_or_default().to_string(),
+                kind: "function".into(),
+                function: FunctionCall {
+                    name: name.to_string(),
+                    arguments,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Past calls as the generic format writes them.
+pub fn calls_as_text(calls: &[ToolCall]) -> String {
+    let out: Vec<Value> = calls
+        .iter()
+        .map(|c| json!({"name": c.function.name, "arguments": c.function.arguments}))
+        .collect();
+    compact_json(&json!({"tool_calls": out}))
 }
 
 /// JSON with the separators the grammar uses (`", "` and `": "`).

@@ -9,7 +9,7 @@ use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
     Constraint, ConstraintFactory, Engine, EngineConfig, KernelFamily, KvDtype, Request,
 };
-use kiln_frontend::{Frontend, requested_grammar};
+use kiln_frontend::{ChatExtras, Frontend, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
 use wasm_bindgen::prelude::*;
 
@@ -195,7 +195,9 @@ impl WebEngine {
     /// if it has none), ending with the assistant's turn.
     pub fn chat_prompt(&self, messages_json: &str) -> Result<String, JsValue> {
         let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
-        self.frontend.render_chat(messages, None).map_err(err)
+        self.frontend
+            .render_chat(messages, &ChatExtras::default())
+            .map_err(err)
     }
 
     /// The tokens of a chat (`[{role, content}, ...]` as JSON) ready for generation.

@@ -52,6 +52,8 @@ pub struct TinyConfig {
     pub dtype: DType,
     /// Sampling settings, written to generation_config.json and GGUF's `general.sampling.*`.
     pub generation: GenerationDefaults,
+    /// The chat template; ChatML when `None`.
+    pub chat_template: Option<String>,
 }
 
 impl Default for TinyConfig {
@@ -73,6 +75,7 @@ impl Default for TinyConfig {
             sliding_window: None,
             dtype: DType::F32,
             generation: GenerationDefaults::default(),
+            chat_template: None,
         }
     }
 }
@@ -216,7 +219,9 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         ),
         (
             "tokenizer_config.json",
-            serde_json::to_vec_pretty(&tiny_tokenizer::tokenizer_config_json()),
+            serde_json::to_vec_pretty(&tiny_tokenizer::tokenizer_config_json(
+                cfg.chat_template.as_deref(),
+            )),
         ),
         (
             "generation_config.json",
@@ -257,12 +262,10 @@ pub fn write_tiny_gguf(
     dtype: DType,
 ) -> Result<ModelConfig, ModelError> {
     let mc = cfg.model_config();
-    model_gguf(
-        &mc,
-        &tiny_tensors(&mc, seed),
-        dtype,
-        &tiny_tokenizer::gguf_tokenizer(),
-    )
-    .write(path)?;
+    let mut tokenizer = tiny_tokenizer::gguf_tokenizer();
+    if let Some(t) = &cfg.chat_template {
+        tokenizer.chat_template = Some(t.clone());
+    }
+    model_gguf(&mc, &tiny_tensors(&mc, seed), dtype, &tokenizer).write(path)?;
     Ok(mc)
 }

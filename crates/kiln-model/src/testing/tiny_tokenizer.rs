@@ -78,10 +78,11 @@ pub fn tokenizer_json() -> Value {
     })
 }
 
-pub fn tokenizer_config_json() -> Value {
+/// tokenizer_config.json with `chat_template` (ChatML when `None`).
+pub fn tokenizer_config_json(chat_template: Option<&str>) -> Value {
     json!({
         "bos_token": null, "eos_token": "<|im_end|>", "add_bos_token": false,
-        "chat_template": CHATML_TEMPLATE, "model_max_length": 512,
+        "chat_template": chat_template.unwrap_or(CHATML_TEMPLATE), "model_max_length": 512,
     })
 }
 

@@ -39,11 +39,23 @@ pub fn chat_prompt(
         req.tools.as_ref(),
         req.tool_choice.as_ref(),
         req.parallel_tool_calls,
+        st.tool_format(),
     )?
     .filter(ToolPlan::active);
+    if let Some(k) = &req.chat_template_kwargs
+        && let Some(fixed) = ["messages", "tools", "documents", "add_generation_prompt"]
+            .into_iter()
+            .find(|f| k.contains_key(*f))
+    {
+        return Err(ApiError::bad_param(
+            "chat_template_kwargs",
+            format!("chat_template_kwargs cannot set `{fixed}`; the request's own field does"),
+        ));
+    }
     let text = st.render_chat_with(
         &req.messages,
-        plan.as_ref().map(ToolPlan::system_prompt).as_deref(),
+        plan.as_ref(),
+        req.chat_template_kwargs.as_ref(),
     )?;
     let prompt = st.model.encode(&text, false, "messages")?;
     Ok((plan, prompt))

@@ -1,0 +1,171 @@
+//! Tool calls in a model's own format: the tiny random model given Qwen2.5's chat template,
+//! which renders the tools itself and expects Hermes-style `<tool_call>` blocks. The prompt
+//! is checked through the render endpoint; `required` and named calls must come back as
+//! valid calls (the grammar writes the syntax, the random model only picks within it).
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::{Value, json};
+
+const QWEN_TEMPLATE: &str =
+    include_str!("../../kiln-model/tests/data/chat_templates/qwen2.5.jinja");
+
+fn server() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| {
+        start_tiny_model(&kiln_model::testing::TinyConfig {
+            chat_template: Some(QWEN_TEMPLATE.into()),
+            // The tiny tokenizer spends a token on most characters of the tool descriptions.
+            max_position_embeddings: 2048,
+            ..Default::default()
+        })
+    })
+}
+
+fn tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+            "properties": {"a": {"type": "integer", "minimum": -99, "maximum": 999}, "b": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["a", "b"], "additionalProperties": false}}}
+    ])
+}
+
+/// The prompt a body renders to, as text.
+async fn rendered(body: &Value) -> String {
+    let (s, r) = post(server(), "/v1/chat/completions/render", body).await;
+    assert_eq!(s, 200, "{r}");
+    let (s, t) = post(
+        server(),
+        "/detokenize",
+        &json!({"tokens": r["token_ids"], "model": "tiny"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    t["prompt"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn the_template_renders_tools_and_past_calls() {
+    let body = json!({"model": "tiny", "tools": tools(), "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "-3 C"}
+    ]});
+    let text = rendered(&body).await;
+    assert!(text.contains("# Tools"), "{text}");
+    assert!(text.contains(r#"{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.""#), "{text}");
+    // The past call's arguments are an object in the template, not a string encoded twice.
+    assert!(text.contains("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"), "{text}");
+    assert!(
+        text.contains("<|im_start|>user\n<tool_response>\n-3 C\n</tool_response><|im_end|>"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("You can call these tools"),
+        "no generic tool prompt: {text}"
+    );
+    // tool_choice none: the tools are not offered, the past calls still render.
+    let mut none = body.clone();
+    none["tool_choice"] = json!("none");
+    let text = rendered(&none).await;
+    assert!(
+        !text.contains("# Tools") && text.contains("<tool_call>"),
+        "{text}"
+    );
+    // chat_template_kwargs reach the template; the request's own fields cannot be overridden.
+    let mut kw = body.clone();
+    kw["chat_template_kwargs"] = json!({"messages": []});
+    let (s, e) = post(server(), "/v1/chat/completions/render", &kw).await;
+    assert_eq!(
+        (s, e["error"]["param"].as_str()),
+        (400, Some("chat_template_kwargs")),
+        "{e}"
+    );
+}
+
+/// Every call of a finished choice names an offered tool and its arguments validate.
+fn check_calls(choice: &Value, allowed: &[&str]) -> usize {
+    let calls = choice["message"]["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in &calls {
+        let name = c["function"]["name"].as_str().unwrap();
+        assert!(allowed.contains(&name), "{choice}");
+        assert!(c["id"].as_str().unwrap().starts_with("call"), "{c}");
+        let args: Value =
+            serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+        match name {
+            "get_weather" => assert!(
+                args["city"].as_str().unwrap().chars().count() <= 8,
+                "{args}"
+            ),
+            _ => {
+                let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
+                assert!((-99..=999).contains(&a) && (0..=9).contains(&b), "{args}");
+            }
+        }
+    }
+    calls.len()
+}
+
+#[tokio::test]
+async fn required_and_named_calls_are_valid_in_the_models_format() {
+    let ask = |choice: Value, seed: u64| {
+        json!({"model": "tiny", "tools": tools(), "tool_choice": choice, "seed": seed, "temperature": 1.0,
+            "max_tokens": 200, "n": 2, "messages": [{"role": "user", "content": "Weather in Oslo?"}]})
+    };
+    let mut finished = [0, 0];
+    for seed in 0..3 {
+        let (s, r) = post(
+            server(),
+            "/v1/chat/completions",
+            &ask(json!("required"), seed),
+        )
+        .await;
+        assert_eq!(s, 200, "{r}");
+        for c in r["choices"].as_array().unwrap() {
+            if c["finish_reason"] == "length" {
+                continue; // a random model may run long inside a string
+            }
+            assert_eq!(c["finish_reason"], "tool_calls", "{c}");
+            assert!(check_calls(c, &["get_weather", "add"]) >= 1, "{c}");
+            finished[0] += 1;
+        }
+        let named = json!({"type": "function", "function": {"name": "add"}});
+        let (s, r) = post(server(), "/v1/chat/completions", &ask(named, seed)).await;
+        assert_eq!(s, 200, "{r}");
+        for c in r["choices"].as_array().unwrap() {
+            if c["finish_reason"] == "length" {
+                continue;
+            }
+            assert_eq!(
+                c["finish_reason"], "stop",
+                "a named call stops, as OpenAI: {c}"
+            );
+            assert_eq!(check_calls(c, &["add"]), 1, "{c}");
+            finished[1] += 1;
+        }
+    }
+    assert!(
+        finished[0] > 0 && finished[1] > 0,
+        "no choice finished: {finished:?}"
+    );
+}
+
+#[tokio::test]
+async fn auto_is_free_text_parsed_afterwards() {
+    let body = json!({"model": "tiny", "tools": tools(), "seed": 3, "max_tokens": 24,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (s, r) = post(server(), "/v1/chat/completions", &body).await;
+    assert_eq!(s, 200, "{r}");
+    let c = &r["choices"][0];
+    // The random model writes no call: its text is the content.
+    assert!(c["message"]["tool_calls"].is_null(), "{c}");
+    assert!(c["message"]["content"].is_string(), "{c}");
+}
