@@ -1,7 +1,8 @@
 //! Tool calls in a model's own format: the tiny random model given Qwen2.5's chat template,
-//! which renders the tools itself and expects Hermes-style `<tool_call>` blocks. The prompt
-//! is checked through the render endpoint; `required` and named calls must come back as
-//! valid calls (the grammar writes the syntax, the random model only picks within it).
+//! which renders the tools itself and expects Hermes-style `<tool_call>` blocks (and Llama
+//! 3.2's, bare JSON calls). The prompt is checked through the render endpoint; `required` and
+//! named calls must come back as valid calls (the grammar writes the syntax, the random model
+//! only picks within it).
 
 mod common;
 
@@ -13,16 +14,21 @@ use serde_json::{Value, json};
 const QWEN_TEMPLATE: &str =
     include_str!("../../kiln-model/tests/data/chat_templates/qwen2.5.jinja");
 
+const LLAMA_TEMPLATE: &str =
+    include_str!("../../kiln-model/tests/data/chat_templates/llama3.2.jinja");
+
+fn tiny_with(template: &str) -> String {
+    start_tiny_model(&kiln_model::testing::TinyConfig {
+        chat_template: Some(template.into()),
+        // The tiny tokenizer spends a token on most characters of the tool descriptions.
+        max_position_embeddings: 2048,
+        ..Default::default()
+    })
+}
+
 fn server() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        start_tiny_model(&kiln_model::testing::TinyConfig {
-            chat_template: Some(QWEN_TEMPLATE.into()),
-            // The tiny tokenizer spends a token on most characters of the tool descriptions.
-            max_position_embeddings: 2048,
-            ..Default::default()
-        })
-    })
+    BASE.get_or_init(|| tiny_with(QWEN_TEMPLATE))
 }
 
 fn tools() -> Value {
@@ -36,10 +42,14 @@ fn tools() -> Value {
 
 /// The prompt a body renders to, as text.
 async fn rendered(body: &Value) -> String {
-    let (s, r) = post(server(), "/v1/chat/completions/render", body).await;
+    rendered_by(server(), body).await
+}
+
+async fn rendered_by(base: &str, body: &Value) -> String {
+    let (s, r) = post(base, "/v1/chat/completions/render", body).await;
     assert_eq!(s, 200, "{r}");
     let (s, t) = post(
-        server(),
+        base,
         "/detokenize",
         &json!({"tokens": r["token_ids"], "model": "tiny"}),
     )
@@ -168,4 +178,38 @@ async fn auto_is_free_text_parsed_afterwards() {
     // The random model writes no call: its text is the content.
     assert!(c["message"]["tool_calls"].is_null(), "{c}");
     assert!(c["message"]["content"].is_string(), "{c}");
+}
+
+#[tokio::test]
+async fn llama3_calls_are_bare_json_with_parameters() {
+    let base = tiny_with(LLAMA_TEMPLATE);
+    let messages = json!([{"role": "user", "content": "Add 2 and 3."}]);
+    let body = json!({"model": "tiny", "tools": tools(), "messages": messages,
+        "chat_template_kwargs": {"date_string": "01 Dec 2026"}});
+    let text = rendered_by(&base, &body).await;
+    assert!(text.contains("Today Date: 01 Dec 2026"), "{text}");
+    assert!(
+        text.contains("\"parameters\": dictionary of argument name"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    \"type\": \"function\",\n    \"function\": {"),
+        "tojson(indent=4): {text}"
+    );
+    let mut finished = 0;
+    for seed in 0..3 {
+        let ask = json!({"model": "tiny", "tools": tools(), "messages": messages, "seed": seed,
+            "temperature": 1.0, "max_tokens": 120, "n": 2,
+            "tool_choice": {"type": "function", "function": {"name": "add"}}});
+        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
+        assert_eq!(s, 200, "{r}");
+        for c in r["choices"].as_array().unwrap() {
+            if c["finish_reason"] == "length" {
+                continue;
+            }
+            assert_eq!(check_calls(c, &["add"]), 1, "{c}");
+            finished += 1;
+        }
+    }
+    assert!(finished > 0, "no choice finished");
 }
