@@ -26,6 +26,7 @@ mod routes;
 mod sse;
 mod state;
 mod tool_format;
+mod tool_stream;
 mod tools;
 
 use std::net::SocketAddr;

@@ -213,3 +213,60 @@ async fn llama3_calls_are_bare_json_with_parameters() {
     }
     assert!(finished > 0, "no choice finished");
 }
+
+#[tokio::test]
+async fn streamed_calls_arrive_token_by_token_and_match_the_whole_reply() {
+    let mut compared = 0;
+    for seed in 0..4 {
+        let body = json!({"model": "tiny", "tools": tools(), "tool_choice": "required", "seed": seed,
+            "temperature": 1.0, "max_tokens": 200, "messages": [{"role": "user", "content": "Weather?"}]});
+        let (s, whole) = post(server(), "/v1/chat/completions", &body).await;
+        assert_eq!(s, 200, "{whole}");
+        let want = &whole["choices"][0];
+        if want["finish_reason"] == "length" {
+            continue;
+        }
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let chunks = stream(server(), "/v1/chat/completions", &streamed).await;
+        let (mut calls, mut pieces, mut finish) = (Vec::<(String, String)>::new(), 0, None);
+        for c in &chunks {
+            let ch = &c["choices"][0];
+            for tc in ch["delta"]["tool_calls"].as_array().into_iter().flatten() {
+                let i = tc["index"].as_u64().unwrap() as usize;
+                if let Some(name) = tc["function"]["name"].as_str() {
+                    assert_eq!(i, calls.len(), "calls open in order: {tc}");
+                    assert!(tc["id"].as_str().unwrap().starts_with("call"), "{tc}");
+                    calls.push((name.to_string(), String::new()));
+                }
+                let args = tc["function"]["arguments"].as_str().unwrap();
+                pieces += usize::from(!args.is_empty());
+                calls[i].1 += args;
+            }
+            if let Some(f) = ch["finish_reason"].as_str() {
+                finish = Some(f.to_string());
+            }
+        }
+        assert_eq!(
+            finish.as_deref(),
+            want["finish_reason"].as_str(),
+            "{chunks:?}"
+        );
+        let whole_calls = want["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), whole_calls.len(), "{chunks:?}");
+        for ((name, args), w) in calls.iter().zip(whole_calls) {
+            assert_eq!(name, w["function"]["name"].as_str().unwrap());
+            let parse = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+            assert_eq!(
+                parse(args),
+                parse(w["function"]["arguments"].as_str().unwrap())
+            );
+        }
+        assert!(
+            pieces > calls.len(),
+            "arguments came in one piece per call: {chunks:?}"
+        );
+        compared += 1;
+    }
+    assert!(compared > 0, "no reply finished");
+}

@@ -14,6 +14,7 @@ use crate::generate::Sequence;
 use crate::generate::TokenLogprob;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
+use crate::tool_stream::ToolStream;
 use crate::tools::ToolPlan;
 use kiln_frontend::requested_grammar;
 
@@ -149,10 +150,9 @@ fn logprobs_json(st: &Shared, lps: &[TokenLogprob]) -> Value {
     json!({"content": content})
 }
 
-/// A reply under tools: each choice runs to the end, then its JSON is parsed into
-/// `tool_calls` (or content). Streaming sends each choice's result as deltas once it is
-/// complete: the role, then per call a delta with id, type and name, then its arguments.
-/// `stream`: `Some(include_usage)` for a streamed reply.
+/// A reply under tools: each choice runs to the end, then its text is parsed into
+/// `tool_calls` (or content). Streamed (`stream`: `Some(include_usage)`), each choice's text
+/// is parsed as it grows and sent as deltas token by token (see `tool_stream.rs`).
 async fn tools_response(
     plan: ToolPlan,
     seqs: Vec<Sequence>,
@@ -161,6 +161,16 @@ async fn tools_response(
     stream: Option<bool>,
     (id, created, model): (String, u64, String),
 ) -> Result<Response, ApiError> {
+    if let Some(include_usage) = stream {
+        return Ok(stream_tools(
+            plan,
+            seqs,
+            n,
+            usage,
+            include_usage,
+            (id, created, model),
+        ));
+    }
     let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
     let mut choices_out = Vec::new();
     for (index, r) in results.into_iter().enumerate() {
@@ -184,38 +194,65 @@ async fn tools_response(
         choices_out.push((index, content, calls, finish));
     }
     let usage = usage.lock().unwrap().json();
-    let Some(include_usage) = stream else {
-        let out: Vec<Value> = choices_out
-            .into_iter()
-            .map(|(index, content, calls, finish)| {
-                let mut message = json!({"role": "assistant", "content": content});
-                if !calls.is_empty() {
-                    message["tool_calls"] = Value::Array(calls);
+    let out: Vec<Value> = choices_out
+        .into_iter()
+        .map(|(index, content, calls, finish)| {
+            let mut message = json!({"role": "assistant", "content": content});
+            if !calls.is_empty() {
+                message["tool_calls"] = Value::Array(calls);
+            }
+            json!({"index": index, "message": message, "logprobs": null, "finish_reason": finish})
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "id": id, "object": "chat.completion", "created": created, "model": model, "choices": out, "usage": usage,
+    }))
+    .into_response())
+}
+
+/// The streamed reply under tools: the role first, then per choice the deltas its growing
+/// text gives, and its finish (`tool_calls`, or `stop` for a named function, once it called).
+fn stream_tools(
+    plan: ToolPlan,
+    seqs: Vec<Sequence>,
+    n: usize,
+    usage: Arc<Mutex<Usage>>,
+    include_usage: bool,
+    (id, created, model): (String, u64, String),
+) -> Response {
+    let chunk = move |choice: Value| json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]});
+    let heads: Vec<Value> = (0..seqs.len())
+        .map(|i| chunk(json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null})))
+        .collect();
+    let mut streams: Vec<ToolStream> = (0..seqs.len())
+        .map(|_| ToolStream::new(plan.format))
+        .collect();
+    let chunk2 = chunk.clone();
+    let body = choices(seqs, n, usage.clone()).flat_map(move |item| {
+        let mut events = Vec::new();
+        match item.result {
+            Ok(d) => {
+                let s = &mut streams[item.index];
+                for delta in s.push(&d.text, || random_id("call")) {
+                    events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
                 }
-                json!({"index": index, "message": message, "logprobs": null, "finish_reason": finish})
-            })
-            .collect();
-        return Ok(axum::Json(json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model, "choices": out, "usage": usage,
-        }))
-        .into_response());
-    };
-    let chunk = |choice: Value| json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]});
-    let mut events = Vec::new();
-    for (index, content, calls, finish) in choices_out {
-        events.push(chunk(json!({"index": index, "delta": {"role": "assistant", "content": content}, "logprobs": null, "finish_reason": null})));
-        for (i, c) in calls.iter().enumerate() {
-            let head = json!({"index": i, "id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": ""}});
-            events.push(chunk(json!({"index": index, "delta": {"tool_calls": [head]}, "logprobs": null, "finish_reason": null})));
-            let args = json!({"index": i, "function": {"arguments": c["function"]["arguments"]}});
-            events.push(chunk(json!({"index": index, "delta": {"tool_calls": [args]}, "logprobs": null, "finish_reason": null})));
+                if let Some(finish) = d.finish {
+                    let finish = if s.called() { plan.finish_reason() } else { finish };
+                    events.push(chunk2(json!({"index": item.index, "delta": {}, "logprobs": null, "finish_reason": finish})));
+                }
+            }
+            Err(e) => events.push(e.body()),
         }
-        events.push(chunk(
-            json!({"index": index, "delta": {}, "logprobs": null, "finish_reason": finish}),
-        ));
-    }
-    if include_usage {
-        events.push(json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [], "usage": usage}));
-    }
-    Ok(sse(stream::iter(events)))
+        stream::iter(events)
+    });
+    let tail = stream::once(async move {
+        include_usage.then(|| {
+            let mut c = chunk(json!(null));
+            c["choices"] = json!([]);
+            c["usage"] = usage.lock().unwrap().json();
+            c
+        })
+    })
+    .filter_map(|x| async move { x });
+    sse(stream::iter(heads).chain(body).chain(tail))
 }

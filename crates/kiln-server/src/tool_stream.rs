@@ -1,0 +1,285 @@
+//! Streaming a reply under tools token by token: each time a choice's text grows, its prefix
+//! is parsed as far as it goes ([`partial`]) and what is new since the last delta is sent:
+//! content text, a call's header (index, id, type, name) once its name is complete, then its
+//! arguments as they are written. Text that might still become a call opener is held back.
+
+use serde_json::{Value, json};
+
+use crate::tool_format::ToolFormat;
+
+/// A reply's prefix, parsed: its content so far and its calls so far (a call's name once
+/// complete, its arguments' raw JSON text so far).
+#[derive(Debug, Default, PartialEq)]
+pub struct Partial {
+    pub content: String,
+    pub calls: Vec<(String, String)>,
+}
+
+/// Parses the prefix `text` of a reply in `format` (`generic`: kiln's JSON reply object).
+pub fn partial(format: ToolFormat, text: &str) -> Partial {
+    let mut p = Partial::default();
+    match format {
+        ToolFormat::Generic => {
+            if let Some(rest) = text.strip_prefix(r#"{"response": ""#) {
+                p.content = json_string_prefix(rest).0;
+            } else if let Some(mut rest) = text.strip_prefix(r#"{"tool_calls": ["#) {
+                while let Some(after) = call(&mut p, rest, "arguments") {
+                    match after.strip_prefix(", ") {
+                        Some(next) => rest = next,
+                        None => break,
+                    }
+                }
+            }
+        }
+        ToolFormat::Hermes => {
+            const OPEN: &str = "<tool_call>";
+            // Content is trimmed (as the finished reply's is), so it only ever grows.
+            let Some(start) = text.find(OPEN) else {
+                p.content = held_back(text, OPEN).trim().to_string();
+                return p;
+            };
+            p.content = text[..start].trim().to_string();
+            for block in text[start..].split(OPEN).skip(1) {
+                if call(&mut p, block.trim_start(), "arguments").is_none() {
+                    break;
+                }
+            }
+        }
+        ToolFormat::Llama3 => {
+            let body = text.trim_start().trim_start_matches("<|python_tag|>");
+            if body.starts_with('{') {
+                call(&mut p, body, "parameters");
+            } else if !body.is_empty() && !"<|python_tag|>".starts_with(body) {
+                p.content = text.to_string();
+            }
+        }
+    }
+    p
+}
+
+/// Parses `{"name": "N", "<args_key>": ARGS}` from the start of `s` into `p.calls` as far as
+/// it goes; returns the text after the closing brace once the call is complete.
+fn call<'a>(p: &mut Partial, s: &'a str, args_key: &str) -> Option<&'a str> {
+    let s = lit(s, "{")?;
+    let s = lit(s, "\"name\"")?;
+    let s = lit(s, ":")?;
+    let s = lit(s, "\"")?;
+    let (name, closed) = json_string_prefix(s);
+    let s = &s[closed?..];
+    let s = lit(s, ",")?;
+    let s = lit(s, &format!("\"{args_key}\""))?;
+    let s = lit(s, ":")?.trim_start();
+    let end = json_value_end(s);
+    p.calls
+        .push((name, s[..end.unwrap_or(s.len())].to_string()));
+    lit(&s[end?..], "}")
+}
+
+/// `s` after optional whitespace and `l`; `None` when `s` does not (yet) hold all of `l`.
+fn lit<'a>(s: &'a str, l: &str) -> Option<&'a str> {
+    s.trim_start().strip_prefix(l)
+}
+
+/// Decodes the JSON string body at the start of `s` (after its opening quote) as far as it
+/// is complete: the text, and the byte offset after the closing quote once there is one.
+fn json_string_prefix(s: &str) -> (String, Option<usize>) {
+    let mut out = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return (out, Some(i + 1)),
+            '\\' => {
+                // Decode one escape when it is whole; stop before a cut one.
+                // Decode one escape when it is whole (a surrogate pair as one); stop before a
+                // cut one.
+                let rest = &s[i..];
+                let lens: &[usize] = if rest[1..].starts_with('u') {
+                    &[6, 12]
+                } else {
+                    &[2]
+                };
+                let decoded = lens.iter().find_map(|&len| {
+                    let esc = rest.get(..len)?;
+                    let d = serde_json::from_str::<String>(&format!("\"{esc}\"")).ok()?;
+                    Some((d, len))
+                });
+                let Some((d, len)) = decoded else {
+                    return (out, None);
+                };
+                out.push_str(&d);
+                for _ in 1..len {
+                    chars.next();
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    (out, None)
+}
+
+/// The byte length of the JSON value at the start of `s` once it is complete.
+fn json_value_end(s: &str) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, c) in s.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `text` without a tail that could be the start of `opener`.
+fn held_back<'a>(text: &'a str, opener: &str) -> &'a str {
+    (1..opener.len().min(text.len() + 1))
+        .rev()
+        .find(|&k| {
+            text.is_char_boundary(text.len() - k) && opener.starts_with(&text[text.len() - k..])
+        })
+        .map_or(text, |k| &text[..text.len() - k])
+}
+
+/// One streamed choice: its text so far and what of it has been sent.
+pub struct ToolStream {
+    format: ToolFormat,
+    text: String,
+    content_sent: usize,
+    /// Per call sent: its id and how many bytes of its arguments went out.
+    calls_sent: Vec<(String, usize)>,
+}
+
+impl ToolStream {
+    pub fn new(format: ToolFormat) -> Self {
+        ToolStream {
+            format,
+            text: String::new(),
+            content_sent: 0,
+            calls_sent: Vec::new(),
+        }
+    }
+
+    /// Takes the choice's next text; returns the deltas to send (each a `delta` object).
+    pub fn push(&mut self, text: &str, new_id: impl FnMut() -> String) -> Vec<Value> {
+        self.text.push_str(text);
+        self.deltas(partial(self.format, &self.text), new_id)
+    }
+
+    /// Whether any call has gone out (the finish reason is then the calls').
+    pub fn called(&self) -> bool {
+        !self.calls_sent.is_empty()
+    }
+
+    fn deltas(&mut self, p: Partial, mut new_id: impl FnMut() -> String) -> Vec<Value> {
+        let mut out = Vec::new();
+        if p.content.len() > self.content_sent && p.content.is_char_boundary(self.content_sent) {
+            out.push(json!({"content": p.content[self.content_sent..]}));
+            self.content_sent = p.content.len();
+        }
+        for (i, (name, args)) in p.calls.into_iter().enumerate() {
+            if i == self.calls_sent.len() {
+                let id = new_id();
+                out.push(json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}));
+                self.calls_sent.push((id, 0));
+            }
+            let sent = &mut self.calls_sent[i].1;
+            if args.len() > *sent && args.is_char_boundary(*sent) {
+                out.push(
+                    json!({"tool_calls": [{"index": i, "function": {"arguments": args[*sent..]}}]}),
+                );
+                *sent = args.len();
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `text` a character at a time; returns the reassembled content and calls.
+    fn replay(format: ToolFormat, text: &str) -> (String, Vec<(String, String)>) {
+        let mut s = ToolStream::new(format);
+        let (mut content, mut calls) = (String::new(), Vec::<(String, String)>::new());
+        let mut n = 0;
+        for c in text.chars() {
+            for d in s.push(&c.to_string(), || {
+                n += 1;
+                format!("call_{n}")
+            }) {
+                if let Some(t) = d["content"].as_str() {
+                    content.push_str(t);
+                }
+                for tc in d["tool_calls"].as_array().into_iter().flatten() {
+                    let i = tc["index"].as_u64().unwrap() as usize;
+                    if let Some(name) = tc["function"]["name"].as_str() {
+                        assert_eq!(i, calls.len());
+                        calls.push((name.to_string(), String::new()));
+                    }
+                    calls[i].1 += tc["function"]["arguments"].as_str().unwrap();
+                }
+            }
+        }
+        (content, calls)
+    }
+
+    #[test]
+    fn generic_calls_stream_their_arguments() {
+        let text = r#"{"tool_calls": [{"name": "get", "arguments": {"q": "a \"}\" b", "n": [1, {"x": 2}]}}, {"name": "put", "arguments": {}}]}"#;
+        let (content, calls) = replay(ToolFormat::Generic, text);
+        assert_eq!(content, "");
+        assert_eq!(
+            calls,
+            vec![
+                (
+                    "get".into(),
+                    r#"{"q": "a \"}\" b", "n": [1, {"x": 2}]}"#.into()
+                ),
+                ("put".into(), "{}".into())
+            ]
+        );
+        let (content, calls) = replay(ToolFormat::Generic, r#"{"response": "caf\u00e9 \"ok\"\n"}"#);
+        assert_eq!((content.as_str(), calls.len()), ("café \"ok\"\n", 0));
+    }
+
+    #[test]
+    fn hermes_holds_back_a_possible_opener() {
+        let text = "Let me check <b>.\n<tool_call>\n{\"name\": \"get\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+        let (content, calls) = replay(ToolFormat::Hermes, text);
+        assert_eq!(content, "Let me check <b>.");
+        assert_eq!(calls, vec![("get".into(), r#"{"a": 1}"#.into())]);
+        assert_eq!(partial(ToolFormat::Hermes, "text <tool_c").content, "text");
+        let (content, _) = replay(ToolFormat::Generic, r#"{"response": "\ud83d\ude00!"}"#);
+        assert_eq!(content, "😀!");
+    }
+
+    #[test]
+    fn llama3_text_or_one_call() {
+        let (content, calls) = replay(
+            ToolFormat::Llama3,
+            "{\"name\": \"get\", \"parameters\": {}}",
+        );
+        assert_eq!(
+            (content.as_str(), calls),
+            ("", vec![("get".into(), "{}".into())])
+        );
+        let (content, calls) = replay(ToolFormat::Llama3, "Plain answer.");
+        assert_eq!((content.as_str(), calls.len()), ("Plain answer.", 0));
+    }
+}
