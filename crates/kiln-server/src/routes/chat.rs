@@ -237,7 +237,12 @@ fn stream_tools(
                     events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
                 }
                 if let Some(finish) = d.finish {
-                    let finish = if s.called() { plan.finish_reason() } else { finish };
+                    // A reply cut by max_tokens stays `length`, calls or not.
+                    let finish = if s.called() && finish == "stop" {
+                        plan.finish_reason()
+                    } else {
+                        finish
+                    };
                     events.push(chunk2(json!({"index": item.index, "delta": {}, "logprobs": null, "finish_reason": finish})));
                 }
             }
