@@ -48,6 +48,7 @@ pub use kiln_frontend::Frontend;
 use engine_loop::EngineHandle;
 use error::BodyLimit;
 use state::{AppState, Shared};
+use tool_format::ToolFormat;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -160,6 +161,7 @@ pub async fn start(
     let health = engine.health.clone();
     let state = Arc::new(AppState {
         config,
+        tool_format: ToolFormat::detect(model.chat_template.as_ref()),
         model,
         engine,
         metrics: Default::default(),

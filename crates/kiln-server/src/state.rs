@@ -23,6 +23,8 @@ pub struct AppState {
     pub engine: EngineHandle,
     pub metrics: Metrics,
     pub created: u64,
+    /// How the model writes tool calls (from its chat template).
+    pub tool_format: ToolFormat,
     /// The grammar compiler for structured outputs, built on first use.
     pub constraints: std::sync::OnceLock<Result<kiln_engine::ConstraintFactory, String>>,
 }
@@ -66,11 +68,6 @@ impl AppState {
             .check_prompt(prompt, self.engine.info.max_len, max_tokens, default_max)?)
     }
 
-    /// How the model writes tool calls (from its chat template).
-    pub fn tool_format(&self) -> ToolFormat {
-        ToolFormat::detect(self.model.chat_template.as_ref())
-    }
-
     /// Renders chat messages with the model's template (ChatML when it has none).
     pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
         self.render_chat_with(messages, None, None)
@@ -86,7 +83,7 @@ impl AppState {
         plan: Option<&ToolPlan>,
         kwargs: Option<&Map<String, Value>>,
     ) -> Result<String, ApiError> {
-        let native = self.tool_format().is_native();
+        let native = self.tool_format.is_native();
         let mut msgs = Vec::with_capacity(messages.len() + 1);
         // Tool call ids the assistant turns so far made, with their function names.
         let mut calls_made = std::collections::HashMap::new();

@@ -22,6 +22,18 @@ pub enum ToolFormat {
 const HERMES_OPEN: &str = "<tool_call>";
 const HERMES_CLOSE: &str = "</tool_call>";
 
+/// `s` as a Lark `/regex/` body matching it literally (only the metacharacters escaped: `\<`
+/// would be a word boundary).
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
+            | '/' => format!("\\{c}"),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 /// A parsed reply: its text (`None` when only calls) and its calls as `(name, arguments as
 /// JSON text)`.
 pub type Reply = (Option<String>, Vec<(String, String)>);
@@ -66,19 +78,36 @@ impl ToolFormat {
         }
     }
 
-    /// The grammar of a reply that must call one of `offered` (`tool_choice` `required` or a
-    /// named function): `parallel` allows several calls where the format has room for them.
-    pub fn calls_grammar(self, offered: &[(&str, Value)], parallel: bool) -> Grammar {
+    /// The grammar of a reply that calls `offered`: only calls (`tool_choice` `required` or a
+    /// named function), or, when `auto`, free text where a call, once opened, must be
+    /// well-formed. `parallel` allows several calls where the format has room for them.
+    pub fn calls_grammar(self, offered: &[(&str, Value)], auto: bool, parallel: bool) -> Grammar {
         let schema = compact_schema(self.call_schema(offered));
         match self {
             ToolFormat::Hermes => {
+                let open = kiln_engine::lark_string(&format!("{HERMES_OPEN}\n"));
+                let close = kiln_engine::lark_string(&format!("\n{HERMES_CLOSE}"));
                 let more = if parallel { r#" ("\n" call)*"# } else { "" };
+                let start = if auto {
+                    // Text without the opener, or text up to the first opener (a lazy lexeme,
+                    // which ends where the opener does), then the calls.
+                    format!(
+                        "start: TEXT | lead \"\\n\" body {close}{more}\n\
+                         TEXT: /(?s:.*)/ & ~/(?s:.*){o}(?s:.*)/\n\
+                         lead[lazy]: /(?s:.*){o}/\n",
+                        o = regex_escape(HERMES_OPEN),
+                    )
+                } else {
+                    format!("start: call{more}\n")
+                };
                 Grammar::Lark(format!(
-                    "start: call{more}\ncall: {open} body {close}\nbody: %json {schema}\n",
-                    open = kiln_engine::lark_string(&format!("{HERMES_OPEN}\n")),
-                    close = kiln_engine::lark_string(&format!("\n{HERMES_CLOSE}")),
+                    "{start}call: {open} body {close}\nbody: %json {schema}\n"
                 ))
             }
+            // A reply that opens with `{` is the call; any other text is an answer.
+            ToolFormat::Llama3 if auto => Grammar::Lark(format!(
+                "start: TEXT | call\nTEXT: /([^{{](?s:.*))?/\ncall: %json {schema}\n"
+            )),
             _ => Grammar::JsonSchema(self.call_schema(offered)),
         }
     }
@@ -170,14 +199,72 @@ mod tests {
     #[test]
     fn grammars_name_the_offered_tools() {
         let offered = [("get", json!({"type": "object"}))];
-        let Grammar::Lark(g) = ToolFormat::Hermes.calls_grammar(&offered, true) else {
+        let Grammar::Lark(g) = ToolFormat::Hermes.calls_grammar(&offered, false, true) else {
             panic!("Hermes calls are a Lark grammar");
         };
         assert!(g.starts_with("start: call (\"\\n\" call)*\ncall: \"<tool_call>\\n\" body"));
         assert!(g.contains(r#""const":"get""#), "{g}");
-        let Grammar::JsonSchema(s) = ToolFormat::Llama3.calls_grammar(&offered, true) else {
+        let Grammar::JsonSchema(s) = ToolFormat::Llama3.calls_grammar(&offered, false, true) else {
             panic!("Llama 3 calls are a JSON schema");
         };
         assert_eq!(s["required"], json!(["name", "parameters"]));
+    }
+
+    /// Whether `grammar` lets the tiny tokenizer's tokens of `text` through, then EOS.
+    fn accepts(grammar: &Grammar, text: &str) -> bool {
+        use kiln_model::testing::tiny_tokenizer;
+        let json = serde_json::to_vec(&tiny_tokenizer::tokenizer_json()).unwrap();
+        let tok = kiln_model::Tokenizer::from_json_bytes(&json, "tiny").unwrap();
+        let eos = tiny_tokenizer::eos_id();
+        let factory = kiln_engine::ConstraintFactory::new(&tok, &[eos], tok.vocab_size()).unwrap();
+        let mut c = factory.compile(grammar).unwrap();
+        let allowed = |c: &mut kiln_engine::Constraint, t: u32| {
+            c.mask().unwrap()[t as usize / 32] & (1 << (t % 32)) != 0
+        };
+        for t in tok.encode(text, false).unwrap() {
+            if !allowed(&mut c, t) {
+                return false;
+            }
+            c.consume(t).unwrap();
+        }
+        allowed(&mut c, eos)
+    }
+
+    #[test]
+    fn auto_lets_text_through_but_holds_an_opened_call_to_the_schema() {
+        let offered = [(
+            "get",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}),
+        )];
+        let call =
+            "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+        let hermes = ToolFormat::Hermes.calls_grammar(&offered, true, true);
+        assert!(accepts(&hermes, "It is cold in Oslo.\nBring a coat."));
+        assert!(accepts(&hermes, ""));
+        assert!(accepts(&hermes, call));
+        assert!(accepts(&hermes, &format!("Let me look.\n{call}\n{call}")));
+        // Once opened, a call must be one of the offered tools with valid arguments.
+        assert!(!accepts(&hermes, "<tool_call>\n{\"name\": \"put\""));
+        assert!(!accepts(
+            &hermes,
+            "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}"
+        ));
+        assert!(!accepts(&hermes, "Hm <tool_call> oops"));
+        // Without parallel calls, one call ends the reply.
+        let single = ToolFormat::Hermes.calls_grammar(&offered, true, false);
+        assert!(accepts(&single, call));
+        assert!(!accepts(&single, &format!("{call}\n<")));
+        // Required: no text at all.
+        let required = ToolFormat::Hermes.calls_grammar(&offered, false, true);
+        assert!(accepts(&required, call));
+        assert!(!accepts(&required, "It is"));
+
+        let llama = ToolFormat::Llama3.calls_grammar(&offered, true, true);
+        assert!(accepts(&llama, "Oslo is cold."));
+        assert!(accepts(
+            &llama,
+            r#"{"name": "get", "parameters": {"city": "Oslo"}}"#
+        ));
+        assert!(!accepts(&llama, r#"{"name": "get", "parameters": {"town""#));
     }
 }

@@ -89,7 +89,6 @@ fn json_string_prefix(s: &str) -> (String, Option<usize>) {
         match c {
             '"' => return (out, Some(i + 1)),
             '\\' => {
-                // Decode one escape when it is whole; stop before a cut one.
                 // Decode one escape when it is whole (a surrogate pair as one); stop before a
                 // cut one.
                 let rest = &s[i..];

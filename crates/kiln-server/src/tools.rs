@@ -1,6 +1,7 @@
 //! Tool calling on `/v1/chat/completions`. A model whose chat template renders tools gets
 //! them through its template and writes calls in its own syntax ([`ToolFormat`]); `required`
-//! and named calls are constrained to that syntax, `auto` is parsed afterwards. Other models
+//! and named calls are constrained to that syntax, and `auto` replies to free text in which
+//! a call, once opened, must be well-formed. Other models
 //! get the generic format (as llama.cpp's server uses for templates without tools): a system
 //! message describes the tools and the reply format, and the output is constrained by a JSON
 //! schema to either `{"tool_calls": [{"name", "arguments"}, ...]}` or `{"response": "..."}`
@@ -207,9 +208,8 @@ impl ToolPlan {
         })
     }
 
-    /// The grammar of the reply; `None` for `auto` in a model's own format (free text that
-    /// may contain calls, parsed afterwards).
-    pub fn grammar(&self) -> Option<Grammar> {
+    /// The grammar of the reply.
+    pub fn grammar(&self) -> Grammar {
         let single = !self.parallel || matches!(self.choice, Choice::Named(_));
         if self.format.is_native() {
             let offered: Vec<(&str, Value)> = self
@@ -217,8 +217,8 @@ impl ToolPlan {
                 .into_iter()
                 .map(|t| (t.name.as_str(), Self::parameters(t)))
                 .collect();
-            return (self.choice != Choice::Auto)
-                .then(|| self.format.calls_grammar(&offered, !single));
+            let auto = self.choice == Choice::Auto;
+            return self.format.calls_grammar(&offered, auto, !single);
         }
         let alts: Vec<Value> = self
             .offered()
@@ -237,13 +237,13 @@ impl ToolPlan {
             calls["maxItems"] = json!(1);
         }
         let call_obj = json!({"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": false});
-        Some(match self.choice {
+        match self.choice {
             Choice::Auto => Grammar::JsonSchema(json!({"anyOf": [
                 call_obj,
                 {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": false},
             ]})),
             _ => Grammar::JsonSchema(call_obj),
-        })
+        }
     }
 
     /// Parses a finished reply: `Ok((content, calls))` where each call is `(name, arguments

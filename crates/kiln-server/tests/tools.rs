@@ -169,7 +169,7 @@ async fn required_and_named_calls_are_valid_in_the_models_format() {
 }
 
 #[tokio::test]
-async fn auto_is_free_text_parsed_afterwards() {
+async fn auto_without_a_call_is_content() {
     let body = json!({"model": "tiny", "tools": tools(), "seed": 3, "max_tokens": 24,
         "messages": [{"role": "user", "content": "hi"}]});
     let (s, r) = post(server(), "/v1/chat/completions", &body).await;

@@ -35,10 +35,7 @@ pub async fn chat_completions(
                 "response_format cannot be combined with tools unless tool_choice is none",
             ));
         }
-        (Some(p), None) => match p.grammar() {
-            Some(g) => st.compile(&g, spec.n, "tools")?,
-            None => Vec::new(),
-        },
+        (Some(p), None) => st.compile(&p.grammar(), spec.n, "tools")?,
         (None, Some(g)) => st.compile(
             &g,
             spec.n,

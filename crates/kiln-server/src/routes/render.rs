@@ -39,7 +39,7 @@ pub fn chat_prompt(
         req.tools.as_ref(),
         req.tool_choice.as_ref(),
         req.parallel_tool_calls,
-        st.tool_format(),
+        st.tool_format,
     )?
     .filter(ToolPlan::active);
     if let Some(k) = &req.chat_template_kwargs
