@@ -42,6 +42,11 @@ impl Health {
         self.draining.store(true, Ordering::SeqCst);
     }
 
+    /// A server started again on the same engine takes requests again.
+    pub fn end_drain(&self) {
+        self.draining.store(false, Ordering::SeqCst);
+    }
+
     pub fn num_in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }

@@ -41,11 +41,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 pub use demo::DemoFiles;
-pub use engine_loop::{EngineFactory, EngineInfo};
+pub use engine_loop::{EngineFactory, EngineHandle, EngineInfo, SeqEvent};
 pub use error::ApiError;
 pub use kiln_frontend::Frontend;
 
-use engine_loop::EngineHandle;
 use error::BodyLimit;
 use state::{AppState, Shared};
 use tool_format::ToolFormat;
@@ -143,6 +142,29 @@ pub async fn start(
         None => None,
     };
     let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn(factory, kv_tx)).await??;
+    serve_engine(config, Arc::new(model), Arc::new(engine)).await
+}
+
+/// Binds and serves an engine that is already running (the desktop app's): the API's requests
+/// and the app's share its batches. Draining for shutdown refuses new API requests only.
+pub async fn start_on(
+    config: ServerConfig,
+    model: Arc<Frontend>,
+    engine: Arc<EngineHandle>,
+) -> anyhow::Result<Server> {
+    anyhow::ensure!(
+        config.kv_events.is_none(),
+        "KV-cache events are published by an engine the server starts itself"
+    );
+    serve_engine(config, model, engine).await
+}
+
+async fn serve_engine(
+    config: ServerConfig,
+    model: Arc<Frontend>,
+    engine: Arc<EngineHandle>,
+) -> anyhow::Result<Server> {
+    engine.health.end_drain();
     let info = engine.info.clone();
     tracing::info!("adapter: {}", info.adapter);
     tracing::info!(

@@ -19,8 +19,8 @@ use crate::tools::ToolPlan;
 pub struct AppState {
     pub config: ServerConfig,
     /// The model's host side: tokenizer, chat template, the model's sampling defaults.
-    pub model: Frontend,
-    pub engine: EngineHandle,
+    pub model: Arc<Frontend>,
+    pub engine: Arc<EngineHandle>,
     pub metrics: Metrics,
     pub created: u64,
     /// How the model writes tool calls (from its chat template).

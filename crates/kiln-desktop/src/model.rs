@@ -1,0 +1,125 @@
+//! Opening a model: read the file or folder, split off the front end, and start the engine on
+//! its own thread (kiln-server's engine loop: it batches every chat's requests, supervises the
+//! device and rebuilds the engine after a lost one). Runs on a background thread; progress and
+//! the result come back as [`LoadEvent`]s, so the window stays responsive.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kiln_engine::{EngineConfig, KvSize};
+use kiln_frontend::Frontend;
+use kiln_model::Model;
+use kiln_server::EngineHandle;
+
+/// What the model panel shows.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    pub name: String,
+    pub path: PathBuf,
+    pub architecture: String,
+    pub parameters: u64,
+    /// Bytes of tensors in the file.
+    pub file_bytes: u64,
+    /// The stored tensor types, as `count type`.
+    pub quantization: String,
+    pub context: usize,
+}
+
+/// A model ready to chat with.
+pub struct Loaded {
+    pub frontend: Arc<Frontend>,
+    pub engine: Arc<EngineHandle>,
+    pub info: ModelInfo,
+}
+
+pub enum LoadEvent {
+    /// `fraction` of `stage` done.
+    Progress {
+        stage: &'static str,
+        fraction: f32,
+    },
+    Done(Result<Loaded, String>),
+}
+
+/// Starts loading `path` with a KV cache of `kv_bytes`; `repaint` is called after each event.
+pub fn load(
+    path: PathBuf,
+    kv_bytes: u64,
+    repaint: impl Fn() + Send + Sync + 'static,
+) -> flume::Receiver<LoadEvent> {
+    let (tx, rx) = flume::unbounded();
+    let repaint = Arc::new(repaint);
+    std::thread::Builder::new()
+        .name("kiln-load".into())
+        .spawn(move || {
+            let r = open(&path, kv_bytes, &tx, &repaint).map_err(|e| format!("{e:#}"));
+            let _ = tx.send(LoadEvent::Done(r));
+            repaint();
+        })
+        .expect("a thread starts");
+    rx
+}
+
+fn open(
+    path: &Path,
+    kv_bytes: u64,
+    tx: &flume::Sender<LoadEvent>,
+    repaint: &Arc<impl Fn() + Send + Sync + 'static>,
+) -> anyhow::Result<Loaded> {
+    let _ = tx.send(LoadEvent::Progress {
+        stage: "reading",
+        fraction: 0.0,
+    });
+    repaint();
+    let model = Model::load(path)?;
+    let c = &model.config;
+    let (file_bytes, types) = model.weights.stored_bytes();
+    let info = ModelInfo {
+        name: path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| model.source.clone()),
+        path: path.to_path_buf(),
+        architecture: c.architecture.gguf_name().to_string(),
+        parameters: c.param_count() as u64,
+        file_bytes,
+        quantization: types
+            .iter()
+            .map(|(t, n)| format!("{n} {t}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        context: c.max_position_embeddings,
+    };
+    let (frontend, config, weights) = Frontend::split(model);
+    let ec = EngineConfig {
+        max_num_seqs: 16,
+        kv: KvSize::Bytes(kv_bytes),
+        ..EngineConfig::default()
+    };
+    let (tx, repaint) = (tx.clone(), repaint.clone());
+    // The engine gets its own wgpu device, apart from the window's: a long prefill does not
+    // hold the UI's frames, and a lost engine device leaves the window alone.
+    let factory: kiln_server::EngineFactory = Box::new(move || {
+        let ctx = pollster::block_on(kiln_gpu::GpuContext::new())?;
+        let mut progress = |done: usize, total: usize| {
+            let _ = tx.send(LoadEvent::Progress {
+                stage: "uploading",
+                fraction: done as f32 / total.max(1) as f32,
+            });
+            repaint();
+        };
+        Ok(kiln_engine::Engine::new(
+            &ctx,
+            &config,
+            &weights,
+            ec.clone(),
+            &mut progress,
+        )?)
+    });
+    let engine = EngineHandle::spawn(factory, None)?;
+    Ok(Loaded {
+        frontend: Arc::new(frontend),
+        engine: Arc::new(engine),
+        info,
+    })
+}

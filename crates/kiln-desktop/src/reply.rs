@@ -1,0 +1,151 @@
+//! One reply being generated: its request in the engine, its text as it streams (decoded
+//! incrementally and cut at stop strings by the shared front end), and its timings. The window
+//! polls it each frame; several replies (one per chat) run at once and share the engine's
+//! forward passes.
+
+use std::time::Instant;
+
+use kiln_engine::FinishReason;
+use kiln_frontend::{GenerationParams, TextStream};
+use kiln_model::ChatMessage;
+use kiln_server::SeqEvent;
+
+use crate::model::Loaded;
+use crate::store::{Chat, ReplyStats, Sampling};
+
+/// Tokens a reply may take when the chat sets no limit (the context permitting).
+pub const DEFAULT_MAX_TOKENS: usize = 2048;
+
+pub struct Generation {
+    id: u64,
+    updates: flume::Receiver<SeqEvent>,
+    stream: TextStream,
+    started: Instant,
+    first: Option<Instant>,
+    prompt_tokens: usize,
+    cached_tokens: usize,
+    generated: usize,
+}
+
+/// What a poll found.
+#[derive(Debug, PartialEq)]
+pub enum Poll {
+    /// More text (possibly none yet).
+    Text(String),
+    /// The last text and how the reply went.
+    Done(String, ReplyStats),
+    /// The engine failed the request.
+    Failed(String),
+}
+
+pub fn params(s: &Sampling) -> GenerationParams {
+    GenerationParams {
+        temperature: s.temperature,
+        top_p: s.top_p,
+        top_k: s.top_k,
+        min_p: s.min_p,
+        repetition_penalty: s.repetition_penalty,
+        seed: s.seed,
+        max_tokens: s.max_tokens,
+        ..GenerationParams::default()
+    }
+}
+
+impl Generation {
+    /// Queues the reply to `chat`'s messages; an error (a bad setting, a conversation longer
+    /// than the context) is for the user to read.
+    pub fn start(model: &Loaded, chat: &Chat) -> Result<Generation, String> {
+        let f = &model.frontend;
+        let spec = params(&chat.sampling)
+            .resolve(&f.defaults, None)
+            .map_err(|e| e.to_string())?;
+        let messages: Vec<ChatMessage> = chat
+            .messages
+            .iter()
+            .map(|m| ChatMessage::new(&m.role, &m.text))
+            .collect();
+        let system = Some(chat.system.as_str()).filter(|s| !s.trim().is_empty());
+        let prompt = f.chat_tokens(messages, system).map_err(|e| e.to_string())?;
+        let max_tokens = f
+            .check_prompt(
+                &prompt,
+                model.engine.info.max_len,
+                spec.max_tokens,
+                Some(DEFAULT_MAX_TOKENS),
+            )
+            .map_err(|e| e.to_string())?;
+        let id = model.engine.next_id();
+        let seed = spec.seed.unwrap_or_else(rand::random);
+        let prompt_tokens = prompt.len();
+        let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
+        let updates = model.engine.add(request, None);
+        Ok(Generation {
+            id,
+            updates,
+            stream: spec.text_stream(),
+            started: Instant::now(),
+            first: None,
+            prompt_tokens,
+            cached_tokens: 0,
+            generated: 0,
+        })
+    }
+
+    /// Takes what has arrived, without waiting.
+    pub fn poll(&mut self, model: &Loaded) -> Poll {
+        let mut text = String::new();
+        while let Ok(event) = self.updates.try_recv() {
+            let u = match event {
+                SeqEvent::Update(u) => u,
+                SeqEvent::Rejected(e) | SeqEvent::Error(e) => return Poll::Failed(e),
+            };
+            self.cached_tokens = u.num_cached_tokens;
+            let token = u.token.as_ref().map(|t| t.token_id);
+            if token.is_some() {
+                self.generated += 1;
+                self.first.get_or_insert_with(Instant::now);
+            }
+            let last = u.finished.is_some();
+            let piece = match self.stream.next(&model.frontend.tokenizer, token, last) {
+                Ok(p) => p,
+                Err(e) => return Poll::Failed(e.to_string()),
+            };
+            text += &piece.text;
+            if piece.stopped {
+                model.engine.abort(self.id);
+                return Poll::Done(text, self.stats("stop"));
+            }
+            if let Some(f) = u.finished {
+                let end = if f == FinishReason::Length {
+                    "length"
+                } else {
+                    "stop"
+                };
+                return Poll::Done(text, self.stats(end));
+            }
+        }
+        if self.updates.is_disconnected() && self.updates.is_empty() {
+            return Poll::Failed("the engine stopped".into());
+        }
+        Poll::Text(text)
+    }
+
+    /// Stops the reply (its KV blocks are freed); returns how it went.
+    pub fn stop(self, model: &Loaded) -> ReplyStats {
+        model.engine.abort(self.id);
+        self.stats("stopped")
+    }
+
+    fn stats(&self, end: &str) -> ReplyStats {
+        let now = Instant::now();
+        let first = self.first.unwrap_or(now);
+        ReplyStats {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            generated: self.generated,
+            ttft_s: (first - self.started).as_secs_f64(),
+            decode_s: (now - first).as_secs_f64(),
+            end: end.into(),
+        }
+    }
+}

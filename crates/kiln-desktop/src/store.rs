@@ -1,0 +1,282 @@
+//! What the app keeps on disk, in `kiln-desktop/` under the platform's data directory (or
+//! `--data-dir`): one JSON file per chat in `chats/`, and the app's settings in
+//! `settings.json`. Every change is written at once; a file that cannot be read is reported,
+//! not overwritten.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A chat's sampling knobs; `None` takes the model's own default (its generation config,
+/// then kiln's).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(default)]
+pub struct Sampling {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub max_tokens: Option<i64>,
+    pub seed: Option<i64>,
+}
+
+/// How a reply went: shown under it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ReplyStats {
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: usize,
+    pub generated: usize,
+    /// Send to first token.
+    pub ttft_s: f64,
+    /// First token to last.
+    pub decode_s: f64,
+    /// `stop`, `length` or `stopped` (the stop button).
+    pub end: String,
+}
+
+impl ReplyStats {
+    pub fn tokens_per_s(&self) -> f64 {
+        self.generated.saturating_sub(1) as f64 / self.decode_s.max(1e-9)
+    }
+
+    pub fn line(&self) -> String {
+        let end = match self.end.as_str() {
+            "length" => " · cut at the token limit",
+            "stopped" => " · stopped",
+            _ => "",
+        };
+        format!(
+            "{:.1} tokens/s · {:.2} s to first token · {} tokens · {} prompt tokens, {} from cache{end}",
+            self.tokens_per_s(),
+            self.ttft_s,
+            self.generated,
+            self.prompt_tokens,
+            self.cached_tokens
+        )
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Message {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<ReplyStats>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Chat {
+    pub id: String,
+    pub title: String,
+    #[serde(default)]
+    pub system: String,
+    #[serde(default)]
+    pub sampling: Sampling,
+    #[serde(default)]
+    pub messages: Vec<Message>,
+}
+
+impl Default for Chat {
+    fn default() -> Chat {
+        Chat::new()
+    }
+}
+
+impl Chat {
+    pub fn new() -> Chat {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        Chat {
+            id: format!("{stamp}-{:04x}", rand::random::<u16>()),
+            title: "New chat".into(),
+            system: String::new(),
+            sampling: Sampling::default(),
+            messages: Vec::new(),
+        }
+    }
+
+    /// The chat as Markdown, for export.
+    pub fn to_markdown(&self) -> String {
+        let mut out = format!("# {}\n\n", self.title);
+        if !self.system.is_empty() {
+            out += &format!("**system**: {}\n\n", self.system);
+        }
+        for m in &self.messages {
+            out += &format!("**{}**:\n\n{}\n\n", m.role, m.text);
+        }
+        out
+    }
+}
+
+/// The app's settings.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(default)]
+pub struct Settings {
+    pub last_model: Option<PathBuf>,
+    /// Most recent first.
+    pub recent_models: Vec<PathBuf>,
+    pub dark: bool,
+    pub font_size: f32,
+    /// GPU memory for the KV cache, in MiB.
+    pub kv_memory_mib: u64,
+    /// Where the local API listens when switched on.
+    pub api_port: u16,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            last_model: None,
+            recent_models: Vec::new(),
+            dark: true,
+            font_size: 14.0,
+            kv_memory_mib: 256,
+            api_port: 8000,
+        }
+    }
+}
+
+impl Settings {
+    /// Records `path` as the last model opened.
+    pub fn opened(&mut self, path: &Path) {
+        self.recent_models.retain(|p| p != path);
+        self.recent_models.insert(0, path.to_path_buf());
+        self.recent_models.truncate(8);
+        self.last_model = Some(path.to_path_buf());
+    }
+}
+
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// The store under `dir`, or under the platform's data directory.
+    pub fn open(dir: Option<PathBuf>) -> anyhow::Result<Store> {
+        let dir = match dir {
+            Some(d) => d,
+            None => dirs::data_dir()
+                .ok_or_else(|| {
+                    anyhow::anyhow!("this platform has no data directory; pass --data-dir")
+                })?
+                .join("kiln-desktop"),
+        };
+        std::fs::create_dir_all(dir.join("chats"))
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        Ok(Store { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn chat_path(&self, id: &str) -> PathBuf {
+        self.dir.join("chats").join(format!("{id}.json"))
+    }
+
+    /// The saved chats, oldest first, and a line for each file that could not be read.
+    pub fn load_chats(&self) -> (Vec<Chat>, Vec<String>) {
+        let (mut chats, mut errors) = (Vec::new(), Vec::new());
+        let Ok(entries) = std::fs::read_dir(self.dir.join("chats")) else {
+            return (chats, errors);
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        for p in paths {
+            let read = std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Chat>(&b).map_err(|e| e.to_string()));
+            match read {
+                Ok(c) => chats.push(c),
+                Err(e) => errors.push(format!("{}: {e}", p.display())),
+            }
+        }
+        (chats, errors)
+    }
+
+    pub fn save_chat(&self, chat: &Chat) -> anyhow::Result<()> {
+        write_json(&self.chat_path(&chat.id), chat)
+    }
+
+    pub fn delete_chat(&self, id: &str) -> anyhow::Result<()> {
+        let p = self.chat_path(id);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(anyhow::anyhow!("cannot delete {}: {e}", p.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The settings; defaults when there are none yet, an error when the file is unreadable.
+    pub fn load_settings(&self) -> anyhow::Result<Settings> {
+        let p = self.dir.join("settings.json");
+        match std::fs::read(&p) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| anyhow::anyhow!("{}: {e} (defaults used)", p.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+            Err(e) => Err(anyhow::anyhow!("{}: {e} (defaults used)", p.display())),
+        }
+    }
+
+    pub fn save_settings(&self, s: &Settings) -> anyhow::Result<()> {
+        write_json(&self.dir.join("settings.json"), s)
+    }
+}
+
+/// Writes through a temporary file, so a crash never leaves half a file.
+fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let bytes = serde_json::to_vec_pretty(value)?;
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chats_and_settings_round_trip_and_bad_files_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(Some(dir.path().to_path_buf())).unwrap();
+        let mut chat = Chat::new();
+        chat.title = "Rust".into();
+        chat.sampling.temperature = Some(0.5);
+        chat.messages.push(Message {
+            role: "user".into(),
+            text: "hi".into(),
+            stats: None,
+        });
+        store.save_chat(&chat).unwrap();
+        std::fs::write(dir.path().join("chats/broken.json"), "{").unwrap();
+        let (chats, errors) = store.load_chats();
+        assert_eq!(chats, vec![chat.clone()]);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("broken.json"), "{errors:?}");
+        store.delete_chat(&chat.id).unwrap();
+        assert!(store.load_chats().0.is_empty());
+
+        let mut s = store.load_settings().unwrap();
+        assert_eq!(s, Settings::default());
+        s.opened(Path::new("/m/a.gguf"));
+        s.opened(Path::new("/m/b.gguf"));
+        s.opened(Path::new("/m/a.gguf"));
+        store.save_settings(&s).unwrap();
+        let back = store.load_settings().unwrap();
+        assert_eq!(
+            back.recent_models,
+            vec![PathBuf::from("/m/a.gguf"), "/m/b.gguf".into()]
+        );
+        assert_eq!(back.last_model, Some("/m/a.gguf".into()));
+    }
+}

@@ -1,0 +1,114 @@
+//! The conversation: messages (replies as Markdown, with their speed line), copy, edit and
+//! regenerate, and the message box with Send / Stop.
+
+use eframe::egui;
+
+use crate::app::{DesktopApp, ModelState};
+
+pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
+    notices(app, ui);
+    egui::Panel::bottom("composer").show(ui, |ui| composer(app, ui));
+    let generating = app.is_generating();
+    let mut action = None;
+    egui::ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .stick_to_bottom(true)
+        .show(ui, |ui| {
+            let chat = &app.chats[app.current];
+            if chat.messages.is_empty() {
+                ui.weak(match app.model {
+                    ModelState::Ready(_) => "Write a message below.",
+                    _ => "Open a model on the right (or drop a GGUF file or a model folder here).",
+                });
+            }
+            let last = chat.messages.len().saturating_sub(1);
+            for (i, m) in chat.messages.iter().enumerate() {
+                ui.add_space(8.0);
+                ui.strong(if m.role == "user" { "You" } else { "Assistant" });
+                if m.role == "assistant" {
+                    egui_commonmark::CommonMarkViewer::new().show(ui, &mut app.markdown, &m.text);
+                } else {
+                    ui.label(&m.text);
+                }
+                if let Some(s) = &m.stats {
+                    ui.small(s.line());
+                }
+                ui.horizontal(|ui| {
+                    let busy = generating && i == last;
+                    if !busy && ui.small_button("Copy").clicked() {
+                        ui.ctx().copy_text(m.text.clone());
+                    }
+                    if !generating && m.role == "user" && ui.small_button("Edit").clicked() {
+                        action = Some(Action::Edit(i));
+                    }
+                    if !generating
+                        && i == last
+                        && m.role == "assistant"
+                        && ui.small_button("Regenerate").clicked()
+                    {
+                        action = Some(Action::Regenerate);
+                    }
+                });
+            }
+        });
+    match action {
+        Some(Action::Edit(i)) => app.edit(i),
+        Some(Action::Regenerate) => app.regenerate(),
+        None => {}
+    }
+}
+
+enum Action {
+    Edit(usize),
+    Regenerate,
+}
+
+fn notices(app: &mut DesktopApp, ui: &mut egui::Ui) {
+    let mut dismiss = None;
+    for (i, n) in app.notices.iter().enumerate() {
+        ui.horizontal(|ui| {
+            ui.colored_label(ui.visuals().error_fg_color, n);
+            if ui.small_button("Dismiss").clicked() {
+                dismiss = Some(i);
+            }
+        });
+    }
+    if let Some(i) = dismiss {
+        app.notices.remove(i);
+    }
+}
+
+fn composer(app: &mut DesktopApp, ui: &mut egui::Ui) {
+    ui.add_space(6.0);
+    let ready = app.loaded().is_some();
+    let generating = app.is_generating();
+    let label = ui.label("Message");
+    let mut clicked = false;
+    let mut enter = false;
+    ui.horizontal(|ui| {
+        let edit = ui
+            .add_sized(
+                [ui.available_width() - 70.0, 56.0],
+                egui::TextEdit::multiline(&mut app.input)
+                    .hint_text("Enter sends, Shift+Enter starts a new line"),
+            )
+            .labelled_by(label.id);
+        enter =
+            edit.has_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter) && !i.modifiers.shift);
+        clicked = if generating {
+            ui.button("Stop").clicked()
+        } else {
+            ui.add_enabled(ready, egui::Button::new("Send")).clicked()
+        };
+    });
+    if enter && app.input.ends_with('\n') {
+        // The key also typed a newline.
+        app.input.pop();
+    }
+    if clicked && generating {
+        app.stop();
+    } else if (clicked || enter) && !generating {
+        app.send();
+    }
+    ui.add_space(6.0);
+}

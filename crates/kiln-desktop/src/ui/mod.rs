@@ -1,0 +1,40 @@
+//! Drawing the window: chats on the left, the model and settings on the right, the
+//! conversation in the middle. Every control has a label (the UI tests find them by it, and
+//! screen readers read them).
+
+mod conversation;
+mod side_panel;
+mod sidebar;
+
+use eframe::egui;
+
+use crate::app::{DesktopApp, ModelState};
+
+/// One frame.
+pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
+    app.poll();
+    // A model file or folder dropped on the window opens it.
+    let dropped = ui.ctx().input(|i| {
+        i.raw
+            .dropped_files
+            .iter()
+            .map(|f| f.path().to_path_buf())
+            .find(|p| !p.as_os_str().is_empty())
+    });
+    if let Some(path) = dropped {
+        app.open_model(path);
+    }
+    egui::Panel::left("chats")
+        .default_size(220.0)
+        .show(ui, |ui| sidebar::show(app, ui));
+    egui::Panel::right("model")
+        .default_size(320.0)
+        .max_size(480.0)
+        .show(ui, |ui| side_panel::show(app, ui));
+    egui::CentralPanel::default_margins().show(ui, |ui| conversation::show(app, ui));
+    let busy = !app.generating.is_empty() || matches!(app.model, ModelState::Loading { .. });
+    if busy {
+        // Replies stream in from the engine thread: keep drawing while they do.
+        ui.ctx().request_repaint();
+    }
+}

@@ -1,0 +1,277 @@
+//! The desktop app driven through its UI (egui_kittest, rendered through wgpu on whatever
+//! adapter the machine has: lavapipe here), with the tiny random model: the streamed reply
+//! equals the engine's own greedy output, the stop button ends a reply mid-stream, two chats
+//! generate at once, chats survive a restart, and a bad model file shows its error. The
+//! accessibility check is on: every control must have a label.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use kiln_desktop::store::Store;
+use kiln_desktop::{DesktopApp, ModelState};
+use kiln_engine::{Engine, EngineConfig, KvSize};
+use kiln_frontend::{Frontend, GenerationParams};
+use kiln_model::testing::{TinyConfig, write_tiny_gguf};
+use kiln_model::{ChatMessage, DType, Model};
+
+const MAX_TOKENS: i64 = 24;
+
+fn tiny_model(dir: &Path) -> PathBuf {
+    let path = dir.join("tiny.gguf");
+    write_tiny_gguf(&path, &TinyConfig::default(), 7, DType::F32).unwrap();
+    path
+}
+
+/// The engine's greedy reply to one user message, decoded by the shared front end.
+fn greedy_reply(model: &Path, user: &str) -> String {
+    let (frontend, config, weights) = Frontend::split(Model::load(model).unwrap());
+    let ctx = pollster::block_on(kiln_gpu::GpuContext::new()).expect("a GPU adapter (lavapipe)");
+    let ec = EngineConfig {
+        kv: KvSize::Blocks(64),
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(&ctx, &config, &weights, ec, &mut |_, _| {}).unwrap();
+    let spec = GenerationParams {
+        temperature: Some(0.0),
+        max_tokens: Some(MAX_TOKENS),
+        ..Default::default()
+    }
+    .resolve(&frontend.defaults, None)
+    .unwrap();
+    let prompt = frontend
+        .chat_tokens(vec![ChatMessage::new("user", user)], None)
+        .unwrap();
+    let request = frontend.request(&spec, 1, prompt, MAX_TOKENS as usize, 0, 0);
+    engine.add_request(request).unwrap();
+    let mut stream = spec.text_stream();
+    let mut text = String::new();
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).unwrap() {
+            let token = u.token.map(|t| t.token_id);
+            let piece = stream
+                .next(&frontend.tokenizer, token, u.finished.is_some())
+                .unwrap();
+            text += &piece.text;
+        }
+    }
+    text
+}
+
+/// The app over a store in `store_dir`, opening `model`. A random model writes characters
+/// no bundled font has: those tests allow missing glyphs (drawn as boxes, as the real window
+/// does); the others check that every label the app writes itself can be drawn.
+fn harness(
+    store_dir: &Path,
+    model: Option<PathBuf>,
+    random_text: bool,
+) -> Harness<'static, DesktopApp> {
+    let store = Store::open(Some(store_dir.to_path_buf())).unwrap();
+    let ctx = egui::Context::default();
+    let app = DesktopApp::new(store, model, &ctx);
+    let mut b = Harness::builder().with_size([1100.0, 720.0]).wgpu();
+    if random_text {
+        b = b.allow_missing_glyphs();
+    }
+    b.build_ui_state(|ui, app: &mut DesktopApp| app.show(ui), app)
+}
+
+/// Steps the UI until `done` holds (a real-time bound: the engine runs on its own thread).
+fn step_until(h: &mut Harness<'_, DesktopApp>, what: &str, done: impl Fn(&DesktopApp) -> bool) {
+    let start = Instant::now();
+    while !done(h.state()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "timed out waiting for {what}"
+        );
+        h.step();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.run_ok();
+}
+
+fn ready(app: &DesktopApp) -> bool {
+    if let ModelState::Failed { error, .. } = &app.model {
+        panic!("the model failed to open: {error}");
+    }
+    matches!(app.model, ModelState::Ready(_))
+}
+
+/// Greedy decoding with a token limit, for the current chat.
+fn greedy(h: &mut Harness<'_, DesktopApp>) {
+    let app = h.state_mut();
+    let s = &mut app.chats[app.current].sampling;
+    s.temperature = Some(0.0);
+    s.max_tokens = Some(MAX_TOKENS);
+}
+
+fn send(h: &mut Harness<'_, DesktopApp>, text: &str) {
+    h.get_by_label("Message").focus();
+    h.step();
+    h.get_by_label("Message").type_text(text);
+    h.step();
+    h.get_by_label("Send").click();
+    h.step();
+}
+
+fn last_reply(app: &DesktopApp, chat: usize) -> &kiln_desktop::store::Message {
+    let m = app.chats[chat].messages.last().unwrap();
+    assert_eq!(m.role, "assistant");
+    m
+}
+
+#[test]
+fn replies_stream_equal_to_the_engine_and_two_chats_run_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let expected = [
+        greedy_reply(&model, "hello there"),
+        greedy_reply(&model, "and again"),
+    ];
+    assert!(!expected[0].is_empty() && expected[0] != expected[1]);
+
+    let mut h = harness(&dir.path().join("store"), Some(model.clone()), true);
+    step_until(&mut h, "the model to open", ready);
+    h.get_by_label_contains("tiny");
+    greedy(&mut h);
+    send(&mut h, "hello there");
+    assert_eq!(h.state().chats[0].messages[0].text, "hello there");
+    assert_eq!(h.state().chats[0].title, "hello there");
+    // A second chat starts while the first may still be generating.
+    h.get_by_label("+ New chat").click();
+    h.step();
+    assert_eq!(h.state().current, 1);
+    greedy(&mut h);
+    send(&mut h, "and again");
+    let mut together = h.state().generating.len() == 2;
+    let start = Instant::now();
+    while !h.state().generating.is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "replies did not finish"
+        );
+        together |= h.state().generating.len() == 2;
+        h.step();
+    }
+    h.run_ok();
+    for (chat, expected) in expected.iter().enumerate() {
+        let reply = last_reply(h.state(), chat);
+        assert_eq!(&reply.text, expected, "chat {chat}");
+        let stats = reply.stats.as_ref().unwrap();
+        assert_eq!(stats.end, "length");
+        assert_eq!(stats.generated, MAX_TOKENS as usize);
+    }
+    assert!(together, "the two replies never ran at the same time");
+    // The speed line is shown under the reply.
+    h.get_all_by_label_contains("tokens/s").next().unwrap();
+
+    // The frame renders through wgpu (lavapipe here) to an image with a reply in it.
+    let image = h.render().expect("the window renders through wgpu");
+    assert_eq!((image.width(), image.height()), (1100, 720));
+    let first = image.get_pixel(0, 0);
+    assert!(image.pixels().filter(|p| *p != first).count() > 10_000);
+    image
+        .save(Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop-ui.png"))
+        .unwrap();
+
+    // Switch back to the first chat by its title; restart over the same store.
+    h.get_all_by_label("hello there").next().unwrap().click();
+    h.run_ok();
+    assert_eq!(h.state().current, 0);
+    let chats = h.state().chats.clone();
+    drop(h);
+    let h = harness(&dir.path().join("store"), None, true);
+    assert_eq!(h.state().chats, chats);
+    assert_eq!(
+        h.state().settings.last_model.as_deref(),
+        Some(model.as_path())
+    );
+}
+
+#[test]
+fn the_stop_button_ends_a_reply_mid_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let mut h = harness(&dir.path().join("store"), Some(model), true);
+    step_until(&mut h, "the model to open", ready);
+    {
+        let app = h.state_mut();
+        let s = &mut app.chats[0].sampling;
+        s.temperature = Some(0.0);
+        s.max_tokens = Some(400);
+    }
+    send(&mut h, "tell me a long story");
+    step_until(&mut h, "the first text", |a| {
+        a.chats[0]
+            .messages
+            .last()
+            .is_some_and(|m| !m.text.is_empty())
+    });
+    h.get_by_label("Stop").click();
+    h.run_ok();
+    assert!(h.state().generating.is_empty());
+    let reply = last_reply(h.state(), 0);
+    let stats = reply.stats.clone().unwrap();
+    assert_eq!(stats.end, "stopped");
+    assert!(stats.generated < 400, "{stats:?}");
+    // The KV blocks of the stopped reply are freed once the engine takes the abort.
+    let ModelState::Ready(m) = &h.state().model else {
+        unreachable!()
+    };
+    let engine = m.engine.clone();
+    let start = Instant::now();
+    while engine.stats().num_running > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the reply kept running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Regenerate replaces the reply.
+    h.get_by_label("Regenerate").click();
+    h.step();
+    assert!(h.state().is_generating(), "{:?}", h.state().notices);
+    assert!(last_reply(h.state(), 0).stats.is_none());
+    h.step();
+    if h.state().is_generating() {
+        h.get_by_label("Stop").click();
+    }
+    h.run_ok();
+    // Edit takes the message back into the box, dropping it and the reply; sending again
+    // asks anew.
+    h.get_by_label("Edit").click();
+    h.run_ok();
+    assert!(h.state().chats[0].messages.is_empty());
+    assert_eq!(h.state().input, "tell me a long story");
+    h.get_by_label("Send").click();
+    h.step();
+    assert!(h.state().is_generating());
+    assert_eq!(h.state().chats[0].messages[0].text, "tell me a long story");
+}
+
+#[test]
+fn a_bad_model_file_shows_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("broken.gguf");
+    std::fs::write(&bad, b"not a model").unwrap();
+    let mut h = harness(&dir.path().join("store"), None, false);
+    h.get_by_label("Model path").focus();
+    h.step();
+    h.get_by_label("Model path")
+        .type_text(&bad.display().to_string());
+    h.step();
+    h.get_by_label("Open").click();
+    step_until(&mut h, "the error", |a| {
+        matches!(a.model, ModelState::Failed { .. })
+    });
+    // The window names the file and why it cannot be read.
+    let ModelState::Failed { error, .. } = &h.state().model else {
+        unreachable!()
+    };
+    assert!(error.contains("broken.gguf"), "{error}");
+    h.get_by_label_contains(&format!("Cannot open {}", bad.display()));
+    // Nothing was recorded as a model that opens.
+    assert!(h.state().settings.recent_models.is_empty());
+}
