@@ -19,7 +19,7 @@ if command -v apt-get >/dev/null; then
   else
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers libvulkan1 vulkan-tools >/dev/null
   fi
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv unzip tmux >/dev/null || true
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv unzip tmux xvfb >/dev/null || true
 fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
 echo "setup: Vulkan driver and tools installed"

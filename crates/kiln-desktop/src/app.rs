@@ -50,7 +50,7 @@ pub struct DesktopApp {
     pub api: Option<Api>,
     /// A scripted run's steps (`--prompt`, `--screenshot`).
     pub script: Option<crate::script::Script>,
-    repaint: Option<egui::Context>,
+    repaint: egui::Context,
 }
 
 impl DesktopApp {
@@ -79,7 +79,7 @@ impl DesktopApp {
             markdown: Default::default(),
             api: None,
             script: None,
-            repaint: Some(ctx.clone()),
+            repaint: ctx.clone(),
             settings,
         };
         app.apply_style(ctx);
@@ -122,12 +122,8 @@ impl DesktopApp {
     pub fn open_model(&mut self, path: PathBuf) {
         self.stop_all();
         let repaint = self.repaint.clone();
-        let events =
-            crate::model::load(path.clone(), self.settings.kv_memory_mib << 20, move || {
-                if let Some(c) = &repaint {
-                    c.request_repaint();
-                }
-            });
+        let kv_bytes = self.settings.kv_memory_mib << 20;
+        let events = crate::model::load(path.clone(), kv_bytes, move || repaint.request_repaint());
         self.path_input = path.display().to_string();
         self.model = ModelState::Loading {
             path,

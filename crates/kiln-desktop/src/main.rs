@@ -1,3 +1,4 @@
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 //! `kiln-desktop [--model PATH] [--data-dir DIR]`: the chat window.
 
 use std::path::PathBuf;
@@ -17,13 +18,18 @@ struct Args {
     /// Where chats and settings are kept (default: kiln-desktop in the platform's data folder).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Once the model is open, send this message in a new chat.
+    /// Once the model is open, send this message in a new chat (repeat it for several chats
+    /// at once).
     #[arg(long)]
-    prompt: Option<String>,
+    prompt: Vec<String>,
     /// Once the model is open and every reply has finished, save the window to this PNG file
     /// and quit.
     #[arg(long)]
     screenshot: Option<PathBuf>,
+    /// With --prompt: draw continuously while the reply is generated and report the frame
+    /// rate the window keeps (a benchmark).
+    #[arg(long)]
+    frame_rate: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,7 +43,7 @@ fn main() -> anyhow::Result<()> {
             .with_drag_and_drop(true),
         ..Default::default()
     };
-    let script = Script::new(args.prompt, args.screenshot, launched);
+    let script = Script::new(args.prompt, args.screenshot, args.frame_rate, launched);
     let outcome = script.as_ref().map(|s| s.outcome.clone());
     eframe::run_native(
         "kiln",

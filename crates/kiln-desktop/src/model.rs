@@ -25,11 +25,16 @@ pub struct ModelInfo {
     pub context: usize,
 }
 
+/// Asks the window for a new frame (from any thread).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
 /// A model ready to chat with.
 pub struct Loaded {
     pub frontend: Arc<Frontend>,
     pub engine: Arc<EngineHandle>,
     pub info: ModelInfo,
+    /// Called when a reply has news, so the window draws only then.
+    pub wake: Wake,
 }
 
 pub enum LoadEvent {
@@ -48,7 +53,7 @@ pub fn load(
     repaint: impl Fn() + Send + Sync + 'static,
 ) -> flume::Receiver<LoadEvent> {
     let (tx, rx) = flume::unbounded();
-    let repaint = Arc::new(repaint);
+    let repaint: Wake = Arc::new(repaint);
     std::thread::Builder::new()
         .name("kiln-load".into())
         .spawn(move || {
@@ -64,7 +69,7 @@ fn open(
     path: &Path,
     kv_bytes: u64,
     tx: &flume::Sender<LoadEvent>,
-    repaint: &Arc<impl Fn() + Send + Sync + 'static>,
+    repaint: &Wake,
 ) -> anyhow::Result<Loaded> {
     let _ = tx.send(LoadEvent::Progress {
         stage: "reading",
@@ -96,6 +101,7 @@ fn open(
         kv: KvSize::Bytes(kv_bytes),
         ..EngineConfig::default()
     };
+    let wake = repaint.clone();
     let (tx, repaint) = (tx.clone(), repaint.clone());
     // The engine gets its own wgpu device, apart from the window's: a long prefill does not
     // hold the UI's frames, and a lost engine device leaves the window alone.
@@ -121,5 +127,6 @@ fn open(
         frontend: Arc::new(frontend),
         engine: Arc::new(engine),
         info,
+        wake,
     })
 }

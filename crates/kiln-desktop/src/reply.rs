@@ -10,7 +10,7 @@ use kiln_frontend::{GenerationParams, TextStream};
 use kiln_model::ChatMessage;
 use kiln_server::SeqEvent;
 
-use crate::model::Loaded;
+use crate::model::{Loaded, Wake};
 use crate::store::{Chat, ReplyStats, Sampling};
 
 /// Tokens a reply may take when the chat sets no limit (the context permitting).
@@ -51,6 +51,26 @@ pub fn params(s: &Sampling) -> GenerationParams {
     }
 }
 
+/// Forwards a request's events and wakes the window after each, so it draws when text
+/// arrives and not otherwise. Ends when either side is gone (a dropped reply drops the
+/// engine's receiver, which aborts the request).
+fn relay(events: flume::Receiver<SeqEvent>, wake: Wake) -> flume::Receiver<SeqEvent> {
+    let (tx, rx) = flume::unbounded();
+    std::thread::Builder::new()
+        .name("kiln-reply".into())
+        .spawn(move || {
+            for e in events.iter() {
+                if tx.send(e).is_err() {
+                    break;
+                }
+                wake();
+            }
+            wake();
+        })
+        .expect("a thread starts");
+    rx
+}
+
 impl Generation {
     /// Queues the reply to `chat`'s messages; an error (a bad setting, a conversation longer
     /// than the context) is for the user to read.
@@ -78,7 +98,7 @@ impl Generation {
         let seed = spec.seed.unwrap_or_else(rand::random);
         let prompt_tokens = prompt.len();
         let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
-        let updates = model.engine.add(request, None);
+        let updates = relay(model.engine.add(request, None), model.wake.clone());
         Ok(Generation {
             id,
             updates,

@@ -14,12 +14,18 @@ use crate::app::{DesktopApp, ModelState};
 const SETTLE_FRAMES: u32 = 5;
 
 pub struct Script {
-    prompt: Option<String>,
+    /// Each sent in its own new chat, all at once.
+    prompts: Vec<String>,
+    /// When they were sent, and the chats they went to.
+    sent: Option<Instant>,
+    chats: Vec<String>,
     screenshot: Option<PathBuf>,
     phase: Phase,
     /// What went wrong, for `main` to report once the window closes.
     pub outcome: Arc<Mutex<Option<String>>>,
     launched: Instant,
+    /// Draw continuously while the reply is generated, and report the frame rate.
+    measure_frames: bool,
     /// Frame times while the reply was generated.
     reply_frames: Vec<Instant>,
 }
@@ -35,12 +41,16 @@ enum Phase {
 impl Script {
     /// `launched`: when the process started (the first frame's delay is reported from it).
     pub fn new(
-        prompt: Option<String>,
+        prompts: Vec<String>,
         screenshot: Option<PathBuf>,
+        measure_frames: bool,
         launched: Instant,
     ) -> Option<Script> {
-        (prompt.is_some() || screenshot.is_some()).then(|| Script {
-            prompt,
+        (!prompts.is_empty() || screenshot.is_some()).then(|| Script {
+            measure_frames,
+            prompts,
+            sent: None,
+            chats: Vec::new(),
             screenshot,
             phase: Phase::WaitingForModel,
             outcome: Default::default(),
@@ -49,25 +59,31 @@ impl Script {
         })
     }
 
-    /// Moves the script on after a frame.
+    /// Moves the script on after a frame. While the reply is generated the window draws when
+    /// text arrives, or continuously when measuring (the frame rate it can keep while the
+    /// engine works).
     pub fn frame(&mut self, app: &mut DesktopApp, ctx: &egui::Context) {
-        ctx.request_repaint();
+        if !matches!(self.phase, Phase::Replying) || self.measure_frames {
+            ctx.request_repaint();
+        }
         if ctx.cumulative_frame_nr() == 0 {
             eprintln!(
                 "first frame {:.0} ms after launch",
                 self.launched.elapsed().as_secs_f64() * 1e3
             );
         }
-        if matches!(self.phase, Phase::Replying) {
+        if matches!(self.phase, Phase::Replying) && self.measure_frames {
             self.reply_frames.push(Instant::now());
         }
         self.phase = match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::WaitingForModel => match &app.model {
                 ModelState::Ready(_) => {
-                    if let Some(p) = self.prompt.take() {
+                    self.sent = Some(Instant::now());
+                    for p in std::mem::take(&mut self.prompts) {
                         app.new_chat();
                         app.input = p;
                         app.send();
+                        self.chats.push(app.chat().id.clone());
                     }
                     Phase::Replying
                 }
@@ -80,6 +96,7 @@ impl Script {
             },
             Phase::Replying if app.generating.is_empty() => {
                 self.report_frames();
+                self.report_replies(app);
                 Phase::Settling(0)
             }
             Phase::Replying => Phase::Replying,
@@ -130,6 +147,29 @@ impl Script {
             f.len(),
             (f.len() - 1) as f64 / span.max(1e-9),
             longest.as_secs_f64() * 1e3
+        );
+    }
+
+    /// The replies' tokens per second, each and together.
+    fn report_replies(&self, app: &DesktopApp) {
+        let Some(sent) = self.sent else {
+            return;
+        };
+        let wall = sent.elapsed().as_secs_f64();
+        let stats: Vec<_> = app
+            .chats
+            .iter()
+            .filter(|c| self.chats.contains(&c.id))
+            .filter_map(|c| c.messages.last()?.stats.clone())
+            .collect();
+        let total: usize = stats.iter().map(|s| s.generated).sum();
+        for s in &stats {
+            eprintln!("reply: {}", s.line());
+        }
+        eprintln!(
+            "{} replies: {total} tokens in {wall:.1} s from send to the last token ({:.2} tokens/s together)",
+            stats.len(),
+            total as f64 / wall.max(1e-9)
         );
     }
 

@@ -275,3 +275,63 @@ fn a_bad_model_file_shows_its_error() {
     // Nothing was recorded as a model that opens.
     assert!(h.state().settings.recent_models.is_empty());
 }
+
+/// A POST over plain HTTP/1.1; the response body as JSON.
+fn post_json(port: u16, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{response}");
+    serde_json::from_str(body).unwrap()
+}
+
+#[test]
+fn the_api_switch_serves_the_apps_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let expected = greedy_reply(&model, "hello there");
+    let mut h = harness(&dir.path().join("store"), Some(model), true);
+    step_until(&mut h, "the model to open", ready);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    h.state_mut().settings.api_port = port;
+    h.get_by_label("Serve the OpenAI API").click();
+    h.run_ok();
+    assert!(h.state().api.is_some(), "{:?}", h.state().notices);
+    h.get_by_label_contains(&format!("127.0.0.1:{port}/v1"));
+    let r = post_json(
+        port,
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "tiny", "messages": [{"role": "user", "content": "hello there"}],
+            "temperature": 0, "max_tokens": MAX_TOKENS}),
+    );
+    assert_eq!(
+        r["choices"][0]["message"]["content"],
+        expected.as_str(),
+        "{r}"
+    );
+    // Off again: the port is closed.
+    h.get_by_label("Serve the OpenAI API").click();
+    h.run_ok();
+    assert!(h.state().api.is_none());
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the API still listens"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -8,7 +8,7 @@ mod sidebar;
 
 use eframe::egui;
 
-use crate::app::{DesktopApp, ModelState};
+use crate::app::DesktopApp;
 
 /// One frame.
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
@@ -32,9 +32,4 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
         .max_size(480.0)
         .show(ui, |ui| side_panel::show(app, ui));
     egui::CentralPanel::default_margins().show(ui, |ui| conversation::show(app, ui));
-    let busy = !app.generating.is_empty() || matches!(app.model, ModelState::Loading { .. });
-    if busy {
-        // Replies stream in from the engine thread: keep drawing while they do.
-        ui.ctx().request_repaint();
-    }
 }

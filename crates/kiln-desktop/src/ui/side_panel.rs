@@ -133,8 +133,7 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
 fn api_switch(app: &mut DesktopApp, ui: &mut egui::Ui) {
     let mut on = app.api.is_some();
     ui.horizontal(|ui| {
-        let switch = ui.checkbox(&mut on, "Serve the OpenAI API on port");
-        if switch.changed() {
+        if ui.checkbox(&mut on, "Serve the OpenAI API").changed() {
             if on {
                 let started = app
                     .loaded()
@@ -148,12 +147,13 @@ fn api_switch(app: &mut DesktopApp, ui: &mut egui::Ui) {
                 api.stop();
             }
         }
+        let label = ui.label("on port");
         let r = ui
             .add_enabled(
                 app.api.is_none(),
                 egui::DragValue::new(&mut app.settings.api_port).range(1..=65535),
             )
-            .labelled_by(switch.id);
+            .labelled_by(label.id);
         if r.changed() {
             app.save_settings();
         }
