@@ -48,14 +48,22 @@ pub struct DesktopApp {
     pub markdown: egui_commonmark::CommonMarkCache,
     /// The local OpenAI-compatible API, while it is switched on.
     pub api: Option<Api>,
+    /// The window's device when the engine shares it.
+    pub shared_gpu: Option<kiln_gpu::GpuContext>,
     /// A scripted run's steps (`--prompt`, `--screenshot`).
     pub script: Option<crate::script::Script>,
     repaint: egui::Context,
 }
 
 impl DesktopApp {
-    /// The app over `store`; loads `model` when given, else the last model opened.
-    pub fn new(store: Store, model: Option<PathBuf>, ctx: &egui::Context) -> DesktopApp {
+    /// The app over `store`; loads `model` when given, else the last model opened. The engine
+    /// runs on `shared_gpu` (the window's device) when given, else on a device of its own.
+    pub fn new(
+        store: Store,
+        model: Option<PathBuf>,
+        shared_gpu: Option<kiln_gpu::GpuContext>,
+        ctx: &egui::Context,
+    ) -> DesktopApp {
         let mut notices = Vec::new();
         let settings = store.load_settings().unwrap_or_else(|e| {
             notices.push(e.to_string());
@@ -78,6 +86,7 @@ impl DesktopApp {
             renaming: None,
             markdown: Default::default(),
             api: None,
+            shared_gpu,
             script: None,
             repaint: ctx.clone(),
             settings,
@@ -123,7 +132,10 @@ impl DesktopApp {
         self.stop_all();
         let repaint = self.repaint.clone();
         let kv_bytes = self.settings.kv_memory_mib << 20;
-        let events = crate::model::load(path.clone(), kv_bytes, move || repaint.request_repaint());
+        let events =
+            crate::model::load(path.clone(), kv_bytes, self.shared_gpu.clone(), move || {
+                repaint.request_repaint()
+            });
         self.path_input = path.display().to_string();
         self.model = ModelState::Loading {
             path,

@@ -1,11 +1,12 @@
 //! kiln's desktop chat app: egui on eframe, the engine in-process on its own thread and its
 //! own wgpu device. `app` holds the state and the actions, `ui/` draws them, `model` opens a
-//! model in the background, `reply` streams one reply, `store` keeps chats and settings on
+//! model in the background (on the engine's device, `device`), `reply` streams one reply, `store` keeps chats and settings on
 //! disk, `api` serves the same engine as the OpenAI-compatible API, `script` drives the
 //! window for screenshots.
 
 pub mod api;
 pub mod app;
+pub mod device;
 pub mod model;
 pub mod reply;
 pub mod script;

@@ -36,20 +36,28 @@ fn main() -> anyhow::Result<()> {
     let launched = std::time::Instant::now();
     let args = Args::parse();
     let store = Store::open(args.data_dir)?;
-    let options = eframe::NativeOptions {
+    let share = store.load_settings().is_ok_and(|s| s.share_device);
+    let mut options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("kiln")
             .with_inner_size([1100.0, 720.0])
             .with_drag_and_drop(true),
         ..Default::default()
     };
+    if share {
+        options.wgpu_options = kiln_desktop::device::shared_setup();
+    }
     let script = Script::new(args.prompt, args.screenshot, args.frame_rate, launched);
     let outcome = script.as_ref().map(|s| s.outcome.clone());
     eframe::run_native(
         "kiln",
         options,
         Box::new(move |cc| {
-            let mut app = DesktopApp::new(store, args.model, &cc.egui_ctx);
+            let gpu =
+                cc.wgpu_render_state.as_ref().filter(|_| share).map(|rs| {
+                    kiln_desktop::device::shared_context(&rs.adapter, &rs.device, &rs.queue)
+                });
+            let mut app = DesktopApp::new(store, args.model, gpu, &cc.egui_ctx);
             app.script = script;
             Ok(Box::new(app))
         }),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use kiln_engine::{EngineConfig, KvSize};
 use kiln_frontend::Frontend;
+use kiln_gpu::GpuContext;
 use kiln_model::Model;
 use kiln_server::EngineHandle;
 
@@ -46,10 +47,12 @@ pub enum LoadEvent {
     Done(Result<Loaded, String>),
 }
 
-/// Starts loading `path` with a KV cache of `kv_bytes`; `repaint` is called after each event.
+/// Starts loading `path` with a KV cache of `kv_bytes`, on `shared` (the window's device) or
+/// on a device of its own; `repaint` is called after each event.
 pub fn load(
     path: PathBuf,
     kv_bytes: u64,
+    shared: Option<GpuContext>,
     repaint: impl Fn() + Send + Sync + 'static,
 ) -> flume::Receiver<LoadEvent> {
     let (tx, rx) = flume::unbounded();
@@ -57,7 +60,7 @@ pub fn load(
     std::thread::Builder::new()
         .name("kiln-load".into())
         .spawn(move || {
-            let r = open(&path, kv_bytes, &tx, &repaint).map_err(|e| format!("{e:#}"));
+            let r = open(&path, kv_bytes, shared, &tx, &repaint).map_err(|e| format!("{e:#}"));
             let _ = tx.send(LoadEvent::Done(r));
             repaint();
         })
@@ -68,6 +71,7 @@ pub fn load(
 fn open(
     path: &Path,
     kv_bytes: u64,
+    shared: Option<GpuContext>,
     tx: &flume::Sender<LoadEvent>,
     repaint: &Wake,
 ) -> anyhow::Result<Loaded> {
@@ -103,10 +107,12 @@ fn open(
     };
     let wake = repaint.clone();
     let (tx, repaint) = (tx.clone(), repaint.clone());
-    // The engine gets its own wgpu device, apart from the window's: a long prefill does not
-    // hold the UI's frames, and a lost engine device leaves the window alone.
+    // The engine's own device unless it shares the window's (see `device.rs`).
     let factory: kiln_server::EngineFactory = Box::new(move || {
-        let ctx = pollster::block_on(kiln_gpu::GpuContext::new())?;
+        let ctx = match &shared {
+            Some(ctx) => ctx.clone(),
+            None => pollster::block_on(GpuContext::new())?,
+        };
         let mut progress = |done: usize, total: usize| {
             let _ = tx.send(LoadEvent::Progress {
                 stage: "uploading",

@@ -126,6 +126,8 @@ pub struct Settings {
     pub kv_memory_mib: u64,
     /// Where the local API listens when switched on.
     pub api_port: u16,
+    /// Run the engine on the window's wgpu device (read at start).
+    pub share_device: bool,
 }
 
 impl Default for Settings {
@@ -137,6 +139,7 @@ impl Default for Settings {
             font_size: 14.0,
             kv_memory_mib: 256,
             api_port: 8000,
+            share_device: false,
         }
     }
 }

@@ -70,7 +70,7 @@ fn harness(
 ) -> Harness<'static, DesktopApp> {
     let store = Store::open(Some(store_dir.to_path_buf())).unwrap();
     let ctx = egui::Context::default();
-    let app = DesktopApp::new(store, model, &ctx);
+    let app = DesktopApp::new(store, model, None, &ctx);
     let mut b = Harness::builder().with_size([1100.0, 720.0]).wgpu();
     if random_text {
         b = b.allow_missing_glyphs();
@@ -334,4 +334,45 @@ fn the_api_switch_serves_the_apps_engine() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn the_engine_can_share_the_windows_device() {
+    use eframe::egui_wgpu::{WgpuSetup, WgpuSetupExisting};
+    use eframe::wgpu;
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let expected = greedy_reply(&model, "hello there");
+    // One device, opened as the window opens it with `share_device`: kiln's needs merged
+    // into egui's. The UI renders on it and the engine runs on it.
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .expect("a GPU adapter (lavapipe)");
+    let (device, queue) = pollster::block_on(
+        adapter.request_device(&kiln_desktop::device::shared_descriptor(&adapter)),
+    )
+    .unwrap();
+    let gpu = kiln_desktop::device::shared_context(&adapter, &device, &queue);
+    let store = Store::open(Some(dir.path().join("store"))).unwrap();
+    let app = DesktopApp::new(store, Some(model), Some(gpu), &egui::Context::default());
+    let setup = WgpuSetup::Existing(WgpuSetupExisting {
+        instance,
+        adapter,
+        device,
+        queue,
+    });
+    let mut h = Harness::builder()
+        .with_size([1100.0, 720.0])
+        .wgpu_setup(setup)
+        .allow_missing_glyphs()
+        .build_ui_state(|ui, app: &mut DesktopApp| app.show(ui), app);
+    step_until(&mut h, "the model to open", ready);
+    h.get_by_label_contains("(the window's device)");
+    greedy(&mut h);
+    send(&mut h, "hello there");
+    step_until(&mut h, "the reply", |a| a.generating.is_empty());
+    assert_eq!(last_reply(h.state(), 0).text, expected);
+    h.render().expect("the window renders on the shared device");
 }

@@ -81,9 +81,32 @@ impl GpuContext {
         Self::from_adapter(adapter).await
     }
 
-    /// Opens a device on `adapter`, asking for the adapter's own storage limits (the defaults
-    /// are small) and for shader-f16 when present.
+    /// Opens a device on `adapter` with kiln's [`Self::requirements`].
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self, GpuError> {
+        let (features, limits) = Self::requirements(&adapter);
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("kiln"),
+                required_features: features,
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        Ok(Self::from_device(
+            adapter.get_info(),
+            device,
+            queue,
+            features,
+            limits,
+        ))
+    }
+
+    /// What kiln asks of a device on `adapter`: the adapter's own storage limits (the defaults
+    /// are small), and shader-f16 and subgroups when present.
+    pub fn requirements(adapter: &wgpu::Adapter) -> (wgpu::Features, wgpu::Limits) {
         let info = adapter.get_info();
         let supported = adapter.limits();
         // Subgroups only where a subgroup is at least 4 wide (matvec_subgroup.wgsl's bound),
@@ -107,17 +130,18 @@ impl GpuContext {
             max_compute_workgroups_per_dimension: supported.max_compute_workgroups_per_dimension,
             ..wgpu::Limits::downlevel_defaults()
         };
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("kiln"),
-                required_features: features,
-                required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| GpuError::Device(e.to_string()))?;
+        (features, limits)
+    }
+
+    /// A context over a device opened with at least [`Self::requirements`] (`features` and
+    /// `limits` are those requirements): kiln's own, or one it shares (a desktop window's).
+    pub fn from_device(
+        info: wgpu::AdapterInfo,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        features: wgpu::Features,
+        limits: wgpu::Limits,
+    ) -> Self {
         let ctx = Self {
             device,
             queue,
@@ -127,7 +151,7 @@ impl GpuContext {
             faults: Default::default(),
         };
         ctx.watch_device();
-        Ok(ctx)
+        ctx
     }
 
     /// Installs the device-lost and uncaptured-error callbacks, which record into

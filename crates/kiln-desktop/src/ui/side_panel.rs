@@ -110,7 +110,12 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
                 row("Size", format!("{:.1} MiB", mib(i.file_bytes)));
                 row("Tensors", i.quantization.clone());
                 row("Context", format!("{} tokens", i.context));
-                row("Adapter", m.engine.info.adapter.clone());
+                let shared = if app.shared_gpu.is_some() {
+                    " (the window's device)"
+                } else {
+                    ""
+                };
+                row("Adapter", format!("{}{shared}", m.engine.info.adapter));
                 let s = m.engine.stats();
                 let total = m.engine.info.num_gpu_blocks.max(1);
                 row(
@@ -253,6 +258,12 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
     })
     .response
     .on_hover_text("Used when a model is opened next.");
+    changed |= ui
+        .checkbox(
+            &mut app.settings.share_device,
+            "Run the engine on the window's GPU device (from the next start)",
+        )
+        .changed();
     if changed {
         app.apply_style(ui.ctx());
         app.save_settings();
