@@ -127,9 +127,13 @@ impl DesktopApp {
         &self.chats[self.current]
     }
 
-    /// Starts loading the model at `path` (replacing the current one once replies stop).
+    /// Starts loading the model at `path`, replacing the current one: its replies are stopped
+    /// and the API, which serves its engine, is switched off.
     pub fn open_model(&mut self, path: PathBuf) {
         self.stop_all();
+        if let Some(api) = self.api.take() {
+            api.stop();
+        }
         let repaint = self.repaint.clone();
         let kv_bytes = self.settings.kv_memory_mib << 20;
         let events =

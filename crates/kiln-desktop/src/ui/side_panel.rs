@@ -64,9 +64,6 @@ fn open_controls(app: &mut DesktopApp, ui: &mut egui::Ui) {
         });
     }
     if let Some(p) = open {
-        if let Some(api) = app.api.take() {
-            api.stop();
-        }
         app.open_model(p);
     }
 }
