@@ -12,7 +12,14 @@ out=${1:-target/desktop-window.png}
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$model" ] || scripts/fetch-model.sh
 command -v xvfb-run >/dev/null || { apt-get update -qq && apt-get install -y -qq xvfb >/dev/null; }
-cargo build -p kiln-desktop
+# scripts/test.sh sets KILN_DESKTOP_BUILT: its `cargo test` has just built the app (cargo
+# builds a package's binaries for its integration tests), so it is not built a second time
+# with the features of a plain build (about 3 minutes).
+if [ "${KILN_DESKTOP_BUILT:-0}" = 1 ]; then
+  [ -x target/debug/kiln-desktop ] || { echo "test-desktop: target/debug/kiln-desktop is missing" >&2; exit 1; }
+else
+  cargo build -p kiln-desktop
+fi
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
 # The new chat takes the settings of the chat open at start: a token limit, greedy unless told.

@@ -8,11 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/fetch-model.sh
+scripts/fetch-model.sh gemma3
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 mkdir -p target
 # lavapipe runs on the CPU: one GPU test at a time keeps each one fast.
 cargo test --workspace --no-fail-fast --lib --bins --tests -- --test-threads 1 2>&1 | tee target/cargo-test.log
 read -r passed failed < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' target/cargo-test.log)
+export KILN_DESKTOP_BUILT=1
 for suite in scripts/test-openai.sh scripts/test-web.sh scripts/test-desktop.sh scripts/check-desktop-targets.sh scripts/check-deploy.sh; do
   echo "== $suite"
   "$suite"

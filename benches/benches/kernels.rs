@@ -93,7 +93,7 @@ fn attention(c: &mut Criterion) {
             &k,
             &step,
             (nh, nkv, d),
-            None,
+            (None, 1.0 / (d as f32).sqrt()),
             kiln_gpu::KvDtype::F32,
             AttentionBuffers {
                 positions: &pb,

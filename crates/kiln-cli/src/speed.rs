@@ -86,6 +86,7 @@ impl Synthetic {
             tie_word_embeddings,
             rope_scaling: None,
             sliding_window: None,
+            sliding_window_pattern: None,
             dtype: DType::F16,
             generation: Default::default(),
             chat_template: None,

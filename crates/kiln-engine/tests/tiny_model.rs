@@ -237,6 +237,40 @@ fn logits_match_cpu_reference_qwen3_qk_norm() {
     check_model_against_reference("qwen3 gguf", &model);
 }
 
+/// Gemma 3: norms after attention and after the MLP, GELU (tanh), embeddings scaled by
+/// sqrt(64), q/k norms, tied embeddings, and a window of 12 on layers 1 and 3 (RoPE base 10000)
+/// with layers 2 and 4 global (base 1e6), so the 50 positions here cross the window on the
+/// sliding layers while token 3 still reaches the decode logits through the global ones. As a
+/// Hugging Face folder (gains stored minus one, queries scaled by 1/sqrt(24)) and as GGUF.
+#[test]
+fn logits_match_cpu_reference_gemma3() {
+    let cfg = TinyConfig::gemma3();
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::Gemma3);
+    assert_eq!(
+        (c.norm_gain_offset, c.query_pre_attn_scalar),
+        (1.0, Some(24.0))
+    );
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(12), None, Some(12), None]
+    );
+    assert_eq!(
+        (c.layer_rope_theta(0), c.layer_rope_theta(1)),
+        (10000.0, 1.0e6)
+    );
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    check_model_against_reference("gemma3", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.layer_window(3), None);
+    assert_eq!(model.config.norm_gain_offset, 0.0);
+    check_model_against_reference("gemma3 gguf", &model);
+}
+
 /// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original
 /// context 64, so the 50 positions here cross the scaled band of frequencies), as a Hugging
 /// Face folder and as GGUF (`rope.scaling.*` metadata).

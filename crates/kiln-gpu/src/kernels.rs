@@ -105,8 +105,9 @@ kernel_table!(
     "attention",
     "attention_reduce",
     "attention_rowwise",
-    "silu_mul",
+    "glu",
     "gather_rmsnorm",
+    "residual_rmsnorm",
     "sample",
     "read_bandwidth",
 );

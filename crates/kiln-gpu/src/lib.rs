@@ -18,6 +18,7 @@ mod kernels;
 mod kv_cache;
 mod kv_layout;
 mod launch;
+mod layer;
 mod matrix;
 pub mod ops;
 pub mod reference;

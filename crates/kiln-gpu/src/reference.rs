@@ -4,7 +4,7 @@
 //! (quantized types dequantized exactly, the others rounded through f16). Slow by design; only for tests.
 
 use half::f16;
-use kiln_model::{ModelConfig, ModelError, ModelTensors, Tensor, Weights};
+use kiln_model::{Activation, ModelConfig, ModelError, ModelTensors, Tensor, Weights};
 
 struct Layer {
     attn_norm: Vec<f32>,
@@ -12,8 +12,10 @@ struct Layer {
     k: Vec<f32>,
     v: Vec<f32>,
     bias: Option<(Vec<f32>, Vec<f32>, Vec<f32>)>,
-    /// Qwen3: the per-head q and k norm gains.
+    /// Qwen3, Gemma 3: the per-head q and k norm gains.
     qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    /// Gemma 3: the norms on the attention's and the MLP's outputs.
+    post_norms: Option<(Vec<f32>, Vec<f32>)>,
     o: Vec<f32>,
     mlp_norm: Vec<f32>,
     gate: Vec<f32>,
@@ -65,6 +67,17 @@ pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64]) {
     }
 }
 
+/// The MLP's gate activation, in f64.
+pub fn activation(act: Activation, g: f64) -> f64 {
+    match act {
+        Activation::Silu => g / (1.0 + (-g).exp()),
+        Activation::GeluTanh => {
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh())
+        }
+    }
+}
+
 impl CpuModel {
     pub fn load(config: &ModelConfig, w: &Weights) -> Result<Self, ModelError> {
         // As the GPU holds them: kept-quantized types exactly, everything else through f16.
@@ -80,6 +93,12 @@ impl CpuModel {
         };
         let tensors = ModelTensors::for_config(config);
         let read = |t: &Tensor| w.read_f32(&t.name);
+        let norm = |t: &Tensor| -> Result<Vec<f32>, ModelError> {
+            Ok(read(t)?
+                .into_iter()
+                .map(|g| g + config.norm_gain_offset)
+                .collect())
+        };
         let mut layers = Vec::new();
         for t in &tensors.layers {
             let bias = match &t.qkv_bias {
@@ -87,18 +106,23 @@ impl CpuModel {
                 None => None,
             };
             let qk_norm = match &t.qk_norm {
-                Some([q, k]) => Some((read(q)?, read(k)?)),
+                Some([q, k]) => Some((norm(q)?, norm(k)?)),
+                None => None,
+            };
+            let post_norms = match &t.post_norms {
+                Some([a, m]) => Some((norm(a)?, norm(m)?)),
                 None => None,
             };
             layers.push(Layer {
                 qk_norm,
-                attn_norm: read(&t.attn_norm)?,
+                post_norms,
+                attn_norm: norm(&t.attn_norm)?,
                 q: get(&t.q.name)?,
                 k: get(&t.k.name)?,
                 v: get(&t.v.name)?,
                 bias,
                 o: get(&t.o.name)?,
-                mlp_norm: read(&t.mlp_norm)?,
+                mlp_norm: norm(&t.mlp_norm)?,
                 gate: get(&t.gate.name)?,
                 up: get(&t.up.name)?,
                 down: get(&t.down.name)?,
@@ -113,7 +137,7 @@ impl CpuModel {
             config: config.clone(),
             embed,
             layers,
-            norm: read(&tensors.final_norm)?,
+            norm: norm(&tensors.final_norm)?,
             lm_head,
         })
     }
@@ -122,12 +146,17 @@ impl CpuModel {
     pub fn forward(&self, tokens: &[u32]) -> Vec<Vec<f32>> {
         let c = &self.config;
         let (h, nh, nkv, d) = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim);
-        let inv_freq = c.rope_inv_freq_f64();
+        let scale = c.embed_scale();
         let mut xs: Vec<Vec<f32>> = tokens
             .iter()
-            .map(|&t| self.embed[t as usize * h..(t as usize + 1) * h].to_vec())
+            .map(|&t| {
+                let row = &self.embed[t as usize * h..(t as usize + 1) * h];
+                row.iter().map(|v| v * scale).collect()
+            })
             .collect();
-        for l in &self.layers {
+        for (i, l) in self.layers.iter().enumerate() {
+            let inv_freq = c.layer_rope_inv_freq(i);
+            let window = c.layer_window(i);
             let mut ks = Vec::new();
             let mut vs = Vec::new();
             let mut qs = Vec::new();
@@ -156,7 +185,7 @@ impl CpuModel {
                 for head in 0..nh {
                     let kvh = head / (nh / nkv);
                     let q = &qs[pos][head * d..(head + 1) * d];
-                    let first = c.sliding_window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                     let scores: Vec<f64> = (first..=pos)
                         .map(|j| {
                             let k = &ks[j][kvh * d..(kvh + 1) * d];
@@ -164,7 +193,7 @@ impl CpuModel {
                                 .zip(k)
                                 .map(|(a, b)| *a as f64 * *b as f64)
                                 .sum::<f64>()
-                                / (d as f64).sqrt()
+                                * c.attention_scale() as f64
                         })
                         .collect();
                     let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -176,16 +205,22 @@ impl CpuModel {
                             .sum::<f64>() as f32;
                     }
                 }
-                let o = matvec(&l.o, &attn);
+                let mut o = matvec(&l.o, &attn);
+                if let Some((post, _)) = &l.post_norms {
+                    o = rmsnorm(&o, post, c.rms_norm_eps);
+                }
                 x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
                 let n = rmsnorm(x, &l.mlp_norm, c.rms_norm_eps);
                 let (g, u) = (matvec(&l.gate, &n), matvec(&l.up, &n));
                 let act: Vec<f32> = g
                     .iter()
                     .zip(&u)
-                    .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                    .map(|(&g, &u)| (activation(c.activation, g as f64) * u as f64) as f32)
                     .collect();
-                let down = matvec(&l.down, &act);
+                let mut down = matvec(&l.down, &act);
+                if let Some((_, post)) = &l.post_norms {
+                    down = rmsnorm(&down, post, c.rms_norm_eps);
+                }
                 x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
             }
         }

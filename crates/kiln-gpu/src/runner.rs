@@ -3,12 +3,11 @@
 //! launches into one compute pass, submits once and reads back only the sampled tokens.
 
 use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch, TokenMask, mask_words};
-use kiln_model::{ModelConfig, ModelTensors, Tensor, Weights};
+use kiln_model::{ModelConfig, ModelTensors, Weights};
 
 use crate::kv_cache::PendingSwapOut;
-use crate::ops::{
-    self, AttentionBuffers, Matmul, MatmulArgs, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers,
-};
+use crate::layer::{Activations, Layer, LayerContext, gain};
+use crate::ops::{self, Matmul, MatmulArgs, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
@@ -36,16 +35,6 @@ pub struct RunnerConfig {
     pub weights: WeightStorage,
 }
 
-struct Layer {
-    qkv: Matmul,
-    rope_kv: Launch,
-    attention: ops::Attention,
-    o_proj: Matmul,
-    gate_up: Matmul,
-    silu_mul: Launch,
-    down: Matmul,
-}
-
 pub struct ModelRunner {
     ctx: GpuContext,
     pub config: ModelConfig,
@@ -66,18 +55,6 @@ pub struct ModelRunner {
     pub weight_bytes: u64,
     /// Compute dispatches of the last step's forward pass.
     dispatches: std::cell::Cell<u32>,
-}
-
-/// Reads a tensor and checks its shape.
-fn tensor(w: &Weights, t: &Tensor) -> Result<Vec<f32>, GpuError> {
-    let got = w.shape(&t.name)?;
-    if got != t.shape {
-        return Err(GpuError::Shape {
-            op: "load",
-            detail: format!("{}: expected {:?}, file has {got:?}", t.name, t.shape),
-        });
-    }
-    Ok(w.read_f32(&t.name)?)
 }
 
 impl ModelRunner {
@@ -129,11 +106,15 @@ impl ModelRunner {
         )?;
 
         let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
-        let x = f32s("x", max_tokens * h);
-        let qkv = f32s("qkv", max_tokens * qkv_width);
-        let attn = f32s("attn", max_tokens * nh * d);
-        let gu = f32s("gate_up", max_tokens * 2 * inter);
-        let act = f32s("act", max_tokens * inter);
+        let bufs = Activations {
+            x: f32s("x", max_tokens * h),
+            qkv: f32s("qkv", max_tokens * qkv_width),
+            attn: f32s("attn", max_tokens * nh * d),
+            gate_up: f32s("gate_up", max_tokens * 2 * inter),
+            act: f32s("act", max_tokens * inter),
+            proj: c.post_norms().then(|| f32s("proj", max_tokens * h)),
+        };
+        let x = &bufs.x;
         let normed = f32s("normed", max_seqs * h);
         let logits = f32s("logits", max_seqs * vocab);
         let masks = ctx.storage("token_masks", (max_seqs * mask_words(vocab) * 4) as u64);
@@ -153,10 +134,15 @@ impl ModelRunner {
                 max,
             });
         }
-        let rope = ctx.storage_init(
-            "rope",
-            bytemuck::cast_slice(&ops::rope_table(&c.rope_inv_freq_f64(), rc.max_model_len)),
-        );
+        let rope_table = |label: &str, inv_freq: &[f64]| {
+            let table = ops::rope_table(inv_freq, rc.max_model_len);
+            ctx.storage_init(label, bytemuck::cast_slice(&table))
+        };
+        let rope = rope_table("rope", &c.rope_inv_freq_f64());
+        // Gemma 3's sliding layers rotate with their own base.
+        let rope_local = (0..c.num_layers)
+            .find(|&i| c.layer_rope_theta(i) != c.rope_theta)
+            .map(|i| rope_table("rope (sliding layers)", &c.layer_rope_inv_freq(i)));
         let step = &inputs.step;
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
@@ -173,141 +159,41 @@ impl ModelRunner {
                 GpuMatrix::upload_stacked(ctx, label, &parts)
             };
         let tensors = ModelTensors::for_config(c);
-        let gain = |t: &Tensor| -> Result<Vec<f32>, GpuError> { tensor(weights, t) };
         let embed_w = matrix("embed_tokens", &[(&tensors.embed.name, vocab)], h)?;
         weight_bytes += embed_w.bytes();
-        let embed = ops::embedding(ctx, &kernels, step, &inputs.token_ids, &embed_w, &x);
+        let embed = ops::embedding(
+            ctx,
+            &kernels,
+            step,
+            &inputs.token_ids,
+            (&embed_w, c.embed_scale()),
+            x,
+        );
         progress(1, total);
 
+        let lc = LayerContext {
+            ctx,
+            kernels: &kernels,
+            config: c,
+            rc: &rc,
+            inputs: &inputs,
+            kv: &kv,
+            bufs: &bufs,
+            rope: (&rope, rope_local.as_ref()),
+            matrix: &matrix,
+            weights,
+        };
         let mut layers = Vec::with_capacity(c.num_layers);
         for (i, t) in tensors.layers.iter().enumerate() {
-            let w_qkv = matrix(
-                "qkv_proj",
-                &[
-                    (&t.q.name, nh * d),
-                    (&t.k.name, nkv * d),
-                    (&t.v.name, nkv * d),
-                ],
-                h,
-            )?;
-            let attn_gain = ctx.storage_init(
-                "input_layernorm",
-                bytemuck::cast_slice(&gain(&t.attn_norm)?),
-            );
-            let b_qkv = match &t.qkv_bias {
-                Some(parts) => {
-                    let mut b = Vec::new();
-                    for p in parts {
-                        b.extend(gain(p)?);
-                    }
-                    Some(ctx.storage_init("qkv_bias", bytemuck::cast_slice(&b)))
-                }
-                None => None,
-            };
-            let qk_gain = match &t.qk_norm {
-                Some([q, k]) => {
-                    let mut g = gain(q)?;
-                    g.extend(gain(k)?);
-                    weight_bytes += g.len() as u64 * 4;
-                    Some(ctx.storage_init("qk_norm", bytemuck::cast_slice(&g)))
-                }
-                None => None,
-            };
-            let w_o = matrix("o_proj", &[(&t.o.name, h)], nh * d)?;
-            let w_gu = matrix(
-                "gate_up_proj",
-                &[(&t.gate.name, inter), (&t.up.name, inter)],
-                h,
-            )?;
-            let mlp_gain = ctx.storage_init(
-                "post_attention_layernorm",
-                bytemuck::cast_slice(&gain(&t.mlp_norm)?),
-            );
-            let w_down = matrix("down_proj", &[(&t.down.name, h)], inter)?;
-            weight_bytes +=
-                w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes() + 2 * h as u64 * 4;
-
-            let eps = c.rms_norm_eps;
-            let mm = |x, w, bias, y, ldy, norm, accumulate| {
-                Matmul::new(
-                    ctx,
-                    &kernels,
-                    step,
-                    MatmulArgs {
-                        x,
-                        w,
-                        bias,
-                        y,
-                        ldy,
-                        out_offset: 0,
-                        norm,
-                        accumulate,
-                        sample_rows: false,
-                    },
-                )
-            };
-            layers.push(Layer {
-                qkv: mm(
-                    &x,
-                    &w_qkv,
-                    b_qkv.as_ref(),
-                    &qkv,
-                    qkv_width as u32,
-                    Some((&attn_gain, eps)),
-                    false,
-                ),
-                rope_kv: ops::rope_kv(
-                    ctx,
-                    &kernels,
-                    step,
-                    (nh, nkv, d),
-                    (rc.kv_dtype, rc.max_model_len),
-                    &inputs.positions,
-                    &inputs.slot_mapping,
-                    &rope,
-                    &qkv,
-                    &kv.k[i],
-                    &kv.v[i],
-                    qk_gain.as_ref().map(|g| (g, eps)),
-                ),
-                attention: ops::attention(
-                    ctx,
-                    &kernels,
-                    step,
-                    (nh, nkv, d),
-                    c.sliding_window,
-                    rc.kv_dtype,
-                    AttentionBuffers {
-                        positions: &inputs.positions,
-                        token_seq: &inputs.token_seq,
-                        seq_info: &inputs.seq_info,
-                        block_tables: &inputs.block_tables,
-                        qkv: &qkv,
-                        k_cache: &kv.k[i],
-                        v_cache: &kv.v[i],
-                        out: &attn,
-                    },
-                    ops::SPLIT_TOKENS.min(max_tokens as u32),
-                )?,
-                o_proj: mm(&attn, &w_o, None, &x, h as u32, None, true),
-                gate_up: mm(
-                    &x,
-                    &w_gu,
-                    None,
-                    &gu,
-                    (2 * inter) as u32,
-                    Some((&mlp_gain, eps)),
-                    false,
-                ),
-                silu_mul: ops::silu_mul(ctx, &kernels, step, inter, &gu, &act),
-                down: mm(&act, &w_down, None, &x, h as u32, None, true),
-            });
+            let (layer, bytes) = Layer::new(&lc, i, t)?;
+            layers.push(layer);
+            weight_bytes += bytes;
             progress(i + 2, total);
         }
 
         let final_gain = ctx.storage_init(
             "final_norm",
-            bytemuck::cast_slice(&gain(&tensors.final_norm)?),
+            bytemuck::cast_slice(&gain(weights, c, &tensors.final_norm)?),
         );
         let final_norm = ops::gather_rmsnorm(
             ctx,
@@ -315,7 +201,7 @@ impl ModelRunner {
             step,
             (h, c.rms_norm_eps),
             &inputs.sample_rows,
-            &x,
+            x,
             &final_gain,
             &normed,
         );
@@ -415,13 +301,7 @@ impl ModelRunner {
                 n += l.record(&mut pass, t, s);
             }
             for layer in &self.layers {
-                n += layer.qkv.record(&mut pass, t, s)
-                    + layer.rope_kv.record(&mut pass, t, s)
-                    + layer.attention.record(&mut pass, t, s)
-                    + layer.o_proj.record(&mut pass, t, s)
-                    + layer.gate_up.record(&mut pass, t, s)
-                    + layer.silu_mul.record(&mut pass, t, s)
-                    + layer.down.record(&mut pass, t, s);
+                n += layer.record(&mut pass, t, s);
             }
             n += self.final_norm.record(&mut pass, t, s) + self.lm_head.record(&mut pass, t, s);
             if sample {

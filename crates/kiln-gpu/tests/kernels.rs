@@ -7,6 +7,7 @@ use common::*;
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
 use kiln_gpu::reference;
 use kiln_gpu::{GpuMatrix, Kernels, KvDtype};
+use kiln_model::Activation;
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -24,11 +25,12 @@ fn embedding_gathers_rows() {
         buf_u32(&ctx, &ids),
         ctx.storage("x", (t * hidden * 4) as u64),
     );
-    let launches = ops::embedding(&ctx, &k, &step, &idb, &m, &x);
+    let launches = ops::embedding(&ctx, &k, &step, &idb, (&m, 1.5), &x);
     run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
     let want: Vec<f32> = ids
         .iter()
         .flat_map(|&i| f16_round(&table[i as usize * hidden..(i as usize + 1) * hidden]))
+        .map(|v| v * 1.5)
         .collect();
     assert_close(
         "embedding",
@@ -146,7 +148,7 @@ fn split_matrix_matches_whole() {
                         ctx.storage("e", (t * cols * 4) as u64),
                         ctx.storage("y", (t * rows * 4) as u64),
                     );
-                    let emb = ops::embedding(&ctx, &k, &step, &idb, m, &e);
+                    let emb = ops::embedding(&ctx, &k, &step, &idb, (m, 1.0), &e);
                     let args = MatmulArgs {
                         x: &x,
                         w: m,
@@ -177,8 +179,10 @@ fn split_matrix_matches_whole() {
     }
 }
 
+/// Both gated activations: SiLU (SwiGLU) and GELU with the tanh approximation (GeGLU), on
+/// values large enough to reach both tails.
 #[test]
-fn silu_mul_matches_reference() {
+fn glu_matches_reference() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let mut r = rng(3);
@@ -189,18 +193,58 @@ fn silu_mul_matches_reference() {
         buf_f32(&ctx, &gu),
         ctx.storage("out", (t * inter * 4) as u64),
     );
-    let l = ops::silu_mul(&ctx, &k, &step, inter, &gub, &out);
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        let l = ops::glu(&ctx, &k, &step, (inter, act), &gub, &out);
+        run_launches(&ctx, &[&l], t as u32, 0);
+        let want: Vec<f32> = (0..t * inter)
+            .map(|i| {
+                let (row, c) = (i / inter, i % inter);
+                let (g, u) = (
+                    gu[row * 2 * inter + c] as f64,
+                    gu[row * 2 * inter + inter + c] as f64,
+                );
+                (reference::activation(act, g) * u) as f32
+            })
+            .collect();
+        assert_close(
+            &format!("glu {act:?}"),
+            &read_f32(&ctx, &out, t * inter),
+            &want,
+            1e-5,
+            1e-5,
+        );
+    }
+}
+
+/// `x += rmsnorm(y) * gain` on rows of an awkward width.
+#[test]
+fn residual_rmsnorm_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(14);
+    let (t, hidden) = (9, 150);
+    let x0 = randn(&mut r, t * hidden, 2.0);
+    let y = randn(&mut r, t * hidden, 30.0);
+    let gain = randn(&mut r, hidden, 1.0);
+    let (step, xb, yb, gb) = (
+        step_buffer(&ctx, t as u32, 1, 0),
+        buf_f32(&ctx, &x0),
+        buf_f32(&ctx, &y),
+        buf_f32(&ctx, &gain),
+    );
+    let l = ops::residual_rmsnorm(&ctx, &k, &step, (hidden, 1e-6), &yb, &gb, &xb);
     run_launches(&ctx, &[&l], t as u32, 0);
-    let want: Vec<f32> = (0..t * inter)
-        .map(|i| {
-            let (row, c) = (i / inter, i % inter);
-            let (g, u) = (gu[row * 2 * inter + c], gu[row * 2 * inter + inter + c]);
-            g / (1.0 + (-g).exp()) * u
+    let want: Vec<f32> = x0
+        .chunks(hidden)
+        .zip(y.chunks(hidden))
+        .flat_map(|(x, y)| {
+            let n = reference::rmsnorm(y, &gain, 1e-6);
+            x.iter().zip(n).map(|(a, b)| a + b).collect::<Vec<_>>()
         })
         .collect();
     assert_close(
-        "silu_mul",
-        &read_f32(&ctx, &out, t * inter),
+        "residual_rmsnorm",
+        &read_f32(&ctx, &xb, t * hidden),
         &want,
         1e-5,
         1e-5,
@@ -428,7 +472,7 @@ fn check_attention(
         k,
         &step,
         (nh, nkv, d),
-        window,
+        (window, 1.0 / (d as f32).sqrt()),
         dtype,
         AttentionBuffers {
             positions: &bufs.0,

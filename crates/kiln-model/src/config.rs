@@ -1,7 +1,6 @@
-//! `ModelConfig`: the architecture hyper-parameters, parsed from a Hugging Face `config.json`
-//! (GGUF metadata is mapped onto the same struct in `gguf::config`), plus RoPE frequencies.
-
-use serde_json::Value;
+//! `ModelConfig`: the architecture hyper-parameters (parsed from a Hugging Face `config.json`
+//! in `hf_config`, from GGUF metadata in `gguf::config`), plus what follows from them: RoPE
+//! frequencies, per-layer windows, scales.
 
 use crate::{GenerationDefaults, ModelError};
 
@@ -14,6 +13,17 @@ pub enum Architecture {
     /// Llama with an RMSNorm over each head of q and of k before the rotary embedding
     /// (`q_norm`, `k_norm`, one gain of `head_dim` each), no biases.
     Qwen3,
+    /// Qwen3 plus norms after attention and MLP, a GELU MLP, scaled embeddings and interleaved
+    /// sliding-window and global layers (`models::gemma3`).
+    Gemma3,
+}
+
+/// The activation of the MLP's gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    /// GELU with the tanh approximation.
+    GeluTanh,
 }
 
 impl Architecture {
@@ -23,6 +33,7 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma3 => "gemma3",
         }
     }
 }
@@ -53,9 +64,21 @@ pub struct ModelConfig {
     pub tie_word_embeddings: bool,
     /// Qwen2: q/k/v projections have biases.
     pub attention_bias: bool,
-    /// Mistral: each token attends to at most this many of the latest positions, itself
-    /// included (`None`: to all of them).
+    /// Mistral and Gemma 3: each token attends to at most this many of the latest positions,
+    /// itself included (`None`: to all of them), on every layer or as `sliding_window_pattern`
+    /// says.
     pub sliding_window: Option<usize>,
+    /// Gemma 3: every `n`th layer (the 6th, 12th, ...) is global, the others slide.
+    pub sliding_window_pattern: Option<usize>,
+    /// Gemma 3: the RoPE base of the sliding layers (`rope_theta` is the global layers').
+    pub rope_local_theta: Option<f32>,
+    /// Gemma: attention scores are scaled by `1/sqrt(query_pre_attn_scalar)` instead of
+    /// `1/sqrt(head_dim)`.
+    pub query_pre_attn_scalar: Option<f32>,
+    /// Added to every RMSNorm gain as read: 1 for Gemma's Hugging Face files, which store the
+    /// gain minus one (GGUF files store the gain).
+    pub norm_gain_offset: f32,
+    pub activation: Activation,
     pub bos_token_id: Option<u32>,
     pub eos_token_ids: Vec<u32>,
     /// The sampling settings the model ships with (the front ends' request defaults).
@@ -63,9 +86,50 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// Whether q and k are RMS-normalized per head before the rotary embedding (Qwen3).
+    /// Whether q and k are RMS-normalized per head before the rotary embedding (Qwen3, Gemma 3).
     pub fn qk_norm(&self) -> bool {
-        self.architecture == Architecture::Qwen3
+        matches!(
+            self.architecture,
+            Architecture::Qwen3 | Architecture::Gemma3
+        )
+    }
+
+    /// Whether the attention's and the MLP's outputs are RMS-normalized before each joins the
+    /// residual stream (Gemma 3).
+    pub fn post_norms(&self) -> bool {
+        self.architecture == Architecture::Gemma3
+    }
+
+    /// The factor the embedding rows are multiplied by (Gemma: sqrt of the hidden size).
+    pub fn embed_scale(&self) -> f32 {
+        match self.architecture {
+            Architecture::Gemma3 => (self.hidden_size as f32).sqrt(),
+            _ => 1.0,
+        }
+    }
+
+    /// The attention scores' scale.
+    pub fn attention_scale(&self) -> f32 {
+        1.0 / self
+            .query_pre_attn_scalar
+            .unwrap_or(self.head_dim as f32)
+            .sqrt()
+    }
+
+    /// Layer `i`'s sliding window (`None`: global).
+    pub fn layer_window(&self, i: usize) -> Option<usize> {
+        match self.sliding_window_pattern {
+            Some(n) if (i + 1) % n.max(1) == 0 => None,
+            _ => self.sliding_window,
+        }
+    }
+
+    /// Layer `i`'s RoPE base.
+    pub fn layer_rope_theta(&self, i: usize) -> f32 {
+        match (self.layer_window(i), self.rope_local_theta) {
+            (Some(_), Some(local)) => local,
+            _ => self.rope_theta,
+        }
     }
 
     /// What sets this model apart from a plain Llama, in words (for `kiln info`).
@@ -83,11 +147,27 @@ impl ModelConfig {
         if self.qk_norm() {
             f.push("per-head q/k RMSNorm".into());
         }
+        if self.post_norms() {
+            f.push("RMSNorm after attention and after the MLP".into());
+        }
+        if self.activation == Activation::GeluTanh {
+            f.push("GELU (tanh) gated MLP".into());
+        }
+        if self.embed_scale() != 1.0 {
+            f.push(format!("embeddings scaled by {}", self.embed_scale()));
+        }
         if self.tie_word_embeddings {
             f.push("tied embeddings".into());
         }
-        if let Some(w) = self.sliding_window {
-            f.push(format!("sliding window of {w} positions on every layer"));
+        match (self.sliding_window, self.sliding_window_pattern) {
+            (Some(w), Some(n)) => f.push(format!(
+                "sliding window of {w} positions, every {n}th layer global{}",
+                self.rope_local_theta
+                    .map(|t| format!(" (RoPE base {t} on the sliding layers)"))
+                    .unwrap_or_default()
+            )),
+            (Some(w), None) => f.push(format!("sliding window of {w} positions on every layer")),
+            _ => {}
         }
         if let Some(s) = self.rope_scaling {
             f.push(format!(
@@ -112,8 +192,17 @@ impl ModelConfig {
 
     /// The same frequencies in f64, for rotary tables computed on the CPU.
     pub fn rope_inv_freq_f64(&self) -> Vec<f64> {
+        self.rope_inv_freq_for(self.rope_theta)
+    }
+
+    /// The frequencies of layer `i` (its own base on Gemma 3's sliding layers).
+    pub fn layer_rope_inv_freq(&self, i: usize) -> Vec<f64> {
+        self.rope_inv_freq_for(self.layer_rope_theta(i))
+    }
+
+    fn rope_inv_freq_for(&self, theta: f32) -> Vec<f64> {
         let half = self.head_dim / 2;
-        let theta = self.rope_theta as f64;
+        let theta = theta as f64;
         (0..half)
             .map(|i| {
                 let inv = 1.0 / theta.powf((2 * i) as f64 / self.head_dim as f64);
@@ -133,6 +222,12 @@ impl ModelConfig {
         let mut layer = 2 * h + h * q + 2 * h * kv + q * h + 3 * h * self.intermediate_size;
         if self.attention_bias {
             layer += q + 2 * kv;
+        }
+        if self.qk_norm() {
+            layer += 2 * self.head_dim;
+        }
+        if self.post_norms() {
+            layer += 2 * h;
         }
         let mut total = self.vocab_size * h + self.num_layers * layer + h;
         if !self.tie_word_embeddings {
@@ -169,97 +264,6 @@ impl ModelConfig {
         Ok(())
     }
 
-    /// Parses a Hugging Face `config.json`. `file` is only used in error messages.
-    pub fn from_hf_json(json: &str, file: &str) -> Result<ModelConfig, ModelError> {
-        let v: Value = serde_json::from_str(json)
-            .map_err(|e| ModelError::corrupt(file, format!("invalid JSON: {e}")))?;
-        let model_type = v
-            .get("model_type")
-            .and_then(Value::as_str)
-            .unwrap_or("<missing model_type>");
-        let architecture = match model_type {
-            "llama" | "mistral" => Architecture::Llama,
-            "qwen2" => Architecture::Qwen2,
-            "qwen3" => Architecture::Qwen3,
-            other => {
-                return Err(ModelError::UnsupportedArchitecture {
-                    file: file.into(),
-                    architecture: other.into(),
-                });
-            }
-        };
-        let req = |k: &str| -> Result<usize, ModelError> {
-            v.get(k)
-                .and_then(Value::as_u64)
-                .map(|x| x as usize)
-                .ok_or_else(|| ModelError::config(file, format!("missing or non-integer \"{k}\"")))
-        };
-        let opt_usize = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
-        let opt_f = |k: &str| v.get(k).and_then(Value::as_f64);
-
-        let hidden_size = req("hidden_size")?;
-        let num_heads = req("num_attention_heads")?;
-        let max_position_embeddings = opt_usize("max_position_embeddings").unwrap_or(2048);
-        let sliding = opt_usize("sliding_window");
-        let uses_sliding = match architecture {
-            Architecture::Qwen2 | Architecture::Qwen3 => v
-                .get("use_sliding_window")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            Architecture::Llama => true,
-        };
-        // A window on every layer (Mistral) is run; Qwen's, on the layers from
-        // `max_window_layers` on only, is not.
-        let sliding_window = match (uses_sliding, sliding) {
-            (true, Some(w)) if w < max_position_embeddings => {
-                if architecture != Architecture::Llama {
-                    return Err(ModelError::Unsupported {
-                        file: file.into(),
-                        reason: format!(
-                            "sliding-window attention on some layers (use_sliding_window, sliding_window {w})"
-                        ),
-                    });
-                }
-                Some(w)
-            }
-            _ => None,
-        };
-        let cfg = ModelConfig {
-            architecture,
-            hidden_size,
-            intermediate_size: req("intermediate_size")?,
-            num_layers: req("num_hidden_layers")?,
-            num_heads,
-            num_kv_heads: opt_usize("num_key_value_heads").unwrap_or(num_heads),
-            head_dim: opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1)),
-            vocab_size: req("vocab_size")?,
-            max_position_embeddings,
-            rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(1e-6) as f32,
-            rope_theta: opt_f("rope_theta").unwrap_or(10000.0) as f32,
-            rope_scaling: parse_rope_scaling(v.get("rope_scaling"), file)?,
-            tie_word_embeddings: v
-                .get("tie_word_embeddings")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            attention_bias: match architecture {
-                Architecture::Qwen2 => true,
-                Architecture::Llama | Architecture::Qwen3 => v
-                    .get("attention_bias")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            },
-            sliding_window,
-            bos_token_id: v
-                .get("bos_token_id")
-                .and_then(Value::as_u64)
-                .map(|x| x as u32),
-            eos_token_ids: token_id_list(v.get("eos_token_id")),
-            generation: GenerationDefaults::default(),
-        };
-        cfg.validate(file)?;
-        Ok(cfg)
-    }
-
     /// Adds ids not yet present to `eos_token_ids` (keeps order, no duplicates).
     pub(crate) fn merge_eos(&mut self, ids: impl IntoIterator<Item = u32>) {
         for id in ids {
@@ -268,50 +272,6 @@ impl ModelConfig {
             }
         }
     }
-}
-
-/// `eos_token_id` may be an integer or a list of integers.
-pub(crate) fn token_id_list(v: Option<&Value>) -> Vec<u32> {
-    match v {
-        Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_u64)
-            .map(|x| x as u32)
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn parse_rope_scaling(v: Option<&Value>, file: &str) -> Result<Option<RopeScaling>, ModelError> {
-    let Some(obj) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let kind = obj
-        .get("rope_type")
-        .or_else(|| obj.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("<missing rope_type>");
-    if kind == "default" {
-        return Ok(None);
-    }
-    if kind != "llama3" {
-        return Err(ModelError::Unsupported {
-            file: file.into(),
-            reason: format!("rope_scaling type \"{kind}\""),
-        });
-    }
-    let f = |k: &str| {
-        obj.get(k)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| ModelError::config(file, format!("rope_scaling is missing \"{k}\"")))
-    };
-    Ok(Some(RopeScaling {
-        factor: f("factor")? as f32,
-        low_freq_factor: f("low_freq_factor")? as f32,
-        high_freq_factor: f("high_freq_factor")? as f32,
-        original_max_position_embeddings: f("original_max_position_embeddings")? as usize,
-    }))
 }
 
 /// Llama 3 frequency scaling of one inverse frequency.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::config::token_id_list;
+use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
 use crate::{ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, safetensors};
 

@@ -8,6 +8,7 @@ mod error;
 mod generation;
 pub mod gguf;
 mod hf;
+mod hf_config;
 pub mod models;
 mod safetensors;
 mod storage;
@@ -20,11 +21,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use chat::{ChatInput, ChatMessage, ChatTemplate, FunctionCall, ToolCall};
-pub use config::{Architecture, ModelConfig, RopeScaling};
+pub use config::{Activation, Architecture, ModelConfig, RopeScaling};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
-pub use models::{LayerTensors, ModelTensors, Tensor};
+pub use models::{GEMMA3_CHAT_TEMPLATE, LayerTensors, ModelTensors, Tensor};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;
 

@@ -185,7 +185,7 @@ fn with_raw_down(dims: &[u64], ty: DType, data: Vec<u8>) -> Vec<u8> {
     // The raw tensor first, so that another tensor's data follows it.
     b.raw_tensor("blk.0.ffn_down.weight", dims, ty.ggml_id(), data);
     for t in &tensors {
-        let gname = kiln_model::gguf::names::hf_to_gguf_name(&t.name);
+        let gname = kiln_model::gguf::names::hf_to_gguf_name(&t.name, mc.architecture);
         let data = match t.name.as_str() {
             n if n.ends_with("q_proj.weight") => {
                 testing::permute_rows(&t.data, t.shape[0], mc.num_heads)

@@ -55,15 +55,16 @@ impl Attention {
 }
 
 /// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`; each
-/// token sees the latest `window` keys, itself included, or all of them (`None`). Steps of at
-/// most `split_tokens` tokens split the context (GPU family only; 0: never).
+/// token sees the latest `window` keys, itself included, or all of them (`None`); scores are
+/// scaled by `scale`. Steps of at most `split_tokens` tokens split the context (GPU family
+/// only; 0: never).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
-    window: Option<usize>,
+    (window, scale): (Option<usize>, f32),
     kv_dtype: KvDtype,
     b: AttentionBuffers<'_>,
     split_tokens: u32,
@@ -86,7 +87,7 @@ pub fn attention(
             num_kv_heads: num_kv_heads as u32,
             head_dim: head_dim as u32,
             qkv_stride: ((num_heads + 2 * num_kv_heads) * head_dim) as u32,
-            scale: 1.0 / (head_dim as f32).sqrt(),
+            scale,
             block_size: kiln_core::BLOCK_SIZE as u32,
             window: window.unwrap_or(0) as u32,
             pad: 0,

@@ -10,15 +10,18 @@ struct Params {
     rows: u32,
     /// Where the chunk's block scales start, in u32s.
     so: u32,
+    /// Every value is multiplied by this (Gemma: sqrt of the hidden size).
+    scale: f32,
+    pad: [u32; 3],
 }
 
-/// `x[t, :] = table[token_ids[t], :]`, one launch per chunk of the table.
+/// `x[t, :] = table[token_ids[t], :] * scale`, one launch per chunk of the table.
 pub fn embedding(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     token_ids: &wgpu::Buffer,
-    table: &GpuMatrix,
+    (table, scale): (&GpuMatrix, f32),
     x: &wgpu::Buffer,
 ) -> Vec<Launch> {
     table
@@ -34,6 +37,8 @@ pub fn embedding(
                     row_offset: c.row_offset,
                     rows: c.rows,
                     so: c.scale_offset,
+                    scale,
+                    pad: [0; 3],
                 },
             );
             Launch::new(

@@ -5,18 +5,20 @@
 mod attention;
 mod embedding;
 mod gather_rmsnorm;
+mod glu;
 mod matmul;
+mod residual_rmsnorm;
 mod rope_kv;
 mod sample;
-mod silu_mul;
 
 pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention};
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
+pub use glu::glu;
 pub use matmul::{MATVEC_MAX_ROWS, Matmul, MatmulArgs};
+pub use residual_rmsnorm::residual_rmsnorm;
 pub use rope_kv::{rope_kv, rope_table};
 pub use sample::{NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform, sample};
-pub use silu_mul::silu_mul;
 
 use crate::GpuContext;
 

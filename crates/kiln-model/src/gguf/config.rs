@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::reader::MetaValue;
 use crate::config::{ModelConfig, RopeScaling, llama3_scale};
-use crate::{Architecture, ModelError};
+use crate::{Activation, Architecture, ModelError};
 
 pub(crate) struct Meta<'a> {
     pub map: &'a HashMap<String, MetaValue>,
@@ -47,6 +47,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
         "qwen3" => Architecture::Qwen3,
+        "gemma3" => Architecture::Gemma3,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -112,11 +113,13 @@ pub(crate) fn config_from_meta(
             }
         }
     }
+    let gemma = architecture == Architecture::Gemma3;
+    let num_layers = meta.req_usize(&format!("{a}.block_count"))?;
     let cfg = ModelConfig {
         architecture,
         hidden_size,
         intermediate_size: meta.req_usize(&format!("{a}.feed_forward_length"))?,
-        num_layers: meta.req_usize(&format!("{a}.block_count"))?,
+        num_layers,
         num_heads,
         num_kv_heads: meta
             .usize(&format!("{a}.attention.head_count_kv"))
@@ -132,6 +135,25 @@ pub(crate) fn config_from_meta(
         tie_word_embeddings: !facts.has_output,
         attention_bias: facts.has_q_bias,
         sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
+        // llama.cpp's converter writes neither Gemma 3's interleaving (every 6th layer global)
+        // nor the sliding layers' RoPE base (10000); its 27B size scales queries by
+        // hidden / heads instead of head_dim (the size is told by its 62 layers).
+        sliding_window_pattern: gemma.then(|| {
+            meta.usize(&format!("{a}.attention.sliding_window_pattern"))
+                .unwrap_or(6)
+        }),
+        rope_local_theta: gemma.then(|| {
+            meta.f64(&format!("{a}.rope.freq_base_swa"))
+                .unwrap_or(10000.0) as f32
+        }),
+        query_pre_attn_scalar: (gemma && num_layers == 62)
+            .then(|| (hidden_size / num_heads.max(1)) as f32),
+        norm_gain_offset: 0.0,
+        activation: if gemma {
+            Activation::GeluTanh
+        } else {
+            Activation::Silu
+        },
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
         eos_token_ids: eos,
         generation: crate::GenerationDefaults::from_gguf(|k| meta.f64(k)),

@@ -110,7 +110,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             permute_heads,
             file: file.to_string(),
         };
-        weights.insert(names::gguf_to_hf_name(&t.name), entry);
+        weights.insert(names::gguf_to_hf_name(&t.name, cfg.architecture), entry);
     }
 
     check_no_overlap(&mut spans, file)?;
@@ -127,7 +127,14 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
     }
 
     let tokenizer = tokenizer(&meta, cfg.bos_token_id)?;
-    let chat_template = match meta.str("tokenizer.chat_template") {
+    // Gemma's turns end with `<end_of_turn>`, which its files do not name as EOS, and its
+    // files made by llama.cpp's converter carry no chat template.
+    let mut template = meta.str("tokenizer.chat_template");
+    if cfg.architecture == Architecture::Gemma3 {
+        cfg.merge_eos(tokenizer.token_to_id("<end_of_turn>"));
+        template = template.or(Some(crate::GEMMA3_CHAT_TEMPLATE));
+    }
+    let chat_template = match template {
         Some(src) => {
             let name = |id: Option<u32>| {
                 id.and_then(|i| tokenizer.id_to_token(i))

@@ -4,8 +4,20 @@
 //! halves of every head interleaved (`w.reshape(n_head, 2, head_dim/2, in).swapaxes(1, 2)`);
 //! kiln uses HF's rotate-half layout, so those rows are put back on read.
 
-/// Maps a GGUF tensor name to its HF name; unknown names are returned unchanged.
-pub fn gguf_to_hf_name(name: &str) -> String {
+use crate::Architecture;
+
+/// Gemma 3's norms, whose GGUF names mean other roles than Llama's: `ffn_norm` is the norm
+/// before the MLP (Llama's `post_attention_layernorm`), and Gemma's HF
+/// `post_attention_layernorm` is the norm on the attention's output.
+const GEMMA3_NORMS: [(&str, &str); 3] = [
+    ("ffn_norm", "pre_feedforward_layernorm"),
+    ("post_attention_norm", "post_attention_layernorm"),
+    ("post_ffw_norm", "post_feedforward_layernorm"),
+];
+
+/// Maps a GGUF tensor name of an `arch` model to its HF name; unknown names are returned
+/// unchanged.
+pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
     let (base, suffix) = match name.rsplit_once('.') {
         Some((b, s @ ("weight" | "bias"))) => (b, s),
         _ => return name.to_string(),
@@ -17,6 +29,10 @@ pub fn gguf_to_hf_name(name: &str) -> String {
         _ => base.strip_prefix("blk.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
             layer.parse::<usize>().ok()?;
+            let gemma = GEMMA3_NORMS.iter().find(|(g, _)| *g == part);
+            if let (Architecture::Gemma3, Some((_, hf))) = (arch, gemma) {
+                return Some(format!("model.layers.{layer}.{hf}"));
+            }
             let hf = match part {
                 "attn_norm" => "input_layernorm",
                 "attn_q" => "self_attn.q_proj",
@@ -40,8 +56,8 @@ pub fn gguf_to_hf_name(name: &str) -> String {
     }
 }
 
-/// Maps an HF tensor name to its GGUF name (inverse of [`gguf_to_hf_name`]).
-pub fn hf_to_gguf_name(name: &str) -> String {
+/// Maps an HF tensor name of an `arch` model to its GGUF name (inverse of [`gguf_to_hf_name`]).
+pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
     let (base, suffix) = match name.rsplit_once('.') {
         Some((b, s @ ("weight" | "bias"))) => (b, s),
         _ => return name.to_string(),
@@ -52,6 +68,10 @@ pub fn hf_to_gguf_name(name: &str) -> String {
         "lm_head" => Some("output".to_string()),
         _ => base.strip_prefix("model.layers.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
+            let gemma = GEMMA3_NORMS.iter().find(|(_, hf)| *hf == part);
+            if let (Architecture::Gemma3, Some((g, _))) = (arch, gemma) {
+                return Some(format!("blk.{layer}.{g}"));
+            }
             let g = match part {
                 "input_layernorm" => "attn_norm",
                 "self_attn.q_proj" => "attn_q",

@@ -17,6 +17,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> LayerTensors {
         o: t("self_attn.o_proj.weight", &[h, q]),
         qkv_bias: None,
         qk_norm: None,
+        post_norms: None,
         mlp_norm: t("post_attention_layernorm.weight", &[h]),
         gate: t("mlp.gate_proj.weight", &[ff, h]),
         up: t("mlp.up_proj.weight", &[ff, h]),

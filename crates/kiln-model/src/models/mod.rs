@@ -4,15 +4,20 @@
 //! through [`ModelTensors`], so none of them spells a tensor name, and an architecture's
 //! tensors are written down once.
 //!
+//! Gemma 3's chat template, for files that carry none, is here too ([`GEMMA3_CHAT_TEMPLATE`]).
+//!
 //! What is not here yet: the order of the operations, which the GPU runner and the CPU
 //! reference each still write out (the same for every architecture so far, with flags for
 //! biases, q/k norms and sliding windows).
 
+mod gemma3;
 mod llama;
 mod qwen2;
 mod qwen3;
 
 use crate::{Architecture, ModelConfig};
+
+pub use gemma3::CHAT_TEMPLATE as GEMMA3_CHAT_TEMPLATE;
 
 /// A tensor the forward pass reads: its name and shape as Hugging Face writes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +50,9 @@ pub struct LayerTensors {
     pub qk_norm: Option<[Tensor; 2]>,
     /// RMSNorm gain before the MLP.
     pub mlp_norm: Tensor,
+    /// RMSNorm gains applied to the attention's and the MLP's outputs before each is added to
+    /// the residual stream (Gemma 3).
+    pub post_norms: Option<[Tensor; 2]>,
     pub gate: Tensor,
     pub up: Tensor,
     pub down: Tensor,
@@ -57,6 +65,7 @@ impl LayerTensors {
         v.extend(self.qkv_bias.iter().flatten());
         v.extend(self.qk_norm.iter().flatten());
         v.extend([&self.mlp_norm, &self.gate, &self.up, &self.down]);
+        v.extend(self.post_norms.iter().flatten());
         v
     }
 }
@@ -78,6 +87,7 @@ impl ModelTensors {
             Architecture::Llama => llama::layer,
             Architecture::Qwen2 => qwen2::layer,
             Architecture::Qwen3 => qwen3::layer,
+            Architecture::Gemma3 => gemma3::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -121,6 +131,17 @@ mod tests {
         assert_eq!(qwen3, 11);
         assert_eq!(t.layers[0].qk_norm.as_ref().unwrap()[0].shape, [32]);
         assert_eq!(t.layers[0].q.shape, [4 * 32, 64]);
+        let (gemma3, _, t) = count(TinyConfig::gemma3());
+        assert_eq!(gemma3, 13);
+        let post = t.layers[2].post_norms.as_ref().unwrap();
+        assert_eq!(
+            post[0].name,
+            "model.layers.2.post_attention_layernorm.weight"
+        );
+        assert_eq!(
+            t.layers[2].mlp_norm.name,
+            "model.layers.2.pre_feedforward_layernorm.weight"
+        );
         let tied = TinyConfig {
             tie_word_embeddings: true,
             ..TinyConfig::default()

@@ -194,6 +194,12 @@ pub fn model_gguf(
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }
+    if let Some(n) = cfg.sliding_window_pattern {
+        b.meta(&format!("{a}.attention.sliding_window_pattern"), u(n));
+    }
+    if let Some(t) = cfg.rope_local_theta {
+        b.meta(&format!("{a}.rope.freq_base_swa"), MetaValue::F32(t));
+    }
     let g = &cfg.generation;
     for (key, value) in [
         ("temp", g.temperature),
@@ -267,7 +273,7 @@ pub fn model_gguf(
         b.meta("tokenizer.chat_template", MetaValue::String(t.clone()));
     }
     for t in tensors {
-        let gname = hf_to_gguf_name(&t.name);
+        let gname = hf_to_gguf_name(&t.name, cfg.architecture);
         let heads = match (cfg.architecture, &gname) {
             (Architecture::Llama, n) if n.contains(".attn_q.") => Some(cfg.num_heads),
             (Architecture::Llama, n) if n.contains(".attn_k.") => Some(cfg.num_kv_heads),

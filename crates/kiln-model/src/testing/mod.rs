@@ -19,7 +19,9 @@ pub use self::random_model::write_random_llama;
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
 pub use crate::validate::expected_tensors;
-use crate::{Architecture, DType, GenerationDefaults, ModelConfig, ModelError, RopeScaling};
+use crate::{
+    Activation, Architecture, DType, GenerationDefaults, ModelConfig, ModelError, RopeScaling,
+};
 
 /// An HF-named f32 tensor in HF shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +50,8 @@ pub struct TinyConfig {
     pub rope_scaling: Option<RopeScaling>,
     /// Mistral's sliding window, written to config.json and GGUF.
     pub sliding_window: Option<usize>,
+    /// Gemma 3: every `n`th layer global (with `sliding_window` set).
+    pub sliding_window_pattern: Option<usize>,
     /// Safetensors element type: F32, F16 or BF16.
     pub dtype: DType,
     /// Sampling settings, written to generation_config.json and GGUF's `general.sampling.*`.
@@ -73,6 +77,7 @@ impl Default for TinyConfig {
             tie_word_embeddings: false,
             rope_scaling: None,
             sliding_window: None,
+            sliding_window_pattern: None,
             dtype: DType::F32,
             generation: GenerationDefaults::default(),
             chat_template: None,
@@ -98,8 +103,26 @@ impl TinyConfig {
         }
     }
 
+    /// Gemma 3: four layers, the second and fourth global (pattern 2), a window of 12, local
+    /// RoPE base 10000 and global 1e6, tied embeddings. Its Hugging Face folder also scales
+    /// queries by 1/sqrt(24) (not head_dim 32) and stores norm gains minus one, so it loads as
+    /// another model than its GGUF file, whose config [`Self::model_config`] gives.
+    pub fn gemma3() -> Self {
+        TinyConfig {
+            architecture: Architecture::Gemma3,
+            head_dim: 32,
+            num_layers: 4,
+            rope_theta: 1.0e6,
+            tie_word_embeddings: true,
+            sliding_window: Some(12),
+            sliding_window_pattern: Some(2),
+            ..Default::default()
+        }
+    }
+
     /// The `ModelConfig` a loader should produce for this model.
     pub fn model_config(&self) -> ModelConfig {
+        let gemma = self.architecture == Architecture::Gemma3;
         ModelConfig {
             architecture: self.architecture,
             hidden_size: self.hidden_size,
@@ -116,6 +139,15 @@ impl TinyConfig {
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
             sliding_window: self.sliding_window,
+            sliding_window_pattern: self.sliding_window_pattern,
+            rope_local_theta: gemma.then_some(10000.0),
+            query_pre_attn_scalar: None,
+            norm_gain_offset: 0.0,
+            activation: if gemma {
+                Activation::GeluTanh
+            } else {
+                Activation::Silu
+            },
             bos_token_id: None,
             eos_token_ids: vec![tiny_tokenizer::eos_id()],
             generation: self.generation,
@@ -195,8 +227,12 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             Architecture::Llama => "LlamaForCausalLM",
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
+            Architecture::Gemma3 => "Gemma3ForCausalLM",
         }],
-        "model_type": mc.architecture.gguf_name(),
+        "model_type": match mc.architecture {
+            Architecture::Gemma3 => "gemma3_text",
+            a => a.gguf_name(),
+        },
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
         "num_hidden_layers": mc.num_layers, "num_attention_heads": mc.num_heads,
         "num_key_value_heads": mc.num_kv_heads, "head_dim": mc.head_dim, "vocab_size": mc.vocab_size,
@@ -211,6 +247,18 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         "attention_bias": mc.attention_bias, "hidden_act": "silu", "eos_token_id": mc.eos_token_ids[0],
         "torch_dtype": "float32",
     });
+    let mut config = config;
+    if mc.architecture == Architecture::Gemma3 {
+        let extra = json!({
+            "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
+            "sliding_window_pattern": mc.sliding_window_pattern,
+            "rope_local_base_freq": mc.rope_local_theta,
+        });
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+    }
     let files = [
         ("config.json", serde_json::to_vec_pretty(&config)),
         (

@@ -1,4 +1,5 @@
 use bytemuck::{Pod, Zeroable};
+use kiln_model::Activation;
 
 use crate::{GpuContext, Grid, Kernels, Launch};
 
@@ -6,29 +7,31 @@ use crate::{GpuContext, Grid, Kernels, Launch};
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct Params {
     inter: u32,
-    pad: [u32; 3],
+    gelu: u32,
+    pad: [u32; 2],
 }
 
-/// `out[t, i] = silu(gu[t, i]) * gu[t, I + i]`.
-pub fn silu_mul(
+/// `out[t, i] = act(gu[t, i]) * gu[t, I + i]`.
+pub fn glu(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
-    inter: usize,
+    (inter, act): (usize, Activation),
     gu: &wgpu::Buffer,
     out: &wgpu::Buffer,
 ) -> Launch {
     let p = super::params(
         ctx,
-        "silu_mul",
+        "glu",
         &Params {
             inter: inter as u32,
-            pad: [0; 3],
+            gelu: (act == Activation::GeluTanh) as u32,
+            pad: [0; 2],
         },
     );
     Launch::new(
         &ctx.device,
-        kernels.get("silu_mul"),
+        kernels.get("glu"),
         &[step, &p, gu, out],
         Grid::Elements {
             width: inter as u32,

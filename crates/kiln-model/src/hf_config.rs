@@ -1,0 +1,221 @@
+//! A Hugging Face `config.json` → [`ModelConfig`].
+
+use serde_json::Value;
+
+use crate::config::{Activation, Architecture, ModelConfig, RopeScaling};
+use crate::{GenerationDefaults, ModelError};
+
+impl ModelConfig {
+    /// Parses a Hugging Face `config.json`. `file` is only used in error messages.
+    pub fn from_hf_json(json: &str, file: &str) -> Result<ModelConfig, ModelError> {
+        let v: Value = serde_json::from_str(json)
+            .map_err(|e| ModelError::corrupt(file, format!("invalid JSON: {e}")))?;
+        let model_type = v
+            .get("model_type")
+            .and_then(Value::as_str)
+            .unwrap_or("<missing model_type>");
+        let architecture = match model_type {
+            "llama" | "mistral" => Architecture::Llama,
+            "qwen2" => Architecture::Qwen2,
+            "qwen3" => Architecture::Qwen3,
+            "gemma3_text" => Architecture::Gemma3,
+            "gemma3" => {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason:
+                        "Gemma 3 with its vision tower (model_type gemma3): only the text model \
+                             (gemma3_text, Gemma3ForCausalLM) runs"
+                            .into(),
+                });
+            }
+            other => {
+                return Err(ModelError::UnsupportedArchitecture {
+                    file: file.into(),
+                    architecture: other.into(),
+                });
+            }
+        };
+        let req = |k: &str| -> Result<usize, ModelError> {
+            v.get(k)
+                .and_then(Value::as_u64)
+                .map(|x| x as usize)
+                .ok_or_else(|| ModelError::config(file, format!("missing or non-integer \"{k}\"")))
+        };
+        let opt_usize = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
+        let opt_f = |k: &str| v.get(k).and_then(Value::as_f64);
+
+        let hidden_size = req("hidden_size")?;
+        let num_heads = req("num_attention_heads")?;
+        let max_position_embeddings = opt_usize("max_position_embeddings").unwrap_or(2048);
+        let sliding = opt_usize("sliding_window");
+        let gemma = architecture == Architecture::Gemma3;
+        let uses_sliding = match architecture {
+            Architecture::Qwen2 | Architecture::Qwen3 => v
+                .get("use_sliding_window")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            Architecture::Llama | Architecture::Gemma3 => true,
+        };
+        // A window on every layer (Mistral) or on all but every `n`th (Gemma 3) is run; Qwen's, on
+        // the layers from `max_window_layers` on only, is not.
+        let sliding_window = match (uses_sliding, sliding) {
+            (true, Some(w)) if w < max_position_embeddings => {
+                if !matches!(architecture, Architecture::Llama | Architecture::Gemma3) {
+                    return Err(ModelError::Unsupported {
+                        file: file.into(),
+                        reason: format!(
+                            "sliding-window attention on some layers (use_sliding_window, sliding_window {w})"
+                        ),
+                    });
+                }
+                Some(w)
+            }
+            _ => None,
+        };
+        for cap in ["final_logit_softcapping", "attn_logit_softcapping"] {
+            if v.get(cap).is_some_and(|c| !c.is_null()) {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: format!("logit soft-capping ({cap})"),
+                });
+            }
+        }
+        let cfg = ModelConfig {
+            architecture,
+            hidden_size,
+            intermediate_size: req("intermediate_size")?,
+            num_layers: req("num_hidden_layers")?,
+            num_heads,
+            num_kv_heads: opt_usize("num_key_value_heads").unwrap_or(num_heads),
+            head_dim: opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1)),
+            vocab_size: req("vocab_size")?,
+            max_position_embeddings,
+            rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(1e-6) as f32,
+            rope_theta: opt_f("rope_theta").unwrap_or(10000.0) as f32,
+            rope_scaling: parse_rope_scaling(v.get("rope_scaling"), file)?,
+            tie_word_embeddings: v
+                .get("tie_word_embeddings")
+                .and_then(Value::as_bool)
+                .unwrap_or(gemma),
+            attention_bias: match architecture {
+                Architecture::Qwen2 => true,
+                Architecture::Llama | Architecture::Qwen3 | Architecture::Gemma3 => v
+                    .get("attention_bias")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            },
+            sliding_window,
+            sliding_window_pattern: match gemma {
+                true => Some(gemma_pattern(&v, file)?),
+                false => None,
+            },
+            rope_local_theta: gemma
+                .then(|| opt_f("rope_local_base_freq").unwrap_or(10000.0) as f32),
+            query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
+                .filter(|_| gemma)
+                .map(|s| s as f32),
+            norm_gain_offset: if gemma { 1.0 } else { 0.0 },
+            activation: activation(&v, file)?,
+            bos_token_id: v
+                .get("bos_token_id")
+                .and_then(Value::as_u64)
+                .map(|x| x as u32),
+            eos_token_ids: token_id_list(v.get("eos_token_id")),
+            generation: GenerationDefaults::default(),
+        };
+        cfg.validate(file)?;
+        Ok(cfg)
+    }
+}
+
+/// `eos_token_id` may be an integer or a list of integers.
+pub(crate) fn token_id_list(v: Option<&Value>) -> Vec<u32> {
+    match v {
+        Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_u64)
+            .map(|x| x as u32)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn parse_rope_scaling(v: Option<&Value>, file: &str) -> Result<Option<RopeScaling>, ModelError> {
+    let Some(obj) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let kind = obj
+        .get("rope_type")
+        .or_else(|| obj.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("<missing rope_type>");
+    if kind == "default" {
+        return Ok(None);
+    }
+    if kind != "llama3" {
+        return Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!("rope_scaling type \"{kind}\""),
+        });
+    }
+    let f = |k: &str| {
+        obj.get(k)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| ModelError::config(file, format!("rope_scaling is missing \"{k}\"")))
+    };
+    Ok(Some(RopeScaling {
+        factor: f("factor")? as f32,
+        low_freq_factor: f("low_freq_factor")? as f32,
+        high_freq_factor: f("high_freq_factor")? as f32,
+        original_max_position_embeddings: f("original_max_position_embeddings")? as usize,
+    }))
+}
+
+/// The gate activation (`hidden_act`, or Gemma's `hidden_activation`).
+fn activation(v: &Value, file: &str) -> Result<Activation, ModelError> {
+    let name = v
+        .get("hidden_activation")
+        .or_else(|| v.get("hidden_act"))
+        .and_then(Value::as_str)
+        .unwrap_or("silu");
+    match name {
+        "silu" | "swish" => Ok(Activation::Silu),
+        "gelu_pytorch_tanh" | "gelu_tanh" => Ok(Activation::GeluTanh),
+        other => Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!("MLP activation \"{other}\""),
+        }),
+    }
+}
+
+/// Gemma 3's interleaving: `sliding_window_pattern` (every `n`th layer global), or a
+/// `layer_types` list of that shape.
+fn gemma_pattern(v: &Value, file: &str) -> Result<usize, ModelError> {
+    if let Some(n) = v.get("sliding_window_pattern").and_then(Value::as_u64) {
+        return Ok(n as usize);
+    }
+    let Some(types) = v.get("layer_types").and_then(Value::as_array) else {
+        return Ok(6);
+    };
+    let global: Vec<bool> = types
+        .iter()
+        .map(|t| t.as_str() == Some("full_attention"))
+        .collect();
+    let n = global
+        .iter()
+        .position(|&g| g)
+        .map_or(global.len() + 1, |i| i + 1);
+    if global
+        .iter()
+        .enumerate()
+        .all(|(i, &g)| g == ((i + 1) % n == 0))
+    {
+        Ok(n)
+    } else {
+        Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: "layer_types that are not every n-th layer global".into(),
+        })
+    }
+}
