@@ -87,6 +87,7 @@ impl Synthetic {
             rope_scaling: None,
             sliding_window: None,
             sliding_window_pattern: None,
+            long_rope: None,
             dtype: DType::F16,
             generation: Default::default(),
             chat_template: None,

@@ -271,6 +271,26 @@ fn logits_match_cpu_reference_gemma3() {
     check_model_against_reference("gemma3 gguf", &model);
 }
 
+/// Phi-3: q/k/v and gate/up fused into one tensor each (`qkv_proj`, `gate_up_proj`; GGUF
+/// `attn_qkv`, `ffn_up`), and LongRoPE: the long factors (the context, 512, is past the original
+/// 64) dividing each frequency, cos and sin scaled by sqrt(1 + ln 8 / ln 64). As a Hugging
+/// Face folder and as GGUF (factors as `rope_factors_*` tensors).
+#[test]
+fn logits_match_cpu_reference_phi3() {
+    let cfg = TinyConfig::phi3();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.architecture, kiln_model::Architecture::Phi3);
+    assert_eq!(model.config.long_rope, cfg.long_rope);
+    assert!((model.config.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
+    check_model_against_reference("phi3", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.long_rope, cfg.long_rope);
+    check_model_against_reference("phi3 gguf", &model);
+}
+
 /// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original
 /// context 64, so the 50 positions here cross the scaled band of frequencies), as a Hugging
 /// Face folder and as GGUF (`rope.scaling.*` metadata).

@@ -81,15 +81,17 @@ impl Layer {
             let g = gain(l.weights, c, t)?;
             Ok(ctx.storage_init(&t.name, bytemuck::cast_slice(&g)))
         };
-        let w_qkv = (l.matrix)(
-            "qkv_proj",
-            &[
-                (&t.q.name, nh * d),
-                (&t.k.name, nkv * d),
-                (&t.v.name, nkv * d),
-            ],
-            h,
-        )?;
+        // A stack's tensors by name and row count, separate or fused alike.
+        let parts = |ts: Vec<&Tensor>| -> Vec<(String, usize)> {
+            ts.into_iter()
+                .map(|t| (t.name.clone(), t.shape[0]))
+                .collect()
+        };
+        let upload = |label: &str, parts: &[(String, usize)], cols: usize| {
+            let parts: Vec<(&str, usize)> = parts.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+            (l.matrix)(label, &parts, cols)
+        };
+        let w_qkv = upload("qkv_proj", &parts(t.qkv.tensors()), h)?;
         let attn_gain = gain(&t.attn_norm)?;
         let b_qkv = match &t.qkv_bias {
             Some(parts) => {
@@ -110,11 +112,7 @@ impl Layer {
             None => None,
         };
         let w_o = (l.matrix)("o_proj", &[(&t.o.name, h)], nh * d)?;
-        let w_gu = (l.matrix)(
-            "gate_up_proj",
-            &[(&t.gate.name, inter), (&t.up.name, inter)],
-            h,
-        )?;
+        let w_gu = upload("gate_up_proj", &parts(t.gate_up.tensors()), h)?;
         let mlp_gain = gain(&t.mlp_norm)?;
         let w_down = (l.matrix)("down_proj", &[(&t.down.name, h)], inter)?;
         let norm_floats = 2 * h

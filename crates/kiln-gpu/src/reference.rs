@@ -56,11 +56,13 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
         .collect()
 }
 
-/// Rotates one head in place (HF rotate_half layout), in f64.
-pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64]) {
+/// Rotates one head in place (HF rotate_half layout), in f64, with cos and sin multiplied by
+/// `scale` (LongRoPE's attention factor; 1 otherwise).
+pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64], scale: f64) {
     let half = head.len() / 2;
     for i in 0..half {
         let (s, c) = (pos as f64 * inv_freq[i]).sin_cos();
+        let (s, c) = (s * scale, c * scale);
         let (x1, x2) = (head[i] as f64, head[i + half] as f64);
         head[i] = (x1 * c - x2 * s) as f32;
         head[i + half] = (x2 * c + x1 * s) as f32;
@@ -113,18 +115,33 @@ impl CpuModel {
                 Some([a, m]) => Some((norm(a)?, norm(m)?)),
                 None => None,
             };
+            // Stacks (q, k, v; gate, up) read whole and split by rows, fused or not.
+            let stack = |ts: Vec<&Tensor>| -> Result<Vec<f32>, ModelError> {
+                let mut all = Vec::new();
+                for t in ts {
+                    all.extend(get(&t.name)?);
+                }
+                Ok(all)
+            };
+            let (h, d) = (config.hidden_size, config.head_dim);
+            let mut qkv = stack(t.qkv.tensors())?;
+            let v = qkv.split_off((config.num_heads + config.num_kv_heads) * d * h);
+            let k = qkv.split_off(config.num_heads * d * h);
+            let q = qkv;
+            let mut gate = stack(t.gate_up.tensors())?;
+            let up = gate.split_off(config.intermediate_size * h);
             layers.push(Layer {
                 qk_norm,
                 post_norms,
                 attn_norm: norm(&t.attn_norm)?,
-                q: get(&t.q.name)?,
-                k: get(&t.k.name)?,
-                v: get(&t.v.name)?,
+                q,
+                k,
+                v,
                 bias,
                 o: get(&t.o.name)?,
                 mlp_norm: norm(&t.mlp_norm)?,
-                gate: get(&t.gate.name)?,
-                up: get(&t.up.name)?,
+                gate,
+                up,
                 down: get(&t.down.name)?,
             });
         }
@@ -174,8 +191,9 @@ impl CpuModel {
                     k.chunks_mut(d)
                         .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, c.rms_norm_eps)));
                 }
-                q.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq));
-                k.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq));
+                let m = c.rope_attention_factor();
+                q.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq, m));
+                k.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq, m));
                 qs.push(q);
                 ks.push(k);
                 vs.push(v);

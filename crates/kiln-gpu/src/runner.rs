@@ -135,7 +135,7 @@ impl ModelRunner {
             });
         }
         let rope_table = |label: &str, inv_freq: &[f64]| {
-            let table = ops::rope_table(inv_freq, rc.max_model_len);
+            let table = ops::rope_table(inv_freq, rc.max_model_len, c.rope_attention_factor());
             ctx.storage_init(label, bytemuck::cast_slice(&table))
         };
         let rope = rope_table("rope", &c.rope_inv_freq_f64());

@@ -311,7 +311,7 @@ fn rope_kv_rotates_and_writes_cache() {
         .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
         .collect();
     let step = step_buffer(&ctx, t as u32, 1, 0);
-    let table = ops::rope_table(&inv_freq, max_pos);
+    let table = ops::rope_table(&inv_freq, max_pos, 1.0);
     let (pb, sb, fb) = (
         buf_u32(&ctx, &positions),
         buf_u32(&ctx, &slot_ids),
@@ -335,7 +335,7 @@ fn rope_kv_rotates_and_writes_cache() {
                     let g = &gains[if head < nh { 0 } else { d }..][..d];
                     h.copy_from_slice(&reference::rmsnorm(h, g, 1e-6));
                 }
-                reference::rope(h, positions[i] as usize, &inv_freq);
+                reference::rope(h, positions[i] as usize, &inv_freq, 1.0);
             }
             let s = slot_ids[i] as usize;
             want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);

@@ -16,6 +16,8 @@ pub enum Architecture {
     /// Qwen3 plus norms after attention and MLP, a GELU MLP, scaled embeddings and interleaved
     /// sliding-window and global layers (`models::gemma3`).
     Gemma3,
+    /// Llama with q/k/v and gate/up fused into one tensor each, and LongRoPE (`models::phi3`).
+    Phi3,
 }
 
 /// The activation of the MLP's gate.
@@ -34,6 +36,7 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
             Architecture::Gemma3 => "gemma3",
+            Architecture::Phi3 => "phi3",
         }
     }
 }
@@ -45,6 +48,31 @@ pub struct RopeScaling {
     pub low_freq_factor: f32,
     pub high_freq_factor: f32,
     pub original_max_position_embeddings: usize,
+}
+
+/// Phi-3's LongRoPE: a divisor per rotary frequency, from the short list while the model's
+/// context is within the original one and from the long list beyond it (kiln decides once, by
+/// `max_position_embeddings`), and a factor on cos and sin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongRope {
+    pub short_factor: Vec<f32>,
+    pub long_factor: Vec<f32>,
+    pub original_max_position_embeddings: usize,
+    /// cos and sin are multiplied by this (q and k each, so the scores by its square).
+    pub attention_factor: f32,
+}
+
+impl LongRope {
+    /// The factor on cos and sin when the config gives none: sqrt(1 + ln(s) / ln(original))
+    /// for a context `s` times the original, 1 when it is not longer.
+    pub fn default_attention_factor(max_position_embeddings: usize, original: usize) -> f32 {
+        let s = max_position_embeddings as f64 / original as f64;
+        if s <= 1.0 {
+            1.0
+        } else {
+            (1.0 + s.ln() / (original as f64).ln()).sqrt() as f32
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +89,8 @@ pub struct ModelConfig {
     pub rms_norm_eps: f32,
     pub rope_theta: f32,
     pub rope_scaling: Option<RopeScaling>,
+    /// Phi-3's LongRoPE.
+    pub long_rope: Option<LongRope>,
     pub tie_word_embeddings: bool,
     /// Qwen2: q/k/v projections have biases.
     pub attention_bias: bool,
@@ -169,6 +199,12 @@ impl ModelConfig {
             (Some(w), None) => f.push(format!("sliding window of {w} positions on every layer")),
             _ => {}
         }
+        if let Some(r) = &self.long_rope {
+            f.push(format!(
+                "LongRoPE (original context {}, attention factor {})",
+                r.original_max_position_embeddings, r.attention_factor
+            ));
+        }
         if let Some(s) = self.rope_scaling {
             f.push(format!(
                 "Llama 3 RoPE scaling (factor {}, original context {})",
@@ -203,15 +239,29 @@ impl ModelConfig {
     fn rope_inv_freq_for(&self, theta: f32) -> Vec<f64> {
         let half = self.head_dim / 2;
         let theta = theta as f64;
+        let divisors = self.long_rope.as_ref().map(|r| {
+            match self.max_position_embeddings > r.original_max_position_embeddings {
+                true => &r.long_factor,
+                false => &r.short_factor,
+            }
+        });
         (0..half)
             .map(|i| {
                 let inv = 1.0 / theta.powf((2 * i) as f64 / self.head_dim as f64);
-                match &self.rope_scaling {
+                let inv = match &self.rope_scaling {
                     None => inv,
                     Some(s) => llama3_scale(inv, s),
-                }
+                };
+                inv / divisors.map_or(1.0, |d| d[i] as f64)
             })
             .collect()
+    }
+
+    /// The factor on the rotary embedding's cos and sin (LongRoPE's; 1 otherwise).
+    pub fn rope_attention_factor(&self) -> f64 {
+        self.long_rope
+            .as_ref()
+            .map_or(1.0, |r| r.attention_factor as f64)
     }
 
     /// Total number of parameters (embeddings counted once when tied).
@@ -260,6 +310,17 @@ impl ModelConfig {
                 "head_dim {} must be even and non-zero",
                 self.head_dim
             ));
+        }
+        if let Some(r) = &self.long_rope {
+            let half = self.head_dim / 2;
+            if r.short_factor.len() != half || r.long_factor.len() != half {
+                return bad(format!(
+                    "LongRoPE factors of {} and {} values; head_dim {} needs {half}",
+                    r.short_factor.len(),
+                    r.long_factor.len(),
+                    self.head_dim
+                ));
+            }
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::config::{Activation, Architecture, ModelConfig, RopeScaling};
+use crate::config::{Activation, Architecture, LongRope, ModelConfig, RopeScaling};
 use crate::{GenerationDefaults, ModelError};
 
 impl ModelConfig {
@@ -19,6 +19,7 @@ impl ModelConfig {
             "qwen2" => Architecture::Qwen2,
             "qwen3" => Architecture::Qwen3,
             "gemma3_text" => Architecture::Gemma3,
+            "phi3" => Architecture::Phi3,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -54,13 +55,13 @@ impl ModelConfig {
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            Architecture::Llama | Architecture::Gemma3 => true,
+            Architecture::Llama | Architecture::Gemma3 | Architecture::Phi3 => true,
         };
         // A window on every layer (Mistral) or on all but every `n`th (Gemma 3) is run; Qwen's, on
         // the layers from `max_window_layers` on only, is not.
         let sliding_window = match (uses_sliding, sliding) {
             (true, Some(w)) if w < max_position_embeddings => {
-                if !matches!(architecture, Architecture::Llama | Architecture::Gemma3) {
+                if matches!(architecture, Architecture::Qwen2 | Architecture::Qwen3) {
                     return Err(ModelError::Unsupported {
                         file: file.into(),
                         reason: format!(
@@ -72,6 +73,13 @@ impl ModelConfig {
             }
             _ => None,
         };
+        if let Some(f) = opt_f("partial_rotary_factor").filter(|&f| f != 1.0) {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: format!("partial rotary embedding (partial_rotary_factor {f})"),
+            });
+        }
+        let long_rope = long_rope(&v, max_position_embeddings, file)?;
         for cap in ["final_logit_softcapping", "attn_logit_softcapping"] {
             if v.get(cap).is_some_and(|c| !c.is_null()) {
                 return Err(ModelError::Unsupported {
@@ -92,14 +100,21 @@ impl ModelConfig {
             max_position_embeddings,
             rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(1e-6) as f32,
             rope_theta: opt_f("rope_theta").unwrap_or(10000.0) as f32,
-            rope_scaling: parse_rope_scaling(v.get("rope_scaling"), file)?,
+            rope_scaling: match &long_rope {
+                Some(_) => None,
+                None => parse_rope_scaling(v.get("rope_scaling"), file)?,
+            },
+            long_rope,
             tie_word_embeddings: v
                 .get("tie_word_embeddings")
                 .and_then(Value::as_bool)
                 .unwrap_or(gemma),
             attention_bias: match architecture {
                 Architecture::Qwen2 => true,
-                Architecture::Llama | Architecture::Qwen3 | Architecture::Gemma3 => v
+                Architecture::Llama
+                | Architecture::Qwen3
+                | Architecture::Gemma3
+                | Architecture::Phi3 => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -218,4 +233,46 @@ fn gemma_pattern(v: &Value, file: &str) -> Result<usize, ModelError> {
             reason: "layer_types that are not every n-th layer global".into(),
         })
     }
+}
+
+/// Phi-3's `rope_scaling` of type `longrope` (or its older name `su`).
+fn long_rope(v: &Value, max_pos: usize, file: &str) -> Result<Option<LongRope>, ModelError> {
+    let Some(r) = v.get("rope_scaling").filter(|r| !r.is_null()) else {
+        return Ok(None);
+    };
+    let kind = r
+        .get("rope_type")
+        .or_else(|| r.get("type"))
+        .and_then(Value::as_str);
+    if !matches!(kind, Some("longrope" | "su")) {
+        return Ok(None);
+    }
+    let list = |k: &str| -> Result<Vec<f32>, ModelError> {
+        r.get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_f64)
+                    .map(|x| x as f32)
+                    .collect()
+            })
+            .ok_or_else(|| ModelError::config(file, format!("rope_scaling is missing \"{k}\"")))
+    };
+    let original = v
+        .get("original_max_position_embeddings")
+        .or_else(|| r.get("original_max_position_embeddings"))
+        .and_then(Value::as_u64)
+        .ok_or_else(|| {
+            ModelError::config(file, "LongRoPE without original_max_position_embeddings")
+        })? as usize;
+    let attention_factor = match r.get("attention_factor").and_then(Value::as_f64) {
+        Some(f) => f as f32,
+        None => LongRope::default_attention_factor(max_pos, original),
+    };
+    Ok(Some(LongRope {
+        short_factor: list("short_factor")?,
+        long_factor: list("long_factor")?,
+        original_max_position_embeddings: original,
+        attention_factor,
+    }))
 }

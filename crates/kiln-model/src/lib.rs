@@ -21,11 +21,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use chat::{ChatInput, ChatMessage, ChatTemplate, FunctionCall, ToolCall};
-pub use config::{Activation, Architecture, ModelConfig, RopeScaling};
+pub use config::{Activation, Architecture, LongRope, ModelConfig, RopeScaling};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
-pub use models::{GEMMA3_CHAT_TEMPLATE, LayerTensors, ModelTensors, Tensor};
+pub use models::{GEMMA3_CHAT_TEMPLATE, LayerTensors, ModelTensors, Stack, Tensor};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;
 

@@ -98,17 +98,17 @@ fn unknown_architecture() {
     let cfg_path = dir.join("config.json");
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
-        .replace("\"llama\"", "\"phi3\"");
+        .replace("\"llama\"", "\"falcon\"");
     std::fs::write(&cfg_path, cfg).unwrap();
     let e = Model::load(&dir).err().expect("must fail");
     assert!(
-        e.to_string().contains("phi3") && e.to_string().contains("config.json"),
+        e.to_string().contains("falcon") && e.to_string().contains("config.json"),
         "{e}"
     );
     // Mistral's sliding window (every layer) loads; Qwen2's (some layers) is refused.
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
-        .replace("\"phi3\"", "\"mistral\"")
+        .replace("\"falcon\"", "\"mistral\"")
         .replace(
             "\"torch_dtype\"",
             "\"sliding_window\": 128, \"torch_dtype\"",

@@ -18,12 +18,13 @@ struct Params {
 /// `i < inv_freq.len()`, `(cos, sin)` of `p * inv_freq[i]`, computed in f64 and rounded once
 /// to f32, so the angle is exact at every position of the context (f32 `pos * inv_freq`
 /// followed by WGSL `sin`/`cos`, which are only specified on [-pi, pi], is not).
-pub fn rope_table(inv_freq: &[f64], max_positions: usize) -> Vec<f32> {
+/// Both are multiplied by `scale` (LongRoPE's attention factor; 1 otherwise).
+pub fn rope_table(inv_freq: &[f64], max_positions: usize, scale: f64) -> Vec<f32> {
     let mut table = Vec::with_capacity(max_positions * inv_freq.len() * 2);
     for p in 0..max_positions {
         for &f in inv_freq {
             let (s, c) = (p as f64 * f).sin_cos();
-            table.extend([c as f32, s as f32]);
+            table.extend([(c * scale) as f32, (s * scale) as f32]);
         }
     }
     table

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::reader::MetaValue;
-use crate::config::{ModelConfig, RopeScaling, llama3_scale};
+use crate::config::{LongRope, ModelConfig, RopeScaling, llama3_scale};
 use crate::{Activation, Architecture, ModelError};
 
 pub(crate) struct Meta<'a> {
@@ -48,6 +48,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "qwen2" => Architecture::Qwen2,
         "qwen3" => Architecture::Qwen3,
         "gemma3" => Architecture::Gemma3,
+        "phi3" => Architecture::Phi3,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -132,6 +133,8 @@ pub(crate) fn config_from_meta(
             .unwrap_or(1e-5) as f32,
         rope_theta: meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32,
         rope_scaling: rope_scaling(meta, &a)?,
+        // Phi-3's LongRoPE factors are tensors; the loader reads them.
+        long_rope: None,
         tie_word_embeddings: !facts.has_output,
         attention_bias: facts.has_q_bias,
         sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
@@ -182,6 +185,34 @@ fn rope_scaling(meta: &Meta, a: &str) -> Result<Option<RopeScaling>, ModelError>
             reason: format!("rope scaling type \"{other}\""),
         }),
     }
+}
+
+/// Phi-3's LongRoPE from its factor tensors (`rope_factors_short`, `rope_factors_long`) and
+/// `rope.scaling.*` metadata.
+pub(crate) fn long_rope(
+    meta: &Meta,
+    cfg: &ModelConfig,
+    (short, long): (Vec<f32>, Vec<f32>),
+) -> Result<LongRope, ModelError> {
+    let a = cfg.architecture.gguf_name();
+    let original = meta
+        .usize(&format!("{a}.rope.scaling.original_context_length"))
+        .ok_or_else(|| {
+            ModelError::config(
+                meta.file,
+                format!("LongRoPE factors without {a}.rope.scaling.original_context_length"),
+            )
+        })?;
+    let attention_factor = match meta.f64(&format!("{a}.rope.scaling.attn_factor")) {
+        Some(f) => f as f32,
+        None => LongRope::default_attention_factor(cfg.max_position_embeddings, original),
+    };
+    Ok(LongRope {
+        short_factor: short,
+        long_factor: long,
+        original_max_position_embeddings: original,
+        attention_factor,
+    })
 }
 
 /// llama.cpp stores Llama 3.x frequency scaling as a `rope_freqs` tensor of per-frequency

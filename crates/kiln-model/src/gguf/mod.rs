@@ -126,6 +126,15 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         )?);
     }
 
+    if weights.contains("rope_factors_long.weight") {
+        let factors = (
+            weights.read_f32("rope_factors_short.weight")?,
+            weights.read_f32("rope_factors_long.weight")?,
+        );
+        cfg.long_rope = Some(config::long_rope(&meta, &cfg, factors)?);
+        cfg.validate(file)?;
+    }
+
     let tokenizer = tokenizer(&meta, cfg.bos_token_id)?;
     // Gemma's turns end with `<end_of_turn>`, which its files do not name as EOS, and its
     // files made by llama.cpp's converter carry no chat template.

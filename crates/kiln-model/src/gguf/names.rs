@@ -33,12 +33,17 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
             if let (Architecture::Gemma3, Some((_, hf))) = (arch, gemma) {
                 return Some(format!("model.layers.{layer}.{hf}"));
             }
+            // Phi-3's `ffn_up` holds gate and up together.
+            if (arch, part) == (Architecture::Phi3, "ffn_up") {
+                return Some(format!("model.layers.{layer}.mlp.gate_up_proj"));
+            }
             let hf = match part {
                 "attn_norm" => "input_layernorm",
                 "attn_q" => "self_attn.q_proj",
                 "attn_k" => "self_attn.k_proj",
                 "attn_v" => "self_attn.v_proj",
                 "attn_output" => "self_attn.o_proj",
+                "attn_qkv" => "self_attn.qkv_proj",
                 "attn_q_norm" => "self_attn.q_norm",
                 "attn_k_norm" => "self_attn.k_norm",
                 "ffn_norm" => "post_attention_layernorm",
@@ -72,12 +77,16 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
             if let (Architecture::Gemma3, Some((g, _))) = (arch, gemma) {
                 return Some(format!("blk.{layer}.{g}"));
             }
+            if (arch, part) == (Architecture::Phi3, "mlp.gate_up_proj") {
+                return Some(format!("blk.{layer}.ffn_up"));
+            }
             let g = match part {
                 "input_layernorm" => "attn_norm",
                 "self_attn.q_proj" => "attn_q",
                 "self_attn.k_proj" => "attn_k",
                 "self_attn.v_proj" => "attn_v",
                 "self_attn.o_proj" => "attn_output",
+                "self_attn.qkv_proj" => "attn_qkv",
                 "self_attn.q_norm" => "attn_q_norm",
                 "self_attn.k_norm" => "attn_k_norm",
                 "post_attention_layernorm" => "ffn_norm",

@@ -1,7 +1,7 @@
 //! Llama (Llama 2 and 3, SmolLM2, TinyLlama, Mistral): RMSNorm, grouped-query attention with
 //! rotary embeddings, a SiLU-gated MLP; no biases. The layout the other families extend.
 
-use super::{LayerTensors, Tensor};
+use super::{LayerTensors, Parts, Tensor};
 use crate::ModelConfig;
 
 /// Layer `i`'s tensors.
@@ -11,16 +11,20 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> LayerTensors {
     let t = |role: &str, shape: &[usize]| Tensor::new(format!("model.layers.{i}.{role}"), shape);
     LayerTensors {
         attn_norm: t("input_layernorm.weight", &[h]),
-        q: t("self_attn.q_proj.weight", &[q, h]),
-        k: t("self_attn.k_proj.weight", &[kv, h]),
-        v: t("self_attn.v_proj.weight", &[kv, h]),
+        qkv: Parts([
+            t("self_attn.q_proj.weight", &[q, h]),
+            t("self_attn.k_proj.weight", &[kv, h]),
+            t("self_attn.v_proj.weight", &[kv, h]),
+        ]),
         o: t("self_attn.o_proj.weight", &[h, q]),
         qkv_bias: None,
         qk_norm: None,
         post_norms: None,
         mlp_norm: t("post_attention_layernorm.weight", &[h]),
-        gate: t("mlp.gate_proj.weight", &[ff, h]),
-        up: t("mlp.up_proj.weight", &[ff, h]),
+        gate_up: Parts([
+            t("mlp.gate_proj.weight", &[ff, h]),
+            t("mlp.up_proj.weight", &[ff, h]),
+        ]),
         down: t("mlp.down_proj.weight", &[h, ff]),
     }
 }

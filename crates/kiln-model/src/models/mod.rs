@@ -12,12 +12,15 @@
 
 mod gemma3;
 mod llama;
+mod phi3;
 mod qwen2;
 mod qwen3;
 
 use crate::{Architecture, ModelConfig};
 
 pub use gemma3::CHAT_TEMPLATE as GEMMA3_CHAT_TEMPLATE;
+
+use self::Stack::{Fused, Parts};
 
 /// A tensor the forward pass reads: its name and shape as Hugging Face writes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,14 +38,31 @@ impl Tensor {
     }
 }
 
+/// Matrices the forward pass multiplies as one, stacked by rows (q, k and v; gate and up):
+/// stored as separate tensors, or already fused into one (Phi-3).
+#[derive(Debug, Clone)]
+pub enum Stack<const N: usize> {
+    Parts([Tensor; N]),
+    Fused(Tensor),
+}
+
+impl<const N: usize> Stack<N> {
+    /// The stored tensors, in row order.
+    pub fn tensors(&self) -> Vec<&Tensor> {
+        match self {
+            Stack::Parts(parts) => parts.iter().collect(),
+            Stack::Fused(t) => vec![t],
+        }
+    }
+}
+
 /// One decoder layer's tensors, by role.
 #[derive(Debug, Clone)]
 pub struct LayerTensors {
     /// RMSNorm gain before attention.
     pub attn_norm: Tensor,
-    pub q: Tensor,
-    pub k: Tensor,
-    pub v: Tensor,
+    /// q, k and v projections, rows in that order.
+    pub qkv: Stack<3>,
     pub o: Tensor,
     /// Biases of q, k and v (Qwen2).
     pub qkv_bias: Option<[Tensor; 3]>,
@@ -53,18 +73,22 @@ pub struct LayerTensors {
     /// RMSNorm gains applied to the attention's and the MLP's outputs before each is added to
     /// the residual stream (Gemma 3).
     pub post_norms: Option<[Tensor; 2]>,
-    pub gate: Tensor,
-    pub up: Tensor,
+    /// Gate and up projections, rows in that order.
+    pub gate_up: Stack<2>,
     pub down: Tensor,
 }
 
 impl LayerTensors {
     /// Every tensor of the layer.
     pub fn all(&self) -> Vec<&Tensor> {
-        let mut v = vec![&self.attn_norm, &self.q, &self.k, &self.v, &self.o];
+        let mut v = vec![&self.attn_norm];
+        v.extend(self.qkv.tensors());
+        v.push(&self.o);
         v.extend(self.qkv_bias.iter().flatten());
         v.extend(self.qk_norm.iter().flatten());
-        v.extend([&self.mlp_norm, &self.gate, &self.up, &self.down]);
+        v.push(&self.mlp_norm);
+        v.extend(self.gate_up.tensors());
+        v.push(&self.down);
         v.extend(self.post_norms.iter().flatten());
         v
     }
@@ -88,6 +112,7 @@ impl ModelTensors {
             Architecture::Qwen2 => qwen2::layer,
             Architecture::Qwen3 => qwen3::layer,
             Architecture::Gemma3 => gemma3::layer,
+            Architecture::Phi3 => phi3::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -122,7 +147,10 @@ mod tests {
         let (llama, total, t) = count(TinyConfig::default());
         assert_eq!(llama, 9);
         assert_eq!(total, 2 * 9 + 3);
-        assert_eq!(t.layers[1].q.name, "model.layers.1.self_attn.q_proj.weight");
+        let Stack::Parts([q, ..]) = &t.layers[1].qkv else {
+            panic!("Llama's q, k and v are separate")
+        };
+        assert_eq!(q.name, "model.layers.1.self_attn.q_proj.weight");
         assert_eq!(t.layers[1].o.shape, [64, 64]);
         let (qwen2, _, t) = count(TinyConfig::qwen2());
         assert_eq!(qwen2, 12);
@@ -130,7 +158,7 @@ mod tests {
         let (qwen3, _, t) = count(TinyConfig::qwen3());
         assert_eq!(qwen3, 11);
         assert_eq!(t.layers[0].qk_norm.as_ref().unwrap()[0].shape, [32]);
-        assert_eq!(t.layers[0].q.shape, [4 * 32, 64]);
+        assert_eq!(t.layers[0].qkv.tensors()[0].shape, [4 * 32, 64]);
         let (gemma3, _, t) = count(TinyConfig::gemma3());
         assert_eq!(gemma3, 13);
         let post = t.layers[2].post_norms.as_ref().unwrap();
@@ -141,6 +169,13 @@ mod tests {
         assert_eq!(
             t.layers[2].mlp_norm.name,
             "model.layers.2.pre_feedforward_layernorm.weight"
+        );
+        let (phi3, _, t) = count(TinyConfig::phi3());
+        assert_eq!(phi3, 6);
+        assert_eq!(t.layers[0].qkv.tensors()[0].shape, [(4 + 2 * 2) * 16, 64]);
+        assert_eq!(
+            t.layers[0].gate_up.tensors()[0].name,
+            "model.layers.0.mlp.gate_up_proj.weight"
         );
         let tied = TinyConfig {
             tie_word_embeddings: true,

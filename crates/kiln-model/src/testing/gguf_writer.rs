@@ -200,6 +200,29 @@ pub fn model_gguf(
     if let Some(t) = cfg.rope_local_theta {
         b.meta(&format!("{a}.rope.freq_base_swa"), MetaValue::F32(t));
     }
+    if let Some(r) = &cfg.long_rope {
+        b.meta(
+            &format!("{a}.rope.scaling.original_context_length"),
+            u(r.original_max_position_embeddings),
+        )
+        .meta(
+            &format!("{a}.rope.scaling.attn_factor"),
+            MetaValue::F32(r.attention_factor),
+        );
+        let half = [r.short_factor.len()];
+        b.tensor(
+            "rope_factors_short.weight",
+            &half,
+            &r.short_factor,
+            DType::F32,
+        );
+        b.tensor(
+            "rope_factors_long.weight",
+            &half,
+            &r.long_factor,
+            DType::F32,
+        );
+    }
     let g = &cfg.generation;
     for (key, value) in [
         ("temp", g.temperature),

@@ -20,7 +20,8 @@ pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
 pub use crate::validate::expected_tensors;
 use crate::{
-    Activation, Architecture, DType, GenerationDefaults, ModelConfig, ModelError, RopeScaling,
+    Activation, Architecture, DType, GenerationDefaults, LongRope, ModelConfig, ModelError,
+    RopeScaling,
 };
 
 /// An HF-named f32 tensor in HF shape.
@@ -52,6 +53,8 @@ pub struct TinyConfig {
     pub sliding_window: Option<usize>,
     /// Gemma 3: every `n`th layer global (with `sliding_window` set).
     pub sliding_window_pattern: Option<usize>,
+    /// Phi-3's LongRoPE, written to config.json and as GGUF's factor tensors.
+    pub long_rope: Option<LongRope>,
     /// Safetensors element type: F32, F16 or BF16.
     pub dtype: DType,
     /// Sampling settings, written to generation_config.json and GGUF's `general.sampling.*`.
@@ -78,6 +81,7 @@ impl Default for TinyConfig {
             rope_scaling: None,
             sliding_window: None,
             sliding_window_pattern: None,
+            long_rope: None,
             dtype: DType::F32,
             generation: GenerationDefaults::default(),
             chat_template: None,
@@ -120,6 +124,23 @@ impl TinyConfig {
         }
     }
 
+    /// Phi-3: fused q/k/v and gate/up tensors, and LongRoPE with an original context of 64
+    /// (the model's is 512, so the long factors apply; the 50 positions of the tests cross
+    /// the original context's fastest and slowest frequencies alike).
+    pub fn phi3() -> Self {
+        let half = 8;
+        TinyConfig {
+            architecture: Architecture::Phi3,
+            long_rope: Some(LongRope {
+                short_factor: (0..half).map(|i| 1.0 + 0.1 * i as f32).collect(),
+                long_factor: (0..half).map(|i| 1.0 + 1.5 * i as f32).collect(),
+                original_max_position_embeddings: 64,
+                attention_factor: LongRope::default_attention_factor(512, 64),
+            }),
+            ..Default::default()
+        }
+    }
+
     /// The `ModelConfig` a loader should produce for this model.
     pub fn model_config(&self) -> ModelConfig {
         let gemma = self.architecture == Architecture::Gemma3;
@@ -136,6 +157,7 @@ impl TinyConfig {
             rms_norm_eps: self.rms_norm_eps,
             rope_theta: self.rope_theta,
             rope_scaling: self.rope_scaling,
+            long_rope: self.long_rope.clone(),
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
             sliding_window: self.sliding_window,
@@ -228,6 +250,7 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
             Architecture::Gemma3 => "Gemma3ForCausalLM",
+            Architecture::Phi3 => "Phi3ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Gemma3 => "gemma3_text",
@@ -253,6 +276,18 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
             "sliding_window_pattern": mc.sliding_window_pattern,
             "rope_local_base_freq": mc.rope_local_theta,
+        });
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+    }
+    if let Some(r) = &mc.long_rope {
+        let extra = json!({
+            "original_max_position_embeddings": r.original_max_position_embeddings,
+            "rope_scaling": {
+                "type": "longrope", "short_factor": r.short_factor, "long_factor": r.long_factor,
+            },
         });
         config
             .as_object_mut()
