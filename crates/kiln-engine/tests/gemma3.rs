@@ -38,14 +38,6 @@ fn reference() -> Value {
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn floats(v: &Value) -> Vec<f32> {
     v.as_array()
         .unwrap()

@@ -37,14 +37,6 @@ fn max_diff(a: &[f32], b: &[f32], only: Option<&[u32]>) -> f32 {
     }
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 #[test]
 #[ignore = "needs llama.cpp's outputs: run scripts/llama-cpp-compare.sh"]
 fn quantized_files_match_llama_cpp() {

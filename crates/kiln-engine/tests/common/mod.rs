@@ -117,3 +117,12 @@ pub fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
         ..StepBatch::default()
     }
 }
+
+/// A JSON array of token ids.
+pub fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
