@@ -77,22 +77,18 @@ impl Layer {
         );
         let qkv_width = (nh + 2 * nkv) * d;
         let eps = c.rms_norm_eps;
-        let gain = |t: &Tensor| -> Result<wgpu::Buffer, GpuError> {
+        let gain_buffer = |t: &Tensor| -> Result<wgpu::Buffer, GpuError> {
             let g = gain(l.weights, c, t)?;
             Ok(ctx.storage_init(&t.name, bytemuck::cast_slice(&g)))
         };
-        // A stack's tensors by name and row count, separate or fused alike.
-        let parts = |ts: Vec<&Tensor>| -> Vec<(String, usize)> {
-            ts.into_iter()
-                .map(|t| (t.name.clone(), t.shape[0]))
-                .collect()
+        // A stack's tensors uploaded as one matrix, separate or fused alike.
+        let stack = |label: &str, ts: Vec<&Tensor>| {
+            let parts: Vec<(&str, usize)> =
+                ts.iter().map(|t| (t.name.as_str(), t.shape[0])).collect();
+            (l.matrix)(label, &parts, h)
         };
-        let upload = |label: &str, parts: &[(String, usize)], cols: usize| {
-            let parts: Vec<(&str, usize)> = parts.iter().map(|(n, r)| (n.as_str(), *r)).collect();
-            (l.matrix)(label, &parts, cols)
-        };
-        let w_qkv = upload("qkv_proj", &parts(t.qkv.tensors()), h)?;
-        let attn_gain = gain(&t.attn_norm)?;
+        let w_qkv = stack("qkv_proj", t.qkv.tensors())?;
+        let attn_gain = gain_buffer(&t.attn_norm)?;
         let b_qkv = match &t.qkv_bias {
             Some(parts) => {
                 let mut v = Vec::new();
@@ -105,15 +101,15 @@ impl Layer {
         };
         let qk_gain = match &t.qk_norm {
             Some([q, k]) => {
-                let mut g = self::gain(l.weights, c, q)?;
-                g.extend(self::gain(l.weights, c, k)?);
+                let mut g = gain(l.weights, c, q)?;
+                g.extend(gain(l.weights, c, k)?);
                 Some(ctx.storage_init("qk_norm", bytemuck::cast_slice(&g)))
             }
             None => None,
         };
         let w_o = (l.matrix)("o_proj", &[(&t.o.name, h)], nh * d)?;
-        let w_gu = upload("gate_up_proj", &parts(t.gate_up.tensors()), h)?;
-        let mlp_gain = gain(&t.mlp_norm)?;
+        let w_gu = stack("gate_up_proj", t.gate_up.tensors())?;
+        let mlp_gain = gain_buffer(&t.mlp_norm)?;
         let w_down = (l.matrix)("down_proj", &[(&t.down.name, h)], inter)?;
         let norm_floats = 2 * h
             + if t.qk_norm.is_some() { 2 * d } else { 0 }
@@ -151,7 +147,7 @@ impl Layer {
                         step,
                         (h, eps),
                         proj,
-                        &gain(t)?,
+                        &gain_buffer(t)?,
                         &b.x,
                     ))
                 };
