@@ -6,6 +6,11 @@ use crate::SampleSpec;
 /// Tokens per KV-cache block. Every block table entry covers this many positions.
 pub const BLOCK_SIZE: usize = 16;
 
+/// A block-table entry for positions the sequence no longer holds: every layer slides and
+/// these positions lie before the window of each token still to come, so no kernel reads
+/// them (their block went back to the pool).
+pub const NO_BLOCK: u32 = u32::MAX;
+
 /// Everything the model runner needs to run one forward pass.
 ///
 /// Tokens are flattened: sequence `s` owns `token_ids[seqs[s].query_start ..
@@ -38,7 +43,8 @@ pub struct SeqInBatch {
     /// Tokens of context after this step: cached tokens plus `query_len`.
     /// The segment's tokens sit at positions `context_len - query_len .. context_len`.
     pub context_len: u32,
-    /// GPU block ids holding positions `0..context_len`, in order.
+    /// GPU block ids holding positions `0..context_len`, in order; [`NO_BLOCK`] for blocks
+    /// wholly before the window of every layer (only with sliding windows on every layer).
     pub block_table: Vec<u32>,
     /// Sample a token from the logits of this segment's last token, if set.
     pub sample: Option<SampleSpec>,

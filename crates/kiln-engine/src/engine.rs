@@ -107,15 +107,21 @@ impl Engine {
             ));
         }
         let pool_tokens = num_blocks * BLOCK_SIZE;
-        let max_model_len = match ec.max_model_len {
-            Some(m) if m > pool_tokens => {
-                return Err(EngineError::Config(format!(
-                    "max_model_len {m} exceeds what the KV pool holds: {num_blocks} blocks of {BLOCK_SIZE} tokens = {pool_tokens} tokens; give the KV cache more memory or lower max_model_len"
-                )));
-            }
-            Some(m) => m,
-            None => model_len.min(pool_tokens),
+        let limits = SchedulerConfig {
+            max_num_batched_tokens: ec.max_num_batched_tokens,
+            num_gpu_blocks: num_blocks,
+            max_model_len: ec.max_model_len.unwrap_or(model_len),
+            sliding_window: config.every_layer_window(),
+            ..SchedulerConfig::default()
         };
+        let max_model_len = limits.max_len();
+        if let Some(m) = ec.max_model_len
+            && m > max_model_len
+        {
+            return Err(EngineError::Config(format!(
+                "max_model_len {m} exceeds what the KV pool holds: {num_blocks} blocks of {BLOCK_SIZE} tokens = {pool_tokens} tokens; give the KV cache more memory or lower max_model_len"
+            )));
+        }
         let num_cpu_blocks = layout.blocks_in(ec.cpu_kv_bytes);
         let runner = ModelRunner::new(
             ctx,
@@ -143,6 +149,7 @@ impl Engine {
             num_cpu_blocks,
             enable_prefix_caching: ec.enable_prefix_caching,
             max_model_len,
+            sliding_window: limits.sliding_window,
         });
         Ok(Self {
             scheduler,

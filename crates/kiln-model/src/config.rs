@@ -154,6 +154,13 @@ impl ModelConfig {
         }
     }
 
+    /// The window every layer slides within (the largest, if they differ), or `None` when
+    /// any layer is global: with it, no layer reads a position before the window of the
+    /// next token, so the scheduler gives back the blocks left behind.
+    pub fn every_layer_window(&self) -> Option<usize> {
+        (0..self.num_layers).try_fold(0, |m, i| self.layer_window(i).map(|w| m.max(w)))
+    }
+
     /// Layer `i`'s RoPE base.
     pub fn layer_rope_theta(&self, i: usize) -> f32 {
         match (self.layer_window(i), self.rope_local_theta) {

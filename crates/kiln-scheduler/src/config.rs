@@ -1,5 +1,6 @@
 //! Scheduler configuration and errors.
 
+use kiln_core::BLOCK_SIZE;
 use thiserror::Error;
 
 /// Limits and switches of one [`crate::Scheduler`].
@@ -19,6 +20,11 @@ pub struct SchedulerConfig {
     /// Penalty entries (distinct history tokens of sampled sequences with penalties) one step
     /// may carry: the runner's penalty buffer. Each such sequence is counted at its length.
     pub max_penalty_entries: usize,
+    /// Every layer attends to at most this many latest positions (Mistral's sliding window):
+    /// a running request gives back each block that lies wholly before the window of its
+    /// next token. `None` (a model with any global layer, such as Gemma 3): a request keeps
+    /// every block of its context.
+    pub sliding_window: Option<usize>,
 }
 
 impl Default for SchedulerConfig {
@@ -31,6 +37,26 @@ impl Default for SchedulerConfig {
             enable_prefix_caching: true,
             max_model_len: 8192,
             max_penalty_entries: usize::MAX,
+            sliding_window: None,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    /// Longest sequence (prompt + output) a request may reach: `max_model_len`, or what the
+    /// whole pool holds if less. With a window on every layer a request holds at most
+    /// `window + chunk` tokens' blocks plus one (from its window's first position to the end
+    /// of its chunk), so when the pool holds that for a whole step's budget, `max_model_len`
+    /// stands even beyond the pool.
+    pub fn max_len(&self) -> usize {
+        let pool_tokens = self.num_gpu_blocks * BLOCK_SIZE;
+        match self.sliding_window {
+            Some(w)
+                if (w + self.max_num_batched_tokens).div_ceil(BLOCK_SIZE) < self.num_gpu_blocks =>
+            {
+                self.max_model_len
+            }
+            _ => self.max_model_len.min(pool_tokens),
         }
     }
 }

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use kiln_core::{BLOCK_SIZE, BlockCopy};
+use kiln_core::{BLOCK_SIZE, BlockCopy, NO_BLOCK};
 
 use crate::block_pool::BlockPool;
 use crate::cpu_tier::CpuTier;
@@ -192,9 +192,10 @@ impl KvCache {
         Some(b)
     }
 
-    /// Drops one user of each block, tail first, so a request's last blocks are evicted first.
+    /// Drops one user of each block, tail first, so a request's last blocks are evicted first
+    /// ([`NO_BLOCK`] entries, already given back, are skipped).
     pub fn release(&mut self, blocks: &[u32]) {
-        for &b in blocks.iter().rev() {
+        for &b in blocks.iter().rev().filter(|&&b| b != NO_BLOCK) {
             self.pool.release(b);
         }
     }

@@ -4,7 +4,8 @@
 //! many of them are in the KV cache). Each step it is given `n <= tokens.len() - num_computed`
 //! tokens; it is sampled only when that reaches the end of `tokens`.
 //!
-//! Invariants: `blocks.len() * BLOCK_SIZE >= num_computed`; `keys` hold the chained prefix-cache
+//! Invariants: `blocks.len() * BLOCK_SIZE >= num_computed`; the first `num_released` entries
+//! of `blocks` are `NO_BLOCK` (given back behind a sliding window), no other is; `keys` hold the chained prefix-cache
 //! keys of the first `keys.len()` full blocks of `tokens`; `chain` holds the verified entry ids
 //! of the first `chain.len() <= keys.len()` blocks (the ids used as parents when registering).
 
@@ -56,6 +57,8 @@ pub(crate) struct RequestState {
     pub tokens: Vec<u32>,
     pub num_computed: usize,
     pub blocks: Vec<u32>,
+    /// Leading entries of `blocks` given back behind a sliding window (now `NO_BLOCK`).
+    pub num_released: usize,
     pub keys: Vec<u64>,
     pub chain: Vec<u64>,
     /// A hash collision stopped this request's blocks from being cached.
@@ -75,6 +78,7 @@ impl RequestState {
             tokens,
             num_computed: 0,
             blocks: Vec::new(),
+            num_released: 0,
             keys: Vec::new(),
             chain: Vec::new(),
             chain_broken: false,

@@ -14,7 +14,8 @@
 //! a step carries at most `max_penalty_entries` penalty entries (each sampled sequence with
 //! penalties counts its whole length), and a request that could never fit is refused by
 //! [`Scheduler::add_request`]. A step the runner could not run is undone by
-//! [`Scheduler::fail_step`] (in `scheduler/failure.rs`).
+//! [`Scheduler::fail_step`] (in `scheduler/failure.rs`). With a sliding window on every layer,
+//! a request gives back the blocks behind its window as it advances (`scheduler/window.rs`).
 //!
 //! Invariants (see [`Scheduler::check_invariants`]): a running request holds exactly the
 //! blocks covering its context this step; a waiting request holds none; every GPU block's
@@ -27,7 +28,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use kiln_core::{BLOCK_SIZE, SampledToken, SeqInBatch, StepBatch};
+use kiln_core::{BLOCK_SIZE, NO_BLOCK, SampledToken, SeqInBatch, StepBatch};
 
 use crate::config::{SchedulerConfig, SchedulerError};
 use crate::kv_cache::KvCache;
@@ -38,6 +39,7 @@ use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
 mod failure;
+mod window;
 
 fn blocks_for(tokens: usize) -> usize {
     tokens.div_ceil(BLOCK_SIZE)
@@ -54,7 +56,8 @@ fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
 
 pub struct Scheduler {
     cfg: SchedulerConfig,
-    /// Longest sequence: `max_model_len`, or what the whole pool can hold if less.
+    /// Longest sequence: `max_model_len`, or what the whole pool can hold if less (unless a
+    /// sliding window on every layer bounds what a request holds).
     max_len: usize,
     max_num_seqs: usize,
     kv: KvCache,
@@ -76,7 +79,7 @@ impl Scheduler {
             cfg.max_num_batched_tokens > 0,
             "the step budget must be positive"
         );
-        let max_len = cfg.max_model_len.min(cfg.num_gpu_blocks * BLOCK_SIZE);
+        let max_len = cfg.max_len();
         let max_num_seqs = cfg.max_num_seqs.clamp(1, cfg.num_gpu_blocks);
         let kv = KvCache::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks);
         Self {
@@ -187,7 +190,8 @@ impl Scheduler {
         self.kv.cached_blocks()
     }
 
-    /// GPU blocks a request holds now (empty while it waits).
+    /// A request's block table now (empty while it waits; `NO_BLOCK` for blocks given back
+    /// behind a sliding window).
     pub fn blocks_of(&self, id: u64) -> Option<&[u32]> {
         self.requests.get(&id).map(|s| &s.blocks[..])
     }
@@ -316,14 +320,19 @@ impl Scheduler {
         let n = (st.tokens.len() - hit_tokens).min(budget);
         let new_blocks = blocks_for(hit_tokens + n) - hits.len();
         let penalties = penalty_cost(st, hit_tokens + n == st.tokens.len());
+        // Hits behind the window of the first token to compute are not taken at all.
+        let behind = window::blocks_behind(self.cfg.sliding_window, hit_tokens).min(hits.len());
+        let taken = &hits[behind..];
         if penalties > penalty_budget
-            || self.kv.free_blocks_for_hits(&hits) + new_blocks > self.kv.num_free()
+            || self.kv.free_blocks_for_hits(taken) + new_blocks > self.kv.num_free()
         {
             return None;
         }
-        let mut blocks = self.kv.acquire_hits(&hits);
+        let mut blocks = vec![NO_BLOCK; behind];
+        blocks.extend(self.kv.acquire_hits(taken));
         blocks.extend(self.kv.allocate(new_blocks).expect("checked free blocks"));
         st.blocks = blocks;
+        st.num_released = behind;
         st.num_computed = hit_tokens;
         st.chain = hits.iter().map(|h| h.id).collect();
         if st.num_cached_tokens.is_none() {
@@ -345,6 +354,7 @@ impl Scheduler {
         let st = self.requests.get_mut(&victim).unwrap();
         self.kv.release(&st.blocks);
         st.blocks.clear();
+        st.num_released = 0;
         st.num_computed = 0;
         st.chain.clear();
         st.chain_broken = false;
@@ -423,6 +433,10 @@ impl Scheduler {
             if self.cfg.enable_prefix_caching {
                 register_computed(&mut self.kv, st);
             }
+            if let Some(w) = self.cfg.sliding_window {
+                self.stats.window_released_blocks +=
+                    window::release_behind_window(&mut self.kv, st, w) as u64;
+            }
             let Some(token) = token else { continue };
             let finished = st.append_output(token.token_id, self.max_len);
             updates.push(RequestUpdate {
@@ -464,10 +478,11 @@ impl Scheduler {
                         st.num_computed
                     ));
                 }
-            } else if !st.blocks.is_empty() || st.num_computed != 0 {
+                window::check(*id, st, self.cfg.sliding_window)?;
+            } else if !st.blocks.is_empty() || st.num_computed != 0 || st.num_released != 0 {
                 return Err(format!("waiting request {id} holds blocks"));
             }
-            for &b in &st.blocks {
+            for &b in st.blocks.iter().filter(|&&b| b != NO_BLOCK) {
                 refs[b as usize] += 1;
             }
         }

@@ -21,6 +21,9 @@ pub struct SchedulerStats {
     pub cpu_blocks_stored: u64,
     /// Blocks copied CPU tier -> GPU instead of being recomputed, since start.
     pub cpu_blocks_restored: u64,
+    /// Blocks given back by running requests because they lay before every layer's sliding
+    /// window, since start.
+    pub window_released_blocks: u64,
     /// Blocks currently held by the CPU tier.
     pub cpu_blocks_resident: usize,
     /// Prefill (non-decode) tokens in the last scheduled step.

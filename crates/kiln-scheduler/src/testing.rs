@@ -27,10 +27,20 @@ pub fn next_token(history: &[u32], seed: u64) -> u32 {
 
 /// What `req` generates when it runs alone with no limit but its own (no scheduler involved).
 pub fn reference_output(req: &Request, max_len: usize) -> (Vec<u32>, FinishReason) {
+    reference_output_in_window(req, max_len, None)
+}
+
+/// [`reference_output`] of a fake model that sees only the latest `window` tokens.
+pub fn reference_output_in_window(
+    req: &Request,
+    max_len: usize,
+    window: Option<usize>,
+) -> (Vec<u32>, FinishReason) {
     let mut history = req.prompt.clone();
     let mut out = Vec::new();
     loop {
-        let t = next_token(&history, req.seed);
+        let seen = history.len().saturating_sub(window.unwrap_or(usize::MAX));
+        let t = next_token(&history[seen..], req.seed);
         history.push(t);
         out.push(t);
         if (!req.ignore_eos && req.eos_token_ids.contains(&t)) || req.stop_token_ids.contains(&t) {
@@ -47,18 +57,43 @@ type Slot = Option<(u32, u32)>; // (token id, position)
 pub struct FakeRunner {
     gpu: Vec<Slot>,
     cpu: Vec<Slot>,
+    /// The fake model's sliding window: a token at position `p` reads positions
+    /// `p + 1 - window ..= p` (all of them with `None`).
+    window: Option<usize>,
 }
 
 impl FakeRunner {
-    pub fn new(num_gpu_blocks: usize, num_cpu_blocks: usize) -> Self {
+    pub fn new(num_gpu_blocks: usize, num_cpu_blocks: usize, window: Option<usize>) -> Self {
         Self {
             gpu: vec![None; num_gpu_blocks * BLOCK_SIZE],
             cpu: vec![None; num_cpu_blocks * BLOCK_SIZE],
+            window,
         }
     }
 
+    /// The tokens at positions `first..end` of a sequence, read through its block table;
+    /// panics on a slot that does not hold the expected position.
+    fn read(&self, table: &[u32], first: usize, end: usize) -> Vec<u32> {
+        let bs = BLOCK_SIZE;
+        (first..end)
+            .map(|p| {
+                let slot = table[p / bs] as usize * bs + p % bs;
+                match self.gpu.get(slot) {
+                    Some(Some((t, pos))) if *pos as usize == p => *t,
+                    other => panic!("position {p}: slot {slot} holds {other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    /// The first position a token at `pos` reads.
+    fn first_read(&self, pos: usize) -> usize {
+        (pos + 1).saturating_sub(self.window.unwrap_or(usize::MAX))
+    }
+
     /// Runs one step; panics on an inconsistent batch or on reading a slot that does not hold
-    /// the expected position.
+    /// the expected position. With a window, every token of the batch reads its window (as
+    /// attention does), so a block given back too early is caught even mid-prefill.
     pub fn execute(&mut self, batch: &StepBatch) -> Vec<SampledToken> {
         batch.validate().expect("invalid batch");
         let bs = BLOCK_SIZE;
@@ -76,16 +111,14 @@ impl FakeRunner {
         }
         let mut out = Vec::new();
         for s in &batch.seqs {
+            let end = s.context_len as usize;
+            if self.window.is_some() {
+                for pos in end - s.query_len as usize..end {
+                    self.read(&s.block_table, self.first_read(pos), pos + 1);
+                }
+            }
             let Some(spec) = &s.sample else { continue };
-            let history: Vec<u32> = (0..s.context_len as usize)
-                .map(|p| {
-                    let slot = s.block_table[p / bs] as usize * bs + p % bs;
-                    match self.gpu[slot] {
-                        Some((t, pos)) if pos as usize == p => t,
-                        other => panic!("position {p}: slot {slot} holds {other:?}"),
-                    }
-                })
-                .collect();
+            let history = self.read(&s.block_table, self.first_read(end - 1), end);
             out.push(SampledToken {
                 token_id: next_token(&history, spec.seed),
                 logprob: None,
@@ -110,7 +143,7 @@ pub struct Sim {
 impl Sim {
     pub fn new(sched: Scheduler) -> Self {
         let cfg = sched.config();
-        let runner = FakeRunner::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks);
+        let runner = FakeRunner::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks, cfg.sliding_window);
         Self {
             sched,
             runner,

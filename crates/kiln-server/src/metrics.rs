@@ -212,6 +212,12 @@ impl Metrics {
             s.num_preemptions as f64,
         );
         metric(
+            "kiln_kv_blocks_window_released_total",
+            "counter",
+            "KV blocks given back by running requests behind every layer's sliding window.",
+            s.window_released_blocks as f64,
+        );
+        metric(
             "kiln_cpu_blocks_stored_total",
             "counter",
             "KV blocks copied to the CPU tier.",

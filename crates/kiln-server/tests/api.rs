@@ -487,6 +487,7 @@ async fn metrics_are_prometheus_text() {
         "kiln_prefix_cache_queries_total",
         "kiln_prefix_cache_hits_total",
         "kiln_num_preemptions_total",
+        "kiln_kv_blocks_window_released_total",
         "kiln_cpu_blocks_stored_total",
         "kiln_cpu_blocks_restored_total",
         "kiln_generation_tokens_total",
