@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kiln needs on a fresh Debian/Ubuntu machine: a Vulkan driver (Mesa's lavapipe,
 # from bookworm-backports on Debian 12, where it runs compute about twice as fast as 22.3),
-# the Vulkan loader and tools, Python's venv for the OpenAI-client tests, and tmux for the
-# terminal-chat test.
+# the Vulkan loader and tools, Python's venv for the OpenAI-client tests, tmux for the
+# terminal-chat test, and a CJK font with fontconfig for the desktop app's font-fallback test.
 set -euo pipefail
 
 SUDO=""
@@ -19,7 +19,7 @@ if command -v apt-get >/dev/null; then
   else
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers libvulkan1 vulkan-tools >/dev/null
   fi
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv unzip tmux xvfb >/dev/null || true
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv unzip tmux xvfb fontconfig fonts-droid-fallback >/dev/null || true
 fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
 echo "setup: Vulkan driver and tools installed"

@@ -6,12 +6,12 @@
 use std::time::Instant;
 
 use kiln_engine::FinishReason;
-use kiln_frontend::{GenerationParams, TextStream};
+use kiln_frontend::TextStream;
 use kiln_model::ChatMessage;
 use kiln_server::SeqEvent;
 
 use crate::model::{Loaded, Wake};
-use crate::store::{Chat, ReplyStats, Sampling};
+use crate::store::{Chat, ReplyStats};
 
 /// Tokens a reply may take when the chat sets no limit (the context permitting).
 pub const DEFAULT_MAX_TOKENS: usize = 2048;
@@ -36,19 +36,6 @@ pub enum Poll {
     Done(String, ReplyStats),
     /// The engine failed the request.
     Failed(String),
-}
-
-pub fn params(s: &Sampling) -> GenerationParams {
-    GenerationParams {
-        temperature: s.temperature,
-        top_p: s.top_p,
-        top_k: s.top_k,
-        min_p: s.min_p,
-        repetition_penalty: s.repetition_penalty,
-        seed: s.seed,
-        max_tokens: s.max_tokens,
-        ..GenerationParams::default()
-    }
 }
 
 /// Forwards a request's events and wakes the window after each, so it draws when text
@@ -76,7 +63,8 @@ impl Generation {
     /// than the context) is for the user to read.
     pub fn start(model: &Loaded, chat: &Chat) -> Result<Generation, String> {
         let f = &model.frontend;
-        let spec = params(&chat.sampling)
+        let spec = chat
+            .sampling
             .resolve(&f.defaults, None)
             .map_err(|e| e.to_string())?;
         let messages: Vec<ChatMessage> = chat

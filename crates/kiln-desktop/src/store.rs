@@ -5,21 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use kiln_frontend::GenerationParams;
 use serde::{Deserialize, Serialize};
-
-/// A chat's sampling knobs; `None` takes the model's own default (its generation config,
-/// then kiln's).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(default)]
-pub struct Sampling {
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub top_k: Option<i64>,
-    pub min_p: Option<f32>,
-    pub repetition_penalty: Option<f32>,
-    pub max_tokens: Option<i64>,
-    pub seed: Option<i64>,
-}
 
 /// How a reply went: shown under it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -73,8 +60,10 @@ pub struct Chat {
     pub title: String,
     #[serde(default)]
     pub system: String,
+    /// The chat's sampling knobs; unset ones take the model's own defaults (its generation
+    /// config, then kiln's).
     #[serde(default)]
-    pub sampling: Sampling,
+    pub sampling: GenerationParams,
     #[serde(default)]
     pub messages: Vec<Message>,
 }
@@ -95,7 +84,7 @@ impl Chat {
             id: format!("{stamp}-{:04x}", rand::random::<u16>()),
             title: "New chat".into(),
             system: String::new(),
-            sampling: Sampling::default(),
+            sampling: GenerationParams::default(),
             messages: Vec::new(),
         }
     }

@@ -1,7 +1,8 @@
 //! The desktop app driven through its UI (egui_kittest, rendered through wgpu on whatever
 //! adapter the machine has: lavapipe here), with the tiny random model: the streamed reply
 //! equals the engine's own greedy output, the stop button ends a reply mid-stream, two chats
-//! generate at once, chats survive a restart, and a bad model file shows its error. The
+//! generate at once, chats survive a restart, a bad model file shows its error, a dropped
+//! model file opens, and Chinese and Japanese text is drawn with the system's fonts. The
 //! accessibility check is on: every control must have a label.
 
 use std::path::{Path, PathBuf};
@@ -251,8 +252,38 @@ fn the_stop_button_ends_a_reply_mid_stream() {
     assert_eq!(h.state().chats[0].messages[0].text, "tell me a long story");
 }
 
+/// A stop string typed into the chat's settings is kept with the chat and cuts the reply
+/// where the engine's greedy text first contains it.
 #[test]
-fn a_bad_model_file_shows_its_error() {
+fn a_stop_string_from_the_panel_cuts_the_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let full = greedy_reply(&model, "hello there");
+    let chars: Vec<char> = full.chars().collect();
+    assert!(chars.len() > 12, "{full:?}");
+    let stop: String = chars[8..10].iter().collect();
+    let want = &full[..full.find(&stop).unwrap()];
+
+    let mut h = harness(&dir.path().join("store"), Some(model), true);
+    step_until(&mut h, "the model to open", ready);
+    greedy(&mut h);
+    h.get_by_label("Stop strings (one per line)").focus();
+    h.step();
+    h.get_by_label("Stop strings (one per line)").type_text(&stop);
+    h.step();
+    assert_eq!(
+        h.state().chats[0].sampling.stop,
+        Some(kiln_frontend::StopSpec::Many(vec![stop.clone()]))
+    );
+    send(&mut h, "hello there");
+    step_until(&mut h, "the reply", |a| a.generating.is_empty());
+    let reply = last_reply(h.state(), 0);
+    assert_eq!(reply.text, want, "stop {stop:?} in {full:?}");
+    assert_eq!(reply.stats.as_ref().unwrap().end, "stop");
+}
+
+#[test]
+fn a_bad_model_file_shows_its_error_and_a_dropped_one_opens() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("broken.gguf");
     std::fs::write(&bad, b"not a model").unwrap();
@@ -274,6 +305,64 @@ fn a_bad_model_file_shows_its_error() {
     h.get_by_label_contains(&format!("Cannot open {}", bad.display()));
     // Nothing was recorded as a model that opens.
     assert!(h.state().settings.recent_models.is_empty());
+
+    // A model file dropped on the window opens.
+    let model = tiny_model(dir.path());
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(Dropped(model.clone())));
+    h.step();
+    step_until(&mut h, "the dropped model to open", ready);
+    assert_eq!(h.state().settings.recent_models, vec![model]);
+}
+
+/// A file dropped on the window, as the windowing integration hands it to egui.
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// A chat in Chinese and Japanese, with an emoji, drawn with no glyph missing: the
+/// window's system font provider (eframe's `system_fonts`, installed here on the harness's
+/// context as eframe installs it on the window's) finds the machine's fonts for what egui's
+/// bundled fonts lack. The harness fails on any missing glyph. Needs a CJK font installed
+/// (`scripts/setup.sh` installs Debian's `fonts-droid-fallback`).
+#[test]
+fn cjk_text_is_drawn_with_the_systems_fonts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&dir.path().join("store"), None, false);
+    h.ctx.add_font_provider(std::sync::Arc::new(
+        egui_system_font_provider::SystemFontProvider::new(),
+    ));
+    let mut chat = kiln_desktop::store::Chat::new();
+    chat.title = "你好".into();
+    for (role, text) in [
+        ("user", "你好，请用中文回答。"),
+        ("assistant", "好的！日本語も話せます。😀"),
+    ] {
+        chat.messages.push(kiln_desktop::store::Message {
+            role: role.into(),
+            text: text.into(),
+            stats: None,
+        });
+    }
+    let app = h.state_mut();
+    app.chats.push(chat);
+    app.current = app.chats.len() - 1;
+    h.run_ok();
+    h.get_by_label_contains("日本語も話せます");
+    let image = h.render().expect("the window renders through wgpu");
+    image
+        .save(Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop-cjk.png"))
+        .unwrap();
 }
 
 /// A POST over plain HTTP/1.1; the response body as JSON.

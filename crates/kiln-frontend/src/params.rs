@@ -4,7 +4,7 @@
 
 use kiln_core::SamplingParams;
 use kiln_model::GenerationDefaults;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::TextStream;
 
@@ -27,7 +27,7 @@ impl ParamError {
 }
 
 /// One stop string or several (both are valid in the OpenAI API).
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(untagged)]
 pub enum StopSpec {
     One(String),
@@ -43,22 +43,35 @@ impl StopSpec {
     }
 }
 
-/// The generation knobs, as the API spells them; `None` is "not set".
-#[derive(Deserialize, Debug, Clone, Default)]
+/// The generation knobs, as the API spells them; `None` is "not set". Also what the desktop
+/// app keeps per chat (serialized without the unset ones).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct GenerationParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f32>,
     /// -1 or 0: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_p: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub presence_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub repetition_penalty: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
     /// Completions per prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub n: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
 }
 

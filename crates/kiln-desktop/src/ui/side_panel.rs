@@ -4,7 +4,7 @@
 use eframe::egui;
 
 use crate::app::{DesktopApp, ModelState};
-use crate::store::Sampling;
+use kiln_frontend::{GenerationParams, StopSpec};
 
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     egui::ScrollArea::vertical().show(ui, |ui| {
@@ -177,7 +177,7 @@ fn chat_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
         )
         .labelled_by(label.id);
     changed |= r.lost_focus();
-    let s: &mut Sampling = &mut chat.sampling;
+    let s: &mut GenerationParams = &mut chat.sampling;
     changed |= knob(ui, "Temperature", &mut s.temperature, 0.7, 0.0..=2.0, 0.01);
     changed |= knob(ui, "Top-p", &mut s.top_p, 0.9, 0.0..=1.0, 0.01);
     changed |= knob(ui, "Top-k", &mut s.top_k, 40, 0..=1000, 1.0);
@@ -190,11 +190,58 @@ fn chat_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
         1.0..=2.0,
         0.01,
     );
+    changed |= knob(
+        ui,
+        "Presence penalty",
+        &mut s.presence_penalty,
+        0.5,
+        -2.0..=2.0,
+        0.01,
+    );
+    changed |= knob(
+        ui,
+        "Frequency penalty",
+        &mut s.frequency_penalty,
+        0.5,
+        -2.0..=2.0,
+        0.01,
+    );
     changed |= knob(ui, "Max tokens", &mut s.max_tokens, 512, 1..=131072, 4.0);
     changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
+    changed |= stop_strings(ui, &chat.id, &mut s.stop);
     if changed {
         app.save_current();
     }
+}
+
+/// Stop strings, one per line (none: unset), edited in a buffer kept per chat so that a new,
+/// still empty line survives the frame. Returns whether editing ended (to save).
+fn stop_strings(ui: &mut egui::Ui, chat_id: &str, stop: &mut Option<StopSpec>) -> bool {
+    let id = ui.scope_id().with(("stop strings", chat_id));
+    let mut text = ui
+        .data_mut(|d| d.get_temp::<String>(id))
+        .unwrap_or_else(|| {
+            let lines = stop.clone().map(StopSpec::into_vec).unwrap_or_default();
+            lines.join("\n")
+        });
+    let label = ui.label("Stop strings (one per line)");
+    let r = ui
+        .add(
+            egui::TextEdit::multiline(&mut text)
+                .hint_text("(none)")
+                .desired_rows(1),
+        )
+        .labelled_by(label.id);
+    if r.changed() {
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+        *stop = (!lines.is_empty()).then_some(StopSpec::Many(lines));
+    }
+    ui.data_mut(|d| d.insert_temp(id, text));
+    r.lost_focus()
 }
 
 /// A knob that is either the model's default (unchecked) or a value.
