@@ -269,7 +269,8 @@ fn a_stop_string_from_the_panel_cuts_the_reply() {
     greedy(&mut h);
     h.get_by_label("Stop strings (one per line)").focus();
     h.step();
-    h.get_by_label("Stop strings (one per line)").type_text(&stop);
+    h.get_by_label("Stop strings (one per line)")
+        .type_text(&stop);
     h.step();
     assert_eq!(
         h.state().chats[0].sampling.stop,

@@ -60,8 +60,7 @@ pub(crate) fn gain(w: &Weights, c: &ModelConfig, t: &Tensor) -> Result<Vec<f32>,
             detail: format!("{}: expected {:?}, file has {got:?}", t.name, t.shape),
         });
     }
-    let v = w.read_f32(&t.name)?;
-    Ok(v.into_iter().map(|g| g + c.norm_gain_offset).collect())
+    Ok(c.read_gain(w, &t.name)?)
 }
 
 impl Layer {

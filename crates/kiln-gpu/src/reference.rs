@@ -95,12 +95,7 @@ impl CpuModel {
         };
         let tensors = ModelTensors::for_config(config);
         let read = |t: &Tensor| w.read_f32(&t.name);
-        let norm = |t: &Tensor| -> Result<Vec<f32>, ModelError> {
-            Ok(read(t)?
-                .into_iter()
-                .map(|g| g + config.norm_gain_offset)
-                .collect())
-        };
+        let norm = |t: &Tensor| config.read_gain(w, &t.name);
         let mut layers = Vec::new();
         for t in &tensors.layers {
             let bias = match &t.qkv_bias {

@@ -2,7 +2,7 @@
 //! in `hf_config`, from GGUF metadata in `gguf::config`), plus what follows from them: RoPE
 //! frequencies, per-layer windows, scales.
 
-use crate::{GenerationDefaults, ModelError};
+use crate::{GenerationDefaults, ModelError, Weights};
 
 /// The decoder families kiln runs. Mistral loads as `Llama` (with its sliding window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +144,14 @@ impl ModelConfig {
             .query_pre_attn_scalar
             .unwrap_or(self.head_dim as f32)
             .sqrt()
+    }
+
+    /// An RMSNorm gain as the forward pass multiplies by it: the stored values plus
+    /// `norm_gain_offset`.
+    pub fn read_gain(&self, weights: &Weights, name: &str) -> Result<Vec<f32>, ModelError> {
+        let mut v = weights.read_f32(name)?;
+        v.iter_mut().for_each(|g| *g += self.norm_gain_offset);
+        Ok(v)
     }
 
     /// Layer `i`'s sliding window (`None`: global).

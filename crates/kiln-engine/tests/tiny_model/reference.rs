@@ -1,0 +1,279 @@
+//! The runner's logits against the CPU reference forward pass, one test per architecture and
+//! file kind.
+
+use super::*;
+
+/// Prefill 45 tokens in chunks of 16, 13 and 16 (the second and third cross block
+/// boundaries mid-chunk), then 5 decode steps, into blocks 5, 2, 7, 0 (not in order); each
+/// step's sampled-row logits against the CPU forward pass at that position.
+///
+/// Tolerance: both sides use f16-rounded weights, but the GPU folds the RMSNorm gains into
+/// the weights before rounding and the reference applies them after (~5e-4 relative per
+/// weight), and accumulation is f32 (GPU) vs f64 (CPU). These models' logits reach ~1.8 and
+/// the measured differences ~1.3e-3, so `atol 2e-3 + 1e-2 * max|logit|` (~2e-2) leaves ~15x
+/// headroom. The test also checks that the tolerance is far below the effect of changing one
+/// early prompt token (~0.35 on the decode logits), so a wrong block, slot or position
+/// cannot hide inside it. The f16 KV cache adds one f16 rounding of each K and V (~5e-4
+/// relative), well inside the same tolerance. Runs every kernel family and KV type.
+fn check_against_reference(name: &str, cfg: &TinyConfig) {
+    let (_dir, model) = tiny(cfg, 7);
+    check_model_against_reference(name, &model);
+}
+
+fn check_model_against_reference(name: &str, model: &Model) {
+    let ctx = gpu();
+    let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
+    let vocab = model.config.vocab_size;
+    let all = tokens(1, 50, vocab); // 45 prompt tokens, then the 5 decode inputs
+    let want = cpu.forward(&all);
+    let worst: Vec<f32> = ALL
+        .iter()
+        .map(|&(family, dtype)| {
+            let name = format!("{name} kernels {family} kv {dtype}");
+            check_steps(
+                &name,
+                &mut engine(&ctx, model, on(config(16, false), family, dtype)),
+                &all,
+                &want,
+            )
+        })
+        .collect();
+    // Sensitivity: the decode logits after changing token 3 (block 5 of the table).
+    let mut other = all.clone();
+    other[3] = (other[3] + 1) % vocab as u32;
+    let alt = cpu.forward(&other);
+    let sens = (45..50)
+        .map(|p| {
+            alt[p]
+                .iter()
+                .zip(&want[p])
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max)
+        })
+        .fold(f32::MAX, f32::min);
+    let max_tol = 2e-3 + 1e-2 * want.iter().flatten().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(
+        sens > 5.0 * max_tol,
+        "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}"
+    );
+    for ((family, dtype), worst) in ALL.iter().zip(worst) {
+        eprintln!(
+            "{name} kernels {family} kv {dtype}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}"
+        );
+    }
+}
+
+/// Prefill in three chunks and five decode steps into blocks 5, 2, 7, 0; returns the worst
+/// logit difference.
+fn check_steps(
+    name: &str,
+    engine: &mut kiln_engine::Engine,
+    all: &[u32],
+    want: &[Vec<f32>],
+) -> f32 {
+    let table = [5u32, 2, 7, 0];
+    let mut steps = vec![(0, 16), (16, 29), (29, 45)];
+    steps.extend((45..50).map(|p| (p, p + 1)));
+    let mut worst = 0f32;
+    for (start, end) in steps {
+        let got = pollster::block_on(engine.runner().logits(&chunk(
+            &all[start..end],
+            start,
+            &table,
+        )))
+        .unwrap()
+        .remove(0);
+        let w = &want[end - 1];
+        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let tol = 2e-3 + 1e-2 * scale;
+        for (i, (g, w)) in got.iter().zip(w).enumerate() {
+            worst = worst.max((g - w).abs());
+            assert!(
+                (g - w).abs() <= tol && g.is_finite(),
+                "{name}: position {}: logit {i}: got {g}, want {w} (tol {tol})",
+                end - 1
+            );
+        }
+        let argmax = |l: &[f32]| (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b])).unwrap();
+        assert_eq!(
+            argmax(&got),
+            argmax(w),
+            "{name}: position {}: argmax",
+            end - 1
+        );
+    }
+    worst
+}
+
+#[test]
+fn logits_match_cpu_reference_llama() {
+    check_against_reference("llama", &TinyConfig::default());
+}
+
+/// GGUF files whose matrices stay quantized on the GPU (Q/K rows permuted in the file): the
+/// kernels' in-register dequantization against the reference's, kiln-model's own code.
+#[test]
+fn logits_match_cpu_reference_quantized_gguf() {
+    for dtype in [DType::Q8_0, DType::Q4_0, DType::Q4_1] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_tiny_gguf(&path, &TinyConfig::default(), 7, dtype).unwrap();
+        let model = Model::load(&path).unwrap();
+        check_model_against_reference(&format!("gguf {dtype:?}"), &model);
+    }
+}
+
+/// The same for the 5-bit types and the K-quants (blocks of 256, so a model 256 wide): Q4_K and
+/// Q6_K are what Q4_K_M files are mostly made of.
+#[test]
+fn logits_match_cpu_reference_k_quant_gguf() {
+    let cfg = TinyConfig {
+        hidden_size: 256,
+        intermediate_size: 512,
+        head_dim: 64,
+        ..TinyConfig::default()
+    };
+    for dtype in [
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        write_tiny_gguf(&path, &cfg, 7, dtype).unwrap();
+        let model = Model::load(&path).unwrap();
+        check_model_against_reference(&format!("gguf {dtype:?}"), &model);
+    }
+}
+
+#[test]
+fn logits_match_cpu_reference_qwen2_biases() {
+    check_against_reference("qwen2", &TinyConfig::qwen2());
+}
+
+/// Qwen3: per-head q/k RMSNorm before the rotary embedding, no biases, head_dim 32 with 4 heads
+/// in a hidden size of 64; as a Hugging Face folder and as a GGUF file (`qwen3` metadata,
+/// `attn_q_norm` / `attn_k_norm` tensors).
+#[test]
+fn logits_match_cpu_reference_qwen3_qk_norm() {
+    let cfg = TinyConfig::qwen3();
+    check_against_reference("qwen3", &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.architecture, kiln_model::Architecture::Qwen3);
+    check_model_against_reference("qwen3 gguf", &model);
+}
+
+/// Gemma 3: norms after attention and after the MLP, GELU (tanh), embeddings scaled by
+/// sqrt(64), q/k norms, tied embeddings, and a window of 12 on layers 1 and 3 (RoPE base 10000)
+/// with layers 2 and 4 global (base 1e6), so the 50 positions here cross the window on the
+/// sliding layers while token 3 still reaches the decode logits through the global ones. As a
+/// Hugging Face folder (gains stored minus one, queries scaled by 1/sqrt(24)) and as GGUF.
+#[test]
+fn logits_match_cpu_reference_gemma3() {
+    let cfg = TinyConfig::gemma3();
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::Gemma3);
+    assert_eq!(
+        (c.norm_gain_offset, c.query_pre_attn_scalar),
+        (1.0, Some(24.0))
+    );
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(12), None, Some(12), None]
+    );
+    assert_eq!(
+        (c.layer_rope_theta(0), c.layer_rope_theta(1)),
+        (10000.0, 1.0e6)
+    );
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    check_model_against_reference("gemma3", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.layer_window(3), None);
+    assert_eq!(model.config.norm_gain_offset, 0.0);
+    check_model_against_reference("gemma3 gguf", &model);
+}
+
+/// Phi-3: q/k/v and gate/up fused into one tensor each (`qkv_proj`, `gate_up_proj`; GGUF
+/// `attn_qkv`, `ffn_up`), and LongRoPE: the long factors (the context, 512, is past the original
+/// 64) dividing each frequency, cos and sin scaled by sqrt(1 + ln 8 / ln 64). As a Hugging
+/// Face folder and as GGUF (factors as `rope_factors_*` tensors).
+#[test]
+fn logits_match_cpu_reference_phi3() {
+    let cfg = TinyConfig::phi3();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.architecture, kiln_model::Architecture::Phi3);
+    assert_eq!(model.config.long_rope, cfg.long_rope);
+    assert!((model.config.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
+    check_model_against_reference("phi3", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.long_rope, cfg.long_rope);
+    check_model_against_reference("phi3 gguf", &model);
+}
+
+/// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original
+/// context 64, so the 50 positions here cross the scaled band of frequencies), as a Hugging
+/// Face folder and as GGUF (`rope.scaling.*` metadata).
+#[test]
+fn logits_match_cpu_reference_llama32_rope_scaling() {
+    let cfg = TinyConfig {
+        tie_word_embeddings: true,
+        rope_theta: 500000.0,
+        rope_scaling: Some(kiln_model::RopeScaling {
+            factor: 32.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64,
+        }),
+        ..TinyConfig::default()
+    };
+    check_against_reference("llama3.2", &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.rope_scaling, cfg.rope_scaling);
+    assert!(model.config.tie_word_embeddings);
+    check_model_against_reference("llama3.2 gguf", &model);
+}
+
+/// Mistral's sliding window (30 positions, so the 45-token prompt's last chunk and every decode
+/// step see only part of the context; over two layers token 3 still reaches the decode
+/// logits, which the sensitivity check needs), as a folder and as GGUF.
+#[test]
+fn logits_match_cpu_reference_sliding_window() {
+    let cfg = TinyConfig {
+        sliding_window: Some(30),
+        ..TinyConfig::default()
+    };
+    check_against_reference("sliding window", &cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.sliding_window, Some(30));
+    check_model_against_reference("sliding window gguf", &model);
+}
+
+#[test]
+fn logits_match_cpu_reference_tied_embeddings() {
+    check_against_reference(
+        "tied",
+        &TinyConfig {
+            tie_word_embeddings: true,
+            num_kv_heads: 1,
+            ..TinyConfig::default()
+        },
+    );
+}
