@@ -1,14 +1,17 @@
 //! `kiln chat`: an interactive chat in the terminal. Each line is a user turn; the reply
 //! streams as it is generated, followed by its speed line. The whole conversation is the
 //! prompt of every turn (the prefix cache keeps the earlier turns' KV, so only the new turn
-//! is prefilled). Ctrl-C stops a reply (what was written stays in the history); at the prompt
-//! it quits, as do Ctrl-D and `/exit`. `/reset` starts a new conversation.
+//! is prefilled). The input line is edited with rustyline (arrow keys, Home/End, word moves;
+//! Up and Down recall this session's earlier messages). Ctrl-C stops a reply (what was written
+//! stays in the history); at the prompt it quits, as do Ctrl-D and `/exit`. `/reset` starts a
+//! new conversation.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kiln_model::ChatMessage;
+use rustyline::error::ReadlineError;
 
 use crate::local::{End, Local, LocalArgs};
 use crate::sampling_args::{DEFAULT_MAX_TOKENS, SamplingArgs};
@@ -26,7 +29,8 @@ pub struct Args {
 
 const HELP: &str = "type a message and press Enter; Ctrl-C stops a reply; /reset starts over; /exit or Ctrl-D quits";
 
-/// The stop key: while a reply is generated, Ctrl-C asks it to stop; otherwise it quits.
+/// The stop key: while a reply is generated, Ctrl-C asks it to stop; otherwise (a signal
+/// outside the line editor) it quits.
 struct StopKey {
     generating: AtomicBool,
     interrupt: AtomicBool,
@@ -74,17 +78,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let key = StopKey::install()?;
     let mut history: Vec<ChatMessage> = Vec::new();
     eprintln!("{HELP}");
-    let stdin = std::io::stdin();
-    let mut line = String::new();
+    let mut typed: Vec<String> = Vec::new();
     loop {
-        print!("> ");
-        std::io::stdout().flush()?;
-        line.clear();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            println!();
-            return Ok(());
-        }
+        let line = match read_line(&typed) {
+            Ok(line) => line,
+            Err(ReadlineError::Eof) => {
+                println!();
+                return Ok(());
+            }
+            Err(ReadlineError::Interrupted) => {
+                println!();
+                std::process::exit(130);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let message = line.trim();
+        if !message.is_empty() {
+            typed.push(message.to_string());
+        }
         match message {
             "" => continue,
             "/exit" | "/quit" => return Ok(()),
@@ -138,6 +149,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!("[{how}{}]", reply.speed_line());
         history.push(ChatMessage::new("assistant", reply.text));
     }
+}
+
+/// One line from the line editor, with `typed` as the history that Up and Down walk. The
+/// editor reads keys in raw mode, so Ctrl-C at the prompt arrives as a key (`Interrupted`);
+/// it also takes over SIGINT while it exists, so it lives only for the one line and the stop
+/// key's handler is back in place while a reply is generated.
+fn read_line(typed: &[String]) -> rustyline::Result<String> {
+    let mut editor = rustyline::DefaultEditor::new()?;
+    for line in typed {
+        editor.add_history_entry(line.as_str())?;
+    }
+    editor.readline("> ")
 }
 
 /// `text` with control characters other than newline and tab shown as U+FFFD, so a model

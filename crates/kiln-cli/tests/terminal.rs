@@ -195,7 +195,13 @@ fn chat_in_a_terminal_keeps_history_and_quits_on_ctrl_c_at_the_prompt() {
     t.keys(&["hello there", "Enter"]);
     t.wait_for("[cut at the token limit; prefill:", 1);
     t.wait_prompts(2);
-    t.keys(&["and again", "Enter"]);
+    // Line editing: Up recalls the first message, which is then edited in place.
+    t.keys(&["Up"]);
+    t.wait_for("> hello there", 2);
+    t.keys(&[
+        "C-a", "Right", "Right", "Right", "Right", "Right", " again", "End", "!", "Enter",
+    ]);
+    t.wait_for("> hello again there!", 1);
     let screen = t.wait_for("[cut at the token limit; prefill:", 2);
     let sizes = prefill_sizes(&screen);
     // The second prompt holds the first turn, its reply and the new message.
