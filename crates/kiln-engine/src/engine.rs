@@ -141,15 +141,15 @@ impl Engine {
         )?;
         let rc = runner.runner_config;
         let cap = runner.step_capacity();
+        // The runner may have lowered the step budget; that only loosens `limits.max_len()`.
         let scheduler = Scheduler::new(SchedulerConfig {
             max_penalty_entries: cap.penalty_tokens,
             max_num_batched_tokens: rc.max_tokens,
             max_num_seqs: rc.max_seqs,
-            num_gpu_blocks: num_blocks,
             num_cpu_blocks,
             enable_prefix_caching: ec.enable_prefix_caching,
             max_model_len,
-            sliding_window: limits.sliding_window,
+            ..limits
         });
         Ok(Self {
             scheduler,
