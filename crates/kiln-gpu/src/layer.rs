@@ -1,9 +1,9 @@
-//! One decoder layer's launches, built once from its tensors: the QKV projection with the
-//! input RMSNorm fused in, RoPE and the KV write, paged attention, the output projection, the
-//! MLP (gate and up in one matrix, the gated activation, down), and for Gemma 3 the RMSNorms
-//! on the attention's and the MLP's outputs as they join the residual stream.
+//! One decoder layer's launches, built once from its architecture's operations
+//! ([`kiln_model::Layer`]) in their order: each normed projection is a matrix product with the
+//! RMSNorm fused in, the rotary step also writes the KV cache, attention is paged, and a
+//! projection into the residual stream accumulates into it.
 
-use kiln_model::{LayerTensors, ModelConfig, Tensor, Weights};
+use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
 use crate::{GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch, RunnerConfig, StepInputs};
@@ -16,8 +16,24 @@ pub(crate) struct Activations {
     pub attn: wgpu::Buffer,
     pub gate_up: wgpu::Buffer,
     pub act: wgpu::Buffer,
-    /// A sub-layer's output before its post-norm (Gemma 3 only).
+    /// A sub-layer's output before its norm; only when some layer writes [`Buf::Proj`].
     pub proj: Option<wgpu::Buffer>,
+}
+
+impl Activations {
+    fn get(&self, b: Buf) -> Result<&wgpu::Buffer, GpuError> {
+        Ok(match b {
+            Buf::Residual => &self.x,
+            Buf::Qkv => &self.qkv,
+            Buf::Attn => &self.attn,
+            Buf::GateUp => &self.gate_up,
+            Buf::Act => &self.act,
+            Buf::Proj => self.proj.as_ref().ok_or_else(|| GpuError::Shape {
+                op: "layer",
+                detail: "an operation uses the projection buffer, which was not allocated".into(),
+            })?,
+        })
+    }
 }
 
 /// Uploads a stack of matrices (name, rows) of `cols` columns as one.
@@ -39,16 +55,15 @@ pub(crate) struct LayerContext<'a> {
     pub weights: &'a Weights,
 }
 
+/// One operation's launch.
+enum Step {
+    Matmul(Matmul),
+    Attention(ops::Attention),
+    Launch(Launch),
+}
+
 pub(crate) struct Layer {
-    qkv: Matmul,
-    rope_kv: Launch,
-    attention: ops::Attention,
-    o_proj: Matmul,
-    post_attn: Option<Launch>,
-    gate_up: Matmul,
-    glu: Launch,
-    down: Matmul,
-    post_mlp: Option<Launch>,
+    steps: Vec<Step>,
 }
 
 /// Reads a norm gain (with the config's offset) and checks its shape.
@@ -65,182 +80,162 @@ pub(crate) fn gain(w: &Weights, c: &ModelConfig, t: &Tensor) -> Result<Vec<f32>,
 
 impl Layer {
     /// Layer `i`'s launches and the bytes of its weights on the GPU.
-    pub fn new(l: &LayerContext, i: usize, t: &LayerTensors) -> Result<(Layer, u64), GpuError> {
+    pub fn new(
+        l: &LayerContext,
+        i: usize,
+        layer: &kiln_model::Layer,
+    ) -> Result<(Layer, u64), GpuError> {
         let (ctx, c, b) = (l.ctx, l.config, l.bufs);
-        let (h, nh, nkv, d, inter) = (
-            c.hidden_size,
-            c.num_heads,
-            c.num_kv_heads,
-            c.head_dim,
-            c.intermediate_size,
-        );
-        let qkv_width = (nh + 2 * nkv) * d;
+        let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let eps = c.rms_norm_eps;
-        let gain_buffer = |t: &Tensor| -> Result<wgpu::Buffer, GpuError> {
-            let g = gain(l.weights, c, t)?;
-            Ok(ctx.storage_init(&t.name, bytemuck::cast_slice(&g)))
+        let step = &l.inputs.step;
+        let gains = |ts: &[&Tensor]| -> Result<wgpu::Buffer, GpuError> {
+            let mut g = Vec::new();
+            for t in ts {
+                g.extend(gain(l.weights, c, t)?);
+            }
+            Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&g)))
         };
-        // A stack's tensors uploaded as one matrix, separate or fused alike.
-        let stack = |label: &str, ts: Vec<&Tensor>| {
+        let mut matrix_bytes = 0u64;
+        // A stack of matrices (stored separately or fused) uploaded as one.
+        let mut stack = |ts: &[&Tensor]| -> Result<(GpuMatrix, u32), GpuError> {
             let parts: Vec<(&str, usize)> =
                 ts.iter().map(|t| (t.name.as_str(), t.shape[0])).collect();
-            (l.matrix)(label, &parts, h)
+            let rows: usize = parts.iter().map(|p| p.1).sum();
+            let m = (l.matrix)(&ts[0].name, &parts, ts[0].shape[1])?;
+            matrix_bytes += m.bytes();
+            Ok((m, rows as u32))
         };
-        let w_qkv = stack("qkv_proj", t.qkv.tensors())?;
-        let attn_gain = gain_buffer(&t.attn_norm)?;
-        let b_qkv = match &t.qkv_bias {
-            Some(parts) => {
-                let mut v = Vec::new();
-                for p in parts {
-                    v.extend(l.weights.read_f32(&p.name)?);
-                }
-                Some(ctx.storage_init("qkv_bias", bytemuck::cast_slice(&v)))
-            }
-            None => None,
-        };
-        let qk_gain = match &t.qk_norm {
-            Some([q, k]) => {
-                let mut g = gain(l.weights, c, q)?;
-                g.extend(gain(l.weights, c, k)?);
-                Some(ctx.storage_init("qk_norm", bytemuck::cast_slice(&g)))
-            }
-            None => None,
-        };
-        let w_o = (l.matrix)("o_proj", &[(&t.o.name, h)], nh * d)?;
-        let w_gu = stack("gate_up_proj", t.gate_up.tensors())?;
-        let mlp_gain = gain_buffer(&t.mlp_norm)?;
-        let w_down = (l.matrix)("down_proj", &[(&t.down.name, h)], inter)?;
-        let norm_floats = 2 * h
-            + if t.qk_norm.is_some() { 2 * d } else { 0 }
-            + if t.post_norms.is_some() { 2 * h } else { 0 };
-        let bytes =
-            w_qkv.bytes() + w_o.bytes() + w_gu.bytes() + w_down.bytes() + norm_floats as u64 * 4;
-
-        let step = &l.inputs.step;
-        let mm = |x, w, bias, y, ldy, norm, accumulate| {
-            Matmul::new(
-                ctx,
-                l.kernels,
-                step,
-                MatmulArgs {
-                    x,
-                    w,
-                    bias,
-                    y,
-                    ldy,
-                    out_offset: 0,
+        let mm = |args: MatmulArgs<'_>| Matmul::new(ctx, l.kernels, step, args);
+        let window = c.layer_window(i);
+        let (inputs, kv) = (l.inputs, l.kv);
+        let mut steps = Vec::with_capacity(layer.ops.len());
+        for op in &layer.ops {
+            steps.push(match op {
+                Op::NormedProject {
                     norm,
-                    accumulate,
-                    sample_rows: false,
-                },
-            )
-        };
-        // With post-norms a sub-layer writes `proj`, which its norm adds to `x`; without, it
-        // accumulates into `x` directly.
-        let (post_attn, post_mlp, out, accumulate) = match (&t.post_norms, &b.proj) {
-            (Some([pa, pm]), Some(proj)) => {
-                let post = |t: &Tensor| -> Result<Launch, GpuError> {
-                    Ok(ops::residual_rmsnorm(
+                    weights,
+                    bias,
+                    dst,
+                } => {
+                    let (w, rows) = stack(&weights.iter().collect::<Vec<_>>())?;
+                    let gain = gains(&[norm])?;
+                    let bias = match bias {
+                        Some(parts) => {
+                            let mut v = Vec::new();
+                            for p in parts {
+                                v.extend(l.weights.read_f32(&p.name)?);
+                            }
+                            Some(ctx.storage_init(&parts[0].name, bytemuck::cast_slice(&v)))
+                        }
+                        None => None,
+                    };
+                    Step::Matmul(mm(MatmulArgs {
+                        x: &b.x,
+                        w: &w,
+                        bias: bias.as_ref(),
+                        y: b.get(*dst)?,
+                        ldy: rows,
+                        out_offset: 0,
+                        norm: Some((&gain, eps)),
+                        accumulate: false,
+                        sample_rows: false,
+                    }))
+                }
+                Op::Rotary { qk_norm } => {
+                    let qk_gain = match qk_norm {
+                        Some([q, k]) => Some(gains(&[q, k])?),
+                        None => None,
+                    };
+                    let rope = match (window, l.rope.1) {
+                        (Some(_), Some(local)) => local,
+                        _ => l.rope.0,
+                    };
+                    Step::Launch(ops::rope_kv(
                         ctx,
                         l.kernels,
                         step,
-                        (h, eps),
-                        proj,
-                        &gain_buffer(t)?,
-                        &b.x,
+                        (nh, nkv, d),
+                        (l.rc.kv_dtype, l.rc.max_model_len),
+                        &inputs.positions,
+                        &inputs.slot_mapping,
+                        rope,
+                        &b.qkv,
+                        &kv.k[i],
+                        &kv.v[i],
+                        qk_gain.as_ref().map(|g| (g, eps)),
                     ))
-                };
-                (Some(post(pa)?), Some(post(pm)?), proj, false)
-            }
-            _ => (None, None, &b.x, true),
-        };
-        let window = c.layer_window(i);
-        let rope = match (window, l.rope.1) {
-            (Some(_), Some(local)) => local,
-            _ => l.rope.0,
-        };
-        let (inputs, kv) = (l.inputs, l.kv);
-        let layer = Layer {
-            qkv: mm(
-                &b.x,
-                &w_qkv,
-                b_qkv.as_ref(),
-                &b.qkv,
-                qkv_width as u32,
-                Some((&attn_gain, eps)),
-                false,
-            ),
-            rope_kv: ops::rope_kv(
-                ctx,
-                l.kernels,
-                step,
-                (nh, nkv, d),
-                (l.rc.kv_dtype, l.rc.max_model_len),
-                &inputs.positions,
-                &inputs.slot_mapping,
-                rope,
-                &b.qkv,
-                &kv.k[i],
-                &kv.v[i],
-                qk_gain.as_ref().map(|g| (g, eps)),
-            ),
-            attention: ops::attention(
-                ctx,
-                l.kernels,
-                step,
-                (nh, nkv, d),
-                (window, c.attention_scale()),
-                l.rc.kv_dtype,
-                AttentionBuffers {
-                    positions: &inputs.positions,
-                    token_seq: &inputs.token_seq,
-                    seq_info: &inputs.seq_info,
-                    block_tables: &inputs.block_tables,
-                    qkv: &b.qkv,
-                    k_cache: &kv.k[i],
-                    v_cache: &kv.v[i],
-                    out: &b.attn,
-                },
-                ops::SPLIT_TOKENS.min(l.rc.max_tokens as u32),
-            )?,
-            o_proj: mm(&b.attn, &w_o, None, out, h as u32, None, accumulate),
-            post_attn,
-            gate_up: mm(
-                &b.x,
-                &w_gu,
-                None,
-                &b.gate_up,
-                (2 * inter) as u32,
-                Some((&mlp_gain, eps)),
-                false,
-            ),
-            glu: ops::glu(
-                ctx,
-                l.kernels,
-                step,
-                (inter, c.activation),
-                &b.gate_up,
-                &b.act,
-            ),
-            down: mm(&b.act, &w_down, None, out, h as u32, None, accumulate),
-            post_mlp,
-        };
-        Ok((layer, bytes))
+                }
+                Op::Attention => Step::Attention(ops::attention(
+                    ctx,
+                    l.kernels,
+                    step,
+                    (nh, nkv, d),
+                    (window, c.attention_scale()),
+                    l.rc.kv_dtype,
+                    AttentionBuffers {
+                        positions: &inputs.positions,
+                        token_seq: &inputs.token_seq,
+                        seq_info: &inputs.seq_info,
+                        block_tables: &inputs.block_tables,
+                        qkv: &b.qkv,
+                        k_cache: &kv.k[i],
+                        v_cache: &kv.v[i],
+                        out: &b.attn,
+                    },
+                    ops::SPLIT_TOKENS.min(l.rc.max_tokens as u32),
+                )?),
+                Op::Project { src, weight, dst } => {
+                    let (w, rows) = stack(&[weight])?;
+                    Step::Matmul(mm(MatmulArgs {
+                        x: b.get(*src)?,
+                        w: &w,
+                        bias: None,
+                        y: b.get(*dst)?,
+                        ldy: rows,
+                        out_offset: 0,
+                        norm: None,
+                        // Into the residual stream a product adds.
+                        accumulate: *dst == Buf::Residual,
+                        sample_rows: false,
+                    }))
+                }
+                Op::AddNormed { src, norm } => Step::Launch(ops::residual_rmsnorm(
+                    ctx,
+                    l.kernels,
+                    step,
+                    (c.hidden_size, eps),
+                    b.get(*src)?,
+                    &gains(&[norm])?,
+                    &b.x,
+                )),
+                Op::GatedActivation => Step::Launch(ops::glu(
+                    ctx,
+                    l.kernels,
+                    step,
+                    (c.intermediate_size, c.activation),
+                    &b.gate_up,
+                    &b.act,
+                )),
+            });
+        }
+        // Norm gains and biases (the vectors) are stored as f32.
+        let vectors: usize = (layer.tensors().iter())
+            .filter(|t| t.shape.len() == 1)
+            .map(|t| t.len())
+            .sum();
+        Ok((Layer { steps }, vectors as u64 * 4 + matrix_bytes))
     }
 
     /// Records the layer's dispatches; returns how many.
     pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, t: u32, s: u32) -> u32 {
-        let post = |l: &Option<Launch>, pass: &mut wgpu::ComputePass<'_>| {
-            l.as_ref().map_or(0, |l| l.record(pass, t, s))
-        };
-        let mut n = self.qkv.record(pass, t, s)
-            + self.rope_kv.record(pass, t, s)
-            + self.attention.record(pass, t, s)
-            + self.o_proj.record(pass, t, s);
-        n += post(&self.post_attn, pass);
-        n += self.gate_up.record(pass, t, s)
-            + self.glu.record(pass, t, s)
-            + self.down.record(pass, t, s);
-        n + post(&self.post_mlp, pass)
+        self.steps
+            .iter()
+            .map(|step| match step {
+                Step::Matmul(m) => m.record(pass, t, s),
+                Step::Attention(a) => a.record(pass, t, s),
+                Step::Launch(l) => l.record(pass, t, s),
+            })
+            .sum()
     }
 }

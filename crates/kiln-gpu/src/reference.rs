@@ -4,29 +4,60 @@
 //! (quantized types dequantized exactly, the others rounded through f16). Slow by design; only for tests.
 
 use half::f16;
-use kiln_model::{Activation, ModelConfig, ModelError, ModelTensors, Tensor, Weights};
+use kiln_model::{Activation, Buf, ModelConfig, ModelError, ModelTensors, Op, Tensor, Weights};
 
-struct Layer {
-    attn_norm: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    bias: Option<(Vec<f32>, Vec<f32>, Vec<f32>)>,
-    /// Qwen3, Gemma 3: the per-head q and k norm gains.
-    qk_norm: Option<(Vec<f32>, Vec<f32>)>,
-    /// Gemma 3: the norms on the attention's and the MLP's outputs.
-    post_norms: Option<(Vec<f32>, Vec<f32>)>,
-    o: Vec<f32>,
-    mlp_norm: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-    down: Vec<f32>,
+/// One operation of a layer with its weights read ([`Op`]'s counterpart).
+enum Step {
+    NormedProject {
+        norm: Vec<f32>,
+        w: Vec<f32>,
+        bias: Option<Vec<f32>>,
+        dst: Buf,
+    },
+    Rotary {
+        qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    },
+    Attention,
+    Project {
+        src: Buf,
+        w: Vec<f32>,
+        dst: Buf,
+    },
+    AddNormed {
+        src: Buf,
+        norm: Vec<f32>,
+    },
+    GatedActivation,
+}
+
+/// Each position's row of every activation.
+#[derive(Default)]
+struct Rows {
+    residual: Vec<Vec<f32>>,
+    qkv: Vec<Vec<f32>>,
+    attn: Vec<Vec<f32>>,
+    gate_up: Vec<Vec<f32>>,
+    act: Vec<Vec<f32>>,
+    proj: Vec<Vec<f32>>,
+}
+
+impl Rows {
+    fn get(&mut self, b: Buf) -> &mut Vec<Vec<f32>> {
+        match b {
+            Buf::Residual => &mut self.residual,
+            Buf::Qkv => &mut self.qkv,
+            Buf::Attn => &mut self.attn,
+            Buf::GateUp => &mut self.gate_up,
+            Buf::Act => &mut self.act,
+            Buf::Proj => &mut self.proj,
+        }
+    }
 }
 
 pub struct CpuModel {
     pub config: ModelConfig,
     embed: Vec<f32>,
-    layers: Vec<Layer>,
+    layers: Vec<Vec<Step>>,
     norm: Vec<f32>,
     lm_head: Vec<f32>,
 }
@@ -97,48 +128,58 @@ impl CpuModel {
         let read = |t: &Tensor| w.read_f32(&t.name);
         let norm = |t: &Tensor| config.read_gain(w, &t.name);
         let mut layers = Vec::new();
-        for t in &tensors.layers {
-            let bias = match &t.qkv_bias {
-                Some([q, k, v]) => Some((read(q)?, read(k)?, read(v)?)),
-                None => None,
-            };
-            let qk_norm = match &t.qk_norm {
-                Some([q, k]) => Some((norm(q)?, norm(k)?)),
-                None => None,
-            };
-            let post_norms = match &t.post_norms {
-                Some([a, m]) => Some((norm(a)?, norm(m)?)),
-                None => None,
-            };
-            // Stacks (q, k, v; gate, up) read whole and split by rows, fused or not.
-            let stack = |ts: Vec<&Tensor>| -> Result<Vec<f32>, ModelError> {
-                let mut all = Vec::new();
-                for t in ts {
-                    all.extend(get(&t.name)?);
-                }
-                Ok(all)
-            };
-            let (h, d) = (config.hidden_size, config.head_dim);
-            let mut qkv = stack(t.qkv.tensors())?;
-            let v = qkv.split_off((config.num_heads + config.num_kv_heads) * d * h);
-            let k = qkv.split_off(config.num_heads * d * h);
-            let q = qkv;
-            let mut gate = stack(t.gate_up.tensors())?;
-            let up = gate.split_off(config.intermediate_size * h);
-            layers.push(Layer {
-                qk_norm,
-                post_norms,
-                attn_norm: norm(&t.attn_norm)?,
-                q,
-                k,
-                v,
-                bias,
-                o: get(&t.o.name)?,
-                mlp_norm: norm(&t.mlp_norm)?,
-                gate,
-                up,
-                down: get(&t.down.name)?,
-            });
+        for layer in &tensors.layers {
+            let mut steps = Vec::new();
+            for op in &layer.ops {
+                steps.push(match op {
+                    Op::NormedProject {
+                        norm: n,
+                        weights,
+                        bias,
+                        dst,
+                    } => {
+                        // A stack (q, k, v; gate, up) read whole, fused or not.
+                        let mut w = Vec::new();
+                        for t in weights {
+                            w.extend(get(&t.name)?);
+                        }
+                        let bias = match bias {
+                            Some(parts) => {
+                                let mut b = Vec::new();
+                                for t in parts {
+                                    b.extend(read(t)?);
+                                }
+                                Some(b)
+                            }
+                            None => None,
+                        };
+                        Step::NormedProject {
+                            norm: norm(n)?,
+                            w,
+                            bias,
+                            dst: *dst,
+                        }
+                    }
+                    Op::Rotary { qk_norm } => Step::Rotary {
+                        qk_norm: match qk_norm {
+                            Some([q, k]) => Some((norm(q)?, norm(k)?)),
+                            None => None,
+                        },
+                    },
+                    Op::Attention => Step::Attention,
+                    Op::Project { src, weight, dst } => Step::Project {
+                        src: *src,
+                        w: get(&weight.name)?,
+                        dst: *dst,
+                    },
+                    Op::AddNormed { src, norm: n } => Step::AddNormed {
+                        src: *src,
+                        norm: norm(n)?,
+                    },
+                    Op::GatedActivation => Step::GatedActivation,
+                });
+            }
+            layers.push(steps);
         }
         let embed = get(&tensors.embed.name)?;
         let lm_head = match tensors.lm_head.as_ref().filter(|t| w.contains(&t.name)) {
@@ -157,53 +198,113 @@ impl CpuModel {
     /// Logits at every position of `tokens`.
     pub fn forward(&self, tokens: &[u32]) -> Vec<Vec<f32>> {
         let c = &self.config;
-        let (h, nh, nkv, d) = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim);
+        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
         let scale = c.embed_scale();
-        let mut xs: Vec<Vec<f32>> = tokens
-            .iter()
-            .map(|&t| {
-                let row = &self.embed[t as usize * h..(t as usize + 1) * h];
-                row.iter().map(|v| v * scale).collect()
-            })
-            .collect();
-        for (i, l) in self.layers.iter().enumerate() {
-            let inv_freq = c.layer_rope_inv_freq(i);
-            let window = c.layer_window(i);
-            let mut ks = Vec::new();
-            let mut vs = Vec::new();
-            let mut qs = Vec::new();
-            for (pos, x) in xs.iter().enumerate() {
-                let n = rmsnorm(x, &l.attn_norm, c.rms_norm_eps);
-                let (mut q, mut k, mut v) = (matvec(&l.q, &n), matvec(&l.k, &n), matvec(&l.v, &n));
-                if let Some((bq, bk, bv)) = &l.bias {
-                    q.iter_mut().zip(bq).for_each(|(a, b)| *a += b);
-                    k.iter_mut().zip(bk).for_each(|(a, b)| *a += b);
-                    v.iter_mut().zip(bv).for_each(|(a, b)| *a += b);
-                }
-                if let Some((qn, kn)) = &l.qk_norm {
-                    q.chunks_mut(d)
-                        .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, c.rms_norm_eps)));
-                    k.chunks_mut(d)
-                        .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, c.rms_norm_eps)));
-                }
-                let m = c.rope_attention_factor();
-                q.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq, m));
-                k.chunks_mut(d).for_each(|hd| rope(hd, pos, &inv_freq, m));
-                qs.push(q);
-                ks.push(k);
-                vs.push(v);
+        let mut rows = Rows {
+            residual: (tokens.iter())
+                .map(|&t| {
+                    let row = &self.embed[t as usize * h..(t as usize + 1) * h];
+                    row.iter().map(|v| v * scale).collect()
+                })
+                .collect(),
+            ..Rows::default()
+        };
+        for (i, steps) in self.layers.iter().enumerate() {
+            for step in steps {
+                self.run(i, step, &mut rows);
             }
-            for (pos, x) in xs.iter_mut().enumerate() {
+        }
+        (rows.residual.iter())
+            .map(|x| matvec(&self.lm_head, &rmsnorm(x, &self.norm, eps)))
+            .collect()
+    }
+
+    /// One operation of layer `i` over every position.
+    fn run(&self, i: usize, step: &Step, rows: &mut Rows) {
+        let c = &self.config;
+        let eps = c.rms_norm_eps;
+        match step {
+            Step::NormedProject { norm, w, bias, dst } => {
+                let out: Vec<Vec<f32>> = (rows.residual.iter())
+                    .map(|x| {
+                        let mut y = matvec(w, &rmsnorm(x, norm, eps));
+                        if let Some(b) = bias {
+                            y.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                        }
+                        y
+                    })
+                    .collect();
+                *rows.get(*dst) = out;
+            }
+            Step::Rotary { qk_norm } => {
+                let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
+                let inv_freq = c.layer_rope_inv_freq(i);
+                let factor = c.rope_attention_factor();
+                for (pos, qkv) in rows.qkv.iter_mut().enumerate() {
+                    let (q, k) = qkv[..(nh + nkv) * d].split_at_mut(nh * d);
+                    if let Some((qn, kn)) = qk_norm {
+                        q.chunks_mut(d)
+                            .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, eps)));
+                        k.chunks_mut(d)
+                            .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, eps)));
+                    }
+                    q.chunks_mut(d)
+                        .chain(k.chunks_mut(d))
+                        .for_each(|hd| rope(hd, pos, &inv_freq, factor));
+                }
+            }
+            Step::Attention => rows.attn = self.attention(i, &rows.qkv),
+            Step::Project { src, w, dst } => {
+                let out: Vec<Vec<f32>> = rows.get(*src).iter().map(|x| matvec(w, x)).collect();
+                if *dst == Buf::Residual {
+                    for (x, o) in rows.residual.iter_mut().zip(out) {
+                        x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
+                    }
+                } else {
+                    *rows.get(*dst) = out;
+                }
+            }
+            Step::AddNormed { src, norm } => {
+                let out: Vec<Vec<f32>> = (rows.get(*src).iter())
+                    .map(|y| rmsnorm(y, norm, eps))
+                    .collect();
+                for (x, o) in rows.residual.iter_mut().zip(out) {
+                    x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
+                }
+            }
+            Step::GatedActivation => {
+                let ff = c.intermediate_size;
+                rows.act = (rows.gate_up.iter())
+                    .map(|gu| {
+                        let (g, u) = gu.split_at(ff);
+                        (g.iter().zip(u))
+                            .map(|(&g, &u)| (activation(c.activation, g as f64) * u as f64) as f32)
+                            .collect()
+                    })
+                    .collect();
+            }
+        }
+    }
+
+    /// Causal attention of every position's query over the keys and values up to it (within
+    /// layer `i`'s window).
+    fn attention(&self, i: usize, qkv: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        let c = &self.config;
+        let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
+        let window = c.layer_window(i);
+        let k_at = |j: usize, kvh: usize| &qkv[j][(nh + kvh) * d..(nh + kvh + 1) * d];
+        let v_at = |j: usize, kvh: usize| &qkv[j][(nh + nkv + kvh) * d..(nh + nkv + kvh + 1) * d];
+        (0..qkv.len())
+            .map(|pos| {
                 let mut attn = vec![0f32; nh * d];
                 for head in 0..nh {
                     let kvh = head / (nh / nkv);
-                    let q = &qs[pos][head * d..(head + 1) * d];
+                    let q = &qkv[pos][head * d..(head + 1) * d];
                     let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
                     let scores: Vec<f64> = (first..=pos)
                         .map(|j| {
-                            let k = &ks[j][kvh * d..(kvh + 1) * d];
                             q.iter()
-                                .zip(k)
+                                .zip(k_at(j, kvh))
                                 .map(|(a, b)| *a as f64 * *b as f64)
                                 .sum::<f64>()
                                 * c.attention_scale() as f64
@@ -212,33 +313,14 @@ impl CpuModel {
                     let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
                     let z: f64 = e.iter().sum();
-                    for i in 0..d {
-                        attn[head * d + i] = (first..=pos)
-                            .map(|j| e[j - first] / z * vs[j][kvh * d + i] as f64)
+                    for x in 0..d {
+                        attn[head * d + x] = (first..=pos)
+                            .map(|j| e[j - first] / z * v_at(j, kvh)[x] as f64)
                             .sum::<f64>() as f32;
                     }
                 }
-                let mut o = matvec(&l.o, &attn);
-                if let Some((post, _)) = &l.post_norms {
-                    o = rmsnorm(&o, post, c.rms_norm_eps);
-                }
-                x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-                let n = rmsnorm(x, &l.mlp_norm, c.rms_norm_eps);
-                let (g, u) = (matvec(&l.gate, &n), matvec(&l.up, &n));
-                let act: Vec<f32> = g
-                    .iter()
-                    .zip(&u)
-                    .map(|(&g, &u)| (activation(c.activation, g as f64) * u as f64) as f32)
-                    .collect();
-                let mut down = matvec(&l.down, &act);
-                if let Some((_, post)) = &l.post_norms {
-                    down = rmsnorm(&down, post, c.rms_norm_eps);
-                }
-                x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
-            }
-        }
-        xs.iter()
-            .map(|x| matvec(&self.lm_head, &rmsnorm(x, &self.norm, c.rms_norm_eps)))
+                attn
+            })
             .collect()
     }
 }

@@ -3,7 +3,7 @@
 //! launches into one compute pass, submits once and reads back only the sampled tokens.
 
 use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch, TokenMask, mask_words};
-use kiln_model::{ModelConfig, ModelTensors, Weights};
+use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
 use crate::kv_cache::PendingSwapOut;
 use crate::layer::{Activations, Layer, LayerContext, gain};
@@ -105,6 +105,7 @@ impl ModelRunner {
             rc.num_cpu_blocks,
         )?;
 
+        let tensors = ModelTensors::for_config(c);
         let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
         let bufs = Activations {
             x: f32s("x", max_tokens * h),
@@ -112,7 +113,9 @@ impl ModelRunner {
             attn: f32s("attn", max_tokens * nh * d),
             gate_up: f32s("gate_up", max_tokens * 2 * inter),
             act: f32s("act", max_tokens * inter),
-            proj: c.post_norms().then(|| f32s("proj", max_tokens * h)),
+            proj: (tensors.layers.iter())
+                .any(|l| l.ops.iter().any(|op| op.uses(Buf::Proj)))
+                .then(|| f32s("proj", max_tokens * h)),
         };
         let x = &bufs.x;
         let normed = f32s("normed", max_seqs * h);
@@ -158,7 +161,6 @@ impl ModelRunner {
                     .collect::<Result<Vec<_>, GpuError>>()?;
                 GpuMatrix::upload_stacked(ctx, label, &parts)
             };
-        let tensors = ModelTensors::for_config(c);
         let embed_w = matrix("embed_tokens", &[(&tensors.embed.name, vocab)], h)?;
         weight_bytes += embed_w.bytes();
         let embed = ops::embedding(

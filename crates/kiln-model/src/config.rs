@@ -2,7 +2,7 @@
 //! in `hf_config`, from GGUF metadata in `gguf::config`), plus what follows from them: RoPE
 //! frequencies, per-layer windows, scales.
 
-use crate::{GenerationDefaults, ModelError, Weights};
+use crate::{GenerationDefaults, ModelError, ModelTensors, Op, Weights};
 
 /// The decoder families kiln runs. Mistral loads as `Llama` (with its sliding window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,20 +116,6 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// Whether q and k are RMS-normalized per head before the rotary embedding (Qwen3, Gemma 3).
-    pub fn qk_norm(&self) -> bool {
-        matches!(
-            self.architecture,
-            Architecture::Qwen3 | Architecture::Gemma3
-        )
-    }
-
-    /// Whether the attention's and the MLP's outputs are RMS-normalized before each joins the
-    /// residual stream (Gemma 3).
-    pub fn post_norms(&self) -> bool {
-        self.architecture == Architecture::Gemma3
-    }
-
     /// The factor the embedding rows are multiplied by (Gemma: sqrt of the hidden size).
     pub fn embed_scale(&self) -> f32 {
         match self.architecture {
@@ -189,10 +175,15 @@ impl ModelConfig {
         if self.attention_bias {
             f.push("q/k/v biases".into());
         }
-        if self.qk_norm() {
+        let tensors = ModelTensors::for_config(self);
+        let ops = tensors.layers.iter().flat_map(|l| &l.ops);
+        if ops
+            .clone()
+            .any(|op| matches!(op, Op::Rotary { qk_norm: Some(_) }))
+        {
             f.push("per-head q/k RMSNorm".into());
         }
-        if self.post_norms() {
+        if ops.clone().any(|op| matches!(op, Op::AddNormed { .. })) {
             f.push("RMSNorm after attention and after the MLP".into());
         }
         if self.activation == Activation::GeluTanh {
@@ -281,24 +272,8 @@ impl ModelConfig {
 
     /// Total number of parameters (embeddings counted once when tied).
     pub fn param_count(&self) -> usize {
-        let h = self.hidden_size;
-        let q = self.num_heads * self.head_dim;
-        let kv = self.num_kv_heads * self.head_dim;
-        let mut layer = 2 * h + h * q + 2 * h * kv + q * h + 3 * h * self.intermediate_size;
-        if self.attention_bias {
-            layer += q + 2 * kv;
-        }
-        if self.qk_norm() {
-            layer += 2 * self.head_dim;
-        }
-        if self.post_norms() {
-            layer += 2 * h;
-        }
-        let mut total = self.vocab_size * h + self.num_layers * layer + h;
-        if !self.tie_word_embeddings {
-            total += self.vocab_size * h;
-        }
-        total
+        let tensors = ModelTensors::for_config(self);
+        tensors.all().iter().map(|t| t.len()).sum()
     }
 
     /// Basic sanity checks shared by both file formats.

@@ -25,7 +25,7 @@ pub use config::{Activation, Architecture, LongRope, ModelConfig, RopeScaling};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
-pub use models::{GEMMA3_CHAT_TEMPLATE, LayerTensors, ModelTensors, Stack, Tensor};
+pub use models::{Buf, GEMMA3_CHAT_TEMPLATE, Layer, ModelTensors, Op, Tensor};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;
 

@@ -1,23 +1,49 @@
-//! Gemma 3: Qwen3's layout (per-head q/k RMSNorm, no biases) plus RMSNorms on the attention's
-//! and the MLP's outputs before each joins the residual stream. What else sets it apart is in
-//! [`ModelConfig`]: a GELU (tanh) gated MLP, embeddings scaled by sqrt(hidden size), tied
-//! output, and sliding-window layers interleaved with global ones, each kind with its own RoPE
-//! base. Hugging Face stores its norm gains minus one; GGUF files store the gains.
+//! Gemma 3: Qwen3's attention (per-head q/k RMSNorm, no biases), with RMSNorms on the
+//! attention's and the MLP's outputs before each joins the residual stream. What else sets it
+//! apart is in [`ModelConfig`]: a GELU (tanh) gated MLP, embeddings scaled by sqrt(hidden
+//! size), tied output, and sliding-window layers interleaved with global ones, each kind with
+//! its own RoPE base. Hugging Face stores its norm gains minus one; GGUF files store the gains.
 
-use super::{LayerTensors, Tensor};
+use super::Buf::{Attn, Proj, Qkv};
+use super::Op::{AddNormed, Attention, NormedProject, Project, Rotary};
+use super::{Layer, Names, llama};
 use crate::ModelConfig;
 
-pub(super) fn layer(cfg: &ModelConfig, i: usize) -> LayerTensors {
-    let h = cfg.hidden_size;
-    let t = |role: &str| Tensor::new(format!("model.layers.{i}.{role}.weight"), &[h]);
-    LayerTensors {
-        mlp_norm: t("pre_feedforward_layernorm"),
-        post_norms: Some([
-            t("post_attention_layernorm"),
-            t("post_feedforward_layernorm"),
-        ]),
-        ..super::qwen3::layer(cfg, i)
-    }
+/// Layer `i`: each sub-layer's output normalized on its way into the residual stream.
+pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
+    let n = Names::new(cfg, i);
+    let mut ops = vec![
+        NormedProject {
+            norm: n.norm("input_layernorm"),
+            weights: n.qkv(),
+            bias: None,
+            dst: Qkv,
+        },
+        Rotary {
+            qk_norm: Some(n.qk_norm()),
+        },
+        Attention,
+        Project {
+            src: Attn,
+            weight: n.o(),
+            dst: Proj,
+        },
+        AddNormed {
+            src: Proj,
+            norm: n.norm("post_attention_layernorm"),
+        },
+    ];
+    ops.extend(llama::mlp(
+        &n,
+        "pre_feedforward_layernorm",
+        n.gate_up(),
+        Proj,
+    ));
+    ops.push(AddNormed {
+        src: Proj,
+        norm: n.norm("post_feedforward_layernorm"),
+    });
+    Layer { ops }
 }
 
 /// Gemma's turn format, for files without a template: `<start_of_turn>user` / `model` turns

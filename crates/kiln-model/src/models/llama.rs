@@ -1,30 +1,49 @@
-//! Llama (Llama 2 and 3, SmolLM2, TinyLlama, Mistral): RMSNorm, grouped-query attention with
-//! rotary embeddings, a SiLU-gated MLP; no biases. The layout the other families extend.
+//! Llama (Llama 2 and 3, SmolLM2, TinyLlama, Mistral): pre-norm attention and a SiLU-gated
+//! MLP, each added to the residual stream; grouped-query attention with rotary embeddings; no
+//! biases. The layout the other families extend.
 
-use super::{LayerTensors, Parts, Tensor};
+use super::Buf::{Act, Attn, GateUp, Qkv, Residual};
+use super::Op::{Attention, GatedActivation, NormedProject, Project, Rotary};
+use super::{Buf, Layer, Names, Op};
 use crate::ModelConfig;
 
-/// Layer `i`'s tensors.
-pub(super) fn layer(cfg: &ModelConfig, i: usize) -> LayerTensors {
-    let (h, d, ff) = (cfg.hidden_size, cfg.head_dim, cfg.intermediate_size);
-    let (q, kv) = (cfg.num_heads * d, cfg.num_kv_heads * d);
-    let t = |role: &str, shape: &[usize]| Tensor::new(format!("model.layers.{i}.{role}"), shape);
-    LayerTensors {
-        attn_norm: t("input_layernorm.weight", &[h]),
-        qkv: Parts([
-            t("self_attn.q_proj.weight", &[q, h]),
-            t("self_attn.k_proj.weight", &[kv, h]),
-            t("self_attn.v_proj.weight", &[kv, h]),
-        ]),
-        o: t("self_attn.o_proj.weight", &[h, q]),
-        qkv_bias: None,
-        qk_norm: None,
-        post_norms: None,
-        mlp_norm: t("post_attention_layernorm.weight", &[h]),
-        gate_up: Parts([
-            t("mlp.gate_proj.weight", &[ff, h]),
-            t("mlp.up_proj.weight", &[ff, h]),
-        ]),
-        down: t("mlp.down_proj.weight", &[h, ff]),
-    }
+/// Layer `i`.
+pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
+    let n = Names::new(cfg, i);
+    let mut ops = vec![
+        NormedProject {
+            norm: n.norm("input_layernorm"),
+            weights: n.qkv(),
+            bias: None,
+            dst: Qkv,
+        },
+        Rotary { qk_norm: None },
+        Attention,
+        Project {
+            src: Attn,
+            weight: n.o(),
+            dst: Residual,
+        },
+    ];
+    ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
+    Layer { ops }
+}
+
+/// The gated MLP on the normalized residual stream (norm gain `norm`, gate and up
+/// `gate_up`), its output written to `dst` (added, into the residual stream).
+pub(super) fn mlp(n: &Names, norm: &str, gate_up: Vec<super::Tensor>, dst: Buf) -> [Op; 3] {
+    [
+        NormedProject {
+            norm: n.norm(norm),
+            weights: gate_up,
+            bias: None,
+            dst: GateUp,
+        },
+        GatedActivation,
+        Project {
+            src: Act,
+            weight: n.down(),
+            dst,
+        },
+    ]
 }

@@ -1,16 +1,13 @@
-//! The model definitions, one file per architecture: which tensors a model has, by role and
-//! with their shapes (Hugging Face names; GGUF names are mapped onto them on load). The
-//! loader's validation, the GPU runner and the CPU reference all read a model's tensors
-//! through [`ModelTensors`], so none of them spells a tensor name, and an architecture's
-//! tensors are written down once.
+//! The model definitions, one file per architecture: a decoder layer's operations in the
+//! order they run ([`Layer`]), each with the tensors it reads, by their Hugging Face names and
+//! shapes (GGUF names are mapped onto them on load). The loader's validation, the GPU runner
+//! and the CPU reference all read a model through [`ModelTensors`], so none of them spells a
+//! tensor name or an order of operations, and an architecture is written down once.
 //!
 //! Gemma 3's chat template, for files that carry none, is here too ([`GEMMA3_CHAT_TEMPLATE`]).
-//!
-//! What is not here yet: the order of the operations, which the GPU runner and the CPU
-//! reference each still write out (the same for every architecture so far, with flags for
-//! biases, q/k norms and sliding windows).
 
 mod gemma3;
+mod layer;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -19,8 +16,7 @@ mod qwen3;
 use crate::{Architecture, ModelConfig};
 
 pub use gemma3::CHAT_TEMPLATE as GEMMA3_CHAT_TEMPLATE;
-
-use self::Stack::{Fused, Parts};
+pub use layer::{Buf, Layer, Op};
 
 /// A tensor the forward pass reads: its name and shape as Hugging Face writes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,61 +32,82 @@ impl Tensor {
             shape: shape.to_vec(),
         }
     }
-}
 
-/// Matrices the forward pass multiplies as one, stacked by rows (q, k and v; gate and up):
-/// stored as separate tensors, or already fused into one (Phi-3).
-#[derive(Debug, Clone)]
-pub enum Stack<const N: usize> {
-    Parts([Tensor; N]),
-    Fused(Tensor),
-}
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
 
-impl<const N: usize> Stack<N> {
-    /// The stored tensors, in row order.
-    pub fn tensors(&self) -> Vec<&Tensor> {
-        match self {
-            Stack::Parts(parts) => parts.iter().collect(),
-            Stack::Fused(t) => vec![t],
-        }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
-/// One decoder layer's tensors, by role.
-#[derive(Debug, Clone)]
-pub struct LayerTensors {
-    /// RMSNorm gain before attention.
-    pub attn_norm: Tensor,
-    /// q, k and v projections, rows in that order.
-    pub qkv: Stack<3>,
-    pub o: Tensor,
-    /// Biases of q, k and v (Qwen2).
-    pub qkv_bias: Option<[Tensor; 3]>,
-    /// Per-head RMSNorm gains of q and k, applied before the rotary embedding (Qwen3).
-    pub qk_norm: Option<[Tensor; 2]>,
-    /// RMSNorm gain before the MLP.
-    pub mlp_norm: Tensor,
-    /// RMSNorm gains applied to the attention's and the MLP's outputs before each is added to
-    /// the residual stream (Gemma 3).
-    pub post_norms: Option<[Tensor; 2]>,
-    /// Gate and up projections, rows in that order.
-    pub gate_up: Stack<2>,
-    pub down: Tensor,
+/// Layer `i`'s tensors as Hugging Face names them, with their shapes.
+struct Names<'a> {
+    cfg: &'a ModelConfig,
+    i: usize,
 }
 
-impl LayerTensors {
-    /// Every tensor of the layer.
-    pub fn all(&self) -> Vec<&Tensor> {
-        let mut v = vec![&self.attn_norm];
-        v.extend(self.qkv.tensors());
-        v.push(&self.o);
-        v.extend(self.qkv_bias.iter().flatten());
-        v.extend(self.qk_norm.iter().flatten());
-        v.push(&self.mlp_norm);
-        v.extend(self.gate_up.tensors());
-        v.push(&self.down);
-        v.extend(self.post_norms.iter().flatten());
-        v
+impl<'a> Names<'a> {
+    fn new(cfg: &'a ModelConfig, i: usize) -> Self {
+        Self { cfg, i }
+    }
+
+    fn tensor(&self, role: &str, shape: &[usize]) -> Tensor {
+        Tensor::new(format!("model.layers.{}.{role}", self.i), shape)
+    }
+
+    /// An RMSNorm gain over the hidden size.
+    fn norm(&self, role: &str) -> Tensor {
+        self.tensor(&format!("{role}.weight"), &[self.cfg.hidden_size])
+    }
+
+    /// The widths of q, k and v.
+    fn qkv_rows(&self) -> [(&'static str, usize); 3] {
+        let c = self.cfg;
+        let (q, kv) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
+        [("q", q), ("k", kv), ("v", kv)]
+    }
+
+    /// The q, k and v projections, as separate tensors.
+    fn qkv(&self) -> Vec<Tensor> {
+        let h = self.cfg.hidden_size;
+        self.qkv_rows()
+            .map(|(p, rows)| self.tensor(&format!("self_attn.{p}_proj.weight"), &[rows, h]))
+            .into()
+    }
+
+    /// The biases of q, k and v.
+    fn qkv_bias(&self) -> Vec<Tensor> {
+        self.qkv_rows()
+            .map(|(p, rows)| self.tensor(&format!("self_attn.{p}_proj.bias"), &[rows]))
+            .into()
+    }
+
+    /// The per-head RMSNorm gains of q and k.
+    fn qk_norm(&self) -> [Tensor; 2] {
+        let d = self.cfg.head_dim;
+        ["q", "k"].map(|p| self.tensor(&format!("self_attn.{p}_norm.weight"), &[d]))
+    }
+
+    fn o(&self) -> Tensor {
+        let c = self.cfg;
+        let q = c.num_heads * c.head_dim;
+        self.tensor("self_attn.o_proj.weight", &[c.hidden_size, q])
+    }
+
+    /// The gate and up projections, as separate tensors.
+    fn gate_up(&self) -> Vec<Tensor> {
+        let (h, ff) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+        ["gate", "up"]
+            .map(|p| self.tensor(&format!("mlp.{p}_proj.weight"), &[ff, h]))
+            .into()
+    }
+
+    fn down(&self) -> Tensor {
+        let (h, ff) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+        self.tensor("mlp.down_proj.weight", &[h, ff])
     }
 }
 
@@ -98,7 +115,7 @@ impl LayerTensors {
 #[derive(Debug, Clone)]
 pub struct ModelTensors {
     pub embed: Tensor,
-    pub layers: Vec<LayerTensors>,
+    pub layers: Vec<Layer>,
     pub final_norm: Tensor,
     /// The output projection; `None` when it is the embedding (tied).
     pub lm_head: Option<Tensor>,
@@ -126,7 +143,7 @@ impl ModelTensors {
     /// Every tensor of the model.
     pub fn all(&self) -> Vec<&Tensor> {
         let mut v = vec![&self.embed];
-        v.extend(self.layers.iter().flat_map(LayerTensors::all));
+        v.extend(self.layers.iter().flat_map(Layer::tensors));
         v.push(&self.final_norm);
         v.extend(&self.lm_head);
         v
@@ -138,45 +155,82 @@ mod tests {
     use super::*;
     use crate::testing::TinyConfig;
 
+    /// Layer 1 of the tiny model, its operations in short, and the model's tensor count.
+    fn layer(tc: TinyConfig) -> (Layer, String, usize) {
+        let mut t = ModelTensors::for_config(&tc.model_config());
+        let total = t.all().len();
+        let l = t.layers.swap_remove(1);
+        let short: Vec<String> = l
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::NormedProject {
+                    weights, bias, dst, ..
+                } => format!(
+                    "norm {}{} -> {dst:?}",
+                    weights.len(),
+                    if bias.is_some() { "+bias" } else { "" }
+                ),
+                Op::Rotary { qk_norm } => {
+                    format!("rotary{}", if qk_norm.is_some() { "+norm" } else { "" })
+                }
+                Op::Attention => "attention".into(),
+                Op::Project { src, dst, .. } => format!("{src:?} -> {dst:?}"),
+                Op::AddNormed { src, .. } => format!("+norm {src:?}"),
+                Op::GatedActivation => "glu".into(),
+            })
+            .collect();
+        (l, short.join(", "), total)
+    }
+
     #[test]
-    fn each_architecture_adds_its_own_tensors() {
-        let count = |tc: TinyConfig| {
-            let t = ModelTensors::for_config(&tc.model_config());
-            (t.layers[1].all().len(), t.all().len(), t)
-        };
-        let (llama, total, t) = count(TinyConfig::default());
-        assert_eq!(llama, 9);
+    fn each_architecture_writes_its_layer() {
+        let (l, ops, total) = layer(TinyConfig::default());
+        assert_eq!(
+            ops,
+            "norm 3 -> Qkv, rotary, attention, Attn -> Residual, \
+             norm 2 -> GateUp, glu, Act -> Residual"
+        );
+        assert_eq!(l.tensors().len(), 9);
         assert_eq!(total, 2 * 9 + 3);
-        let Stack::Parts([q, ..]) = &t.layers[1].qkv else {
-            panic!("Llama's q, k and v are separate")
-        };
-        assert_eq!(q.name, "model.layers.1.self_attn.q_proj.weight");
-        assert_eq!(t.layers[1].o.shape, [64, 64]);
-        let (qwen2, _, t) = count(TinyConfig::qwen2());
-        assert_eq!(qwen2, 12);
-        assert_eq!(t.layers[0].qkv_bias.as_ref().unwrap()[1].shape, [32]);
-        let (qwen3, _, t) = count(TinyConfig::qwen3());
-        assert_eq!(qwen3, 11);
-        assert_eq!(t.layers[0].qk_norm.as_ref().unwrap()[0].shape, [32]);
-        assert_eq!(t.layers[0].qkv.tensors()[0].shape, [4 * 32, 64]);
-        let (gemma3, _, t) = count(TinyConfig::gemma3());
-        assert_eq!(gemma3, 13);
-        let post = t.layers[2].post_norms.as_ref().unwrap();
         assert_eq!(
-            post[0].name,
-            "model.layers.2.post_attention_layernorm.weight"
+            l.tensors()[1].name,
+            "model.layers.1.self_attn.q_proj.weight"
         );
+        assert_eq!(l.tensors()[4].shape, [64, 64]);
+        assert!(l.ops.iter().all(|op| !op.uses(Buf::Proj)));
+
+        let (l, ops, _) = layer(TinyConfig::qwen2());
+        assert!(ops.starts_with("norm 3+bias -> Qkv, rotary, attention"));
+        assert_eq!(l.tensors()[5].shape, [32]);
+        assert_eq!(l.tensors()[5].name, "model.layers.1.self_attn.k_proj.bias");
+
+        let (l, ops, _) = layer(TinyConfig::qwen3());
+        assert!(ops.starts_with("norm 3 -> Qkv, rotary+norm, attention"));
+        assert_eq!(l.tensors()[1].shape, [4 * 32, 64]);
+        assert_eq!(l.tensors()[4].shape, [32]);
+
+        let (l, ops, _) = layer(TinyConfig::gemma3());
         assert_eq!(
-            t.layers[2].mlp_norm.name,
-            "model.layers.2.pre_feedforward_layernorm.weight"
+            ops,
+            "norm 3 -> Qkv, rotary+norm, attention, Attn -> Proj, +norm Proj, \
+             norm 2 -> GateUp, glu, Act -> Proj, +norm Proj"
         );
-        let (phi3, _, t) = count(TinyConfig::phi3());
-        assert_eq!(phi3, 6);
-        assert_eq!(t.layers[0].qkv.tensors()[0].shape, [(4 + 2 * 2) * 16, 64]);
+        let names: Vec<&str> = l.tensors().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names.len(), 13);
+        assert_eq!(names[7], "model.layers.1.post_attention_layernorm.weight");
+        assert_eq!(names[8], "model.layers.1.pre_feedforward_layernorm.weight");
+        assert!(l.ops.iter().any(|op| op.uses(Buf::Proj)));
+
+        let (l, ops, _) = layer(TinyConfig::phi3());
+        assert!(ops.starts_with("norm 1 -> Qkv, rotary, attention"));
+        assert_eq!(l.tensors().len(), 6);
+        assert_eq!(l.tensors()[1].shape, [(4 + 2 * 2) * 16, 64]);
         assert_eq!(
-            t.layers[0].gate_up.tensors()[0].name,
-            "model.layers.0.mlp.gate_up_proj.weight"
+            l.tensors()[4].name,
+            "model.layers.1.mlp.gate_up_proj.weight"
         );
+
         let tied = TinyConfig {
             tie_word_embeddings: true,
             ..TinyConfig::default()

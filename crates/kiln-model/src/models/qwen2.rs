@@ -1,18 +1,32 @@
-//! Qwen2 and Qwen2.5: Llama's layout plus biases on the q, k and v projections.
+//! Qwen2 and Qwen2.5: Llama's layer with biases on the q, k and v projections.
 
-use super::{LayerTensors, Tensor};
+use super::Buf::{Attn, Qkv, Residual};
+use super::Op::{Attention, NormedProject, Project, Rotary};
+use super::{Layer, Names, llama};
 use crate::ModelConfig;
 
-pub(super) fn layer(cfg: &ModelConfig, i: usize) -> LayerTensors {
-    let d = cfg.head_dim;
-    let (q, kv) = (cfg.num_heads * d, cfg.num_kv_heads * d);
-    let t = |role: &str, n: usize| Tensor::new(format!("model.layers.{i}.self_attn.{role}"), &[n]);
-    LayerTensors {
-        qkv_bias: Some([
-            t("q_proj.bias", q),
-            t("k_proj.bias", kv),
-            t("v_proj.bias", kv),
-        ]),
-        ..super::llama::layer(cfg, i)
-    }
+pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
+    let n = Names::new(cfg, i);
+    let mut ops = vec![
+        NormedProject {
+            norm: n.norm("input_layernorm"),
+            weights: n.qkv(),
+            bias: Some(n.qkv_bias()),
+            dst: Qkv,
+        },
+        Rotary { qk_norm: None },
+        Attention,
+        Project {
+            src: Attn,
+            weight: n.o(),
+            dst: Residual,
+        },
+    ];
+    ops.extend(llama::mlp(
+        &n,
+        "post_attention_layernorm",
+        n.gate_up(),
+        Residual,
+    ));
+    Layer { ops }
 }

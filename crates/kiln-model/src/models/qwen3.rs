@@ -1,14 +1,35 @@
-//! Qwen3: Llama's layout plus an RMSNorm over each head of q and of k (one gain of
+//! Qwen3: Llama's layer with an RMSNorm over each head of q and of k (one gain of
 //! `head_dim` each) before the rotary embedding; no biases.
 
-use super::{LayerTensors, Tensor};
+use super::Buf::{Attn, Qkv, Residual};
+use super::Op::{Attention, NormedProject, Project, Rotary};
+use super::{Layer, Names, llama};
 use crate::ModelConfig;
 
-pub(super) fn layer(cfg: &ModelConfig, i: usize) -> LayerTensors {
-    let d = cfg.head_dim;
-    let t = |role: &str| Tensor::new(format!("model.layers.{i}.self_attn.{role}"), &[d]);
-    LayerTensors {
-        qk_norm: Some([t("q_norm.weight"), t("k_norm.weight")]),
-        ..super::llama::layer(cfg, i)
-    }
+pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
+    let n = Names::new(cfg, i);
+    let mut ops = vec![
+        NormedProject {
+            norm: n.norm("input_layernorm"),
+            weights: n.qkv(),
+            bias: None,
+            dst: Qkv,
+        },
+        Rotary {
+            qk_norm: Some(n.qk_norm()),
+        },
+        Attention,
+        Project {
+            src: Attn,
+            weight: n.o(),
+            dst: Residual,
+        },
+    ];
+    ops.extend(llama::mlp(
+        &n,
+        "post_attention_layernorm",
+        n.gate_up(),
+        Residual,
+    ));
+    Layer { ops }
 }

@@ -1,0 +1,103 @@
+//! A decoder layer as its architecture writes it: the operations in the order they run, each
+//! naming the tensors it reads and the activations it reads and writes. The GPU runner turns
+//! each operation into its launch and the CPU reference into its loop, so an architecture's
+//! order of operations is written once, in its file.
+
+use super::Tensor;
+
+/// A step's activations, one row per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buf {
+    /// The residual stream (hidden size).
+    Residual,
+    /// q, k and v, in that order (query heads, then KV heads, times head_dim).
+    Qkv,
+    /// The attention's output (query heads times head_dim).
+    Attn,
+    /// Gate and up, in that order (twice the intermediate size).
+    GateUp,
+    /// The gated activation (intermediate size).
+    Act,
+    /// A sub-layer's output on its way through a norm into the residual stream (hidden size).
+    Proj,
+}
+
+/// One operation of a decoder layer.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// `dst = W · (rmsnorm(x) * norm) + bias`: the residual stream normalized, then multiplied
+    /// by matrices stacked by rows (q, k and v; gate and up), stored as separate tensors or as
+    /// one fused tensor; the bias, if any, stacked the same way.
+    NormedProject {
+        norm: Tensor,
+        weights: Vec<Tensor>,
+        bias: Option<Vec<Tensor>>,
+        dst: Buf,
+    },
+    /// On [`Buf::Qkv`]: each head of q and k RMS-normalized with its gain if `qk_norm` is
+    /// given, then both rotated by their position (the layer's RoPE base); k and v written to
+    /// the layer's KV cache.
+    Rotary { qk_norm: Option<[Tensor; 2]> },
+    /// Causal attention of [`Buf::Qkv`]'s queries over the cached keys and values (within the
+    /// layer's window, scaled by the model's attention scale), into [`Buf::Attn`].
+    Attention,
+    /// `dst = W · src`; into [`Buf::Residual`] the product is added.
+    Project { src: Buf, weight: Tensor, dst: Buf },
+    /// `x += rmsnorm(src) * norm`: a sub-layer's output normalized into the residual stream.
+    AddNormed { src: Buf, norm: Tensor },
+    /// [`Buf::Act`] = activation(gate) * up, from [`Buf::GateUp`] (the model's activation).
+    GatedActivation,
+}
+
+impl Op {
+    /// The tensors the operation reads.
+    pub fn tensors(&self) -> Vec<&Tensor> {
+        match self {
+            Op::NormedProject {
+                norm,
+                weights,
+                bias,
+                ..
+            } => {
+                let mut v = vec![norm];
+                v.extend(weights);
+                v.extend(bias.iter().flatten());
+                v
+            }
+            Op::Rotary { qk_norm } => qk_norm.iter().flatten().collect(),
+            Op::Project { weight, .. } => vec![weight],
+            Op::AddNormed { norm, .. } => vec![norm],
+            Op::Attention | Op::GatedActivation => Vec::new(),
+        }
+    }
+
+    /// Whether the operation reads or writes `buf`.
+    pub fn uses(&self, buf: Buf) -> bool {
+        match self {
+            Op::NormedProject { dst, .. } => buf == Buf::Residual || buf == *dst,
+            Op::Rotary { .. } => buf == Buf::Qkv,
+            Op::Attention => buf == Buf::Qkv || buf == Buf::Attn,
+            Op::Project { src, dst, .. } => buf == *src || buf == *dst,
+            Op::AddNormed { src, .. } => buf == Buf::Residual || buf == *src,
+            Op::GatedActivation => buf == Buf::GateUp || buf == Buf::Act,
+        }
+    }
+}
+
+/// One decoder layer: its operations, in order.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub ops: Vec<Op>,
+}
+
+impl Layer {
+    /// Every tensor of the layer, in the order its operations read them.
+    pub fn tensors(&self) -> Vec<&Tensor> {
+        self.ops.iter().flat_map(Op::tensors).collect()
+    }
+
+    /// The first operation of this kind (`find(|op| matches!(op, Op::Rotary { .. }))`).
+    pub fn find(&self, f: impl Fn(&Op) -> bool) -> Option<&Op> {
+        self.ops.iter().find(|op| f(op))
+    }
+}
