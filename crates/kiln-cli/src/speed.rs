@@ -86,6 +86,7 @@ impl Synthetic {
             tie_word_embeddings,
             rope_scaling: None,
             sliding_window: None,
+            first_sliding_layer: 0,
             sliding_window_pattern: None,
             long_rope: None,
             dtype: DType::F16,

@@ -98,6 +98,9 @@ pub struct ModelConfig {
     /// itself included (`None`: to all of them), on every layer or as `sliding_window_pattern`
     /// says.
     pub sliding_window: Option<usize>,
+    /// Qwen2 and Qwen3: the layers before this one attend to every position
+    /// (`max_window_layers`); 0 elsewhere.
+    pub first_sliding_layer: usize,
     /// Gemma 3: every `n`th layer (the 6th, 12th, ...) is global, the others slide.
     pub sliding_window_pattern: Option<usize>,
     /// Gemma 3: the RoPE base of the sliding layers (`rope_theta` is the global layers').
@@ -142,6 +145,9 @@ impl ModelConfig {
 
     /// Layer `i`'s sliding window (`None`: global).
     pub fn layer_window(&self, i: usize) -> Option<usize> {
+        if i < self.first_sliding_layer {
+            return None;
+        }
         match self.sliding_window_pattern {
             Some(n) if (i + 1) % n.max(1) == 0 => None,
             _ => self.sliding_window,
@@ -201,6 +207,10 @@ impl ModelConfig {
                 self.rope_local_theta
                     .map(|t| format!(" (RoPE base {t} on the sliding layers)"))
                     .unwrap_or_default()
+            )),
+            (Some(w), None) if self.first_sliding_layer > 0 => f.push(format!(
+                "sliding window of {w} positions from layer {} on",
+                self.first_sliding_layer
             )),
             (Some(w), None) => f.push(format!("sliding window of {w} positions on every layer")),
             _ => {}

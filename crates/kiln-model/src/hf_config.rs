@@ -57,21 +57,24 @@ impl ModelConfig {
                 .unwrap_or(false),
             Architecture::Llama | Architecture::Gemma3 | Architecture::Phi3 => true,
         };
-        // A window on every layer (Mistral) or on all but every `n`th (Gemma 3) is run; Qwen's, on
-        // the layers from `max_window_layers` on only, is not.
-        let sliding_window = match (uses_sliding, sliding) {
+        // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
+        // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
+        // `use_sliding_window`).
+        let num_layers = req("num_hidden_layers")?;
+        let (sliding_window, first_sliding_layer) = match (uses_sliding, sliding) {
             (true, Some(w)) if w < max_position_embeddings => {
                 if matches!(architecture, Architecture::Qwen2 | Architecture::Qwen3) {
-                    return Err(ModelError::Unsupported {
-                        file: file.into(),
-                        reason: format!(
-                            "sliding-window attention on some layers (use_sliding_window, sliding_window {w})"
-                        ),
-                    });
+                    let first = qwen_first_sliding_layer(&v, num_layers, file)?;
+                    if first < num_layers {
+                        (Some(w), first)
+                    } else {
+                        (None, 0)
+                    }
+                } else {
+                    (Some(w), 0)
                 }
-                Some(w)
             }
-            _ => None,
+            _ => (None, 0),
         };
         if let Some(f) = opt_f("partial_rotary_factor").filter(|&f| f != 1.0) {
             return Err(ModelError::Unsupported {
@@ -92,7 +95,7 @@ impl ModelConfig {
             architecture,
             hidden_size,
             intermediate_size: req("intermediate_size")?,
-            num_layers: req("num_hidden_layers")?,
+            num_layers,
             num_heads,
             num_kv_heads: opt_usize("num_key_value_heads").unwrap_or(num_heads),
             head_dim: opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1)),
@@ -120,6 +123,7 @@ impl ModelConfig {
                     .unwrap_or(false),
             },
             sliding_window,
+            first_sliding_layer,
             sliding_window_pattern: match gemma {
                 true => Some(gemma_pattern(&v, file)?),
                 false => None,
@@ -202,6 +206,25 @@ fn activation(v: &Value, file: &str) -> Result<Activation, ModelError> {
             reason: format!("MLP activation \"{other}\""),
         }),
     }
+}
+
+/// Qwen's first sliding layer, `max_window_layers` (28 unless given); a `layer_types` list,
+/// which newer files carry, must say the same.
+fn qwen_first_sliding_layer(v: &Value, layers: usize, file: &str) -> Result<usize, ModelError> {
+    let first = (v.get("max_window_layers").and_then(Value::as_u64)).map_or(28, |n| n as usize);
+    if let Some(types) = v.get("layer_types").and_then(Value::as_array) {
+        let sliding = |i: usize| types.get(i).and_then(Value::as_str) == Some("sliding_attention");
+        if types.len() != layers || (0..layers).any(|i| sliding(i) != (i >= first)) {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: format!(
+                    "layer_types that are not global layers then sliding ones from \
+                     max_window_layers ({first}) on"
+                ),
+            });
+        }
+    }
+    Ok(first)
 }
 
 /// Gemma 3's interleaving: `sliding_window_pattern` (every `n`th layer global), or a

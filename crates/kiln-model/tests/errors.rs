@@ -1,7 +1,7 @@
 //! Error reporting: each failure names the file and the offending thing.
 
 use kiln_model::testing::{self, MetaValue, TinyConfig, model_gguf, tiny_tensors, tiny_tokenizer};
-use kiln_model::{DType, Model, ModelError};
+use kiln_model::{DType, Model, ModelConfig, ModelError};
 
 fn tmp(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("kiln-err-{tag}-{}", std::process::id()));
@@ -105,7 +105,8 @@ fn unknown_architecture() {
         e.to_string().contains("falcon") && e.to_string().contains("config.json"),
         "{e}"
     );
-    // Mistral's sliding window (every layer) loads; Qwen2's (some layers) is refused.
+    // Mistral's sliding window (every layer) loads; so does Qwen2's, on the layers from
+    // `max_window_layers` (28 unless given) on.
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
         .replace("\"falcon\"", "\"mistral\"")
@@ -120,9 +121,27 @@ fn unknown_architecture() {
         "\"torch_dtype\"",
         "\"use_sliding_window\": true, \"torch_dtype\"",
     );
-    std::fs::write(&cfg_path, cfg).unwrap();
-    let e = Model::load(&dir).err().expect("must fail");
-    assert!(e.to_string().contains("sliding"), "{e}");
+    let qwen = |cfg: &str| ModelConfig::from_hf_json(cfg, "config.json");
+    let c = qwen(&cfg).expect("Qwen2 with use_sliding_window loads");
+    assert_eq!(
+        c.sliding_window, None,
+        "no layer reaches max_window_layers 28"
+    );
+    let cfg = cfg.replace(
+        "\"torch_dtype\"",
+        "\"max_window_layers\": 1, \"torch_dtype\"",
+    );
+    let c = qwen(&cfg).expect("Qwen2 sliding from layer 1 loads");
+    assert_eq!(c.layer_window(0), None);
+    assert_eq!(c.layer_window(1), Some(128));
+    assert_eq!(c.every_layer_window(), None);
+    // A `layer_types` list that says otherwise is refused, naming the field.
+    let cfg = cfg.replace(
+        "\"torch_dtype\"",
+        "\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"torch_dtype\"",
+    );
+    let e = qwen(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("layer_types"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -138,6 +138,7 @@ pub(crate) fn config_from_meta(
         tie_word_embeddings: !facts.has_output,
         attention_bias: facts.has_q_bias,
         sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
+        first_sliding_layer: 0,
         // llama.cpp's converter writes neither Gemma 3's interleaving (every 6th layer global)
         // nor the sliding layers' RoPE base (10000); its 27B size scales queries by
         // hidden / heads instead of head_dim (the size is told by its 62 layers).

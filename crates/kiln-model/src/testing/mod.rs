@@ -51,6 +51,8 @@ pub struct TinyConfig {
     pub rope_scaling: Option<RopeScaling>,
     /// Mistral's sliding window, written to config.json and GGUF.
     pub sliding_window: Option<usize>,
+    /// Qwen: the first layer the window applies to (`max_window_layers`).
+    pub first_sliding_layer: usize,
     /// Gemma 3: every `n`th layer global (with `sliding_window` set).
     pub sliding_window_pattern: Option<usize>,
     /// Phi-3's LongRoPE, written to config.json and as GGUF's factor tensors.
@@ -80,6 +82,7 @@ impl Default for TinyConfig {
             tie_word_embeddings: false,
             rope_scaling: None,
             sliding_window: None,
+            first_sliding_layer: 0,
             sliding_window_pattern: None,
             long_rope: None,
             dtype: DType::F32,
@@ -161,6 +164,7 @@ impl TinyConfig {
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
             sliding_window: self.sliding_window,
+            first_sliding_layer: self.first_sliding_layer,
             sliding_window_pattern: self.sliding_window_pattern,
             rope_local_theta: gemma.then_some(10000.0),
             query_pre_attn_scalar: None,
@@ -281,6 +285,12 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             .as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
+    }
+    if matches!(mc.architecture, Architecture::Qwen2 | Architecture::Qwen3)
+        && mc.sliding_window.is_some()
+    {
+        config["use_sliding_window"] = json!(true);
+        config["max_window_layers"] = json!(mc.first_sliding_layer);
     }
     if let Some(r) = &mc.long_rope {
         let extra = json!({
