@@ -297,6 +297,54 @@ async fn completions_token_prompts_logprobs_and_usage() {
     assert_eq!(b["choices"].as_array().unwrap().len(), 3);
 }
 
+/// `echo`: each choice's text starts with its prompt (text as sent, token ids decoded), in
+/// one body and in the stream's first chunk per choice; with logprobs it is refused by name.
+#[tokio::test]
+async fn completions_echo_the_prompt() {
+    let base = server();
+    let ids_text = {
+        let body = json!({"model": "tiny", "tokens": [10, 20, 30]});
+        let (_, t) = post(base, "/detokenize", &body).await;
+        t["prompt"].as_str().unwrap().to_string()
+    };
+    assert!(!ids_text.is_empty());
+    for (prompt, texts) in [
+        (json!(["the cat", "a dog"]), ["the cat", "a dog"]),
+        (json!([[10, 20, 30], [10, 20, 30]]), [&ids_text, &ids_text]),
+    ] {
+        let plain = json!({"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0, "ignore_eos": true, "n": 2});
+        let (s, b) = post(base, "/v1/completions", &plain).await;
+        assert_eq!(s, 200, "{b}");
+        let mut echo = plain.clone();
+        echo["echo"] = json!(true);
+        let (s, e) = post(base, "/v1/completions", &echo).await;
+        assert_eq!(s, 200, "{e}");
+        for i in 0..4 {
+            let want = format!(
+                "{}{}",
+                texts[i / 2],
+                b["choices"][i]["text"].as_str().unwrap()
+            );
+            assert_eq!(e["choices"][i]["text"], want.as_str(), "choice {i}: {e}");
+        }
+        echo["stream"] = json!(true);
+        let chunks = stream(base, "/v1/completions", &echo).await;
+        for i in 0..4u64 {
+            let text: String = (chunks.iter())
+                .flat_map(|c| c["choices"].as_array().cloned().unwrap_or_default())
+                .filter(|c| c["index"] == i)
+                .filter_map(|c| c["text"].as_str().map(str::to_string))
+                .collect();
+            let want = e["choices"][i as usize]["text"].as_str().unwrap();
+            assert_eq!(text, want, "streamed choice {i}");
+        }
+    }
+    let body = json!({"model": "tiny", "prompt": "x", "echo": true, "logprobs": 1});
+    let (s, b) = post(base, "/v1/completions", &body).await;
+    assert_error(s, &b, 400, "invalid_request_error", "echo with logprobs");
+    assert_eq!(b["error"]["param"], "echo");
+}
+
 #[tokio::test]
 async fn stop_strings_are_cut_and_never_emitted() {
     let base = server();

@@ -224,7 +224,7 @@ async fn render_gives_the_ids_the_server_prefills() {
         ),
         (
             "/v1/completions/render",
-            json!({"model": "tiny", "prompt": "x", "echo": true}),
+            json!({"model": "tiny", "prompt": "x", "echo": true, "logprobs": 1}),
             "echo",
         ),
         (

@@ -49,6 +49,12 @@ pub async fn completions(
     );
     tracing::info!(id = %id, prompts = prompts.len(), prompt_tokens, n = spec.n, "completion");
     let logprobs = req.logprobs;
+    // `echo`: each choice's text starts with its prompt's (choice `i` is of prompt `i / n`).
+    let echo: Vec<String> = match req.echo {
+        Some(true) => super::render::echo_texts(&st, &req.prompt)?,
+        _ => Vec::new(),
+    };
+    let n = spec.n;
 
     if req.stream.unwrap_or(false) {
         let include_usage = req
@@ -65,10 +71,16 @@ pub async fn completions(
         };
         let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
         let mut offsets = vec![0usize; seqs.len()];
+        // The prompt goes out with each choice's first chunk.
+        let mut echoed = vec![echo.is_empty(); seqs.len()];
         let body = choices(seqs, spec.n, usage).map(move |item| match item.result {
             Ok(d) => {
                 let lp = logprobs.map_or(Value::Null, |_| logprobs_json(&st2, &d.logprobs, &mut offsets[item.index]));
-                chunk2(json!([{"index": item.index, "text": d.text, "logprobs": lp, "finish_reason": d.finish}]), None)
+                let mut text = d.text;
+                if !std::mem::replace(&mut echoed[item.index], true) {
+                    text.insert_str(0, &echo[item.index / n]);
+                }
+                chunk2(json!([{"index": item.index, "text": text, "logprobs": lp, "finish_reason": d.finish}]), None)
             }
             Err(e) => e.body(),
         });
@@ -85,7 +97,11 @@ pub async fn completions(
         let (seq, d) = r?;
         usage.lock().unwrap().add(index / spec.n, &seq);
         let lp = logprobs.map_or(Value::Null, |_| logprobs_json(&st, &d.logprobs, &mut 0));
-        out.push(json!({"index": index, "text": d.text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")}));
+        let text = match echo.get(index / n) {
+            Some(prompt) => format!("{prompt}{}", d.text),
+            None => d.text,
+        };
+        out.push(json!({"index": index, "text": text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")}));
     }
     let usage = usage.lock().unwrap().json();
     Ok(axum::Json(json!({

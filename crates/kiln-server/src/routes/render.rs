@@ -29,6 +29,21 @@ pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec
     Ok(prompts)
 }
 
+/// The text `echo` puts before each prompt's completions: a text prompt as sent, token ids
+/// decoded (special tokens kept).
+pub fn echo_texts(st: &AppState, prompt: &PromptInput) -> Result<Vec<String>, ApiError> {
+    let decode = |ids: &[u32]| {
+        (st.model.tokenizer.decode(ids, false))
+            .map_err(|e| ApiError::bad_param("prompt", e.to_string()))
+    };
+    match prompt {
+        PromptInput::Text(s) => Ok(vec![s.clone()]),
+        PromptInput::Texts(v) => Ok(v.clone()),
+        PromptInput::Tokens(t) => Ok(vec![decode(t)?]),
+        PromptInput::TokenLists(v) => v.iter().map(|t| decode(t)).collect(),
+    }
+}
+
 /// A chat body's tool plan (when its tools are active) and prompt: the chat template rendered
 /// with the tools' system prompt, then tokenized as is.
 pub fn chat_prompt(
@@ -75,8 +90,11 @@ pub fn checked_completion(
 ) -> Result<(GenSpec, Vec<CheckedPrompt>), ApiError> {
     st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
-    if req.echo.unwrap_or(false) {
-        return Err(ApiError::bad_param("echo", "echo is not supported"));
+    if req.echo.unwrap_or(false) && req.logprobs.is_some() {
+        return Err(ApiError::bad_param(
+            "echo",
+            "echo with logprobs needs the prompt's log-probabilities, which kiln does not compute",
+        ));
     }
     let spec = st.gen_spec(&req.sampling, req.sampling.max_tokens, req.logprobs)?;
     let prompts = completion_prompts(st, &req.prompt)?;
