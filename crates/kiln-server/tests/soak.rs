@@ -4,7 +4,9 @@
 //! loss. Every request not hit by a fault must complete with the greedy output of its solo
 //! run; every one hit must get a clear error; the pool must end empty and `/health` 200.
 //! Four rounds of 64 clients by default: step failures throughout, the device
-//! lost once half of the first round has ended; `KILN_SOAK_ROUNDS` sets more rounds.
+//! lost once half of the first round has ended; `KILN_SOAK_ROUNDS` sets more rounds, and
+//! `KILN_SOAK_MODEL` a model file to run instead of the tiny model (the longer run with the
+//! default model recorded in BENCHMARKS.md).
 
 mod common;
 
@@ -19,6 +21,17 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 const CLIENTS: usize = 64;
+
+/// A server for the soak's model: `KILN_SOAK_MODEL`'s file, or the tiny random model.
+fn start_soak(
+    tweak: impl FnOnce(&mut kiln_server::ServerConfig, &mut kiln_engine::EngineConfig),
+    plan: impl Fn(usize) -> FaultPlan + Send + 'static,
+) -> TinyServer {
+    match std::env::var_os("KILN_SOAK_MODEL") {
+        Some(p) => start_file_faulty(std::path::Path::new(&p), tweak, plan),
+        None => start_tiny_faulty(tweak, plan),
+    }
+}
 
 fn body(i: usize) -> Value {
     // Prompts of about 5 to 150 tokens, outputs of 4 to 120.
@@ -94,7 +107,7 @@ async fn soak_64_streaming_clients_with_faults() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
     // Solo runs, on a fault-free server with a large pool.
-    let solo_srv = start_tiny_faulty(|_, _| {}, |_| FaultPlan::default());
+    let solo_srv = start_soak(|_, _| {}, |_| FaultPlan::default());
     let mut solo = Vec::new();
     for i in 0..CLIENTS {
         match client_run(solo_srv.base.clone(), i, None).await {
@@ -107,7 +120,7 @@ async fn soak_64_streaming_clients_with_faults() {
     // The soak server: 40 blocks (640 tokens) for 64 clients of up to ~270 tokens each.
     let lose = Arc::new(AtomicBool::new(false));
     let trigger = lose.clone();
-    let srv = start_tiny_faulty(
+    let srv = start_soak(
         |_, ec| {
             ec.kv = KvSize::Blocks(40);
             ec.max_model_len = Some(512);

@@ -112,22 +112,40 @@ pub fn start_tiny_faulty(
     tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
     plan: impl Fn(usize) -> kiln_engine::FaultPlan + Send + 'static,
 ) -> TinyServer {
-    start_model(&TinyConfig::default(), tweak, plan)
+    start_model(tiny_model(&TinyConfig::default()), tweak, plan)
+}
+
+/// Like [`start_tiny_faulty`], for the model file at `path` (still served as "tiny").
+pub fn start_file_faulty(
+    path: &std::path::Path,
+    tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
+    plan: impl Fn(usize) -> kiln_engine::FaultPlan + Send + 'static,
+) -> TinyServer {
+    let model = Model::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    start_model(model, tweak, plan)
+}
+
+fn tiny_model(tc: &TinyConfig) -> Model {
+    let dir = tempfile::tempdir().unwrap().keep();
+    write_tiny_llama(&dir, tc, 7).unwrap();
+    Model::load(&dir).unwrap()
 }
 
 /// Like [`start_tiny`], for a tiny model of another shape or other generation settings.
 pub fn start_tiny_model(tc: &TinyConfig) -> String {
-    start_model(tc, |_, _| {}, |_| kiln_engine::FaultPlan::default()).base
+    start_model(
+        tiny_model(tc),
+        |_, _| {},
+        |_| kiln_engine::FaultPlan::default(),
+    )
+    .base
 }
 
 fn start_model(
-    tc: &TinyConfig,
+    model: Model,
     tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
     plan: impl Fn(usize) -> kiln_engine::FaultPlan + Send + 'static,
 ) -> TinyServer {
-    let dir = tempfile::tempdir().unwrap().keep();
-    write_tiny_llama(&dir, tc, 7).unwrap();
-    let model = Model::load(&dir).unwrap();
     let (info, config, weights) = Frontend::split(model);
     let mut sc = ServerConfig {
         port: 0,
