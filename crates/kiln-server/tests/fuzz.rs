@@ -1,23 +1,35 @@
-//! A request fuzzer: seeded random and mutated JSON bodies for every endpoint that takes one
-//! (chat completions, completions, their render endpoints, tokenize, detokenize), streaming or
-//! not, with the structured-output and tool fields among the keys. None may get a
-//! 5xx, a panic or a dropped connection: each answer is a success or an OpenAI-style error,
-//! and the server still answers at the end. `KILN_FUZZ_CASES` sets the count (default 3000).
+//! A request fuzzer (proptest): random and mutated JSON bodies for every endpoint that takes
+//! one (chat completions, completions, their render endpoints, tokenize, detokenize),
+//! streaming or not, with the structured-output and tool fields among the keys. None may get
+//! a 5xx, a panic or a dropped connection: each answer is a success or an OpenAI-style error,
+//! and the server still answers at the end. A failing body is shrunk to a small one before it
+//! is reported. `KILN_FUZZ_CASES` sets the count (default 3000); the seed is fixed.
 
 mod common;
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use common::*;
-use rand::rngs::StdRng;
-use rand::seq::IndexedRandom;
-use rand::{Rng, SeedableRng};
-use serde_json::{Map, Value, json};
+use proptest::prelude::*;
+use proptest::sample::{Index, select};
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use serde_json::{Value, json};
 
 fn server() -> &'static str {
     static BASE: OnceLock<String> = OnceLock::new();
     BASE.get_or_init(|| start_tiny(|sc, _| sc.max_body_bytes = 256 << 10))
 }
+
+const PATHS: [&str; 6] = [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/tokenize",
+    "/detokenize",
+    "/v1/chat/completions/render",
+    "/v1/completions/render",
+];
 
 const FIELDS: &[&str] = &[
     "model",
@@ -67,92 +79,75 @@ const FIELDS: &[&str] = &[
     "grammar",
 ];
 
-/// A random JSON value, nested at most `depth` deep, biased to edge cases.
-fn value(rng: &mut StdRng, depth: u32) -> Value {
-    match rng.random_range(0..14) {
-        0 => Value::Null,
-        1 => json!(rng.random::<bool>()),
-        2 => json!(
-            *[
-                0i64,
-                1,
-                -1,
-                2,
-                20,
-                21,
-                64,
-                65,
-                511,
-                512,
-                513,
-                i64::MAX,
-                i64::MIN,
-                u32::MAX as i64 + 1
-            ]
-            .choose(rng)
-            .unwrap()
-        ),
-        3 => json!(rng.random_range(-1000i64..1000)),
-        4 => json!(
-            *[
-                0.0f64, -0.0, 1e-30, 0.5, 1.0, 2.0, -1.0, 1e308, -1e308, 3.4e38, 1e39
-            ]
-            .choose(rng)
-            .unwrap()
-        ),
-        5 => json!(rng.random_range(-5.0f64..5.0)),
-        6 => json!(
-            *[
-                "",
-                "tiny",
-                "user",
-                "assistant",
-                "system",
-                "text",
-                "image_url",
-                "\u{0}",
-                "é🔥\u{202e}",
-                "<|im_start|>",
-                "{{ raise('x') }}",
-                "{% for %}"
-            ]
-            .choose(rng)
-            .unwrap()
-        ),
-        7 => json!("x".repeat(rng.random_range(0..3000))),
-        8 => json!(
-            (0..rng.random_range(0..40))
-                .map(|_| rng.random_range(0u32..400))
-                .collect::<Vec<_>>()
-        ),
-        9 => json!(vec![u32::MAX; rng.random_range(1..3)]),
-        10 if depth > 0 => Value::Array(
-            (0..rng.random_range(0..4))
-                .map(|_| value(rng, depth - 1))
-                .collect(),
-        ),
-        11 if depth > 0 => {
-            let mut m = Map::new();
-            for _ in 0..rng.random_range(0..4) {
-                m.insert(
-                    FIELDS.choose(rng).unwrap().to_string(),
-                    value(rng, depth - 1),
-                );
-            }
-            Value::Object(m)
-        }
-        12 if depth > 0 => json!([{"role": "user", "content": value(rng, depth - 1)}]),
-        _ => json!(rng.random_range(0u32..10)),
-    }
+/// A JSON scalar, biased to edge cases.
+fn scalar() -> impl Strategy<Value = Value> {
+    let edges = [
+        0i64,
+        1,
+        -1,
+        2,
+        20,
+        21,
+        64,
+        65,
+        511,
+        512,
+        513,
+        i64::MAX,
+        i64::MIN,
+    ];
+    let floats = [
+        0.0f64, -0.0, 1e-30, 0.5, 1.0, 2.0, -1.0, 1e308, -1e308, 3.4e38, 1e39,
+    ];
+    let strings = [
+        "",
+        "tiny",
+        "user",
+        "assistant",
+        "system",
+        "text",
+        "image_url",
+        "\u{0}",
+        "é🔥\u{202e}",
+        "<|im_start|>",
+        "{{ raise('x') }}",
+        "{% for %}",
+    ];
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        select(edges.to_vec()).prop_map(Value::from),
+        Just(json!(u32::MAX as i64 + 1)),
+        (-1000i64..1000).prop_map(Value::from),
+        select(floats.to_vec()).prop_map(Value::from),
+        (-5.0f64..5.0).prop_map(Value::from),
+        select(strings.to_vec()).prop_map(Value::from),
+        (0usize..3000).prop_map(|n| json!("x".repeat(n))),
+        prop::collection::vec(0u32..400, 0..40).prop_map(|v| json!(v)),
+        (1usize..3).prop_map(|n| json!(vec![u32::MAX; n])),
+        (0u32..10).prop_map(Value::from),
+    ]
 }
 
-fn valid(path: &str, rng: &mut StdRng) -> Value {
-    let stream = rng.random::<bool>();
+/// A JSON value nested at most 3 deep: arrays, objects keyed by request fields, messages.
+fn value() -> impl Strategy<Value = Value> {
+    scalar().prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((select(FIELDS), inner.clone()), 0..4).prop_map(|kv| {
+                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+            inner.prop_map(|c| json!([{"role": "user", "content": c}])),
+        ]
+    })
+}
+
+/// A valid body for `path`; a third of the chat bodies ask for structured output or tools.
+fn valid(path: &str, stream: bool, kind: u8) -> Value {
     match path {
         p if p.starts_with("/v1/chat/completions") => {
             let mut body = json!({"model": "tiny", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 3, "temperature": 0, "stream": stream});
-            // A third of the chat bodies start from valid structured-output or tool requests.
-            match rng.random_range(0..6) {
+            match kind {
                 0 => body["response_format"] = json!({"type": "json_object"}),
                 1 => {
                     body["tools"] = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]);
@@ -170,113 +165,136 @@ fn valid(path: &str, rng: &mut StdRng) -> Value {
     }
 }
 
-/// A valid body with a few fields replaced, removed or added; or raw bytes mangled.
-fn mutated(path: &str, rng: &mut StdRng) -> Vec<u8> {
-    let mut body = valid(path, rng);
-    let obj = body.as_object_mut().unwrap();
-    for _ in 0..rng.random_range(1..4) {
-        let key = FIELDS.choose(rng).unwrap().to_string();
-        match rng.random_range(0..4) {
-            0 => {
-                obj.remove(&key);
-            }
-            _ => {
-                obj.insert(key, value(rng, 3));
-            }
-        }
-    }
-    // Keep generations short where they are valid, so that the run stays bounded.
-    if let Some(m) = obj.get("max_tokens").and_then(Value::as_i64)
-        && m > 16
-    {
-        obj.insert("max_tokens".into(), json!(16));
-    }
-    if let Some(n) = obj.get("n").and_then(Value::as_i64)
-        && n > 4
-    {
-        obj.insert("n".into(), json!(rng.random_range(-1..70)));
-        obj.insert("max_tokens".into(), json!(1));
-    }
-    let mut bytes = serde_json::to_vec(&body).unwrap();
-    match rng.random_range(0..6) {
-        0 if !bytes.is_empty() => bytes.truncate(rng.random_range(0..bytes.len())),
-        1 if !bytes.is_empty() => {
-            let i = rng.random_range(0..bytes.len());
-            bytes[i] = rng.random();
-        }
-        2 => bytes = serde_json::to_vec(&value(rng, 3)).unwrap(),
-        _ => {}
-    }
-    bytes
+/// How the bytes of a mutated body are mangled at the end.
+#[derive(Debug, Clone)]
+enum Mangle {
+    None,
+    Truncate(Index),
+    Flip(Index, u8),
+    Replace(Value),
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_and_mutated_bodies_never_get_a_5xx() {
+/// A valid body for `path` with one to three fields removed or replaced by random values,
+/// then perhaps its bytes mangled.
+fn mutated(path: &'static str) -> impl Strategy<Value = Vec<u8>> {
+    let edit = (select(FIELDS), any::<bool>(), value());
+    let mangle = prop_oneof![
+        3 => Just(Mangle::None),
+        1 => any::<Index>().prop_map(Mangle::Truncate),
+        1 => (any::<Index>(), any::<u8>()).prop_map(|(i, b)| Mangle::Flip(i, b)),
+        1 => value().prop_map(Mangle::Replace),
+    ];
+    let edits = prop::collection::vec(edit, 1..4);
+    (any::<bool>(), 0u8..6, edits, -1i64..70, mangle).prop_map(
+        move |(stream, kind, edits, big_n, mangle)| {
+            let mut body = valid(path, stream, kind);
+            let obj = body.as_object_mut().unwrap();
+            for (key, remove, v) in edits {
+                if remove {
+                    obj.remove(key);
+                } else {
+                    obj.insert(key.into(), v);
+                }
+            }
+            // Keep generations short where they are valid, so that the run stays bounded.
+            if obj
+                .get("max_tokens")
+                .and_then(Value::as_i64)
+                .is_some_and(|m| m > 16)
+            {
+                obj.insert("max_tokens".into(), json!(16));
+            }
+            if obj.get("n").and_then(Value::as_i64).is_some_and(|n| n > 4) {
+                obj.insert("n".into(), json!(big_n));
+                obj.insert("max_tokens".into(), json!(1));
+            }
+            let mut bytes = serde_json::to_vec(&body).unwrap();
+            match mangle {
+                Mangle::Truncate(i) if !bytes.is_empty() => bytes.truncate(i.index(bytes.len())),
+                Mangle::Flip(i, b) if !bytes.is_empty() => {
+                    let i = i.index(bytes.len());
+                    bytes[i] = b;
+                }
+                Mangle::Replace(v) => bytes = serde_json::to_vec(&v).unwrap(),
+                _ => {}
+            }
+            bytes
+        },
+    )
+}
+
+/// Sends one body; fails unless the answer is a success or an OpenAI-style error (never a
+/// 5xx, a cut body or a stream without its end). Returns the status.
+async fn check(path: &str, body: Vec<u8>) -> Result<u16, TestCaseError> {
     let base = server();
-    let cases: usize = std::env::var("KILN_FUZZ_CASES")
+    let shown: String = String::from_utf8_lossy(&body).chars().take(400).collect();
+    let fail = |what: String| TestCaseError::fail(format!("{path}: {what} for {shown}"));
+    let r = (client().post(format!("{base}{path}")))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| fail(format!("no answer ({e})")))?;
+    let status = r.status().as_u16();
+    let ctype = (r.headers().get("content-type"))
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    let text = r
+        .text()
+        .await
+        .map_err(|e| fail(format!("body cut ({e})")))?;
+    prop_assert!(status < 500, "{path}: {status} {text} for {shown}");
+    if status >= 400 {
+        let v: Value =
+            serde_json::from_str(&text).map_err(|_| fail(format!("not JSON: {text}")))?;
+        let e = &v["error"];
+        prop_assert!(
+            e["message"].as_str().is_some_and(|m| !m.is_empty()) && e["type"].is_string(),
+            "{path}: {v} for {shown}"
+        );
+    } else if ctype.starts_with("text/event-stream") {
+        prop_assert!(
+            text.trim_end().ends_with("data: [DONE]"),
+            "{path}: {text} for {shown}"
+        );
+        prop_assert!(
+            !text.contains("\"server_error\""),
+            "{path}: {text} for {shown}"
+        );
+    }
+    Ok(status)
+}
+
+#[test]
+fn random_and_mutated_bodies_never_get_a_5xx() {
+    let cases: u32 = std::env::var("KILN_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3000);
-    let paths = [
-        "/v1/chat/completions",
-        "/v1/completions",
-        "/tokenize",
-        "/detokenize",
-        "/v1/chat/completions/render",
-        "/v1/completions/render",
-    ];
-    let mut rng = StdRng::seed_from_u64(2026);
-    let mut by_status = std::collections::BTreeMap::new();
-    for case in 0..cases {
-        let path = paths[case % paths.len()];
-        let body = mutated(path, &mut rng);
-        let shown = String::from_utf8_lossy(&body)
-            .chars()
-            .take(400)
-            .collect::<String>();
-        let r = client()
-            .post(format!("{base}{path}"))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("case {case} {path}: no answer ({e}) to {shown}"));
-        let status = r.status().as_u16();
-        let ctype = r
-            .headers()
-            .get("content-type")
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
-        let text = r
-            .text()
-            .await
-            .unwrap_or_else(|e| panic!("case {case} {path}: body cut ({e}) for {shown}"));
-        *by_status.entry(status).or_insert(0) += 1;
-        assert!(
-            status < 500,
-            "case {case} {path}: {status} {text} for {shown}"
-        );
-        if status >= 400 {
-            let v: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|_| panic!("case {case}: not JSON: {text}"));
-            let e = &v["error"];
-            assert!(
-                e["message"].as_str().is_some_and(|m| !m.is_empty()) && e["type"].is_string(),
-                "case {case}: {v}"
-            );
-        } else if ctype.starts_with("text/event-stream") {
-            assert!(
-                text.trim_end().ends_with("data: [DONE]"),
-                "case {case}: {text}"
-            );
-            assert!(
-                !text.contains("\"server_error\""),
-                "case {case} {path}: {text} for {shown}"
-            );
-        }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[26; 32]);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let by_status = RefCell::new(BTreeMap::new());
+    let bodies = (0..PATHS.len()).prop_flat_map(|i| (Just(PATHS[i]), mutated(PATHS[i])));
+    let result = runner.run(&bodies, |(path, body)| {
+        let status = rt.block_on(check(path, body))?;
+        *by_status.borrow_mut().entry(status).or_insert(0u32) += 1;
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
+    let by_status = by_status.into_inner();
     eprintln!("fuzz: {cases} bodies, answers by status: {by_status:?}");
-    let (s, _) = get(base, "/health").await;
+    let (s, _) = rt.block_on(get(server(), "/health"));
     assert_eq!(s, 200);
     assert!(
         by_status.get(&200).is_some_and(|&n| n > cases / 20),
