@@ -193,10 +193,9 @@ impl ModelRunner {
             progress(i + 2, total);
         }
 
-        let final_gain = ctx.storage_init(
-            "final_norm",
-            bytemuck::cast_slice(&gain(weights, c, &tensors.final_norm)?),
-        );
+        let final_gain = gain(weights, c, &tensors.final_norm)?;
+        weight_bytes += final_gain.len() as u64 * 4;
+        let final_gain = ctx.storage_init("final_norm", bytemuck::cast_slice(&final_gain));
         let final_norm = ops::gather_rmsnorm(
             ctx,
             &kernels,

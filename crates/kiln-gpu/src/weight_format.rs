@@ -171,6 +171,12 @@ impl WeightFormat {
     }
 }
 
+/// Whether a finite value is beyond f16's range (65504), where f16 would make it an infinity.
+fn beyond_f16(data: &[f32]) -> bool {
+    data.iter()
+        .any(|v| v.is_finite() && v.abs() > f16::MAX.to_f32())
+}
+
 /// A matrix in host memory in its GPU format, rows in file (GGUF block) layout.
 #[derive(Clone, Debug)]
 pub struct HostMatrix {
@@ -184,10 +190,7 @@ impl HostMatrix {
     /// f32 values (`rows * cols`, row-major) as an f16 matrix, or as f32 when a finite value is
     /// beyond f16's range (65504), where f16 would turn it into an infinity.
     pub fn from_f32(data: &[f32], rows: usize, cols: usize) -> Self {
-        if data
-            .iter()
-            .any(|v| v.is_finite() && v.abs() > f16::MAX.to_f32())
-        {
+        if beyond_f16(data) {
             return Self {
                 format: WeightFormat::F32,
                 rows,
@@ -298,7 +301,12 @@ pub fn gpu_weight_bytes(weights: &Weights) -> Result<(u64, Vec<String>), GpuErro
         let numel: usize = shape.iter().product();
         bytes += match shape.as_slice() {
             [rows, cols] => {
-                let format = WeightFormat::for_dtype(dtype);
+                let mut format = WeightFormat::for_dtype(dtype);
+                // A wider float matrix with values beyond f16's range stays f32 on the GPU.
+                if matches!(dtype, DType::F32 | DType::BF16) && beyond_f16(&weights.read_f32(name)?)
+                {
+                    format = WeightFormat::F32;
+                }
                 if format.dtype() != dtype && !widened.contains(&dtype.name()) {
                     widened.push(dtype.name());
                 }

@@ -2,6 +2,7 @@
 //! file kind.
 
 use super::*;
+use kiln_model::testing::{safetensors_bytes, tiny_tensors};
 
 /// Prefill 45 tokens in chunks of 16, 13 and 16 (the second and third cross block
 /// boundaries mid-chunk), then 5 decode steps, into blocks 5, 2, 7, 0 (not in order); each
@@ -309,4 +310,42 @@ fn logits_match_cpu_reference_tied_embeddings() {
             ..TinyConfig::default()
         },
     );
+}
+
+/// What `kiln info` prints as the weights' GPU bytes (`gpu_weight_bytes`, from the file alone)
+/// equals what the runner uploads, for an f32 folder with one matrix beyond f16's range (kept
+/// f32 on the GPU, so the same folder without that value takes fewer bytes) and for a quantized
+/// GGUF file.
+#[test]
+fn info_weight_bytes_equal_the_uploaded_ones() {
+    let ctx = gpu();
+    let cfg = TinyConfig::default();
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_llama(dir.path(), &cfg, 7).unwrap();
+    let uploaded = |model: &Model| {
+        // Quantized matrices kept so, as `gpu_weight_bytes` counts them.
+        let ec = on(config(16, false), KernelFamily::Gpu, KvDtype::F16);
+        engine(&ctx, model, ec).runner().weight_bytes
+    };
+    let model = Model::load(dir.path()).unwrap();
+    let (plain, _) = kiln_gpu::gpu_weight_bytes(&model.weights).unwrap();
+    assert_eq!(plain, uploaded(&model));
+    let mut tensors = tiny_tensors(&cfg.model_config(), 7);
+    let down = (tensors.iter_mut())
+        .find(|t| t.name == "model.layers.1.mlp.down_proj.weight")
+        .unwrap();
+    down.data[3] = 1.0e5;
+    let f16_bytes = down.data.len() as u64 * 2;
+    let st = safetensors_bytes(&tensors, DType::F32);
+    std::fs::write(dir.path().join("model.safetensors"), st).unwrap();
+    let model = Model::load(dir.path()).unwrap();
+    let (big, _) = kiln_gpu::gpu_weight_bytes(&model.weights).unwrap();
+    assert_eq!(big, plain + f16_bytes, "the matrix counted as f32");
+    assert_eq!(big, uploaded(&model));
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::Q4_1).unwrap();
+    let model = Model::load(&path).unwrap();
+    let (q, _) = kiln_gpu::gpu_weight_bytes(&model.weights).unwrap();
+    assert_eq!(q, uploaded(&model));
+    assert!(q < plain, "Q4_1 {q} bytes, f16 {plain}");
 }
