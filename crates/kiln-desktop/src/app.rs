@@ -331,9 +331,17 @@ impl DesktopApp {
         self.current = self.current.min(self.chats.len() - 1);
     }
 
-    /// Writes the current chat as Markdown to `path`.
+    /// Writes the current chat to `path`: as an API request body when the name ends in
+    /// `.json` (for the loaded model, by its served name), as Markdown otherwise.
     pub fn export(&mut self, path: PathBuf) {
-        if let Err(e) = std::fs::write(&path, self.chat().to_markdown()) {
+        let text = if path.extension().is_some_and(|e| e == "json") {
+            let model = self.loaded().map_or("kiln", |m| m.info.name.as_str());
+            let body = self.chat().to_request(model);
+            serde_json::to_string_pretty(&body).unwrap_or_default()
+        } else {
+            self.chat().to_markdown()
+        };
+        if let Err(e) = std::fs::write(&path, text) {
             self.notices
                 .push(format!("cannot write {}: {e}", path.display()));
         }

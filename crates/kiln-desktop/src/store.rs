@@ -89,6 +89,26 @@ impl Chat {
         }
     }
 
+    /// The chat as an OpenAI chat-completions request body for `model`: the system prompt,
+    /// the messages and the chat's sampling settings, to replay against `kiln serve` or any
+    /// OpenAI-compatible server.
+    pub fn to_request(&self, model: &str) -> serde_json::Value {
+        let system = (!self.system.is_empty()).then_some(("system", self.system.as_str()));
+        let messages: Vec<serde_json::Value> = (system.into_iter())
+            .chain(
+                self.messages
+                    .iter()
+                    .map(|m| (m.role.as_str(), m.text.as_str())),
+            )
+            .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+            .collect();
+        let mut body = serde_json::json!({"model": model, "messages": messages});
+        if let Ok(serde_json::Value::Object(knobs)) = serde_json::to_value(&self.sampling) {
+            body.as_object_mut().unwrap().extend(knobs);
+        }
+        body
+    }
+
     /// The chat as Markdown, for export.
     pub fn to_markdown(&self) -> String {
         let mut out = format!("# {}\n\n", self.title);

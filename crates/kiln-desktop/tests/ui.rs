@@ -412,6 +412,32 @@ fn the_api_switch_serves_the_apps_engine() {
         expected.as_str(),
         "{r}"
     );
+    // A chat exported as an API request body is one the server takes (its sampling fields
+    // included) and answers as the app would.
+    greedy(&mut h);
+    send(&mut h, "hello there");
+    step_until(&mut h, "the reply", |app| {
+        app.generating.is_empty() && app.chats[0].messages.len() == 2
+    });
+    assert_eq!(last_reply(h.state(), 0).text, expected);
+    send(&mut h, "and again");
+    step_until(&mut h, "the second reply", |app| {
+        app.generating.is_empty() && app.chats[0].messages.len() == 4
+    });
+    let second = last_reply(h.state(), 0).text.clone();
+    let path = dir.path().join("chat.json");
+    h.state_mut().chats[0].messages.pop();
+    h.state_mut().export(path.clone());
+    let body: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(body["messages"].as_array().unwrap().len(), 3, "{body}");
+    assert_eq!(body["messages"][2]["content"], "and again");
+    assert_eq!(body["max_tokens"], MAX_TOKENS);
+    let r = post_json(port, "/v1/chat/completions", &body);
+    assert_eq!(
+        r["choices"][0]["message"]["content"],
+        second.as_str(),
+        "{r}"
+    );
     // Off again: the port is closed.
     h.get_by_label("Serve the OpenAI API").click();
     h.run_ok();

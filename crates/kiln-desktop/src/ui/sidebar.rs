@@ -1,4 +1,4 @@
-//! The chat list: new, select, rename, delete, export.
+//! The chat list: new, select, rename, delete, export (Markdown, or an API request body).
 
 use eframe::egui;
 
@@ -42,7 +42,10 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     action = Some(Action::StartRename(i));
                 }
                 if ui.button("Export as Markdown…").clicked() {
-                    action = Some(Action::Export(i));
+                    action = Some(Action::Export(i, "md"));
+                }
+                if ui.button("Export as an API request (JSON)…").clicked() {
+                    action = Some(Action::Export(i, "json"));
                 }
                 if ui.button("Delete").clicked() {
                     action = Some(Action::Delete(i));
@@ -62,9 +65,9 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
             }
         }
         Some(Action::Delete(i)) => app.delete_chat(i),
-        Some(Action::Export(i)) => {
+        Some(Action::Export(i, ext)) => {
             app.current = i;
-            let name = format!("{}.md", app.chats[i].title.replace(['/', '\\'], "-"));
+            let name = format!("{}.{ext}", app.chats[i].title.replace(['/', '\\'], "-"));
             if let Some(path) = rfd::FileDialog::new().set_file_name(name).save_file() {
                 app.export(path);
             }
@@ -78,5 +81,6 @@ enum Action {
     StartRename(usize),
     Rename(usize, String),
     Delete(usize),
-    Export(usize),
+    /// The chat, in the format of this file extension.
+    Export(usize, &'static str),
 }
