@@ -4,41 +4,21 @@
 //! size), tied output, and sliding-window layers interleaved with global ones, each kind with
 //! its own RoPE base. Hugging Face stores its norm gains minus one; GGUF files store the gains.
 
-use super::Buf::{Attn, Proj, Qkv};
-use super::Op::{AddNormed, Attention, NormedProject, Project, Rotary};
-use super::{Layer, Names, llama};
+use super::Buf::Proj;
+use super::Op::AddNormed;
+use super::llama::{attention, mlp};
+use super::{Layer, Names};
 use crate::ModelConfig;
 
 /// Layer `i`: each sub-layer's output normalized on its way into the residual stream.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let mut ops = vec![
-        NormedProject {
-            norm: n.norm("input_layernorm"),
-            weights: n.qkv(),
-            bias: None,
-            dst: Qkv,
-        },
-        Rotary {
-            qk_norm: Some(n.qk_norm()),
-        },
-        Attention,
-        Project {
-            src: Attn,
-            weight: n.o(),
-            dst: Proj,
-        },
-        AddNormed {
-            src: Proj,
-            norm: n.norm("post_attention_layernorm"),
-        },
-    ];
-    ops.extend(llama::mlp(
-        &n,
-        "pre_feedforward_layernorm",
-        n.gate_up(),
-        Proj,
-    ));
+    let mut ops = attention(&n, n.qkv(), None, Some(n.qk_norm()), Proj).to_vec();
+    ops.push(AddNormed {
+        src: Proj,
+        norm: n.norm("post_attention_layernorm"),
+    });
+    ops.extend(mlp(&n, "pre_feedforward_layernorm", n.gate_up(), Proj));
     ops.push(AddNormed {
         src: Proj,
         norm: n.norm("post_feedforward_layernorm"),

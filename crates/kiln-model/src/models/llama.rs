@@ -1,37 +1,50 @@
 //! Llama (Llama 2 and 3, SmolLM2, TinyLlama, Mistral): pre-norm attention and a SiLU-gated
 //! MLP, each added to the residual stream; grouped-query attention with rotary embeddings; no
-//! biases. The layout the other families extend.
+//! biases. The layout the other families extend, through [`attention`] and [`mlp`].
 
 use super::Buf::{Act, Attn, GateUp, Qkv, Residual};
 use super::Op::{Attention, GatedActivation, NormedProject, Project, Rotary};
-use super::{Buf, Layer, Names, Op};
+use super::{Buf, Layer, Names, Op, Tensor};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let mut ops = vec![
-        NormedProject {
-            norm: n.norm("input_layernorm"),
-            weights: n.qkv(),
-            bias: None,
-            dst: Qkv,
-        },
-        Rotary { qk_norm: None },
-        Attention,
-        Project {
-            src: Attn,
-            weight: n.o(),
-            dst: Residual,
-        },
-    ];
+    let mut ops = attention(&n, n.qkv(), None, None, Residual).to_vec();
     ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
     Layer { ops }
 }
 
+/// Attention on the normalized residual stream: the q, k and v projection (`qkv`, biased by
+/// `bias`), the rotary step (per-head norms first with `qk_norm`), attention, and the output
+/// projection into `dst` (added, into the residual stream).
+pub(super) fn attention(
+    n: &Names,
+    qkv: Vec<Tensor>,
+    bias: Option<Vec<Tensor>>,
+    qk_norm: Option<[Tensor; 2]>,
+    dst: Buf,
+) -> [Op; 4] {
+    [
+        NormedProject {
+            norm: n.norm("input_layernorm"),
+            weights: qkv,
+            bias,
+            dst: Qkv,
+        },
+        Rotary { qk_norm },
+        Attention,
+        Project {
+            src: Attn,
+            weight: n.o(),
+            dst,
+        },
+    ]
+}
+
 /// The gated MLP on the normalized residual stream (norm gain `norm`, gate and up
 /// `gate_up`), its output written to `dst` (added, into the residual stream).
-pub(super) fn mlp(n: &Names, norm: &str, gate_up: Vec<super::Tensor>, dst: Buf) -> [Op; 3] {
+pub(super) fn mlp(n: &Names, norm: &str, gate_up: Vec<Tensor>, dst: Buf) -> [Op; 3] {
     [
         NormedProject {
             norm: n.norm(norm),
