@@ -13,7 +13,7 @@ use crate::ModelConfig;
 /// Layer `i`: each sub-layer's output normalized on its way into the residual stream.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let mut ops = attention(&n, n.qkv(), None, Some(n.qk_norm()), Proj).to_vec();
+    let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Proj).to_vec();
     ops.push(AddNormed {
         src: Proj,
         norm: n.norm("post_attention_layernorm"),

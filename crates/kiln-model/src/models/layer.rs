@@ -95,9 +95,4 @@ impl Layer {
     pub fn tensors(&self) -> Vec<&Tensor> {
         self.ops.iter().flat_map(Op::tensors).collect()
     }
-
-    /// The first operation of this kind (`find(|op| matches!(op, Op::Rotary { .. }))`).
-    pub fn find(&self, f: impl Fn(&Op) -> bool) -> Option<&Op> {
-        self.ops.iter().find(|op| f(op))
-    }
 }

@@ -1,6 +1,7 @@
 //! Llama (Llama 2 and 3, SmolLM2, TinyLlama, Mistral): pre-norm attention and a SiLU-gated
-//! MLP, each added to the residual stream; grouped-query attention with rotary embeddings; no
-//! biases. The layout the other families extend, through [`attention`] and [`mlp`].
+//! MLP, each added to the residual stream; grouped-query attention with rotary embeddings;
+//! q/k/v biases when the config's `attention_bias` says so. The layout the other families
+//! extend, through [`attention`] and [`mlp`].
 
 use super::Buf::{Act, Attn, GateUp, Qkv, Residual};
 use super::Op::{Attention, GatedActivation, NormedProject, Project, Rotary};
@@ -10,18 +11,18 @@ use crate::ModelConfig;
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let mut ops = attention(&n, n.qkv(), None, None, Residual).to_vec();
+    let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
     ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
     Layer { ops }
 }
 
-/// Attention on the normalized residual stream: the q, k and v projection (`qkv`, biased by
-/// `bias`), the rotary step (per-head norms first with `qk_norm`), attention, and the output
-/// projection into `dst` (added, into the residual stream).
+/// Attention on the normalized residual stream: the q, k and v projection (`qkv`, with its
+/// biases when the config has `attention_bias`), the rotary step (per-head norms first with
+/// `qk_norm`), attention, and the output projection into `dst` (added, into the residual
+/// stream).
 pub(super) fn attention(
     n: &Names,
     qkv: Vec<Tensor>,
-    bias: Option<Vec<Tensor>>,
     qk_norm: Option<[Tensor; 2]>,
     dst: Buf,
 ) -> [Op; 4] {
@@ -29,7 +30,7 @@ pub(super) fn attention(
         NormedProject {
             norm: n.norm("input_layernorm"),
             weights: qkv,
-            bias,
+            bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
             dst: Qkv,
         },
         Rotary { qk_norm },

@@ -231,6 +231,20 @@ mod tests {
             "model.layers.1.mlp.gate_up_proj.weight"
         );
 
+        // A Llama whose config has attention_bias reads (and so requires) the biases.
+        let mut biased = TinyConfig::default().model_config();
+        biased.attention_bias = true;
+        let t = ModelTensors::for_config(&biased);
+        let names: Vec<&str> = t.layers[0]
+            .tensors()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(
+            names[4], "model.layers.0.self_attn.q_proj.bias",
+            "{names:?}"
+        );
+
         let tied = TinyConfig {
             tie_word_embeddings: true,
             ..TinyConfig::default()

@@ -14,7 +14,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
         &[(cfg.num_heads + 2 * cfg.num_kv_heads) * d, h],
     );
     let gate_up = n.tensor("mlp.gate_up_proj.weight", &[2 * ff, h]);
-    let mut ops = attention(&n, vec![qkv], None, None, Residual).to_vec();
+    let mut ops = attention(&n, vec![qkv], None, Residual).to_vec();
     ops.extend(mlp(&n, "post_attention_layernorm", vec![gate_up], Residual));
     Layer { ops }
 }

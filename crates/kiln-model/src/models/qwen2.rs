@@ -1,13 +1,4 @@
-//! Qwen2 and Qwen2.5: Llama's layer with biases on the q, k and v projections.
+//! Qwen2 and Qwen2.5: Llama's layer. Their q, k and v biases are the `attention_bias` every
+//! Qwen2 config has (set by the loader), which Llama's attention reads.
 
-use super::Buf::Residual;
-use super::llama::{attention, mlp};
-use super::{Layer, Names};
-use crate::ModelConfig;
-
-pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
-    let n = Names::new(cfg, i);
-    let mut ops = attention(&n, n.qkv(), Some(n.qkv_bias()), None, Residual).to_vec();
-    ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
-    Layer { ops }
-}
+pub(super) use super::llama::layer;

@@ -8,7 +8,7 @@ use crate::ModelConfig;
 
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let mut ops = attention(&n, n.qkv(), None, Some(n.qk_norm()), Residual).to_vec();
+    let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Residual).to_vec();
     ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
     Layer { ops }
 }
