@@ -6,13 +6,21 @@ the fields their specifications require, and against each other (selector vs pod
 names). What only a cluster can tell (the CRDs' admission, the EPP accepting its config, routing)
 is not checked here; README's scale-out section says so.
 
+A kustomization with prefill/decode roles (deploy/pd) is also checked for how its parts connect
+(check_pd): the pool selects the decode pods and not the prefill pods, the pd-proxy sidecar
+listens on the pool's target port and sends the decode leg to kiln in its own pod and the
+prefill leg to a Service that selects the producers, the producers announce their pod IP, the
+consumers have a CPU tier.
+
 Usage: check_deploy.py DEPLOY_DIR   (renders with `kubectl kustomize` when kubectl is on PATH,
-otherwise with render_kustomize(), the subset of kustomize deploy/ uses)."""
+and then also with render_kustomize(), the subset of kustomize deploy/ uses, which must give
+the same objects; without kubectl, with render_kustomize() alone)."""
 
 import pathlib
 import shutil
 import subprocess
 import sys
+import urllib.parse
 
 import kubernetes_validate
 import yaml
@@ -27,6 +35,7 @@ KILN_METRICS = {
     "cacheInfoSpec": "kiln_cache_config_info",
 }
 REQUIRED_SCORERS = {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer"}
+SERVE_PORT = 8000  # kiln serve's default --port
 
 failures = []
 
@@ -35,10 +44,61 @@ def fail(where, why):
     failures.append(f"{where}: {why}")
 
 
+# Lists a strategic merge patch merges item by item, by this key (Kubernetes' patchMergeKey);
+# other lists are replaced whole.
+MERGE_KEYS = {"containers": "name", "initContainers": "name", "env": "name", "volumes": "name",
+              "volumeMounts": "mountPath", "ports": "containerPort"}
+
+
+def strip_directives(v):
+    if isinstance(v, dict):
+        return {k: strip_directives(x) for k, x in v.items() if k != "$patch"}
+    if isinstance(v, list):
+        return [strip_directives(x) for x in v if not (isinstance(x, dict) and x.get("$patch") == "replace" and len(x) == 1)]
+    return v
+
+
+def merge_patch(base, patch, field=None):
+    """The part of kustomize's strategic merge deploy/ uses: maps merge (null deletes a key),
+    MERGE_KEYS lists merge by key (`$patch: delete` removes an item), a `$patch: replace` item
+    replaces the list, other lists and scalars are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = merge_patch(out[k], v, k) if k in out else strip_directives(v)
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and field in MERGE_KEYS:
+        if {"$patch": "replace"} in patch:
+            return strip_directives(patch)
+        key, out = MERGE_KEYS[field], list(base)
+        for p in patch:
+            i = next((i for i, b in enumerate(out) if b.get(key) == p.get(key)), None)
+            if p.get("$patch") == "delete":
+                if i is not None:
+                    del out[i]
+            elif i is None:
+                out.append(strip_directives(p))
+            else:
+                out[i] = merge_patch(out[i], p)
+        return out
+    return strip_directives(patch)
+
+
+def pod_containers(spec, sidecars_only=True):
+    """The pod's long-running containers: containers and native sidecars (initContainers with
+    restartPolicy Always)."""
+    inits = [c for c in spec.get("initContainers", []) or [] if c.get("restartPolicy") == "Always" or not sidecars_only]
+    return (spec.get("containers", []) or []) + inits
+
+
 def render_kustomize(kdir: pathlib.Path):
-    """resources, configMapGenerator (files, no name hash) and images: all deploy/ uses."""
+    """resources, configMapGenerator (files, no name hash), patches (strategic merge, from a
+    file) and images: all deploy/ uses."""
     k = yaml.safe_load((kdir / "kustomization.yaml").read_text())
-    known = {"apiVersion", "kind", "resources", "configMapGenerator", "generatorOptions", "images"}
+    known = {"apiVersion", "kind", "resources", "configMapGenerator", "generatorOptions", "patches", "images"}
     if set(k) - known:
         raise SystemExit(f"{kdir}: the fallback renderer does not know {sorted(set(k) - known)}; install kubectl")
     docs = []
@@ -48,19 +108,47 @@ def render_kustomize(kdir: pathlib.Path):
     for g in k.get("configMapGenerator", []):
         data = {pathlib.Path(f).name: (kdir / f).read_text() for f in g.get("files", [])}
         docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": g["name"]}, "data": data})
+    for pt in k.get("patches", []):
+        if set(pt) != {"path"}:
+            raise SystemExit(f"{kdir}: the fallback renderer takes patches from a file only ({pt}); install kubectl")
+        for patch in [d for d in yaml.safe_load_all((kdir / pt["path"]).read_text()) if d]:
+            i = [i for i, d in enumerate(docs) if (d.get("kind"), d["metadata"].get("name")) == (patch.get("kind"), patch["metadata"].get("name"))]
+            if len(i) != 1:
+                raise SystemExit(f"{kdir}: patch {pt['path']} targets {patch.get('kind')}/{patch['metadata'].get('name')}, found {len(i)}")
+            docs[i[0]] = merge_patch(docs[i[0]], patch)
     images = {i["name"]: f'{i.get("newName", i["name"])}:{i["newTag"]}' if "newTag" in i else i.get("newName", i["name"]) for i in k.get("images", [])}
     for d in docs:
-        for c in (d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []) or []):
-            if c.get("image") in images:
-                c["image"] = images[c["image"]]
+        for c in pod_containers(d.get("spec", {}).get("template", {}).get("spec", {}), sidecars_only=False):
+            name = c.get("image", "").split(":")[0]
+            if name in images:
+                c["image"] = images[name]
     return docs
 
 
 def render(kdir: pathlib.Path):
-    if shutil.which("kubectl"):
-        out = subprocess.run(["kubectl", "kustomize", str(kdir)], check=True, capture_output=True, text=True).stdout
-        return [d for d in yaml.safe_load_all(out) if d]
-    return render_kustomize(kdir)
+    if not shutil.which("kubectl"):
+        try:
+            return render_kustomize(kdir)
+        except (SystemExit, yaml.YAMLError) as e:
+            fail(str(kdir), f"render: {e}")
+            return None
+    r = subprocess.run(["kubectl", "kustomize", str(kdir)], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(str(kdir), f"kubectl kustomize: {r.stderr.strip()}")
+        return None
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    # The fallback renderer (what runs where kubectl is absent) must give the same objects.
+    try:
+        fallback = render_kustomize(kdir)
+    except SystemExit as e:
+        fail(str(kdir), f"fallback renderer: {e}")
+        return docs
+    key = lambda d: (d.get("kind"), d.get("metadata", {}).get("name"))
+    a, b = {key(d): d for d in docs}, {key(d): d for d in fallback}
+    for k_ in sorted(set(a) | set(b), key=str):
+        if a.get(k_) != b.get(k_):
+            fail(str(kdir), f"the fallback renderer differs from kubectl kustomize on {k_[0]}/{k_[1]}")
+    return docs
 
 
 def by_kind(docs, kind):
@@ -81,7 +169,7 @@ def pod_labels_and_ports(docs):
     out = []
     for dep in by_kind(docs, "Deployment"):
         tmpl = dep["spec"]["template"]
-        ports = {p["containerPort"] for c in tmpl["spec"]["containers"] for p in c.get("ports", [])}
+        ports = {p["containerPort"] for c in pod_containers(tmpl["spec"]) for p in c.get("ports", [])}
         out.append((dep["metadata"]["name"], tmpl["metadata"].get("labels", {}), ports))
     return out
 
@@ -208,25 +296,173 @@ def check_epp_deployment(docs, cfg_map_name, pools, where):
         fail(where, "the EPP needs a ServiceAccount (it watches pods and pools)")
 
 
+def selects(sel, labels):
+    return bool(sel) and all(labels.get(k) == v for k, v in sel.items())
+
+
+def pool_selected(docs):
+    """Names of the Deployments whose pods some InferencePool selects."""
+    sels = [p["spec"].get("selector", {}).get("matchLabels", {}) for p in by_kind(docs, "InferencePool")]
+    return {n for n, labels, _ in pod_labels_and_ports(docs) if any(selects(s, labels) for s in sels)}
+
+
+def kiln_containers(dep, command, sidecars_only=True):
+    """The pod's long-running containers running `kiln <command>` (serve, pd-proxy)."""
+    spec = dep["spec"]["template"]["spec"]
+    return [c for c in pod_containers(spec, sidecars_only) if (c.get("args") or [None])[0] == command]
+
+
+def flags(c):
+    """A container's `--name=value` / `--name value` arguments as a dict (a bare flag: True)."""
+    args, out, i = (c.get("args") or [])[1:], {}, 0
+    while i < len(args):
+        name, eq, val = args[i].removeprefix("--").partition("=")
+        if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            val, i = args[i + 1], i + 1
+        out[name] = val if eq or val else True
+        i += 1
+    return out
+
+
+def as_int(v, default=None):
+    """A flag's value as an int (default when absent), None when it is not a number."""
+    v = default if v is None else v
+    return int(v) if str(v).isdigit() else None
+
+
+def port_number(c, port):
+    """A probe's or Service's port (a number, or the name of one of the container's ports)."""
+    if isinstance(port, int):
+        return port if port in {p["containerPort"] for p in c.get("ports", [])} else None
+    return next((p["containerPort"] for p in c.get("ports", []) if p.get("name") == port), None)
+
+
 def check_model_servers(docs, where):
-    for name, labels, ports in pod_labels_and_ports(docs):
-        dep = [d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == name][0]
-        spec = dep["spec"]["template"]["spec"]
-        for c in spec["containers"]:
-            if c.get("args", [None])[0] != "serve":
-                continue
+    in_pool = pool_selected(docs)
+    for dep in by_kind(docs, "Deployment"):
+        name, spec = dep["metadata"]["name"], dep["spec"]["template"]["spec"]
+        labels = dep["spec"]["template"]["metadata"].get("labels", {})
+        for c in kiln_containers(dep, "serve") + kiln_containers(dep, "pd-proxy"):
+            w = f"{where} {name}/{c['name']}"
             probe = c.get("readinessProbe", {}).get("httpGet", {})
             if probe.get("path") != "/health":
-                fail(f"{where} {name}", "readiness must be GET /health")
-            if "preStop" not in c.get("lifecycle", {}) or spec.get("terminationGracePeriodSeconds", 30) < 60:
-                fail(f"{where} {name}", "graceful termination: a preStop and at least 60 s of grace")
-            if labels.get("inference.networking.k8s.io/engine-type") != "kiln":
-                fail(f"{where} {name}", "kiln pods carry inference.networking.k8s.io/engine-type: kiln")
+                fail(w, "readiness must be GET /health")
+            for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+                pr = c.get(kind, {})
+                port = (pr.get("httpGet") or pr.get("tcpSocket") or {}).get("port")
+                if pr and port_number(c, port) is None:
+                    fail(w, f"{kind} port {port!r} is not a port of this container")
+            if c["args"][0] == "serve":
+                if "preStop" not in c.get("lifecycle", {}) or spec.get("terminationGracePeriodSeconds", 30) < 60:
+                    fail(w, "graceful termination: a preStop and at least 60 s of grace")
+                if name in in_pool and labels.get("inference.networking.k8s.io/engine-type") != "kiln":
+                    fail(w, "kiln pods in the pool carry inference.networking.k8s.io/engine-type: kiln")
+
+
+def check_pd(docs, where, expected):
+    """The P/D wiring. Returns whether the render has P/D roles."""
+    deps = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
+    role = lambda dep, r: [c for c in kiln_containers(dep, "serve") if flags(c).get("kv-role") == r]
+    producers = {n: role(d, "producer") for n, d in deps.items() if role(d, "producer")}
+    consumers = {n: role(d, "consumer") for n, d in deps.items() if role(d, "consumer")}
+    proxies = {n: kiln_containers(d, "pd-proxy", False) for n, d in deps.items() if kiln_containers(d, "pd-proxy", False)}
+    if not (producers or consumers or proxies):
+        if expected:
+            fail(where, "no --kv-role producer/consumer or pd-proxy rendered")
+        return False
+    for what, found in (("producer (kiln serve --kv-role=producer)", producers),
+                        ("consumer (kiln serve --kv-role=consumer)", consumers), ("pd-proxy", proxies)):
+        if not found:
+            fail(where, f"P/D roles without a {what}")
+    labels = {n: d["spec"]["template"]["metadata"].get("labels", {}) for n, d in deps.items()}
+    in_pool = pool_selected(docs)
+    for n in producers:
+        if n in in_pool:
+            fail(f"{where} {n}", "the InferencePool selects the prefill pods")
+    for n in consumers:
+        if n not in in_pool:
+            fail(f"{where} {n}", "the InferencePool does not select the decode pods")
+    for n in in_pool - set(proxies):
+        fail(f"{where} {n}", "pods in the pool without a pd-proxy")
+    target_ports = {p.get("number") for pool in by_kind(docs, "InferencePool") for p in pool["spec"].get("targetPorts", [])}
+    images = {}
+    for n, cs in producers.items():
+        for c in cs:
+            w, f = f"{where} {n}/{c['name']}", flags(c)
+            images[w] = c.get("image")
+            env = {e["name"]: e for e in c.get("env", [])}
+            if f.get("kv-transfer-host") != "$(POD_IP)":
+                fail(w, f"--kv-transfer-host={f.get('kv-transfer-host')}, want $(POD_IP)")
+            if env.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "status.podIP":
+                fail(w, "env POD_IP must come from the downward API's status.podIP")
+            if port_number(c, as_int(f.get("port"), SERVE_PORT)) is None:
+                fail(w, f"--port {f.get('port')} is not a container port")
+    for n, cs in consumers.items():
+        for c in cs:
+            w, f = f"{where} {n}/{c['name']}", flags(c)
+            images[w] = c.get("image")
+            if not as_int(f.get("cpu-kv-bytes")):
+                fail(w, f"a consumer needs a CPU tier: --cpu-kv-bytes={f.get('cpu-kv-bytes')}")
+    models = {flags(c).get("served-model-name") for cs in list(producers.values()) + list(consumers.values()) for c in cs}
+    if len(models) != 1:
+        fail(where, f"producers and consumers serve different model names: {sorted(map(str, models))}")
+    for n, cs in proxies.items():
+        if len(cs) != 1:
+            fail(f"{where} {n}", f"{len(cs)} pd-proxy containers in one pod")
+            continue
+        c, w = cs[0], f"{where} {n}/{cs[0]['name']}"
+        images[w] = c.get("image")
+        f = flags(c)
+        if c not in (deps[n]["spec"]["template"]["spec"].get("initContainers") or []) or c.get("restartPolicy") != "Always":
+            fail(w, "pd-proxy must be a native sidecar (initContainers, restartPolicy Always) so it stops after kiln")
+        port = as_int(f.get("port"))  # given explicitly
+        if n in in_pool and port not in target_ports:
+            fail(w, f"pd-proxy --port={f.get('port')} is not the pool's target port {sorted(map(str, target_ports))}")
+        if port_number(c, port) is None:
+            fail(w, f"pd-proxy --port={f.get('port')} is not a port of its container")
+        if f.get("host") not in ("0.0.0.0", "::"):
+            fail(w, f"pd-proxy --host={f.get('host')} must listen on all addresses")
+        dec = urllib.parse.urlsplit(str(f.get("decode", "")))
+        local = consumers.get(n, [])
+        if dec.hostname not in ("127.0.0.1", "localhost", "::1"):
+            fail(w, f"--decode={f.get('decode')} is not kiln in the same pod (127.0.0.1)")
+        if len(local) != 1:
+            fail(w, f"the pod holds {len(local)} consumer kiln containers, want 1")
+        else:
+            kport = as_int(flags(local[0]).get("port"), SERVE_PORT)
+            if dec.port != kport:
+                fail(w, f"--decode={f.get('decode')} is not the port of kiln in the pod (--port={kport})")
+            if port_number(local[0], kport) is None:
+                fail(w, f"kiln's --port={kport} is not a port of its container")
+            if kport == port:
+                fail(w, "pd-proxy and kiln listen on the same port")
+        pre = urllib.parse.urlsplit(str(f.get("prefill", "")))
+        svc = [s for s in by_kind(docs, "Service") if s["metadata"]["name"] == (pre.hostname or "").split(".")[0]]
+        if not svc:
+            fail(w, f"--prefill={f.get('prefill')} names no rendered Service")
+            continue
+        sname, sspec = svc[0]["metadata"]["name"], svc[0]["spec"]
+        sport = [p for p in sspec.get("ports", []) if p["port"] == (pre.port or 80)]
+        if not sport:
+            fail(w, f"--prefill={f.get('prefill')}: Service {sname} has no port {pre.port or 80}")
+        picked = {m for m, lab in labels.items() if selects(sspec.get("selector", {}), lab)}
+        if not picked or picked - set(producers):
+            fail(f"{where} Service/{sname}", f"selects {sorted(picked)}, want the producers {sorted(producers)} only")
+        for m in picked & set(producers):
+            for pc in producers[m]:
+                tgt = sport[0].get("targetPort", sport[0]["port"]) if sport else None
+                if sport and port_number(pc, tgt) != as_int(flags(pc).get("port"), SERVE_PORT):
+                    fail(f"{where} Service/{sname}", f"targetPort {tgt!r} is not {m}'s kiln --port")
+    if len(set(images.values())) != 1:
+        fail(where, f"P/D containers run different images: {images}")
+    return True
 
 
 def check_overlay(kdir: pathlib.Path):
     where = str(kdir)
     docs = render(kdir)
+    if docs is None:
+        return 0, False
     for d in docs:
         kind, name = d.get("kind"), d.get("metadata", {}).get("name")
         if kind in CORE_KINDS:
@@ -257,7 +493,8 @@ def check_overlay(kdir: pathlib.Path):
         check_epp_config(yaml.safe_load(cms[0][2]), f"{where} ConfigMap/{cms[0][0]}", "inference.networking.k8s.io/engine-type")
         check_epp_deployment(docs, cms[0][0], pools, where)
     check_model_servers(docs, where)
-    return len(docs)
+    pd = check_pd(docs, where, expected=kdir.name == "pd")
+    return len(docs), pd
 
 
 def main():
@@ -269,8 +506,8 @@ def main():
             fail(str(f), f"not well-formed YAML: {e}")
     kdirs = sorted(p.parent for p in root.rglob("kustomization.yaml"))
     for k in kdirs:
-        n = check_overlay(k)
-        print(f"{k}: {n} objects rendered and checked")
+        n, pd = check_overlay(k)
+        print(f"{k}: {n} objects rendered and checked" + (" (with the P/D wiring)" if pd else ""))
     if failures:
         print("\n".join(["deploy check FAILED:"] + failures))
         sys.exit(1)

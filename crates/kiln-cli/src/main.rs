@@ -7,6 +7,7 @@ mod generate;
 mod info;
 mod local;
 mod model_path;
+mod pd_proxy;
 mod sampling_args;
 mod serve;
 mod speed;
@@ -39,6 +40,9 @@ enum Command {
     /// Measure the engine in-process: copy bandwidth, decode at several concurrencies (with
     /// the fraction of the bandwidth roofline), prefill at several prompt lengths.
     Speed(speed::Args),
+    /// Run a prefill server and a decode server as one: each request is prefilled on the
+    /// first, its KV blocks move to the second, which decodes (prefill/decode split).
+    PdProxy(pd_proxy::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,5 +53,6 @@ fn main() -> anyhow::Result<()> {
         Command::Speed(a) => speed::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::PdProxy(a) => pd_proxy::run(a),
     }
 }

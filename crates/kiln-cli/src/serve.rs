@@ -1,6 +1,7 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
+use kiln_server::kv_transfer::{KvRole, KvTransferConfig};
 use kiln_server::{Frontend, ServerConfig};
 
 #[derive(clap::Args)]
@@ -61,6 +62,25 @@ pub struct Args {
     /// `processed` (after penalties, temperature and token masks).
     #[arg(long, value_enum, default_value_t = LogprobsModeArg::Raw)]
     logprobs_mode: LogprobsModeArg,
+    /// This server's side of a prefill/decode pair: `producer` prefills requests marked
+    /// `kv_transfer_params.do_remote_decode` and serves their KV blocks; `consumer` fetches
+    /// the blocks of requests marked `do_remote_prefill` into its CPU tier (needs
+    /// --cpu-kv-bytes). See `kiln pd-proxy`.
+    #[arg(long, value_enum)]
+    kv_role: Option<KvRoleArg>,
+    /// Producer: the host decode servers reach this server at (default: --host, unless that
+    /// is a wildcard address such as 0.0.0.0, which must be replaced, e.g. by the pod IP).
+    #[arg(long)]
+    kv_transfer_host: Option<String>,
+    /// Producer: seconds a finished request's blocks stay pinned for a decode server.
+    #[arg(long, default_value_t = 60)]
+    kv_transfer_ttl: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum KvRoleArg {
+    Producer,
+    Consumer,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -69,7 +89,40 @@ enum LogprobsModeArg {
     Processed,
 }
 
+/// The prefill/decode settings, checked before the model loads.
+fn kv_transfer(a: &Args) -> anyhow::Result<Option<KvTransferConfig>> {
+    let Some(role) = a.kv_role else {
+        anyhow::ensure!(
+            a.kv_transfer_host.is_none(),
+            "--kv-transfer-host is for a producer (--kv-role producer)"
+        );
+        return Ok(None);
+    };
+    let role = match role {
+        KvRoleArg::Producer => KvRole::Producer,
+        KvRoleArg::Consumer => KvRole::Consumer,
+    };
+    anyhow::ensure!(
+        role == KvRole::Producer || a.cpu_kv_bytes > 0,
+        "--kv-role consumer stores fetched KV blocks in the CPU tier: set --cpu-kv-bytes (e.g. 4294967296)"
+    );
+    let host = a.kv_transfer_host.clone().unwrap_or_else(|| a.host.clone());
+    let wildcard = host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified());
+    anyhow::ensure!(
+        role == KvRole::Consumer || !wildcard,
+        "--kv-role producer listening on {host}: give --kv-transfer-host, the address decode servers reach it at"
+    );
+    Ok(Some(KvTransferConfig {
+        role,
+        host,
+        ttl: std::time::Duration::from_secs(a.kv_transfer_ttl),
+    }))
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let kv_transfer = kv_transfer(&a)?;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -135,6 +188,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             LogprobsModeArg::Raw => LogprobsMode::Raw,
             LogprobsModeArg::Processed => LogprobsMode::Processed,
         },
+        kv_transfer,
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

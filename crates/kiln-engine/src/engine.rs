@@ -409,4 +409,13 @@ impl Engine {
     pub fn gpu(&self) -> &GpuContext {
         self.runner.context()
     }
+
+    pub(crate) fn parts(&mut self) -> (&mut Scheduler, &mut ModelRunner) {
+        (&mut self.scheduler, &mut self.runner)
+    }
+
+    /// The KV cache's layout (element type, layers, KV heads, head size).
+    pub fn kv_layout(&self) -> KvLayout {
+        self.runner.kv.layout
+    }
 }

@@ -8,6 +8,7 @@ mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod transfer;
 
 pub use constraint::{Constraint, ConstraintFactory, compact_schema, lark_string};
 pub use engine::{Engine, EngineConfig, KvSize};
@@ -17,3 +18,4 @@ pub use fault::FaultPlan;
 pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};
+pub use transfer::ExportedBlocks;

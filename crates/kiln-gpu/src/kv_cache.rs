@@ -152,6 +152,57 @@ impl KvCache {
         Ok(pending)
     }
 
+    /// Reads GPU blocks back, each as `bytes_per_block` bytes in the CPU tier's layout (every
+    /// layer's K slots, then every layer's V slots), for sending to another server.
+    pub async fn read_blocks(&self, ctx: &GpuContext, blocks: &[u32]) -> Result<Vec<u8>, GpuError> {
+        if blocks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let per_block = self.bytes_per_block();
+        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kv export"),
+            size: per_block * blocks.len() as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        for (i, &b) in blocks.iter().enumerate() {
+            if b as usize >= self.num_blocks {
+                return Err(GpuError::Batch(format!("exported block {b} out of range")));
+            }
+            for (j, buf) in self.buffers().enumerate() {
+                let dst = i as u64 * per_block + j as u64 * self.block_bytes;
+                encoder.copy_buffer_to_buffer(
+                    buf,
+                    b as u64 * self.block_bytes,
+                    &staging,
+                    dst,
+                    self.block_bytes,
+                );
+            }
+        }
+        ctx.queue.submit([encoder.finish()]);
+        ctx.map_read(&staging).await
+    }
+
+    /// Fills CPU-tier block `id` with a block received from another server (as
+    /// [`Self::read_blocks`] lays it out).
+    pub fn fill_cpu(&mut self, id: u32, data: &[u8]) -> Result<(), GpuError> {
+        let slot = self
+            .cpu
+            .get_mut(id as usize)
+            .ok_or_else(|| GpuError::Batch(format!("CPU block {id} out of range")))?;
+        if data.len() as u64 != self.layout.bytes_per_block() {
+            return Err(GpuError::Batch(format!(
+                "a received KV block has {} bytes, this cache's blocks {}",
+                data.len(),
+                self.layout.bytes_per_block()
+            )));
+        }
+        *slot = data.to_vec();
+        Ok(())
+    }
+
     /// Stores the blocks of a submitted swap-out into the CPU tier.
     pub async fn finish_swap_out(
         &mut self,

@@ -23,6 +23,14 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
+    /// `f16` or `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDtype::F16 => "f16",
+            KvDtype::F32 => "f32",
+        }
+    }
+
     pub fn bytes(self) -> u64 {
         match self {
             KvDtype::F16 => 2,

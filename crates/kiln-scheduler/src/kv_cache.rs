@@ -29,6 +29,17 @@ pub(crate) struct Hit {
     pub loc: Loc,
 }
 
+/// What [`KvCache::import`] did with a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Imported {
+    /// The same block is cached here already (this entry id); nothing to copy.
+    Cached(u64),
+    /// Stored under this entry id in this CPU id, whose bytes the runner must fill.
+    Stored { entry: u64, cpu: u32 },
+    /// Not stored: the CPU tier is off, or a different prefix owns the key.
+    Refused,
+}
+
 #[derive(Debug)]
 pub(crate) struct KvCache {
     pool: BlockPool,
@@ -190,6 +201,48 @@ impl KvCache {
             }
         }
         Some(b)
+    }
+
+    /// Stores a block computed by another server in the CPU tier, chained after the entry
+    /// `parent` (key `parent_key`), as if it had been computed here and evicted; the runner
+    /// must then fill the returned CPU id with its bytes before the next step.
+    pub fn import(
+        &mut self,
+        key: u64,
+        parent: Option<u64>,
+        parent_key: Option<u64>,
+        tokens: &[u32],
+        salt: Option<&Arc<str>>,
+    ) -> Imported {
+        if let Some(e) = self.index.get(key) {
+            return if e.matches(parent, tokens, salt.map(|s| &**s)) {
+                Imported::Cached(e.id)
+            } else {
+                Imported::Refused
+            };
+        }
+        let Some((c, displaced)) = self.cpu.store(key) else {
+            return Imported::Refused;
+        };
+        if let Some(d) = displaced {
+            self.index.remove(d);
+            self.events.removed(d, Medium::Cpu);
+        }
+        match self
+            .index
+            .insert(key, parent, parent_key, tokens, salt, Loc::Cpu(c))
+        {
+            Registered::New(entry) => {
+                self.events.stored(key, parent_key, tokens, Medium::Cpu);
+                Imported::Stored { entry, cpu: c }
+            }
+            _ => unreachable!("the key was checked absent"),
+        }
+    }
+
+    /// Most blocks the CPU tier holds.
+    pub fn cpu_capacity(&self) -> usize {
+        self.cpu.capacity()
     }
 
     /// Drops one user of each block, tail first, so a request's last blocks are evicted first

@@ -10,7 +10,8 @@
 //! - `cpu_tier`: host block ids for evicted cached blocks.
 //! - `kv_cache`: the three above together, plus the step's swap copies.
 //! - `kv_events`: what the prefix cache gains and loses, for routers (off unless enabled).
-//! - `request`, `scheduler`, `output`, `stats`, `config`: the public face.
+//! - `request`, `scheduler`, `output`, `stats`, `config`: the public face (`scheduler/`:
+//!   failed steps, sliding windows, blocks pinned for and imported from another server).
 //! - [`testing`]: a fake runner for deterministic simulations.
 
 mod block_pool;
@@ -30,5 +31,5 @@ pub use config::{SchedulerConfig, SchedulerError};
 pub use kv_events::{KvEvent, Medium};
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use request::Request;
-pub use scheduler::Scheduler;
+pub use scheduler::{PinnedBlocks, Scheduler};
 pub use stats::SchedulerStats;

@@ -31,6 +31,10 @@ pub struct Request {
     pub eos_token_ids: Vec<u32>,
     /// Isolates prefix-cache sharing: requests share cached blocks only with equal salts.
     pub cache_salt: Option<String>,
+    /// Prefill/decode split, producer side: when the request finishes, its full computed
+    /// blocks stay held (pinned) for a decode server to fetch, until
+    /// [`crate::Scheduler::unpin`].
+    pub pin_blocks: bool,
 }
 
 impl Request {
@@ -46,6 +50,7 @@ impl Request {
             ignore_eos: false,
             eos_token_ids: Vec::new(),
             cache_salt: None,
+            pin_blocks: false,
         }
     }
 }

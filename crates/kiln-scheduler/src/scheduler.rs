@@ -39,7 +39,10 @@ use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
 mod failure;
+mod transfer;
 mod window;
+
+pub use transfer::PinnedBlocks;
 
 fn blocks_for(tokens: usize) -> usize {
     tokens.div_ceil(BLOCK_SIZE)
@@ -67,6 +70,8 @@ pub struct Scheduler {
     waiting: VecDeque<u64>,
     in_flight: bool,
     stats: SchedulerStats,
+    /// Finished requests' blocks held for a decode server (`scheduler/transfer.rs`).
+    pinned: HashMap<u64, PinnedBlocks>,
 }
 
 impl Scheduler {
@@ -92,6 +97,7 @@ impl Scheduler {
             waiting: VecDeque::new(),
             in_flight: false,
             stats: SchedulerStats::default(),
+            pinned: HashMap::new(),
         }
     }
 
@@ -170,6 +176,7 @@ impl Scheduler {
             cpu_blocks_stored: self.kv.cpu_stored_total,
             cpu_blocks_restored: self.kv.cpu_restored_total,
             cpu_blocks_resident: self.kv.num_cpu_stored(),
+            kv_blocks_pinned: self.num_pinned_blocks(),
             ..self.stats
         }
     }
@@ -455,7 +462,7 @@ impl Scheduler {
     fn finish(&mut self, id: u64) {
         let st = self.requests.remove(&id).unwrap();
         self.running.retain(|&x| x != id);
-        self.kv.release(&st.blocks);
+        self.release_or_pin(id, st);
     }
 
     /// Checks every invariant of the scheduler, the pool, the prefix cache and the CPU tier.
@@ -489,6 +496,7 @@ impl Scheduler {
         if self.running.len() + self.waiting.len() != self.requests.len() {
             return Err("queues and request table disagree".into());
         }
+        self.count_pins(&mut refs);
         self.kv.check(&refs)
     }
 }

@@ -71,6 +71,18 @@ impl FakeRunner {
         }
     }
 
+    /// A GPU block's slots as `(token, position)`, for moving it to another runner.
+    pub fn gpu_block(&self, block: u32) -> Vec<Option<(u32, u32)>> {
+        let b = block as usize * BLOCK_SIZE;
+        self.gpu[b..b + BLOCK_SIZE].to_vec()
+    }
+
+    /// Fills a CPU-tier block with slots taken from another runner.
+    pub fn fill_cpu_block(&mut self, block: u32, slots: &[Option<(u32, u32)>]) {
+        let b = block as usize * BLOCK_SIZE;
+        self.cpu[b..b + BLOCK_SIZE].copy_from_slice(slots);
+    }
+
     /// The tokens at positions `first..end` of a sequence, read through its block table;
     /// panics on a slot that does not hold the expected position.
     fn read(&self, table: &[u32], first: usize, end: usize) -> Vec<u32> {

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::kv_transfer::KvTransferParams;
 
 /// Fields OpenAI clients send that change nothing kiln does (accepted and ignored). Any other
 /// field kiln does not read gets a 400 naming it.
@@ -84,6 +85,8 @@ pub struct ChatRequest {
     pub chat_template_kwargs: Option<serde_json::Map<String, Value>>,
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
+    /// Prefill/decode split (llm-d's field; see `kv_transfer`).
+    pub kv_transfer_params: Option<KvTransferParams>,
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,
@@ -113,6 +116,8 @@ pub struct CompletionRequest {
     pub structured_outputs: Option<Value>,
     pub stream: Option<bool>,
     pub stream_options: Option<StreamOptions>,
+    /// Prefill/decode split, as in chat.
+    pub kv_transfer_params: Option<KvTransferParams>,
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,

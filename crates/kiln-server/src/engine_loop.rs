@@ -18,6 +18,7 @@ use std::time::Duration;
 use kiln_engine::{Constraint, Engine, EngineError, Request, RequestUpdate, SchedulerStats};
 
 use crate::health::Health;
+use crate::kv_transfer::pins::{Pins, TransferCommand};
 
 /// Builds the engine on the engine thread (so the engine never has to be `Send`); called again
 /// to rebuild it after a lost device.
@@ -30,6 +31,8 @@ pub enum Command {
         updates: flume::Sender<SeqEvent>,
     },
     Abort(u64),
+    /// Prefill/decode split: pins, exports, imports (`kv_transfer`).
+    Transfer(TransferCommand),
 }
 
 #[derive(Debug)]
@@ -52,11 +55,12 @@ pub struct EngineInfo {
     pub max_num_batched_tokens: usize,
     /// Penalty entries one step holds (a request with penalties may reach this many tokens).
     pub max_penalty_entries: usize,
+    pub kv_layout: kiln_engine::KvLayout,
 }
 
 /// The handlers' side of the engine thread.
 pub struct EngineHandle {
-    commands: flume::Sender<Command>,
+    pub(crate) commands: flume::Sender<Command>,
     next_id: AtomicU64,
     /// Adds sent but not yet taken by the engine thread.
     pending: Arc<AtomicUsize>,
@@ -75,6 +79,7 @@ fn info_of(engine: &Engine) -> EngineInfo {
         max_num_seqs: rc.max_seqs,
         max_num_batched_tokens: rc.max_tokens,
         max_penalty_entries: engine.scheduler().config().max_penalty_entries,
+        kv_layout: engine.kv_layout(),
     }
 }
 
@@ -87,6 +92,8 @@ struct Loop {
     health: Arc<Health>,
     /// Where each step's KV-cache events go, when they are published.
     kv_events: Option<KvEventTx>,
+    /// When the blocks pinned for a decode server expire.
+    pins: Pins,
 }
 
 /// Where the engine thread sends each step's KV-cache events.
@@ -112,6 +119,7 @@ impl EngineHandle {
             stats: stats.clone(),
             health: health.clone(),
             kv_events,
+            pins: Pins::default(),
         };
         std::thread::Builder::new()
             .name("kiln-engine".into())
@@ -223,6 +231,7 @@ impl Loop {
                     engine.abort(id);
                 }
             }
+            Command::Transfer(t) => self.pins.handle(engine, t),
         }
     }
 
@@ -251,11 +260,20 @@ impl Loop {
         loop {
             if self.active.is_empty() && !engine.has_unfinished() {
                 self.publish(engine);
-                match self.rx.recv() {
+                let cmd = match self.pins.next_deadline() {
+                    Some(d) => self
+                        .rx
+                        .recv_deadline(d)
+                        .map_err(|e| e == flume::RecvTimeoutError::Disconnected),
+                    None => self.rx.recv().map_err(|_| true),
+                };
+                match cmd {
                     Ok(cmd) => self.handle(engine, cmd),
-                    Err(_) => return None,
+                    Err(true) => return None,
+                    Err(false) => {} // a pin's time is up
                 }
             }
+            self.pins.expire(engine);
             while let Ok(cmd) = self.rx.try_recv() {
                 self.handle(engine, cmd);
             }
@@ -270,7 +288,19 @@ impl Loop {
             if !engine.has_unfinished() {
                 continue;
             }
+            let steps = engine.num_steps();
             match pollster::block_on(engine.step()) {
+                // Nothing could be admitted (pinned blocks fill the pool): wait for a
+                // command or a pin's expiry instead of spinning.
+                Ok(_) if engine.num_steps() == steps => {
+                    let wait = self
+                        .pins
+                        .next_deadline()
+                        .unwrap_or_else(|| std::time::Instant::now() + Duration::from_millis(50));
+                    if let Ok(cmd) = self.rx.recv_deadline(wait) {
+                        self.handle(engine, cmd);
+                    }
+                }
                 Ok(updates) => {
                     // Requests failed by their output constraint end with an error, not a finish.
                     for (id, why) in engine.take_failures() {
@@ -290,6 +320,7 @@ impl Loop {
                         }
                         if done {
                             self.active.remove(&id);
+                            self.pins.finished(engine, id);
                         }
                     }
                 }
@@ -342,6 +373,7 @@ impl Loop {
                 let _ = updates.send(SeqEvent::Error(format!("{reason}; retry the request")));
             }
         }
+        self.pins.clear();
         drop(engine);
         let mut pause = Duration::from_millis(100);
         loop {

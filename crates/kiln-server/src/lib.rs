@@ -21,7 +21,9 @@ mod error;
 mod generate;
 mod health;
 pub mod kv_events;
+pub mod kv_transfer;
 mod metrics;
+pub mod pd_proxy;
 mod routes;
 mod sse;
 mod state;
@@ -69,6 +71,8 @@ pub struct ServerConfig {
     pub kv_events: Option<kv_events::KvEventsConfig>,
     /// What reported log-probabilities describe (raw model logits by default, as vLLM).
     pub logprobs_mode: kiln_engine::LogprobsMode,
+    /// This server's side of a prefill/decode pair, when it is one.
+    pub kv_transfer: Option<kv_transfer::KvTransferConfig>,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +88,7 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(30),
             kv_events: None,
             logprobs_mode: kiln_engine::LogprobsMode::Raw,
+            kv_transfer: None,
         }
     }
 }
@@ -179,6 +184,14 @@ async fn serve_engine(
     );
     let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
     let addr = listener.local_addr()?;
+    if let Some(t) = &config.kv_transfer {
+        engine.set_pin_ttl(t.ttl);
+        tracing::info!(
+            "prefill/decode split: {:?} (blocks pinned for {:?})",
+            t.role,
+            t.ttl
+        );
+    }
     let timeout = config.shutdown_timeout;
     let health = engine.health.clone();
     let state = Arc::new(AppState {
@@ -189,6 +202,8 @@ async fn serve_engine(
         metrics: Default::default(),
         created: routes::now_s(),
         constraints: Default::default(),
+        kv_engine_id: format!("kiln-{:016x}", rand::random::<u64>()),
+        port: addr.port(),
     });
     let app = router(state);
     tracing::info!("serving on http://{addr}");
@@ -284,6 +299,10 @@ fn router(state: Shared) -> Router {
         .route("/v1/models/{id}", get(misc::model))
         .route("/tokenize", post(misc::tokenize))
         .route("/detokenize", post(misc::detokenize))
+        .route(
+            "/v1/kv_transfer/{request_id}",
+            get(kv_transfer::export_blocks),
+        )
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     let mut app = Router::new().merge(protected);
     if let Some(demo) = &state.config.demo {

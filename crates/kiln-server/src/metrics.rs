@@ -59,6 +59,10 @@ struct Inner {
     ttft: Histogram,
     tpot: Histogram,
     e2e: Histogram,
+    /// Consumer: transfers whose blocks were stored / that failed (prefilled instead).
+    kv_transfers: [u64; 2],
+    /// Producer: blocks sent to decode servers.
+    kv_exported_blocks: u64,
 }
 
 /// How a sequence ended, for the request counter.
@@ -75,6 +79,14 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    pub fn kv_transfer(&self, ok: bool) {
+        self.inner.lock().unwrap().kv_transfers[usize::from(!ok)] += 1;
+    }
+
+    pub fn kv_exported(&self, blocks: usize) {
+        self.inner.lock().unwrap().kv_exported_blocks += blocks as u64;
+    }
+
     pub fn generated_token(&self) {
         self.inner.lock().unwrap().generation_tokens += 1;
     }
@@ -186,6 +198,24 @@ impl Metrics {
             "GPU KV cache blocks holding a prefix-cache entry.",
             s.kv_blocks_cached as f64,
         );
+        metric(
+            "kiln_prefill_tokens_total",
+            "counter",
+            "Prompt (and recomputed) tokens run through prefill; prefix-cache hits are not.",
+            s.total_prefill_tokens as f64,
+        );
+        metric(
+            "kiln_kv_blocks_pinned",
+            "gauge",
+            "GPU KV cache blocks pinned for a decode server to fetch.",
+            s.kv_blocks_pinned as f64,
+        );
+        metric(
+            "kiln_kv_transfer_imported_blocks_total",
+            "counter",
+            "KV blocks fetched from a prefill server and stored in the CPU tier.",
+            s.imported_blocks as f64,
+        );
         let usage = s.kv_blocks_used as f64 / info.num_gpu_blocks.max(1) as f64;
         metric(
             "kiln_kv_cache_usage_perc",
@@ -252,6 +282,24 @@ impl Metrics {
             "counter",
             "Requests that failed in the engine.",
             m.errors as f64,
+        );
+        metric(
+            "kiln_kv_transfers_total",
+            "counter",
+            "Consumer: KV transfers whose blocks were stored.",
+            m.kv_transfers[0] as f64,
+        );
+        metric(
+            "kiln_kv_transfer_failures_total",
+            "counter",
+            "Consumer: KV transfers that failed (the prompt was prefilled here instead).",
+            m.kv_transfers[1] as f64,
+        );
+        metric(
+            "kiln_kv_exported_blocks_total",
+            "counter",
+            "Producer: KV blocks sent to decode servers.",
+            m.kv_exported_blocks as f64,
         );
         metric(
             "kiln_request_rejected_total",

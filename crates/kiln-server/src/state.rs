@@ -27,6 +27,10 @@ pub struct AppState {
     pub tool_format: ToolFormat,
     /// The grammar compiler for structured outputs, built on first use.
     pub constraints: std::sync::OnceLock<Result<kiln_engine::ConstraintFactory, String>>,
+    /// Names this server's engine in the `kv_transfer_params` it answers as a producer.
+    pub kv_engine_id: String,
+    /// The port the server listens on.
+    pub port: u16,
 }
 
 pub type Shared = Arc<AppState>;
@@ -131,13 +135,15 @@ impl AppState {
 
     /// Queues `spec.n` requests for `prompt`, each with its matcher from `constraints` when
     /// given; 503 when the server cannot serve (draining, the engine down) or the waiting queue
-    /// is full; 400 when the request could never fit a step.
+    /// is full; 400 when the request could never fit a step. With `pin_blocks` each request's
+    /// blocks stay pinned for a decode server when it finishes (`kv_transfer`).
     pub fn submit(
         self: &Arc<Self>,
         prompt: &[u32],
         max_tokens: usize,
         spec: &GenSpec,
         constraints: Vec<kiln_engine::Constraint>,
+        pin_blocks: bool,
     ) -> Result<Vec<Sequence>, ApiError> {
         if let Err(reason) = self.engine.health.check() {
             self.metrics.rejected();
@@ -163,9 +169,12 @@ impl AppState {
         Ok((0..spec.n)
             .map(|i| {
                 let id = self.engine.next_id();
-                let request =
-                    self.model
-                        .request(spec, id, prompt.to_vec(), max_tokens, base_seed, i);
+                let request = kiln_engine::Request {
+                    pin_blocks,
+                    ..self
+                        .model
+                        .request(spec, id, prompt.to_vec(), max_tokens, base_seed, i)
+                };
                 let rx = self.engine.add(request, constraints.next());
                 Sequence::new(self.clone(), id, rx, spec.stop.clone(), spec.logprobs)
             })

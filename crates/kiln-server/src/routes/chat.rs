@@ -12,6 +12,7 @@ use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
 use crate::generate::TokenLogprob;
+use crate::kv_transfer;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
 use crate::tool_stream::ToolStream;
@@ -47,7 +48,18 @@ pub async fn chat_completions(
         )?,
         (None, None) => Vec::new(),
     };
-    let seqs = st.submit(&prompt, max_tokens, &spec, constraints)?;
+    let stream = req.stream.unwrap_or(false);
+    let transfer = kv_transfer::plan(
+        &st,
+        req.kv_transfer_params.as_ref(),
+        &prompt,
+        spec.n,
+        stream,
+    )
+    .await?;
+    let seqs = st.submit(&prompt, max_tokens, &spec, constraints, transfer.pins())?;
+    // A prefill for a decode server: its response names the pinned blocks.
+    let produce = transfer.pins().then(|| seqs[0].id);
     let (id, created, model) = (
         random_id("chatcmpl"),
         now_s(),
@@ -64,8 +76,21 @@ pub async fn chat_completions(
             .as_ref()
             .and_then(|o| o.include_usage)
             .unwrap_or(false);
-        let stream = req.stream.unwrap_or(false).then_some(include_usage);
-        return tools_response(plan, seqs, spec.n, usage, stream, (id, created, model)).await;
+        if stream {
+            return Ok(stream_tools(
+                plan,
+                seqs,
+                spec.n,
+                usage,
+                include_usage,
+                (id, created, model),
+            ));
+        }
+        let mut body = tools_reply(plan, seqs, spec.n, usage, (id, created, model)).await?;
+        if let Some(seq) = produce {
+            body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
+        }
+        return Ok(axum::Json(body).into_response());
     }
     if req.stream.unwrap_or(false) {
         let include_usage = req
@@ -123,11 +148,14 @@ pub async fn chat_completions(
     }
     let usage = usage.lock().unwrap().clone();
     tracing::info!(id = %id, prompt_tokens = usage.prompt_tokens, completion_tokens = usage.completion_tokens, cached_tokens = usage.cached.iter().sum::<usize>(), "chat completion");
-    Ok(axum::Json(json!({
+    let mut body = json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
         "choices": out, "usage": usage.json(),
-    }))
-    .into_response())
+    });
+    if let Some(seq) = produce {
+        body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
+    }
+    Ok(axum::Json(body).into_response())
 }
 
 fn logprobs_json(st: &Shared, lps: &[TokenLogprob]) -> Value {
@@ -147,27 +175,15 @@ fn logprobs_json(st: &Shared, lps: &[TokenLogprob]) -> Value {
     json!({"content": content})
 }
 
-/// A reply under tools: each choice runs to the end, then its text is parsed into
-/// `tool_calls` (or content). Streamed (`stream`: `Some(include_usage)`), each choice's text
-/// is parsed as it grows and sent as deltas token by token (see `tool_stream.rs`).
-async fn tools_response(
+/// A reply under tools, not streamed: each choice runs to the end, then its text is parsed
+/// into `tool_calls` (or content). (Streamed, see [`stream_tools`].)
+async fn tools_reply(
     plan: ToolPlan,
     seqs: Vec<Sequence>,
     n: usize,
     usage: Arc<Mutex<Usage>>,
-    stream: Option<bool>,
     (id, created, model): (String, u64, String),
-) -> Result<Response, ApiError> {
-    if let Some(include_usage) = stream {
-        return Ok(stream_tools(
-            plan,
-            seqs,
-            n,
-            usage,
-            include_usage,
-            (id, created, model),
-        ));
-    }
+) -> Result<Value, ApiError> {
     let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
     let mut choices_out = Vec::new();
     for (index, r) in results.into_iter().enumerate() {
@@ -201,13 +217,13 @@ async fn tools_response(
             json!({"index": index, "message": message, "logprobs": null, "finish_reason": finish})
         })
         .collect();
-    Ok(axum::Json(json!({
+    Ok(json!({
         "id": id, "object": "chat.completion", "created": created, "model": model, "choices": out, "usage": usage,
     }))
-    .into_response())
 }
 
-/// The streamed reply under tools: the role first, then per choice the deltas its growing
+/// The streamed reply under tools, each choice's text parsed as it grows and sent as deltas
+/// token by token (see `tool_stream.rs`): the role first, then per choice the deltas its growing
 /// text gives, and its finish (`tool_calls`, or `stop` for a named function, once it called).
 fn stream_tools(
     plan: ToolPlan,

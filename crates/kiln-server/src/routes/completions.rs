@@ -11,6 +11,7 @@ use super::{now_s, random_id, token_text};
 use crate::api::CompletionRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::TokenLogprob;
+use crate::kv_transfer;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
 use kiln_frontend::requested_grammar;
@@ -29,14 +30,25 @@ pub async fn completions(
     } else {
         "structured_outputs"
     };
+    let stream = req.stream.unwrap_or(false);
+    let transfer = kv_transfer::plan(
+        &st,
+        req.kv_transfer_params.as_ref(),
+        &prompts[0].0,
+        prompts.len() * spec.n,
+        stream,
+    )
+    .await?;
     let mut seqs = Vec::new();
     for (p, m) in &prompts {
         let constraints = match &grammar {
             Some(g) => st.compile(g, spec.n, param)?,
             None => Vec::new(),
         };
-        seqs.extend(st.submit(p, *m, &spec, constraints)?);
+        seqs.extend(st.submit(p, *m, &spec, constraints, transfer.pins())?);
     }
+    // A prefill for a decode server: its response names the pinned blocks.
+    let produce = transfer.pins().then(|| seqs[0].id);
     let prompt_tokens = prompts.iter().map(|(p, _)| p.len()).sum();
     let usage = Arc::new(Mutex::new(Usage {
         prompt_tokens,
@@ -56,7 +68,7 @@ pub async fn completions(
     };
     let n = spec.n;
 
-    if req.stream.unwrap_or(false) {
+    if stream {
         let include_usage = req
             .stream_options
             .as_ref()
@@ -104,11 +116,14 @@ pub async fn completions(
         out.push(json!({"index": index, "text": text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")}));
     }
     let usage = usage.lock().unwrap().json();
-    Ok(axum::Json(json!({
+    let mut body = json!({
         "id": id, "object": "text_completion", "created": created, "model": model,
         "choices": out, "usage": usage,
-    }))
-    .into_response())
+    });
+    if let Some(seq) = produce {
+        body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
+    }
+    Ok(axum::Json(body).into_response())
 }
 
 /// The legacy logprobs object; `offset` is the text offset of the first token (advanced).

@@ -1,0 +1,152 @@
+//! Prefill on one scheduler, decode on another: pinned blocks, imported blocks.
+
+mod common;
+
+use common::{assert_clean, cfg, tokens};
+use kiln_scheduler::testing::{Sim, reference_output};
+use kiln_scheduler::{Request, Scheduler};
+
+fn req(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Request {
+    Request {
+        ignore_eos: true,
+        ..Request::new(id, prompt, max_tokens)
+    }
+}
+
+/// A producer that prefilled `prompt` (one token sampled) and pinned its full blocks.
+fn producer(prompt: &[u32]) -> Sim {
+    let mut p = Sim::new(Scheduler::new(cfg(32, 2048, 8)));
+    p.sched
+        .add_request(Request {
+            pin_blocks: true,
+            ..req(1, prompt.to_vec(), 1)
+        })
+        .unwrap();
+    p.run_to_completion(100);
+    p
+}
+
+/// A consumer with a CPU tier of `cpu` blocks.
+fn consumer(cpu: usize) -> Sim {
+    let mut c = cfg(32, 2048, 8);
+    c.num_cpu_blocks = cpu;
+    Sim::new(Scheduler::new(c))
+}
+
+/// Moves request 1's pinned blocks from `p` to `c` with `keys` as sent; returns how many
+/// were stored.
+fn transfer(p: &Sim, c: &mut Sim, keys: &[u64], salt: Option<&str>) -> usize {
+    let pin = p.sched.pinned(1).unwrap();
+    let stored = c.sched.import_blocks(&pin.tokens, keys, salt);
+    for &(i, cpu) in &stored {
+        c.runner
+            .fill_cpu_block(cpu, &p.runner.gpu_block(pin.blocks[i]));
+    }
+    c.sched.check_invariants().unwrap();
+    stored.len()
+}
+
+/// Runs `prompt` on `c` and checks its output against the reference; returns its cached
+/// prompt tokens.
+fn decode(c: &mut Sim, id: u64, prompt: &[u32]) -> usize {
+    let r = req(id, prompt.to_vec(), 6);
+    let expected = reference_output(&r, c.sched.max_len()).0;
+    c.sched.add_request(r).unwrap();
+    c.run_to_completion(100);
+    assert_eq!(c.outputs[&id], expected);
+    c.finished[&id].1
+}
+
+#[test]
+fn a_finished_request_pins_its_full_blocks_until_unpinned() {
+    let prompt = tokens(1, 100);
+    let mut p = producer(&prompt);
+    let pin = p.sched.pinned(1).unwrap().clone();
+    assert_eq!(pin.blocks.len(), 6);
+    assert_eq!(pin.tokens, prompt[..96]);
+    assert_eq!(pin.keys.len(), 6);
+    let st = p.sched.stats();
+    assert_eq!((st.kv_blocks_pinned, st.kv_blocks_used), (6, 6));
+    // Pinned blocks are in use: the invariant check counts the pin as their holder.
+    p.sched.check_invariants().unwrap();
+    assert!(p.sched.unpin(1));
+    assert!(!p.sched.unpin(1));
+    assert_clean(&p.sched);
+    // Without the flag nothing is pinned.
+    p.sched.add_request(req(2, prompt, 1)).unwrap();
+    p.run_to_completion(100);
+    assert!(p.sched.pinned(2).is_none());
+    assert_clean(&p.sched);
+}
+
+#[test]
+fn imported_blocks_are_restored_and_only_the_tail_is_prefilled() {
+    let prompt = tokens(2, 100);
+    let p = producer(&prompt);
+    let keys = p.sched.pinned(1).unwrap().keys.clone();
+    let mut c = consumer(16);
+    assert_eq!(transfer(&p, &mut c, &keys, None), 6);
+    assert_eq!(c.sched.stats().imported_blocks, 6);
+    // The output equals the reference only if every restored slot holds the right token.
+    assert_eq!(decode(&mut c, 7, &prompt), 96);
+    let st = c.sched.stats();
+    assert_eq!(st.total_prefill_tokens, 4);
+    assert_eq!(st.cpu_blocks_restored, 6);
+    // A second import of the same blocks finds them cached: nothing to copy.
+    assert_eq!(transfer(&p, &mut c, &keys, None), 0);
+    assert_clean(&c.sched);
+}
+
+#[test]
+fn a_block_whose_key_differs_is_refused_with_everything_after_it() {
+    let prompt = tokens(3, 100);
+    let p = producer(&prompt);
+    let mut keys = p.sched.pinned(1).unwrap().keys.clone();
+    keys[2] ^= 1;
+    let mut c = consumer(16);
+    assert_eq!(transfer(&p, &mut c, &keys, None), 2);
+    assert_eq!(decode(&mut c, 7, &prompt), 32);
+    // Another salt means other keys: nothing is taken.
+    let keys = p.sched.pinned(1).unwrap().keys.clone();
+    let mut c = consumer(16);
+    assert_eq!(transfer(&p, &mut c, &keys, Some("tenant")), 0);
+    assert_eq!(decode(&mut c, 7, &prompt), 0);
+    // Without a CPU tier nothing can be stored; with a small one, the first blocks.
+    let mut c = consumer(0);
+    assert_eq!(transfer(&p, &mut c, &keys, None), 0);
+    let mut c = consumer(4);
+    assert_eq!(transfer(&p, &mut c, &keys, None), 4);
+    assert_eq!(decode(&mut c, 7, &prompt), 64);
+    assert_clean(&c.sched);
+}
+
+#[test]
+fn pinned_blocks_are_never_evicted() {
+    // A pool of 8 blocks: 6 pinned, so a request needing 3 more cannot be admitted until
+    // the pin is released, and then it finds the pinned prefix cached.
+    let prompt = tokens(4, 100);
+    let mut c = cfg(8, 2048, 8);
+    c.max_model_len = 128;
+    let mut p = Sim::new(Scheduler::new(c));
+    p.sched
+        .add_request(Request {
+            pin_blocks: true,
+            ..req(1, prompt.clone(), 1)
+        })
+        .unwrap();
+    p.run_to_completion(100);
+    let other = tokens(5, 40);
+    p.sched.add_request(req(2, other, 1)).unwrap();
+    assert!(p.step().is_none(), "admitted into pinned blocks");
+    assert!(p.sched.unpin(1));
+    p.run_to_completion(100);
+    let mut again = prompt.clone();
+    again.extend(tokens(6, 3));
+    p.sched.add_request(req(3, again, 1)).unwrap();
+    p.run_to_completion(100);
+    assert_eq!(
+        p.finished[&3].1, 80,
+        "the pinned prefix, less the block request 2 took"
+    );
+    assert_clean(&p.sched);
+}
