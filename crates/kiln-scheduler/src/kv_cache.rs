@@ -12,14 +12,12 @@
 //! Cost: `allocate(n)` is O(n) (each block: O(1) pop, O(1) eviction); `lookup` is O(k *
 //! BLOCK_SIZE) for a k-block hit; `acquire_hits` and `release` are O(blocks).
 
-use std::sync::Arc;
-
 use kiln_core::{BLOCK_SIZE, BlockCopy, NO_BLOCK};
 
 use crate::block_pool::BlockPool;
 use crate::cpu_tier::CpuTier;
 use crate::kv_events::{KvEventSink, Medium};
-use crate::prefix_hash::{Loc, PrefixIndex, Registered};
+use crate::prefix_hash::{Loc, NewBlock, PrefixIndex, Registered};
 
 /// One block of a prefix-cache hit.
 #[derive(Clone, Copy, Debug)]
@@ -82,7 +80,9 @@ impl KvCache {
         self.cpu.num_stored()
     }
 
-    /// The longest verified chain of cached blocks for `keys` (at most `max_blocks`).
+    /// The longest verified chain of cached blocks for `keys` (at most `max_blocks`). A block
+    /// moved to the CPU tier in the step being scheduled ends the chain: its bytes reach host
+    /// memory only after the step, too late for a swap-in in the same step.
     pub fn lookup(
         &self,
         keys: &[u64],
@@ -95,7 +95,7 @@ impl KvCache {
         for (i, &key) in keys.iter().take(max_blocks).enumerate() {
             let block_tokens = &tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
             match self.index.get(key) {
-                Some(e) if e.matches(parent, block_tokens, salt) => {
+                Some(e) if e.matches(parent, block_tokens, salt) && !self.leaving(e.loc) => {
                     hits.push(Hit {
                         key,
                         id: e.id,
@@ -107,6 +107,11 @@ impl KvCache {
             }
         }
         hits
+    }
+
+    /// Whether `loc` is a CPU id this step's swap-outs fill.
+    fn leaving(&self, loc: Loc) -> bool {
+        matches!(loc, Loc::Cpu(c) if self.swap_out.iter().any(|s| s.cpu_block == c))
     }
 
     /// Free blocks that taking `hits` consumes: unused GPU hits leave the free queue and each
@@ -203,37 +208,28 @@ impl KvCache {
         Some(b)
     }
 
-    /// Stores a block computed by another server in the CPU tier, chained after the entry
-    /// `parent` (key `parent_key`), as if it had been computed here and evicted; the runner
-    /// must then fill the returned CPU id with its bytes before the next step.
-    pub fn import(
-        &mut self,
-        key: u64,
-        parent: Option<u64>,
-        parent_key: Option<u64>,
-        tokens: &[u32],
-        salt: Option<&Arc<str>>,
-    ) -> Imported {
-        if let Some(e) = self.index.get(key) {
-            return if e.matches(parent, tokens, salt.map(|s| &**s)) {
+    /// Stores a block computed by another server in the CPU tier, as if it had been computed
+    /// here and evicted; the runner must then fill the returned CPU id with its bytes before
+    /// the next step.
+    pub fn import(&mut self, b: NewBlock) -> Imported {
+        if let Some(e) = self.index.get(b.key) {
+            return if e.matches(b.parent, b.tokens, b.salt.map(|s| &**s)) {
                 Imported::Cached(e.id)
             } else {
                 Imported::Refused
             };
         }
-        let Some((c, displaced)) = self.cpu.store(key) else {
+        let Some((c, displaced)) = self.cpu.store(b.key) else {
             return Imported::Refused;
         };
         if let Some(d) = displaced {
             self.index.remove(d);
             self.events.removed(d, Medium::Cpu);
         }
-        match self
-            .index
-            .insert(key, parent, parent_key, tokens, salt, Loc::Cpu(c))
-        {
+        match self.index.insert(b, Loc::Cpu(c)) {
             Registered::New(entry) => {
-                self.events.stored(key, parent_key, tokens, Medium::Cpu);
+                self.events
+                    .stored(b.key, b.parent_key, b.tokens, Medium::Cpu);
                 Imported::Stored { entry, cpu: c }
             }
             _ => unreachable!("the key was checked absent"),
@@ -253,24 +249,13 @@ impl KvCache {
         }
     }
 
-    /// Records a computed full block in the prefix cache.
-    /// `parent` is the parent's entry id, `parent_key` its key.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register(
-        &mut self,
-        key: u64,
-        parent: Option<u64>,
-        parent_key: Option<u64>,
-        tokens: &[u32],
-        salt: Option<&Arc<str>>,
-        block: u32,
-    ) -> Registered {
-        let r = self
-            .index
-            .insert(key, parent, parent_key, tokens, salt, Loc::Gpu(block));
+    /// Records a computed full block, held in GPU block `block`, in the prefix cache.
+    pub fn register(&mut self, b: NewBlock, block: u32) -> Registered {
+        let r = self.index.insert(b, Loc::Gpu(block));
         if let Registered::New(_) = r {
-            self.pool.set_hash(block, key);
-            self.events.stored(key, parent_key, tokens, Medium::Gpu);
+            self.pool.set_hash(block, b.key);
+            self.events
+                .stored(b.key, b.parent_key, b.tokens, Medium::Gpu);
         }
         r
     }

@@ -53,6 +53,18 @@ impl Entry {
     }
 }
 
+/// A full block as the index records it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewBlock<'a> {
+    pub key: u64,
+    /// The parent block's entry id.
+    pub parent: Option<u64>,
+    /// The parent block's key (for KV events).
+    pub parent_key: Option<u64>,
+    pub tokens: &'a [u32],
+    pub salt: Option<&'a Arc<str>>,
+}
+
 /// Outcome of registering a freshly computed block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Registered {
@@ -89,18 +101,9 @@ impl PrefixIndex {
     }
 
     /// Registers a computed block at `loc` unless its key is taken.
-    #[allow(clippy::too_many_arguments)]
-    pub fn insert(
-        &mut self,
-        key: u64,
-        parent: Option<u64>,
-        parent_key: Option<u64>,
-        tokens: &[u32],
-        salt: Option<&Arc<str>>,
-        loc: Loc,
-    ) -> Registered {
-        if let Some(e) = self.map.get(&key) {
-            return if e.matches(parent, tokens, salt.map(|s| &**s)) {
+    pub fn insert(&mut self, b: NewBlock, loc: Loc) -> Registered {
+        if let Some(e) = self.map.get(&b.key) {
+            return if e.matches(b.parent, b.tokens, b.salt.map(|s| &**s)) {
                 Registered::Duplicate(e.id)
             } else {
                 Registered::Collision
@@ -108,16 +111,16 @@ impl PrefixIndex {
         }
         let id = self.next_id;
         self.next_id += 1;
-        let mut t = [0u32; BLOCK_SIZE];
-        t.copy_from_slice(tokens);
+        let mut tokens = [0u32; BLOCK_SIZE];
+        tokens.copy_from_slice(b.tokens);
         self.map.insert(
-            key,
+            b.key,
             Entry {
                 id,
-                parent,
-                parent_key,
-                tokens: t,
-                salt: salt.cloned(),
+                parent: b.parent,
+                parent_key: b.parent_key,
+                tokens,
+                salt: b.salt.cloned(),
                 loc,
             },
         );
@@ -139,18 +142,16 @@ mod tests {
         let a = [1u32; BLOCK_SIZE];
         let b = [2u32; BLOCK_SIZE];
         // Force both prefixes onto the same key, as a collision would.
-        assert_eq!(
-            idx.insert(7, None, None, &a, None, Loc::Gpu(0)),
-            Registered::New(0)
-        );
-        assert_eq!(
-            idx.insert(7, None, None, &a, None, Loc::Gpu(1)),
-            Registered::Duplicate(0)
-        );
-        assert_eq!(
-            idx.insert(7, None, None, &b, None, Loc::Gpu(2)),
-            Registered::Collision
-        );
+        let block = |tokens| NewBlock {
+            key: 7,
+            parent: None,
+            parent_key: None,
+            tokens,
+            salt: None,
+        };
+        assert_eq!(idx.insert(block(&a), Loc::Gpu(0)), Registered::New(0));
+        assert_eq!(idx.insert(block(&a), Loc::Gpu(1)), Registered::Duplicate(0));
+        assert_eq!(idx.insert(block(&b), Loc::Gpu(2)), Registered::Collision);
         let salt: Arc<str> = "tenant".into();
         assert!(!idx.get(7).unwrap().matches(None, &a, Some(&salt)));
         assert!(!idx.get(7).unwrap().matches(Some(3), &a, None));

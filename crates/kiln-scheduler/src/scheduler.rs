@@ -34,7 +34,7 @@ use crate::config::{SchedulerConfig, SchedulerError};
 use crate::kv_cache::KvCache;
 use crate::kv_events::{KvEvent, Medium};
 use crate::output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
-use crate::prefix_hash::Registered;
+use crate::prefix_hash::{NewBlock, Registered};
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
@@ -513,14 +513,14 @@ fn register_computed(kv: &mut KvCache, st: &mut RequestState) {
         let parent = i.checked_sub(1).map(|p| st.chain[p]);
         let parent_key = i.checked_sub(1).map(|p| st.keys[p]);
         let tokens = &st.tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
-        match kv.register(
-            st.keys[i],
+        let block = NewBlock {
+            key: st.keys[i],
             parent,
             parent_key,
             tokens,
-            st.salt.as_ref(),
-            st.blocks[i],
-        ) {
+            salt: st.salt.as_ref(),
+        };
+        match kv.register(block, st.blocks[i]) {
             Registered::New(id) | Registered::Duplicate(id) => st.chain.push(id),
             Registered::Collision => {
                 st.chain_broken = true;

@@ -109,10 +109,11 @@ impl FakeRunner {
     pub fn execute(&mut self, batch: &StepBatch) -> Vec<SampledToken> {
         batch.validate().expect("invalid batch");
         let bs = BLOCK_SIZE;
-        for c in &batch.swap_out {
-            let (g, h) = (c.gpu_block as usize * bs, c.cpu_block as usize * bs);
-            self.cpu[h..h + bs].copy_from_slice(&self.gpu[g..g + bs]);
-        }
+        // As the GPU runner does: swap-outs are read from the GPU first but land in host
+        // memory only after the step, so a swap-in reads the CPU tier as it was before it.
+        let saved: Vec<Vec<Slot>> = (batch.swap_out.iter())
+            .map(|c| self.gpu_block(c.gpu_block))
+            .collect();
         for c in &batch.swap_in {
             let (g, h) = (c.gpu_block as usize * bs, c.cpu_block as usize * bs);
             self.gpu[g..g + bs].copy_from_slice(&self.cpu[h..h + bs]);
@@ -120,6 +121,9 @@ impl FakeRunner {
         for i in 0..batch.num_tokens() {
             self.gpu[batch.slot_mapping[i] as usize] =
                 Some((batch.token_ids[i], batch.positions[i]));
+        }
+        for (c, slots) in batch.swap_out.iter().zip(saved) {
+            self.fill_cpu_block(c.cpu_block, &slots);
         }
         let mut out = Vec::new();
         for s in &batch.seqs {

@@ -5,6 +5,8 @@
 //! the stream starts with AllBlocksCleared, that every parent was announced before its child
 //! and every block carries block_size token ids, that removals match earlier stores per
 //! medium, and that each prompt's full blocks were announced as a chain of its own tokens.
+//! CI runs four turns; `KILN_KV_EVENTS_SECONDS=600` keeps the agent loop going for ten
+//! minutes (conversations that reach the context start over).
 
 mod common;
 
@@ -176,7 +178,7 @@ async fn kv_events_follow_the_cache_over_zeromq() {
             endpoint: format!("tcp://127.0.0.1:{pub_port}"),
             replay_endpoint: Some(format!("tcp://127.0.0.1:{replay_port}")),
             topic: "kv@test-pod@tiny".into(),
-            buffer: 100_000,
+            buffer: 10_000_000,
         });
         ec.kv = kiln_engine::KvSize::Blocks(20);
         ec.cpu_kv_bytes = 1 << 20;
@@ -205,7 +207,20 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         .map(|a| [system.clone(), (0..20).map(|i| 5 + a * 31 + i).collect()].concat())
         .collect();
     let mut last_prompts = convs.clone();
-    for turn in 0..4u32 {
+    let seconds: u64 = std::env::var("KILN_KV_EVENTS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let start = std::time::Instant::now();
+    let mut turn = 0u32;
+    while turn < 4 || start.elapsed().as_secs() < seconds {
+        // A conversation near the tiny model's context (512) starts over as a new agent.
+        for (a, c) in convs.iter_mut().enumerate() {
+            if c.len() > 400 {
+                let fresh = (0..20).map(|i| 5 + (a as u32 + turn) * 31 % 250 + i);
+                *c = [system.clone(), fresh.collect()].concat();
+            }
+        }
         last_prompts = convs.clone();
         let bodies: Vec<_> = convs.iter().map(|c| json!({"model": "tiny", "prompt": c, "max_tokens": 6, "temperature": 0, "ignore_eos": true})).collect();
         let results = futures_util::future::join_all(
@@ -222,9 +237,11 @@ async fn kv_events_follow_the_cache_over_zeromq() {
                     .iter()
                     .map(|x| x.as_u64().unwrap() as u32),
             );
-            c.extend((0..9).map(|i| 7 + turn * 13 + i));
+            c.extend((0..9).map(|i| 7 + (turn * 13 + i) % 280));
         }
+        turn += 1;
     }
+    eprintln!("{turn} turns in {:.0} s", start.elapsed().as_secs_f64());
 
     let replayed = replay_from(replay_port, 0).await;
     assert!(!replayed.is_empty());

@@ -12,7 +12,7 @@ use kiln_core::{BLOCK_SIZE, NO_BLOCK};
 
 use super::Scheduler;
 use crate::kv_cache::Imported;
-use crate::prefix_hash::block_key;
+use crate::prefix_hash::{NewBlock, block_key};
 use crate::request::RequestState;
 
 /// A finished request's blocks held for transfer.
@@ -97,7 +97,14 @@ impl Scheduler {
             if key != claimed {
                 break;
             }
-            match self.kv.import(key, parent, parent_key, t, salt.as_ref()) {
+            let block = NewBlock {
+                key,
+                parent,
+                parent_key,
+                tokens: t,
+                salt: salt.as_ref(),
+            };
+            match self.kv.import(block) {
                 Imported::Cached(entry) => parent = Some(entry),
                 Imported::Stored { entry, cpu } => {
                     parent = Some(entry);
