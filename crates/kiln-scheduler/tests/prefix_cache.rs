@@ -166,3 +166,31 @@ fn cpu_tier_restores_evicted_blocks_instead_of_recomputing() {
     assert_eq!((s.cpu_blocks_restored, s.cpu_blocks_stored), (0, 0));
     assert_eq!((cached_off, prefill_off), (128, 400));
 }
+
+#[test]
+fn a_block_moved_to_the_cpu_tier_this_step_is_recomputed_not_restored() {
+    // Its bytes reach host memory only after the step (the fake runner, like the GPU runner,
+    // lands swap-outs last), so a hit on it in the same step would read a stale CPU block.
+    let mut c = cfg(14, 2048, 16);
+    c.num_cpu_blocks = 8;
+    let mut sim = Sim::new(Scheduler::new(c));
+    let a = tokens(1, 64);
+    run_one(&mut sim, req(1, a.clone(), 1)); // 4 blocks, cached
+    run_one(&mut sim, req(2, tokens(2, 32), 1)); // 2 blocks, cached after them
+    // One step: B takes the 8 unused blocks and evicts A's last block to the CPU tier; C
+    // (A's prompt and more) then finds A's first three blocks on the GPU and the fourth
+    // leaving it, and takes the other prompt's two blocks for the rest.
+    let b = req(3, tokens(3, 140), 1);
+    let cr = req(4, [a, tokens(4, 5)].concat(), 3);
+    let expected = reference_output(&cr, sim.sched.max_len()).0;
+    sim.sched.add_request(b).unwrap();
+    sim.sched.add_request(cr).unwrap();
+    let (step, _) = sim.step().unwrap();
+    assert_eq!(step.batch.seqs.len(), 2, "B and C in the same step");
+    assert_eq!(step.batch.swap_out.len(), 3);
+    assert!(step.batch.swap_in.is_empty());
+    sim.run_to_completion(100);
+    assert_eq!(sim.outputs[&4], expected);
+    assert_eq!(sim.finished[&4].1, 48);
+    assert_clean(&sim.sched);
+}
