@@ -19,8 +19,12 @@
 //!
 //! Invariants (see [`Scheduler::check_invariants`]): a running request holds exactly the
 //! blocks covering its context this step; a waiting request holds none; every GPU block's
-//! reference count equals the number of running requests holding it; exactly one step is in
-//! flight between `schedule` and `update`.
+//! reference count equals the number of running requests holding it (plus one for a pin);
+//! exactly one step is in flight between `schedule` and `update`.
+//!
+//! Files: `scheduler/step.rs` builds a step (admission, preemption), `failure.rs` undoes one
+//! the runner could not run, `window.rs` gives blocks back behind a sliding window,
+//! `transfer.rs` pins and imports blocks for a prefill/decode split.
 //!
 //! Cost of a step: O(running + admitted) requests plus O(tokens scheduled + blocks allocated);
 //! a prefix lookup is O(hit blocks * BLOCK_SIZE); preemption and finishing are O(blocks held +
@@ -28,33 +32,25 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use kiln_core::{BLOCK_SIZE, NO_BLOCK, SampledToken, SeqInBatch, StepBatch};
+use kiln_core::{BLOCK_SIZE, NO_BLOCK, SampledToken};
 
 use crate::config::{SchedulerConfig, SchedulerError};
 use crate::kv_cache::KvCache;
 use crate::kv_events::{KvEvent, Medium};
-use crate::output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
+use crate::output::{FinishReason, RequestUpdate, ScheduledStep};
 use crate::prefix_hash::{NewBlock, Registered};
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
 mod failure;
+mod step;
 mod transfer;
 mod window;
 
 pub use transfer::PinnedBlocks;
 
-fn blocks_for(tokens: usize) -> usize {
+pub(crate) fn blocks_for(tokens: usize) -> usize {
     tokens.div_ceil(BLOCK_SIZE)
-}
-
-/// Penalty entries a sequence puts in a step: at most one per token of its history.
-fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
-    if sampled && st.req.sampling.has_penalties() {
-        st.tokens.len()
-    } else {
-        0
-    }
 }
 
 pub struct Scheduler {
@@ -211,200 +207,6 @@ impl Scheduler {
     /// Ids of running requests, in admission order.
     pub fn running_ids(&self) -> &[u64] {
         &self.running
-    }
-
-    /// Builds the next step, or `None` if there is nothing to run. Must be followed by
-    /// [`Self::update`] before the next call.
-    pub fn schedule(&mut self) -> Option<ScheduledStep> {
-        assert!(!self.in_flight, "schedule() called again before update()");
-        let mut budget = self.cfg.max_num_batched_tokens;
-        let mut penalty_budget = self.cfg.max_penalty_entries;
-        // (id, tokens, penalty entries)
-        let mut plan: Vec<(u64, usize, usize)> = Vec::new();
-        let mut preempted = false;
-
-        // Running requests: decodes first, then continuing prefills, each in admission order.
-        let remaining = |s: &Self, id: &u64| {
-            let st = &s.requests[id];
-            st.tokens.len() - st.num_computed
-        };
-        let order: Vec<u64> = (self.running.iter().filter(|id| remaining(self, id) == 1))
-            .chain(self.running.iter().filter(|id| remaining(self, id) > 1))
-            .copied()
-            .collect();
-        for id in order {
-            if budget == 0 {
-                break;
-            }
-            if !self.running.contains(&id) {
-                continue; // preempted earlier in this step
-            }
-            let st = &self.requests[&id];
-            let n = remaining(self, &id).min(budget);
-            let penalties = penalty_cost(st, n == remaining(self, &id));
-            if penalties > penalty_budget {
-                continue; // runs in a later step, when fewer penalty entries share it
-            }
-            let need = blocks_for(st.num_computed + n) - st.blocks.len();
-            loop {
-                if let Some(new) = self.kv.allocate(need) {
-                    self.requests.get_mut(&id).unwrap().blocks.extend(new);
-                    plan.push((id, n, penalties));
-                    budget -= n;
-                    penalty_budget -= penalties;
-                    break;
-                }
-                let victim = self.preempt_last();
-                preempted = true;
-                if let Some(pos) = plan.iter().position(|p| p.0 == victim) {
-                    let (_, n, p) = plan.remove(pos);
-                    budget += n;
-                    penalty_budget += p;
-                }
-                if victim == id {
-                    break;
-                }
-            }
-        }
-
-        // Waiting requests, first come first served, while budget, seats and blocks last.
-        while !preempted && budget > 0 && self.running.len() < self.max_num_seqs {
-            let Some(&id) = self.waiting.front() else {
-                break;
-            };
-            match self.admit(id, budget, penalty_budget) {
-                Some((n, p)) => {
-                    self.waiting.pop_front();
-                    self.running.push(id);
-                    plan.push((id, n, p));
-                    budget -= n;
-                    penalty_budget -= p;
-                }
-                None => break,
-            }
-        }
-
-        let step = self.build_step(&plan);
-        self.stats.step_prefill_tokens = step
-            .seqs
-            .iter()
-            .filter(|s| !s.is_decode)
-            .map(|s| s.num_tokens)
-            .sum();
-        self.stats.step_decode_tokens = step
-            .seqs
-            .iter()
-            .filter(|s| s.is_decode)
-            .map(|s| s.num_tokens)
-            .sum();
-        self.stats.total_prefill_tokens += self.stats.step_prefill_tokens as u64;
-        self.stats.total_decode_tokens += self.stats.step_decode_tokens as u64;
-        let b = &step.batch;
-        if step.seqs.is_empty() && b.swap_in.is_empty() && b.swap_out.is_empty() {
-            return None;
-        }
-        self.in_flight = true;
-        Some(step)
-    }
-
-    /// Takes the longest cached prefix and the blocks for a first chunk of at most `budget`
-    /// tokens; returns the chunk size and its penalty entries, or `None` (nothing changed) if
-    /// the pool or the penalty budget is short.
-    fn admit(&mut self, id: u64, budget: usize, penalty_budget: usize) -> Option<(usize, usize)> {
-        let caching = self.cfg.enable_prefix_caching;
-        let st = self.requests.get_mut(&id).unwrap();
-        debug_assert!(st.num_computed == 0 && st.blocks.is_empty());
-        let hits = if caching {
-            st.update_keys();
-            // At least the last token is computed, so that there are logits to sample from.
-            let max_blocks = (st.tokens.len() - 1) / BLOCK_SIZE;
-            self.kv
-                .lookup(&st.keys, &st.tokens, st.salt.as_deref(), max_blocks)
-        } else {
-            Vec::new()
-        };
-        let hit_tokens = hits.len() * BLOCK_SIZE;
-        let n = (st.tokens.len() - hit_tokens).min(budget);
-        let new_blocks = blocks_for(hit_tokens + n) - hits.len();
-        let penalties = penalty_cost(st, hit_tokens + n == st.tokens.len());
-        // Hits behind the window of the first token to compute are not taken at all.
-        let behind = window::blocks_behind(self.cfg.sliding_window, hit_tokens).min(hits.len());
-        let taken = &hits[behind..];
-        if penalties > penalty_budget
-            || self.kv.free_blocks_for_hits(taken) + new_blocks > self.kv.num_free()
-        {
-            return None;
-        }
-        let mut blocks = vec![NO_BLOCK; behind];
-        blocks.extend(self.kv.acquire_hits(taken));
-        blocks.extend(self.kv.allocate(new_blocks).expect("checked free blocks"));
-        st.blocks = blocks;
-        st.num_released = behind;
-        st.num_computed = hit_tokens;
-        st.chain = hits.iter().map(|h| h.id).collect();
-        if st.num_cached_tokens.is_none() {
-            st.num_cached_tokens = Some(hit_tokens.min(st.prompt_len()));
-        }
-        if caching {
-            self.stats.prefix_cache_queries += st.tokens.len() as u64;
-            self.stats.prefix_cache_hits += hit_tokens as u64;
-        }
-        Some((n, penalties))
-    }
-
-    /// Preempts the most recently admitted running request; returns its id.
-    fn preempt_last(&mut self) -> u64 {
-        let victim = self
-            .running
-            .pop()
-            .expect("a request needs blocks, so one is running");
-        let st = self.requests.get_mut(&victim).unwrap();
-        self.kv.release(&st.blocks);
-        st.blocks.clear();
-        st.num_released = 0;
-        st.num_computed = 0;
-        st.chain.clear();
-        st.chain_broken = false;
-        self.waiting.push_front(victim);
-        self.stats.num_preemptions += 1;
-        victim
-    }
-
-    fn build_step(&mut self, plan: &[(u64, usize, usize)]) -> ScheduledStep {
-        let mut batch = StepBatch::default();
-        let mut seqs = Vec::with_capacity(plan.len());
-        for &(id, n, _) in plan {
-            let st = &self.requests[&id];
-            let start = st.num_computed;
-            let query_start = batch.token_ids.len() as u32;
-            for p in start..start + n {
-                batch.token_ids.push(st.tokens[p]);
-                batch.positions.push(p as u32);
-                batch
-                    .slot_mapping
-                    .push(st.blocks[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32);
-            }
-            let sampled = start + n == st.tokens.len();
-            debug_assert_eq!(st.blocks.len(), blocks_for(start + n));
-            batch.seqs.push(SeqInBatch {
-                query_start,
-                query_len: n as u32,
-                context_len: (start + n) as u32,
-                block_table: st.blocks.clone(),
-                sample: sampled.then(|| st.sample_spec()),
-            });
-            let is_decode = n == 1 && sampled && st.num_output() > 0;
-            seqs.push(ScheduledSeq {
-                id,
-                num_computed_before: start,
-                num_tokens: n,
-                sampled,
-                is_decode,
-            });
-        }
-        (batch.swap_in, batch.swap_out) = self.kv.take_copies();
-        debug_assert_eq!(batch.validate(), Ok(()));
-        ScheduledStep { batch, seqs }
     }
 
     /// Applies a step's results: `sampled` holds one token per sampled sequence, in order.

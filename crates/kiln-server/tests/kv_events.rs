@@ -214,9 +214,9 @@ async fn kv_events_follow_the_cache_over_zeromq() {
     let start = std::time::Instant::now();
     let mut turn = 0u32;
     while turn < 4 || start.elapsed().as_secs() < seconds {
-        // A conversation near the tiny model's context (512) starts over as a new agent.
+        // A conversation near the longest sequence the pool holds (320) starts over.
         for (a, c) in convs.iter_mut().enumerate() {
-            if c.len() > 400 {
+            if c.len() > 280 {
                 let fresh = (0..20).map(|i| 5 + (a as u32 + turn) * 31 % 250 + i);
                 *c = [system.clone(), fresh.collect()].concat();
             }
