@@ -55,6 +55,7 @@ impl SamplingArgs {
             stop: (!self.stop.is_empty()).then(|| StopSpec::Many(self.stop.clone())),
             ignore_eos: self.ignore_eos.then_some(true),
             max_tokens: self.max_tokens.map(|m| m as i64),
+            cache_salt: None,
         }
     }
 }

@@ -190,6 +190,7 @@ impl Frontend {
             seed: base_seed.wrapping_add(choice as u64),
             ignore_eos: spec.ignore_eos,
             eos_token_ids: self.eos_token_ids.clone(),
+            cache_salt: spec.cache_salt.clone(),
             ..Request::new(id, prompt, max_tokens)
         }
     }

@@ -73,6 +73,10 @@ pub struct GenerationParams {
     pub ignore_eos: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
+    /// Isolates prefix-cache sharing (vLLM's field): cached blocks are shared only between
+    /// requests with the same salt, so one tenant cannot time another's prompts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_salt: Option<String>,
 }
 
 /// Most completions one request may ask for.
@@ -91,6 +95,7 @@ pub struct GenSpec {
     pub max_tokens: Option<usize>,
     /// Top log-probabilities to report per token (`Some(0)`: only the chosen token's).
     pub logprobs: Option<u32>,
+    pub cache_salt: Option<String>,
 }
 
 impl GenSpec {
@@ -145,6 +150,12 @@ impl GenerationParams {
                 format!("top_logprobs must be at most {MAX_TOP_LOGPROBS}"),
             ));
         }
+        if self.cache_salt.as_deref() == Some("") {
+            return Err(ParamError::new(
+                "cache_salt",
+                "cache_salt must be a non-empty string (or left out)",
+            ));
+        }
         let base = base_sampling(defaults);
         let top_k = match self.top_k {
             None => base.top_k,
@@ -185,6 +196,7 @@ impl GenerationParams {
             ignore_eos: self.ignore_eos.unwrap_or(false),
             max_tokens,
             logprobs,
+            cache_salt: self.cache_salt.clone(),
         })
     }
 }

@@ -442,6 +442,37 @@ async fn shared_prefix_hits_the_prefix_cache() {
 }
 
 #[tokio::test]
+async fn cache_salt_isolates_the_prefix_cache() {
+    let base = server();
+    let prompt =
+        "A document only tenants with the same salt may share: kilns, glazes, cones. ".repeat(3);
+    let ask = |salt: Option<&str>| {
+        let mut extra = json!({"max_tokens": 1});
+        if let Some(s) = salt {
+            extra["cache_salt"] = json!(s);
+        }
+        chat(&prompt, extra)
+    };
+    let cached = |r: &Value| r["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    let (s, r) = post(base, "/v1/chat/completions", &ask(Some("tenant-a"))).await;
+    assert_eq!((s, cached(&r)), (200, Some(0)), "{r}");
+    // Same prompt, another salt or none: nothing shared.
+    let (_, r) = post(base, "/v1/chat/completions", &ask(Some("tenant-b"))).await;
+    assert_eq!(cached(&r), Some(0), "{r}");
+    let (_, r) = post(base, "/v1/chat/completions", &ask(None)).await;
+    assert_eq!(cached(&r), Some(0), "{r}");
+    // Same salt: the prompt's full blocks are found.
+    let (_, r) = post(base, "/v1/chat/completions", &ask(Some("tenant-a"))).await;
+    assert!(cached(&r).unwrap() >= 32, "{r}");
+    let (s, r) = post(base, "/v1/chat/completions", &ask(Some(""))).await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some("cache_salt")),
+        "{r}"
+    );
+}
+
+#[tokio::test]
 async fn streaming_chat_usage_models_tokenize() {
     let base = server();
     let chunks = stream(base, "/v1/chat/completions", &chat("hi", json!({"stream": true, "stream_options": {"include_usage": true}, "max_tokens": 5, "ignore_eos": true}))).await;

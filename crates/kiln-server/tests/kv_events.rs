@@ -241,7 +241,7 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         }
         turn += 1;
     }
-    eprintln!("{turn} turns in {:.0} s", start.elapsed().as_secs_f64());
+    let elapsed = start.elapsed().as_secs_f64();
 
     let replayed = replay_from(replay_port, 0).await;
     assert!(!replayed.is_empty());
@@ -253,6 +253,12 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         );
         view.apply(payload, i == 0);
     }
+    eprintln!(
+        "{turn} turns ({} requests) in {elapsed:.0} s: {} messages, {} events, every parent announced before its child",
+        3 * turn,
+        replayed.len(),
+        view.events
+    );
     assert!(
         view.mediums.contains("CPU"),
         "no block moved to the CPU tier: make the pool smaller"

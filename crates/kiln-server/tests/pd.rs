@@ -152,6 +152,28 @@ async fn the_pair_answers_as_one_server_and_decode_prefills_only_the_tail() {
 }
 
 #[tokio::test]
+async fn salted_requests_move_under_their_salt() {
+    let p = pair();
+    let ids = prompt(6);
+    let mut body = greedy(&ids, 10);
+    body["cache_salt"] = json!("tenant");
+    let (status, r) = post(&p.proxy, "/v1/completions", &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["prompt_tokens_details"]["cached_tokens"], 144);
+    assert_eq!(r["choices"][0]["text"], single_text(&ids).await.as_str());
+    // Blocks prefilled under one salt are refused for a request under another.
+    let mut pre = greedy(&ids, 1);
+    pre["cache_salt"] = json!("tenant");
+    pre["kv_transfer_params"] = json!({"do_remote_decode": true});
+    let (_, r) = post(&p.prefill, "/v1/completions", &pre).await;
+    body["cache_salt"] = json!("other");
+    body["kv_transfer_params"] = r["kv_transfer_params"].clone();
+    let (status, r) = post(&p.decode, "/v1/completions", &body).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+#[tokio::test]
 async fn pinned_blocks_are_freed_at_their_ttl_and_after_an_aborted_decode() {
     let p = pair();
     let producer = start_tiny(role(KvRole::Producer, 1));

@@ -81,14 +81,15 @@ impl Plan {
     }
 }
 
-/// Checks a body's `kv_transfer_params` against this server's role and the request's shape,
-/// and for a consumer fetches and stores the blocks, before the request is submitted.
+/// Checks a body's `kv_transfer_params` against this server's role and the request's shape
+/// (`choices` sequences, streamed or not), and for a consumer fetches the blocks and stores
+/// them under the request's `salt`, before the request is submitted.
 pub async fn plan(
     st: &Shared,
     params: Option<&KvTransferParams>,
     prompt: &[u32],
-    choices: usize,
-    stream: bool,
+    salt: Option<&str>,
+    (choices, stream): (usize, bool),
 ) -> Result<Plan, ApiError> {
     let Some(p) = params else {
         return Ok(Plan::Local);
@@ -132,7 +133,8 @@ pub async fn plan(
             match fetch::fetch(st, host, port, req, p.remote_engine_id.as_deref(), prompt).await {
                 Ok(f) if f.keys.is_empty() => Ok(Plan::Local),
                 Ok(f) => {
-                    let n = st.engine.import(f.keys, f.tokens, f.data).await;
+                    let salt = salt.map(String::from);
+                    let n = st.engine.import(f.keys, f.tokens, salt, f.data).await;
                     match n {
                         Ok(n) => {
                             st.metrics.kv_transfer(true);
@@ -209,11 +211,13 @@ impl EngineHandle {
         &self,
         keys: Vec<u64>,
         tokens: Vec<u32>,
+        salt: Option<String>,
         data: Vec<u8>,
     ) -> Result<usize, String> {
         let rx = self.transfer(|reply| TransferCommand::Import {
             keys,
             tokens,
+            salt,
             data,
             reply,
         });

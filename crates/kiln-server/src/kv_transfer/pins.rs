@@ -20,10 +20,12 @@ pub enum TransferCommand {
         id: u64,
         reply: flume::Sender<Result<Option<ExportedBlocks>, String>>,
     },
-    /// Stores received blocks in the CPU tier; answers how many were stored.
+    /// Stores received blocks in the CPU tier under the request's cache salt; answers how
+    /// many were stored.
     Import {
         keys: Vec<u64>,
         tokens: Vec<u32>,
+        salt: Option<String>,
         data: Vec<u8>,
         reply: flume::Sender<Result<usize, String>>,
     },
@@ -92,11 +94,12 @@ impl Pins {
             TransferCommand::Import {
                 keys,
                 tokens,
+                salt,
                 data,
                 reply,
             } => {
                 let r = engine
-                    .import_blocks(&keys, &tokens, None, &data)
+                    .import_blocks(&keys, &tokens, salt.as_deref(), &data)
                     .map_err(|e| e.to_string());
                 let _ = reply.send(r);
             }

@@ -53,8 +53,8 @@ pub async fn chat_completions(
         &st,
         req.kv_transfer_params.as_ref(),
         &prompt,
-        spec.n,
-        stream,
+        spec.cache_salt.as_deref(),
+        (spec.n, stream),
     )
     .await?;
     let seqs = st.submit(&prompt, max_tokens, &spec, constraints, transfer.pins())?;

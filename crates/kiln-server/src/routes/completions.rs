@@ -35,8 +35,8 @@ pub async fn completions(
         &st,
         req.kv_transfer_params.as_ref(),
         &prompts[0].0,
-        prompts.len() * spec.n,
-        stream,
+        spec.cache_salt.as_deref(),
+        (prompts.len() * spec.n, stream),
     )
     .await?;
     let mut seqs = Vec::new();
