@@ -142,9 +142,10 @@ impl ModelRunner {
             ctx.storage_init(label, bytemuck::cast_slice(&table))
         };
         let rope = rope_table("rope", &c.rope_inv_freq_f64());
-        // Gemma 3's sliding layers rotate with their own base.
+        // Gemma 3's sliding layers rotate with their own base (and without the global
+        // layers' linear scaling).
         let rope_local = (0..c.num_layers)
-            .find(|&i| c.layer_rope_theta(i) != c.rope_theta)
+            .find(|&i| c.layer_window(i).is_some() && c.rope_local_theta.is_some())
             .map(|i| rope_table("rope (sliding layers)", &c.layer_rope_inv_freq(i)));
         let step = &inputs.step;
         let total = c.num_layers + 2;

@@ -91,6 +91,10 @@ pub struct ModelConfig {
     pub rope_scaling: Option<RopeScaling>,
     /// Phi-3's LongRoPE.
     pub long_rope: Option<LongRope>,
+    /// Linear RoPE scaling (position interpolation, `rope_type: "linear"`): every frequency
+    /// divided by this factor; on Gemma 3 (4B and larger) only on the global layers, the
+    /// sliding layers keeping their own base unscaled.
+    pub rope_linear_factor: Option<f32>,
     pub tie_word_embeddings: bool,
     /// Qwen2: q/k/v projections have biases.
     pub attention_bias: bool,
@@ -227,6 +231,13 @@ impl ModelConfig {
                 s.factor, s.original_max_position_embeddings
             ));
         }
+        if let Some(factor) = self.rope_linear_factor {
+            let which = match self.rope_local_theta {
+                Some(_) => " on the global layers",
+                None => "",
+            };
+            f.push(format!("linear RoPE scaling (factor {factor}){which}"));
+        }
         f.push(format!(
             "RMSNorm eps {}, RoPE base {}",
             self.rms_norm_eps, self.rope_theta
@@ -244,15 +255,18 @@ impl ModelConfig {
 
     /// The same frequencies in f64, for rotary tables computed on the CPU.
     pub fn rope_inv_freq_f64(&self) -> Vec<f64> {
-        self.rope_inv_freq_for(self.rope_theta)
+        self.rope_inv_freq_for(self.rope_theta, self.rope_linear_factor)
     }
 
-    /// The frequencies of layer `i` (its own base on Gemma 3's sliding layers).
+    /// The frequencies of layer `i` (its own base, unscaled, on Gemma 3's sliding layers).
     pub fn layer_rope_inv_freq(&self, i: usize) -> Vec<f64> {
-        self.rope_inv_freq_for(self.layer_rope_theta(i))
+        match (self.layer_window(i), self.rope_local_theta) {
+            (Some(_), Some(local)) => self.rope_inv_freq_for(local, None),
+            _ => self.rope_inv_freq_f64(),
+        }
     }
 
-    fn rope_inv_freq_for(&self, theta: f32) -> Vec<f64> {
+    fn rope_inv_freq_for(&self, theta: f32, linear: Option<f32>) -> Vec<f64> {
         let half = self.head_dim / 2;
         let theta = theta as f64;
         let divisors = self.long_rope.as_ref().map(|r| {
@@ -268,7 +282,7 @@ impl ModelConfig {
                     None => inv,
                     Some(s) => llama3_scale(inv, s),
                 };
-                inv / divisors.map_or(1.0, |d| d[i] as f64)
+                inv / divisors.map_or(1.0, |d| d[i] as f64) / linear.map_or(1.0, f64::from)
             })
             .collect()
     }

@@ -107,6 +107,7 @@ impl ModelConfig {
                 Some(_) => None,
                 None => parse_rope_scaling(v.get("rope_scaling"), file)?,
             },
+            rope_linear_factor: linear_rope_factor(v.get("rope_scaling"), file)?,
             long_rope,
             tie_word_embeddings: v
                 .get("tie_word_embeddings")
@@ -169,7 +170,7 @@ fn parse_rope_scaling(v: Option<&Value>, file: &str) -> Result<Option<RopeScalin
         .or_else(|| obj.get("type"))
         .and_then(Value::as_str)
         .unwrap_or("<missing rope_type>");
-    if kind == "default" {
+    if kind == "default" || kind == "linear" {
         return Ok(None);
     }
     if kind != "llama3" {
@@ -189,6 +190,24 @@ fn parse_rope_scaling(v: Option<&Value>, file: &str) -> Result<Option<RopeScalin
         high_freq_factor: f("high_freq_factor")? as f32,
         original_max_position_embeddings: f("original_max_position_embeddings")? as usize,
     }))
+}
+
+/// The factor of a `rope_scaling` of type `linear`.
+fn linear_rope_factor(v: Option<&Value>, file: &str) -> Result<Option<f32>, ModelError> {
+    let Some(obj) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let kind = obj.get("rope_type").or_else(|| obj.get("type"));
+    if kind.and_then(Value::as_str) != Some("linear") {
+        return Ok(None);
+    }
+    match obj.get("factor").and_then(Value::as_f64) {
+        Some(f) if f > 0.0 => Ok(Some(f as f32)),
+        _ => Err(ModelError::config(
+            file,
+            "rope_scaling of type linear needs a positive \"factor\"",
+        )),
+    }
 }
 
 /// The gate activation (`hidden_act`, or Gemma's `hidden_activation`).

@@ -203,6 +203,38 @@ fn logits_match_cpu_reference_gemma3() {
     check_model_against_reference("gemma3 gguf", &model);
 }
 
+/// Gemma 3 4B and larger: linear RoPE scaling (factor 8) on the global layers only, the
+/// sliding layers keeping their own base unscaled, as Hugging Face's `rope_scaling` of type
+/// `linear` and as GGUF's `rope.scaling.type` `linear`.
+#[test]
+fn logits_match_cpu_reference_gemma3_linear_rope() {
+    let cfg = TinyConfig {
+        rope_linear_factor: Some(8.0),
+        ..TinyConfig::gemma3()
+    };
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.rope_linear_factor, Some(8.0));
+    let base = |theta: f64, i: usize| 1.0 / theta.powf(2.0 * i as f64 / c.head_dim as f64);
+    for i in 0..c.head_dim / 2 {
+        assert!(
+            (c.layer_rope_inv_freq(0)[i] - base(10000.0, i)).abs() < 1e-12,
+            "sliding"
+        );
+        assert!(
+            (c.layer_rope_inv_freq(1)[i] - base(1.0e6, i) / 8.0).abs() < 1e-12,
+            "global"
+        );
+    }
+    check_model_against_reference("gemma3 linear rope", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.rope_linear_factor, Some(8.0));
+    check_model_against_reference("gemma3 linear rope gguf", &model);
+}
+
 /// Phi-3: q/k/v and gate/up fused into one tensor each (`qkv_proj`, `gate_up_proj`; GGUF
 /// `attn_qkv`, `ffn_up`), and LongRoPE: the long factors (the context, 512, is past the original
 /// 64) dividing each frequency, cos and sin scaled by sqrt(1 + ln 8 / ln 64). As a Hugging

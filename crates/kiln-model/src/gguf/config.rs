@@ -133,6 +133,17 @@ pub(crate) fn config_from_meta(
             .unwrap_or(1e-5) as f32,
         rope_theta: meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32,
         rope_scaling: rope_scaling(meta, &a)?,
+        rope_linear_factor: match meta.str(&format!("{a}.rope.scaling.type")) {
+            Some("linear") => Some(meta.f64(&format!("{a}.rope.scaling.factor")).ok_or_else(
+                || {
+                    ModelError::config(
+                        meta.file,
+                        format!("linear rope scaling without {a}.rope.scaling.factor"),
+                    )
+                },
+            )? as f32),
+            _ => None,
+        },
         // Phi-3's LongRoPE factors are tensors; the loader reads them.
         long_rope: None,
         tie_word_embeddings: !facts.has_output,
@@ -171,7 +182,7 @@ fn rope_scaling(meta: &Meta, a: &str) -> Result<Option<RopeScaling>, ModelError>
         .str(&format!("{a}.rope.scaling.type"))
         .unwrap_or("none");
     match kind {
-        "none" => Ok(None),
+        "none" | "linear" => Ok(None),
         "llama3" => {
             let f = |k: &str, d: f64| meta.f64(&format!("{a}.rope.scaling.{k}")).unwrap_or(d);
             Ok(Some(RopeScaling {

@@ -237,6 +237,13 @@ pub fn model_gguf(
     if let Some(k) = g.top_k {
         b.meta("general.sampling.top_k", MetaValue::I32(k as i32));
     }
+    if let Some(f) = cfg.rope_linear_factor {
+        b.meta(
+            &format!("{a}.rope.scaling.type"),
+            MetaValue::String("linear".into()),
+        )
+        .meta(&format!("{a}.rope.scaling.factor"), MetaValue::F32(f));
+    }
     if let Some(s) = cfg.rope_scaling {
         b.meta(
             &format!("{a}.rope.scaling.type"),

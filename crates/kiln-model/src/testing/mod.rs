@@ -49,6 +49,8 @@ pub struct TinyConfig {
     pub tie_word_embeddings: bool,
     /// Llama 3 RoPE frequency scaling (Llama 3.1 / 3.2), written to config.json and GGUF.
     pub rope_scaling: Option<RopeScaling>,
+    /// Linear RoPE scaling (Gemma 3 4B and larger: the global layers only).
+    pub rope_linear_factor: Option<f32>,
     /// Mistral's sliding window, written to config.json and GGUF.
     pub sliding_window: Option<usize>,
     /// Qwen: the first layer the window applies to (`max_window_layers`).
@@ -81,6 +83,7 @@ impl Default for TinyConfig {
             rms_norm_eps: 1e-5,
             tie_word_embeddings: false,
             rope_scaling: None,
+            rope_linear_factor: None,
             sliding_window: None,
             first_sliding_layer: 0,
             sliding_window_pattern: None,
@@ -160,6 +163,7 @@ impl TinyConfig {
             rms_norm_eps: self.rms_norm_eps,
             rope_theta: self.rope_theta,
             rope_scaling: self.rope_scaling,
+            rope_linear_factor: self.rope_linear_factor,
             long_rope: self.long_rope.clone(),
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
@@ -275,6 +279,9 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         "torch_dtype": "float32",
     });
     let mut config = config;
+    if let Some(f) = mc.rope_linear_factor {
+        config["rope_scaling"] = json!({"rope_type": "linear", "factor": f});
+    }
     if mc.architecture == Architecture::Gemma3 {
         let extra = json!({
             "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
