@@ -85,6 +85,7 @@ impl Synthetic {
             rms_norm_eps: 1e-5,
             tie_word_embeddings,
             rope_scaling: None,
+            rope_linear_factor: None,
             sliding_window: None,
             first_sliding_layer: 0,
             sliding_window_pattern: None,
