@@ -314,6 +314,12 @@ impl ModelRunner {
         Ok((encoder, pending, s))
     }
 
+    /// The host's share of a step alone: the batch uploaded and the forward pass and sampling
+    /// recorded, nothing submitted (for measuring the CPU time a step costs).
+    pub fn encode_step(&self, batch: &StepBatch) -> Result<wgpu::CommandBuffer, GpuError> {
+        Ok(self.record(batch, true)?.0.finish())
+    }
+
     /// Compute dispatches the last step's forward pass recorded (sampling included; a separate
     /// masked sampling pass not counted).
     pub fn last_dispatches(&self) -> u32 {

@@ -32,6 +32,9 @@ pub struct PdProxyConfig {
     pub port: u16,
 }
 
+/// The largest generation body the proxy reads (the servers behind it set their own limit).
+const MAX_BODY: usize = 64 << 20;
+
 struct Proxy {
     cfg: PdProxyConfig,
     client: reqwest::Client,
@@ -72,8 +75,11 @@ fn url(base: &str, path: &str) -> String {
 async fn generate(State(p): State<Arc<Proxy>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
-    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
-        return ApiError::bad_request("the request body could not be read").into_response();
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return ApiError::bad_request(format!(
+            "the request body could not be read (at most {MAX_BODY} bytes)"
+        ))
+        .into_response();
     };
     let auth = parts.headers.get(header::AUTHORIZATION).cloned();
     let mut decode_body = body.clone();

@@ -130,30 +130,25 @@ pub async fn plan(
                     "do_remote_prefill needs remote_host, remote_port and remote_request_id",
                 );
             };
-            match fetch::fetch(st, host, port, req, p.remote_engine_id.as_deref(), prompt).await {
-                Ok(f) if f.keys.is_empty() => Ok(Plan::Local),
-                Ok(f) => {
-                    let salt = salt.map(String::from);
-                    let n = st.engine.import(f.keys, f.tokens, salt, f.data).await;
-                    match n {
-                        Ok(n) => {
-                            st.metrics.kv_transfer(true);
-                            Ok(Plan::Consumed(n))
-                        }
-                        Err(e) => {
-                            st.metrics.kv_transfer(false);
-                            tracing::warn!(
-                                "storing fetched KV blocks failed, prefilling instead: {e}"
-                            );
-                            Ok(Plan::Local)
-                        }
-                    }
+            let from = format!("{host}:{port}");
+            let consumed = async {
+                let f = fetch::fetch(st, host, port, req, p.remote_engine_id.as_deref(), prompt)
+                    .await?;
+                if f.keys.is_empty() {
+                    return Err("no block passed the checks".to_string());
+                }
+                let salt = salt.map(String::from);
+                st.engine.import(f.keys, f.tokens, salt, f.data).await
+            };
+            match consumed.await {
+                Ok(n) => {
+                    st.metrics.kv_transfer(true);
+                    tracing::info!(blocks = n, "KV blocks from {from} stored in the CPU tier");
+                    Ok(Plan::Consumed(n))
                 }
                 Err(e) => {
                     st.metrics.kv_transfer(false);
-                    tracing::warn!(
-                        "KV transfer from {host}:{port} failed, prefilling instead: {e}"
-                    );
+                    tracing::warn!("KV transfer from {from} failed, prefilling instead: {e}");
                     Ok(Plan::Local)
                 }
             }

@@ -1,0 +1,159 @@
+//! The host's share of a decode step with many running sequences: the scheduler's `schedule`
+//! and `update`, then the runner's upload of the batch and the recording of the forward pass
+//! and sampling (nothing submitted: the GPU's time is not in these figures). The goal: under
+//! 1 ms with 256 sequences. The runner's part is measured on a model of SmolLM2-135M's depth
+//! (30 layers, so the same dispatches per step) with tiny random weights; what it records does
+//! not depend on the weights' size.
+//! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches --bench host_step`.
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use kiln_core::{BLOCK_SIZE, SampleSpec, SampledToken, SamplingParams, SeqInBatch, StepBatch};
+use kiln_gpu::{KernelFamily, KvDtype, ModelRunner, RunnerConfig, WeightStorage};
+use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
+
+/// Steps a scheduler state is used for before it is rebuilt, so the context stays within
+/// this many tokens of the nominal one.
+const STEPS_PER_STATE: usize = 256;
+const BUDGET: usize = 8192;
+const CASES: [(usize, usize); 4] = [(1, 512), (64, 4096), (256, 512), (256, 4096)];
+
+/// `seqs` requests of `context` prompt tokens, prefilled, all decoding.
+fn decoding(seqs: usize, context: usize) -> Scheduler {
+    // The first prompts decode while the last ones are prefilled: room for those tokens too.
+    let room = context + STEPS_PER_STATE + seqs * context / BUDGET + 32;
+    let mut s = Scheduler::new(SchedulerConfig {
+        max_num_batched_tokens: BUDGET,
+        max_num_seqs: seqs,
+        num_gpu_blocks: seqs * room.div_ceil(BLOCK_SIZE),
+        max_model_len: room,
+        ..SchedulerConfig::default()
+    });
+    for id in 0..seqs as u64 {
+        let prompt = (0..context as u32)
+            .map(|i| (i * 7 + id as u32 * 131) % 50_000)
+            .collect();
+        s.add_request(Request {
+            ignore_eos: true,
+            ..Request::new(id, prompt, room)
+        })
+        .unwrap();
+    }
+    loop {
+        let step = s.schedule().expect("running requests");
+        let sampled = tokens(step.seqs.iter().filter(|q| q.sampled).count());
+        let decoding =
+            step.seqs.len() == seqs && (step.seqs.iter()).all(|q| q.sampled && q.num_tokens == 1);
+        s.update(step, &sampled);
+        if decoding {
+            return s;
+        }
+    }
+}
+
+fn tokens(n: usize) -> Vec<SampledToken> {
+    let t = SampledToken {
+        token_id: 7,
+        logprob: None,
+        top_logprobs: Vec::new(),
+    };
+    vec![t; n]
+}
+
+fn scheduler(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scheduler decode step");
+    g.sample_size(20);
+    for (seqs, context) in CASES {
+        let sampled = tokens(seqs);
+        g.bench_function(format!("{seqs} seqs, context {context}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut s = decoding(seqs, context);
+                let mut used = 0;
+                for _ in 0..iters {
+                    if used == STEPS_PER_STATE {
+                        s = decoding(seqs, context);
+                        used = 0;
+                    }
+                    let t = Instant::now();
+                    let step = s.schedule().expect("running requests");
+                    s.update(step, &sampled);
+                    total += t.elapsed();
+                    used += 1;
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+}
+
+/// A decode batch: `seqs` sequences of `context` tokens, all reading the same blocks.
+fn decode_batch(seqs: usize, context: usize) -> StepBatch {
+    let table: Vec<u32> = (0..context.div_ceil(BLOCK_SIZE) as u32).collect();
+    let last = (context - 1) as u32;
+    StepBatch {
+        token_ids: vec![7; seqs],
+        positions: vec![last; seqs],
+        slot_mapping: vec![table[table.len() - 1] * BLOCK_SIZE as u32 + last % 16; seqs],
+        seqs: (0..seqs as u32)
+            .map(|i| SeqInBatch {
+                query_start: i,
+                query_len: 1,
+                context_len: context as u32,
+                block_table: table.clone(),
+                sample: Some(SampleSpec {
+                    params: SamplingParams::greedy(),
+                    seed: 0,
+                    draw_index: 0,
+                    penalty_tokens: Vec::new(),
+                }),
+            })
+            .collect(),
+        ..StepBatch::default()
+    }
+}
+
+fn runner(c: &mut Criterion) {
+    let ctx = kiln_benches::gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let tc = TinyConfig {
+        num_layers: 30,
+        max_position_embeddings: 4096,
+        ..TinyConfig::default()
+    };
+    write_tiny_llama(dir.path(), &tc, 7).unwrap();
+    let model = kiln_model::Model::load(dir.path()).unwrap();
+    let max_seqs = CASES.iter().map(|c| c.0).max().unwrap();
+    let runner = ModelRunner::new(
+        &ctx,
+        &model.config,
+        &model.weights,
+        RunnerConfig {
+            max_tokens: BUDGET,
+            max_seqs,
+            num_blocks: 4096 / BLOCK_SIZE,
+            num_cpu_blocks: 0,
+            max_model_len: 4096,
+            kernels: KernelFamily::Auto,
+            kv_dtype: KvDtype::F16,
+            weights: WeightStorage::Auto,
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let mut g = c.benchmark_group("runner upload and record");
+    g.sample_size(20);
+    for (seqs, context) in CASES {
+        let batch = decode_batch(seqs, context);
+        g.bench_function(format!("{seqs} seqs, context {context}, 30 layers"), |b| {
+            b.iter(|| runner.encode_step(&batch).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, scheduler, runner);
+criterion_main!(benches);
