@@ -98,27 +98,12 @@ impl KvCache {
         let pending = if swap_out.is_empty() {
             None
         } else {
-            let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("kv swap out"),
-                size: per_block * swap_out.len() as u64,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            for (i, c) in swap_out.iter().enumerate() {
+            for c in swap_out {
                 self.check(c)?;
-                for (j, buf) in self.buffers().enumerate() {
-                    let dst = i as u64 * per_block + j as u64 * self.block_bytes;
-                    encoder.copy_buffer_to_buffer(
-                        buf,
-                        c.gpu_block as u64 * self.block_bytes,
-                        &staging,
-                        dst,
-                        self.block_bytes,
-                    );
-                }
             }
+            let gpu: Vec<u32> = swap_out.iter().map(|c| c.gpu_block).collect();
             Some(PendingSwapOut {
-                staging,
+                staging: self.copy_out(ctx, encoder, &gpu, "kv swap out")?,
                 blocks: swap_out.iter().map(|c| c.cpu_block).collect(),
             })
         };
@@ -152,23 +137,25 @@ impl KvCache {
         Ok(pending)
     }
 
-    /// Reads GPU blocks back, each as `bytes_per_block` bytes in the CPU tier's layout (every
-    /// layer's K slots, then every layer's V slots), for sending to another server.
-    pub async fn read_blocks(&self, ctx: &GpuContext, blocks: &[u32]) -> Result<Vec<u8>, GpuError> {
-        if blocks.is_empty() {
-            return Ok(Vec::new());
-        }
+    /// Records copies of GPU `blocks` into a new mappable staging buffer, each as
+    /// `bytes_per_block` bytes: every layer's K slots, then every layer's V slots.
+    fn copy_out(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        blocks: &[u32],
+        label: &str,
+    ) -> Result<wgpu::Buffer, GpuError> {
         let per_block = self.bytes_per_block();
         let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("kv export"),
+            label: Some(label),
             size: per_block * blocks.len() as u64,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
         for (i, &b) in blocks.iter().enumerate() {
             if b as usize >= self.num_blocks {
-                return Err(GpuError::Batch(format!("exported block {b} out of range")));
+                return Err(GpuError::Batch(format!("GPU block {b} out of range")));
             }
             for (j, buf) in self.buffers().enumerate() {
                 let dst = i as u64 * per_block + j as u64 * self.block_bytes;
@@ -181,6 +168,16 @@ impl KvCache {
                 );
             }
         }
+        Ok(staging)
+    }
+
+    /// Reads GPU blocks back in the CPU tier's layout, for sending to another server.
+    pub async fn read_blocks(&self, ctx: &GpuContext, blocks: &[u32]) -> Result<Vec<u8>, GpuError> {
+        if blocks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let staging = self.copy_out(ctx, &mut encoder, blocks, "kv export")?;
         ctx.queue.submit([encoder.finish()]);
         ctx.map_read(&staging).await
     }

@@ -71,8 +71,8 @@ pub enum Plan {
     Local,
     /// Prefill here, pin the blocks, answer with the params to fetch them.
     Produce,
-    /// The fetched blocks are stored in the CPU tier (this many).
-    Consumed(usize),
+    /// The fetched blocks are stored in the CPU tier.
+    Consumed,
 }
 
 impl Plan {
@@ -144,7 +144,7 @@ pub async fn plan(
                 Ok(n) => {
                     st.metrics.kv_transfer(true);
                     tracing::info!(blocks = n, "KV blocks from {from} stored in the CPU tier");
-                    Ok(Plan::Consumed(n))
+                    Ok(Plan::Consumed)
                 }
                 Err(e) => {
                     st.metrics.kv_transfer(false);
