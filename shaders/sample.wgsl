@@ -15,6 +15,8 @@
 //     mode: over the kept-or-masked distribution after penalties and temperature, excluded
 //     tokens never listed).
 // A row with no token left writes id 0xffffffff.
+// A scored row (prompt logprobs) has its token forced: steps 3 and 4 are skipped and step 5
+// reports the forced token (the host gives such rows no penalties and no mask).
 // Masks: `mask_row` selects `p.mask_words` words of `masks`; bit i % 32 of word i / 32 allows
 // token i; NO_MASK (0xffffffff) allows every token.
 // Grid: (num_samples, 1, 1), 256 invocations per row.
@@ -37,7 +39,7 @@ struct Sampling {
     penalty_count: u32,
     mask_row: u32,
     raw_logprobs: u32,
-    pad2: u32,
+    forced: u32,  // NONE, or the token a scored row reports
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -270,7 +272,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let lse = m + log(reduce_sum(lid, z_part));
 
     var chosen = top.y;
-    if (!greedy) {
+    if (sp.forced != NONE) {
+        chosen = sp.forced;
+    } else if (!greedy) {
         // 3. Thresholds, searched between the lowest and highest kept values.
         var thr = reduce_min(lid, lowest);
         if (sp.top_k > 0u && sp.top_k < v_count) {

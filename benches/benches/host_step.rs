@@ -105,6 +105,7 @@ fn decode_batch(seqs: usize, context: usize) -> StepBatch {
                 query_len: 1,
                 context_len: context as u32,
                 block_table: table.clone(),
+                score: None,
                 sample: Some(SampleSpec {
                     params: SamplingParams::greedy(),
                     seed: 0,

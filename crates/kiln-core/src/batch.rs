@@ -48,6 +48,23 @@ pub struct SeqInBatch {
     pub block_table: Vec<u32>,
     /// Sample a token from the logits of this segment's last token, if set.
     pub sample: Option<SampleSpec>,
+    /// Score prompt tokens: the log-probabilities of the tokens that follow some of this
+    /// segment's rows (prompt logprobs), if set.
+    pub score: Option<PromptScore>,
+}
+
+/// Rows of a segment whose logits score the prompt token that follows them: row
+/// `first_row + i` of the segment is scored against `targets[i]`. A scored row is a row of
+/// the sampler like a sampled one, with its token forced. The log-probabilities are of the
+/// model's own logits (no temperature, penalty or mask).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PromptScore {
+    /// Index, within the segment, of the first scored row.
+    pub first_row: u32,
+    /// The token after each scored row, in order.
+    pub targets: Vec<u32>,
+    /// Most likely alternatives to report per row (at most 20).
+    pub top_logprobs: u32,
 }
 
 /// A block copy between the GPU pool and the CPU tier.
@@ -66,6 +83,13 @@ impl StepBatch {
     /// Number of sequences that will be sampled.
     pub fn num_samples(&self) -> usize {
         self.seqs.iter().filter(|s| s.sample.is_some()).count()
+    }
+
+    /// Number of scored prompt rows.
+    pub fn num_scored(&self) -> usize {
+        (self.seqs.iter().filter_map(|s| s.score.as_ref()))
+            .map(|s| s.targets.len())
+            .sum()
     }
 
     /// Checks the internal consistency of the batch. The runner calls this before running it,
@@ -95,6 +119,18 @@ impl StepBatch {
                     s.block_table.len(),
                     s.context_len
                 ));
+            }
+            if let Some(score) = &s.score {
+                // A sampled segment's last row is sampled, not scored.
+                let rows = s.query_len - u32::from(s.sample.is_some());
+                if score.first_row as usize + score.targets.len() > rows as usize {
+                    return Err(format!(
+                        "sequence {i}: {} scored rows from row {} of {} rows to score",
+                        score.targets.len(),
+                        score.first_row,
+                        rows
+                    ));
+                }
             }
             next += s.query_len;
         }

@@ -1,14 +1,14 @@
 //! The contract between kiln's scheduler (CPU, no GPU dependency) and its model runner (GPU).
 //!
 //! Each step the scheduler produces one [`StepBatch`]; the runner executes it as one forward
-//! pass plus sampling and returns one [`SampledToken`] per sequence that asked to be sampled.
-//! Nothing else crosses that boundary.
+//! pass plus sampling and returns one [`SampledToken`] per sequence that asked to be sampled,
+//! then one per scored prompt row ([`PromptScore`]). Nothing else crosses that boundary.
 
 mod batch;
 mod grammar;
 mod sampling;
 
-pub use batch::{BLOCK_SIZE, BlockCopy, NO_BLOCK, SeqInBatch, StepBatch};
+pub use batch::{BLOCK_SIZE, BlockCopy, NO_BLOCK, PromptScore, SeqInBatch, StepBatch};
 pub use grammar::Grammar;
 pub use sampling::{
     LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words,

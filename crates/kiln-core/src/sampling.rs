@@ -150,7 +150,8 @@ pub fn mask_words(vocab: usize) -> usize {
     vocab.div_ceil(32)
 }
 
-/// One sampled token, returned by the runner for each sequence with a [`SampleSpec`], in order.
+/// One sampled token, returned by the runner for each sequence with a [`SampleSpec`], in order;
+/// then, for each scored prompt row, its (forced) target token with its log-probabilities.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampledToken {
     pub token_id: u32,

@@ -144,6 +144,7 @@ impl Engine {
         // The runner may have lowered the step budget; that only loosens `limits.max_len()`.
         let scheduler = Scheduler::new(SchedulerConfig {
             max_penalty_entries: cap.penalty_tokens,
+            max_sampler_rows: cap.seqs,
             max_num_batched_tokens: rc.max_tokens,
             max_num_seqs: rc.max_seqs,
             num_cpu_blocks,
@@ -217,11 +218,12 @@ impl Engine {
                 let errors = faults.take_errors();
                 if !errors.is_empty() {
                     errors.join("; ")
-                } else if sampled.len() != sampled_ids.len() {
+                } else if sampled.len() != sampled_ids.len() + step.batch.num_scored() {
                     format!(
-                        "the runner returned {} tokens for {} samples",
+                        "the runner returned {} tokens for {} samples and {} scored rows",
                         sampled.len(),
-                        sampled_ids.len()
+                        sampled_ids.len(),
+                        step.batch.num_scored()
                     )
                 } else {
                     return Ok(self.update(step, &sampled_ids, sampled, mask_failures));

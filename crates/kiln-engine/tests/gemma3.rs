@@ -62,6 +62,7 @@ fn forced_logits(engine: &mut Engine, ids: &[u32], from: usize) -> Vec<Vec<f32>>
         query_len: (end - start) as u32,
         context_len: end as u32,
         block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
+        score: None,
         sample: sample.then(|| SampleSpec {
             params: SamplingParams::greedy(),
             seed: 0,

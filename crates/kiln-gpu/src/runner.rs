@@ -327,7 +327,7 @@ impl ModelRunner {
     }
 
     /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one
-    /// token per sequence with a `sample` spec, in batch order.
+    /// token per sequence with a `sample` spec, in batch order, then one per scored prompt row.
     pub async fn step(&mut self, batch: &StepBatch) -> Result<Vec<SampledToken>, GpuError> {
         self.run_step(batch, None).await
     }
@@ -355,9 +355,10 @@ impl ModelRunner {
             self.ctx.queue.submit([encoder.finish()]);
             let words = mask_words(self.config.vocab_size);
             let masks = masks();
-            if masks.len() != s as usize {
+            let sampled = batch.num_samples();
+            if masks.len() != sampled {
                 return Err(GpuError::Batch(format!(
-                    "{} token masks for {s} sampled rows",
+                    "{} token masks for {sampled} sampled rows",
                     masks.len()
                 )));
             }
@@ -400,18 +401,18 @@ impl ModelRunner {
         }
         let words: Vec<u32> =
             bytemuck::cast_slice(&self.ctx.map_read(&self.readback).await?).to_vec();
-        let wants: Vec<u32> = batch
-            .seqs
-            .iter()
-            .filter_map(|q| q.sample.as_ref())
-            .map(|q| q.params.top_logprobs.min(20))
-            .collect();
+        // Sampled rows, then scored ones (reporting their forced token's log-probability).
+        let sampled = (batch.seqs.iter().filter_map(|q| q.sample.as_ref()))
+            .map(|q| (q.params.top_logprobs.min(20), false));
+        let scored = (batch.seqs.iter().filter_map(|q| q.score.as_ref()))
+            .flat_map(|q| std::iter::repeat_n((q.top_logprobs.min(20), true), q.targets.len()));
+        let wants: Vec<(u32, bool)> = sampled.chain(scored).collect();
         Ok(words
             .chunks(SAMPLE_OUT_STRIDE)
             .zip(wants)
-            .map(|(w, n)| SampledToken {
+            .map(|(w, (n, scored))| SampledToken {
                 token_id: w[0],
-                logprob: (n > 0 && w[0] != NO_TOKEN).then(|| f32::from_bits(w[1])),
+                logprob: ((n > 0 || scored) && w[0] != NO_TOKEN).then(|| f32::from_bits(w[1])),
                 top_logprobs: (0..n as usize)
                     .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
                     .take_while(|&(id, _)| id != NO_TOKEN)

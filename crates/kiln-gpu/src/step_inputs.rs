@@ -113,6 +113,15 @@ impl StepInputs {
                 }
             }
         }
+        // Scored prompt rows follow the sampled ones.
+        for seq in &batch.seqs {
+            let Some(score) = &seq.score else { continue };
+            for (i, &target) in score.targets.iter().enumerate() {
+                sample_rows.push(seq.query_start + score.first_row + i as u32);
+                sampling.push(SampleUniform::scored(score, target));
+            }
+        }
+        check("sampler rows", sample_rows.len(), self.cap.seqs)?;
         check(
             "block table entries",
             tables.len(),

@@ -20,6 +20,9 @@ pub struct SchedulerConfig {
     /// Penalty entries (distinct history tokens of sampled sequences with penalties) one step
     /// may carry: the runner's penalty buffer. Each such sequence is counted at its length.
     pub max_penalty_entries: usize,
+    /// Rows of the runner's sampler one step may use: one per sampled sequence, one per
+    /// scored prompt row (prompt logprobs).
+    pub max_sampler_rows: usize,
     /// Every layer attends to at most this many latest positions (Mistral's sliding window):
     /// a running request gives back each block that lies wholly before the window of its
     /// next token. `None` (a model with any global layer, such as Gemma 3): a request keeps
@@ -37,6 +40,7 @@ impl Default for SchedulerConfig {
             enable_prefix_caching: true,
             max_model_len: 8192,
             max_penalty_entries: usize::MAX,
+            max_sampler_rows: 256,
             sliding_window: None,
         }
     }
@@ -67,7 +71,7 @@ pub enum SchedulerError {
     EmptyPrompt { id: u64 },
     #[error("request {id}: prompt of {len} tokens leaves no room to generate (limit {limit})")]
     PromptTooLong { id: u64, len: usize, limit: usize },
-    #[error("request {id}: max_tokens must be at least 1")]
+    #[error("request {id}: max_tokens must be at least 1 (0 only when scoring the prompt)")]
     ZeroMaxTokens { id: u64 },
     #[error("request {id}: {why}")]
     InvalidSampling { id: u64, why: String },

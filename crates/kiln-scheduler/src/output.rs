@@ -23,6 +23,8 @@ pub struct ScheduledSeq {
     pub sampled: bool,
     /// True for a one-token step that computes the previous output token (a decode).
     pub is_decode: bool,
+    /// Prompt rows this step scores (prompt logprobs).
+    pub scored: usize,
 }
 
 impl ScheduledStep {
@@ -47,6 +49,10 @@ pub struct RequestUpdate {
     pub id: u64,
     /// The newly generated token, if this step sampled one.
     pub token: Option<SampledToken>,
+    /// Prompt tokens scored this step, in order (prompt logprobs): each with its
+    /// log-probability given the tokens before it and the most likely alternatives there.
+    /// The first prompt token is never scored.
+    pub prompt_logprobs: Vec<SampledToken>,
     pub finished: Option<FinishReason>,
     /// Prompt tokens served from the prefix cache (GPU or CPU tier) when first admitted.
     pub num_cached_tokens: usize,

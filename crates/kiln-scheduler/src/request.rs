@@ -35,6 +35,10 @@ pub struct Request {
     /// blocks stay held (pinned) for a decode server to fetch, until
     /// [`crate::Scheduler::unpin`].
     pub pin_blocks: bool,
+    /// Score the prompt: report each prompt token's log-probability after the first, with
+    /// this many most likely alternatives (at most 20), in [`crate::RequestUpdate`]s. With
+    /// it `max_tokens` may be 0 (score only).
+    pub prompt_logprobs: Option<u32>,
 }
 
 impl Request {
@@ -51,6 +55,7 @@ impl Request {
             eos_token_ids: Vec::new(),
             cache_salt: None,
             pin_blocks: false,
+            prompt_logprobs: None,
         }
     }
 }
@@ -70,6 +75,8 @@ pub(crate) struct RequestState {
     pub chain_broken: bool,
     /// Set at first admission.
     pub num_cached_tokens: Option<usize>,
+    /// Prompt rows scored so far (prompt logprobs; `scheduler/score.rs`).
+    pub num_scored: usize,
     output_len: usize,
 }
 
@@ -88,6 +95,7 @@ impl RequestState {
             chain: Vec::new(),
             chain_broken: false,
             num_cached_tokens: None,
+            num_scored: 0,
             output_len: 0,
         }
     }

@@ -12,7 +12,8 @@
 //!
 //! Capacities are admission rules: besides the token budget, the sequence limit and the pool,
 //! a step carries at most `max_penalty_entries` penalty entries (each sampled sequence with
-//! penalties counts its whole length), and a request that could never fit is refused by
+//! penalties counts its whole length) and `max_sampler_rows` sampled sequences and scored
+//! prompt rows together, and a request that could never fit is refused by
 //! [`Scheduler::add_request`]. A step the runner could not run is undone by
 //! [`Scheduler::fail_step`] (in `scheduler/failure.rs`). With a sliding window on every layer,
 //! a request gives back the blocks behind its window as it advances (`scheduler/window.rs`).
@@ -24,7 +25,8 @@
 //!
 //! Files: `scheduler/step.rs` builds a step (admission, preemption), `failure.rs` undoes one
 //! the runner could not run, `window.rs` gives blocks back behind a sliding window,
-//! `transfer.rs` pins and imports blocks for a prefill/decode split.
+//! `transfer.rs` pins and imports blocks for a prefill/decode split, `score.rs` picks the
+//! prompt rows a step scores (prompt logprobs).
 //!
 //! Cost of a step: O(running + admitted) requests plus O(tokens scheduled + blocks allocated);
 //! a prefix lookup is O(hit blocks * BLOCK_SIZE); preemption and finishing are O(blocks held +
@@ -43,6 +45,7 @@ use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
 mod failure;
+mod score;
 mod step;
 mod transfer;
 mod window;
@@ -79,6 +82,10 @@ impl Scheduler {
         assert!(
             cfg.max_num_batched_tokens > 0,
             "the step budget must be positive"
+        );
+        assert!(
+            cfg.max_sampler_rows > 0,
+            "the sampler needs at least one row"
         );
         let max_len = cfg.max_len();
         let max_num_seqs = cfg.max_num_seqs.clamp(1, cfg.num_gpu_blocks);
@@ -119,8 +126,14 @@ impl Scheduler {
                 limit: self.max_len,
             });
         }
-        if r.max_tokens == 0 {
+        if r.max_tokens == 0 && r.prompt_logprobs.is_none() {
             return Err(SchedulerError::ZeroMaxTokens { id });
+        }
+        if let Some(n) = r.prompt_logprobs.filter(|&n| n > 20) {
+            return Err(SchedulerError::InvalidSampling {
+                id,
+                why: format!("prompt_logprobs must be at most 20, not {n}"),
+            });
         }
         r.sampling
             .validate()
@@ -153,6 +166,7 @@ impl Scheduler {
         Some(RequestUpdate {
             id,
             token: None,
+            prompt_logprobs: Vec::new(),
             finished: Some(FinishReason::Abort),
             num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
         })
@@ -209,20 +223,22 @@ impl Scheduler {
         &self.running
     }
 
-    /// Applies a step's results: `sampled` holds one token per sampled sequence, in order.
-    /// Returns one update per sampled request that is still known (aborts in between are
-    /// skipped).
+    /// Applies a step's results: `sampled` holds one token per sampled sequence, in order,
+    /// then one per scored prompt row, in order. Returns one update per request that is
+    /// still known (aborts in between are skipped) and sampled, scored or finished.
     pub fn update(&mut self, step: ScheduledStep, sampled: &[SampledToken]) -> Vec<RequestUpdate> {
         assert!(self.in_flight, "update() without a scheduled step");
         self.in_flight = false;
         let expected = step.seqs.iter().filter(|s| s.sampled).count();
+        let scored: usize = step.seqs.iter().map(|s| s.scored).sum();
         assert_eq!(
             sampled.len(),
-            expected,
-            "runner returned {} tokens for {expected} samples",
+            expected + scored,
+            "runner returned {} tokens for {expected} samples and {scored} scored rows",
             sampled.len()
         );
-        let mut tokens = sampled.iter();
+        let (sampled, scored) = sampled.split_at(expected);
+        let (mut tokens, mut scored) = (sampled.iter(), scored.iter());
         let mut updates = Vec::new();
         for s in &step.seqs {
             let token = if s.sampled {
@@ -230,6 +246,8 @@ impl Scheduler {
             } else {
                 None
             };
+            let prompt_logprobs: Vec<SampledToken> =
+                scored.by_ref().take(s.scored).cloned().collect();
             let Some(st) = self.requests.get_mut(&s.id) else {
                 continue;
             };
@@ -239,6 +257,7 @@ impl Scheduler {
                 s.id
             );
             st.num_computed += s.num_tokens;
+            st.num_scored += s.scored;
             if self.cfg.enable_prefix_caching {
                 register_computed(&mut self.kv, st);
             }
@@ -246,11 +265,19 @@ impl Scheduler {
                 self.stats.window_released_blocks +=
                     window::release_behind_window(&mut self.kv, st, w) as u64;
             }
-            let Some(token) = token else { continue };
-            let finished = st.append_output(token.token_id, self.max_len);
+            let finished = match &token {
+                Some(t) => st.append_output(t.token_id, self.max_len),
+                // A request that only scores its prompt ends with it.
+                None if st.num_computed == st.tokens.len() => Some(FinishReason::Length),
+                None => None,
+            };
+            if token.is_none() && prompt_logprobs.is_empty() && finished.is_none() {
+                continue;
+            }
             updates.push(RequestUpdate {
                 id: s.id,
-                token: Some(token),
+                token,
+                prompt_logprobs,
                 finished,
                 num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
             });

@@ -6,6 +6,7 @@
 //! sequence, reads the whole context back through the block table. The sampled token is
 //! [`next_token`] of that history, so any scheduler bug that loses, shares or misplaces KV
 //! (a wrong block, a stale prefix-cache hit, a missed copy) changes the output or panics.
+//! A scored prompt row reads its history the same way and reports [`fake_logprob`].
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -23,6 +24,22 @@ pub fn next_token(history: &[u32], seed: u64) -> u32 {
     history.hash(&mut h);
     seed.hash(&mut h);
     FIRST_TOKEN + (h.finish() % VOCAB as u64) as u32
+}
+
+/// The fake model's log-probability of `target` after `history` (a scored prompt row).
+pub fn fake_logprob(history: &[u32], target: u32) -> f32 {
+    let mut h = DefaultHasher::new();
+    history.hash(&mut h);
+    target.hash(&mut h);
+    -((h.finish() % 10_000) as f32) / 100.0
+}
+
+/// What a request with prompt logprobs reports for its prompt: one entry per prompt token
+/// after the first.
+pub fn reference_prompt_logprobs(prompt: &[u32]) -> Vec<(u32, f32)> {
+    (1..prompt.len())
+        .map(|p| (prompt[p], fake_logprob(&prompt[..p], prompt[p])))
+        .collect()
 }
 
 /// What `req` generates when it runs alone with no limit but its own (no scheduler involved).
@@ -141,6 +158,19 @@ impl FakeRunner {
                 top_logprobs: Vec::new(),
             });
         }
+        for s in &batch.seqs {
+            let Some(score) = &s.score else { continue };
+            let first_pos = (s.context_len - s.query_len + score.first_row) as usize;
+            for (i, &target) in score.targets.iter().enumerate() {
+                let end = first_pos + i + 1;
+                let history = self.read(&s.block_table, self.first_read(end - 1), end);
+                out.push(SampledToken {
+                    token_id: target,
+                    logprob: Some(fake_logprob(&history, target)),
+                    top_logprobs: Vec::new(),
+                });
+            }
+        }
         out
     }
 }
@@ -153,6 +183,8 @@ pub struct Sim {
     pub steps: usize,
     /// Output tokens of every request, finished or not.
     pub outputs: std::collections::HashMap<u64, Vec<u32>>,
+    /// Scored prompt tokens of every request, `(token, logprob)`.
+    pub prompt_logprobs: std::collections::HashMap<u64, Vec<(u32, f32)>>,
     pub finished: std::collections::HashMap<u64, (FinishReason, usize)>,
 }
 
@@ -165,6 +197,7 @@ impl Sim {
             runner,
             steps: 0,
             outputs: Default::default(),
+            prompt_logprobs: Default::default(),
             finished: Default::default(),
         }
     }
@@ -180,6 +213,11 @@ impl Sim {
             if let Some(t) = &u.token {
                 self.outputs.entry(u.id).or_default().push(t.token_id);
             }
+            let scored = u
+                .prompt_logprobs
+                .iter()
+                .map(|t| (t.token_id, t.logprob.unwrap()));
+            self.prompt_logprobs.entry(u.id).or_default().extend(scored);
             if let Some(f) = u.finished {
                 self.finished.insert(u.id, (f, u.num_cached_tokens));
             }

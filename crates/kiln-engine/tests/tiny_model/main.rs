@@ -6,13 +6,16 @@
 //! `serving`: greedy tokens of 8 concurrent requests equal to each run alone, with prefix
 //! caching on and off; KV blocks evicted to the CPU tier and restored giving the same tokens
 //! and log-probs as a fresh engine that never evicted; blocks given back behind a sliding
-//! window. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
+//! window. `prompt_logprobs`: a scored prompt against the CPU reference. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
 //! f16 KV cache; the reference and CPU-tier tests with the f32 cache too.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod prompt_logprobs;
 mod reference;
 mod serving;
+
+use std::collections::BTreeMap;
 
 use common::{chunk, engine, gpu, run_sampled as run};
 use kiln_core::{BLOCK_SIZE, SamplingParams};

@@ -1,7 +1,7 @@
 //! The sampling launch (`shaders/sample.wgsl`) and the per-row parameters it reads.
 
 use bytemuck::{Pod, Zeroable};
-use kiln_core::{LogprobsMode, SampleSpec};
+use kiln_core::{LogprobsMode, PromptScore, SampleSpec};
 
 use crate::{GpuContext, Grid, Kernels, Launch};
 
@@ -43,7 +43,8 @@ pub struct SampleUniform {
     pub mask_row: u32,
     /// 1: log-probs of the raw logits; 0: of the processed distribution.
     pub raw_logprobs: u32,
-    pub pad: u32,
+    /// [`NO_TOKEN`], or the token a scored prompt row reports.
+    pub forced: u32,
 }
 
 impl SampleUniform {
@@ -71,7 +72,31 @@ impl SampleUniform {
             },
             mask_row: NO_MASK,
             raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
-            pad: 0,
+            forced: NO_TOKEN,
+        }
+    }
+
+    /// A scored prompt row of `score` whose next token is `target`: the log-probability of
+    /// `target` under the raw logits, and at least one alternative (the sampler computes the
+    /// forced token's log-probability only along with them).
+    pub fn scored(score: &PromptScore, target: u32) -> Self {
+        Self {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            top_logprobs: score.top_logprobs.clamp(1, 20),
+            seed_lo: 0,
+            seed_hi: 0,
+            draw_index: 0,
+            penalty_start: 0,
+            penalty_count: 0,
+            mask_row: NO_MASK,
+            raw_logprobs: 1,
+            forced: target,
         }
     }
 }

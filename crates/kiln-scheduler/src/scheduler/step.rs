@@ -1,6 +1,7 @@
 //! Building a step: decodes and continuing prefills first, then waiting requests admitted
 //! from their longest cached prefix with what is left of the budget, preempting the most
 //! recently admitted request when the pool runs out (see the module doc of `scheduler.rs`).
+//! Each planned chunk spends tokens, penalty entries and sampler rows.
 
 use kiln_core::{BLOCK_SIZE, NO_BLOCK, SeqInBatch, StepBatch};
 
@@ -17,15 +18,48 @@ fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
     }
 }
 
+/// A request's chunk in the step being built, and what it spends.
+#[derive(Clone, Copy)]
+struct Planned {
+    id: u64,
+    tokens: usize,
+    penalties: usize,
+    rows: usize,
+}
+
+/// What is left of a step's limits.
+#[derive(Clone, Copy)]
+struct Budget {
+    tokens: usize,
+    penalties: usize,
+    rows: usize,
+}
+
+impl Budget {
+    fn spend(&mut self, p: &Planned) {
+        self.tokens -= p.tokens;
+        self.penalties -= p.penalties;
+        self.rows -= p.rows;
+    }
+
+    fn refund(&mut self, p: &Planned) {
+        self.tokens += p.tokens;
+        self.penalties += p.penalties;
+        self.rows += p.rows;
+    }
+}
+
 impl Scheduler {
     /// Builds the next step, or `None` if there is nothing to run. Must be followed by
     /// [`Self::update`] before the next call.
     pub fn schedule(&mut self) -> Option<ScheduledStep> {
         assert!(!self.in_flight, "schedule() called again before update()");
-        let mut budget = self.cfg.max_num_batched_tokens;
-        let mut penalty_budget = self.cfg.max_penalty_entries;
-        // (id, tokens, penalty entries)
-        let mut plan: Vec<(u64, usize, usize)> = Vec::new();
+        let mut budget = Budget {
+            tokens: self.cfg.max_num_batched_tokens,
+            penalties: self.cfg.max_penalty_entries,
+            rows: self.cfg.max_sampler_rows,
+        };
+        let mut plan: Vec<Planned> = Vec::new();
         let mut preempted = false;
 
         // Running requests: decodes first, then continuing prefills, each in admission order.
@@ -38,33 +72,37 @@ impl Scheduler {
             .copied()
             .collect();
         for id in order {
-            if budget == 0 {
+            if budget.tokens == 0 {
                 break;
             }
             if !self.running.contains(&id) {
                 continue; // preempted earlier in this step
             }
             let st = &self.requests[&id];
-            let n = remaining(self, &id).min(budget);
-            let penalties = penalty_cost(st, n == remaining(self, &id));
-            if penalties > penalty_budget {
-                continue; // runs in a later step, when fewer penalty entries share it
+            let start = st.num_computed;
+            let n =
+                st.chunk_within_rows(start, remaining(self, &id).min(budget.tokens), budget.rows);
+            let planned = Planned {
+                id,
+                tokens: n,
+                penalties: penalty_cost(st, st.samples_at(start + n)),
+                rows: st.sampler_rows(start, n),
+            };
+            if n == 0 || planned.penalties > budget.penalties {
+                continue; // runs in a later step, when fewer rows or penalty entries share it
             }
-            let need = blocks_for(st.num_computed + n) - st.blocks.len();
+            let need = blocks_for(start + n) - st.blocks.len();
             loop {
                 if let Some(new) = self.kv.allocate(need) {
                     self.requests.get_mut(&id).unwrap().blocks.extend(new);
-                    plan.push((id, n, penalties));
-                    budget -= n;
-                    penalty_budget -= penalties;
+                    plan.push(planned);
+                    budget.spend(&planned);
                     break;
                 }
                 let victim = self.preempt_last();
                 preempted = true;
-                if let Some(pos) = plan.iter().position(|p| p.0 == victim) {
-                    let (_, n, p) = plan.remove(pos);
-                    budget += n;
-                    penalty_budget += p;
+                if let Some(pos) = plan.iter().position(|p| p.id == victim) {
+                    budget.refund(&plan.remove(pos));
                 }
                 if victim == id {
                     break;
@@ -73,17 +111,16 @@ impl Scheduler {
         }
 
         // Waiting requests, first come first served, while budget, seats and blocks last.
-        while !preempted && budget > 0 && self.running.len() < self.max_num_seqs {
+        while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
             let Some(&id) = self.waiting.front() else {
                 break;
             };
-            match self.admit(id, budget, penalty_budget) {
-                Some((n, p)) => {
+            match self.admit(id, budget) {
+                Some(planned) => {
                     self.waiting.pop_front();
                     self.running.push(id);
-                    plan.push((id, n, p));
-                    budget -= n;
-                    penalty_budget -= p;
+                    plan.push(planned);
+                    budget.spend(&planned);
                 }
                 None => break,
             }
@@ -112,30 +149,36 @@ impl Scheduler {
         Some(step)
     }
 
-    /// Takes the longest cached prefix and the blocks for a first chunk of at most `budget`
-    /// tokens; returns the chunk size and its penalty entries, or `None` (nothing changed) if
-    /// the pool or the penalty budget is short.
-    fn admit(&mut self, id: u64, budget: usize, penalty_budget: usize) -> Option<(usize, usize)> {
+    /// Takes the longest cached prefix and the blocks for a first chunk within `budget`;
+    /// returns the chunk, or `None` (nothing changed) if the pool, the penalty budget or the
+    /// sampler rows are short.
+    fn admit(&mut self, id: u64, budget: Budget) -> Option<Planned> {
         let caching = self.cfg.enable_prefix_caching;
         let st = self.requests.get_mut(&id).unwrap();
         debug_assert!(st.num_computed == 0 && st.blocks.is_empty());
         let hits = if caching {
             st.update_keys();
-            // At least the last token is computed, so that there are logits to sample from.
-            let max_blocks = (st.tokens.len() - 1) / BLOCK_SIZE;
+            let max_blocks = st.max_hit_blocks();
             self.kv
                 .lookup(&st.keys, &st.tokens, st.salt.as_deref(), max_blocks)
         } else {
             Vec::new()
         };
         let hit_tokens = hits.len() * BLOCK_SIZE;
-        let n = (st.tokens.len() - hit_tokens).min(budget);
+        let n = (st.tokens.len() - hit_tokens).min(budget.tokens);
+        let n = st.chunk_within_rows(hit_tokens, n, budget.rows);
         let new_blocks = blocks_for(hit_tokens + n) - hits.len();
-        let penalties = penalty_cost(st, hit_tokens + n == st.tokens.len());
+        let planned = Planned {
+            id,
+            tokens: n,
+            penalties: penalty_cost(st, st.samples_at(hit_tokens + n)),
+            rows: st.sampler_rows(hit_tokens, n),
+        };
         // Hits behind the window of the first token to compute are not taken at all.
         let behind = window::blocks_behind(self.cfg.sliding_window, hit_tokens).min(hits.len());
         let taken = &hits[behind..];
-        if penalties > penalty_budget
+        if n == 0
+            || planned.penalties > budget.penalties
             || self.kv.free_blocks_for_hits(taken) + new_blocks > self.kv.num_free()
         {
             return None;
@@ -154,7 +197,7 @@ impl Scheduler {
             self.stats.prefix_cache_queries += st.tokens.len() as u64;
             self.stats.prefix_cache_hits += hit_tokens as u64;
         }
-        Some((n, penalties))
+        Some(planned)
     }
 
     /// Preempts the most recently admitted running request; returns its id.
@@ -175,10 +218,10 @@ impl Scheduler {
         victim
     }
 
-    fn build_step(&mut self, plan: &[(u64, usize, usize)]) -> ScheduledStep {
+    fn build_step(&mut self, plan: &[Planned]) -> ScheduledStep {
         let mut batch = StepBatch::default();
         let mut seqs = Vec::with_capacity(plan.len());
-        for &(id, n, _) in plan {
+        for &Planned { id, tokens: n, .. } in plan {
             let st = &self.requests[&id];
             let start = st.num_computed;
             let query_start = batch.token_ids.len() as u32;
@@ -189,7 +232,9 @@ impl Scheduler {
                     .slot_mapping
                     .push(st.blocks[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32);
             }
-            let sampled = start + n == st.tokens.len();
+            let sampled = st.samples_at(start + n);
+            let score = st.prompt_score(start, n);
+            let scored = score.as_ref().map_or(0, |s| s.targets.len());
             debug_assert_eq!(st.blocks.len(), blocks_for(start + n));
             batch.seqs.push(SeqInBatch {
                 query_start,
@@ -197,6 +242,7 @@ impl Scheduler {
                 context_len: (start + n) as u32,
                 block_table: st.blocks.clone(),
                 sample: sampled.then(|| st.sample_spec()),
+                score,
             });
             let is_decode = n == 1 && sampled && st.num_output() > 0;
             seqs.push(ScheduledSeq {
@@ -205,6 +251,7 @@ impl Scheduler {
                 num_tokens: n,
                 sampled,
                 is_decode,
+                scored,
             });
         }
         (batch.swap_in, batch.swap_out) = self.kv.take_copies();

@@ -15,6 +15,7 @@ pub fn cfg(
         enable_prefix_caching: true,
         max_model_len: 16384,
         max_penalty_entries: usize::MAX,
+        max_sampler_rows: max_num_seqs,
         sliding_window: None,
     }
 }
