@@ -4,12 +4,12 @@
 //! CPU-computed kept set and renormalised probabilities for temperature, top-k, top-p and
 //! min-p; repetition / presence / frequency penalties against the CPU formula; token masks,
 //! -inf and NaN logits left out of greedy, top-k/top-p and the draw; raw and processed
-//! log-probs.
+//! log-probs; scored prompt rows (a forced token) among sampled ones.
 
 mod common;
 
 use common::*;
-use kiln_core::{LogprobsMode, PenaltyToken, SampleSpec, SamplingParams, mask_words};
+use kiln_core::{LogprobsMode, PenaltyToken, PromptScore, SampleSpec, SamplingParams, mask_words};
 use kiln_gpu::Kernels;
 use kiln_gpu::ops::{self, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform};
 use rand::Rng;
@@ -42,11 +42,9 @@ fn sample_masked(
     rows: &[(Vec<f32>, SampleSpec)],
     allow: &[Option<Vec<bool>>],
 ) -> Vec<Out> {
-    let (mut logits, mut uniforms, mut penalties, mut masks) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut uniforms, mut penalties, mut masks) = (Vec::new(), Vec::new(), Vec::new());
     for ((l, spec), a) in rows.iter().zip(allow) {
         assert_eq!(l.len(), vocab);
-        logits.extend_from_slice(l);
         let mut u = SampleUniform::new(spec, (penalties.len() / 2) as u32);
         if let Some(a) = a {
             u.mask_row = (masks.len() / mask_words(vocab)) as u32;
@@ -64,6 +62,21 @@ fn sample_masked(
             }
         }
     }
+    let logits: Vec<Vec<f32>> = rows.iter().map(|(l, _)| l.clone()).collect();
+    dispatch(ctx, k, vocab, &logits, &uniforms, penalties, masks)
+}
+
+/// One dispatch of the sampler over packed rows.
+fn dispatch(
+    ctx: &kiln_gpu::GpuContext,
+    k: &Kernels,
+    vocab: usize,
+    rows: &[Vec<f32>],
+    uniforms: &[SampleUniform],
+    mut penalties: Vec<u32>,
+    mut masks: Vec<u32>,
+) -> Vec<Out> {
+    let logits: Vec<f32> = rows.concat();
     penalties.extend([0, 0]); // a binding may not be empty
     masks.push(0);
     let n = rows.len();
@@ -913,6 +926,84 @@ fn masked_draws_follow_the_filtered_distribution() {
                 assert!(
                     (freq - p).abs() <= tol,
                     "{name}: token {tok}: frequency {freq:.4}, expected {p:.4} ± {tol:.4}"
+                );
+            }
+        }
+    }
+}
+
+/// Scored prompt rows (a forced token, `SampleUniform::scored`) mixed with greedy sampled
+/// rows in the same dispatch: each scored row reports its forced
+/// token with the raw log-softmax's value, whatever its rank, and the top-n of the raw
+/// logits; -inf logits stay out of the top-n. The sampled rows are as if alone.
+#[test]
+fn scored_rows_report_the_forced_token() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut rng = rng(41);
+    for vocab in [1, 7, 255, 1000, 4099] {
+        let mut rows = Vec::new();
+        let mut uniforms = Vec::new();
+        let mut forced = Vec::new();
+        for i in 0..9 {
+            let mut l: Vec<f32> = (0..vocab).map(|_| rng.random_range(-8.0..8.0)).collect();
+            if i % 4 == 3 && vocab > 1 {
+                l[rng.random_range(0..vocab)] = f32::NEG_INFINITY;
+            }
+            if i % 3 == 0 {
+                // A greedy sampled row: the forced rows around it must not change it.
+                let s = spec(
+                    SamplingParams {
+                        temperature: 0.0,
+                        top_logprobs: 2,
+                        ..Default::default()
+                    },
+                    3,
+                    0,
+                );
+                uniforms.push(SampleUniform::new(&s, 0));
+                forced.push(None);
+            } else {
+                let target = loop {
+                    let t = rng.random_range(0..vocab);
+                    if l[t].is_finite() {
+                        break t as u32;
+                    }
+                };
+                let score = PromptScore {
+                    first_row: 0,
+                    targets: vec![target],
+                    top_logprobs: [0, 1, 5][i % 3],
+                };
+                uniforms.push(SampleUniform::scored(&score, target));
+                forced.push(Some(target));
+            }
+            rows.push(l);
+        }
+        let out = dispatch(&ctx, &k, vocab, &rows, &uniforms, Vec::new(), Vec::new());
+        for (i, ((l, f), o)) in rows.iter().zip(&forced).zip(&out).enumerate() {
+            let lp = log_softmax(l, 1.0);
+            let rank = ranked(l);
+            let what = format!("vocab {vocab} row {i}");
+            let id = f.unwrap_or(rank[0] as u32);
+            assert_eq!(o.id, id, "{what}: token");
+            assert!(
+                (o.logprob as f64 - lp[id as usize]).abs() < 1e-4,
+                "{what}: logprob {} vs {}",
+                o.logprob,
+                lp[id as usize]
+            );
+            let n = uniforms[i].top_logprobs as usize;
+            let finite = l.iter().filter(|v| v.is_finite()).count();
+            for (j, &(tid, v)) in o.top.iter().take(n).enumerate() {
+                if j >= finite {
+                    assert_eq!(tid, NO_TOKEN, "{what}: top-{j} past the finite tokens");
+                    continue;
+                }
+                assert_eq!(tid as usize, rank[j], "{what}: top-{j} id");
+                assert!(
+                    (v as f64 - lp[rank[j]]).abs() < 1e-4,
+                    "{what}: top-{j} logprob"
                 );
             }
         }
