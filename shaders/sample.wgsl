@@ -16,7 +16,8 @@
 //     tokens never listed).
 // A row with no token left writes id 0xffffffff.
 // A scored row (prompt logprobs) has its token forced: steps 3 and 4 are skipped and step 5
-// reports the forced token (the host gives such rows no penalties and no mask).
+// reports the forced token and its rank (1 + the tokens with a larger logit) in the last word
+// of the row's output (the host gives such rows temperature 1, no penalties and no mask).
 // Masks: `mask_row` selects `p.mask_words` words of `masks`; bit i % 32 of word i / 32 allows
 // token i; NO_MASK (0xffffffff) allows every token.
 // Grid: (num_samples, 1, 1), 256 invocations per row.
@@ -47,7 +48,7 @@ struct Sampling {
 @group(0) @binding(2) var<storage, read> sampling: array<Sampling>;  // (S)
 @group(0) @binding(3) var<storage, read> penalties: array<u32>;      // (P, 2): token, count | seen << 31
 @group(0) @binding(4) var<storage, read_write> logits: array<f32>;   // (S, V), modified in place
-@group(0) @binding(5) var<storage, read_write> out: array<u32>;      // (S, out_stride): id, logprob, (id, logprob) * n
+@group(0) @binding(5) var<storage, read_write> out: array<u32>;      // (S, out_stride): id, logprob, (id, logprob) * 20, rank
 @group(0) @binding(6) var<storage, read> masks: array<u32>;          // (M, mask_words)
 @group(0) @binding(7) var<storage, read_write> penalty_raw: array<f32>; // (P): logits before penalties
 
@@ -363,5 +364,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     if (!raw) {
         top_n(lid, base, o, sp.top_logprobs, lse);
+    }
+    if (sp.forced != NONE) {
+        let v = logits[base + chosen];
+        var above = 0.0;
+        for (var i = lid; i < v_count; i += WG) {
+            above += select(0.0, 1.0, logits[base + i] > v);
+        }
+        let rank = u32(reduce_sum(lid, above)) + 1u;
+        if (lid == 0u) {
+            out[o + p.out_stride - 1u] = rank;
+        }
     }
 }

@@ -59,6 +59,7 @@ fn tokens(n: usize) -> Vec<SampledToken> {
         token_id: 7,
         logprob: None,
         top_logprobs: Vec::new(),
+        rank: None,
     };
     vec![t; n]
 }

@@ -56,6 +56,7 @@ impl SamplingArgs {
             ignore_eos: self.ignore_eos.then_some(true),
             max_tokens: self.max_tokens.map(|m| m as i64),
             cache_salt: None,
+            prompt_logprobs: None,
         }
     }
 }

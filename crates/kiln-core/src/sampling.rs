@@ -159,4 +159,7 @@ pub struct SampledToken {
     pub logprob: Option<f32>,
     /// The most likely tokens with their log-probabilities, most likely first.
     pub top_logprobs: Vec<(u32, f32)>,
+    /// For a scored prompt token: its rank by logit in the row (1: the most likely; tokens
+    /// tied with it share its rank).
+    pub rank: Option<u32>,
 }

@@ -191,6 +191,7 @@ impl Frontend {
             ignore_eos: spec.ignore_eos,
             eos_token_ids: self.eos_token_ids.clone(),
             cache_salt: spec.cache_salt.clone(),
+            prompt_logprobs: spec.prompt_logprobs,
             ..Request::new(id, prompt, max_tokens)
         }
     }

@@ -73,6 +73,10 @@ pub struct GenerationParams {
     pub ignore_eos: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
+    /// vLLM's `prompt_logprobs`: each prompt token's log-probability after the first, with
+    /// this many most likely alternatives. With it `max_tokens` may be 0 (score only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<i64>,
     /// Isolates prefix-cache sharing (vLLM's field): cached blocks are shared only between
     /// requests with the same salt, so one tenant cannot time another's prompts.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,6 +99,8 @@ pub struct GenSpec {
     pub max_tokens: Option<usize>,
     /// Top log-probabilities to report per token (`Some(0)`: only the chosen token's).
     pub logprobs: Option<u32>,
+    /// Score the prompt, reporting this many alternatives per prompt token.
+    pub prompt_logprobs: Option<u32>,
     pub cache_salt: Option<String>,
 }
 
@@ -133,11 +139,23 @@ impl GenerationParams {
                 format!("n must be between 1 and {MAX_N}"),
             ));
         }
+        let prompt_logprobs = match self.prompt_logprobs {
+            Some(n) if !(0..=MAX_TOP_LOGPROBS as i64).contains(&n) => {
+                return Err(ParamError::new(
+                    "prompt_logprobs",
+                    format!(
+                        "prompt_logprobs must be between 0 and {MAX_TOP_LOGPROBS} (kiln does not return the whole vocabulary)"
+                    ),
+                ));
+            }
+            n => n.map(|n| n as u32),
+        };
         let max_tokens = match self.max_tokens {
+            Some(0) if prompt_logprobs.is_some() => Some(0),
             Some(m) if m < 1 => {
                 return Err(ParamError::new(
                     "max_tokens",
-                    "max_tokens must be at least 1",
+                    "max_tokens must be at least 1 (0 only when the prompt is scored: prompt_logprobs, or echo with logprobs)",
                 ));
             }
             m => m.map(|m| m as usize),
@@ -196,6 +214,7 @@ impl GenerationParams {
             ignore_eos: self.ignore_eos.unwrap_or(false),
             max_tokens,
             logprobs,
+            prompt_logprobs,
             cache_salt: self.cache_salt.clone(),
         })
     }

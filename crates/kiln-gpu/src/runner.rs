@@ -417,6 +417,7 @@ impl ModelRunner {
                     .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
                     .take_while(|&(id, _)| id != NO_TOKEN)
                     .collect(),
+                rank: scored.then(|| w[SAMPLE_OUT_STRIDE - 1]),
             })
             .collect())
     }

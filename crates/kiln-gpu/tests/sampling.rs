@@ -20,6 +20,8 @@ struct Out {
     logprob: f32,
     /// All 20 (id, logprob) slots; only the first `top_logprobs` are meaningful.
     top: Vec<(u32, f32)>,
+    /// A scored row's rank of its forced token.
+    rank: u32,
 }
 
 /// One dispatch of the sampler over `rows.len()` rows of `vocab` logits each, with the
@@ -107,6 +109,7 @@ fn dispatch(
             top: (0..20)
                 .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
                 .collect(),
+            rank: w[SAMPLE_OUT_STRIDE - 1],
         })
         .collect()
 }
@@ -934,8 +937,8 @@ fn masked_draws_follow_the_filtered_distribution() {
 
 /// Scored prompt rows (a forced token, `SampleUniform::scored`) mixed with greedy sampled
 /// rows in the same dispatch: each scored row reports its forced
-/// token with the raw log-softmax's value, whatever its rank, and the top-n of the raw
-/// logits; -inf logits stay out of the top-n. The sampled rows are as if alone.
+/// token with the raw log-softmax's value and its rank, whatever it is, and the top-n of the
+/// raw logits; -inf logits stay out of the top-n. The sampled rows are as if alone.
 #[test]
 fn scored_rows_report_the_forced_token() {
     let ctx = gpu();
@@ -993,6 +996,10 @@ fn scored_rows_report_the_forced_token() {
                 o.logprob,
                 lp[id as usize]
             );
+            if f.is_some() {
+                let above = l.iter().filter(|&&v| v > l[id as usize]).count() as u32;
+                assert_eq!(o.rank, above + 1, "{what}: rank");
+            }
             let n = uniforms[i].top_logprobs as usize;
             let finite = l.iter().filter(|v| v.is_finite()).count();
             for (j, &(tid, v)) in o.top.iter().take(n).enumerate() {

@@ -156,6 +156,7 @@ impl FakeRunner {
                 token_id: next_token(&history, spec.seed),
                 logprob: None,
                 top_logprobs: Vec::new(),
+                rank: None,
             });
         }
         for s in &batch.seqs {
@@ -168,6 +169,7 @@ impl FakeRunner {
                     token_id: target,
                     logprob: Some(fake_logprob(&history, target)),
                     top_logprobs: Vec::new(),
+                    rank: None,
                 });
             }
         }

@@ -144,6 +144,7 @@ fn abort_of_running_and_waiting_requests_frees_everything() {
             token_id: 5,
             logprob: None,
             top_logprobs: vec![],
+            rank: None,
         })
         .collect();
     let updates = sim.sched.update(step, &sampled);

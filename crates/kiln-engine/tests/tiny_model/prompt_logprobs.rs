@@ -13,7 +13,7 @@ fn log_softmax(row: &[f32]) -> Vec<f32> {
 
 /// Each scored token's log-prob within 5e-3 of the reference's (the sampled log-probs' bound
 /// in `serving.rs`), and so are the three alternatives' (by value, so that near-ties may
-/// swap ids); the generated tokens and the other request's are those of each run alone.
+/// swap ids); its rank is the reference's (up to near-ties); the generated tokens and the other request's are those of each run alone.
 #[test]
 fn prompt_logprobs_match_the_cpu_reference() {
     let (_dir, model) = tiny(&TinyConfig::default(), 7);
@@ -63,6 +63,21 @@ fn prompt_logprobs_match_the_cpu_reference() {
             let what = format!("kernels {family} prompt token {}", p + 1);
             let got = t.logprob.unwrap();
             worst = worst.max((got - w[t.token_id as usize]).abs());
+            // The rank, unless a near-tie with the token could reorder it.
+            let v = w[t.token_id as usize];
+            let (above, near) = (w.iter()).fold((0, 0), |(a, n), &x| {
+                (
+                    a + u32::from(x > v + 1e-3),
+                    n + u32::from((x - v).abs() <= 1e-3),
+                )
+            });
+            let rank = t.rank.unwrap();
+            assert!(
+                (above + 1..=above + near).contains(&rank),
+                "{what}: rank {rank}, reference {} to {}",
+                above + 1,
+                above + near
+            );
             let mut best: Vec<f32> = w.clone();
             best.sort_by(|a, b| b.total_cmp(a));
             assert_eq!(t.top_logprobs.len(), 3, "{what}");

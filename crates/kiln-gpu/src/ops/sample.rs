@@ -5,8 +5,9 @@ use kiln_core::{LogprobsMode, PromptScore, SampleSpec};
 
 use crate::{GpuContext, Grid, Kernels, Launch};
 
-/// u32 words per sampled row in the output: id, logprob, then 20 (id, logprob) pairs.
-pub const SAMPLE_OUT_STRIDE: usize = 42;
+/// u32 words per sampled row in the output: id, logprob, then 20 (id, logprob) pairs, then
+/// the rank of a scored row's forced token.
+pub const SAMPLE_OUT_STRIDE: usize = 43;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
