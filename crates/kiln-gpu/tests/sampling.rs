@@ -83,7 +83,7 @@ fn dispatch(
     masks.push(0);
     let n = rows.len();
     let step = step_buffer(ctx, n as u32, n as u32, n as u32);
-    let sampling = ctx.storage_init("sampling", bytemuck::cast_slice(&uniforms));
+    let sampling = ctx.storage_init("sampling", bytemuck::cast_slice(uniforms));
     let (pb, lb, mb) = (
         buf_u32(ctx, &penalties),
         buf_f32(ctx, &logits),

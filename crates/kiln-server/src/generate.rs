@@ -6,19 +6,33 @@
 use std::time::Instant;
 
 use kiln_engine::FinishReason;
-use kiln_frontend::TextStream;
+use kiln_frontend::{GenSpec, TextStream};
 
 use crate::engine_loop::SeqEvent;
 use crate::error::ApiError;
 use crate::metrics::Outcome;
 use crate::state::Shared;
 
-/// A generated token with its log-probabilities.
+/// A generated or scored prompt token with its log-probabilities.
 #[derive(Clone, Debug)]
 pub struct TokenLogprob {
     pub id: u32,
     pub logprob: f32,
     pub top: Vec<(u32, f32)>,
+    /// A scored prompt token's rank (1: the most likely).
+    pub rank: Option<u32>,
+}
+
+impl TokenLogprob {
+    /// `t` with at most `n` alternatives.
+    fn new(t: &kiln_engine::SampledToken, n: u32) -> Self {
+        Self {
+            id: t.token_id,
+            logprob: t.logprob.unwrap_or(0.0),
+            top: t.top_logprobs.iter().take(n as usize).copied().collect(),
+            rank: t.rank,
+        }
+    }
 }
 
 /// What one call of [`Sequence::next`] produced.
@@ -26,6 +40,9 @@ pub struct TokenLogprob {
 pub struct Delta {
     pub text: String,
     pub logprobs: Vec<TokenLogprob>,
+    /// Scored prompt tokens (the prompt's first token excluded); all of them come before
+    /// the first generated token.
+    pub prompt_logprobs: Vec<TokenLogprob>,
     /// "stop" or "length" on the last delta.
     pub finish: Option<&'static str>,
 }
@@ -36,6 +53,7 @@ pub struct Sequence {
     rx: flume::Receiver<SeqEvent>,
     text: TextStream,
     logprobs: Option<u32>,
+    prompt_logprobs: Option<u32>,
     pub num_tokens: usize,
     pub num_cached: usize,
     done: bool,
@@ -44,13 +62,7 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    pub fn new(
-        state: Shared,
-        id: u64,
-        rx: flume::Receiver<SeqEvent>,
-        stop: Vec<String>,
-        logprobs: Option<u32>,
-    ) -> Self {
+    pub fn new(state: Shared, id: u64, rx: flume::Receiver<SeqEvent>, spec: &GenSpec) -> Self {
         state
             .engine
             .health
@@ -60,8 +72,9 @@ impl Sequence {
             state,
             id,
             rx,
-            text: TextStream::new(stop),
-            logprobs,
+            text: spec.text_stream(),
+            logprobs: spec.logprobs,
+            prompt_logprobs: spec.prompt_logprobs,
             num_tokens: 0,
             num_cached: 0,
             done: false,
@@ -95,14 +108,12 @@ impl Sequence {
                 self.first.get_or_insert_with(Instant::now);
                 self.state.metrics.generated_token();
                 if let Some(n) = self.logprobs {
-                    let top = t.top_logprobs.iter().take(n as usize).copied().collect();
-                    delta.logprobs.push(TokenLogprob {
-                        id: t.token_id,
-                        logprob: t.logprob.unwrap_or(0.0),
-                        top,
-                    });
+                    delta.logprobs.push(TokenLogprob::new(t, n));
                 }
             }
+            let n = self.prompt_logprobs.unwrap_or(0);
+            let scored = u.prompt_logprobs.iter().map(|t| TokenLogprob::new(t, n));
+            delta.prompt_logprobs.extend(scored);
             let out = self
                 .text
                 .next(
@@ -136,6 +147,7 @@ impl Sequence {
         while let Some(d) = self.next().await? {
             all.text += &d.text;
             all.logprobs.extend(d.logprobs);
+            all.prompt_logprobs.extend(d.prompt_logprobs);
             all.finish = d.finish.or(all.finish);
         }
         Ok((self, all))

@@ -176,7 +176,7 @@ impl AppState {
                         .request(spec, id, prompt.to_vec(), max_tokens, base_seed, i)
                 };
                 let rx = self.engine.add(request, constraints.next());
-                Sequence::new(self.clone(), id, rx, spec.stop.clone(), spec.logprobs)
+                Sequence::new(self.clone(), id, rx, spec)
             })
             .collect())
     }

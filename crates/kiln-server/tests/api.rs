@@ -298,7 +298,7 @@ async fn completions_token_prompts_logprobs_and_usage() {
 }
 
 /// `echo`: each choice's text starts with its prompt (text as sent, token ids decoded), in
-/// one body and in the stream's first chunk per choice; with logprobs it is refused by name.
+/// one body and in the stream's first chunk per choice (with logprobs: `prompt_logprobs.rs`).
 #[tokio::test]
 async fn completions_echo_the_prompt() {
     let base = server();
@@ -339,10 +339,6 @@ async fn completions_echo_the_prompt() {
             assert_eq!(text, want, "streamed choice {i}");
         }
     }
-    let body = json!({"model": "tiny", "prompt": "x", "echo": true, "logprobs": 1});
-    let (s, b) = post(base, "/v1/completions", &body).await;
-    assert_error(s, &b, 400, "invalid_request_error", "echo with logprobs");
-    assert_eq!(b["error"]["param"], "echo");
 }
 
 #[tokio::test]

@@ -53,6 +53,7 @@ const FIELDS: &[&str] = &[
     "logprobs",
     "top_logprobs",
     "echo",
+    "prompt_logprobs",
     "tokens",
     "add_special_tokens",
     "role",

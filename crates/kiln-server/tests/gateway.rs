@@ -224,8 +224,8 @@ async fn render_gives_the_ids_the_server_prefills() {
         ),
         (
             "/v1/completions/render",
-            json!({"model": "tiny", "prompt": "x", "echo": true, "logprobs": 1}),
-            "echo",
+            json!({"model": "tiny", "prompt": "x", "prompt_logprobs": 21}),
+            "prompt_logprobs",
         ),
         (
             "/v1/chat/completions/render",

@@ -225,6 +225,11 @@ impl WebEngine {
         if spec.n != 1 {
             return Err(err("n must be 1: start one generation per call"));
         }
+        if spec.prompt_logprobs.is_some() {
+            return Err(err(
+                "prompt_logprobs is served by kiln's server, not in the page",
+            ));
+        }
         let max_tokens = f
             .check_prompt(
                 &prompt,

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
-use super::{now_s, random_id, token_text};
+use super::{now_s, prompt_logprobs_json, random_id, token_text};
 use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
@@ -49,6 +49,12 @@ pub async fn chat_completions(
         (None, None) => Vec::new(),
     };
     let stream = req.stream.unwrap_or(false);
+    if spec.prompt_logprobs.is_some() && (stream || plan.is_some()) {
+        return Err(ApiError::bad_param(
+            "prompt_logprobs",
+            "prompt_logprobs is returned by chat completions without streaming and without tools (or use /v1/completions)",
+        ));
+    }
     let transfer = kv_transfer::plan(
         &st,
         req.kv_transfer_params.as_ref(),
@@ -131,8 +137,12 @@ pub async fn chat_completions(
 
     let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
     let mut out = Vec::new();
+    let mut prompt_logprobs = Value::Null;
     for (index, r) in results.into_iter().enumerate() {
         let (seq, d) = r?;
+        if index == 0 && spec.prompt_logprobs.is_some() {
+            prompt_logprobs = prompt_logprobs_json(&st, &d.prompt_logprobs);
+        }
         usage.lock().unwrap().add(index / spec.n, &seq);
         let lp = if logprobs.is_some() {
             logprobs_json(&st, &d.logprobs)
@@ -152,6 +162,9 @@ pub async fn chat_completions(
         "id": id, "object": "chat.completion", "created": created, "model": model,
         "choices": out, "usage": usage.json(),
     });
+    if !prompt_logprobs.is_null() {
+        body["prompt_logprobs"] = prompt_logprobs;
+    }
     if let Some(seq) = produce {
         body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
     }

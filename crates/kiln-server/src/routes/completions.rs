@@ -1,4 +1,7 @@
 //! `POST /v1/completions` (the legacy text API): string, strings, token ids or lists of them.
+//! With `echo` and `logprobs` the logprobs object covers the prompt's tokens as well (the
+//! first with `null`, as it has no context); vLLM's `prompt_logprobs` adds each choice's
+//! `prompt_logprobs` list.
 
 use std::sync::{Arc, Mutex};
 
@@ -7,10 +10,10 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
-use super::{now_s, random_id, token_text};
+use super::{now_s, prompt_logprobs_json, random_id, token_text};
 use crate::api::CompletionRequest;
 use crate::error::{ApiError, ApiJson};
-use crate::generate::TokenLogprob;
+use crate::generate::Delta;
 use crate::kv_transfer;
 use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
@@ -67,6 +70,12 @@ pub async fn completions(
         _ => Vec::new(),
     };
     let n = spec.n;
+    // Each prompt's first token, which the scored ones follow.
+    let firsts: Vec<u32> = prompts.iter().map(|(p, _)| p[0]).collect();
+    let prompt_part = Scored {
+        echo: !echo.is_empty() && logprobs.is_some(),
+        vllm: req.sampling.prompt_logprobs.is_some(),
+    };
 
     if stream {
         let include_usage = req
@@ -84,15 +93,25 @@ pub async fn completions(
         let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
         let mut offsets = vec![0usize; seqs.len()];
         // The prompt goes out with each choice's first chunk.
-        let mut echoed = vec![echo.is_empty(); seqs.len()];
+        let mut started = vec![false; seqs.len()];
         let body = choices(seqs, spec.n, usage).map(move |item| match item.result {
             Ok(d) => {
-                let lp = logprobs.map_or(Value::Null, |_| logprobs_json(&st2, &d.logprobs, &mut offsets[item.index]));
-                let mut text = d.text;
-                if !std::mem::replace(&mut echoed[item.index], true) {
+                // The prompt's part goes out with each choice's first chunk.
+                let first = !std::mem::replace(&mut started[item.index], true);
+                let prompt_first = first.then_some(firsts[item.index / n]);
+                let lp = logprobs.map_or(Value::Null, |_| {
+                    let e = entries(prompt_part.echo.then_some(prompt_first).flatten(), &d);
+                    logprobs_json(&st2, &e, &mut offsets[item.index])
+                });
+                let mut text = d.text.clone();
+                if first && !echo.is_empty() {
                     text.insert_str(0, &echo[item.index / n]);
                 }
-                chunk2(json!([{"index": item.index, "text": text, "logprobs": lp, "finish_reason": d.finish}]), None)
+                let mut c = json!({"index": item.index, "text": text, "logprobs": lp, "finish_reason": d.finish});
+                if first && prompt_part.vllm {
+                    c["prompt_logprobs"] = prompt_logprobs_json(&st2, &d.prompt_logprobs);
+                }
+                chunk2(json!([c]), None)
             }
             Err(e) => e.body(),
         });
@@ -108,12 +127,19 @@ pub async fn completions(
     for (index, r) in results.into_iter().enumerate() {
         let (seq, d) = r?;
         usage.lock().unwrap().add(index / spec.n, &seq);
-        let lp = logprobs.map_or(Value::Null, |_| logprobs_json(&st, &d.logprobs, &mut 0));
+        let first = firsts[index / n];
+        let lp = logprobs.map_or(Value::Null, |_| {
+            logprobs_json(&st, &entries(prompt_part.echo.then_some(first), &d), &mut 0)
+        });
         let text = match echo.get(index / n) {
             Some(prompt) => format!("{prompt}{}", d.text),
-            None => d.text,
+            None => d.text.clone(),
         };
-        out.push(json!({"index": index, "text": text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")}));
+        let mut c = json!({"index": index, "text": text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")});
+        if prompt_part.vllm {
+            c["prompt_logprobs"] = prompt_logprobs_json(&st, &d.prompt_logprobs);
+        }
+        out.push(c);
     }
     let usage = usage.lock().unwrap().json();
     let mut body = json!({
@@ -126,23 +152,55 @@ pub async fn completions(
     Ok(axum::Json(body).into_response())
 }
 
+/// Where a choice's scored prompt goes: into the legacy logprobs object (`echo` with
+/// `logprobs`), into vLLM's `prompt_logprobs` list, or both.
+#[derive(Clone, Copy)]
+struct Scored {
+    echo: bool,
+    vllm: bool,
+}
+
+/// A token of the legacy logprobs object; `logprob` is `None` for the prompt's first token.
+struct Entry<'a> {
+    id: u32,
+    logprob: Option<f32>,
+    top: &'a [(u32, f32)],
+}
+
+/// A delta's tokens for the legacy logprobs object: with `prompt_first`, the prompt's (its
+/// first token, then the scored ones) before the generated ones.
+fn entries(prompt_first: Option<u32>, d: &Delta) -> Vec<Entry<'_>> {
+    let first = prompt_first.map(|id| Entry {
+        id,
+        logprob: None,
+        top: &[],
+    });
+    let scored = prompt_first.map_or(&[][..], |_| &d.prompt_logprobs[..]);
+    let tokens = (scored.iter().chain(&d.logprobs)).map(|l| Entry {
+        id: l.id,
+        logprob: Some(l.logprob),
+        top: &l.top,
+    });
+    first.into_iter().chain(tokens).collect()
+}
+
 /// The legacy logprobs object; `offset` is the text offset of the first token (advanced).
-fn logprobs_json(st: &Shared, lps: &[TokenLogprob], offset: &mut usize) -> Value {
+fn logprobs_json(st: &Shared, entries: &[Entry], offset: &mut usize) -> Value {
     let tok = &st.model.tokenizer;
     let (mut tokens, mut token_logprobs, mut top, mut text_offset) =
         (vec![], vec![], vec![], vec![]);
-    for l in lps {
-        let t = token_text(tok, l.id);
+    for e in entries {
+        let t = token_text(tok, e.id);
         text_offset.push(*offset);
         *offset += t.len();
         tokens.push(t);
-        token_logprobs.push(l.logprob);
-        let m: Map<String, Value> = l
-            .top
-            .iter()
-            .map(|&(id, lp)| (token_text(tok, id), json!(lp)))
-            .collect();
-        top.push(Value::Object(m));
+        token_logprobs.push(json!(e.logprob));
+        top.push(e.logprob.map_or(Value::Null, |_| {
+            let m: Map<String, Value> = (e.top.iter())
+                .map(|&(id, lp)| (token_text(tok, id), json!(lp)))
+                .collect();
+            Value::Object(m)
+        }));
     }
     json!({"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": text_offset})
 }

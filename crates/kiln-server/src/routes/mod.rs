@@ -8,6 +8,10 @@ pub mod render;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kiln_model::Tokenizer;
+use serde_json::{Map, Value, json};
+
+use crate::generate::TokenLogprob;
+use crate::state::Shared;
 
 pub fn now_s() -> u64 {
     SystemTime::now()
@@ -22,4 +26,28 @@ pub fn random_id(prefix: &str) -> String {
 /// A token's text for logprobs (special tokens included).
 pub fn token_text(tok: &Tokenizer, id: u32) -> String {
     tok.decode(&[id], false).unwrap_or_default()
+}
+
+/// vLLM's `prompt_logprobs`: `null` for the prompt's first token, then for each scored one
+/// an object keyed by token id holding it and its alternatives, each with `logprob`, `rank`
+/// and `decoded_token`.
+pub fn prompt_logprobs_json(st: &Shared, scored: &[TokenLogprob]) -> Value {
+    let tok = &st.model.tokenizer;
+    let entry = |id: u32, logprob: f32, rank: Option<u32>| {
+        (
+            id.to_string(),
+            json!({"logprob": logprob, "rank": rank, "decoded_token": token_text(tok, id)}),
+        )
+    };
+    let rows = scored.iter().map(|l| {
+        let mut m = Map::new();
+        for (i, &(id, lp)) in l.top.iter().enumerate() {
+            let (k, v) = entry(id, lp, Some(i as u32 + 1));
+            m.insert(k, v);
+        }
+        let (k, v) = entry(l.id, l.logprob, l.rank);
+        m.insert(k, v);
+        Value::Object(m)
+    });
+    std::iter::once(Value::Null).chain(rows).collect()
 }

@@ -90,13 +90,12 @@ pub fn checked_completion(
 ) -> Result<(GenSpec, Vec<CheckedPrompt>), ApiError> {
     st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
-    if req.echo.unwrap_or(false) && req.logprobs.is_some() {
-        return Err(ApiError::bad_param(
-            "echo",
-            "echo with logprobs needs the prompt's log-probabilities, which kiln does not compute",
-        ));
+    // `echo` with `logprobs` reports the prompt's tokens too: the prompt is scored.
+    let mut params = req.sampling.clone();
+    if let (Some(true), Some(n)) = (req.echo, req.logprobs) {
+        params.prompt_logprobs = Some(params.prompt_logprobs.unwrap_or(0).max(n.into()));
     }
-    let spec = st.gen_spec(&req.sampling, req.sampling.max_tokens, req.logprobs)?;
+    let spec = st.gen_spec(&params, params.max_tokens, req.logprobs)?;
     let prompts = completion_prompts(st, &req.prompt)?;
     if prompts.len() * spec.n > 64 {
         return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
