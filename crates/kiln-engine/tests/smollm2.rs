@@ -1,6 +1,7 @@
 //! The real default model (SmolLM2-135M-Instruct, GGUF Q4_1) on the GPU against the
 //! Hugging Face transformers reference in tests/reference/. The reference test runs both
-//! kernel families with the default f16 KV cache, and the row-wise family with f32 KV.
+//! kernel families with the default f16 KV cache, and the row-wise family with f32 KV; the
+//! prompt logprobs of the reference's greedy continuations rank its tokens first.
 
 mod common;
 
@@ -110,6 +111,65 @@ fn check_reference(
         assert_eq!(out[&1], want, "{name}: greedy tokens");
     }
     worst
+}
+
+/// Prompt logprobs of each reference prompt followed by its 32 reference greedy tokens: each
+/// of those tokens is ranked first where it was generated (transformers' argmax), and at the
+/// last prompt position the 20 alternatives' log-probabilities differ from the first's as
+/// the reference's logits do (within 0.1: the logits' tolerance on each side).
+#[test]
+fn prompt_logprobs_rank_the_reference_greedy_tokens_first() {
+    let ctx = gpu();
+    let model = default_model();
+    let reference = reference();
+    let mut engine = engine(&ctx, &model, small_config());
+    let mut worst = 0f32;
+    for (name, p) in reference["prompts"].as_object().unwrap() {
+        let ids = prompt_ids(&model, p);
+        let greedy: Vec<u32> = (p["greedy_32"]["ids"].as_array().unwrap().iter())
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let request = kiln_engine::Request {
+            prompt_logprobs: Some(20),
+            ..kiln_engine::Request::new(1, [&ids[..], &greedy].concat(), 0)
+        };
+        engine.add_request(request).unwrap();
+        let mut scored = Vec::new();
+        while engine.has_unfinished() {
+            for u in pollster::block_on(engine.step()).unwrap() {
+                scored.extend(u.prompt_logprobs);
+            }
+        }
+        assert_eq!(scored.len(), ids.len() + 31, "{name}");
+        // Row `p` scores token `p + 1`: the greedy tokens are scored from row ids.len() - 1.
+        let ranks: Vec<u32> = scored[ids.len() - 1..]
+            .iter()
+            .map(|t| t.rank.unwrap())
+            .collect();
+        assert!(
+            ranks.iter().all(|&r| r == 1),
+            "{name}: ranks of the greedy tokens {ranks:?}"
+        );
+        let last = &scored[ids.len() - 1];
+        let lp = |id: u32| last.top_logprobs.iter().find(|t| t.0 == id).map(|t| t.1);
+        let top = &p["last_logits_top20"];
+        let want: Vec<(u32, f32)> = (top["ids"].as_array().unwrap().iter())
+            .zip(top["values"].as_array().unwrap())
+            .map(|(i, v)| (i.as_u64().unwrap() as u32, v.as_f64().unwrap() as f32))
+            .collect();
+        let first = lp(want[0].0).expect("the reference's top token among the alternatives");
+        for &(id, logit) in &want[1..] {
+            // A token near the 20th place may fall just outside kiln's 20.
+            let Some(v) = lp(id) else { continue };
+            let (got, want) = (v - first, logit - want[0].1);
+            assert!(
+                (got - want).abs() < 0.1,
+                "{name}: token {id}: {got} vs {want}"
+            );
+            worst = worst.max((got - want).abs());
+        }
+    }
+    eprintln!("alternatives' log-prob gaps within {worst:.4} of the reference's logit gaps");
 }
 
 #[test]
