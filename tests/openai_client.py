@@ -84,6 +84,25 @@ def test_completions_token_ids_and_logprobs(client, model):
     assert r.usage.prompt_tokens == 5
 
 
+def test_loglikelihood_as_evaluation_harnesses_ask(client, model):
+    # lm-evaluation-harness scores a continuation this way: the context and continuation as
+    # token ids, echo, logprobs 1, max_tokens 0, and it reads the continuation's entries.
+    context, continuation = [504, 3458, 314, 1126], [6354, 16438]
+    r = client.completions.create(model=model, prompt=[context + continuation], echo=True, logprobs=1, max_tokens=0, temperature=0)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == 6
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    scores = lp.token_logprobs[len(context):]
+    assert all(x < 0.0 for x in scores)
+    # The same continuation's first token, generated after the context, has the same score
+    # when it is the greedy one; either way the top alternative matches.
+    g = client.completions.create(model=model, prompt=[context], max_tokens=1, temperature=0, logprobs=1)
+    want = g.choices[0].logprobs
+    assert list(lp.top_logprobs[len(context)].keys()) == list(want.top_logprobs[0].keys())
+    assert abs(list(lp.top_logprobs[len(context)].values())[0] - list(want.top_logprobs[0].values())[0]) < 2e-3
+    assert r.usage.completion_tokens == 0
+
+
 def test_errors_are_openai_errors(client, model):
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=model, messages=[], max_tokens=2)
