@@ -142,7 +142,7 @@ fn runner(c: &mut Criterion) {
             max_model_len: 4096,
             kernels: KernelFamily::Auto,
             kv_dtype: KvDtype::F16,
-            weights: WeightStorage::Auto,
+            weights: WeightStorage::Quantized,
         },
         &mut |_, _| {},
     )

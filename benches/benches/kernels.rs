@@ -6,7 +6,9 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kiln_benches::{gpu, run, step_buffer, values};
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
-use kiln_gpu::{GpuMatrix, Kernels};
+use kiln_gpu::{GpuMatrix, HostMatrix, Kernels};
+use kiln_model::DType;
+use kiln_model::testing::quantize;
 
 /// (name, input width K, outputs N)
 const SHAPES: &[(&str, usize, usize)] = &[
@@ -58,6 +60,48 @@ fn matmul(c: &mut Criterion) {
                 })
             });
         }
+    }
+}
+
+/// Decode (1 row) through a matrix kept in each format the default model's file uses,
+/// against the same matrix in f16: GiB/s of weight bytes read.
+fn matvec_formats(c: &mut Criterion) {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut g = c.benchmark_group("matvec formats");
+    g.sample_size(10);
+    let (name, kdim, n) = SHAPES[0];
+    let data = values(n * kdim, 1, 0.1);
+    for dtype in [DType::F16, DType::Q4_1, DType::Q8_0] {
+        let host = HostMatrix::from_stored(dtype, quantize(dtype, &data), n, kdim).unwrap();
+        let w = GpuMatrix::upload_host(&ctx, "w", &host).unwrap();
+        let x = ctx.storage_init("x", bytemuck::cast_slice(&values(kdim, 2, 1.0)));
+        let y = ctx.storage("y", (n * 4) as u64);
+        let step = step_buffer(&ctx, 1, 1, 0);
+        let mm = Matmul::new(
+            &ctx,
+            &k,
+            &step,
+            MatmulArgs {
+                x: &x,
+                w: &w,
+                bias: None,
+                y: &y,
+                ldy: n as u32,
+                out_offset: 0,
+                norm: None,
+                accumulate: false,
+                sample_rows: false,
+            },
+        );
+        g.throughput(Throughput::Bytes(w.bytes()));
+        g.bench_function(format!("{name} {dtype:?} rows=1"), |b| {
+            b.iter(|| {
+                run(&ctx, 1, &|p| {
+                    mm.record(p, 1, 0);
+                })
+            })
+        });
     }
 }
 
@@ -139,5 +183,5 @@ fn copy(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, matmul, attention, copy);
+criterion_group!(benches, matmul, matvec_formats, attention, copy);
 criterion_main!(benches);

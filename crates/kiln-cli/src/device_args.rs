@@ -8,9 +8,9 @@ pub struct DeviceArgs {
     /// lavapipe, gpu elsewhere), gpu (tiled, workgroup memory) or cpu (row-wise).
     #[arg(long, default_value = "auto")]
     pub kernels: KernelFamily,
-    /// Quantized matrices on the GPU: auto (kept quantized with the gpu kernels, widened
-    /// to f16 with the cpu kernels), quantized (the file's size) or f16.
-    #[arg(long, default_value = "auto")]
+    /// Quantized matrices on the GPU: quantized (kept in their blocks, the file's size) or
+    /// f16 (widened).
+    #[arg(long, default_value = "quantized")]
     pub weights: WeightStorage,
     /// KV cache element type: f16 (packed in pairs, twice the tokens per byte) or f32.
     #[arg(long, default_value = "f16")]

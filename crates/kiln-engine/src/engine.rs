@@ -58,7 +58,7 @@ impl Default for EngineConfig {
             max_model_len: None,
             kernels: KernelFamily::Auto,
             kv_dtype: KvDtype::F16,
-            weights: WeightStorage::Auto,
+            weights: WeightStorage::Quantized,
         }
     }
 }

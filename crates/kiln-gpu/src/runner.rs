@@ -77,7 +77,7 @@ impl ModelRunner {
         );
         let qkv_width = (nh + 2 * nkv) * d;
         let kernels = Kernels::for_family(ctx, rc.kernels);
-        let keep_quantized = rc.weights.keeps_quantized(kernels.rowwise);
+        let keep_quantized = rc.weights.keeps_quantized();
         let max_binding = ctx.max_binding() as usize;
         // Activation buffers must each fit one binding: cap the step's tokens if needed.
         let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;

@@ -18,31 +18,25 @@ use crate::GpuError;
 /// Whether matrices of a type with a kept-quantized format stay quantized on the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WeightStorage {
-    /// Kept quantized with the GPU kernel family; widened to f16 with the row-wise family, whose
-    /// f16 loads decode faster on CPU adapters (lavapipe) than its in-register dequantization.
+    /// Every quantized type stays in its blocks (about the file's size on the GPU), with both
+    /// kernel families (on lavapipe the row-wise family decodes these no slower than f16:
+    /// BENCHMARKS.md).
     #[default]
-    Auto,
-    /// Every quantized type stays in its blocks (about the file's size on the GPU).
     Quantized,
     /// Every matrix widened to f16.
     F16,
 }
 
 impl WeightStorage {
-    /// Whether quantized matrices are kept, for a runner of the row-wise family or not.
-    pub fn keeps_quantized(self, rowwise: bool) -> bool {
-        match self {
-            WeightStorage::Auto => !rowwise,
-            WeightStorage::Quantized => true,
-            WeightStorage::F16 => false,
-        }
+    /// Whether quantized matrices are kept.
+    pub fn keeps_quantized(self) -> bool {
+        self == WeightStorage::Quantized
     }
 }
 
 impl std::fmt::Display for WeightStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            WeightStorage::Auto => "auto",
             WeightStorage::Quantized => "quantized",
             WeightStorage::F16 => "f16",
         })
@@ -53,11 +47,10 @@ impl std::str::FromStr for WeightStorage {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "auto" => Ok(WeightStorage::Auto),
             "quantized" => Ok(WeightStorage::Quantized),
             "f16" => Ok(WeightStorage::F16),
             _ => Err(format!(
-                "unknown weight storage `{s}`: expected auto, quantized or f16"
+                "unknown weight storage `{s}`: expected quantized or f16"
             )),
         }
     }

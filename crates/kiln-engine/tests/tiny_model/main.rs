@@ -54,8 +54,8 @@ const ALL: [(KernelFamily, KvDtype); 4] = [
     (KernelFamily::Cpu, KvDtype::F32),
 ];
 
-/// `ec` with this kernel family and KV type; quantized GGUF matrices stay quantized with both
-/// families (`auto` would widen them for the row-wise one; the default model's test covers that).
+/// `ec` with this kernel family and KV type; quantized GGUF matrices stay quantized (the
+/// default) with both families.
 fn on(ec: EngineConfig, kernels: KernelFamily, kv_dtype: KvDtype) -> EngineConfig {
     EngineConfig {
         kernels,
