@@ -6,7 +6,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kiln_benches::{gpu, run, step_buffer, values};
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
-use kiln_gpu::{GpuMatrix, HostMatrix, Kernels};
+use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels};
 use kiln_model::DType;
 use kiln_model::testing::quantize;
 
@@ -16,6 +16,30 @@ const SHAPES: &[(&str, usize, usize)] = &[
     ("smollm2 lm_head", 576, 49152),
     ("1b gate_up", 2048, 16384),
 ];
+
+/// `y = x W^T` for `rows` rows of random `x`, on buffers of its own.
+fn product(ctx: &GpuContext, k: &Kernels, w: &GpuMatrix, rows: usize) -> Matmul {
+    let (n, kdim) = (w.rows, w.cols);
+    let x = ctx.storage_init("x", bytemuck::cast_slice(&values(rows * kdim, 2, 1.0)));
+    let y = ctx.storage("y", (rows * n * 4) as u64);
+    let step = step_buffer(ctx, rows as u32, 1, 0);
+    Matmul::new(
+        ctx,
+        k,
+        &step,
+        MatmulArgs {
+            x: &x,
+            w,
+            bias: None,
+            y: &y,
+            ldy: n as u32,
+            out_offset: 0,
+            norm: None,
+            accumulate: false,
+            sample_rows: false,
+        },
+    )
+}
 
 fn matmul(c: &mut Criterion) {
     let ctx = gpu();
@@ -28,25 +52,7 @@ fn matmul(c: &mut Criterion) {
             if rows == 512 && n > 16384 {
                 continue;
             }
-            let x = ctx.storage_init("x", bytemuck::cast_slice(&values(rows * kdim, 2, 1.0)));
-            let y = ctx.storage("y", (rows * n * 4) as u64);
-            let step = step_buffer(&ctx, rows as u32, 1, 0);
-            let mm = Matmul::new(
-                &ctx,
-                &k,
-                &step,
-                MatmulArgs {
-                    x: &x,
-                    w: &w,
-                    bias: None,
-                    y: &y,
-                    ldy: n as u32,
-                    out_offset: 0,
-                    norm: None,
-                    accumulate: false,
-                    sample_rows: false,
-                },
-            );
+            let mm = product(&ctx, &k, &w, rows);
             if rows <= 8 {
                 g.throughput(Throughput::Bytes(w.bytes()));
             } else {
@@ -75,25 +81,7 @@ fn matvec_formats(c: &mut Criterion) {
     for dtype in [DType::F16, DType::Q4_1, DType::Q8_0] {
         let host = HostMatrix::from_stored(dtype, quantize(dtype, &data), n, kdim).unwrap();
         let w = GpuMatrix::upload_host(&ctx, "w", &host).unwrap();
-        let x = ctx.storage_init("x", bytemuck::cast_slice(&values(kdim, 2, 1.0)));
-        let y = ctx.storage("y", (n * 4) as u64);
-        let step = step_buffer(&ctx, 1, 1, 0);
-        let mm = Matmul::new(
-            &ctx,
-            &k,
-            &step,
-            MatmulArgs {
-                x: &x,
-                w: &w,
-                bias: None,
-                y: &y,
-                ldy: n as u32,
-                out_offset: 0,
-                norm: None,
-                accumulate: false,
-                sample_rows: false,
-            },
-        );
+        let mm = product(&ctx, &k, &w, 1);
         g.throughput(Throughput::Bytes(w.bytes()));
         g.bench_function(format!("{name} {dtype:?} rows=1"), |b| {
             b.iter(|| {
