@@ -1,7 +1,7 @@
 //! The sampling launch (`shaders/sample.wgsl`) and the per-row parameters it reads.
 
 use bytemuck::{Pod, Zeroable};
-use kiln_core::{LogprobsMode, PromptScore, SampleSpec};
+use kiln_core::{LogprobsMode, PromptScore, SampleSpec, SamplingParams};
 
 use crate::{GpuContext, Grid, Kernels, Launch};
 
@@ -81,23 +81,18 @@ impl SampleUniform {
     /// `target` under the raw logits, and at least one alternative (the sampler computes the
     /// forced token's log-probability only along with them).
     pub fn scored(score: &PromptScore, target: u32) -> Self {
-        Self {
-            temperature: 1.0,
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
-            presence_penalty: 0.0,
-            frequency_penalty: 0.0,
-            top_logprobs: score.top_logprobs.clamp(1, 20),
-            seed_lo: 0,
-            seed_hi: 0,
+        // Temperature 1, nothing filtered, no penalty.
+        let plain = SampleSpec {
+            params: SamplingParams::default(),
+            seed: 0,
             draw_index: 0,
-            penalty_start: 0,
-            penalty_count: 0,
-            mask_row: NO_MASK,
+            penalty_tokens: Vec::new(),
+        };
+        Self {
+            top_logprobs: score.top_logprobs.clamp(1, 20),
             raw_logprobs: 1,
             forced: target,
+            ..Self::new(&plain, 0)
         }
     }
 }
