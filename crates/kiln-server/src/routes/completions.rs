@@ -92,7 +92,6 @@ pub async fn completions(
         };
         let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
         let mut offsets = vec![0usize; seqs.len()];
-        // The prompt goes out with each choice's first chunk.
         let mut started = vec![false; seqs.len()];
         let body = choices(seqs, spec.n, usage).map(move |item| match item.result {
             Ok(d) => {
@@ -103,7 +102,7 @@ pub async fn completions(
                     let e = entries(prompt_part.echo.then_some(prompt_first).flatten(), &d);
                     logprobs_json(&st2, &e, &mut offsets[item.index])
                 });
-                let mut text = d.text.clone();
+                let mut text = d.text;
                 if first && !echo.is_empty() {
                     text.insert_str(0, &echo[item.index / n]);
                 }
@@ -133,7 +132,7 @@ pub async fn completions(
         });
         let text = match echo.get(index / n) {
             Some(prompt) => format!("{prompt}{}", d.text),
-            None => d.text.clone(),
+            None => d.text,
         };
         let mut c = json!({"index": index, "text": text, "logprobs": lp, "finish_reason": d.finish.unwrap_or("stop")});
         if prompt_part.vllm {
