@@ -1,4 +1,5 @@
-//! The device-side engine flags `generate` and `serve` share: kernel family and KV cache type.
+//! The device-side engine flags `generate` and `serve` share: kernel family, weights, KV cache
+//! type and overlapped steps.
 
 use kiln_engine::{EngineConfig, KernelFamily, KvDtype, WeightStorage};
 
@@ -15,6 +16,10 @@ pub struct DeviceArgs {
     /// KV cache element type: f16 (packed in pairs, twice the tokens per byte) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_dtype: KvDtype,
+    /// Run each step only after the one before it is read back, instead of submitting the
+    /// next step while the GPU runs the current one (outputs are the same).
+    #[arg(long)]
+    pub no_overlap: bool,
 }
 
 impl DeviceArgs {
@@ -24,6 +29,7 @@ impl DeviceArgs {
             kernels: self.kernels,
             kv_dtype: self.kv_dtype,
             weights: self.weights,
+            overlap: !self.no_overlap,
             ..ec
         }
     }

@@ -31,6 +31,20 @@ pub struct StepBatch {
     /// Blocks to copy from the GPU pool into the CPU tier before the forward pass
     /// (and so before any block in `swap_in` or in this step's slots can overwrite them).
     pub swap_out: Vec<BlockCopy>,
+    /// Input tokens that the previous step sampled and the host has not seen yet (a step
+    /// scheduled while the one before it runs): the runner takes each from that step's
+    /// sampler output on the GPU, and `token_ids` holds a placeholder there.
+    pub prev_tokens: Vec<PrevToken>,
+}
+
+/// An input token taken from the previous step's output ([`StepBatch::prev_tokens`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrevToken {
+    /// Index of the token in [`StepBatch::token_ids`].
+    pub index: u32,
+    /// Row of the previous step's sampler (its sampled sequences, in batch order) whose
+    /// token this is.
+    pub row: u32,
 }
 
 /// One sequence's segment of a [`StepBatch`].
@@ -136,6 +150,12 @@ impl StepBatch {
         }
         if next as usize != t {
             return Err(format!("segments cover {next} tokens, batch has {t}"));
+        }
+        if let Some(p) = self.prev_tokens.iter().find(|p| p.index as usize >= t) {
+            return Err(format!(
+                "token {} taken from the previous step is past the batch's {t} tokens",
+                p.index
+            ));
         }
         Ok(())
     }

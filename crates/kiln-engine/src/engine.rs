@@ -9,16 +9,14 @@
 
 use std::collections::HashMap;
 
-use kiln_core::{BLOCK_SIZE, TokenMask};
-use kiln_gpu::ops::NO_TOKEN;
+use kiln_core::BLOCK_SIZE;
 use kiln_gpu::{
     GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig, WeightStorage,
 };
 use kiln_model::{ModelConfig, Weights};
-use kiln_scheduler::{
-    FinishReason, Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats,
-};
+use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
 
+use crate::step::Launched;
 use crate::{Constraint, EngineError};
 
 /// How large the GPU KV pool is.
@@ -43,8 +41,11 @@ pub struct EngineConfig {
     pub kernels: KernelFamily,
     /// The KV cache's element type (f16 by default: twice the tokens of f32).
     pub kv_dtype: KvDtype,
-    /// Whether quantized matrices stay quantized on the GPU (`Auto`: with the GPU family).
+    /// Whether quantized matrices stay quantized on the GPU.
     pub weights: WeightStorage,
+    /// Schedule and submit each step while the one before it runs (`step.rs`); outputs are
+    /// the same either way.
+    pub overlap: bool,
 }
 
 impl Default for EngineConfig {
@@ -59,21 +60,29 @@ impl Default for EngineConfig {
             kernels: KernelFamily::Auto,
             kv_dtype: KvDtype::F16,
             weights: WeightStorage::Quantized,
+            overlap: true,
         }
     }
 }
 
 pub struct Engine {
-    scheduler: Scheduler,
-    runner: ModelRunner,
+    pub(crate) scheduler: Scheduler,
+    pub(crate) runner: ModelRunner,
     /// Steps run since the engine was built.
-    num_steps: u64,
+    pub(crate) num_steps: u64,
     #[cfg(feature = "fault-injection")]
-    faults: crate::FaultPlan,
+    pub(crate) faults: crate::FaultPlan,
     /// Matchers of the constrained requests still running.
-    constraints: HashMap<u64, Constraint>,
+    pub(crate) constraints: HashMap<u64, Constraint>,
     /// Requests failed by their matcher since the last [`Engine::take_failures`].
-    failures: Vec<(u64, String)>,
+    pub(crate) failures: Vec<(u64, String)>,
+    pub(crate) overlap: bool,
+    /// The step submitted and committed whose tokens the next [`Engine::step`] reads.
+    pub(crate) in_flight: Option<Launched>,
+    /// The failure of a step submitted ahead, reported by the next [`Engine::step`].
+    pub(crate) deferred: Option<EngineError>,
+    /// Steps submitted while the step before them ran.
+    pub(crate) num_overlapped: u64,
 }
 
 impl Engine {
@@ -160,6 +169,10 @@ impl Engine {
             faults: Default::default(),
             constraints: HashMap::new(),
             failures: Vec::new(),
+            overlap: ec.overlap,
+            in_flight: None,
+            deferred: None,
+            num_overlapped: 0,
         })
     }
 
@@ -192,169 +205,20 @@ impl Engine {
         self.scheduler.abort(id)
     }
 
-    /// Runs one step: schedule, forward pass and sampling, post-process. Returns what happened
-    /// to each request that ran (new tokens, finishes). Empty when there is nothing to do.
-    ///
-    /// On a failed step its requests are removed ([`EngineError::StepFailed`] names them) and
-    /// the engine stays usable; on [`EngineError::DeviceLost`] it must be rebuilt.
-    pub async fn step(&mut self) -> Result<Vec<RequestUpdate>, EngineError> {
-        let Some(step) = self.scheduler.schedule() else {
-            return Ok(Vec::new());
-        };
-        self.num_steps += 1;
-        let sampled_ids: Vec<u64> = step
-            .seqs
-            .iter()
-            .filter(|s| s.sampled)
-            .map(|s| s.id)
-            .collect();
-        let mut mask_failures = Vec::new();
-        let result = self
-            .run(&step.batch, &sampled_ids, &mut mask_failures)
-            .await;
-        let faults = &self.runner.context().faults;
-        let mut reason = match result {
-            Ok(sampled) => {
-                let errors = faults.take_errors();
-                if !errors.is_empty() {
-                    errors.join("; ")
-                } else if sampled.len() != sampled_ids.len() + step.batch.num_scored() {
-                    format!(
-                        "the runner returned {} tokens for {} samples and {} scored rows",
-                        sampled.len(),
-                        sampled_ids.len(),
-                        step.batch.num_scored()
-                    )
-                } else {
-                    return Ok(self.update(step, &sampled_ids, sampled, mask_failures));
-                }
-            }
-            Err(e) => e.to_string(),
-        };
-        let lost = faults.lost();
-        let failed = self.scheduler.fail_step(step);
-        for id in &failed {
-            self.constraints.remove(id);
-        }
-        if let Some(lost) = lost {
-            reason = lost;
-            return Err(EngineError::DeviceLost { failed, reason });
-        }
-        Err(EngineError::StepFailed { failed, reason })
-    }
-
-    /// The forward pass and sampling. With constrained rows the masks are computed on the CPU
-    /// while the GPU runs the forward pass; a matcher that fails there is recorded in `failed`.
-    async fn run(
-        &mut self,
-        batch: &kiln_core::StepBatch,
-        sampled_ids: &[u64],
-        failed: &mut Vec<(u64, String)>,
-    ) -> Result<Vec<kiln_core::SampledToken>, kiln_gpu::GpuError> {
-        #[cfg(feature = "fault-injection")]
-        match self.faults.at(self.num_steps) {
-            Some(crate::fault::Injected::FailStep) => {
-                return Err(kiln_gpu::GpuError::Device(format!(
-                    "injected failure of step {}",
-                    self.num_steps
-                )));
-            }
-            Some(crate::fault::Injected::LoseDevice) => {
-                let reason = format!("injected device loss at step {}", self.num_steps);
-                self.runner.context().faults.mark_lost(reason.clone());
-                return Err(kiln_gpu::GpuError::Device(reason));
-            }
-            None => {}
-        }
-        if !sampled_ids
-            .iter()
-            .any(|id| self.constraints.contains_key(id))
-        {
-            return self.runner.step(batch).await;
-        }
-        let constraints = &mut self.constraints;
-        let mut masks = || -> Vec<Option<TokenMask>> {
-            sampled_ids
-                .iter()
-                .map(|id| {
-                    let c = constraints.get_mut(id)?;
-                    Some(c.mask().unwrap_or_else(|e| {
-                        failed.push((*id, format!("the output constraint failed: {e}")));
-                        vec![0; c.mask_len()]
-                    }))
-                })
-                .collect()
-        };
-        self.runner.step_with_masks(batch, &mut masks).await
-    }
-
-    /// Feeds the sampled tokens to the matchers of constrained rows, then to the scheduler.
-    /// A row whose matcher failed is aborted (its token not appended); a matcher that can take
-    /// no more tokens ends its sequence as EOS would.
-    fn update(
-        &mut self,
-        step: kiln_scheduler::ScheduledStep,
-        sampled_ids: &[u64],
-        mut sampled: Vec<kiln_core::SampledToken>,
-        mut failed: Vec<(u64, String)>,
-    ) -> Vec<RequestUpdate> {
-        if self.constraints.is_empty() {
-            return self.scheduler.update(step, &sampled);
-        }
-        let mut complete = Vec::new();
-        for (id, t) in sampled_ids.iter().zip(&mut sampled) {
-            let Some(c) = self.constraints.get_mut(id) else {
-                continue;
-            };
-            if failed.iter().any(|(f, _)| f == id) {
-            } else if t.token_id == NO_TOKEN {
-                failed.push((
-                    *id,
-                    "no token the output constraint allows has a finite logit".into(),
-                ));
-            } else if let Err(e) = c.consume(t.token_id) {
-                failed.push((
-                    *id,
-                    format!("the output constraint rejected token {}: {e}", t.token_id),
-                ));
-            } else {
-                if c.is_stopped() {
-                    complete.push(*id);
-                }
-                continue;
-            }
-            t.token_id = 0;
-        }
-        let mut updates = self.scheduler.update(step, &sampled);
-        for (id, _) in &failed {
-            self.constraints.remove(id);
-            self.scheduler.abort(*id);
-            if let Some(u) = updates.iter_mut().find(|u| u.id == *id) {
-                u.token = None;
-                u.finished = Some(FinishReason::Abort);
-            }
-        }
-        for id in complete {
-            if let Some(u) = updates
-                .iter_mut()
-                .find(|u| u.id == id && u.finished.is_none())
-            {
-                self.scheduler.abort(id);
-                u.finished = Some(FinishReason::Stop);
-            }
-        }
-        for u in &updates {
-            if u.finished.is_some() {
-                self.constraints.remove(&u.id);
-            }
-        }
-        self.failures.extend(failed);
-        updates
-    }
-
     /// Steps run since the engine was built.
     pub fn num_steps(&self) -> u64 {
         self.num_steps
+    }
+
+    /// Whether a step is submitted and committed, its tokens to be read by the next
+    /// [`Self::step`] (which then makes progress even if it schedules nothing new).
+    pub fn step_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Steps submitted while the step before them ran (with [`EngineConfig::overlap`]).
+    pub fn num_overlapped_steps(&self) -> u64 {
+        self.num_overlapped
     }
 
     /// Why the device was lost, if it was: the engine cannot run again.
@@ -368,8 +232,10 @@ impl Engine {
         self.faults = plan;
     }
 
+    /// Whether a [`Self::step`] has anything to do (a request, a step in flight, a failure to
+    /// report).
     pub fn has_unfinished(&self) -> bool {
-        self.scheduler.has_unfinished()
+        self.scheduler.has_unfinished() || self.in_flight.is_some() || self.deferred.is_some()
     }
 
     /// Starts recording the prefix cache's KV events (the first is `AllBlocksCleared`).

@@ -8,6 +8,7 @@ mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod step;
 mod transfer;
 
 pub use constraint::{Constraint, ConstraintFactory, compact_schema, lark_string};

@@ -244,14 +244,29 @@ impl GpuContext {
 
     /// Maps a `MAP_READ` buffer whose copy has been submitted, and returns its contents.
     pub async fn map_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
+        self.map_read_after(staging, None).await
+    }
+
+    /// [`Self::map_read`] of a buffer that `submission` fills: waits for that submission
+    /// only, not for any submitted after it (the next step may already be running).
+    pub async fn map_read_after(
+        &self,
+        staging: &wgpu::Buffer,
+        submission: Option<wgpu::SubmissionIndex>,
+    ) -> Result<Vec<u8>, GpuError> {
         let (tx, rx) = flume::bounded(1);
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(wgpu::PollType::Wait {
+                submission_index: submission,
+                timeout: None,
+            })
             .map_err(|e| GpuError::Device(e.to_string()))?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
         rx.recv_async()
             .await
             .map_err(|_| GpuError::Device("readback was dropped".into()))?

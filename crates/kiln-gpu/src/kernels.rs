@@ -109,6 +109,7 @@ kernel_table!(
     "gather_rmsnorm",
     "residual_rmsnorm",
     "sample",
+    "prev_tokens",
     "read_bandwidth",
 );
 

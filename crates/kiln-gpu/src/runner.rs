@@ -1,13 +1,18 @@
 //! The forward pass. [`ModelRunner::new`] uploads the weights and builds every launch of a step
 //! once (bind groups included); [`ModelRunner::step`] uploads a batch description, records all
-//! launches into one compute pass, submits once and reads back only the sampled tokens.
+//! launches into one compute pass, submits once and reads back only the sampled tokens
+//! (`runner/submit.rs`: submitting and reading back as two calls, so steps can overlap).
 
-use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch, TokenMask, mask_words};
+mod submit;
+
+pub use submit::SubmittedStep;
+
+use kiln_core::{BLOCK_SIZE, StepBatch, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
 use crate::kv_cache::PendingSwapOut;
 use crate::layer::{Activations, Layer, LayerContext, gain};
-use crate::ops::{self, Matmul, MatmulArgs, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers};
+use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
@@ -50,7 +55,12 @@ pub struct ModelRunner {
     /// Allowed-token bitmasks of the constrained rows of a step.
     masks: wgpu::Buffer,
     sample_out: wgpu::Buffer,
-    readback: wgpu::Buffer,
+    /// Where the sampler output is read back: two, so that a step can be submitted while
+    /// the one before it is read.
+    readback: [wgpu::Buffer; 2],
+    next_readback: usize,
+    /// Inputs taken from the previous step's output.
+    prev_tokens: Launch,
     /// Bytes of weights on the GPU.
     pub weight_bytes: u64,
     /// Compute dispatches of the last step's forward pass.
@@ -122,12 +132,22 @@ impl ModelRunner {
         let logits = f32s("logits", max_seqs * vocab);
         let masks = ctx.storage("token_masks", (max_seqs * mask_words(vocab) * 4) as u64);
         let sample_out = ctx.storage("sample_out", (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64);
-        let readback = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("sample readback"),
-            size: (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let readback = [0, 1].map(|_| {
+            ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("sample readback"),
+                size: (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
         });
+        let prev_tokens = ops::prev_tokens(
+            ctx,
+            &kernels,
+            &inputs.step,
+            &inputs.prev_tokens,
+            &sample_out,
+            &inputs.token_ids,
+        );
         let rope_bytes = (rc.max_model_len * d * 4) as u64;
         if rope_bytes > ctx.max_binding() {
             let max = (ctx.max_binding() / (d as u64 * 4)) as usize;
@@ -266,6 +286,8 @@ impl ModelRunner {
             masks,
             sample_out,
             readback,
+            next_readback: 0,
+            prev_tokens,
             weight_bytes,
             dispatches: Default::default(),
         })
@@ -299,6 +321,9 @@ impl ModelRunner {
                 timestamp_writes: None,
             });
             let mut n = 0;
+            if counts.num_prev > 0 {
+                n += self.prev_tokens.record(&mut pass, t, s);
+            }
             for l in &self.embed {
                 n += l.record(&mut pass, t, s);
             }
@@ -324,102 +349,6 @@ impl ModelRunner {
     /// masked sampling pass not counted).
     pub fn last_dispatches(&self) -> u32 {
         self.dispatches.get()
-    }
-
-    /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one
-    /// token per sequence with a `sample` spec, in batch order, then one per scored prompt row.
-    pub async fn step(&mut self, batch: &StepBatch) -> Result<Vec<SampledToken>, GpuError> {
-        self.run_step(batch, None).await
-    }
-
-    /// [`Self::step`] with token masks: the forward pass is submitted first, then `masks` is
-    /// called (the CPU computes the masks while the GPU runs the forward pass), and returns one
-    /// entry per sampled row (`None`: unconstrained); then the sampling pass runs with them.
-    /// A row whose mask (or logits) leaves no token gets `token_id` [`NO_TOKEN`].
-    pub async fn step_with_masks(
-        &mut self,
-        batch: &StepBatch,
-        masks: &mut dyn FnMut() -> Vec<Option<TokenMask>>,
-    ) -> Result<Vec<SampledToken>, GpuError> {
-        self.run_step(batch, Some(masks)).await
-    }
-
-    async fn run_step(
-        &mut self,
-        batch: &StepBatch,
-        masks: Option<&mut dyn FnMut() -> Vec<Option<TokenMask>>>,
-    ) -> Result<Vec<SampledToken>, GpuError> {
-        let (mut encoder, pending, s) = self.record(batch, masks.is_none())?;
-        let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
-        if let Some(masks) = masks {
-            self.ctx.queue.submit([encoder.finish()]);
-            let words = mask_words(self.config.vocab_size);
-            let masks = masks();
-            let sampled = batch.num_samples();
-            if masks.len() != sampled {
-                return Err(GpuError::Batch(format!(
-                    "{} token masks for {sampled} sampled rows",
-                    masks.len()
-                )));
-            }
-            let mut next = 0u32;
-            for (row, m) in masks.iter().enumerate() {
-                let Some(m) = m else { continue };
-                if m.len() != words {
-                    return Err(GpuError::Batch(format!(
-                        "row {row}: token mask of {} words, the vocabulary needs {words}",
-                        m.len()
-                    )));
-                }
-                self.ctx.write(
-                    &self.masks,
-                    next as u64 * words as u64 * 4,
-                    bytemuck::cast_slice(m),
-                );
-                self.inputs.set_mask_row(&self.ctx, row, next);
-                next += 1;
-            }
-            encoder = self.ctx.device.create_command_encoder(&Default::default());
-            if s > 0 {
-                let counts = (batch.num_tokens() as u32, s);
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("sample"),
-                    timestamp_writes: None,
-                });
-                self.sample.record(&mut pass, counts.0, counts.1);
-            }
-        }
-        if bytes > 0 {
-            encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.readback, 0, bytes);
-        }
-        self.ctx.queue.submit([encoder.finish()]);
-        if let Some(p) = pending {
-            self.kv.finish_swap_out(&self.ctx, p).await?;
-        }
-        if bytes == 0 {
-            return Ok(Vec::new());
-        }
-        let words: Vec<u32> =
-            bytemuck::cast_slice(&self.ctx.map_read(&self.readback).await?).to_vec();
-        // Sampled rows, then scored ones (reporting their forced token's log-probability).
-        let sampled = (batch.seqs.iter().filter_map(|q| q.sample.as_ref()))
-            .map(|q| (q.params.top_logprobs.min(20), false));
-        let scored = (batch.seqs.iter().filter_map(|q| q.score.as_ref()))
-            .flat_map(|q| std::iter::repeat_n((q.top_logprobs.min(20), true), q.targets.len()));
-        let wants: Vec<(u32, bool)> = sampled.chain(scored).collect();
-        Ok(words
-            .chunks(SAMPLE_OUT_STRIDE)
-            .zip(wants)
-            .map(|(w, (n, scored))| SampledToken {
-                token_id: w[0],
-                logprob: ((n > 0 || scored) && w[0] != NO_TOKEN).then(|| f32::from_bits(w[1])),
-                top_logprobs: (0..n as usize)
-                    .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
-                    .take_while(|&(id, _)| id != NO_TOKEN)
-                    .collect(),
-                rank: scored.then(|| w[SAMPLE_OUT_STRIDE - 1]),
-            })
-            .collect())
     }
 
     /// Runs `batch` without sampling and returns the logits of each sampled row (for tests and

@@ -14,7 +14,8 @@ pub struct StepUniform {
     pub num_tokens: u32,
     pub num_seqs: u32,
     pub num_samples: u32,
-    pub pad: u32,
+    /// Input tokens taken from the previous step's output ([`kiln_core::PrevToken`]).
+    pub num_prev: u32,
 }
 
 /// Capacities the buffers were sized for.
@@ -40,6 +41,9 @@ pub struct StepInputs {
     pub penalties: wgpu::Buffer,
     /// Scratch for the sampler: the logits of penalised tokens before their penalty.
     pub penalty_raw: wgpu::Buffer,
+    /// `(token index, previous sampler row)` pairs of the inputs taken from the previous
+    /// step's output.
+    pub prev_tokens: wgpu::Buffer,
 }
 
 impl StepInputs {
@@ -61,6 +65,7 @@ impl StepInputs {
             ),
             penalties: u32s("penalties", cap.penalty_tokens * 2),
             penalty_raw: u32s("penalty_raw", cap.penalty_tokens.max(1)),
+            prev_tokens: u32s("prev_tokens", cap.seqs * 2),
         }
     }
 
@@ -132,12 +137,21 @@ impl StepInputs {
             penalties.len() / 2,
             self.cap.penalty_tokens,
         )?;
+        // At most one per sequence: a sequence's pending token is its last.
+        check(
+            "inputs from the previous step",
+            batch.prev_tokens.len(),
+            self.cap.seqs,
+        )?;
+        let prev: Vec<u32> = (batch.prev_tokens.iter())
+            .flat_map(|p| [p.index, p.row])
+            .collect();
 
         let counts = StepUniform {
             num_tokens: t as u32,
             num_seqs: batch.seqs.len() as u32,
             num_samples: sample_rows.len() as u32,
-            pad: 0,
+            num_prev: batch.prev_tokens.len() as u32,
         };
         ctx.write(&self.step, 0, bytemuck::bytes_of(&counts));
         ctx.write(&self.token_ids, 0, bytemuck::cast_slice(&batch.token_ids));
@@ -153,6 +167,7 @@ impl StepInputs {
         ctx.write(&self.sample_rows, 0, bytemuck::cast_slice(&sample_rows));
         ctx.write(&self.sampling, 0, bytemuck::cast_slice(&sampling));
         ctx.write(&self.penalties, 0, bytemuck::cast_slice(&penalties));
+        ctx.write(&self.prev_tokens, 0, bytemuck::cast_slice(&prev));
         Ok(counts)
     }
 }

@@ -3,12 +3,15 @@
 use kiln_core::{SampledToken, StepBatch};
 
 /// One scheduled step: the batch for the runner plus the scheduler's bookkeeping for it. Hand
-/// it back to [`crate::Scheduler::update`] with the runner's sampled tokens.
+/// it back to [`crate::Scheduler::update`] with the runner's sampled tokens (or to `commit`,
+/// then `resolve`).
 #[derive(Clone, Debug)]
 pub struct ScheduledStep {
     pub batch: StepBatch,
     /// One entry per sequence, in the order of `batch.seqs`.
     pub seqs: Vec<ScheduledSeq>,
+    /// Set by [`crate::Scheduler::commit`].
+    pub(crate) committed: bool,
 }
 
 /// A request's share of a step.

@@ -17,6 +17,10 @@ use kiln_core::{BLOCK_SIZE, PenaltyToken, SampleSpec, SamplingParams};
 use crate::output::FinishReason;
 use crate::prefix_hash::block_key;
 
+/// What `tokens` holds where the token is not known yet (never sent to a runner: the step
+/// takes it from the previous step's output, [`kiln_core::PrevToken`]).
+const PLACEHOLDER: u32 = u32::MAX;
+
 /// A generation request, already tokenized.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
@@ -77,6 +81,12 @@ pub(crate) struct RequestState {
     pub num_cached_tokens: Option<usize>,
     /// Prompt rows scored so far (prompt logprobs; `scheduler/score.rs`).
     pub num_scored: usize,
+    /// Set while the last of `tokens` is a placeholder for the token that the committed,
+    /// unresolved step samples in this sampler row (`scheduler/overlap.rs`).
+    pub pending_row: Option<u32>,
+    /// Set when the committed step ends the request by its length: it runs no more and holds
+    /// no blocks, and its final update waits for the step's tokens.
+    pub finishing: Option<FinishReason>,
     output_len: usize,
 }
 
@@ -96,6 +106,8 @@ impl RequestState {
             chain_broken: false,
             num_cached_tokens: None,
             num_scored: 0,
+            pending_row: None,
+            finishing: None,
             output_len: 0,
         }
     }
@@ -112,9 +124,14 @@ impl RequestState {
         &self.tokens[self.tokens.len() - self.output_len..]
     }
 
-    /// Extends `keys` to cover every full block of `tokens`. O(new blocks * BLOCK_SIZE).
+    /// Tokens whose ids are known (all but a pending placeholder).
+    pub fn known_len(&self) -> usize {
+        self.tokens.len() - usize::from(self.pending_row.is_some())
+    }
+
+    /// Extends `keys` to cover every full block of known tokens. O(new blocks * BLOCK_SIZE).
     pub fn update_keys(&mut self) {
-        while (self.keys.len() + 1) * BLOCK_SIZE <= self.tokens.len() {
+        while (self.keys.len() + 1) * BLOCK_SIZE <= self.known_len() {
             let i = self.keys.len();
             let parent = i.checked_sub(1).map(|p| self.keys[p]);
             let t = &self.tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
@@ -159,18 +176,26 @@ impl RequestState {
         v
     }
 
-    /// Appends a sampled token and says whether the request is done.
-    pub fn append_output(&mut self, token: u32, max_len: usize) -> Option<FinishReason> {
-        self.tokens.push(token);
+    /// Appends a placeholder for the token that sampler row `row` of the step just committed
+    /// draws; says whether the request ends by its length with it.
+    pub fn append_pending(&mut self, row: u32, max_len: usize) -> Option<FinishReason> {
+        self.tokens.push(PLACEHOLDER);
         self.output_len += 1;
+        self.pending_row = Some(row);
+        (self.output_len >= self.req.max_tokens || self.tokens.len() >= max_len)
+            .then_some(FinishReason::Length)
+    }
+
+    /// Puts the sampled token in its placeholder; says whether it is a stop token (EOS unless
+    /// ignored, or a stop token id).
+    pub fn resolve_pending(&mut self, token: u32) -> bool {
+        assert!(
+            self.pending_row.take().is_some(),
+            "request {}: a token with no placeholder",
+            self.req.id
+        );
+        *self.tokens.last_mut().unwrap() = token;
         let r = &self.req;
-        if (!r.ignore_eos && r.eos_token_ids.contains(&token)) || r.stop_token_ids.contains(&token)
-        {
-            Some(FinishReason::Stop)
-        } else if self.output_len >= r.max_tokens || self.tokens.len() >= max_len {
-            Some(FinishReason::Length)
-        } else {
-            None
-        }
+        (!r.ignore_eos && r.eos_token_ids.contains(&token)) || r.stop_token_ids.contains(&token)
     }
 }

@@ -20,10 +20,12 @@
 //!
 //! Invariants (see [`Scheduler::check_invariants`]): a running request holds exactly the
 //! blocks covering its context this step; a waiting request holds none; every GPU block's
-//! reference count equals the number of running requests holding it (plus one for a pin);
-//! exactly one step is in flight between `schedule` and `update`.
+//! reference count equals the number of requests holding it (plus one for a pin);
+//! a finishing request (ended by its length in a committed step) is in no queue. At most two
+//! steps are in flight: one committed and unresolved, and the next one scheduled.
 //!
-//! Files: `scheduler/step.rs` builds a step (admission, preemption), `failure.rs` undoes one
+//! Files: `scheduler/step.rs` builds a step (admission, preemption), `overlap.rs` applies its
+//! results in two halves so the next step can be scheduled while it runs, `failure.rs` undoes one
 //! the runner could not run, `window.rs` gives blocks back behind a sliding window,
 //! `transfer.rs` pins and imports blocks for a prefill/decode split, `score.rs` picks the
 //! prompt rows a step scores (prompt logprobs).
@@ -40,11 +42,11 @@ use crate::config::{SchedulerConfig, SchedulerError};
 use crate::kv_cache::KvCache;
 use crate::kv_events::{KvEvent, Medium};
 use crate::output::{FinishReason, RequestUpdate, ScheduledStep};
-use crate::prefix_hash::{NewBlock, Registered};
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 
 mod failure;
+mod overlap;
 mod score;
 mod step;
 mod transfer;
@@ -67,7 +69,10 @@ pub struct Scheduler {
     /// Running requests in admission order (the last is the next preemption victim).
     running: Vec<u64>,
     waiting: VecDeque<u64>,
-    in_flight: bool,
+    /// A step is scheduled and not yet committed (or failed).
+    scheduled: bool,
+    /// A step is committed and its tokens not yet resolved (or it failed).
+    unresolved: bool,
     stats: SchedulerStats,
     /// Finished requests' blocks held for a decode server (`scheduler/transfer.rs`).
     pinned: HashMap<u64, PinnedBlocks>,
@@ -98,7 +103,8 @@ impl Scheduler {
             requests: HashMap::new(),
             running: Vec::new(),
             waiting: VecDeque::new(),
-            in_flight: false,
+            scheduled: false,
+            unresolved: false,
             stats: SchedulerStats::default(),
             pinned: HashMap::new(),
         }
@@ -223,74 +229,23 @@ impl Scheduler {
         &self.running
     }
 
-    /// Applies a step's results: `sampled` holds one token per sampled sequence, in order,
-    /// then one per scored prompt row, in order. Returns one update per request that is
-    /// still known (aborts in between are skipped) and sampled, scored or finished.
-    pub fn update(&mut self, step: ScheduledStep, sampled: &[SampledToken]) -> Vec<RequestUpdate> {
-        assert!(self.in_flight, "update() without a scheduled step");
-        self.in_flight = false;
-        let expected = step.seqs.iter().filter(|s| s.sampled).count();
-        let scored: usize = step.seqs.iter().map(|s| s.scored).sum();
-        assert_eq!(
-            sampled.len(),
-            expected + scored,
-            "runner returned {} tokens for {expected} samples and {scored} scored rows",
-            sampled.len()
-        );
-        let (sampled, scored) = sampled.split_at(expected);
-        let (mut tokens, mut scored) = (sampled.iter(), scored.iter());
-        let mut updates = Vec::new();
-        for s in &step.seqs {
-            let token = if s.sampled {
-                tokens.next().cloned()
-            } else {
-                None
-            };
-            let prompt_logprobs: Vec<SampledToken> =
-                scored.by_ref().take(s.scored).cloned().collect();
-            let Some(st) = self.requests.get_mut(&s.id) else {
-                continue;
-            };
-            assert_eq!(
-                st.num_computed, s.num_computed_before,
-                "request {} changed during the step",
-                s.id
-            );
-            st.num_computed += s.num_tokens;
-            st.num_scored += s.scored;
-            if self.cfg.enable_prefix_caching {
-                register_computed(&mut self.kv, st);
-            }
-            if let Some(w) = self.cfg.sliding_window {
-                self.stats.window_released_blocks +=
-                    window::release_behind_window(&mut self.kv, st, w) as u64;
-            }
-            let finished = match &token {
-                Some(t) => st.append_output(t.token_id, self.max_len),
-                // A request that only scores its prompt ends with it.
-                None if st.num_computed == st.tokens.len() => Some(FinishReason::Length),
-                None => None,
-            };
-            if token.is_none() && prompt_logprobs.is_empty() && finished.is_none() {
-                continue;
-            }
-            updates.push(RequestUpdate {
-                id: s.id,
-                token,
-                prompt_logprobs,
-                finished,
-                num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
-            });
-            if finished.is_some() {
-                self.finish(s.id);
-            }
-        }
-        updates
+    /// Applies a step's results: [`Self::commit`] then [`Self::resolve`]. `sampled` holds
+    /// one token per sampled sequence, in order, then one per scored prompt row, in order.
+    /// Returns one update per request that is still known (aborts in between are skipped) and
+    /// sampled, scored or finished.
+    pub fn update(
+        &mut self,
+        mut step: ScheduledStep,
+        sampled: &[SampledToken],
+    ) -> Vec<RequestUpdate> {
+        self.commit(&mut step);
+        self.resolve(step, sampled)
     }
 
     fn finish(&mut self, id: u64) {
         let st = self.requests.remove(&id).unwrap();
         self.running.retain(|&x| x != id);
+        self.waiting.retain(|&x| x != id);
         self.release_or_pin(id, st);
     }
 
@@ -300,10 +255,11 @@ impl Scheduler {
         let mut refs = vec![0u32; self.kv.num_blocks()];
         for (id, st) in &self.requests {
             let running = self.running.contains(id);
-            if running == self.waiting.contains(id) {
+            let queues = usize::from(running) + usize::from(self.waiting.contains(id));
+            if queues != usize::from(st.finishing.is_none()) {
                 return Err(format!(
-                    "request {id} is in {} queues",
-                    if running { 2 } else { 0 }
+                    "request {id} is in {queues} queues (finishing: {:?})",
+                    st.finishing
                 ));
             }
             if running {
@@ -315,46 +271,20 @@ impl Scheduler {
                     ));
                 }
                 window::check(*id, st, self.cfg.sliding_window)?;
-            } else if !st.blocks.is_empty() || st.num_computed != 0 || st.num_released != 0 {
+            } else if st.finishing.is_none()
+                && (!st.blocks.is_empty() || st.num_computed != 0 || st.num_released != 0)
+            {
                 return Err(format!("waiting request {id} holds blocks"));
             }
             for &b in st.blocks.iter().filter(|&&b| b != NO_BLOCK) {
                 refs[b as usize] += 1;
             }
         }
-        if self.running.len() + self.waiting.len() != self.requests.len() {
+        let finishing = self.requests.values().filter(|s| s.finishing.is_some());
+        if self.running.len() + self.waiting.len() + finishing.count() != self.requests.len() {
             return Err("queues and request table disagree".into());
         }
         self.count_pins(&mut refs);
         self.kv.check(&refs)
-    }
-}
-
-/// Registers the request's newly computed full blocks in the prefix cache.
-fn register_computed(kv: &mut KvCache, st: &mut RequestState) {
-    if st.chain_broken {
-        return;
-    }
-    st.update_keys();
-    let full = st.num_computed / BLOCK_SIZE;
-    while st.chain.len() < full {
-        let i = st.chain.len();
-        let parent = i.checked_sub(1).map(|p| st.chain[p]);
-        let parent_key = i.checked_sub(1).map(|p| st.keys[p]);
-        let tokens = &st.tokens[i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE];
-        let block = NewBlock {
-            key: st.keys[i],
-            parent,
-            parent_key,
-            tokens,
-            salt: st.salt.as_ref(),
-        };
-        match kv.register(block, st.blocks[i]) {
-            Registered::New(id) | Registered::Duplicate(id) => st.chain.push(id),
-            Registered::Collision => {
-                st.chain_broken = true;
-                return;
-            }
-        }
     }
 }

@@ -77,6 +77,9 @@ pub struct FakeRunner {
     /// The fake model's sliding window: a token at position `p` reads positions
     /// `p + 1 - window ..= p` (all of them with `None`).
     window: Option<usize>,
+    /// The tokens the last step sampled, by sampler row (what a step's
+    /// [`StepBatch::prev_tokens`] take).
+    last_sampled: Vec<u32>,
 }
 
 impl FakeRunner {
@@ -85,6 +88,7 @@ impl FakeRunner {
             gpu: vec![None; num_gpu_blocks * BLOCK_SIZE],
             cpu: vec![None; num_cpu_blocks * BLOCK_SIZE],
             window,
+            last_sampled: Vec::new(),
         }
     }
 
@@ -135,9 +139,15 @@ impl FakeRunner {
             let (g, h) = (c.gpu_block as usize * bs, c.cpu_block as usize * bs);
             self.gpu[g..g + bs].copy_from_slice(&self.cpu[h..h + bs]);
         }
-        for i in 0..batch.num_tokens() {
-            self.gpu[batch.slot_mapping[i] as usize] =
-                Some((batch.token_ids[i], batch.positions[i]));
+        let mut token_ids = batch.token_ids.clone();
+        for p in &batch.prev_tokens {
+            token_ids[p.index as usize] = self.last_sampled[p.row as usize];
+        }
+        for ((&slot, &token), &pos) in (batch.slot_mapping.iter())
+            .zip(&token_ids)
+            .zip(&batch.positions)
+        {
+            self.gpu[slot as usize] = Some((token, pos));
         }
         for (c, slots) in batch.swap_out.iter().zip(saved) {
             self.fill_cpu_block(c.cpu_block, &slots);
@@ -159,6 +169,7 @@ impl FakeRunner {
                 rank: None,
             });
         }
+        self.last_sampled = out.iter().map(|t| t.token_id).collect();
         for s in &batch.seqs {
             let Some(score) = &s.score else { continue };
             let first_pos = (s.context_len - s.query_len + score.first_row) as usize;
@@ -178,7 +189,12 @@ impl FakeRunner {
 }
 
 /// Runs a scheduler against a [`FakeRunner`] one step at a time, recording what happened.
+/// With `overlap`, as the engine overlaps steps: each step is scheduled and run while the one
+/// before it is committed but not resolved.
 pub struct Sim {
+    pub overlap: bool,
+    /// The committed step and its output, resolved at the next [`Sim::step`] (overlap only).
+    in_flight: Option<(ScheduledStep, Vec<SampledToken>)>,
     pub sched: Scheduler,
     pub runner: FakeRunner,
     /// Steps run so far.
@@ -195,6 +211,8 @@ impl Sim {
         let cfg = sched.config();
         let runner = FakeRunner::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks, cfg.sliding_window);
         Self {
+            overlap: false,
+            in_flight: None,
             sched,
             runner,
             steps: 0,
@@ -206,10 +224,34 @@ impl Sim {
 
     /// Schedules, runs and applies one step, checking the scheduler's invariants after it.
     /// Returns the step and its updates, or `None` when there was nothing to run.
+    ///
+    /// With `overlap`, the step returned is the one resolved: scheduled and run in an earlier
+    /// call (or in this one, when none was in flight), while this call has scheduled and run
+    /// the next (unless the scheduler had nothing), which stays committed and unresolved.
     pub fn step(&mut self) -> Option<(ScheduledStep, Vec<RequestUpdate>)> {
-        let step = self.sched.schedule()?;
-        let sampled = self.runner.execute(&step.batch);
-        let updates = self.sched.update(step.clone(), &sampled);
+        let (step, sampled) = match self.in_flight.take() {
+            Some(s) => s,
+            None => {
+                let mut step = self.sched.schedule()?;
+                let sampled = self.runner.execute(&step.batch);
+                self.sched.commit(&mut step);
+                (step, sampled)
+            }
+        };
+        let next = if self.overlap {
+            self.sched.check_invariants().expect("scheduler invariants");
+            self.sched.schedule().map(|s| {
+                let sampled = self.runner.execute(&s.batch);
+                (s, sampled)
+            })
+        } else {
+            None
+        };
+        let updates = self.sched.resolve(step.clone(), &sampled);
+        if let Some((mut s, sampled)) = next {
+            self.sched.commit(&mut s);
+            self.in_flight = Some((s, sampled));
+        }
         self.steps += 1;
         for u in &updates {
             if let Some(t) = &u.token {
@@ -230,7 +272,7 @@ impl Sim {
 
     /// Steps until no request is left; panics after `max_steps`.
     pub fn run_to_completion(&mut self, max_steps: usize) {
-        while self.sched.has_unfinished() {
+        while self.sched.has_unfinished() || self.in_flight.is_some() {
             assert!(
                 self.steps < max_steps,
                 "not finished after {max_steps} steps"

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{assert_clean, cfg, tokens};
+use common::{assert_clean, below, cfg, tokens};
 use kiln_core::SampledToken;
 use kiln_scheduler::testing::{FIRST_TOKEN, Sim, reference_output};
 use kiln_scheduler::{FinishReason, Request, Scheduler, SchedulerConfig};
@@ -10,13 +10,7 @@ use kiln_scheduler::{FinishReason, Request, Scheduler, SchedulerConfig};
 /// 64 requests, half of them sharing a 48-token system prompt, with varied lengths; EOS is a
 /// token the fake model produces about once in 200 draws.
 fn workload() -> Vec<Request> {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |m: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % m
-    };
+    let mut next = below(0x9e37_79b9_7f4a_7c15u64);
     (0..64u64)
         .map(|id| {
             let mut prompt = if id % 2 == 0 {

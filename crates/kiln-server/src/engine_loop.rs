@@ -289,10 +289,11 @@ impl Loop {
                 continue;
             }
             let steps = engine.num_steps();
+            let resolves = engine.step_in_flight();
             match pollster::block_on(engine.step()) {
                 // Nothing could be admitted (pinned blocks fill the pool): wait for a
                 // command or a pin's expiry instead of spinning.
-                Ok(_) if engine.num_steps() == steps => {
+                Ok(_) if !resolves && engine.num_steps() == steps => {
                     let wait = self
                         .pins
                         .next_deadline()

@@ -38,6 +38,8 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         kv_dtype: KvDtype::F16,
         // A tab's memory is scarce: quantized matrices stay quantized whatever the kernels.
         weights: WeightStorage::Quantized,
+        // The next step is submitted while the page reads this one's tokens.
+        overlap: true,
     }
 }
 

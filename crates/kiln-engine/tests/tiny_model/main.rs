@@ -11,6 +11,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod overlap;
 mod prompt_logprobs;
 mod reference;
 mod serving;

@@ -7,6 +7,7 @@ mod embedding;
 mod gather_rmsnorm;
 mod glu;
 mod matmul;
+mod prev_tokens;
 mod residual_rmsnorm;
 mod rope_kv;
 mod sample;
@@ -16,9 +17,13 @@ pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
 pub use matmul::{MATVEC_MAX_ROWS, Matmul, MatmulArgs};
+pub use prev_tokens::prev_tokens;
 pub use residual_rmsnorm::residual_rmsnorm;
 pub use rope_kv::{rope_kv, rope_table};
-pub use sample::{NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform, sample};
+pub use sample::{
+    NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform, decode_sample_out, sample,
+    sampler_rows,
+};
 
 use crate::GpuContext;
 

@@ -1,7 +1,7 @@
 //! The sampling launch (`shaders/sample.wgsl`) and the per-row parameters it reads.
 
 use bytemuck::{Pod, Zeroable};
-use kiln_core::{LogprobsMode, PromptScore, SampleSpec, SamplingParams};
+use kiln_core::{LogprobsMode, PromptScore, SampleSpec, SampledToken, SamplingParams, StepBatch};
 
 use crate::{GpuContext, Grid, Kernels, Launch};
 
@@ -146,4 +146,31 @@ pub fn sample(
         ],
         Grid::Samples { per: 1, y: 1 },
     )
+}
+
+/// What each row of a step's sampler output reports: `(alternatives, scored)`, sampled rows
+/// first, then scored prompt rows (which report their forced token's log-probability).
+pub fn sampler_rows(batch: &StepBatch) -> Vec<(u32, bool)> {
+    let sampled = (batch.seqs.iter().filter_map(|q| q.sample.as_ref()))
+        .map(|q| (q.params.top_logprobs.min(20), false));
+    let scored = (batch.seqs.iter().filter_map(|q| q.score.as_ref()))
+        .flat_map(|q| std::iter::repeat_n((q.top_logprobs.min(20), true), q.targets.len()));
+    sampled.chain(scored).collect()
+}
+
+/// Decodes the sampler output (`SAMPLE_OUT_STRIDE` words per row) of the rows `rows` describe.
+pub fn decode_sample_out(words: &[u32], rows: &[(u32, bool)]) -> Vec<SampledToken> {
+    words
+        .chunks(SAMPLE_OUT_STRIDE)
+        .zip(rows)
+        .map(|(w, &(n, scored))| SampledToken {
+            token_id: w[0],
+            logprob: ((n > 0 || scored) && w[0] != NO_TOKEN).then(|| f32::from_bits(w[1])),
+            top_logprobs: (0..n as usize)
+                .map(|i| (w[2 + 2 * i], f32::from_bits(w[3 + 2 * i])))
+                .take_while(|&(id, _)| id != NO_TOKEN)
+                .collect(),
+            rank: scored.then(|| w[SAMPLE_OUT_STRIDE - 1]),
+        })
+        .collect()
 }

@@ -45,7 +45,7 @@ pub fn step_buffer(ctx: &GpuContext, tokens: u32, seqs: u32, samples: u32) -> wg
             num_tokens: tokens,
             num_seqs: seqs,
             num_samples: samples,
-            pad: 0,
+            num_prev: 0,
         }),
     )
 }

@@ -11,9 +11,16 @@ impl Scheduler {
     /// the step's block copies were to fill are dropped, since the copies may not have
     /// happened. Requests not in the step are untouched. Returns the removed ids, in batch
     /// order (requests aborted during the step are skipped). O(step sequences + copies).
+    /// A committed step may fail too (its blocks were never registered); when the step after
+    /// it was already scheduled, that one read its outputs and must fail as well.
     pub fn fail_step(&mut self, step: ScheduledStep) -> Vec<u64> {
-        assert!(self.in_flight, "fail_step() without a scheduled step");
-        self.in_flight = false;
+        if step.committed {
+            assert!(self.unresolved, "fail_step() of a resolved step");
+            self.unresolved = false;
+        } else {
+            assert!(self.scheduled, "fail_step() without a scheduled step");
+            self.scheduled = false;
+        }
         let mut failed = Vec::with_capacity(step.seqs.len());
         for s in &step.seqs {
             let Some(st) = self.requests.remove(&s.id) else {
@@ -31,8 +38,8 @@ impl Scheduler {
         failed
     }
 
-    /// Whether a step is scheduled and not yet updated or failed.
+    /// Whether a step is scheduled or committed and not yet resolved or failed.
     pub fn in_flight(&self) -> bool {
-        self.in_flight
+        self.scheduled || self.unresolved
     }
 }

@@ -3,7 +3,7 @@
 //! recently admitted request when the pool runs out (see the module doc of `scheduler.rs`).
 //! Each planned chunk spends tokens, penalty entries and sampler rows.
 
-use kiln_core::{BLOCK_SIZE, NO_BLOCK, SeqInBatch, StepBatch};
+use kiln_core::{BLOCK_SIZE, NO_BLOCK, PrevToken, SeqInBatch, StepBatch};
 
 use super::{Scheduler, blocks_for, window};
 use crate::output::{ScheduledSeq, ScheduledStep};
@@ -51,9 +51,9 @@ impl Budget {
 
 impl Scheduler {
     /// Builds the next step, or `None` if there is nothing to run. Must be followed by
-    /// [`Self::update`] before the next call.
+    /// [`Self::update`] (or [`Self::commit`]) before the next call.
     pub fn schedule(&mut self) -> Option<ScheduledStep> {
-        assert!(!self.in_flight, "schedule() called again before update()");
+        assert!(!self.scheduled, "schedule() called again before commit()");
         let mut budget = Budget {
             tokens: self.cfg.max_num_batched_tokens,
             penalties: self.cfg.max_penalty_entries,
@@ -79,6 +79,9 @@ impl Scheduler {
                 continue; // preempted earlier in this step
             }
             let st = &self.requests[&id];
+            if st.pending_row.is_some() && st.req.sampling.has_penalties() {
+                continue; // its penalty counts need the pending token: the next step
+            }
             let start = st.num_computed;
             let n =
                 st.chunk_within_rows(start, remaining(self, &id).min(budget.tokens), budget.rows);
@@ -145,7 +148,7 @@ impl Scheduler {
         if step.seqs.is_empty() && b.swap_in.is_empty() && b.swap_out.is_empty() {
             return None;
         }
-        self.in_flight = true;
+        self.scheduled = true;
         Some(step)
     }
 
@@ -155,7 +158,7 @@ impl Scheduler {
     fn admit(&mut self, id: u64, budget: Budget) -> Option<Planned> {
         let caching = self.cfg.enable_prefix_caching;
         let st = self.requests.get_mut(&id).unwrap();
-        debug_assert!(st.num_computed == 0 && st.blocks.is_empty());
+        debug_assert!(st.num_computed == 0 && st.blocks.is_empty() && st.pending_row.is_none());
         let hits = if caching {
             st.update_keys();
             let max_blocks = st.max_hit_blocks();
@@ -226,7 +229,14 @@ impl Scheduler {
             let start = st.num_computed;
             let query_start = batch.token_ids.len() as u32;
             for p in start..start + n {
-                batch.token_ids.push(st.tokens[p]);
+                match st.pending_row.filter(|_| p + 1 == st.tokens.len()) {
+                    Some(row) => {
+                        let index = batch.token_ids.len() as u32;
+                        batch.prev_tokens.push(PrevToken { index, row });
+                        batch.token_ids.push(0);
+                    }
+                    None => batch.token_ids.push(st.tokens[p]),
+                }
                 batch.positions.push(p as u32);
                 batch
                     .slot_mapping
@@ -256,6 +266,10 @@ impl Scheduler {
         }
         (batch.swap_in, batch.swap_out) = self.kv.take_copies();
         debug_assert_eq!(batch.validate(), Ok(()));
-        ScheduledStep { batch, seqs }
+        ScheduledStep {
+            batch,
+            seqs,
+            committed: false,
+        }
     }
 }

@@ -35,3 +35,14 @@ pub fn assert_clean(s: &Scheduler) {
     assert_eq!(st.kv_blocks_free, s.config().num_gpu_blocks);
     assert_eq!((st.num_running, st.num_waiting), (0, 0));
 }
+
+/// A xorshift generator: each call returns a number below its argument.
+pub fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut rng = seed;
+    move |m| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % m
+    }
+}

@@ -1,0 +1,136 @@
+//! A step in two halves: [`ModelRunner::submit`] uploads, records and submits it;
+//! [`ModelRunner::finish`] waits for it and reads its sampler output back. Between the two the
+//! next step may be submitted: its sampler output goes to the other of two readback buffers,
+//! and its inputs may take tokens from this step's output on the GPU.
+
+use kiln_core::{SampledToken, StepBatch, TokenMask, mask_words};
+
+use super::ModelRunner;
+use crate::GpuError;
+use crate::kv_cache::PendingSwapOut;
+use crate::ops::{self, SAMPLE_OUT_STRIDE};
+
+/// A step submitted by [`ModelRunner::submit`], to be read back by [`ModelRunner::finish`].
+pub struct SubmittedStep {
+    pending: Option<PendingSwapOut>,
+    /// The readback buffer its sampler output is copied to, by `submission`.
+    readback: usize,
+    submission: wgpu::SubmissionIndex,
+    /// What each sampler row reports (`ops::sampler_rows`).
+    rows: Vec<(u32, bool)>,
+}
+
+impl ModelRunner {
+    /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one
+    /// token per sequence with a `sample` spec, in batch order, then one per scored prompt row.
+    pub async fn step(&mut self, batch: &StepBatch) -> Result<Vec<SampledToken>, GpuError> {
+        let submitted = self.submit(batch, None)?;
+        self.finish(submitted).await
+    }
+
+    /// [`Self::step`] with token masks: the forward pass is submitted first, then `masks` is
+    /// called (the CPU computes the masks while the GPU runs the forward pass), and returns one
+    /// entry per sampled row (`None`: unconstrained); then the sampling pass runs with them.
+    /// A row whose mask (or logits) leaves no token gets `token_id` [`ops::NO_TOKEN`].
+    pub async fn step_with_masks(
+        &mut self,
+        batch: &StepBatch,
+        masks: &mut dyn FnMut() -> Vec<Option<TokenMask>>,
+    ) -> Result<Vec<SampledToken>, GpuError> {
+        let submitted = self.submit(batch, Some(masks))?;
+        self.finish(submitted).await
+    }
+
+    /// The first half of [`Self::step`] (or [`Self::step_with_masks`]): the step is uploaded,
+    /// recorded and submitted, and nothing is read back. The next step may be submitted
+    /// before this one is finished ([`Self::finish`]); its inputs may then take tokens from
+    /// this one's output on the GPU ([`kiln_core::PrevToken`]). At most two steps may be
+    /// submitted and not finished, and only the later of them may have block copies to the
+    /// CPU tier.
+    pub fn submit(
+        &mut self,
+        batch: &StepBatch,
+        masks: Option<&mut dyn FnMut() -> Vec<Option<TokenMask>>>,
+    ) -> Result<SubmittedStep, GpuError> {
+        let (mut encoder, pending, s) = self.record(batch, masks.is_none())?;
+        let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
+        if let Some(masks) = masks {
+            self.ctx.queue.submit([encoder.finish()]);
+            encoder = self.ctx.device.create_command_encoder(&Default::default());
+            self.write_masks(batch, masks())?;
+            if s > 0 {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("sample"),
+                    timestamp_writes: None,
+                });
+                self.sample.record(&mut pass, batch.num_tokens() as u32, s);
+            }
+        }
+        let readback = self.next_readback;
+        self.next_readback = 1 - readback;
+        if bytes > 0 {
+            encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.readback[readback], 0, bytes);
+        }
+        let submission = self.ctx.queue.submit([encoder.finish()]);
+        Ok(SubmittedStep {
+            pending,
+            readback,
+            submission,
+            rows: ops::sampler_rows(batch),
+        })
+    }
+
+    /// The second half of [`Self::step`]: waits for the step and returns its tokens.
+    pub async fn finish(&mut self, step: SubmittedStep) -> Result<Vec<SampledToken>, GpuError> {
+        if let Some(p) = step.pending {
+            self.kv.finish_swap_out(&self.ctx, p).await?;
+        }
+        if step.rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let buffer = &self.readback[step.readback];
+        let data = self
+            .ctx
+            .map_read_after(buffer, Some(step.submission))
+            .await?;
+        Ok(ops::decode_sample_out(
+            bytemuck::cast_slice(&data),
+            &step.rows,
+        ))
+    }
+
+    /// Writes the token masks of a step's sampled rows and points each constrained row at
+    /// its mask.
+    fn write_masks(
+        &mut self,
+        batch: &StepBatch,
+        masks: Vec<Option<TokenMask>>,
+    ) -> Result<(), GpuError> {
+        let words = mask_words(self.config.vocab_size);
+        let sampled = batch.num_samples();
+        if masks.len() != sampled {
+            return Err(GpuError::Batch(format!(
+                "{} token masks for {sampled} sampled rows",
+                masks.len()
+            )));
+        }
+        let mut next = 0u32;
+        for (row, m) in masks.iter().enumerate() {
+            let Some(m) = m else { continue };
+            if m.len() != words {
+                return Err(GpuError::Batch(format!(
+                    "row {row}: token mask of {} words, the vocabulary needs {words}",
+                    m.len()
+                )));
+            }
+            self.ctx.write(
+                &self.masks,
+                next as u64 * words as u64 * 4,
+                bytemuck::cast_slice(m),
+            );
+            self.inputs.set_mask_row(&self.ctx, row, next);
+            next += 1;
+        }
+        Ok(())
+    }
+}
