@@ -2,7 +2,9 @@
 //  0. in raw log-prob mode, the log-probabilities of the model's own logits (before penalties,
 //     temperature and mask), as vLLM reports by default;
 //  1. penalties on the row's history: repetition (divide positive logits, multiply negative
-//     ones, for tokens seen in prompt or output), presence and frequency (output counts);
+//     ones, for tokens seen in prompt or output), presence and frequency (output counts); the
+//     host lists the history it knows, and `pending` names the row's input token when it came
+//     from the previous step on the GPU (overlapped steps): one more output occurrence;
 //  2. temperature and exclusion: a token is left out (as if its probability were 0) when the
 //     row's allowed-token mask clears its bit or its logit is not finite (-inf, +inf, NaN;
 //     tested on the bits, since WGSL may assume floats are finite); greedy (argmax) when it is 0 or top_k is 1;
@@ -41,6 +43,7 @@ struct Sampling {
     mask_row: u32,
     raw_logprobs: u32,
     forced: u32,  // NONE, or the token a scored row reports
+    pending: u32, // NONE, or the index in token_ids of an output token not in the penalty list
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -51,6 +54,7 @@ struct Sampling {
 @group(0) @binding(5) var<storage, read_write> out: array<u32>;      // (S, out_stride): id, logprob, (id, logprob) * 20, rank
 @group(0) @binding(6) var<storage, read> masks: array<u32>;          // (M, mask_words)
 @group(0) @binding(7) var<storage, read_write> penalty_raw: array<f32>; // (P): logits before penalties
+@group(0) @binding(8) var<storage, read> token_ids: array<u32>;      // (T): the step's input tokens
 
 const WG: u32 = 256u;
 const NEG: f32 = -3.0e38;
@@ -59,6 +63,8 @@ const NO_MASK: u32 = 0xffffffffu;
 const NONE: u32 = 0xffffffffu;
 
 var<workgroup> found: f32;
+var<workgroup> pend_entry: u32;  // the pending token's entry in the penalty list, or NONE
+var<workgroup> pend_raw: f32;    // the pending token's logit before penalties
 
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;
@@ -188,6 +194,22 @@ fn raw_lse(lid: u32, base: u32) -> f32 {
     return mv + log(reduce_sum(lid, z));
 }
 
+// A logit after the penalties of a token `seen` in the history and `count` times in the output.
+fn penalized(sp: Sampling, logit: f32, seen: bool, count: u32) -> f32 {
+    var l = logit;
+    if (seen) {
+        if (l > 0.0) {
+            l = l / sp.repetition_penalty;
+        } else {
+            l = l * sp.repetition_penalty;
+        }
+    }
+    if (count > 0u) {
+        l -= sp.presence_penalty + sp.frequency_penalty * f32(count);
+    }
+    return l;
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let row = wg.x;
@@ -213,24 +235,43 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let entry = sp.penalty_start + e;
         let tok = penalties[2u * entry];
         let packed = penalties[2u * entry + 1u];
-        let count = packed & 0x7fffffffu;
-        let seen = (packed >> 31u) != 0u;
-        var l = logits[base + tok];
+        let l = logits[base + tok];
         penalty_raw[entry] = l;
-        if (seen) {
-            if (l > 0.0) {
-                l = l / sp.repetition_penalty;
-            } else {
-                l = l * sp.repetition_penalty;
-            }
-        }
-        if (count > 0u) {
-            l -= sp.presence_penalty + sp.frequency_penalty * f32(count);
-        }
-        logits[base + tok] = l;
+        logits[base + tok] = penalized(sp, l, (packed >> 31u) != 0u, packed & 0x7fffffffu);
     }
     storageBarrier();
     workgroupBarrier();
+    // The pending token: penalised again from its raw logit with one more occurrence if it is
+    // listed, else penalised as seen once.
+    var pend = NONE;
+    if (sp.pending != NONE) {
+        pend = token_ids[sp.pending];
+    }
+    if (pend < v_count) {
+        if (lid == 0u) {
+            pend_entry = NONE;
+        }
+        workgroupBarrier();
+        for (var e = lid; e < sp.penalty_count; e += WG) {
+            if (penalties[2u * (sp.penalty_start + e)] == pend) {
+                pend_entry = e;
+            }
+        }
+        workgroupBarrier();
+        if (lid == 0u) {
+            var l = logits[base + pend];
+            var count = 1u;
+            if (pend_entry != NONE) {
+                let entry = sp.penalty_start + pend_entry;
+                l = penalty_raw[entry];
+                count += penalties[2u * entry + 1u] & 0x7fffffffu;
+            }
+            pend_raw = l;
+            logits[base + pend] = penalized(sp, l, true, count);
+        }
+        storageBarrier();
+        workgroupBarrier();
+    }
 
     // 2. Temperature and exclusion (excluded tokens hold NEG, below every threshold), the
     // row's maximum and log-sum-exp over the kept tokens.
@@ -352,6 +393,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             if (penalties[2u * entry] == chosen) {
                 found = penalty_raw[entry];
             }
+        }
+        if (lid == 0u && pend < v_count && pend == chosen && pend_entry == NONE) {
+            found = pend_raw;
         }
         workgroupBarrier();
         if (sp.top_logprobs > 0u) {

@@ -33,7 +33,9 @@ pub struct StepBatch {
     pub swap_out: Vec<BlockCopy>,
     /// Input tokens that the previous step sampled and the host has not seen yet (a step
     /// scheduled while the one before it runs): the runner takes each from that step's
-    /// sampler output on the GPU, and `token_ids` holds a placeholder there.
+    /// sampler output on the GPU, and `token_ids` holds a placeholder there. Such a token is
+    /// the last of its sequence's history and is missing from its `penalty_tokens`: the
+    /// sampler counts it.
     pub prev_tokens: Vec<PrevToken>,
 }
 

@@ -13,9 +13,9 @@
 //!
 //! A step is overlapped only when the next one needs nothing the host learns from its tokens:
 //! no sampled row of it has a grammar (the matcher must consume the token before the next
-//! mask) or penalties (their counts), and it moves no block to the CPU tier (the next step
-//! might restore it before it lands). A request that stops on a token costs one wasted row in
-//! the step after. Outputs are the same with and without overlap (tested in
+//! mask), and it moves no block to the CPU tier (the next step might restore it before it
+//! lands). Penalties do not stop it: the sampler counts the pending token itself. A request
+//! that stops on a token costs one wasted row in the step after. Outputs are the same with and without overlap (tested in
 //! `tests/tiny_model/overlap.rs`).
 
 use kiln_core::{SampledToken, StepBatch, TokenMask};
@@ -109,12 +109,10 @@ impl Engine {
         let mut mask_failures = Vec::new();
         match self.submit(&step.batch, &sampled_ids, &mut mask_failures) {
             Ok(submitted) => {
-                let penalties = (step.batch.seqs.iter().filter_map(|s| s.sample.as_ref()))
-                    .any(|s| s.params.has_penalties());
                 let constrained = sampled_ids
                     .iter()
                     .any(|id| self.constraints.contains_key(id));
-                let overlappable = !penalties && !constrained && step.batch.swap_out.is_empty();
+                let overlappable = !constrained && step.batch.swap_out.is_empty();
                 Ok(Some(Launched {
                     step,
                     sampled_ids,

@@ -267,6 +267,7 @@ impl ModelRunner {
                 masks: &masks,
                 logits: &logits,
                 out: &sample_out,
+                token_ids: &inputs.token_ids,
             },
         );
         progress(total, total);

@@ -96,6 +96,8 @@ impl StepInputs {
         let mut sample_rows = Vec::new();
         let mut sampling = Vec::new();
         let mut penalties = Vec::new();
+        let from_previous: std::collections::HashSet<u32> =
+            batch.prev_tokens.iter().map(|p| p.index).collect();
         for (s, seq) in batch.seqs.iter().enumerate() {
             token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
             seq_info.extend([
@@ -106,8 +108,13 @@ impl StepInputs {
             ]);
             tables.extend_from_slice(&seq.block_table);
             if let Some(spec) = &seq.sample {
-                sample_rows.push(seq.query_start + seq.query_len - 1);
-                sampling.push(SampleUniform::new(spec, (penalties.len() / 2) as u32));
+                let last = seq.query_start + seq.query_len - 1;
+                sample_rows.push(last);
+                let mut u = SampleUniform::new(spec, (penalties.len() / 2) as u32);
+                if spec.params.has_penalties() && from_previous.contains(&last) {
+                    u.pending = last;
+                }
+                sampling.push(u);
                 if spec.params.has_penalties() {
                     for p in &spec.penalty_tokens {
                         penalties.extend([

@@ -120,10 +120,6 @@ impl RequestState {
         self.output_len
     }
 
-    pub fn output(&self) -> &[u32] {
-        &self.tokens[self.tokens.len() - self.output_len..]
-    }
-
     /// Tokens whose ids are known (all but a pending placeholder).
     pub fn known_len(&self) -> usize {
         self.tokens.len() - usize::from(self.pending_row.is_some())
@@ -161,7 +157,8 @@ impl RequestState {
         for &t in &self.tokens[..self.prompt_len()] {
             seen.entry(t).or_insert(0);
         }
-        for &t in self.output() {
+        // A pending output token is not known yet: the sampler counts it itself.
+        for &t in &self.tokens[self.prompt_len()..self.known_len()] {
             *seen.entry(t).or_insert(0) += 1;
         }
         let mut v: Vec<PenaltyToken> = seen

@@ -54,14 +54,22 @@ fn run_overlapped(c: SchedulerConfig, reqs: &[Request]) -> (Sim, usize) {
     for r in reqs {
         sim.sched.add_request(r.clone()).unwrap();
     }
-    let mut from_previous = 0;
+    let (mut from_previous, mut penalised_pending) = (0, 0);
     while let Some((step, _)) = sim.step() {
-        from_previous += step.batch.prev_tokens.len();
-        for s in step.batch.seqs.iter().filter_map(|s| s.sample.as_ref()) {
-            assert!(
-                s.penalty_tokens.iter().all(|p| p.token_id != u32::MAX),
-                "penalty counts saw a pending token"
-            );
+        let b = &step.batch;
+        from_previous += b.prev_tokens.len();
+        for s in &b.seqs {
+            let Some(spec) = &s.sample else { continue };
+            // The pending token is left to the sampler: the list holds only known tokens,
+            // each output occurrence counted.
+            let last = s.query_start + s.query_len - 1;
+            let pending = b.prev_tokens.iter().any(|p| p.index == last);
+            let outputs: u32 = spec.penalty_tokens.iter().map(|p| p.output_count).sum();
+            if spec.params.has_penalties() {
+                assert_eq!(outputs, spec.draw_index - u32::from(pending));
+                penalised_pending += usize::from(pending);
+            }
+            assert!(spec.penalty_tokens.iter().all(|p| p.token_id != u32::MAX));
         }
         assert!(sim.steps < 20_000, "not finished");
     }
@@ -82,6 +90,12 @@ fn run_overlapped(c: SchedulerConfig, reqs: &[Request]) -> (Sim, usize) {
         }
     }
     assert_clean(&sim.sched);
+    if reqs.iter().any(|r| r.sampling.has_penalties()) {
+        assert!(
+            penalised_pending > 0,
+            "no request with penalties had a pending token"
+        );
+    }
     (sim, from_previous)
 }
 

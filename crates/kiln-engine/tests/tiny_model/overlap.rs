@@ -2,7 +2,7 @@
 //! while the one before it runs takes its decodes' input tokens from that step's output on
 //! the GPU. Every request's tokens, finish reason and prompt scores must be the same.
 
-use kiln_engine::{Engine, FinishReason};
+use kiln_engine::{Engine, FinishReason, LogprobsMode};
 
 use super::*;
 
@@ -32,8 +32,8 @@ fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, Outcome> {
 }
 
 /// 12 requests, half sharing a 32-token prefix, in a pool too small for all of them
-/// (preemption): greedy and seeded sampling, stop tokens, penalties (a step sampling a
-/// request with penalties is not overlapped), prompt scoring and a score-only request.
+/// (preemption): greedy and seeded sampling, stop tokens, penalties (the sampler counts the
+/// pending token on the GPU), prompt scoring and a score-only request.
 fn workload(vocab: usize) -> Vec<Request> {
     let shared = tokens(900, 32, vocab);
     (0..12u64)
@@ -52,8 +52,11 @@ fn workload(vocab: usize) -> Vec<Request> {
                 sampling.temperature = 0.9;
                 sampling.top_p = 0.9;
             }
-            if id == 3 {
+            if id % 4 == 3 {
+                // Log-probs of the penalised distribution, so a missed count shows.
                 sampling.presence_penalty = 0.7;
+                sampling.repetition_penalty = 1.3;
+                sampling.logprobs_mode = LogprobsMode::Processed;
             }
             Request {
                 sampling,

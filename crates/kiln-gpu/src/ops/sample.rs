@@ -46,6 +46,9 @@ pub struct SampleUniform {
     pub raw_logprobs: u32,
     /// [`NO_TOKEN`], or the token a scored prompt row reports.
     pub forced: u32,
+    /// [`NO_TOKEN`], or the index in the step's input tokens of an output token of this row
+    /// that its penalty list lacks (an input taken from the previous step's output).
+    pub pending: u32,
 }
 
 impl SampleUniform {
@@ -74,6 +77,7 @@ impl SampleUniform {
             mask_row: NO_MASK,
             raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
             forced: NO_TOKEN,
+            pending: NO_TOKEN,
         }
     }
 
@@ -111,6 +115,8 @@ pub struct SampleBuffers<'a> {
     pub logits: &'a wgpu::Buffer,
     /// `(S, SAMPLE_OUT_STRIDE)` words.
     pub out: &'a wgpu::Buffer,
+    /// The step's input tokens (read for [`SampleUniform::pending`]).
+    pub token_ids: &'a wgpu::Buffer,
 }
 
 /// Samples one token per row of `logits` (modified in place).
@@ -143,6 +149,7 @@ pub fn sample(
             b.out,
             b.masks,
             b.penalty_raw,
+            b.token_ids,
         ],
         Grid::Samples { per: 1, y: 1 },
     )

@@ -17,9 +17,9 @@
 //!
 //! Order: `schedule`, `commit`, then `schedule` of the next step (optional), `resolve` of the
 //! first, `commit` of the second, and so on; `update` is `commit` and `resolve` together.
-//! A request with penalties is not scheduled while its last token is pending (the counts would
-//! miss it); it runs in the step after. Cost: O(step sequences) each, plus the prefix-cache
-//! registrations.
+//! The penalty list of a request whose last token is pending leaves that token out; the
+//! sampler counts it from the step's inputs. Cost: O(step sequences) each, plus the
+//! prefix-cache registrations.
 
 use kiln_core::{BLOCK_SIZE, SampledToken};
 

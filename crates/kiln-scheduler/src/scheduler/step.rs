@@ -79,9 +79,6 @@ impl Scheduler {
                 continue; // preempted earlier in this step
             }
             let st = &self.requests[&id];
-            if st.pending_row.is_some() && st.req.sampling.has_penalties() {
-                continue; // its penalty counts need the pending token: the next step
-            }
             let start = st.num_computed;
             let n =
                 st.chunk_within_rows(start, remaining(self, &id).min(budget.tokens), budget.rows);
