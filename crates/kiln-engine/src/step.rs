@@ -11,26 +11,36 @@
 //! output itself. The host's share of a step (reading back, detokenizing downstream,
 //! scheduling, uploading, recording) then runs while the GPU computes.
 //!
-//! A step is overlapped only when the next one needs nothing the host learns from its tokens:
-//! no sampled row of it has a grammar (the matcher must consume the token before the next
-//! mask), and it moves no block to the CPU tier (the next step might restore it before it
-//! lands). Penalties do not stop it: the sampler counts the pending token itself. A request
-//! that stops on a token costs one wasted row in the step after. Outputs are the same with and without overlap (tested in
+//! Penalties count the pending token in the sampler itself. A next step with grammar-constrained
+//! rows has its forward pass submitted ahead and its sampling after the current step's tokens
+//! are read back and fed to the matchers (the masks depend on them). A step is not overlapped
+//! when it moves blocks to the CPU tier (the next step might restore one before it lands). A
+//! request that stops on a token costs one wasted row in the step after. Outputs are the same with and without overlap (tested in
 //! `tests/tiny_model/overlap.rs`).
+
+use std::collections::HashMap;
 
 use kiln_core::{SampledToken, StepBatch, TokenMask};
 use kiln_gpu::ops::NO_TOKEN;
-use kiln_gpu::{GpuError, SubmittedStep};
+use kiln_gpu::{ForwardSubmitted, GpuError, SubmittedStep};
 use kiln_scheduler::{FinishReason, RequestUpdate, ScheduledStep};
 
-use crate::{Engine, EngineError};
+use crate::{Constraint, Engine, EngineError};
+
+enum Submission {
+    /// Forward pass and sampling.
+    Whole(SubmittedStep),
+    /// The forward pass of a step with constrained rows, submitted ahead: its masks wait for
+    /// the previous step's tokens.
+    Forward(ForwardSubmitted),
+}
 
 /// A step scheduled and submitted, whose tokens have not been read back.
 pub(crate) struct Launched {
     step: ScheduledStep,
     /// Ids of its sampled requests, in batch order.
     sampled_ids: Vec<u64>,
-    submitted: SubmittedStep,
+    submitted: Submission,
     /// Requests whose grammar matcher failed while their masks were computed.
     mask_failures: Vec<(u64, String)>,
     /// Whether the next step may be scheduled and submitted before its tokens are read.
@@ -52,7 +62,7 @@ impl Engine {
         }
         let current = match self.in_flight.take() {
             Some(c) => c,
-            None => match self.launch()? {
+            None => match self.launch(false)? {
                 Some(mut c) => {
                     self.scheduler.commit(&mut c.step);
                     c
@@ -61,7 +71,7 @@ impl Engine {
             },
         };
         let next = if self.overlap && current.overlappable {
-            self.launch().unwrap_or_else(|e| {
+            self.launch(true).unwrap_or_else(|e| {
                 self.deferred = Some(e);
                 None
             })
@@ -69,7 +79,10 @@ impl Engine {
             None
         };
         let expected = current.sampled_ids.len() + current.step.batch.num_scored();
-        let result = self.runner.finish(current.submitted).await;
+        let Submission::Whole(submitted) = current.submitted else {
+            unreachable!("a step in flight has its sampling submitted");
+        };
+        let result = self.runner.finish(submitted).await;
         let errors = self.runner.context().faults.take_errors();
         let reason = match result {
             Ok(_) if !errors.is_empty() => errors.join("; "),
@@ -82,10 +95,16 @@ impl Engine {
             Ok(sampled) => {
                 let (ids, failures) = (&current.sampled_ids, current.mask_failures);
                 let updates = self.update(current.step, ids, sampled, failures);
-                if let Some(mut next) = next {
-                    self.num_overlapped += 1;
-                    self.scheduler.commit(&mut next.step);
-                    self.in_flight = Some(next);
+                if let Some(next) = next {
+                    // Constrained rows are sampled now that their matchers have the tokens.
+                    match self.submit_sampling(next) {
+                        Ok(mut next) => {
+                            self.num_overlapped += 1;
+                            self.scheduler.commit(&mut next.step);
+                            self.in_flight = Some(next);
+                        }
+                        Err((step, e)) => self.deferred = Some(self.fail(vec![step], e)),
+                    }
                 }
                 return Ok(updates);
             }
@@ -97,8 +116,9 @@ impl Engine {
     }
 
     /// Schedules a step and submits it; `None` when there is nothing to run. A step that
-    /// cannot be submitted is undone and reported.
-    fn launch(&mut self) -> Result<Option<Launched>, EngineError> {
+    /// cannot be submitted is undone and reported. `ahead`: the step before it is still
+    /// unresolved, so constrained rows get their forward pass only.
+    fn launch(&mut self, ahead: bool) -> Result<Option<Launched>, EngineError> {
         let Some(step) = self.scheduler.schedule() else {
             return Ok(None);
         };
@@ -107,12 +127,9 @@ impl Engine {
             .map(|s| s.id)
             .collect();
         let mut mask_failures = Vec::new();
-        match self.submit(&step.batch, &sampled_ids, &mut mask_failures) {
+        match self.submit(&step.batch, &sampled_ids, &mut mask_failures, ahead) {
             Ok(submitted) => {
-                let constrained = sampled_ids
-                    .iter()
-                    .any(|id| self.constraints.contains_key(id));
-                let overlappable = !constrained && step.batch.swap_out.is_empty();
+                let overlappable = step.batch.swap_out.is_empty();
                 Ok(Some(Launched {
                     step,
                     sampled_ids,
@@ -126,14 +143,15 @@ impl Engine {
     }
 
     /// Submits the forward pass and sampling. With constrained rows the masks are computed
-    /// on the CPU while the GPU runs the forward pass; a matcher that fails there is recorded
-    /// in `failed`.
+    /// on the CPU while the GPU runs the forward pass (a matcher that fails there is recorded
+    /// in `failed`), or later (`ahead`: only the forward pass is submitted).
     fn submit(
         &mut self,
         batch: &StepBatch,
         sampled_ids: &[u64],
         failed: &mut Vec<(u64, String)>,
-    ) -> Result<SubmittedStep, GpuError> {
+        ahead: bool,
+    ) -> Result<Submission, GpuError> {
         #[cfg(feature = "fault-injection")]
         match self.faults.at(self.num_steps) {
             Some(crate::fault::Injected::FailStep) => {
@@ -153,22 +171,29 @@ impl Engine {
             .iter()
             .any(|id| self.constraints.contains_key(id))
         {
-            return self.runner.submit(batch, None);
+            return Ok(Submission::Whole(self.runner.submit(batch, None)?));
+        }
+        if ahead {
+            return Ok(Submission::Forward(self.runner.submit_forward(batch)?));
         }
         let constraints = &mut self.constraints;
-        let mut masks = || -> Vec<Option<TokenMask>> {
-            sampled_ids
-                .iter()
-                .map(|id| {
-                    let c = constraints.get_mut(id)?;
-                    Some(c.mask().unwrap_or_else(|e| {
-                        failed.push((*id, format!("the output constraint failed: {e}")));
-                        vec![0; c.mask_len()]
-                    }))
-                })
-                .collect()
-        };
-        self.runner.submit(batch, Some(&mut masks))
+        let mut masks = || masks(constraints, sampled_ids, failed);
+        Ok(Submission::Whole(
+            self.runner.submit(batch, Some(&mut masks))?,
+        ))
+    }
+
+    /// Submits the sampling of a step whose forward pass went ahead; on failure returns the
+    /// step (not committed) and why.
+    fn submit_sampling(&mut self, mut l: Launched) -> Result<Launched, (ScheduledStep, String)> {
+        if let Submission::Forward(forward) = l.submitted {
+            let m = masks(&mut self.constraints, &l.sampled_ids, &mut l.mask_failures);
+            match self.runner.submit_sampling(forward, m) {
+                Ok(s) => l.submitted = Submission::Whole(s),
+                Err(e) => return Err((l.step, e.to_string())),
+            }
+        }
+        Ok(l)
     }
 
     /// Removes the requests of `steps` (which failed) and says why.
@@ -250,4 +275,23 @@ impl Engine {
         self.failures.extend(failed);
         updates
     }
+}
+
+/// The token masks of a step's sampled rows (`None`: unconstrained). A matcher that fails
+/// allows nothing, and is recorded in `failed`.
+fn masks(
+    constraints: &mut HashMap<u64, Constraint>,
+    sampled_ids: &[u64],
+    failed: &mut Vec<(u64, String)>,
+) -> Vec<Option<TokenMask>> {
+    sampled_ids
+        .iter()
+        .map(|id| {
+            let c = constraints.get_mut(id)?;
+            Some(c.mask().unwrap_or_else(|e| {
+                failed.push((*id, format!("the output constraint failed: {e}")));
+                vec![0; c.mask_len()]
+            }))
+        })
+        .collect()
 }

@@ -1,13 +1,14 @@
 //! Grammar-constrained decoding with the real default model's tokenizer: a seeded random walk
 //! over the allowed tokens always spells valid JSON for bounded schemas (CPU only), and on the
-//! GPU constrained and unconstrained requests in one batch do not affect each other.
+//! GPU constrained and unconstrained requests in one batch do not affect each other, with
+//! overlapped steps or without.
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use common::*;
-use kiln_engine::{ConstraintFactory, Grammar, Request, SamplingParams};
+use kiln_engine::{ConstraintFactory, EngineConfig, Grammar, Request, SamplingParams};
 use serde_json::{Value, json};
 
 /// A small xorshift generator, so the walk is reproducible without extra dependencies.
@@ -197,29 +198,42 @@ fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
         &mut e,
         vec![request(1, &prompts[0], 5), request(2, &prompts[1], 6)],
     );
-    // Together with two constrained ones (ids 3 and 4) in the same steps.
-    let mut e = engine(&ctx, &model, small_config());
-    let mut out: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    for r in [request(1, &prompts[0], 5), request(2, &prompts[1], 6)] {
-        out.insert(r.id, Vec::new());
-        e.add_request(r).unwrap();
-    }
-    for (id, g) in [
-        (3, Grammar::JsonSchema(bounded_schema())),
-        (4, Grammar::JsonObject),
-    ] {
-        out.insert(id, Vec::new());
-        e.add_constrained_request(request(id, &prompts[1], id), factory.compile(&g).unwrap())
-            .unwrap();
-    }
-    while e.has_unfinished() {
-        for u in pollster::block_on(e.step()).expect("step") {
-            if let Some(t) = u.token {
-                out.get_mut(&u.id).unwrap().push(t.token_id);
+    // Together with two constrained ones (ids 3 and 4) in the same steps, with steps
+    // overlapped (constrained rows sampled once the previous step's tokens reach their
+    // matchers) and without.
+    let together = |overlap: bool| {
+        let config = EngineConfig {
+            overlap,
+            ..small_config()
+        };
+        let mut e = engine(&ctx, &model, config);
+        let mut out: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for r in [request(1, &prompts[0], 5), request(2, &prompts[1], 6)] {
+            out.insert(r.id, Vec::new());
+            e.add_request(r).unwrap();
+        }
+        for (id, g) in [
+            (3, Grammar::JsonSchema(bounded_schema())),
+            (4, Grammar::JsonObject),
+        ] {
+            out.insert(id, Vec::new());
+            let c = factory.compile(&g).unwrap();
+            e.add_constrained_request(request(id, &prompts[1], id), c)
+                .unwrap();
+        }
+        while e.has_unfinished() {
+            for u in pollster::block_on(e.step()).expect("step") {
+                if let Some(t) = u.token {
+                    out.get_mut(&u.id).unwrap().push(t.token_id);
+                }
             }
         }
-    }
-    assert!(e.take_failures().is_empty(), "no constraint failed");
+        assert!(e.take_failures().is_empty(), "no constraint failed");
+        assert_eq!(e.num_overlapped_steps() > 5, overlap);
+        out
+    };
+    let out = together(true);
+    assert_eq!(out, together(false), "overlapped steps change nothing");
     assert_eq!(
         out[&1], alone[&1],
         "request 1 is unaffected by constrained neighbours"

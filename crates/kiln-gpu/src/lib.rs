@@ -34,6 +34,6 @@ pub use kv_cache::KvCache;
 pub use kv_layout::{KvDtype, KvLayout};
 pub use launch::{Grid, Launch};
 pub use matrix::GpuMatrix;
-pub use runner::{ModelRunner, RunnerConfig, SubmittedStep};
+pub use runner::{ForwardSubmitted, ModelRunner, RunnerConfig, SubmittedStep};
 pub use step_inputs::{StepCapacity, StepInputs, StepUniform};
 pub use weight_format::{HostMatrix, WeightFormat, WeightStorage, gpu_weight_bytes};

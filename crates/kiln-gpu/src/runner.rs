@@ -5,7 +5,7 @@
 
 mod submit;
 
-pub use submit::SubmittedStep;
+pub use submit::{ForwardSubmitted, SubmittedStep};
 
 use kiln_core::{BLOCK_SIZE, StepBatch, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};

@@ -20,6 +20,16 @@ pub struct SubmittedStep {
     rows: Vec<(u32, bool)>,
 }
 
+/// A step whose forward pass is submitted and whose sampling waits for its token masks
+/// ([`ModelRunner::submit_forward`]).
+pub struct ForwardSubmitted {
+    pending: Option<PendingSwapOut>,
+    /// Sampler rows, and the step's tokens.
+    samples: u32,
+    tokens: u32,
+    rows: Vec<(u32, bool)>,
+}
+
 impl ModelRunner {
     /// Runs one step: the batch's block copies, one forward pass and sampling. Returns one
     /// token per sequence with a `sample` spec, in batch order, then one per scored prompt row.
@@ -52,32 +62,74 @@ impl ModelRunner {
         batch: &StepBatch,
         masks: Option<&mut dyn FnMut() -> Vec<Option<TokenMask>>>,
     ) -> Result<SubmittedStep, GpuError> {
-        let (mut encoder, pending, s) = self.record(batch, masks.is_none())?;
-        let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
-        if let Some(masks) = masks {
-            self.ctx.queue.submit([encoder.finish()]);
-            encoder = self.ctx.device.create_command_encoder(&Default::default());
-            self.write_masks(batch, masks())?;
-            if s > 0 {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("sample"),
-                    timestamp_writes: None,
-                });
-                self.sample.record(&mut pass, batch.num_tokens() as u32, s);
+        match masks {
+            None => {
+                let (encoder, pending, s) = self.record(batch, true)?;
+                Ok(self.submit_readback(encoder, pending, s, ops::sampler_rows(batch)))
+            }
+            Some(masks) => {
+                let forward = self.submit_forward(batch)?;
+                self.submit_sampling(forward, masks())
             }
         }
+    }
+
+    /// A step with token masks in two parts: the forward pass now, the sampling with the
+    /// masks later ([`Self::submit_sampling`]), so that the masks may depend on what the
+    /// host learns in between (the previous step's tokens).
+    pub fn submit_forward(&mut self, batch: &StepBatch) -> Result<ForwardSubmitted, GpuError> {
+        let (encoder, pending, samples) = self.record(batch, false)?;
+        self.ctx.queue.submit([encoder.finish()]);
+        Ok(ForwardSubmitted {
+            pending,
+            samples,
+            tokens: batch.num_tokens() as u32,
+            rows: ops::sampler_rows(batch),
+        })
+    }
+
+    /// Samples the step of `forward` under `masks`, one per sampled row (`None`:
+    /// unconstrained). Nothing may be submitted between the two parts.
+    pub fn submit_sampling(
+        &mut self,
+        forward: ForwardSubmitted,
+        masks: Vec<Option<TokenMask>>,
+    ) -> Result<SubmittedStep, GpuError> {
+        let sampled = forward.rows.iter().filter(|r| !r.1).count();
+        self.write_masks(sampled, masks)?;
+        let s = forward.samples;
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        if s > 0 {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("sample"),
+                timestamp_writes: None,
+            });
+            self.sample.record(&mut pass, forward.tokens, s);
+        }
+        Ok(self.submit_readback(encoder, forward.pending, s, forward.rows))
+    }
+
+    /// Copies `s` sampler rows to the next readback buffer and submits `encoder`.
+    fn submit_readback(
+        &mut self,
+        mut encoder: wgpu::CommandEncoder,
+        pending: Option<PendingSwapOut>,
+        s: u32,
+        rows: Vec<(u32, bool)>,
+    ) -> SubmittedStep {
         let readback = self.next_readback;
         self.next_readback = 1 - readback;
+        let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
         if bytes > 0 {
             encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.readback[readback], 0, bytes);
         }
         let submission = self.ctx.queue.submit([encoder.finish()]);
-        Ok(SubmittedStep {
+        SubmittedStep {
             pending,
             readback,
             submission,
-            rows: ops::sampler_rows(batch),
-        })
+            rows,
+        }
     }
 
     /// The second half of [`Self::step`]: waits for the step and returns its tokens.
@@ -99,15 +151,14 @@ impl ModelRunner {
         ))
     }
 
-    /// Writes the token masks of a step's sampled rows and points each constrained row at
+    /// Writes the token masks of a step's `sampled` rows and points each constrained row at
     /// its mask.
     fn write_masks(
         &mut self,
-        batch: &StepBatch,
+        sampled: usize,
         masks: Vec<Option<TokenMask>>,
     ) -> Result<(), GpuError> {
         let words = mask_words(self.config.vocab_size);
-        let sampled = batch.num_samples();
         if masks.len() != sampled {
             return Err(GpuError::Batch(format!(
                 "{} token masks for {sampled} sampled rows",
