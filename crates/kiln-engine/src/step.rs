@@ -103,7 +103,7 @@ impl Engine {
                             self.scheduler.commit(&mut next.step);
                             self.in_flight = Some(next);
                         }
-                        Err((step, e)) => self.deferred = Some(self.fail(vec![step], e)),
+                        Err(e) => self.deferred = Some(e),
                     }
                 }
                 return Ok(updates);
@@ -183,14 +183,14 @@ impl Engine {
         ))
     }
 
-    /// Submits the sampling of a step whose forward pass went ahead; on failure returns the
-    /// step (not committed) and why.
-    fn submit_sampling(&mut self, mut l: Launched) -> Result<Launched, (ScheduledStep, String)> {
+    /// Submits the sampling of a step whose forward pass went ahead; a step whose sampling
+    /// cannot be submitted is undone and reported.
+    fn submit_sampling(&mut self, mut l: Launched) -> Result<Launched, EngineError> {
         if let Submission::Forward(forward) = l.submitted {
             let m = masks(&mut self.constraints, &l.sampled_ids, &mut l.mask_failures);
             match self.runner.submit_sampling(forward, m) {
                 Ok(s) => l.submitted = Submission::Whole(s),
-                Err(e) => return Err((l.step, e.to_string())),
+                Err(e) => return Err(self.fail(vec![l.step], e.to_string())),
             }
         }
         Ok(l)
