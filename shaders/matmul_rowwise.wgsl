@@ -11,7 +11,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -88,20 +88,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         if (norm) {
             s = inverseSqrt(ss[t] / f32(p.k) + p.eps);
         }
-        for (var o = 0u; o < OUTS; o++) {
-            let n = n0 + o;
-            if (n >= p.n) {
-                break;
+        let v = acc[t] * s;
+        if (glu()) {
+            // N is even, so a pair is whole when its gate is in range.
+            for (var o = 0u; o < OUTS && n0 + o < p.n; o += 2u) {
+                store_pair(t0 + t, n0 + o, v[o], v[o + 1u]);
             }
-            var v = acc[t][o] * s;
-            if ((p.flags & 2u) != 0u) {
-                v += bias[n];
-            }
-            let idx = (t0 + t) * p.ldy + p.out_offset + n;
-            if ((p.flags & 4u) != 0u) {
-                v += y[idx];
-            }
-            y[idx] = v;
+            continue;
+        }
+        for (var o = 0u; o < OUTS && n0 + o < p.n; o++) {
+            store(t0 + t, n0 + o, v[o]);
         }
     }
 }

@@ -11,7 +11,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -89,19 +89,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let t = lid / OUTS;
         let o = lid % OUTS;
         let n = n0 + o;
-        if (n < p.n) {
-            var v = red[(t * OUTS + o) * WG];
+        // With a gated activation the even output takes its pair's odd one along.
+        let pair = glu();
+        if (n < p.n && !(pair && o % 2u == 1u)) {
+            var s = 1.0;
             if ((p.flags & 1u) != 0u) {
-                v *= inverseSqrt(red[(rows * OUTS + t) * WG] / f32(p.k) + p.eps);
+                s = inverseSqrt(red[(rows * OUTS + t) * WG] / f32(p.k) + p.eps);
             }
-            if ((p.flags & 2u) != 0u) {
-                v += bias[n];
+            let v = red[(t * OUTS + o) * WG] * s;
+            if (pair) {
+                store_pair(t, n, v, red[(t * OUTS + o + 1u) * WG] * s);
+            } else {
+                store(t, n, v);
             }
-            let idx = t * p.ldy + p.out_offset + n;
-            if ((p.flags & 4u) != 0u) {
-                v += y[idx];
-            }
-            y[idx] = v;
         }
     }
 }

@@ -19,7 +19,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 2: bias, 4: accumulate into y, 8: rows = num_samples
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -163,11 +163,13 @@ fn main(
             let t = lid / OUTS;
             let o = lid % OUTS;
             let n = n0 + o;
-            if (n < p.n) {
-                var v = 0.0;
+            // With a gated activation the even output takes its pair's odd one along.
+            let pair = glu();
+            if (n < p.n && !(pair && o % 2u == 1u)) {
+                var v = vec4<f32>(0.0);
                 var ss = 0.0;
                 for (var s = 0u; s < nsg; s++) {
-                    v += partial[s * SLOTS + t][o];
+                    v += partial[s * SLOTS + t];
                     if (norm) {
                         ss += partial[s * SLOTS + 8u + t / 4u][t % 4u];
                     }
@@ -175,14 +177,11 @@ fn main(
                 if (norm) {
                     v *= inverseSqrt(ss / f32(p.k) + p.eps);
                 }
-                if ((p.flags & 2u) != 0u) {
-                    v += bias[n];
+                if (pair) {
+                    store_pair(t0 + t, n, v[o], v[o + 1u]);
+                } else {
+                    store(t0 + t, n, v[o]);
                 }
-                let idx = (t0 + t) * p.ldy + p.out_offset + n;
-                if ((p.flags & 4u) != 0u) {
-                    v += y[idx];
-                }
-                y[idx] = v;
             }
         }
         workgroupBarrier();

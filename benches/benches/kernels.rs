@@ -37,8 +37,10 @@ fn product(ctx: &GpuContext, k: &Kernels, w: &GpuMatrix, rows: usize) -> Matmul 
             norm: None,
             accumulate: false,
             sample_rows: false,
+            glu: None,
         },
     )
+    .expect("matmul")
 }
 
 fn matmul(c: &mut Criterion) {

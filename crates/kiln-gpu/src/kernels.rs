@@ -113,6 +113,16 @@ kernel_table!(
     "read_bandwidth",
 );
 
+/// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` (appended like a format).
+const MATRIX_KERNELS: [&str; 5] = [
+    "matmul",
+    "matvec",
+    "matvec_subgroup",
+    "matvec_rowwise",
+    "matmul_rowwise",
+];
+const EPILOGUE: &str = include_str!("../../../shaders/matmul_epilogue.wgsl");
+
 kernel_table!(
     FORMATS: "weights_f16",
     "weights_f32",
@@ -228,10 +238,13 @@ impl Kernels {
         cache
             .entry(key)
             .or_insert_with(|| {
-                let source = match weights {
+                let mut source = match weights {
                     Some((_, w)) => format!("{source}\n{w}"),
                     None => source.to_string(),
                 };
+                if MATRIX_KERNELS.contains(&name) {
+                    source = format!("{source}\n{EPILOGUE}");
+                }
                 let module = self
                     .device
                     .create_shader_module(wgpu::ShaderModuleDescriptor {

@@ -1,7 +1,9 @@
 //! One decoder layer's launches, built once from its architecture's operations
 //! ([`kiln_model::Layer`]) in their order: each normed projection is a matrix product with the
 //! RMSNorm fused in, the rotary step also writes the KV cache, attention is paged, and a
-//! projection into the residual stream accumulates into it.
+//! projection into the residual stream accumulates into it. The gate/up projection and the
+//! gated activation after it are one launch where gate and up share a format: their rows are
+//! interleaved at load and the product's epilogue applies the activation to each pair.
 
 use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
@@ -36,9 +38,10 @@ impl Activations {
     }
 }
 
-/// Uploads a stack of matrices (name, rows) of `cols` columns as one.
+/// Uploads a stack of matrices (name, rows) of `cols` columns as one; with `paired`, gate and
+/// up rows interleaved where their formats allow ([`GpuMatrix::paired`]).
 pub(crate) type UploadMatrix<'a> =
-    dyn Fn(&str, &[(&str, usize)], usize) -> Result<GpuMatrix, GpuError> + 'a;
+    dyn Fn(&str, &[(&str, usize)], usize, bool) -> Result<GpuMatrix, GpuError> + 'a;
 
 /// What every layer's build reads.
 pub(crate) struct LayerContext<'a> {
@@ -98,11 +101,11 @@ impl Layer {
         };
         let mut matrix_bytes = 0u64;
         // A stack of matrices (stored separately or fused) uploaded as one.
-        let mut stack = |ts: &[&Tensor]| -> Result<(GpuMatrix, u32), GpuError> {
+        let mut stack = |ts: &[&Tensor], paired: bool| -> Result<(GpuMatrix, u32), GpuError> {
             let parts: Vec<(&str, usize)> =
                 ts.iter().map(|t| (t.name.as_str(), t.shape[0])).collect();
             let rows: usize = parts.iter().map(|p| p.1).sum();
-            let m = (l.matrix)(&ts[0].name, &parts, ts[0].shape[1])?;
+            let m = (l.matrix)(&ts[0].name, &parts, ts[0].shape[1], paired)?;
             matrix_bytes += m.bytes();
             Ok((m, rows as u32))
         };
@@ -110,7 +113,8 @@ impl Layer {
         let window = c.layer_window(i);
         let (inputs, kv) = (l.inputs, l.kv);
         let mut steps = Vec::with_capacity(layer.ops.len());
-        for op in &layer.ops {
+        let mut ops = layer.ops.iter().peekable();
+        while let Some(op) = ops.next() {
             steps.push(match op {
                 Op::NormedProject {
                     norm,
@@ -118,8 +122,28 @@ impl Layer {
                     bias,
                     dst,
                 } => {
-                    let (w, rows) = stack(&weights.iter().collect::<Vec<_>>())?;
+                    // Gate/up followed by the activation: one launch if the rows pair up.
+                    let gated = *dst == Buf::GateUp
+                        && bias.is_none()
+                        && matches!(ops.peek(), Some(Op::GatedActivation));
+                    let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), gated)?;
                     let gain = gains(&[norm])?;
+                    if w.paired {
+                        ops.next();
+                        steps.push(Step::Matmul(mm(MatmulArgs {
+                            x: &b.x,
+                            w: &w,
+                            bias: None,
+                            y: &b.act,
+                            ldy: rows / 2,
+                            out_offset: 0,
+                            norm: Some((&gain, eps)),
+                            accumulate: false,
+                            sample_rows: false,
+                            glu: Some(c.activation),
+                        })?));
+                        continue;
+                    }
                     let bias = match bias {
                         Some(parts) => {
                             let mut v = Vec::new();
@@ -140,7 +164,8 @@ impl Layer {
                         norm: Some((&gain, eps)),
                         accumulate: false,
                         sample_rows: false,
-                    }))
+                        glu: None,
+                    })?)
                 }
                 Op::Rotary { qk_norm } => {
                     let qk_gain = match qk_norm {
@@ -186,7 +211,7 @@ impl Layer {
                     ops::SPLIT_TOKENS.min(l.rc.max_tokens as u32),
                 )?),
                 Op::Project { src, weight, dst } => {
-                    let (w, rows) = stack(&[weight])?;
+                    let (w, rows) = stack(&[weight], false)?;
                     Step::Matmul(mm(MatmulArgs {
                         x: b.get(*src)?,
                         w: &w,
@@ -198,7 +223,8 @@ impl Layer {
                         // Into the residual stream a product adds.
                         accumulate: *dst == Buf::Residual,
                         sample_rows: false,
-                    }))
+                        glu: None,
+                    })?)
                 }
                 Op::AddNormed { src, norm } => Step::Launch(ops::residual_rmsnorm(
                     ctx,

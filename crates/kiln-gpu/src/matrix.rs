@@ -19,6 +19,8 @@ pub struct GpuMatrix {
     pub rows: usize,
     pub cols: usize,
     pub chunks: Vec<MatrixChunk>,
+    /// Rows interleaved from two halves (gate and up: [`HostMatrix::paired`]).
+    pub paired: bool,
 }
 
 impl GpuMatrix {
@@ -62,6 +64,7 @@ impl GpuMatrix {
             rows: 0,
             cols,
             chunks: Vec::new(),
+            paired: false,
         };
         // Consecutive parts of one format become one matrix (fewer chunks, fewer dispatches).
         let mut groups: Vec<HostMatrix> = Vec::new();
@@ -126,7 +129,23 @@ impl GpuMatrix {
             rows: m.rows,
             cols: m.cols,
             chunks,
+            paired: false,
         })
+    }
+
+    /// Uploads `parts` (gate rows, then up rows) with the halves' rows interleaved
+    /// ([`HostMatrix::paired`]), or `None` when the parts differ in format or width.
+    pub fn upload_paired(
+        ctx: &GpuContext,
+        label: &str,
+        parts: &[HostMatrix],
+    ) -> Result<Option<Self>, GpuError> {
+        let Some(m) = HostMatrix::paired(parts) else {
+            return Ok(None);
+        };
+        let mut out = Self::upload_host(ctx, label, &m)?;
+        out.paired = true;
+        Ok(Some(out))
     }
 
     /// Bytes held on the GPU.

@@ -171,18 +171,26 @@ impl ModelRunner {
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
 
-        let matrix =
-            |label: &str, parts: &[(&str, usize)], cols: usize| -> Result<GpuMatrix, GpuError> {
-                let parts = parts
-                    .iter()
-                    .map(|&(n, rows)| {
-                        let m = HostMatrix::load(weights, n, rows, cols)?;
-                        Ok(if keep_quantized { m } else { m.widened() })
-                    })
-                    .collect::<Result<Vec<_>, GpuError>>()?;
-                GpuMatrix::upload_stacked(ctx, label, &parts)
-            };
-        let embed_w = matrix("embed_tokens", &[(&tensors.embed.name, vocab)], h)?;
+        // A stack of tensors as one matrix; `paired`: gate and up rows interleaved where their
+        // formats allow (else stacked, `GpuMatrix::paired` unset).
+        let matrix = |label: &str,
+                      parts: &[(&str, usize)],
+                      cols: usize,
+                      paired: bool|
+         -> Result<GpuMatrix, GpuError> {
+            let parts = parts
+                .iter()
+                .map(|&(n, rows)| {
+                    let m = HostMatrix::load(weights, n, rows, cols)?;
+                    Ok(if keep_quantized { m } else { m.widened() })
+                })
+                .collect::<Result<Vec<_>, GpuError>>()?;
+            if paired && let Some(m) = GpuMatrix::upload_paired(ctx, label, &parts)? {
+                return Ok(m);
+            }
+            GpuMatrix::upload_stacked(ctx, label, &parts)
+        };
+        let embed_w = matrix("embed_tokens", &[(&tensors.embed.name, vocab)], h, false)?;
         weight_bytes += embed_w.bytes();
         let embed = ops::embedding(
             ctx,
@@ -233,7 +241,7 @@ impl ModelRunner {
             .filter(|t| weights.contains(&t.name))
         {
             Some(t) => {
-                let w = matrix("lm_head", &[(&t.name, vocab)], h)?;
+                let w = matrix("lm_head", &[(&t.name, vocab)], h, false)?;
                 weight_bytes += w.bytes();
                 Some(w)
             }
@@ -253,8 +261,9 @@ impl ModelRunner {
                 norm: None,
                 accumulate: false,
                 sample_rows: true,
+                glu: None,
             },
-        );
+        )?;
         let sample = ops::sample(
             ctx,
             &kernels,

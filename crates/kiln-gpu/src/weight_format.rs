@@ -254,6 +254,35 @@ impl HostMatrix {
         }
     }
 
+    /// `parts` stacked (gate rows, then as many up rows, as separate or fused tensors) with
+    /// the two halves' rows interleaved: gate 0, up 0, gate 1, ... (for a gated activation in
+    /// the matrix kernels' epilogue). `None` if the parts differ in format or width.
+    pub fn paired(parts: &[HostMatrix]) -> Option<Self> {
+        let first = parts.first()?;
+        if parts
+            .iter()
+            .any(|p| p.format != first.format || p.cols != first.cols)
+        {
+            return None;
+        }
+        let rows: usize = parts.iter().map(|p| p.rows).sum();
+        if !rows.is_multiple_of(2) {
+            return None;
+        }
+        let stacked: Vec<u8> = parts.iter().flat_map(|p| p.bytes.iter().copied()).collect();
+        let row = first.format.row_bytes(first.cols);
+        let (gate, up) = stacked.split_at(rows / 2 * row);
+        let bytes = (gate.chunks_exact(row).zip(up.chunks_exact(row)))
+            .flat_map(|(g, u)| g.iter().chain(u).copied())
+            .collect();
+        Some(Self {
+            format: first.format,
+            rows,
+            cols: first.cols,
+            bytes,
+        })
+    }
+
     /// The values as f32 (what the kernels compute with, up to rounding).
     pub fn to_f32(&self) -> Vec<f32> {
         dequant::to_f32(self.format.dtype(), &self.bytes)

@@ -89,8 +89,10 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
                     norm: norm.then_some((&gain_b, 1e-5)),
                     accumulate,
                     sample_rows: false,
+                    glu: None,
                 },
-            );
+            )
+            .unwrap();
             run(&ctx, |p| mm.record(p, rows as u32, 0));
             let mut want = y0.clone();
             for t in 0..rows {
@@ -159,8 +161,9 @@ fn split_matrix_matches_whole() {
                         norm: Some((&gain, 1e-5)),
                         accumulate: false,
                         sample_rows: false,
+                        glu: None,
                     };
-                    let mm = Matmul::new(&ctx, &k, &step, args);
+                    let mm = Matmul::new(&ctx, &k, &step, args).unwrap();
                     run(&ctx, |p| {
                         emb.iter().for_each(|l| {
                             l.record(p, tokens, 0);

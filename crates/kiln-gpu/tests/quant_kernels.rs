@@ -126,8 +126,9 @@ fn check(ctx: &GpuContext, name: &str, k: &Kernels, format: WeightFormat, kdim: 
                 norm: norm.then_some((&gain_b, 1e-5)),
                 accumulate,
                 sample_rows: false,
+                glu: None,
             };
-            let mm = Matmul::new(ctx, k, &step, args);
+            let mm = Matmul::new(ctx, k, &step, args).unwrap();
             run(ctx, |p| mm.record(p, rows as u32, 0));
             let mut want = y0.clone();
             for t in 0..rows {
@@ -189,8 +190,9 @@ fn quantized_split_matrix_matches_whole() {
                             norm: Some((&gain, 1e-5)),
                             accumulate: false,
                             sample_rows: false,
+                            glu: None,
                         };
-                        let mm = Matmul::new(&ctx, &k, &step, args);
+                        let mm = Matmul::new(&ctx, &k, &step, args).unwrap();
                         run(&ctx, |p| {
                             emb.iter().for_each(|l| {
                                 l.record(p, tokens, 0);

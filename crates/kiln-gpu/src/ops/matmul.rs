@@ -1,9 +1,12 @@
 //! `y (+)= s * x (g W)^T + b`: the tiled kernel for many rows, the matrix-vector kernel for few,
-//! each compiled for the weight matrix's format.
+//! each compiled for the weight matrix's format, with the epilogue all share
+//! (`shaders/matmul_epilogue.wgsl`: bias, residual, or a gated activation of output pairs).
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::{GpuContext, GpuMatrix, Grid, Kernels, Launch};
+use kiln_model::Activation;
+
+use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
 
 /// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
 /// [`Kernels::matvec_rows`]).
@@ -27,6 +30,8 @@ const NORM: u32 = 1;
 const BIAS: u32 = 2;
 const ACCUMULATE: u32 = 4;
 const SAMPLE_ROWS: u32 = 8;
+const GLU: u32 = 16;
+const GELU: u32 = 32;
 
 pub struct MatmulArgs<'a> {
     /// Input, `(rows, w.cols)`.
@@ -45,6 +50,10 @@ pub struct MatmulArgs<'a> {
     pub accumulate: bool,
     /// The rows are the step's sampled rows rather than its tokens.
     pub sample_rows: bool,
+    /// A gated activation of output pairs: `w`'s rows interleave gate and up rows
+    /// ([`GpuMatrix::paired`]) and `y` (`ldy` = half of `w.rows`) gets `act(gate) * up` from
+    /// column `out_offset`.
+    pub glu: Option<Activation>,
 }
 
 pub struct Matmul {
@@ -56,16 +65,32 @@ pub struct Matmul {
 }
 
 impl Matmul {
+    /// The product's launches. A gated activation needs a paired matrix with no bias and no
+    /// residual.
     pub fn new(
         ctx: &GpuContext,
         kernels: &Kernels,
         step: &wgpu::Buffer,
         a: MatmulArgs<'_>,
-    ) -> Self {
+    ) -> Result<Self, GpuError> {
+        if a.glu.is_some() && (!a.w.paired || a.bias.is_some() || a.accumulate) {
+            return Err(GpuError::Shape {
+                op: "matmul",
+                detail: "a gated activation needs interleaved gate/up rows, no bias, no residual"
+                    .into(),
+            });
+        }
         let flags = a.norm.map_or(0, |_| NORM)
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
-            | if a.sample_rows { SAMPLE_ROWS } else { 0 };
+            | if a.sample_rows { SAMPLE_ROWS } else { 0 }
+            | match a.glu {
+                Some(Activation::GeluTanh) => GLU | GELU,
+                Some(_) => GLU,
+                None => 0,
+            };
+        // With a gated activation the outputs (and the columns written) are pairs.
+        let per_output = if a.glu.is_some() { 2 } else { 1 };
         let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
         // The subgroup kernel reads octets, so K must be a multiple of 8.
         let subgroup_rows = kernels.matvec_rows.filter(|_| a.w.cols.is_multiple_of(8));
@@ -115,7 +140,7 @@ impl Matmul {
                 &Params {
                     k: a.w.cols as u32,
                     n: c.rows,
-                    out_offset: a.out_offset + c.row_offset,
+                    out_offset: a.out_offset + c.row_offset / per_output,
                     ldy: a.ldy,
                     flags,
                     eps: a.norm.map_or(0.0, |n| n.1),
@@ -135,7 +160,7 @@ impl Matmul {
             let (small_grid, large_grid) = if rowwise {
                 (
                     Grid::Tiles {
-                        x: c.rows.div_ceil(64),
+                        x: c.rows.div_ceil(64 * per_output),
                         per: 8,
                         samples: a.sample_rows,
                     },
@@ -165,12 +190,12 @@ impl Matmul {
             (false, Some(rows)) => rows,
             (false, None) => MATVEC_MAX_ROWS,
         };
-        Self {
+        Ok(Self {
             small,
             large,
             small_max_rows,
             sample_rows: a.sample_rows,
-        }
+        })
     }
 
     /// Records the product's dispatches (one per chunk); returns how many.

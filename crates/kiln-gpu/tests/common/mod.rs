@@ -132,8 +132,9 @@ pub fn check_plain_product(
                 norm: None,
                 accumulate: false,
                 sample_rows: false,
+                glu: None,
             };
-            let mm = kiln_gpu::ops::Matmul::new(ctx, &kernels, &step, args);
+            let mm = kiln_gpu::ops::Matmul::new(ctx, &kernels, &step, args).unwrap();
             run(ctx, |p| mm.record(p, rows as u32, 0));
             let want: Vec<f32> = (0..rows)
                 .flat_map(|t| kiln_gpu::reference::matvec(w, &x[t * k..(t + 1) * k]))
