@@ -1,7 +1,7 @@
 //! The device-side engine flags `generate` and `serve` share: kernel family, weights, KV cache
 //! type and overlapped steps.
 
-use kiln_engine::{EngineConfig, KernelFamily, KvDtype, WeightStorage};
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype, Overlap, WeightStorage};
 
 #[derive(clap::Args, Clone, Copy)]
 pub struct DeviceArgs {
@@ -16,10 +16,10 @@ pub struct DeviceArgs {
     /// KV cache element type: f16 (packed in pairs, twice the tokens per byte) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_dtype: KvDtype,
-    /// Run each step only after the one before it is read back, instead of submitting the
-    /// next step while the GPU runs the current one (outputs are the same).
-    #[arg(long)]
-    pub no_overlap: bool,
+    /// Submit the next step while the GPU runs the current one: auto (on, except on CPU-backed
+    /// adapters such as lavapipe, where it measured slower), on or off. Outputs are the same.
+    #[arg(long, default_value = "auto")]
+    pub overlap: Overlap,
 }
 
 impl DeviceArgs {
@@ -29,7 +29,7 @@ impl DeviceArgs {
             kernels: self.kernels,
             kv_dtype: self.kv_dtype,
             weights: self.weights,
-            overlap: !self.no_overlap,
+            overlap: self.overlap,
             ..ec
         }
     }

@@ -17,7 +17,7 @@ use kiln_model::{ModelConfig, Weights};
 use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
 
 use crate::step::Launched;
-use crate::{Constraint, EngineError};
+use crate::{Constraint, EngineError, Overlap};
 
 /// How large the GPU KV pool is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,9 +43,9 @@ pub struct EngineConfig {
     pub kv_dtype: KvDtype,
     /// Whether quantized matrices stay quantized on the GPU.
     pub weights: WeightStorage,
-    /// Schedule and submit each step while the one before it runs (`step.rs`); outputs are
-    /// the same either way.
-    pub overlap: bool,
+    /// Whether each step is scheduled and submitted while the one before it runs (`step.rs`);
+    /// outputs are the same either way.
+    pub overlap: Overlap,
 }
 
 impl Default for EngineConfig {
@@ -60,7 +60,7 @@ impl Default for EngineConfig {
             kernels: KernelFamily::Auto,
             kv_dtype: KvDtype::F16,
             weights: WeightStorage::Quantized,
-            overlap: true,
+            overlap: Overlap::Auto,
         }
     }
 }
@@ -169,7 +169,7 @@ impl Engine {
             faults: Default::default(),
             constraints: HashMap::new(),
             failures: Vec::new(),
-            overlap: ec.overlap,
+            overlap: ec.overlap.enabled(ctx.cpu_adapter()),
             in_flight: None,
             deferred: None,
             num_overlapped: 0,

@@ -8,6 +8,7 @@ mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod overlap;
 mod step;
 mod transfer;
 
@@ -19,4 +20,5 @@ pub use fault::FaultPlan;
 pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};
+pub use overlap::Overlap;
 pub use transfer::ExportedBlocks;

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use kiln_engine::{ConstraintFactory, EngineConfig, Grammar, Request, SamplingParams};
+use kiln_engine::{ConstraintFactory, EngineConfig, Grammar, Overlap, Request, SamplingParams};
 use serde_json::{Value, json};
 
 /// A small xorshift generator, so the walk is reproducible without extra dependencies.
@@ -203,7 +203,7 @@ fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
     // matchers) and without.
     let together = |overlap: bool| {
         let config = EngineConfig {
-            overlap,
+            overlap: if overlap { Overlap::On } else { Overlap::Off },
             ..small_config()
         };
         let mut e = engine(&ctx, &model, config);

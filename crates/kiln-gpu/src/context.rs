@@ -168,6 +168,11 @@ impl GpuContext {
     }
 
     /// Largest buffer a single storage binding may cover, in bytes.
+    /// Whether the adapter runs on the host's CPU (lavapipe, SwiftShader).
+    pub fn cpu_adapter(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
     pub fn max_binding(&self) -> u64 {
         self.limits
             .max_storage_buffer_binding_size

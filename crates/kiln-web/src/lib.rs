@@ -18,7 +18,7 @@ mod gpu;
 mod options;
 
 use js_sys::{Object, Reflect};
-use kiln_engine::{EngineConfig, KernelFamily, KvDtype, KvSize, WeightStorage};
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype, KvSize, Overlap, WeightStorage};
 use wasm_bindgen::prelude::*;
 
 pub use engine::WebEngine;
@@ -38,8 +38,9 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         kv_dtype: KvDtype::F16,
         // A tab's memory is scarce: quantized matrices stay quantized whatever the kernels.
         weights: WeightStorage::Quantized,
-        // The next step is submitted while the page reads this one's tokens.
-        overlap: true,
+        // The next step is submitted while the page reads this one's tokens (not on a
+        // CPU-backed adapter, such as SwiftShader).
+        overlap: Overlap::Auto,
     }
 }
 

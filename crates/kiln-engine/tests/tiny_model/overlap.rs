@@ -2,7 +2,7 @@
 //! while the one before it runs takes its decodes' input tokens from that step's output on
 //! the GPU. Every request's tokens, finish reason and prompt scores must be the same.
 
-use kiln_engine::{Engine, FinishReason, LogprobsMode};
+use kiln_engine::{Engine, FinishReason, LogprobsMode, Overlap};
 
 use super::*;
 
@@ -85,7 +85,7 @@ fn overlapped_steps_give_the_same_outputs() {
     for family in FAMILIES {
         let ec = |overlap| {
             let ec = EngineConfig {
-                overlap,
+                overlap: if overlap { Overlap::On } else { Overlap::Off },
                 ..config(20, true)
             };
             on(ec, family, KvDtype::F16)

@@ -1,6 +1,6 @@
 #![allow(dead_code)]
 
-use kiln_engine::{EngineConfig, KvSize};
+use kiln_engine::{EngineConfig, KvSize, Overlap};
 use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
 use kiln_server::{Frontend, ServerConfig, gpu_engine_factory, start};
@@ -156,6 +156,8 @@ fn start_model(
         max_num_batched_tokens: 512,
         max_num_seqs: 64,
         kv: KvSize::Blocks(512),
+        // Overlapped steps, as on a GPU (`auto` turns them off on lavapipe).
+        overlap: Overlap::On,
         ..EngineConfig::default()
     };
     tweak(&mut sc, &mut ec);
