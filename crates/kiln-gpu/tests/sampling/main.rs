@@ -159,3 +159,25 @@ fn ranked(l: &[f32]) -> Vec<usize> {
     idx.sort_by(|&a, &b| l[b].total_cmp(&l[a]).then(a.cmp(&b)));
     idx
 }
+
+/// Checks `n` draws' `counts` per token against the probabilities `want`: a token of
+/// probability 0 is never drawn, the others within four standard deviations (plus 0.01).
+fn assert_frequencies(name: &str, logits: &[f32], counts: &[usize], want: &[f64], n: f64) {
+    for (tok, (&c, &p)) in counts.iter().zip(want).enumerate() {
+        let freq = c as f64 / n;
+        if p == 0.0 {
+            assert_eq!(
+                c, 0,
+                "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times",
+                logits[tok]
+            );
+        } else {
+            let tol = 4.0 * (p * (1.0 - p) / n).sqrt() + 0.01;
+            assert!(
+                (freq - p).abs() <= tol,
+                "{name}: token {tok} (logit {}): frequency {freq:.4}, expected {p:.4} ± {tol:.4}",
+                logits[tok]
+            );
+        }
+    }
+}

@@ -202,21 +202,6 @@ fn masked_draws_follow_the_filtered_distribution() {
                 .iter()
                 .for_each(|o| counts[o.id as usize] += 1);
         }
-        for (tok, (&c, &p)) in counts.iter().zip(&want).enumerate() {
-            let freq = c as f64 / n;
-            if p == 0.0 {
-                assert_eq!(
-                    c, 0,
-                    "{name}: token {tok} (logit {}) is filtered out but was drawn {c} times",
-                    logits[tok]
-                );
-            } else {
-                let tol = 4.0 * (p * (1.0 - p) / n).sqrt() + 0.01;
-                assert!(
-                    (freq - p).abs() <= tol,
-                    "{name}: token {tok}: frequency {freq:.4}, expected {p:.4} ± {tol:.4}"
-                );
-            }
-        }
+        assert_frequencies(&name, &logits, &counts, &want, n);
     }
 }
