@@ -202,6 +202,6 @@ fn masked_draws_follow_the_filtered_distribution() {
                 .iter()
                 .for_each(|o| counts[o.id as usize] += 1);
         }
-        assert_frequencies(&name, &logits, &counts, &want, n);
+        assert_frequencies(name, &logits, &counts, &want, n);
     }
 }
