@@ -3,7 +3,8 @@
 //!
 //! Without overlap a step is `schedule`, the forward pass and sampling, then `update`, and the
 //! GPU idles while the host reads the tokens back, applies them and builds the next step. With
-//! overlap ([`crate::EngineConfig::overlap`], the default) each call to [`Engine::step`]
+//! overlap ([`crate::EngineConfig::overlap`]: on by default, except on CPU-backed adapters,
+//! where the device shares the host's cores and it measured slower) each call to [`Engine::step`]
 //! schedules and submits the *next* step before it waits for the current one: the scheduler
 //! commits a step as soon as it is submitted (every request advanced, each sampled one given a
 //! placeholder token; `kiln-scheduler`'s `scheduler/overlap.rs`), so the next step's decodes
@@ -15,8 +16,8 @@
 //! rows has its forward pass submitted ahead and its sampling after the current step's tokens
 //! are read back and fed to the matchers (the masks depend on them). A step is not overlapped
 //! when it moves blocks to the CPU tier (the next step might restore one before it lands). A
-//! request that stops on a token costs one wasted row in the step after. Outputs are the same with and without overlap (tested in
-//! `tests/tiny_model/overlap.rs`).
+//! request that stops on a token costs one wasted row in the step after. Outputs are the same
+//! with and without overlap (tested in `tests/tiny_model/overlap.rs` and `tests/constrained.rs`).
 
 use std::collections::HashMap;
 
