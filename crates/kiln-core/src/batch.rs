@@ -35,7 +35,7 @@ pub struct StepBatch {
     /// scheduled while the one before it runs): the runner takes each from that step's
     /// sampler output on the GPU, and `token_ids` holds a placeholder there. Such a token is
     /// the last of its sequence's history and is missing from its `penalty_tokens`: the
-    /// sampler counts it.
+    /// sampler counts it. In increasing order of `index`.
     pub prev_tokens: Vec<PrevToken>,
 }
 
@@ -158,6 +158,13 @@ impl StepBatch {
                 "token {} taken from the previous step is past the batch's {t} tokens",
                 p.index
             ));
+        }
+        if self
+            .prev_tokens
+            .windows(2)
+            .any(|w| w[0].index >= w[1].index)
+        {
+            return Err("tokens taken from the previous step are not in increasing order".into());
         }
         Ok(())
     }

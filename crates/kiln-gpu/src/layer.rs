@@ -16,19 +16,25 @@ pub(crate) struct Activations {
     pub x: wgpu::Buffer,
     pub qkv: wgpu::Buffer,
     pub attn: wgpu::Buffer,
-    pub gate_up: wgpu::Buffer,
+    /// Gate and up side by side, allocated on first use: only a layer whose gated activation
+    /// is not in the gate/up product's epilogue needs it.
+    pub gate_up: std::cell::OnceCell<wgpu::Buffer>,
+    /// Its size in bytes.
+    pub gate_up_bytes: u64,
     pub act: wgpu::Buffer,
     /// A sub-layer's output before its norm; only when some layer writes [`Buf::Proj`].
     pub proj: Option<wgpu::Buffer>,
 }
 
 impl Activations {
-    fn get(&self, b: Buf) -> Result<&wgpu::Buffer, GpuError> {
+    fn get(&self, ctx: &GpuContext, b: Buf) -> Result<&wgpu::Buffer, GpuError> {
         Ok(match b {
             Buf::Residual => &self.x,
             Buf::Qkv => &self.qkv,
             Buf::Attn => &self.attn,
-            Buf::GateUp => &self.gate_up,
+            Buf::GateUp => {
+                (self.gate_up).get_or_init(|| ctx.storage("gate_up", self.gate_up_bytes))
+            }
             Buf::Act => &self.act,
             Buf::Proj => self.proj.as_ref().ok_or_else(|| GpuError::Shape {
                 op: "layer",
@@ -158,7 +164,7 @@ impl Layer {
                         x: &b.x,
                         w: &w,
                         bias: bias.as_ref(),
-                        y: b.get(*dst)?,
+                        y: b.get(ctx, *dst)?,
                         ldy: rows,
                         out_offset: 0,
                         norm: Some((&gain, eps)),
@@ -213,10 +219,10 @@ impl Layer {
                 Op::Project { src, weight, dst } => {
                     let (w, rows) = stack(&[weight], false)?;
                     Step::Matmul(mm(MatmulArgs {
-                        x: b.get(*src)?,
+                        x: b.get(ctx, *src)?,
                         w: &w,
                         bias: None,
-                        y: b.get(*dst)?,
+                        y: b.get(ctx, *dst)?,
                         ldy: rows,
                         out_offset: 0,
                         norm: None,
@@ -231,7 +237,7 @@ impl Layer {
                     l.kernels,
                     step,
                     (c.hidden_size, eps),
-                    b.get(*src)?,
+                    b.get(ctx, *src)?,
                     &gains(&[norm])?,
                     &b.x,
                 )),
@@ -240,7 +246,7 @@ impl Layer {
                     l.kernels,
                     step,
                     (c.intermediate_size, c.activation),
-                    &b.gate_up,
+                    b.get(ctx, Buf::GateUp)?,
                     &b.act,
                 )),
             });

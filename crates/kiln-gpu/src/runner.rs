@@ -121,7 +121,8 @@ impl ModelRunner {
             x: f32s("x", max_tokens * h),
             qkv: f32s("qkv", max_tokens * qkv_width),
             attn: f32s("attn", max_tokens * nh * d),
-            gate_up: f32s("gate_up", max_tokens * 2 * inter),
+            gate_up: Default::default(),
+            gate_up_bytes: (max_tokens * 2 * inter * 4) as u64,
             act: f32s("act", max_tokens * inter),
             proj: (tensors.layers.iter())
                 .any(|l| l.ops.iter().any(|op| op.uses(Buf::Proj)))

@@ -96,8 +96,6 @@ impl StepInputs {
         let mut sample_rows = Vec::new();
         let mut sampling = Vec::new();
         let mut penalties = Vec::new();
-        let from_previous: std::collections::HashSet<u32> =
-            batch.prev_tokens.iter().map(|p| p.index).collect();
         for (s, seq) in batch.seqs.iter().enumerate() {
             token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
             seq_info.extend([
@@ -111,7 +109,10 @@ impl StepInputs {
                 let last = seq.query_start + seq.query_len - 1;
                 sample_rows.push(last);
                 let mut u = SampleUniform::new(spec, (penalties.len() / 2) as u32);
-                if spec.params.has_penalties() && from_previous.contains(&last) {
+                let from_previous = (batch.prev_tokens)
+                    .binary_search_by_key(&last, |p| p.index)
+                    .is_ok();
+                if spec.params.has_penalties() && from_previous {
                     u.pending = last;
                 }
                 sampling.push(u);
