@@ -13,7 +13,7 @@ struct Params {
     n: u32,          // outputs in this weight chunk
     out_offset: u32, // first output column written by this chunk
     ldy: u32,        // row stride of y
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -116,7 +116,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     store_row(ty * 4u + 3u, t0, n0 + tx * 4u, rows, c3);
 }
 
-// Tile row r's four outputs from column n, scaled by the row's norm (or two gated pairs).
+// Tile row r's four outputs from column n, scaled by the row's norm (or two output pairs).
 fn store_row(r: u32, t0: u32, n: u32, rows: u32, acc: vec4<f32>) {
     let t = t0 + r;
     if (t >= rows) {
@@ -128,8 +128,8 @@ fn store_row(r: u32, t0: u32, n: u32, rows: u32, acc: vec4<f32>) {
         s = inverseSqrt(ss / f32(p.k) + p.eps);
     }
     let v = acc * s;
-    if (glu()) {
-        // N is even, so a pair is whole when its gate is in range.
+    if (paired()) {
+        // N is even, so a pair is whole when its first output is in range.
         if (n < p.n) {
             store_pair(t, n, v.x, v.y);
         }

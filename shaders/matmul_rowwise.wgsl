@@ -11,7 +11,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -89,8 +89,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             s = inverseSqrt(ss[t] / f32(p.k) + p.eps);
         }
         let v = acc[t] * s;
-        if (glu()) {
-            // N is even, so a pair is whole when its gate is in range.
+        if (paired()) {
+            // N is even, so a pair is whole when its first output is in range.
             for (var o = 0u; o < OUTS && n0 + o < p.n; o += 2u) {
                 store_pair(t0 + t, n0 + o, v[o], v[o + 1u]);
             }

@@ -11,7 +11,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -89,8 +89,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let t = lid / OUTS;
         let o = lid % OUTS;
         let n = n0 + o;
-        // With a gated activation the even output takes its pair's odd one along.
-        let pair = glu();
+        // With paired outputs the even output takes its pair's odd one along.
+        let pair = paired();
         if (n < p.n && !(pair && o % 2u == 1u)) {
             var s = 1.0;
             if ((p.flags & 1u) != 0u) {

@@ -6,7 +6,7 @@
 // to 8 rows of x. No workgroup memory and no barriers: on a CPU device a workgroup is a loop
 // over SIMD lanes, where barriers are expensive and lanes gain nothing from sharing loads.
 // GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
-// With a gated activation (matmul_epilogue.wgsl) each invocation owns an output pair.
+// With paired outputs (matmul_epilogue.wgsl) each invocation owns an output pair.
 // Needs K % 8 == 0. Grid: (ceil(N / 64), ceil(rows / 8), 1), or ceil(N / 128) with pairs.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
@@ -15,7 +15,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -37,8 +37,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if ((p.flags & 8u) != 0u) {
         rows = step.num_samples;
     }
-    // With a gated activation an invocation owns a pair of outputs (gate, up).
-    let pair = glu();
+    // With paired outputs an invocation owns a pair (gate and up, or a rotation pair).
+    let pair = paired();
     let n = select(gid.x, 2u * gid.x, pair);
     let t0 = gid.y * BLOCK;
     if (n >= p.n || t0 >= rows) {

@@ -19,7 +19,7 @@ struct Params {
     n: u32,
     out_offset: u32,
     ldy: u32,
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: matmul_epilogue.wgsl
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     pad1: u32,
@@ -163,8 +163,8 @@ fn main(
             let t = lid / OUTS;
             let o = lid % OUTS;
             let n = n0 + o;
-            // With a gated activation the even output takes its pair's odd one along.
-            let pair = glu();
+            // With paired outputs the even output takes its pair's odd one along.
+            let pair = paired();
             if (n < p.n && !(pair && o % 2u == 1u)) {
                 var v = vec4<f32>(0.0);
                 var ss = 0.0;

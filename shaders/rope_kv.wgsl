@@ -1,15 +1,17 @@
 // Rotary embedding on q and k, then K and V written into the paged cache. With QK_NORM (Qwen3),
 // each head of q and of k is first RMS-normalized over its head_dim and multiplied by its gain
 // (qk_gain: the q gain, then the k gain, head_dim each).
-//   qkv[t] = [q heads | k heads | v heads], each head_dim wide (HF "rotate_half" layout):
+//   qkv[t] = [q heads | k heads | v heads], each head_dim wide, q and k heads in the rotary
+//   pair layout (rope_kv.rs: the checkpoint's pair (i, i + D/2) at (2i, 2i + 1)):
 //   for i < D/2, (cos, sin) = rope[pos, i], precomputed on the CPU in f64 (WGSL's sin and cos
 //   are only accurate on [-pi, pi], and pos * inv_freq in f32 loses ~1e-3 rad by pos 8192):
-//     x[i]       = x[i] * cos - x[i + D/2] * sin
-//     x[i + D/2] = x[i + D/2] * cos + x[i] * sin
+//     x[2i]     = x[2i] * cos - x[2i + 1] * sin
+//     x[2i + 1] = x[2i + 1] * cos + x[2i] * sin
 //   then k_cache[slot, h, :] = k[h, :], v_cache[slot, h, :] = v[h, :], slot = slot_mapping[t].
+// Layers without the q/k norm do this in the QKV product's epilogue (epilogue_rotary.wgsl).
 // The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs); the rotated
-// row is finished in qkv before it is packed, since a packed pair spans the two rotation halves'
-// owners. Grid: (num_tokens, 1, 1), 64 invocations per token.
+// row is finished in qkv before it is packed (the q/k norm needs the whole head first).
+// Grid: (num_tokens, 1, 1), 64 invocations per token.
 
 override KV_F16: bool = true;
 
@@ -74,17 +76,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         storageBarrier();
     }
 
-    // q and k heads: rotate pairs (i, i + D/2) in place.
+    // q and k heads: rotate pairs (2i, 2i + 1) in place.
     let rotated = (p.num_heads + p.num_kv_heads) * half_d;
     for (var e = lid.x; e < rotated; e += 64u) {
         let head = e / half_d;
         let i = e % half_d;
         let cs = rope[pos * half_d + i];
-        let a = row + head * d + i;
+        let a = row + head * d + 2u * i;
         let x1 = qkv[a];
-        let x2 = qkv[a + half_d];
+        let x2 = qkv[a + 1u];
         qkv[a] = x1 * cs.x - x2 * cs.y;
-        qkv[a + half_d] = x2 * cs.x + x1 * cs.y;
+        qkv[a + 1u] = x2 * cs.x + x1 * cs.y;
     }
     storageBarrier();
 

@@ -37,7 +37,7 @@ fn product(ctx: &GpuContext, k: &Kernels, w: &GpuMatrix, rows: usize) -> Matmul 
             norm: None,
             accumulate: false,
             sample_rows: false,
-            glu: None,
+            pairs: None,
         },
     )
     .expect("matmul")

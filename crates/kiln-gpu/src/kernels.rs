@@ -2,7 +2,8 @@
 //! cached by name, weight format and pipeline-override constants; and the choice of kernel
 //! family. Kernels that read a weight matrix get their format's file (`shaders/weights_*.wgsl`,
 //! which declares the weight binding and its `w_pair` / `w_octet` readers) appended to their
-//! source: WGSL has no includes, and this keeps one kernel file for every format.
+//! source, and the matrix kernels their epilogue ([`PairEpilogue`]): WGSL has no includes, and
+//! this keeps one kernel file for every format and epilogue.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -113,7 +114,8 @@ kernel_table!(
     "read_bandwidth",
 );
 
-/// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` (appended like a format).
+/// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` and one pair epilogue
+/// (appended like a format).
 const MATRIX_KERNELS: [&str; 5] = [
     "matmul",
     "matvec",
@@ -122,6 +124,22 @@ const MATRIX_KERNELS: [&str; 5] = [
     "matmul_rowwise",
 ];
 const EPILOGUE: &str = include_str!("../../../shaders/matmul_epilogue.wgsl");
+const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");
+const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgsl");
+/// The gated activations, shared by `glu.wgsl` and `epilogue_glu.wgsl`.
+const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
+
+/// What a matrix kernel makes of its output pairs (flag 16 of `shaders/matmul_epilogue.wgsl`):
+/// the pair epilogue the loader appends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PairEpilogue {
+    /// `shaders/epilogue_glu.wgsl`: (gate, up) pairs into a gated activation.
+    #[default]
+    Glu,
+    /// `shaders/epilogue_rotary.wgsl`: q and k rotated, k and v written to the KV cache.
+    /// Its pipelines take the override constants that file declares.
+    Rotary,
+}
 
 kernel_table!(
     FORMATS: "weights_f16",
@@ -196,12 +214,12 @@ impl Kernels {
     /// The kernel of `shaders/{name}.wgsl` with its WGSL `override` constants set to
     /// `constants` (booleans as 0 or 1); each distinct set is its own cached pipeline.
     pub fn get_with(&self, name: &str, constants: &[(&str, f64)]) -> Arc<Kernel> {
-        self.compile(name, None, constants)
+        self.compile(name, None, PairEpilogue::Glu, constants)
     }
 
     /// The kernel of `shaders/{name}.wgsl` reading weights in `format`.
     pub fn get_for(&self, name: &str, format: WeightFormat) -> Arc<Kernel> {
-        self.compile(name, Some(format), &[])
+        self.compile(name, Some(format), PairEpilogue::Glu, &[])
     }
 
     /// The same with override constants, as [`Kernels::get_with`].
@@ -211,13 +229,25 @@ impl Kernels {
         format: WeightFormat,
         constants: &[(&str, f64)],
     ) -> Arc<Kernel> {
-        self.compile(name, Some(format), constants)
+        self.compile(name, Some(format), PairEpilogue::Glu, constants)
+    }
+
+    /// A matrix kernel reading `format` with the pair epilogue `pairs` and its constants.
+    pub fn get_matrix(
+        &self,
+        name: &str,
+        format: WeightFormat,
+        pairs: PairEpilogue,
+        constants: &[(&str, f64)],
+    ) -> Arc<Kernel> {
+        self.compile(name, Some(format), pairs, constants)
     }
 
     fn compile(
         &self,
         name: &str,
         format: Option<WeightFormat>,
+        pairs: PairEpilogue,
         constants: &[(&str, f64)],
     ) -> Arc<Kernel> {
         let mut cache = self.cache.lock().expect("kernel cache poisoned");
@@ -229,9 +259,13 @@ impl Kernels {
         };
         let (name, source) = find(SOURCES, name);
         let weights = format.map(|f| find(FORMATS, f.shader()));
-        let key = weights
+        let matrix = MATRIX_KERNELS.contains(&name);
+        let mut key = weights
             .iter()
             .fold(name.to_string(), |k, (w, _)| format!("{k}+{w}"));
+        if matrix {
+            key = format!("{key}+{pairs:?}");
+        }
         let key = constants
             .iter()
             .fold(key, |k, (c, v)| format!("{k} {c}={v}"));
@@ -242,8 +276,15 @@ impl Kernels {
                     Some((_, w)) => format!("{source}\n{w}"),
                     None => source.to_string(),
                 };
-                if MATRIX_KERNELS.contains(&name) {
-                    source = format!("{source}\n{EPILOGUE}");
+                // The fragments a kernel calls into, as with the formats.
+                let fragments: &[&str] = match (matrix, pairs) {
+                    (true, PairEpilogue::Glu) => &[EPILOGUE, EPILOGUE_GLU, ACTIVATION],
+                    (true, PairEpilogue::Rotary) => &[EPILOGUE, EPILOGUE_ROTARY],
+                    _ if name == "glu" => &[ACTIVATION],
+                    _ => &[],
+                };
+                for f in fragments {
+                    source = format!("{source}\n{f}");
                 }
                 let module = self
                     .device

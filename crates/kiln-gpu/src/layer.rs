@@ -1,13 +1,15 @@
 //! One decoder layer's launches, built once from its architecture's operations
 //! ([`kiln_model::Layer`]) in their order: each normed projection is a matrix product with the
 //! RMSNorm fused in, the rotary step also writes the KV cache, attention is paged, and a
-//! projection into the residual stream accumulates into it. The gate/up projection and the
-//! gated activation after it are one launch where gate and up share a format: their rows are
-//! interleaved at load and the product's epilogue applies the activation to each pair.
+//! projection into the residual stream accumulates into it. Two launches fold into the product
+//! before them, whose rows are arranged at load so that the epilogue gets the outputs it needs
+//! in pairs ([`RowOrder`]): the rotary step and the KV write into the QKV product where there is
+//! no q/k norm, and the gated activation into the gate/up product where gate and up share a
+//! format.
 
 use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
-use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
+use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
 use crate::{GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch, RunnerConfig, StepInputs};
 
 /// The step's activations, shared by every layer.
@@ -44,10 +46,34 @@ impl Activations {
     }
 }
 
-/// Uploads a stack of matrices (name, rows) of `cols` columns as one; with `paired`, gate and
-/// up rows interleaved where their formats allow ([`GpuMatrix::paired`]).
+/// How a stacked matrix's rows lie on the GPU, for the epilogue that reads them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowOrder {
+    Stacked,
+    /// Gate and up rows interleaved where their formats allow ([`GpuMatrix::paired`]).
+    GateUp,
+    /// The first `rows` rows (q and k) in the rotary pair layout of heads of `head_dim`
+    /// ([`ops::paired_row`]), whether or not the rotary step is in the product's epilogue: the
+    /// KV cache has one layout.
+    Rotary {
+        rows: usize,
+        head_dim: usize,
+    },
+}
+
+impl RowOrder {
+    /// The stacked row that row `r` holds.
+    pub fn source(self, r: usize) -> usize {
+        match self {
+            RowOrder::Rotary { rows, head_dim } if r < rows => ops::paired_row(r, head_dim),
+            _ => r,
+        }
+    }
+}
+
+/// Uploads a stack of matrices (name, rows) of `cols` columns as one, its rows in `order`.
 pub(crate) type UploadMatrix<'a> =
-    dyn Fn(&str, &[(&str, usize)], usize, bool) -> Result<GpuMatrix, GpuError> + 'a;
+    dyn Fn(&str, &[(&str, usize)], usize, RowOrder) -> Result<GpuMatrix, GpuError> + 'a;
 
 /// What every layer's build reads.
 pub(crate) struct LayerContext<'a> {
@@ -98,26 +124,49 @@ impl Layer {
         let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let eps = c.rms_norm_eps;
         let step = &l.inputs.step;
-        let gains = |ts: &[&Tensor]| -> Result<wgpu::Buffer, GpuError> {
+        // Norm gains, each of `heads` heads reordered as `order` says (q/k norm gains).
+        let gains = |ts: &[&Tensor], order: RowOrder| -> Result<wgpu::Buffer, GpuError> {
             let mut g = Vec::new();
             for t in ts {
-                g.extend(gain(l.weights, c, t)?);
+                let v = gain(l.weights, c, t)?;
+                g.extend((0..v.len()).map(|r| v[order.source(r)]));
             }
             Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&g)))
         };
         let mut matrix_bytes = 0u64;
         // A stack of matrices (stored separately or fused) uploaded as one.
-        let mut stack = |ts: &[&Tensor], paired: bool| -> Result<(GpuMatrix, u32), GpuError> {
+        let mut stack = |ts: &[&Tensor], order| -> Result<(GpuMatrix, u32), GpuError> {
             let parts: Vec<(&str, usize)> =
                 ts.iter().map(|t| (t.name.as_str(), t.shape[0])).collect();
             let rows: usize = parts.iter().map(|p| p.1).sum();
-            let m = (l.matrix)(&ts[0].name, &parts, ts[0].shape[1], paired)?;
+            let m = (l.matrix)(&ts[0].name, &parts, ts[0].shape[1], order)?;
             matrix_bytes += m.bytes();
             Ok((m, rows as u32))
         };
         let mm = |args: MatmulArgs<'_>| Matmul::new(ctx, l.kernels, step, args);
         let window = c.layer_window(i);
         let (inputs, kv) = (l.inputs, l.kv);
+        // q and k in the rotary pair layout, from the product to the cache.
+        let qk_order = RowOrder::Rotary {
+            rows: (nh + nkv) * d,
+            head_dim: d,
+        };
+        let rotary = Rotary {
+            heads: (nh, nkv, d),
+            kv_dtype: l.rc.kv_dtype,
+            max_positions: l.rc.max_model_len,
+            positions: &inputs.positions,
+            slot_mapping: &inputs.slot_mapping,
+            rope: match (window, l.rope.1) {
+                (Some(_), Some(local)) => local,
+                _ => l.rope.0,
+            },
+            k_cache: &kv.k[i],
+            v_cache: &kv.v[i],
+        };
+        // The rotary epilogue binds more storage buffers than a plain product.
+        let rotary_epilogue =
+            ctx.limits.max_storage_buffers_per_shader_stage >= ops::ROTARY_STORAGE_BINDINGS;
         let mut steps = Vec::with_capacity(layer.ops.len());
         let mut ops = layer.ops.iter().peekable();
         while let Some(op) = ops.next() {
@@ -132,8 +181,13 @@ impl Layer {
                     let gated = *dst == Buf::GateUp
                         && bias.is_none()
                         && matches!(ops.peek(), Some(Op::GatedActivation));
-                    let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), gated)?;
-                    let gain = gains(&[norm])?;
+                    let order = match *dst {
+                        Buf::Qkv => qk_order,
+                        Buf::GateUp if gated => RowOrder::GateUp,
+                        _ => RowOrder::Stacked,
+                    };
+                    let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), order)?;
+                    let gain = gains(&[norm], RowOrder::Stacked)?;
                     if w.paired {
                         ops.next();
                         steps.push(Step::Matmul(mm(MatmulArgs {
@@ -146,7 +200,7 @@ impl Layer {
                             norm: Some((&gain, eps)),
                             accumulate: false,
                             sample_rows: false,
-                            glu: Some(c.activation),
+                            pairs: Some(Pairs::Glu(c.activation)),
                         })?));
                         continue;
                     }
@@ -156,10 +210,18 @@ impl Layer {
                             for p in parts {
                                 v.extend(l.weights.read_f32(&p.name)?);
                             }
+                            let v: Vec<f32> = (0..v.len()).map(|r| v[order.source(r)]).collect();
                             Some(ctx.storage_init(&parts[0].name, bytemuck::cast_slice(&v)))
                         }
                         None => None,
                     };
+                    // QKV followed by a rotary step without a q/k norm: one launch.
+                    let fused = *dst == Buf::Qkv
+                        && rotary_epilogue
+                        && matches!(ops.peek(), Some(Op::Rotary { qk_norm: None }));
+                    if fused {
+                        ops.next();
+                    }
                     Step::Matmul(mm(MatmulArgs {
                         x: &b.x,
                         w: &w,
@@ -170,30 +232,20 @@ impl Layer {
                         norm: Some((&gain, eps)),
                         accumulate: false,
                         sample_rows: false,
-                        glu: None,
+                        pairs: fused.then(|| Pairs::Rotary(rotary.clone())),
                     })?)
                 }
                 Op::Rotary { qk_norm } => {
                     let qk_gain = match qk_norm {
-                        Some([q, k]) => Some(gains(&[q, k])?),
+                        Some([q, k]) => Some(gains(&[q, k], qk_order)?),
                         None => None,
-                    };
-                    let rope = match (window, l.rope.1) {
-                        (Some(_), Some(local)) => local,
-                        _ => l.rope.0,
                     };
                     Step::Launch(ops::rope_kv(
                         ctx,
                         l.kernels,
                         step,
-                        (nh, nkv, d),
-                        (l.rc.kv_dtype, l.rc.max_model_len),
-                        &inputs.positions,
-                        &inputs.slot_mapping,
-                        rope,
+                        &rotary,
                         &b.qkv,
-                        &kv.k[i],
-                        &kv.v[i],
                         qk_gain.as_ref().map(|g| (g, eps)),
                     ))
                 }
@@ -217,7 +269,7 @@ impl Layer {
                     ops::SPLIT_TOKENS.min(l.rc.max_tokens as u32),
                 )?),
                 Op::Project { src, weight, dst } => {
-                    let (w, rows) = stack(&[weight], false)?;
+                    let (w, rows) = stack(&[weight], RowOrder::Stacked)?;
                     Step::Matmul(mm(MatmulArgs {
                         x: b.get(ctx, *src)?,
                         w: &w,
@@ -229,7 +281,7 @@ impl Layer {
                         // Into the residual stream a product adds.
                         accumulate: *dst == Buf::Residual,
                         sample_rows: false,
-                        glu: None,
+                        pairs: None,
                     })?)
                 }
                 Op::AddNormed { src, norm } => Step::Launch(ops::residual_rmsnorm(
@@ -238,7 +290,7 @@ impl Layer {
                     step,
                     (c.hidden_size, eps),
                     b.get(ctx, *src)?,
-                    &gains(&[norm])?,
+                    &gains(&[norm], RowOrder::Stacked)?,
                     &b.x,
                 )),
                 Op::GatedActivation => Step::Launch(ops::glu(

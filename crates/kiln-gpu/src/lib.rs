@@ -29,7 +29,7 @@ mod weight_format;
 pub use bandwidth::Bandwidth;
 pub use context::{DeviceFaults, GpuContext};
 pub use error::GpuError;
-pub use kernels::{Kernel, KernelFamily, Kernels};
+pub use kernels::{Kernel, KernelFamily, Kernels, PairEpilogue};
 pub use kv_cache::KvCache;
 pub use kv_layout::{KvDtype, KvLayout};
 pub use launch::{Grid, Launch};

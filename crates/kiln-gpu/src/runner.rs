@@ -11,7 +11,7 @@ use kiln_core::{BLOCK_SIZE, StepBatch, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
 use crate::kv_cache::PendingSwapOut;
-use crate::layer::{Activations, Layer, LayerContext, gain};
+use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
@@ -172,26 +172,47 @@ impl ModelRunner {
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
 
-        // A stack of tensors as one matrix; `paired`: gate and up rows interleaved where their
-        // formats allow (else stacked, `GpuMatrix::paired` unset).
+        // A stack of tensors as one matrix, its rows in `order`: gate and up rows interleaved
+        // where their formats allow (else stacked, `GpuMatrix::paired` unset), or q and k in
+        // the rotary pair layout (each part's rows reordered within its heads).
         let matrix = |label: &str,
                       parts: &[(&str, usize)],
                       cols: usize,
-                      paired: bool|
+                      order: RowOrder|
          -> Result<GpuMatrix, GpuError> {
+            let mut start = 0usize;
             let parts = parts
                 .iter()
                 .map(|&(n, rows)| {
-                    let m = HostMatrix::load(weights, n, rows, cols)?;
+                    let mut m = HostMatrix::load(weights, n, rows, cols)?;
+                    if let RowOrder::Rotary { head_dim, .. } = order {
+                        if !start.is_multiple_of(head_dim) || !rows.is_multiple_of(head_dim) {
+                            return Err(GpuError::Shape {
+                                op: "load",
+                                detail: format!(
+                                    "{n}: {rows} rows are not whole heads of {head_dim}"
+                                ),
+                            });
+                        }
+                        m = m.reorder_rows(|r| order.source(start + r) - start);
+                    }
+                    start += rows;
                     Ok(if keep_quantized { m } else { m.widened() })
                 })
                 .collect::<Result<Vec<_>, GpuError>>()?;
-            if paired && let Some(m) = GpuMatrix::upload_paired(ctx, label, &parts)? {
+            if order == RowOrder::GateUp
+                && let Some(m) = GpuMatrix::upload_paired(ctx, label, &parts)?
+            {
                 return Ok(m);
             }
             GpuMatrix::upload_stacked(ctx, label, &parts)
         };
-        let embed_w = matrix("embed_tokens", &[(&tensors.embed.name, vocab)], h, false)?;
+        let embed_w = matrix(
+            "embed_tokens",
+            &[(&tensors.embed.name, vocab)],
+            h,
+            RowOrder::Stacked,
+        )?;
         weight_bytes += embed_w.bytes();
         let embed = ops::embedding(
             ctx,
@@ -242,7 +263,7 @@ impl ModelRunner {
             .filter(|t| weights.contains(&t.name))
         {
             Some(t) => {
-                let w = matrix("lm_head", &[(&t.name, vocab)], h, false)?;
+                let w = matrix("lm_head", &[(&t.name, vocab)], h, RowOrder::Stacked)?;
                 weight_bytes += w.bytes();
                 Some(w)
             }
@@ -262,7 +283,7 @@ impl ModelRunner {
                 norm: None,
                 accumulate: false,
                 sample_rows: true,
-                glu: None,
+                pairs: None,
             },
         )?;
         let sample = ops::sample(

@@ -283,6 +283,22 @@ impl HostMatrix {
         })
     }
 
+    /// The matrix with its rows reordered: row `r` is this one's row `src(r)` (whole rows,
+    /// blocks included). `src` must be a permutation of the rows.
+    pub fn reorder_rows(&self, src: impl Fn(usize) -> usize) -> Self {
+        let row = self.format.row_bytes(self.cols);
+        let bytes = (0..self.rows)
+            .flat_map(|r| &self.bytes[src(r) * row..(src(r) + 1) * row])
+            .copied()
+            .collect();
+        Self {
+            format: self.format,
+            rows: self.rows,
+            cols: self.cols,
+            bytes,
+        }
+    }
+
     /// The values as f32 (what the kernels compute with, up to rounding).
     pub fn to_f32(&self) -> Vec<f32> {
         dequant::to_f32(self.format.dtype(), &self.bytes)

@@ -89,7 +89,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
                     norm: norm.then_some((&gain_b, 1e-5)),
                     accumulate,
                     sample_rows: false,
-                    glu: None,
+                    pairs: None,
                 },
             )
             .unwrap();
@@ -161,7 +161,7 @@ fn split_matrix_matches_whole() {
                         norm: Some((&gain, 1e-5)),
                         accumulate: false,
                         sample_rows: false,
-                        glu: None,
+                        pairs: None,
                     };
                     let mm = Matmul::new(&ctx, &k, &step, args).unwrap();
                     run(&ctx, |p| {
@@ -292,7 +292,8 @@ fn gather_rmsnorm_matches_reference() {
 }
 
 /// RoPE and the KV write, for both cache types, at positions up to the end of a 32768-token
-/// context against the rotation in f64. The f64-built table keeps the error at f32 rounding;
+/// context against the rotation in f64 (of the checkpoint's order: the kernel's heads are in
+/// the rotary pair layout). The f64-built table keeps the error at f32 rounding;
 /// angles computed in f32 (`pos * inv_freq`, then `sin`/`cos`) are off by up to ~2e-3 rad at
 /// the far positions, 200x the tolerance here.
 #[test]
@@ -320,9 +321,10 @@ fn rope_kv_rotates_and_writes_cache() {
         buf_u32(&ctx, &slot_ids),
         buf_f32(&ctx, &table),
     );
-    // Qwen3's per-head q/k norm first, or not: the q gain, then the k gain.
+    // Qwen3's per-head q/k norm first, or not: the q gain, then the k gain (the kernel's in the
+    // rotary pair layout, as q and k are).
     let gains = randn(&mut r, 2 * d, 1.0);
-    let gain_b = buf_f32(&ctx, &gains);
+    let gain_b = buf_f32(&ctx, &pair_layout(&gains, d));
     for (qk_norm, dtype) in [
         (false, KvDtype::F16),
         (false, KvDtype::F32),
@@ -334,11 +336,13 @@ fn rope_kv_rotates_and_writes_cache() {
         for i in 0..t {
             let row = &mut want[i * width..(i + 1) * width];
             for (head, h) in row[..(nh + nkv) * d].chunks_mut(d).enumerate() {
+                let mut x = checkpoint_layout(h, d);
                 if qk_norm {
                     let g = &gains[if head < nh { 0 } else { d }..][..d];
-                    h.copy_from_slice(&reference::rmsnorm(h, g, 1e-6));
+                    x = reference::rmsnorm(&x, g, 1e-6);
                 }
-                reference::rope(h, positions[i] as usize, &inv_freq, 1.0);
+                reference::rope(&mut x, positions[i] as usize, &inv_freq, 1.0);
+                h.copy_from_slice(&pair_layout(&x, d));
             }
             let s = slot_ids[i] as usize;
             want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
@@ -350,18 +354,22 @@ fn rope_kv_rotates_and_writes_cache() {
             ctx.storage("k", words as u64 * 4),
             ctx.storage("v", words as u64 * 4),
         );
+        let rotary = ops::Rotary {
+            heads: (nh, nkv, d),
+            kv_dtype: dtype,
+            max_positions: max_pos,
+            positions: &pb,
+            slot_mapping: &sb,
+            rope: &fb,
+            k_cache: &kc,
+            v_cache: &vc,
+        };
         let l = ops::rope_kv(
             &ctx,
             &k,
             &step,
-            (nh, nkv, d),
-            (dtype, max_pos),
-            &pb,
-            &sb,
-            &fb,
+            &rotary,
             &qb,
-            &kc,
-            &vc,
             qk_norm.then_some((&gain_b, 1e-6)),
         );
         run_launches(&ctx, &[&l], t as u32, 0);

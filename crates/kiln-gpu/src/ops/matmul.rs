@@ -1,11 +1,14 @@
 //! `y (+)= s * x (g W)^T + b`: the tiled kernel for many rows, the matrix-vector kernel for few,
 //! each compiled for the weight matrix's format, with the epilogue all share
-//! (`shaders/matmul_epilogue.wgsl`: bias, residual, or a gated activation of output pairs).
+//! (`shaders/matmul_epilogue.wgsl`: bias, residual, and output pairs made a gated activation or
+//! rotated into the KV cache).
 
 use bytemuck::{Pod, Zeroable};
 
 use kiln_model::Activation;
 
+use super::Rotary;
+use crate::kernels::PairEpilogue;
 use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
 
 /// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
@@ -30,8 +33,23 @@ const NORM: u32 = 1;
 const BIAS: u32 = 2;
 const ACCUMULATE: u32 = 4;
 const SAMPLE_ROWS: u32 = 8;
-const GLU: u32 = 16;
+const PAIRS: u32 = 16;
 const GELU: u32 = 32;
+
+/// Storage buffers a rotary epilogue's pipeline binds (five more than a plain product's): a
+/// device that allows fewer runs the rotary step as its own launch.
+pub const ROTARY_STORAGE_BINDINGS: u32 = 10;
+
+/// What becomes of a product's output pairs, `w`'s rows having been arranged for it at load.
+pub enum Pairs<'a> {
+    /// `act(gate) * up`: `w`'s rows interleave gate and up ([`GpuMatrix::paired`]), and `y`
+    /// (`ldy` = half of `w.rows`) gets one column per pair from `out_offset`.
+    Glu(Activation),
+    /// The QKV product: `w` is q, k and v stacked, q and k in the rotary pair layout
+    /// ([`super::paired_row`]). q is rotated into `y` (columns from 0), k rotated and v go to
+    /// the cache: `rope_kv`'s work, for layers without a q/k norm.
+    Rotary(Rotary<'a>),
+}
 
 pub struct MatmulArgs<'a> {
     /// Input, `(rows, w.cols)`.
@@ -50,10 +68,8 @@ pub struct MatmulArgs<'a> {
     pub accumulate: bool,
     /// The rows are the step's sampled rows rather than its tokens.
     pub sample_rows: bool,
-    /// A gated activation of output pairs: `w`'s rows interleave gate and up rows
-    /// ([`GpuMatrix::paired`]) and `y` (`ldy` = half of `w.rows`) gets `act(gate) * up` from
-    /// column `out_offset`.
-    pub glu: Option<Activation>,
+    /// Outputs taken two by two (a gated activation, or rotation and the KV cache).
+    pub pairs: Option<Pairs<'a>>,
 }
 
 pub struct Matmul {
@@ -66,49 +82,100 @@ pub struct Matmul {
 
 impl Matmul {
     /// The product's launches. A gated activation needs a paired matrix with no bias and no
-    /// residual.
+    /// residual; the rotary epilogue the QKV matrix whole, no residual, and a device that binds
+    /// [`ROTARY_STORAGE_BINDINGS`] storage buffers.
     pub fn new(
         ctx: &GpuContext,
         kernels: &Kernels,
         step: &wgpu::Buffer,
         a: MatmulArgs<'_>,
     ) -> Result<Self, GpuError> {
-        if a.glu.is_some() && (!a.w.paired || a.bias.is_some() || a.accumulate) {
-            return Err(GpuError::Shape {
+        let refuse = |detail: String| {
+            Err(GpuError::Shape {
                 op: "matmul",
-                detail: "a gated activation needs interleaved gate/up rows, no bias, no residual"
-                    .into(),
-            });
+                detail,
+            })
+        };
+        let mut constants = Vec::new();
+        match &a.pairs {
+            Some(Pairs::Glu(_)) if !a.w.paired || a.bias.is_some() || a.accumulate => {
+                return refuse(
+                    "a gated activation needs interleaved gate/up rows, no bias, no residual"
+                        .into(),
+                );
+            }
+            Some(Pairs::Rotary(r)) => {
+                r.check();
+                let (nh, nkv, d) = r.heads;
+                let allowed = ctx.limits.max_storage_buffers_per_shader_stage;
+                if a.w.rows != (nh + 2 * nkv) * d
+                    || a.accumulate
+                    || a.sample_rows
+                    || a.out_offset != 0
+                    || (a.w.chunks.iter()).any(|c| c.row_offset % 2 != 0 || c.rows % 2 != 0)
+                {
+                    return refuse(format!(
+                        "the rotary epilogue needs the whole QKV matrix ({} rows, in chunks of \
+                         whole pairs) written from column 0 of the tokens' rows",
+                        (nh + 2 * nkv) * d
+                    ));
+                }
+                if allowed < ROTARY_STORAGE_BINDINGS {
+                    return refuse(format!(
+                        "the rotary epilogue binds {ROTARY_STORAGE_BINDINGS} storage buffers, \
+                         the device {allowed}"
+                    ));
+                }
+                constants = vec![
+                    ("HEAD_DIM", d as f64),
+                    ("Q_WIDTH", (nh * d) as f64),
+                    ("KV_WIDTH", (nkv * d) as f64),
+                    ("MAX_POSITIONS", r.max_positions as f64),
+                    r.kv_dtype.override_constant(),
+                ];
+            }
+            _ => {}
         }
         let flags = a.norm.map_or(0, |_| NORM)
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 }
-            | match a.glu {
-                Some(Activation::GeluTanh) => GLU | GELU,
-                Some(_) => GLU,
+            | match a.pairs {
+                Some(Pairs::Glu(Activation::GeluTanh)) => PAIRS | GELU,
+                Some(_) => PAIRS,
                 None => 0,
             };
-        // With a gated activation the outputs (and the columns written) are pairs.
-        let per_output = if a.glu.is_some() { 2 } else { 1 };
+        // With pairs an invocation owns two outputs; a gated activation writes one column for
+        // them.
+        let per_output = if a.pairs.is_some() { 2 } else { 1 };
+        let per_column = if matches!(a.pairs, Some(Pairs::Glu(_))) {
+            2
+        } else {
+            1
+        };
+        let epilogue = match a.pairs {
+            Some(Pairs::Rotary(_)) => PairEpilogue::Rotary,
+            _ => PairEpilogue::Glu,
+        };
         let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
         // The subgroup kernel reads octets, so K must be a multiple of 8.
         let subgroup_rows = kernels.matvec_rows.filter(|_| a.w.cols.is_multiple_of(8));
         // The (few rows, many rows) kernels for a chunk's format: the chunks of a stacked
         // matrix may differ.
+        let get = |name, f, extra: &[(&'static str, f64)]| {
+            let c: Vec<_> = constants.iter().chain(extra).copied().collect();
+            kernels.get_matrix(name, f, epilogue, &c)
+        };
         let pick = |f| {
             if rowwise {
-                (
-                    kernels.get_for("matvec_rowwise", f),
-                    kernels.get_for("matmul_rowwise", f),
-                )
+                (get("matvec_rowwise", f, &[]), get("matmul_rowwise", f, &[]))
             } else if let Some(rows) = subgroup_rows {
                 (
-                    kernels.get_for_with("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
-                    kernels.get_for("matmul", f),
+                    get("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                    get("matmul", f, &[]),
                 )
             } else {
-                (kernels.get_for("matvec", f), kernels.get_for("matmul", f))
+                (get("matvec", f, &[]), get("matmul", f, &[]))
             }
         };
         let mut small = Vec::new();
@@ -140,7 +207,7 @@ impl Matmul {
                 &Params {
                     k: a.w.cols as u32,
                     n: c.rows,
-                    out_offset: a.out_offset + c.row_offset / per_output,
+                    out_offset: a.out_offset + c.row_offset / per_column,
                     ldy: a.ldy,
                     flags,
                     eps: a.norm.map_or(0.0, |n| n.1),
@@ -148,7 +215,7 @@ impl Matmul {
                     pad: 0,
                 },
             );
-            let buffers = [
+            let mut buffers = vec![
                 step,
                 &p,
                 a.x,
@@ -157,6 +224,9 @@ impl Matmul {
                 a.y,
                 a.norm.map_or(&no_gain, |n| n.0),
             ];
+            if let Some(Pairs::Rotary(r)) = &a.pairs {
+                buffers.extend([r.positions, r.slot_mapping, r.rope, r.k_cache, r.v_cache]);
+            }
             let (small_grid, large_grid) = if rowwise {
                 (
                     Grid::Tiles {

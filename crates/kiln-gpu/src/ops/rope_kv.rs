@@ -30,30 +30,57 @@ pub fn rope_table(inv_freq: &[f64], max_positions: usize, scale: f64) -> Vec<f32
     table
 }
 
-/// Rotary embedding on q and k of `qkv` in place, and K/V into the cache (of element type
-/// `kv_dtype`) at each token's slot. `rope` is [`rope_table`] for `max_positions` positions.
-/// `qk_norm`: the per-head RMSNorm of q and k first (Qwen3): the q gain then the k gain
-/// (`2 * head_dim` values), and epsilon.
-#[allow(clippy::too_many_arguments)]
+/// Row `r` of a head in the rotary pair layout holds row `paired_row(r, head_dim)` of the head
+/// in the checkpoint's order ("rotate_half": element `i` turns with `i + head_dim / 2`): the
+/// pairs become adjacent, `(i, i + D/2)` at `(2i, 2i + 1)`. kiln lays out the rows of every
+/// rotated head of q and k so at load (weights, biases and q/k norm gains alike), so a rotation
+/// pair is two neighbouring outputs of the QKV product and one packed f16 word of the cache.
+/// Attention is unaffected: q and k are permuted alike, and v is not permuted.
+pub fn paired_row(r: usize, head_dim: usize) -> usize {
+    let h = r / head_dim * head_dim;
+    h + (r % head_dim) / 2 + (r % 2) * (head_dim / 2)
+}
+
+/// What the rotary step reads and writes besides q, k and v: shared by [`rope_kv`] and the
+/// QKV product's rotary epilogue ([`crate::ops::Pairs::Rotary`]).
+#[derive(Clone)]
+pub struct Rotary<'a> {
+    /// Query heads, KV heads and head_dim.
+    pub heads: (usize, usize, usize),
+    pub kv_dtype: KvDtype,
+    /// The rows of `rope` ([`rope_table`]).
+    pub max_positions: usize,
+    pub positions: &'a wgpu::Buffer,
+    pub slot_mapping: &'a wgpu::Buffer,
+    pub rope: &'a wgpu::Buffer,
+    pub k_cache: &'a wgpu::Buffer,
+    pub v_cache: &'a wgpu::Buffer,
+}
+
+impl Rotary<'_> {
+    pub(crate) fn check(&self) {
+        assert!(self.heads.2.is_multiple_of(2), "head_dim must be even");
+        assert!(
+            self.max_positions > 0,
+            "the rotary table needs at least one position"
+        );
+    }
+}
+
+/// Rotary embedding on q and k of `qkv` (each head in the rotary pair layout, [`paired_row`])
+/// in place, and K/V into the cache at each token's slot. `qk_norm`: the per-head RMSNorm of
+/// q and k first (Qwen3, Gemma 3): the q gain then the k gain (`2 * head_dim` values, in the
+/// pair layout too), and epsilon.
 pub fn rope_kv(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
-    (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
-    (kv_dtype, max_positions): (KvDtype, usize),
-    positions: &wgpu::Buffer,
-    slot_mapping: &wgpu::Buffer,
-    rope: &wgpu::Buffer,
+    r: &Rotary<'_>,
     qkv: &wgpu::Buffer,
-    k_cache: &wgpu::Buffer,
-    v_cache: &wgpu::Buffer,
     qk_norm: Option<(&wgpu::Buffer, f32)>,
 ) -> Launch {
-    assert!(head_dim % 2 == 0, "head_dim must be even");
-    assert!(
-        max_positions > 0,
-        "the rotary table needs at least one position"
-    );
+    r.check();
+    let (num_heads, num_kv_heads, head_dim) = r.heads;
     let p = super::params(
         ctx,
         "rope_kv",
@@ -61,7 +88,7 @@ pub fn rope_kv(
             num_heads: num_heads as u32,
             num_kv_heads: num_kv_heads as u32,
             head_dim: head_dim as u32,
-            max_positions: max_positions as u32,
+            max_positions: r.max_positions as u32,
             qk_norm: qk_norm.is_some() as u32,
             eps: qk_norm.map_or(0.0, |n| n.1),
             pad: [0; 2],
@@ -70,16 +97,16 @@ pub fn rope_kv(
     let no_gain = ctx.storage("no qk gain", 16);
     Launch::new(
         &ctx.device,
-        kernels.get_with("rope_kv", &[kv_dtype.override_constant()]),
+        kernels.get_with("rope_kv", &[r.kv_dtype.override_constant()]),
         &[
             step,
             &p,
-            positions,
-            slot_mapping,
-            rope,
+            r.positions,
+            r.slot_mapping,
+            r.rope,
             qkv,
-            k_cache,
-            v_cache,
+            r.k_cache,
+            r.v_cache,
             qk_norm.map_or(&no_gain, |n| n.0),
         ],
         Grid::Tokens { per: 1, y: 1 },

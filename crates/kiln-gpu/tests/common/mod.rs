@@ -132,7 +132,7 @@ pub fn check_plain_product(
                 norm: None,
                 accumulate: false,
                 sample_rows: false,
-                glu: None,
+                pairs: None,
             };
             let mm = kiln_gpu::ops::Matmul::new(ctx, &kernels, &step, args).unwrap();
             run(ctx, |p| mm.record(p, rows as u32, 0));
@@ -149,4 +149,21 @@ pub fn check_plain_product(
             );
         }
     }
+}
+
+/// A head (or a run of heads of `d`) from the checkpoint's order into the rotary pair layout
+/// ([`kiln_gpu::ops::paired_row`]).
+pub fn pair_layout(v: &[f32], d: usize) -> Vec<f32> {
+    (0..v.len())
+        .map(|r| v[kiln_gpu::ops::paired_row(r, d)])
+        .collect()
+}
+
+/// The inverse of [`pair_layout`].
+pub fn checkpoint_layout(v: &[f32], d: usize) -> Vec<f32> {
+    let mut out = vec![0f32; v.len()];
+    for (r, x) in v.iter().enumerate() {
+        out[kiln_gpu::ops::paired_row(r, d)] = *x;
+    }
+    out
 }

@@ -1,8 +1,9 @@
 //! The KV export format: what `GET /v1/kv_transfer/{request_id}` answers.
 //!
-//! `kiln-kv 1\n`, a little-endian u32 length, a JSON [`Header`] of that length, then the raw
+//! `kiln-kv 2\n`, a little-endian u32 length, a JSON [`Header`] of that length, then the raw
 //! K/V: `bytes_per_block` bytes per block in the header's order, each block every layer's K
-//! slots then every layer's V slots, as the cache holds them (f16 pairs or f32). Each block
+//! slots then every layer's V slots, as the cache holds them (f16 pairs or f32; each head of K
+//! in the rotary pair layout, which version 1 did not have). Each block
 //! carries its chained prefix-cache hash, its parent's, its tokens and a checksum of its
 //! bytes, so the receiver can check every block against the prompt and its own hashes.
 
@@ -10,7 +11,7 @@ use std::hash::{DefaultHasher, Hasher};
 
 use serde::{Deserialize, Serialize};
 
-const MAGIC: &[u8] = b"kiln-kv 1\n";
+const MAGIC: &[u8] = b"kiln-kv 2\n";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Header {
@@ -60,7 +61,7 @@ pub fn encode(header: &Header, data: &[u8]) -> Vec<u8> {
 pub fn decode(body: &[u8]) -> Result<(Header, &[u8]), String> {
     let rest = body
         .strip_prefix(MAGIC)
-        .ok_or("not a kiln KV export (bad magic)")?;
+        .ok_or("not a kiln KV export of this version (bad magic)")?;
     let (len, rest) = rest
         .split_first_chunk::<4>()
         .ok_or("truncated KV export header")?;

@@ -1,0 +1,8 @@
+// Output pairs as a gated activation (a pair epilogue, see matmul_epilogue.wgsl; appended with
+// activation.wgsl): outputs (2j, 2j + 1) are (gate j, up j), the matrix's rows interleaved at
+// load, and y[t, off + j] = act(gate) * up, act SiLU or, with flag 32, GELU.
+
+// Outputs n (even: a gate) and n + 1 (its up) of row t, already scaled: one activation.
+fn store_pair(t: u32, n: u32, gate: f32, up: f32) {
+    y[t * p.ldy + p.out_offset + n / 2u] = activation(gate, (p.flags & 32u) != 0u) * up;
+}
