@@ -1,9 +1,11 @@
 // Matrix product for many rows on CPU-backed adapters (prefill):
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl)
 // Like matvec_rowwise.wgsl, without workgroup memory or barriers, but each invocation owns a
-// register tile of 4 outputs x 8 rows, so every 16-byte load of x feeds 16 multiply-adds and
-// every load of w feeds 64.
-// Needs K % 8 == 0. Grid: (ceil(N / 256), ceil(rows / 8), 1).
+// tile of 8 outputs x BLOCK rows, so every 16-byte load of x feeds 32 multiply-adds and every
+// weight, dequantized once, BLOCK of them. On lavapipe the loads of x, not the arithmetic, set
+// the pace: 8 outputs ran 1.3x faster than 4 (16 were slower: the tile no longer fits in
+// registers), and 16 or 32 rows per tile another 1.2x over 8 (BENCHMARKS.md).
+// Needs K % 8 == 0. Grid: (ceil(N / 512), ceil(rows / BLOCK), 1).
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -25,8 +27,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
 @group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
 
-const BLOCK: u32 = 8u;
-const OUTS: u32 = 4u;
+const BLOCK: u32 = 32u;
+const OUTS: u32 = 8u;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -42,21 +44,25 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let count = min(BLOCK, rows - t0);
     let k8 = p.k / 8u;
     let k4 = p.k / 4u;
-    var acc: array<vec4<f32>, 8>; // (row, output)
-    var ss: array<f32, 8>;
+    // (row, outputs 0-3) and (row, outputs 4-7)
+    var lo: array<vec4<f32>, BLOCK>;
+    var hi: array<vec4<f32>, BLOCK>;
+    var ss: array<f32, BLOCK>;
     for (var t = 0u; t < BLOCK; t++) {
-        acc[t] = vec4<f32>(0.0);
+        lo[t] = vec4<f32>(0.0);
+        hi[t] = vec4<f32>(0.0);
         ss[t] = 0.0;
     }
     // Rows past N repeat the last one; their results are not written.
-    var wrow: array<u32, 4>;
+    var wrow: array<u32, OUTS>;
     for (var o = 0u; o < OUTS; o++) {
         wrow[o] = min(n0 + o, p.n - 1u);
     }
     let norm = (p.flags & 1u) != 0u;
     for (var c = 0u; c < k8; c++) {
-        var w0: array<vec4<f32>, 4>;
-        var w1: array<vec4<f32>, 4>;
+        // The octet c of each output's weight row, times the norm's gain.
+        var w0: array<vec4<f32>, OUTS>;
+        var w1: array<vec4<f32>, OUTS>;
         var g0 = vec4<f32>(1.0);
         var g1 = vec4<f32>(1.0);
         if (norm) {
@@ -72,11 +78,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             let base = (t0 + t) * k4 + 2u * c;
             let x0 = x[base];
             let x1 = x[base + 1u];
-            acc[t] += vec4<f32>(
+            lo[t] += vec4<f32>(
                 dot(x0, w0[0]) + dot(x1, w1[0]),
                 dot(x0, w0[1]) + dot(x1, w1[1]),
                 dot(x0, w0[2]) + dot(x1, w1[2]),
                 dot(x0, w0[3]) + dot(x1, w1[3]),
+            );
+            hi[t] += vec4<f32>(
+                dot(x0, w0[4]) + dot(x1, w1[4]),
+                dot(x0, w0[5]) + dot(x1, w1[5]),
+                dot(x0, w0[6]) + dot(x1, w1[6]),
+                dot(x0, w0[7]) + dot(x1, w1[7]),
             );
             if (norm) {
                 ss[t] += dot(x0, x0) + dot(x1, x1);
@@ -88,7 +100,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         if (norm) {
             s = inverseSqrt(ss[t] / f32(p.k) + p.eps);
         }
-        let v = acc[t] * s;
+        let a = lo[t] * s;
+        let b = hi[t] * s;
+        var v = array<f32, OUTS>(a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
         if (paired()) {
             // N is even, so a pair is whole when its first output is in range.
             for (var o = 0u; o < OUTS && n0 + o < p.n; o += 2u) {

@@ -36,6 +36,10 @@ const SAMPLE_ROWS: u32 = 8;
 const PAIRS: u32 = 16;
 const GELU: u32 = 32;
 
+/// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,
+/// `BLOCK` rows), as its grid needs them.
+const ROWWISE_TILE: (u32, u32) = (64 * 8, 32);
+
 /// Storage buffers a rotary epilogue's pipeline binds (five more than a plain product's): a
 /// device that allows fewer runs the rotary step as its own launch.
 pub const ROTARY_STORAGE_BINDINGS: u32 = 10;
@@ -235,8 +239,8 @@ impl Matmul {
                         samples: a.sample_rows,
                     },
                     Grid::Tiles {
-                        x: c.rows.div_ceil(256),
-                        per: 8,
+                        x: c.rows.div_ceil(ROWWISE_TILE.0),
+                        per: ROWWISE_TILE.1,
                         samples: a.sample_rows,
                     },
                 )
@@ -254,7 +258,7 @@ impl Matmul {
             large.push(Launch::new(&ctx.device, matmul, &buffers, large_grid));
         }
         // The row-wise kernels: one output per invocation pays off only for a single row; from
-        // two rows on, the 4-output tiles reuse each load of x.
+        // two rows on, the 8-output tiles reuse each load of x.
         let small_max_rows = match (rowwise, subgroup_rows) {
             (true, _) => 1,
             (false, Some(rows)) => rows,
