@@ -1,16 +1,25 @@
 // Paged attention over a flattened batch of query segments (prefill chunks and decode rows in
 // one dispatch). Token t of sequence s sits at position positions[t] and attends causally to
-// keys 0..=positions[t] of its own sequence, read from the paged cache through s's block table.
-// Grouped-query attention: one workgroup serves the G = H / KVH query heads that share a KV
-// head, so each key and value is read once for all of them.
-// Online softmax over tiles of 64 keys: invocation j scores key j of the tile for every head,
-// then each invocation updates the outputs (head, dim) it owns.
+// keys 0..=positions[t] of its own sequence (its latest `window` with a sliding window), read
+// from the paged cache through s's block table.
+// Query tiles: a workgroup serves p.tq consecutive tokens of one sequence (fewer where its
+// segment ends; a decode row is a tile of one) and the G = H / KVH query heads that share a KV
+// head: R = n x G query rows, row r being token r / G and head r % G. Each key and value is
+// read once for all R rows.
+// Keys come in tiles of 64. K is staged in workgroup memory 16 dimensions at a time, loaded
+// coalesced (consecutive invocations read consecutive dimensions of a key); invocation j then
+// scores key j of the tile against every row, the rows' queries read four at a time from a
+// transposed copy (qv). An online softmax per row follows, over the keys of the tile that row's
+// token sees (its causal range and window); then each invocation updates the outputs (row, dim) it owns, reading V
+// along the dimension (coalesced).
 // The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs).
 // Split context (flash-decoding), when SPLITS > 1: workgroup z takes the z-th of SPLITS equal
-// runs of the keys (whole tiles), and writes its unnormalized outputs with its running max and
-// sum to `partial` instead of `out`; attention_reduce.wgsl combines them. A few decoding
-// sequences then fill the GPU instead of num_kv_heads workgroups each.
-// Grid: (num_tokens, num_kv_heads, SPLITS).
+// runs of the tile's keys (whole tiles), and writes its unnormalized outputs with its running
+// max and sum to `partial` instead of `out`; attention_reduce.wgsl combines them. A few
+// decoding sequences then fill the GPU instead of num_kv_heads workgroups each.
+// Bounds (ops/attention.rs picks the tile, p.tq): R <= 16 and 4 ceil(R / 4) x D <= 1024.
+// Grid: (num_tokens, num_kv_heads, SPLITS); the workgroup of a token that does not start a
+// tile returns at once.
 
 override KV_F16: bool = true;
 override SPLITS: u32 = 1u;
@@ -24,7 +33,7 @@ struct Params {
     scale: f32,       // 1 / sqrt(head_dim)
     block_size: u32,
     window: u32,      // sliding window: the latest keys each token sees (0: all)
-    pad1: u32,
+    tq: u32,          // tokens per query tile (ops/attention.rs: query_tile)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -40,13 +49,14 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> partial: array<f32>; // (T, H, SPLITS, D + 2)
 
 const WG: u32 = 64u;
-const MAX_GD: u32 = 1024u; // G * D: up to 8 heads of 128, or 4 of 256
-const MAX_G: u32 = 16u;
-const NEG: f32 = -1.0e30;
+const CH: u32 = 16u;          // dimensions of the key tile staged at a time
+const KST: u32 = 17u;         // CH + 1: a staged key's stride, so key j's reads miss no bank
+const NEG: f32 = -1.0e30;     // the running max of a row that has seen no key
 
-var<workgroup> qs: array<f32, 1024>;     // (G, D) scaled queries
-var<workgroup> probs: array<f32, 1024>;  // (G, WG) scores, then probabilities
-var<workgroup> slots: array<u32, 64>;    // cache slot of each key in the tile
+var<workgroup> qv: array<vec4<f32>, 256>; // (D, ceil(R / 4)) scaled queries of rows 4v..4v+3
+var<workgroup> kst: array<f32, 1088>;     // (WG, KST) 16 dimensions of the key tile
+var<workgroup> probs: array<f32, 1024>;   // (R, WG) scores, then probabilities
+var<workgroup> slots: array<u32, 64>;     // cache slot of each key in the tile
 var<workgroup> run_max: array<f32, 16>;
 var<workgroup> run_sum: array<f32, 16>;
 var<workgroup> alpha: array<f32, 16>;
@@ -66,38 +76,59 @@ fn v_at(i: u32) -> f32 {
     return bitcast<f32>(v_cache[i]);
 }
 
+// What one workgroup serves: tokens t0 .. t0 + n of one sequence with the query heads of KV
+// head kvh, R = n x G rows; keys lo..hi.
+struct Tile {
+    t0: u32,
+    kvh: u32,
+    rows: u32,
+    lo: u32,
+    hi: u32,
+}
+
+// The first key token t sees.
+fn first_key(t: u32) -> u32 {
+    let n_keys = positions[t] + 1u;
+    if (p.window > 0u && n_keys > p.window) {
+        return n_keys - p.window;
+    }
+    return 0u;
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = wg.x;
-    if (t >= step.num_tokens) {
+    let t0 = wg.x;
+    if (t0 >= step.num_tokens) {
+        return;
+    }
+    let s = token_seq[t0];
+    let q_start = seq_info[s * 4u];
+    if ((t0 - q_start) % p.tq != 0u) {
         return;
     }
     let kvh = wg.y;
     let d = p.head_dim;
     let g_count = p.num_heads / p.num_kv_heads;
-    let gd = g_count * d;
-    let kv_width = p.num_kv_heads * d;
-    let n_keys = positions[t] + 1u;
-    let table = seq_info[token_seq[t] * 4u + 3u];
-    // This workgroup's keys: all it sees (the latest `window` with a sliding window), or its
-    // run of whole tiles of them.
-    var lo = 0u;
-    if (p.window > 0u && n_keys > p.window) {
-        lo = n_keys - p.window;
-    }
-    var hi = n_keys;
+    let n = min(p.tq, q_start + seq_info[s * 4u + 1u] - t0);
+    var tile = Tile(t0, kvh, n * g_count, first_key(t0), positions[t0 + n - 1u] + 1u);
+    // This workgroup's keys: all the tile's rows see, or its run of whole tiles of them.
     if (SPLITS > 1u) {
-        let run = (n_keys - lo + SPLITS - 1u) / SPLITS;
+        let run = (tile.hi - tile.lo + SPLITS - 1u) / SPLITS;
         let per = (run + WG - 1u) / WG * WG;
-        lo = min(lo + wg.z * per, n_keys);
-        hi = min(lo + per, n_keys);
+        tile.lo = min(tile.lo + wg.z * per, tile.hi);
+        tile.hi = min(tile.lo + per, tile.hi);
     }
+    let rv = (tile.rows + 3u) / 4u;
+    let table = seq_info[s * 4u + 3u];
+    let kv_width = p.num_kv_heads * d;
+    let kb = kvh * d; // this KV head's offset in a cache row
 
-    for (var e = lid; e < gd; e += WG) {
-        let h = kvh * g_count + e / d;
-        qs[e] = qkv[t * p.qkv_stride + h * d + e % d] * p.scale;
+    for (var e = lid; e < d * rv; e += WG) {
+        let i = e / rv;
+        let r0 = (e % rv) * 4u;
+        qv[e] = vec4<f32>(query(tile, r0, i), query(tile, r0 + 1u, i), query(tile, r0 + 2u, i), query(tile, r0 + 3u, i));
     }
-    if (lid < g_count) {
+    if (lid < tile.rows) {
         run_max[lid] = NEG;
         run_sum[lid] = 0.0;
     }
@@ -107,104 +138,161 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
-    let vb = kvh * d; // this KV head's offset in a cache row
     workgroupBarrier();
 
-    for (var j0 = lo; j0 < hi; j0 += WG) {
+    for (var j0 = tile.lo; j0 < tile.hi; j0 += WG) {
+        let count = min(WG, tile.hi - j0);
         let j = j0 + lid;
-        if (j < hi) {
-            let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
-            slots[lid] = slot;
-            let kb = slot * kv_width + kvh * d;
-            for (var g = 0u; g < g_count; g++) {
-                var s = 0.0;
-                for (var i = 0u; i < d; i++) {
-                    s = fma(qs[g * d + i], k_at(kb + i), s);
-                }
-                probs[g * WG + lid] = s;
-            }
-        } else {
-            for (var g = 0u; g < g_count; g++) {
-                probs[g * WG + lid] = NEG;
-            }
+        if (lid < count) {
+            slots[lid] = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
         }
         workgroupBarrier();
-        if (lid < g_count) {
-            let g = lid;
-            var m = run_max[g];
-            for (var i = 0u; i < WG; i++) {
-                m = max(m, probs[g * WG + i]);
+        // Scores of key j for rows 4v..4v+3 in s_v.
+        var s0 = vec4<f32>(0.0);
+        var s1 = vec4<f32>(0.0);
+        var s2 = vec4<f32>(0.0);
+        var s3 = vec4<f32>(0.0);
+        for (var i0 = 0u; i0 < d; i0 += CH) {
+            // Dimensions i0..i0+CH of the tile's keys, invocations in order along a key's.
+            for (var m = 0u; m < CH; m++) {
+                let e = lid + m * WG;
+                let jj = e / CH;
+                let ii = i0 + e % CH;
+                var k = 0.0;
+                if (jj < count && ii < d) {
+                    k = k_at(slots[jj] * kv_width + kb + ii);
+                }
+                kst[jj * KST + e % CH] = k;
             }
-            let a = exp(run_max[g] - m);
+            workgroupBarrier();
+            let chunk = min(CH, d - i0);
+            for (var ii = 0u; ii < chunk; ii++) {
+                let k = vec4<f32>(kst[lid * KST + ii]);
+                let q = (i0 + ii) * rv;
+                s0 = fma(qv[q], k, s0);
+                if (rv > 1u) {
+                    s1 = fma(qv[q + 1u], k, s1);
+                }
+                if (rv > 2u) {
+                    s2 = fma(qv[q + 2u], k, s2);
+                }
+                if (rv > 3u) {
+                    s3 = fma(qv[q + 3u], k, s3);
+                }
+            }
+            workgroupBarrier();
+        }
+        put_scores(0u, s0, lid, tile.rows);
+        put_scores(4u, s1, lid, tile.rows);
+        put_scores(8u, s2, lid, tile.rows);
+        put_scores(12u, s3, lid, tile.rows);
+        workgroupBarrier();
+        if (lid < tile.rows) {
+            // Row r's token sees keys lo_r..hi_r of this tile (relative to j0).
+            let r = lid;
+            let t = tile.t0 + r / g_count;
+            let lo_r = max(first_key(t), j0) - j0;
+            let hi_r = max(min(positions[t] + 1u, j0 + count), j0) - j0;
+            var m = run_max[r];
+            for (var i = lo_r; i < hi_r; i++) {
+                m = max(m, probs[r * WG + i]);
+            }
+            let a = exp(run_max[r] - m);
             var sum = 0.0;
             for (var i = 0u; i < WG; i++) {
-                let e = exp(probs[g * WG + i] - m);
-                probs[g * WG + i] = e;
+                var e = 0.0;
+                if (i >= lo_r && i < hi_r) {
+                    e = exp(probs[r * WG + i] - m);
+                }
+                probs[r * WG + i] = e;
                 sum += e;
             }
-            run_sum[g] = run_sum[g] * a + sum;
-            run_max[g] = m;
-            alpha[g] = a;
+            run_sum[r] = run_sum[r] * a + sum;
+            run_max[r] = m;
+            alpha[r] = a;
         }
         workgroupBarrier();
-        let tile = min(WG, hi - j0);
-        acc0 = pv4(lid, acc0, tile, kv_width, vb, gd);
-        acc1 = pv4(lid + 4u * WG, acc1, tile, kv_width, vb, gd);
-        acc2 = pv4(lid + 8u * WG, acc2, tile, kv_width, vb, gd);
-        acc3 = pv4(lid + 12u * WG, acc3, tile, kv_width, vb, gd);
+        let gd = tile.rows * d;
+        acc0 = pv4(lid, acc0, count, kv_width, kb, gd);
+        acc1 = pv4(lid + 4u * WG, acc1, count, kv_width, kb, gd);
+        acc2 = pv4(lid + 8u * WG, acc2, count, kv_width, kb, gd);
+        acc3 = pv4(lid + 12u * WG, acc3, count, kv_width, kb, gd);
         workgroupBarrier();
     }
 
-    let at = vec3<u32>(t, kvh, wg.z);
+    let at = vec3<u32>(t0, kvh, wg.z);
+    let gd = tile.rows * d;
     store4(lid, acc0, at, gd);
     store4(lid + 4u * WG, acc1, at, gd);
     store4(lid + 8u * WG, acc2, at, gd);
     store4(lid + 12u * WG, acc3, at, gd);
 }
 
-// Output e's accumulator after a tile: rescaled by its head's alpha, plus the tile's
-// probabilities times the values. Outputs past the group's (e >= gd) stay as they are.
-fn pv(e: u32, acc: f32, tile: u32, kv_width: u32, vb: u32, gd: u32) -> f32 {
+// Dimension i of row r's scaled query (0 past the tile's rows).
+fn query(tile: Tile, r: u32, i: u32) -> f32 {
+    if (r >= tile.rows) {
+        return 0.0;
+    }
+    let g_count = p.num_heads / p.num_kv_heads;
+    let h = tile.kvh * g_count + r % g_count;
+    return qkv[(tile.t0 + r / g_count) * p.qkv_stride + h * p.head_dim + i] * p.scale;
+}
+
+// Writes the scores of invocation lid's key for rows r0..r0+3 (those of the tile).
+fn put_scores(r0: u32, s: vec4<f32>, lid: u32, rows: u32) {
+    for (var c = 0u; c < 4u; c++) {
+        if (r0 + c < rows) {
+            probs[(r0 + c) * WG + lid] = s[c];
+        }
+    }
+}
+
+// Output e's accumulator after a key tile: rescaled by its row's alpha, plus the tile's
+// probabilities times the values. Outputs past the tile's rows (e >= gd) stay as they are.
+fn pv(e: u32, acc: f32, count: u32, kv_width: u32, kb: u32, gd: u32) -> f32 {
     if (e >= gd) {
         return acc;
     }
     let d = p.head_dim;
-    let g = e / d;
-    var v = acc * alpha[g];
-    for (var jj = 0u; jj < tile; jj++) {
-        v = fma(probs[g * WG + jj], v_at(slots[jj] * kv_width + vb + e % d), v);
+    let r = e / d;
+    var v = acc * alpha[r];
+    for (var jj = 0u; jj < count; jj++) {
+        v = fma(probs[r * WG + jj], v_at(slots[jj] * kv_width + kb + e % d), v);
     }
     return v;
 }
 
 // pv for outputs e0, e0 + WG, e0 + 2 WG, e0 + 3 WG.
-fn pv4(e0: u32, acc: vec4<f32>, tile: u32, kv_width: u32, vb: u32, gd: u32) -> vec4<f32> {
+fn pv4(e0: u32, acc: vec4<f32>, count: u32, kv_width: u32, kb: u32, gd: u32) -> vec4<f32> {
     return vec4<f32>(
-        pv(e0, acc.x, tile, kv_width, vb, gd),
-        pv(e0 + WG, acc.y, tile, kv_width, vb, gd),
-        pv(e0 + 2u * WG, acc.z, tile, kv_width, vb, gd),
-        pv(e0 + 3u * WG, acc.w, tile, kv_width, vb, gd),
+        pv(e0, acc.x, count, kv_width, kb, gd),
+        pv(e0 + WG, acc.y, count, kv_width, kb, gd),
+        pv(e0 + 2u * WG, acc.z, count, kv_width, kb, gd),
+        pv(e0 + 3u * WG, acc.w, count, kv_width, kb, gd),
     );
 }
 
-// Writes output e of (token, KV head, run) `at`: normalized into `out`, or, split, as it is
-// with the run's max and sum (a sum of 0: no keys in this run) into `partial`.
+// Writes output e (row e / D, dimension e % D) of the tile whose first token, KV head and run
+// are `at`: normalized into `out`, or, split, as it is with the run's max and sum (a sum of 0:
+// no keys of this row in this run) into `partial`.
 fn store(e: u32, v: f32, at: vec3<u32>, gd: u32) {
     if (e >= gd) {
         return;
     }
     let d = p.head_dim;
-    let g = e / d;
-    let h = at.y * (p.num_heads / p.num_kv_heads) + g;
+    let g_count = p.num_heads / p.num_kv_heads;
+    let r = e / d;
+    let t = at.x + r / g_count;
+    let h = at.y * g_count + r % g_count;
     if (SPLITS > 1u) {
-        let base = ((at.x * p.num_heads + h) * SPLITS + at.z) * (d + 2u);
+        let base = ((t * p.num_heads + h) * SPLITS + at.z) * (d + 2u);
         partial[base + e % d] = v;
         if (e % d == 0u) {
-            partial[base + d] = run_max[g];
-            partial[base + d + 1u] = run_sum[g];
+            partial[base + d] = run_max[r];
+            partial[base + d + 1u] = run_sum[r];
         }
     } else {
-        out[at.x * p.num_heads * d + h * d + e % d] = v / run_sum[g];
+        out[t * p.num_heads * d + h * d + e % d] = v / run_sum[r];
     }
 }
 

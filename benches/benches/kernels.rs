@@ -1,6 +1,6 @@
 //! Kernel throughput at SmolLM2-135M and 1B-class shapes: matmul at prefill sizes, matvec at
-//! decode sizes (GB/s of weights read), paged attention at 512 and 4096 context, and the
-//! device's buffer copy bandwidth.
+//! decode sizes (GB/s of weights read), paged attention (decode at 512 and 4096 context and a
+//! 512-token prefill, both kernel families), and the device's buffer copy bandwidth.
 //! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -95,61 +95,77 @@ fn matvec_formats(c: &mut Criterion) {
     }
 }
 
+/// Paged attention at SmolLM2's shape (9 heads over 3 KV heads of 64), with each kernel
+/// family: decode rows of 8 sequences at 512 and 4096 tokens of context (split context on
+/// the GPU family), and a 512-token prompt prefilled in one chunk (query tiles on the GPU
+/// family). Throughput: the K/V bytes the step's tokens attend to, once per sequence.
 fn attention(c: &mut Criterion) {
     let ctx = gpu();
-    let k = Kernels::new(&ctx);
     let mut g = c.benchmark_group("attention");
     g.sample_size(10);
-    // SmolLM2: 9 heads over 3 KV heads of 64; decode rows of 8 sequences at a given context.
-    let (nh, nkv, d, seqs) = (9usize, 3usize, 64usize, 8usize);
-    for ctx_len in [512usize, 4096] {
-        let bs = kiln_core::BLOCK_SIZE;
-        let blocks_per_seq = ctx_len.div_ceil(bs);
-        let slots = seqs * blocks_per_seq * bs;
-        let kc = ctx.storage_init("k", bytemuck::cast_slice(&values(slots * nkv * d, 3, 1.0)));
-        let vc = ctx.storage_init("v", bytemuck::cast_slice(&values(slots * nkv * d, 4, 1.0)));
-        let qkv = ctx.storage_init(
-            "qkv",
-            bytemuck::cast_slice(&values(seqs * (nh + 2 * nkv) * d, 5, 1.0)),
-        );
-        let positions: Vec<u32> = vec![ctx_len as u32 - 1; seqs];
-        let token_seq: Vec<u32> = (0..seqs as u32).collect();
-        let seq_info: Vec<u32> = (0..seqs as u32)
-            .flat_map(|s| [s, 1, ctx_len as u32, s * blocks_per_seq as u32])
-            .collect();
-        let tables: Vec<u32> = (0..(seqs * blocks_per_seq) as u32).collect();
-        let u = |v: &[u32]| ctx.storage_init("u32", bytemuck::cast_slice(v));
-        let (pb, tb, sb, bt) = (u(&positions), u(&token_seq), u(&seq_info), u(&tables));
-        let out = ctx.storage("out", (seqs * nh * d * 4) as u64);
-        let step = step_buffer(&ctx, seqs as u32, seqs as u32, 0);
-        let l = ops::attention(
-            &ctx,
-            &k,
-            &step,
-            (nh, nkv, d),
-            (None, 1.0 / (d as f32).sqrt()),
-            kiln_gpu::KvDtype::F32,
-            AttentionBuffers {
-                positions: &pb,
-                token_seq: &tb,
-                seq_info: &sb,
-                block_tables: &bt,
-                qkv: &qkv,
-                k_cache: &kc,
-                v_cache: &vc,
-                out: &out,
-            },
-            kiln_gpu::ops::SPLIT_TOKENS,
-        )
-        .unwrap();
-        g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
-        g.bench_function(format!("decode 8 seqs ctx={ctx_len}"), |b| {
-            b.iter(|| {
-                run(&ctx, 1, &|p| {
-                    l.record(p, seqs as u32, 0);
+    let (nh, nkv, d) = (9usize, 3usize, 64usize);
+    // (what, sequences, query tokens per sequence, context length)
+    let cases = [
+        ("decode 8 seqs ctx=512", 8usize, 1usize, 512usize),
+        ("decode 8 seqs ctx=4096", 8, 1, 4096),
+        ("prefill 512", 1, 512, 512),
+    ];
+    for (family, rowwise) in [("cpu", true), ("gpu", false)] {
+        let k = Kernels::with_rowwise(&ctx, rowwise);
+        for (what, seqs, q, ctx_len) in cases {
+            let bs = kiln_core::BLOCK_SIZE;
+            let blocks_per_seq = ctx_len.div_ceil(bs);
+            let slots = seqs * blocks_per_seq * bs;
+            let tokens = seqs * q;
+            let buf = |n: usize, seed: u32| {
+                ctx.storage_init("kv", bytemuck::cast_slice(&values(n, seed, 1.0)))
+            };
+            let (kc, vc) = (buf(slots * nkv * d, 3), buf(slots * nkv * d, 4));
+            let qkv = buf(tokens * (nh + 2 * nkv) * d, 5);
+            let positions: Vec<u32> = (0..seqs)
+                .flat_map(|_| (ctx_len - q..ctx_len).map(|p| p as u32))
+                .collect();
+            let token_seq: Vec<u32> = (0..seqs as u32).flat_map(|s| vec![s; q]).collect();
+            let seq_info: Vec<u32> = (0..seqs as u32)
+                .flat_map(|s| {
+                    let first = s * q as u32;
+                    [first, q as u32, ctx_len as u32, s * blocks_per_seq as u32]
                 })
-            })
-        });
+                .collect();
+            let tables: Vec<u32> = (0..(seqs * blocks_per_seq) as u32).collect();
+            let u = |v: &[u32]| ctx.storage_init("u32", bytemuck::cast_slice(v));
+            let (pb, tb, sb, bt) = (u(&positions), u(&token_seq), u(&seq_info), u(&tables));
+            let out = ctx.storage("out", (tokens * nh * d * 4) as u64);
+            let step = step_buffer(&ctx, tokens as u32, seqs as u32, 0);
+            let l = ops::attention(
+                &ctx,
+                &k,
+                &step,
+                (nh, nkv, d),
+                (None, 1.0 / (d as f32).sqrt()),
+                kiln_gpu::KvDtype::F32,
+                AttentionBuffers {
+                    positions: &pb,
+                    token_seq: &tb,
+                    seq_info: &sb,
+                    block_tables: &bt,
+                    qkv: &qkv,
+                    k_cache: &kc,
+                    v_cache: &vc,
+                    out: &out,
+                },
+                kiln_gpu::ops::SPLIT_TOKENS,
+            )
+            .unwrap();
+            g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
+            g.bench_function(format!("{family} {what}"), |b| {
+                b.iter(|| {
+                    run(&ctx, 1, &|p| {
+                        l.record(p, tokens as u32, 0);
+                    })
+                })
+            });
+        }
     }
 }
 

@@ -397,8 +397,9 @@ fn rope_kv_rotates_and_writes_cache() {
 
 /// Several sequences in one dispatch: a prefill chunk on top of cached context that crosses
 /// block boundaries, decode rows with long contexts, and a fresh prompt. The GPU family both
-/// whole and with the context split in runs (flash-decoding: contexts of 1 to 5 runs here);
-/// and with a sliding window of 40 keys, shorter than most contexts here.
+/// whole and with the context split in runs (flash-decoding: contexts of 1 to 5 runs here),
+/// its query tiles of 1 to 16 tokens starting anywhere in a segment and ending where it ends;
+/// and with sliding windows of 40 and 20 keys, shorter than most contexts here.
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
@@ -409,6 +410,11 @@ fn paged_attention_mixes_prefill_and_decode() {
         }
         // 16 query heads of 64 on one KV head: every output slot of a GPU-family invocation.
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (16, 1, 64), None);
+        // Query tiles of 16 tokens (one head per KV head), of 2 (Llama 3 8B's 4 heads of 128
+        // per KV head) and of 1 (Gemma 3's 4 heads of 256).
+        check_attention(&ctx, &k, KvDtype::F32, split_tokens, (4, 4, 32), None);
+        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (8, 2, 128), Some(20));
+        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (4, 1, 256), None);
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (6, 2, 24), Some(40));
     }
 }

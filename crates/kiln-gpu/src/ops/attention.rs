@@ -13,7 +13,8 @@ struct Params {
     block_size: u32,
     /// Sliding window: the latest keys each token sees (0: all).
     window: u32,
-    pad: u32,
+    /// Tokens per query tile of the GPU family's kernel ([`query_tile`]).
+    query_tile: u32,
 }
 
 /// The buffers paged attention reads and writes.
@@ -32,6 +33,22 @@ pub struct AttentionBuffers<'a> {
 /// (flash-decoding), and the most tokens a step may have for it.
 pub const SPLITS: u32 = 16;
 pub const SPLIT_TOKENS: u32 = 32;
+
+/// Query rows one workgroup of the GPU family's kernel serves, and the floats of their queries
+/// it keeps (rows rounded up to 4) in workgroup memory (`shaders/attention.wgsl`).
+const MAX_ROWS: usize = 16;
+const MAX_QUERY_FLOATS: usize = 1024;
+
+/// Tokens per query tile of the GPU family's kernel for `group` query heads per KV head of
+/// `head_dim`: the most whose rows (tokens x heads) fit its bounds, or `None` when even one
+/// token's do not.
+pub fn query_tile(group: usize, head_dim: usize) -> Option<u32> {
+    let fits = |tokens: &usize| {
+        let rows = tokens * group;
+        group > 0 && rows <= MAX_ROWS && rows.div_ceil(4) * 4 * head_dim <= MAX_QUERY_FLOATS
+    };
+    (1..=MAX_ROWS).take_while(fits).last().map(|t| t as u32)
+}
 
 /// Paged attention of one layer: one launch over the whole context of every token, or, for
 /// steps of at most `split_tokens` tokens (decode), the context split in [`SPLITS`] runs and a
@@ -70,12 +87,15 @@ pub fn attention(
     split_tokens: u32,
 ) -> Result<Attention, GpuError> {
     let group = num_heads / num_kv_heads.max(1);
-    if num_kv_heads == 0 || num_heads % num_kv_heads != 0 || group > 16 || group * head_dim > 1024 {
+    let rowwise = kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256;
+    let tile = query_tile(group, head_dim);
+    if num_kv_heads == 0 || num_heads % num_kv_heads != 0 || (!rowwise && tile.is_none()) {
         return Err(GpuError::Shape {
             op: "attention",
             detail: format!(
                 "{num_heads} heads over {num_kv_heads} KV heads of {head_dim}: need heads divisible by KV \
-                 heads, at most 16 query heads per KV head and (heads per KV head) x head_dim <= 1024"
+                 heads, at most {MAX_ROWS} query heads per KV head and 4 ceil(heads per KV head / 4) x \
+                 head_dim <= {MAX_QUERY_FLOATS}"
             ),
         });
     }
@@ -90,7 +110,7 @@ pub fn attention(
             scale,
             block_size: kiln_core::BLOCK_SIZE as u32,
             window: window.unwrap_or(0) as u32,
-            pad: 0,
+            query_tile: tile.unwrap_or(1),
         },
     );
     // The runs' outputs, maxima and sums of split steps (a placeholder when never split).
@@ -115,7 +135,7 @@ pub fn attention(
         &partial,
     ];
     let constants = [kv_dtype.override_constant()];
-    if kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256 {
+    if rowwise {
         let grid = Grid::Elements {
             width: num_heads as u32,
             per: 64,
@@ -168,4 +188,24 @@ pub fn attention(
         split,
         split_tokens,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_tile;
+
+    #[test]
+    fn query_tiles_fill_the_rows_the_kernel_holds() {
+        // (query heads per KV head, head_dim) -> tokens per tile
+        assert_eq!(query_tile(3, 64), Some(5)); // SmolLM2: 15 rows
+        assert_eq!(query_tile(1, 64), Some(16));
+        assert_eq!(query_tile(4, 128), Some(2)); // Llama 3 8B: 8 rows of 128
+        assert_eq!(query_tile(7, 128), Some(1)); // Qwen2.5-7B: 7 rows, rounded to 8
+        assert_eq!(query_tile(4, 256), Some(1)); // Gemma 3
+        assert_eq!(query_tile(1, 24), Some(16));
+        assert_eq!(query_tile(16, 64), Some(1));
+        assert_eq!(query_tile(17, 64), None);
+        assert_eq!(query_tile(1, 512), None);
+        assert_eq!(query_tile(10, 96), None); // 12 rows of 96: 1152 floats
+    }
 }

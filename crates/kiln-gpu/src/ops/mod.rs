@@ -12,7 +12,7 @@ mod residual_rmsnorm;
 mod rope_kv;
 mod sample;
 
-pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention};
+pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention, query_tile};
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
