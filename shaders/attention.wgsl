@@ -9,9 +9,9 @@
 // Keys come in tiles of 64. K is staged in workgroup memory 16 dimensions at a time, loaded
 // coalesced (consecutive invocations read consecutive dimensions of a key); invocation j then
 // scores key j of the tile against every row, the rows' queries read four at a time from a
-// transposed copy (qv). An online softmax per row follows, over the keys of the tile that row's
-// token sees (its causal range and window); then each invocation updates the outputs (row, dim) it owns, reading V
-// along the dimension (coalesced).
+// transposed copy (qv). An online softmax per row follows, over the keys of the tile that
+// row's token sees (its causal range and window); then each invocation updates the outputs
+// (row, dim) it owns, reading V along the dimension (coalesced).
 // The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs).
 // Split context (flash-decoding), when SPLITS > 1: workgroup z takes the z-th of SPLITS equal
 // runs of the tile's keys (whole tiles), and writes its unnormalized outputs with its running
