@@ -126,7 +126,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var e = lid; e < d * rv; e += WG) {
         let i = e / rv;
         let r0 = (e % rv) * 4u;
-        qv[e] = vec4<f32>(query(tile, r0, i), query(tile, r0 + 1u, i), query(tile, r0 + 2u, i), query(tile, r0 + 3u, i));
+        qv[e] = vec4<f32>(
+            query(tile, r0, i),
+            query(tile, r0 + 1u, i),
+            query(tile, r0 + 2u, i),
+            query(tile, r0 + 3u, i),
+        );
     }
     if (lid < tile.rows) {
         run_max[lid] = NEG;
