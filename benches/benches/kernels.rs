@@ -1,6 +1,7 @@
 //! Kernel throughput at SmolLM2-135M and 1B-class shapes: matmul at prefill sizes, matvec at
 //! decode sizes (GB/s of weights read), paged attention (decode at 512 and 4096 context and a
-//! 512-token prefill, both kernel families), and the device's buffer copy bandwidth.
+//! 512-token prefill, both kernel families), what a launch costs apart from its work, and the
+//! device's buffer copy bandwidth.
 //! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -169,6 +170,29 @@ fn attention(c: &mut Criterion) {
     }
 }
 
+/// What a launch costs apart from its work: 100 dispatches of a product with a single
+/// workgroup (64 outputs of 64 inputs, one row), and of one with 768 workgroups (SmolLM2's
+/// LM head, 49,152 outputs, of 8 inputs), each in one pass. Throughput: dispatches.
+fn launch(c: &mut Criterion) {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut g = c.benchmark_group("launch");
+    g.sample_size(10);
+    const REPS: usize = 100;
+    for (name, n, kdim) in [("1 workgroup", 64usize, 64usize), ("768 workgroups", 49152, 8)] {
+        let w = GpuMatrix::upload(&ctx, "w", &values(n * kdim, 1, 0.1), n, kdim).unwrap();
+        let mm = product(&ctx, &k, &w, 1);
+        g.throughput(Throughput::Elements(REPS as u64));
+        g.bench_function(format!("{REPS} dispatches of {name}"), |b| {
+            b.iter(|| {
+                run(&ctx, REPS, &|p| {
+                    mm.record(p, 1, 0);
+                })
+            })
+        });
+    }
+}
+
 /// The device's copy bandwidth, the ceiling a memory-bound decode step is measured against.
 fn copy(c: &mut Criterion) {
     let ctx = gpu();
@@ -189,5 +213,5 @@ fn copy(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, matmul, matvec_formats, attention, copy);
+criterion_group!(benches, matmul, matvec_formats, attention, launch, copy);
 criterion_main!(benches);
