@@ -179,7 +179,10 @@ fn launch(c: &mut Criterion) {
     let mut g = c.benchmark_group("launch");
     g.sample_size(10);
     const REPS: usize = 100;
-    for (name, n, kdim) in [("1 workgroup", 64usize, 64usize), ("768 workgroups", 49152, 8)] {
+    for (name, n, kdim) in [
+        ("1 workgroup", 64usize, 64usize),
+        ("768 workgroups", 49152, 8),
+    ] {
         let w = GpuMatrix::upload(&ctx, "w", &values(n * kdim, 1, 0.1), n, kdim).unwrap();
         let mm = product(&ctx, &k, &w, 1);
         g.throughput(Throughput::Elements(REPS as u64));
