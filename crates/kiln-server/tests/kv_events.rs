@@ -11,6 +11,8 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -191,13 +193,20 @@ async fn kv_events_follow_the_cache_over_zeromq() {
     sub.subscribe("kv@").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Read the live stream while the workload runs (a PUB socket drops what a slow reader
-    // cannot take); stop after 3 s of silence.
+    // cannot take); once it is done, stop after 3 s of silence. (A turn may be silent for
+    // longer than that on a loaded machine, so silence alone does not end the reading.)
+    let workload_done = Arc::new(AtomicBool::new(false));
+    let done = workload_done.clone();
     let reader = tokio::spawn(async move {
         let mut got = Vec::new();
-        while let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(3), sub.recv()).await {
-            got.push(m.into_vec());
+        loop {
+            match tokio::time::timeout(Duration::from_secs(3), sub.recv()).await {
+                Ok(Ok(m)) => got.push(m.into_vec()),
+                Ok(Err(e)) => panic!("live stream: {e}"),
+                Err(_) if done.load(Ordering::SeqCst) => return got,
+                Err(_) => {}
+            }
         }
-        got
     });
 
     // An agent loop: three conversations sharing a system prompt, each turn extending its own,
@@ -242,6 +251,7 @@ async fn kv_events_follow_the_cache_over_zeromq() {
         turn += 1;
     }
     let elapsed = start.elapsed().as_secs_f64();
+    workload_done.store(true, Ordering::SeqCst);
 
     let replayed = replay_from(replay_port, 0).await;
     assert!(!replayed.is_empty());
