@@ -12,6 +12,9 @@ use crate::ModelError;
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     special: HashSet<u32>,
+    /// Token ids, added tokens included: counted once, since `tokenizers` counts them by
+    /// building the whole vocabulary map (milliseconds at 49k tokens, and decode checks it).
+    vocab_size: usize,
     /// GGUF tokenizers have no post-processor: BOS is prepended here when `add_bos_token` is set.
     prepend_bos: Option<u32>,
     source: String,
@@ -37,6 +40,7 @@ impl Tokenizer {
             .map(|(id, _)| id)
             .collect();
         Tokenizer {
+            vocab_size: inner.get_vocab_size(true),
             inner,
             special,
             prepend_bos,
@@ -59,12 +63,12 @@ impl Tokenizer {
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, ModelError> {
-        if let Some(bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size()) {
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= self.vocab_size) {
             return Err(ModelError::tokenizer(
                 &self.source,
                 format!(
                     "token id {bad} is outside the vocabulary of {}",
-                    self.vocab_size()
+                    self.vocab_size
                 ),
             ));
         }
@@ -75,7 +79,7 @@ impl Tokenizer {
 
     /// Number of token ids, added tokens included.
     pub fn vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(true)
+        self.vocab_size
     }
 
     pub fn token_to_id(&self, s: &str) -> Option<u32> {
