@@ -97,9 +97,10 @@ fn matvec_formats(c: &mut Criterion) {
 }
 
 /// Paged attention at SmolLM2's shape (9 heads over 3 KV heads of 64), with each kernel
-/// family: decode rows of 8 sequences at 512 and 4096 tokens of context (split context on
-/// the GPU family), and a 512-token prompt prefilled in one chunk (query tiles on the GPU
-/// family). Throughput: the K/V bytes the step's tokens attend to, once per sequence.
+/// family, over an f16 cache: decode rows of 1 and 8 sequences at 512 and 4096 tokens of
+/// context (split context on the GPU family), and a 512-token prompt prefilled in one chunk
+/// (query tiles on the GPU family). Throughput: the K/V bytes the step's tokens attend to,
+/// once per sequence.
 fn attention(c: &mut Criterion) {
     let ctx = gpu();
     let mut g = c.benchmark_group("attention");
@@ -107,7 +108,8 @@ fn attention(c: &mut Criterion) {
     let (nh, nkv, d) = (9usize, 3usize, 64usize);
     // (what, sequences, query tokens per sequence, context length)
     let cases = [
-        ("decode 8 seqs ctx=512", 8usize, 1usize, 512usize),
+        ("decode 1 seq ctx=512", 1usize, 1usize, 512usize),
+        ("decode 8 seqs ctx=512", 8, 1, 512),
         ("decode 8 seqs ctx=4096", 8, 1, 4096),
         ("prefill 512", 1, 512, 512),
     ];
@@ -118,11 +120,15 @@ fn attention(c: &mut Criterion) {
             let blocks_per_seq = ctx_len.div_ceil(bs);
             let slots = seqs * blocks_per_seq * bs;
             let tokens = seqs * q;
-            let buf = |n: usize, seed: u32| {
-                ctx.storage_init("kv", bytemuck::cast_slice(&values(n, seed, 1.0)))
+            let kv = |n: usize, seed: u32| {
+                let halves = kiln_gpu::KvDtype::F16.encode(&values(n, seed, 1.0));
+                ctx.storage_init("kv", bytemuck::cast_slice(&halves))
             };
-            let (kc, vc) = (buf(slots * nkv * d, 3), buf(slots * nkv * d, 4));
-            let qkv = buf(tokens * (nh + 2 * nkv) * d, 5);
+            let (kc, vc) = (kv(slots * nkv * d, 3), kv(slots * nkv * d, 4));
+            let qkv = ctx.storage_init(
+                "qkv",
+                bytemuck::cast_slice(&values(tokens * (nh + 2 * nkv) * d, 5, 1.0)),
+            );
             let positions: Vec<u32> = (0..seqs)
                 .flat_map(|_| (ctx_len - q..ctx_len).map(|p| p as u32))
                 .collect();
@@ -144,7 +150,7 @@ fn attention(c: &mut Criterion) {
                 &step,
                 (nh, nkv, d),
                 (None, 1.0 / (d as f32).sqrt()),
-                kiln_gpu::KvDtype::F32,
+                kiln_gpu::KvDtype::F16,
                 AttentionBuffers {
                     positions: &pb,
                     token_seq: &tb,
@@ -158,7 +164,7 @@ fn attention(c: &mut Criterion) {
                 kiln_gpu::ops::SPLIT_TOKENS,
             )
             .unwrap();
-            g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 4) as u64));
+            g.throughput(Throughput::Bytes((2 * seqs * ctx_len * nkv * d * 2) as u64));
             g.bench_function(format!("{family} {what}"), |b| {
                 b.iter(|| {
                     run(&ctx, 1, &|p| {

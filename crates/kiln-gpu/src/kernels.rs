@@ -106,6 +106,7 @@ kernel_table!(
     "attention",
     "attention_reduce",
     "attention_rowwise",
+    "attention_rowwise_subgroup",
     "glu",
     "gather_rmsnorm",
     "residual_rmsnorm",
@@ -167,6 +168,10 @@ pub struct Kernels {
     /// Most rows the subgroup matrix-vector kernel takes, where the adapter has subgroups and
     /// the tiled family runs (`None` otherwise): above it the tiled matmul does.
     pub matvec_rows: Option<u32>,
+    /// Row-wise attention through `attention_rowwise_subgroup.wgsl` (8 query rows a subgroup,
+    /// each key read once for them) rather than `attention_rowwise.wgsl` (a row a lane): where
+    /// the row-wise family runs and the adapter has subgroups of at least 8.
+    pub attention_subgroups: bool,
 }
 
 /// Rows up to which `matvec_subgroup.wgsl` beats the tiled matmul; `KILN_MATVEC_MAX_ROWS`
@@ -191,6 +196,7 @@ impl Kernels {
             cache: Mutex::new(HashMap::new()),
             rowwise,
             matvec_rows: (subgroups && !rowwise && rows > 0).then_some(rows),
+            attention_subgroups: rowwise && subgroups && ctx.info.subgroup_min_size >= 8,
         }
     }
 

@@ -399,12 +399,25 @@ fn rope_kv_rotates_and_writes_cache() {
 /// block boundaries, decode rows with long contexts, and a fresh prompt. The GPU family both
 /// whole and with the context split in runs (flash-decoding: contexts of 1 to 5 runs here),
 /// its query tiles of 1 to 16 tokens starting anywhere in a segment and ending where it ends;
+/// the row-wise family with a row a lane and with 8 rows a subgroup (blocks of rows that
+/// start mid-token and span tokens, and 16 heads a KV head, two blocks a token);
 /// and with sliding windows of 40 and 20 keys, shorter than most contexts here.
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
-    for (rowwise, split_tokens) in [(false, 0), (false, 64), (true, 0)] {
-        let k = Kernels::with_rowwise(&ctx, rowwise);
+    // (row-wise family, its subgroup attention, split steps up to)
+    for (rowwise, subgroups, split_tokens) in [
+        (false, false, 0),
+        (false, false, 64),
+        (true, true, 0),
+        (true, false, 0),
+    ] {
+        let mut k = Kernels::with_rowwise(&ctx, rowwise);
+        if rowwise && subgroups {
+            // lavapipe has subgroups of 8: the kernel CPU adapters get must be the one tested.
+            assert!(k.attention_subgroups, "no subgroup row-wise attention here");
+        }
+        k.attention_subgroups = subgroups;
         for dtype in [KvDtype::F16, KvDtype::F32] {
             check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None);
         }

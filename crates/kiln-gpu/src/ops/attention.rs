@@ -136,16 +136,23 @@ pub fn attention(
     ];
     let constants = [kv_dtype.override_constant()];
     if rowwise {
-        let grid = Grid::Elements {
-            width: num_heads as u32,
-            per: 64,
+        let whole = if kernels.attention_subgroups {
+            // A workgroup per 8 query rows of a segment and KV head, the head size compiled in.
+            let head = ("D4", (head_dim / 4) as f64);
+            let grid = Grid::TokensZ {
+                y: num_kv_heads as u32,
+                z: group.div_ceil(8) as u32,
+            };
+            let kernel = kernels.get_with("attention_rowwise_subgroup", &[constants[0], head]);
+            Launch::new(&ctx.device, kernel, &buffers[..10], grid)
+        } else {
+            let grid = Grid::Elements {
+                width: num_heads as u32,
+                per: 64,
+            };
+            let kernel = kernels.get_with("attention_rowwise", &constants);
+            Launch::new(&ctx.device, kernel, &buffers[..10], grid)
         };
-        let whole = Launch::new(
-            &ctx.device,
-            kernels.get_with("attention_rowwise", &constants),
-            &buffers[..10],
-            grid,
-        );
         return Ok(Attention {
             whole,
             split: None,

@@ -1,0 +1,212 @@
+// Paged attention for CPU-backed adapters with subgroups of at least 8: the same contract as
+// attention.wgsl (causal over keys 0..=positions[t] of the token's sequence, read through its
+// block table, each token seeing at most the latest `window` keys), shaped for a device that
+// runs a workgroup's invocations as the lanes of SIMD registers, where a per-lane load or an
+// array indexed at run time costs a step per lane and a barrier is dear.
+//
+// A workgroup (one subgroup of 8 invocations) serves 8 consecutive query rows of one segment
+// and one KV head, a row being (token, query head of that KV head) with heads fastest: 8
+// tokens of a prompt with one head per KV head, 2 tokens and 2 more rows with 3, one decode
+// row's heads. All lanes walk the same keys. A key's K and V rows are read once for all 8
+// rows, each lane loading every 8th chunk of 4 elements, and passed around with
+// subgroupBroadcast: each lane scores its own row against the whole K row, and accumulates
+// its own chunks of V for all 8 rows. Each lane masks the keys outside its row's causal range
+// and window. Keys come 8 at a time; the online softmax rescales once per 8 keys.
+// The head size is the override D4 (head_dim / 4), so every loop over it unrolls and the
+// arrays stay in registers. No workgroup memory, no barriers.
+//
+// Grid: (tokens, KV heads, ceil(G / 8)), G query heads per KV head. A segment's rows are cut
+// into blocks of 8; block b belongs to the token holding its first row (token floor(8 b / G)
+// of the segment), and workgroup (t, kvh, z) serves block ceil(i G / 8) + z of t's segment,
+// i being t's index there, if it belongs to token i, and returns otherwise.
+// Positions rise by one along a segment. The cache holds f16 pairs packed in u32 (KV_F16) or
+// f32 bits (see kv_layout.rs), read 4 elements at a time. Needs head_dim % 4 == 0 and
+// head_dim <= 256.
+// (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
+// opened with wgpu's SUBGROUP feature.)
+
+override KV_F16: bool = true;
+override D4: u32 = 16u; // head_dim / 4, at most 64
+
+const LANES: u32 = 8u;
+const KEYS: u32 = 8u; // keys per rescale
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+    qkv_stride: u32,  // row width of qkv
+    scale: f32,       // 1 / sqrt(head_dim)
+    block_size: u32,
+    window: u32,      // sliding window: the latest keys each token sees (0: all)
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
+@group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token
+@group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
+@group(0) @binding(5) var<storage, read> block_tables: array<u32>;  // concatenated tables
+@group(0) @binding(6) var<storage, read> qkv: array<vec4<f32>>;     // (T, qkv_stride / 4), q first
+@group(0) @binding(7) var<storage, read> k_cache: array<vec2<u32>>; // (slots, KVH, D) packed
+@group(0) @binding(8) var<storage, read> v_cache: array<vec2<u32>>; // (slots, KVH, D) packed
+@group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
+
+// Elements 4c..4c+4 of the K (V) cache as f32: one vec2<u32> of halves, or two of f32 bits.
+fn k4(c: u32) -> vec4<f32> {
+    if (KV_F16) {
+        let w = k_cache[c];
+        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    }
+    return bitcast<vec4<f32>>(vec4<u32>(k_cache[2u * c], k_cache[2u * c + 1u]));
+}
+
+fn v4(c: u32) -> vec4<f32> {
+    if (KV_F16) {
+        let w = v_cache[c];
+        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    }
+    return bitcast<vec4<f32>>(vec4<u32>(v_cache[2u * c], v_cache[2u * c + 1u]));
+}
+
+// The first key a token at `n_keys - 1` sees.
+fn window_start(n_keys: u32) -> u32 {
+    if (p.window > 0u && n_keys > p.window) {
+        return n_keys - p.window;
+    }
+    return 0u;
+}
+
+@compute @workgroup_size(8)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let t = wg.x;
+    if (t >= step.num_tokens) {
+        return;
+    }
+    let kvh = wg.y;
+    let group = p.num_heads / p.num_kv_heads;
+    let seq = token_seq[t];
+    let q_start = seq_info[seq * 4u];
+    let rows = seq_info[seq * 4u + 1u] * group;
+    let table = seq_info[seq * 4u + 3u];
+    let i = t - q_start;
+    let block = (i * group + LANES - 1u) / LANES + wg.z;
+    if (block * LANES >= (i + 1u) * group) {
+        return; // the block's first row is a later token's
+    }
+    let first_row = block * LANES;
+    let last_row = min(first_row + LANES, rows) - 1u;
+    // The keys some row of the block sees: from the first row's window to the last row.
+    let keys_begin = window_start(positions[t] + 1u);
+    let keys_end = positions[q_start + last_row / group] + 1u;
+
+    // This lane's row; lanes past the segment's last row repeat it and store nothing.
+    let row = min(first_row + lane, last_row);
+    let rt = q_start + row / group;
+    let h = kvh * group + row % group;
+    let n_keys = positions[rt] + 1u;
+    let first = window_start(n_keys);
+
+    // Chunks of 4 elements, in rounds of 8: lane L holds chunk 8 r + L of a K or V row. q is
+    // this lane's row, zero past head_dim; acc[8 r + R] holds the output of row R, chunk 8 r + L.
+    let d4 = D4;
+    let rounds = (d4 + LANES - 1u) / LANES;
+    var q: array<vec4<f32>, 64>;
+    var acc: array<vec4<f32>, 64>;
+    let qb = rt * (p.qkv_stride / 4u) + h * d4;
+    for (var c = 0u; c < rounds * LANES; c++) {
+        q[c] = select(vec4<f32>(0.0), qkv[qb + min(c, d4 - 1u)] * p.scale, c < d4);
+        acc[c] = vec4<f32>(0.0);
+    }
+    let mine = min(lane, d4 - 1u);
+    var m = -1.0e30;
+    var l = 0.0;
+    for (var j0 = keys_begin; j0 < keys_end; j0 += KEYS) {
+        var s: array<f32, KEYS>;
+        var base: array<u32, KEYS>;
+        var m_new = m;
+        for (var k = 0u; k < KEYS; k++) {
+            let j = min(j0 + k, keys_end - 1u);
+            let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
+            base[k] = (slot * p.num_kv_heads + kvh) * d4;
+            var dot4 = vec4<f32>(0.0);
+            for (var r = 0u; r < rounds; r++) {
+                let c = r * LANES;
+                let kc = k4(base[k] + min(c + lane, d4 - 1u));
+                dot4 += q[c] * subgroupBroadcast(kc, 0u);
+                dot4 += q[c + 1u] * subgroupBroadcast(kc, 1u);
+                dot4 += q[c + 2u] * subgroupBroadcast(kc, 2u);
+                dot4 += q[c + 3u] * subgroupBroadcast(kc, 3u);
+                dot4 += q[c + 4u] * subgroupBroadcast(kc, 4u);
+                dot4 += q[c + 5u] * subgroupBroadcast(kc, 5u);
+                dot4 += q[c + 6u] * subgroupBroadcast(kc, 6u);
+                dot4 += q[c + 7u] * subgroupBroadcast(kc, 7u);
+            }
+            let seen = j0 + k >= first && j0 + k < n_keys;
+            s[k] = select(-3.0e38, dot4.x + dot4.y + dot4.z + dot4.w, seen);
+            m_new = max(m_new, s[k]);
+        }
+        let a = exp(m - m_new);
+        l *= a;
+        var ar: array<f32, LANES>;
+        ar[0] = subgroupBroadcast(a, 0u);
+        ar[1] = subgroupBroadcast(a, 1u);
+        ar[2] = subgroupBroadcast(a, 2u);
+        ar[3] = subgroupBroadcast(a, 3u);
+        ar[4] = subgroupBroadcast(a, 4u);
+        ar[5] = subgroupBroadcast(a, 5u);
+        ar[6] = subgroupBroadcast(a, 6u);
+        ar[7] = subgroupBroadcast(a, 7u);
+        for (var r = 0u; r < rounds; r++) {
+            for (var row = 0u; row < LANES; row++) {
+                acc[r * LANES + row] *= ar[row];
+            }
+        }
+        for (var k = 0u; k < KEYS; k++) {
+            let e = exp(s[k] - m_new);
+            l += e;
+            var er: array<f32, LANES>;
+            er[0] = subgroupBroadcast(e, 0u);
+            er[1] = subgroupBroadcast(e, 1u);
+            er[2] = subgroupBroadcast(e, 2u);
+            er[3] = subgroupBroadcast(e, 3u);
+            er[4] = subgroupBroadcast(e, 4u);
+            er[5] = subgroupBroadcast(e, 5u);
+            er[6] = subgroupBroadcast(e, 6u);
+            er[7] = subgroupBroadcast(e, 7u);
+            for (var r = 0u; r < rounds; r++) {
+                let vc = v4(base[k] + min(r * LANES + lane, d4 - 1u));
+                for (var row = 0u; row < LANES; row++) {
+                    acc[r * LANES + row] += er[row] * vc;
+                }
+            }
+        }
+        m = m_new;
+    }
+    // Row R's output, chunk 8 r + L, from lane L; the rows' sums from their own lanes.
+    var lr: array<f32, LANES>;
+    lr[0] = subgroupBroadcast(l, 0u);
+    lr[1] = subgroupBroadcast(l, 1u);
+    lr[2] = subgroupBroadcast(l, 2u);
+    lr[3] = subgroupBroadcast(l, 3u);
+    lr[4] = subgroupBroadcast(l, 4u);
+    lr[5] = subgroupBroadcast(l, 5u);
+    lr[6] = subgroupBroadcast(l, 6u);
+    lr[7] = subgroupBroadcast(l, 7u);
+    for (var row = 0u; row < LANES; row++) {
+        let r_row = first_row + row;
+        if (r_row > last_row) {
+            break;
+        }
+        let ot = q_start + r_row / group;
+        let ob = ot * p.num_heads * d4 + (kvh * group + r_row % group) * d4;
+        for (var r = 0u; r < rounds; r++) {
+            let c = r * LANES + lane;
+            if (c < d4) {
+                out[ob + c] = acc[r * LANES + row] / lr[row];
+            }
+        }
+    }
+}
