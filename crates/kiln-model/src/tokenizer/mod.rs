@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(t.vocab_size(), 4);
         assert!(t.decode(&[0, 2, 3], false).unwrap().contains('c'));
         let e = t.decode(&[0, 4], false).unwrap_err().to_string();
-        assert!(e.contains("token id 4") && e.contains("vocabulary of 4"), "{e}");
+        assert!(
+            e.contains("token id 4") && e.contains("vocabulary of 4"),
+            "{e}"
+        );
         assert!(e.contains("tiny.json"), "{e}");
     }
 }
