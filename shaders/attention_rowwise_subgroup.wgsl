@@ -79,6 +79,20 @@ fn window_start(n_keys: u32) -> u32 {
     return 0u;
 }
 
+// Every lane's `v`, in lane order (subgroupBroadcast takes a constant lane).
+fn lanes_of(v: f32) -> array<f32, LANES> {
+    return array<f32, LANES>(
+        subgroupBroadcast(v, 0u),
+        subgroupBroadcast(v, 1u),
+        subgroupBroadcast(v, 2u),
+        subgroupBroadcast(v, 3u),
+        subgroupBroadcast(v, 4u),
+        subgroupBroadcast(v, 5u),
+        subgroupBroadcast(v, 6u),
+        subgroupBroadcast(v, 7u),
+    );
+}
+
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let t = wg.x;
@@ -150,15 +164,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         let a = exp(m - m_new);
         l *= a;
-        var ar: array<f32, LANES>;
-        ar[0] = subgroupBroadcast(a, 0u);
-        ar[1] = subgroupBroadcast(a, 1u);
-        ar[2] = subgroupBroadcast(a, 2u);
-        ar[3] = subgroupBroadcast(a, 3u);
-        ar[4] = subgroupBroadcast(a, 4u);
-        ar[5] = subgroupBroadcast(a, 5u);
-        ar[6] = subgroupBroadcast(a, 6u);
-        ar[7] = subgroupBroadcast(a, 7u);
+        let ar = lanes_of(a);
         for (var r = 0u; r < rounds; r++) {
             for (var row = 0u; row < LANES; row++) {
                 acc[r * LANES + row] *= ar[row];
@@ -167,15 +173,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var k = 0u; k < KEYS; k++) {
             let e = exp(s[k] - m_new);
             l += e;
-            var er: array<f32, LANES>;
-            er[0] = subgroupBroadcast(e, 0u);
-            er[1] = subgroupBroadcast(e, 1u);
-            er[2] = subgroupBroadcast(e, 2u);
-            er[3] = subgroupBroadcast(e, 3u);
-            er[4] = subgroupBroadcast(e, 4u);
-            er[5] = subgroupBroadcast(e, 5u);
-            er[6] = subgroupBroadcast(e, 6u);
-            er[7] = subgroupBroadcast(e, 7u);
+            let er = lanes_of(e);
             for (var r = 0u; r < rounds; r++) {
                 let vc = v4(base[k] + min(r * LANES + lane, d4 - 1u));
                 for (var row = 0u; row < LANES; row++) {
@@ -186,15 +184,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         m = m_new;
     }
     // Row R's output, chunk 8 r + L, from lane L; the rows' sums from their own lanes.
-    var lr: array<f32, LANES>;
-    lr[0] = subgroupBroadcast(l, 0u);
-    lr[1] = subgroupBroadcast(l, 1u);
-    lr[2] = subgroupBroadcast(l, 2u);
-    lr[3] = subgroupBroadcast(l, 3u);
-    lr[4] = subgroupBroadcast(l, 4u);
-    lr[5] = subgroupBroadcast(l, 5u);
-    lr[6] = subgroupBroadcast(l, 6u);
-    lr[7] = subgroupBroadcast(l, 7u);
+    let lr = lanes_of(l);
     for (var row = 0u; row < LANES; row++) {
         let r_row = first_row + row;
         if (r_row > last_row) {
