@@ -134,7 +134,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         q[c] = select(vec4<f32>(0.0), qkv[qb + min(c, d4 - 1u)] * p.scale, c < d4);
         acc[c] = vec4<f32>(0.0);
     }
-    let mine = min(lane, d4 - 1u);
     var m = -1.0e30;
     var l = 0.0;
     for (var j0 = keys_begin; j0 < keys_end; j0 += KEYS) {

@@ -136,7 +136,7 @@ pub fn attention(
     ];
     let constants = [kv_dtype.override_constant()];
     if rowwise {
-        let whole = if kernels.attention_subgroups {
+        let (kernel, grid) = if kernels.attention_subgroups {
             // A workgroup per 8 query rows of a segment and KV head, the head size compiled in.
             let head = ("D4", (head_dim / 4) as f64);
             let grid = Grid::TokensZ {
@@ -144,15 +144,15 @@ pub fn attention(
                 z: group.div_ceil(8) as u32,
             };
             let kernel = kernels.get_with("attention_rowwise_subgroup", &[constants[0], head]);
-            Launch::new(&ctx.device, kernel, &buffers[..10], grid)
+            (kernel, grid)
         } else {
             let grid = Grid::Elements {
                 width: num_heads as u32,
                 per: 64,
             };
-            let kernel = kernels.get_with("attention_rowwise", &constants);
-            Launch::new(&ctx.device, kernel, &buffers[..10], grid)
+            (kernels.get_with("attention_rowwise", &constants), grid)
         };
+        let whole = Launch::new(&ctx.device, kernel, &buffers[..10], grid);
         return Ok(Attention {
             whole,
             split: None,

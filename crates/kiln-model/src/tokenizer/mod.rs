@@ -111,18 +111,19 @@ pub(crate) fn added_token_json(id: u32, content: &str, special: bool) -> serde_j
 
 #[cfg(test)]
 mod tests {
-    use super::Tokenizer;
-
-    /// Three words and one added special token.
-    const JSON: &str = r#"{"version":"1.0","truncation":null,"padding":null,
-        "added_tokens":[{"id":3,"content":"<eos>","single_word":false,"lstrip":false,
-            "rstrip":false,"normalized":false,"special":true}],
-        "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,
-        "decoder":null,"model":{"type":"WordLevel","vocab":{"a":0,"b":1,"c":2},"unk_token":"a"}}"#;
+    use super::{Tokenizer, added_token_json};
 
     #[test]
     fn vocabulary_counts_added_tokens_and_bounds_decode() {
-        let t = Tokenizer::from_json_bytes(JSON.as_bytes(), "tiny.json").unwrap();
+        // Three words and one added special token.
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": [added_token_json(3, "<eos>", true)],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "c": 2}, "unk_token": "a"},
+        });
+        let t = Tokenizer::from_json_bytes(json.to_string().as_bytes(), "tiny.json").unwrap();
         assert_eq!(t.vocab_size(), 4);
         assert!(t.decode(&[0, 2, 3], false).unwrap().contains('c'));
         let e = t.decode(&[0, 4], false).unwrap_err().to_string();
