@@ -1,13 +1,14 @@
-// Matrix product with one invocation per output, for CPU-backed adapters (lavapipe, SwiftShader):
+// Matrix product for one row on CPU-backed adapters (lavapipe, SwiftShader): decode.
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl,
-// the RMSNorm gain multiplying the weights in registers)
-// Each invocation walks one weight row 8 weights at a time (dequantized in registers by the
-// format's w_octet) and applies it to a block of up
-// to 8 rows of x. No workgroup memory and no barriers: on a CPU device a workgroup is a loop
-// over SIMD lanes, where barriers are expensive and lanes gain nothing from sharing loads.
-// GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
-// With paired outputs (matmul_epilogue.wgsl) each invocation owns an output pair.
-// Needs K % 8 == 0. Grid: (ceil(N / 64), ceil(rows / 8), 1), or ceil(N / 128) with pairs.
+// the RMSNorm gain multiplying x in registers)
+// Each invocation owns OUTS consecutive outputs of one row and walks their weight rows 8
+// weights at a time (dequantized in registers by the format's w_octet), so every load of x
+// (and of the gain) feeds OUTS of them: on lavapipe a load costs the same whichever lanes share
+// its address, and the loads of x, not the arithmetic, set the pace. No workgroup memory and
+// no barriers: on a CPU device a workgroup is a loop over SIMD lanes, where barriers are
+// expensive. GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
+// Output pairs (matmul_epilogue.wgsl) fall inside one invocation, OUTS being even.
+// Needs K % 8 == 0. Grid: (ceil(N / (WG * OUTS)), rows, 1).
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -29,74 +30,55 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
 @group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
 
-const BLOCK: u32 = 8u;
+const OUTS: u32 = 4u;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(16)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var rows = step.num_tokens;
     if ((p.flags & 8u) != 0u) {
         rows = step.num_samples;
     }
-    // With paired outputs an invocation owns a pair (gate and up, or a rotation pair).
-    let pair = paired();
-    let n = select(gid.x, 2u * gid.x, pair);
-    let t0 = gid.y * BLOCK;
-    if (n >= p.n || t0 >= rows) {
+    let n0 = gid.x * OUTS;
+    let t = gid.y;
+    if (n0 >= p.n || t >= rows) {
         return;
     }
-    let count = min(BLOCK, rows - t0);
-    let k8 = p.k / 8u;
-    let k4 = p.k / 4u;
-    var acc: array<f32, 8>;
-    var acc_up: array<f32, 8>; // the pair's second output
-    var ss: array<f32, 8>;
-    for (var t = 0u; t < BLOCK; t++) {
-        acc[t] = 0.0;
-        acc_up[t] = 0.0;
-        ss[t] = 0.0;
+    // Rows past N repeat the last one; their results are not written.
+    var wrow: array<u32, OUTS>;
+    var acc: array<f32, OUTS>;
+    for (var o = 0u; o < OUTS; o++) {
+        wrow[o] = min(n0 + o, p.n - 1u);
+        acc[o] = 0.0;
     }
     let norm = (p.flags & 1u) != 0u;
+    var ss = 0.0;
+    let k8 = p.k / 8u;
+    let xbase = t * (p.k / 4u);
     for (var c = 0u; c < k8; c++) {
-        let q = w_octet(n, c, p.k, p.so);
-        var w0 = q.a;
-        var w1 = q.b;
-        var u0 = vec4<f32>(0.0);
-        var u1 = vec4<f32>(0.0);
-        if (pair) {
-            let qu = w_octet(n + 1u, c, p.k, p.so);
-            u0 = qu.a;
-            u1 = qu.b;
-        }
+        var x0 = x[xbase + 2u * c];
+        var x1 = x[xbase + 2u * c + 1u];
         if (norm) {
-            let g0 = gain[2u * c];
-            let g1 = gain[2u * c + 1u];
-            w0 *= g0;
-            w1 *= g1;
-            u0 *= g0;
-            u1 *= g1;
+            ss += dot(x0, x0) + dot(x1, x1);
+            x0 *= gain[2u * c];
+            x1 *= gain[2u * c + 1u];
         }
-        for (var t = 0u; t < count; t++) {
-            let base = (t0 + t) * k4 + 2u * c;
-            let x0 = x[base];
-            let x1 = x[base + 1u];
-            acc[t] += dot(x0, w0) + dot(x1, w1);
-            if (pair) {
-                acc_up[t] += dot(x0, u0) + dot(x1, u1);
-            }
-            if (norm) {
-                ss[t] += dot(x0, x0) + dot(x1, x1);
-            }
+        for (var o = 0u; o < OUTS; o++) {
+            let q = w_octet(wrow[o], c, p.k, p.so);
+            acc[o] += dot(x0, q.a) + dot(x1, q.b);
         }
     }
-    for (var t = 0u; t < count; t++) {
-        var s = 1.0;
-        if (norm) {
-            s = inverseSqrt(ss[t] / f32(p.k) + p.eps);
+    var s = 1.0;
+    if (norm) {
+        s = inverseSqrt(ss / f32(p.k) + p.eps);
+    }
+    if (paired()) {
+        // N is even, so a pair is whole when its first output is in range.
+        for (var o = 0u; o < OUTS && n0 + o < p.n; o += 2u) {
+            store_pair(t, n0 + o, acc[o] * s, acc[o + 1u] * s);
         }
-        if (pair) {
-            store_pair(t0 + t, n, acc[t] * s, acc_up[t] * s);
-        } else {
-            store(t0 + t, n, acc[t] * s);
-        }
+        return;
+    }
+    for (var o = 0u; o < OUTS && n0 + o < p.n; o++) {
+        store(t, n0 + o, acc[o] * s);
     }
 }

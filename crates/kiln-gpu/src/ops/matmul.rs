@@ -40,6 +40,9 @@ const GELU: u32 = 32;
 /// `BLOCK` rows), as its grid needs them.
 const ROWWISE_TILE: (u32, u32) = (64 * 8, 32);
 
+/// Outputs per workgroup of `matvec_rowwise.wgsl` (16 invocations of 4 outputs).
+const ROWWISE_MATVEC_OUTPUTS: u32 = 16 * 4;
+
 /// Storage buffers a rotary epilogue's pipeline binds (five more than a plain product's): a
 /// device that allows fewer runs the rotary step as its own launch.
 pub const ROTARY_STORAGE_BINDINGS: u32 = 10;
@@ -149,9 +152,7 @@ impl Matmul {
                 Some(_) => PAIRS,
                 None => 0,
             };
-        // With pairs an invocation owns two outputs; a gated activation writes one column for
-        // them.
-        let per_output = if a.pairs.is_some() { 2 } else { 1 };
+        // A gated activation writes one column for each pair of outputs.
         let per_column = if matches!(a.pairs, Some(Pairs::Glu(_))) {
             2
         } else {
@@ -234,8 +235,8 @@ impl Matmul {
             let (small_grid, large_grid) = if rowwise {
                 (
                     Grid::Tiles {
-                        x: c.rows.div_ceil(64 * per_output),
-                        per: 8,
+                        x: c.rows.div_ceil(ROWWISE_MATVEC_OUTPUTS),
+                        per: 1,
                         samples: a.sample_rows,
                     },
                     Grid::Tiles {
