@@ -258,8 +258,9 @@ impl Matmul {
             small.push(Launch::new(&ctx.device, matvec, &buffers, small_grid));
             large.push(Launch::new(&ctx.device, matmul, &buffers, large_grid));
         }
-        // The row-wise kernels: one output per invocation pays off only for a single row; from
-        // two rows on, the 8-output tiles reuse each load of x.
+        // The row-wise kernels: the matrix-vector one (4 outputs of a row per invocation) is
+        // the faster for a single row; at 2 rows the two ran alike and from 4 on the 8 x 32
+        // tiles, which dequantize each weight once for all their rows, win (BENCHMARKS.md).
         let small_max_rows = match (rowwise, subgroup_rows) {
             (true, _) => 1,
             (false, Some(rows)) => rows,
