@@ -8,7 +8,7 @@
 // no barriers: on a CPU device a workgroup is a loop over SIMD lanes, where barriers are
 // expensive. GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
 // Output pairs (matmul_epilogue.wgsl) fall inside one invocation, OUTS being even.
-// Needs K % 8 == 0. Grid: (ceil(N / (WG * OUTS)), rows, 1).
+// Needs K % 8 == 0. Grid: (ceil(N / (16 * OUTS)), rows, 1), 16 invocations a workgroup.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
