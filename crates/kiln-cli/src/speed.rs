@@ -44,6 +44,10 @@ pub struct Args {
     /// Decode steps timed per concurrency (after the prompts are prefilled).
     #[arg(long, default_value_t = 32)]
     decode_steps: usize,
+    /// Prompt length of each decoding sequence: the context decode starts from (long contexts
+    /// weigh attention, as agent loops do).
+    #[arg(long, default_value_t = 32)]
+    decode_context: usize,
     /// Bytes of GPU memory for the KV cache.
     #[arg(long, default_value_t = 2 << 30)]
     kv_memory: u64,
@@ -184,10 +188,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
     let mut decode = Vec::new();
     println!(
-        "\n| sequences | decode tokens/s | step ms | GB read per step | roofline fraction | dispatches per step |\n|---|---|---|---|---|---|"
+        "\ndecode from prompts of {} tokens:\n| sequences | decode tokens/s | step ms | GB read per step | roofline fraction | dispatches per step |\n|---|---|---|---|---|---|",
+        a.decode_context
     );
     for &n in &a.concurrency {
-        let prompt_len = 32;
+        let prompt_len = a.decode_context;
         for _ in 0..n {
             engine.add_request(request(random_prompt(prompt_len), a.decode_steps + 2))?;
         }
