@@ -186,6 +186,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     engine.add_request(request(random_prompt(16), 2))?;
     run_all(&mut engine)?;
 
+    let decode_len = a.decode_context + a.decode_steps + 2;
+    anyhow::ensure!(
+        decode_len <= engine.max_len(),
+        "--decode-context {} and --decode-steps {} need {decode_len} tokens a sequence; the \
+         context holds {}",
+        a.decode_context,
+        a.decode_steps,
+        engine.max_len()
+    );
     let mut decode = Vec::new();
     println!(
         "\ndecode from prompts of {} tokens:\n| sequences | decode tokens/s | step ms | GB read per step | roofline fraction | dispatches per step |\n|---|---|---|---|---|---|",
@@ -218,7 +227,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             step_s * 1e3,
             bytes / 1e9
         );
-        decode.push(json!({"sequences": n, "tokens_per_s": rate, "step_ms": step_s * 1e3, "bytes_per_step": bytes, "roofline_fraction": fraction, "dispatches": dispatches}));
+        decode.push(json!({"sequences": n, "prompt_tokens": prompt_len, "tokens_per_s": rate, "step_ms": step_s * 1e3, "bytes_per_step": bytes, "roofline_fraction": fraction, "dispatches": dispatches}));
     }
 
     let mut prefill = Vec::new();
