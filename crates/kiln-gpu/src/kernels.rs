@@ -156,8 +156,9 @@ kernel_table!(
 );
 
 /// Kernels compiled without naga's guard against infinite loops, so that the driver sees
-/// their trip counts and unrolls them: on lavapipe the row-wise attention ran 1.25-1.35x
-/// faster so, while the row-wise matrix kernels ran slower (BENCHMARKS.md).
+/// their trip counts and unrolls them: on lavapipe the row-wise attention ran about 1.3x
+/// faster so for 8 sequences and for prefill, while the row-wise matrix tile ran slower
+/// (BENCHMARKS.md).
 const UNBOUNDED_LOOPS: &[&str] = &["attention_rowwise_subgroup"];
 
 /// Compiles kernels on first use and hands out shared handles afterwards.
