@@ -156,8 +156,8 @@ kernel_table!(
 );
 
 /// Kernels compiled without naga's guard against infinite loops, so that the driver sees
-/// their trip counts and unrolls them: on lavapipe the row-wise attention ran about 1.3x
-/// faster so for 8 sequences and for prefill, while the row-wise matrix tile ran slower
+/// their trip counts and unrolls them: on lavapipe that made the row-wise attention about
+/// 1.3x faster for 8 sequences and for prefill, and the row-wise matrix tile slower
 /// (BENCHMARKS.md).
 const UNBOUNDED_LOOPS: &[&str] = &["attention_rowwise_subgroup"];
 
