@@ -72,27 +72,43 @@ fn matmul(c: &mut Criterion) {
     }
 }
 
-/// Decode (1 row) through a matrix kept in each format the default model's file uses,
-/// against the same matrix in f16: GiB/s of weight bytes read.
-fn matvec_formats(c: &mut Criterion) {
+/// Steps of one row (decode: GiB/s of weight bytes read) and of many (16 decoding sequences, a
+/// 128-token prefill chunk: multiply-adds per second) through the gate/up matrix kept in each
+/// format the default model's file uses, against the same matrix in f16. On a CPU adapter with
+/// subgroups, both row-wise families (the subgroup kernel, and the plain ones).
+fn matmul_formats(c: &mut Criterion) {
     let ctx = gpu();
-    let k = Kernels::new(&ctx);
-    let mut g = c.benchmark_group("matvec formats");
+    let mut variants = vec![("", Kernels::new(&ctx))];
+    if variants[0].1.rowwise_subgroups {
+        let mut plain = Kernels::new(&ctx);
+        plain.rowwise_subgroups = false;
+        variants.push((" plain", plain));
+    }
+    let mut g = c.benchmark_group("matmul formats");
     g.sample_size(10);
     let (name, kdim, n) = SHAPES[0];
     let data = values(n * kdim, 1, 0.1);
     for dtype in [DType::F16, DType::Q4_1, DType::Q8_0] {
         let host = HostMatrix::from_stored(dtype, quantize(dtype, &data), n, kdim).unwrap();
         let w = GpuMatrix::upload_host(&ctx, "w", &host).unwrap();
-        let mm = product(&ctx, &k, &w, 1);
-        g.throughput(Throughput::Bytes(w.bytes()));
-        g.bench_function(format!("{name} {dtype:?} rows=1"), |b| {
-            b.iter(|| {
-                run(&ctx, 1, &|p| {
-                    mm.record(p, 1, 0);
+        for ((tile, k), rows) in variants
+            .iter()
+            .flat_map(|v| [(v, 1), (v, 16usize), (v, 128)])
+        {
+            let mm = product(&ctx, k, &w, rows);
+            g.throughput(if rows == 1 {
+                Throughput::Bytes(w.bytes())
+            } else {
+                Throughput::Elements((2 * rows * kdim * n) as u64)
+            });
+            g.bench_function(format!("{name} {dtype:?} rows={rows}{tile}"), |b| {
+                b.iter(|| {
+                    run(&ctx, 1, &|p| {
+                        mm.record(p, rows as u32, 0);
+                    })
                 })
-            })
-        });
+            });
+        }
     }
 }
 
@@ -222,5 +238,5 @@ fn copy(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, matmul, matvec_formats, attention, launch, copy);
+criterion_group!(benches, matmul, matmul_formats, attention, launch, copy);
 criterion_main!(benches);

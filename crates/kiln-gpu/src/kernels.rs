@@ -102,6 +102,7 @@ kernel_table!(
     "matvec_subgroup",
     "matvec_rowwise",
     "matmul_rowwise",
+    "matmul_rowwise_subgroup",
     "rope_kv",
     "attention",
     "attention_reduce",
@@ -117,12 +118,13 @@ kernel_table!(
 
 /// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` and one pair epilogue
 /// (appended like a format).
-const MATRIX_KERNELS: [&str; 5] = [
+const MATRIX_KERNELS: [&str; 6] = [
     "matmul",
     "matvec",
     "matvec_subgroup",
     "matvec_rowwise",
     "matmul_rowwise",
+    "matmul_rowwise_subgroup",
 ];
 const EPILOGUE: &str = include_str!("../../../shaders/matmul_epilogue.wgsl");
 const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");
@@ -157,9 +159,10 @@ kernel_table!(
 
 /// Kernels compiled without naga's guard against infinite loops, so that the driver sees
 /// their trip counts and unrolls them: on lavapipe that made the row-wise attention about
-/// 1.3x faster for 8 sequences and for prefill, and the row-wise matrix tile slower
-/// (BENCHMARKS.md).
-const UNBOUNDED_LOOPS: &[&str] = &["attention_rowwise_subgroup"];
+/// 1.3x faster for 8 sequences and for prefill, and the plain row-wise matrix tile slower
+/// (BENCHMARKS.md). The subgroup matrix kernel needs it: its tile of accumulators stays in
+/// registers only once the loops over it unroll.
+const UNBOUNDED_LOOPS: &[&str] = &["attention_rowwise_subgroup", "matmul_rowwise_subgroup"];
 
 /// Compiles kernels on first use and hands out shared handles afterwards.
 pub struct Kernels {
@@ -174,10 +177,13 @@ pub struct Kernels {
     /// Most rows the subgroup matrix-vector kernel takes, where the adapter has subgroups and
     /// the tiled family runs (`None` otherwise): above it the tiled matmul does.
     pub matvec_rows: Option<u32>,
-    /// Row-wise attention through `attention_rowwise_subgroup.wgsl` (8 query rows a subgroup,
-    /// each key read once for them) rather than `attention_rowwise.wgsl` (a row a lane): where
-    /// the row-wise family runs and the adapter has subgroups of at least 8.
-    pub attention_subgroups: bool,
+    /// The row-wise kernels that share loads across a subgroup of 8 lanes, where the row-wise
+    /// family runs and the adapter has subgroups of at least 8: attention through
+    /// `attention_rowwise_subgroup.wgsl` (8 query rows a subgroup, each key read once for them)
+    /// rather than `attention_rowwise.wgsl` (a row a lane), and products of more than one row
+    /// through `matmul_rowwise_subgroup.wgsl` (each element of x loaded once for the subgroup)
+    /// rather than `matmul_rowwise.wgsl`.
+    pub rowwise_subgroups: bool,
 }
 
 /// Rows up to which `matvec_subgroup.wgsl` beats the tiled matmul; `KILN_MATVEC_MAX_ROWS`
@@ -202,7 +208,7 @@ impl Kernels {
             cache: Mutex::new(HashMap::new()),
             rowwise,
             matvec_rows: (subgroups && !rowwise && rows > 0).then_some(rows),
-            attention_subgroups: rowwise && subgroups && ctx.info.subgroup_min_size >= 8,
+            rowwise_subgroups: rowwise && subgroups && ctx.info.subgroup_min_size >= 8,
         }
     }
 

@@ -415,9 +415,9 @@ fn paged_attention_mixes_prefill_and_decode() {
         let mut k = Kernels::with_rowwise(&ctx, rowwise);
         if rowwise && subgroups {
             // lavapipe has subgroups of 8: the kernel CPU adapters get must be the one tested.
-            assert!(k.attention_subgroups, "no subgroup row-wise attention here");
+            assert!(k.rowwise_subgroups, "no subgroup row-wise attention here");
         }
-        k.attention_subgroups = subgroups;
+        k.rowwise_subgroups = subgroups;
         for dtype in [KvDtype::F16, KvDtype::F32] {
             check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None);
         }

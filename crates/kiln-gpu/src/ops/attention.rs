@@ -136,7 +136,7 @@ pub fn attention(
     ];
     let constants = [kv_dtype.override_constant()];
     if rowwise {
-        let (kernel, grid) = if kernels.attention_subgroups {
+        let (kernel, grid) = if kernels.rowwise_subgroups {
             // A workgroup per 8 query rows of a segment and KV head, the head size compiled in.
             let head = ("D4", (head_dim / 4) as f64);
             let grid = Grid::TokensZ {

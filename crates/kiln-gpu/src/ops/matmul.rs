@@ -3,12 +3,14 @@
 //! (`shaders/matmul_epilogue.wgsl`: bias, residual, and output pairs made a gated activation or
 //! rotated into the KV cache).
 
+use std::sync::Arc;
+
 use bytemuck::{Pod, Zeroable};
 
 use kiln_model::Activation;
 
 use super::Rotary;
-use crate::kernels::PairEpilogue;
+use crate::kernels::{Kernel, PairEpilogue};
 use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
 
 /// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
@@ -42,6 +44,62 @@ const ROWWISE_TILE: (u32, u32) = (64 * 8, 32);
 
 /// Outputs per workgroup of `matvec_rowwise.wgsl` (16 invocations of 4 outputs).
 const ROWWISE_MATVEC_OUTPUTS: u32 = 16 * 4;
+
+/// A tile of `matmul_rowwise_subgroup.wgsl` (its override constants): `rows` rows times `outs`
+/// outputs an invocation, `workgroup` invocations a workgroup.
+#[derive(Clone, Copy)]
+struct SubgroupTile {
+    rows: u32,
+    outs: u32,
+    workgroup: u32,
+}
+
+/// The tiles a step runs, by its row count: a step of `r` rows runs the first tile of at least
+/// `r` rows, or the last. Rows past a step's last are computed (repeating it) and not stored,
+/// so a tile much taller than the step wastes its work. Two outputs an invocation throughout:
+/// larger tiles load less per multiply-add but spill their accumulators (BENCHMARKS.md has the
+/// shapes tried). Workgroups of 16 for the short tiles, so that even a 576-row product is 18
+/// workgroups to share among the cores.
+const SUBGROUP_TILES: [SubgroupTile; 4] = [
+    SubgroupTile {
+        rows: 1,
+        outs: 2,
+        workgroup: 16,
+    },
+    SubgroupTile {
+        rows: 4,
+        outs: 2,
+        workgroup: 16,
+    },
+    SubgroupTile {
+        rows: 8,
+        outs: 2,
+        workgroup: 16,
+    },
+    SubgroupTile {
+        rows: 16,
+        outs: 2,
+        workgroup: 32,
+    },
+];
+
+impl SubgroupTile {
+    fn constants(self) -> [(&'static str, f64); 3] {
+        [
+            ("ROWS", self.rows as f64),
+            ("OUTS", self.outs as f64),
+            ("WORKGROUP", self.workgroup as f64),
+        ]
+    }
+
+    fn grid(self, n: u32, samples: bool) -> Grid {
+        Grid::Tiles {
+            x: n.div_ceil(self.workgroup * self.outs),
+            per: self.rows,
+            samples,
+        }
+    }
+}
 
 /// Storage buffers a rotary epilogue's pipeline binds (five more than a plain product's): a
 /// device that allows fewer runs the rotary step as its own launch.
@@ -80,10 +138,9 @@ pub struct MatmulArgs<'a> {
 }
 
 pub struct Matmul {
-    small: Vec<Launch>,
-    large: Vec<Launch>,
-    /// Most rows the `small` launches take.
-    small_max_rows: u32,
+    /// The launches (one per chunk of the matrix) by the most rows they take, ascending; the
+    /// last take any number.
+    launches: Vec<(u32, Vec<Launch>)>,
     sample_rows: bool,
 }
 
@@ -171,23 +228,54 @@ impl Matmul {
             let c: Vec<_> = constants.iter().chain(extra).copied().collect();
             kernels.get_matrix(name, f, epilogue, &c)
         };
-        let pick = |f| {
-            if rowwise {
-                (get("matvec_rowwise", f, &[]), get("matmul_rowwise", f, &[]))
-            } else if let Some(rows) = subgroup_rows {
+        let subgroup_tiles = rowwise && kernels.rowwise_subgroups;
+        let samples = a.sample_rows;
+        // A chunk's kernels with their grids, by the most rows each takes (the last: any).
+        let tiers = |f, n: u32| -> Vec<(u32, Arc<Kernel>, Grid)> {
+            if subgroup_tiles {
+                let last = SUBGROUP_TILES.len() - 1;
+                return (SUBGROUP_TILES.iter().enumerate())
+                    .map(|(i, t)| {
+                        let max_rows = if i == last { u32::MAX } else { t.rows };
+                        let kernel = get("matmul_rowwise_subgroup", f, &t.constants());
+                        (max_rows, kernel, t.grid(n, samples))
+                    })
+                    .collect();
+            }
+            let tiles = |x, per| Grid::Tiles { x, per, samples };
+            let (few, matvec, matvec_grid, matmul, matmul_grid) = if rowwise {
+                // The matrix-vector kernel (4 outputs of a row per invocation) is the faster
+                // for a single row; at 2 rows the two ran alike and from 4 on the 8 x 32
+                // tiles, which dequantize each weight once for all their rows, win.
                 (
-                    get("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
-                    get("matmul", f, &[]),
+                    1,
+                    get("matvec_rowwise", f, &[]),
+                    tiles(n.div_ceil(ROWWISE_MATVEC_OUTPUTS), 1),
+                    get("matmul_rowwise", f, &[]),
+                    tiles(n.div_ceil(ROWWISE_TILE.0), ROWWISE_TILE.1),
                 )
             } else {
-                (get("matvec", f, &[]), get("matmul", f, &[]))
-            }
+                let (few, matvec) = match subgroup_rows {
+                    Some(rows) => (
+                        rows,
+                        get("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                    ),
+                    None => (MATVEC_MAX_ROWS, get("matvec", f, &[])),
+                };
+                let matvec_grid = Grid::Fixed([n.div_ceil(4), 1, 1]);
+                (
+                    few,
+                    matvec,
+                    matvec_grid,
+                    get("matmul", f, &[]),
+                    tiles(n.div_ceil(64), 32),
+                )
+            };
+            vec![(few, matvec, matvec_grid), (u32::MAX, matmul, matmul_grid)]
         };
-        let mut small = Vec::new();
-        let mut large = Vec::new();
+        let mut launches: Vec<(u32, Vec<Launch>)> = Vec::new();
         let no_gain = ctx.storage("no gain", 16);
         for c in &a.w.chunks {
-            let (matvec, matmul) = pick(c.format);
             let bias = match a.bias {
                 Some(b) => {
                     // Each chunk reads its own slice of the bias.
@@ -232,44 +320,15 @@ impl Matmul {
             if let Some(Pairs::Rotary(r)) = &a.pairs {
                 buffers.extend([r.positions, r.slot_mapping, r.rope, r.k_cache, r.v_cache]);
             }
-            let (small_grid, large_grid) = if rowwise {
-                (
-                    Grid::Tiles {
-                        x: c.rows.div_ceil(ROWWISE_MATVEC_OUTPUTS),
-                        per: 1,
-                        samples: a.sample_rows,
-                    },
-                    Grid::Tiles {
-                        x: c.rows.div_ceil(ROWWISE_TILE.0),
-                        per: ROWWISE_TILE.1,
-                        samples: a.sample_rows,
-                    },
-                )
-            } else {
-                (
-                    Grid::Fixed([c.rows.div_ceil(4), 1, 1]),
-                    Grid::Tiles {
-                        x: c.rows.div_ceil(64),
-                        per: 32,
-                        samples: a.sample_rows,
-                    },
-                )
-            };
-            small.push(Launch::new(&ctx.device, matvec, &buffers, small_grid));
-            large.push(Launch::new(&ctx.device, matmul, &buffers, large_grid));
+            for (i, (max_rows, kernel, grid)) in tiers(c.format, c.rows).into_iter().enumerate() {
+                if i == launches.len() {
+                    launches.push((max_rows, Vec::new()));
+                }
+                (launches[i].1).push(Launch::new(&ctx.device, kernel, &buffers, grid));
+            }
         }
-        // The row-wise kernels: the matrix-vector one (4 outputs of a row per invocation) is
-        // the faster for a single row; at 2 rows the two ran alike and from 4 on the 8 x 32
-        // tiles, which dequantize each weight once for all their rows, win (BENCHMARKS.md).
-        let small_max_rows = match (rowwise, subgroup_rows) {
-            (true, _) => 1,
-            (false, Some(rows)) => rows,
-            (false, None) => MATVEC_MAX_ROWS,
-        };
         Ok(Self {
-            small,
-            large,
-            small_max_rows,
+            launches,
             sample_rows: a.sample_rows,
         })
     }
@@ -280,11 +339,9 @@ impl Matmul {
         if rows == 0 {
             return 0;
         }
-        let launches = if rows <= self.small_max_rows {
-            &self.small
-        } else {
-            &self.large
-        };
+        let (_, launches) = (self.launches.iter())
+            .find(|(max_rows, _)| rows <= *max_rows)
+            .expect("the last launches take any number of rows");
         launches
             .iter()
             .map(|l| l.record(pass, tokens, samples))

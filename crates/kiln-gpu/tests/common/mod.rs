@@ -93,7 +93,12 @@ pub fn read_u32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
 pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
     let mut out = Vec::new();
     let rowwise = kiln_gpu::Kernels::with_rowwise(ctx, true);
-    out.push(("row-wise".to_string(), rowwise));
+    // lavapipe has subgroups of 8: the tile CPU adapters get must be the one tested.
+    assert!(rowwise.rowwise_subgroups, "no subgroup row-wise tile here");
+    out.push(("row-wise, subgroup tile".to_string(), rowwise));
+    let mut plain_rows = kiln_gpu::Kernels::with_rowwise(ctx, true);
+    plain_rows.rowwise_subgroups = false;
+    out.push(("row-wise".to_string(), plain_rows));
     let mut plain = kiln_gpu::Kernels::with_rowwise(ctx, false);
     plain.matvec_rows = None;
     out.push(("tiled, matvec".to_string(), plain));

@@ -1,0 +1,148 @@
+// Matrix product on CPU-backed adapters with subgroups of at least 8 (lavapipe), for one row
+// (decode) or many (prefill, batched decode):
+//   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl)
+// Shaped for a device that runs a subgroup as the lanes of one SIMD register. There a load in
+// a loop is made lane by lane (about 15 instructions a lane, the bounds check included) even
+// when every lane reads the same address, an array indexed at run time lives in memory, and
+// lanes exchange values cheaply. So the kernel counts loads, not multiply-adds.
+//
+// Each invocation owns OUTS consecutive outputs for the ROWS rows of its workgroup: a tile of
+// ROWS x OUTS accumulators, every loop over them of a count fixed when the pipeline is built,
+// so they unroll and the tile stays in registers (naga's loop guard is off for this kernel, see
+// kernels.rs). The K dimension is walked 8 weights (an octet) at a time:
+// - each lane dequantizes its own outputs' octets (the format's w_octet) once for all ROWS
+//   rows;
+// - lane L loads element 8c + L of each row of x, one load for the whole subgroup, and
+//   subgroupBroadcast hands every lane the row's 8 elements (8 loads of the same address
+//   would cost 8 times as much);
+// - with the RMSNorm fused, lane L sums the squares of its own elements of x and multiplies
+//   them by its element of the gain, and subgroupAdd completes the sums at the end.
+// Rows past the last repeat it and outputs past N repeat the last one; neither is stored, and
+// no lane leaves early, so every broadcast sees all 8 lanes. Output pairs (the pair
+// epilogues) fall inside one invocation, OUTS being even.
+// Needs K % 8 == 0. Grid: (ceil(N / (WORKGROUP * OUTS)), ceil(rows / ROWS), 1).
+// (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
+// opened with wgpu's SUBGROUP feature.)
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    k: u32,
+    n: u32,
+    out_offset: u32,
+    ldy: u32,
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
+    eps: f32,
+    so: u32,         // where the weight scales start, in u32s (quantized formats)
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;          // (rows, K)
+// binding 3: the weights `w` (N, K), declared by the format file the loader appends
+@group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+@group(0) @binding(6) var<storage, read> gain: array<f32>;       // (K) RMSNorm gain, or a dummy
+
+// The tile and workgroup, set per pipeline (ops/matmul.rs picks them by the step's rows): at
+// most MAX_ROWS rows and MAX_OUTS outputs, OUTS even.
+override ROWS: u32 = 16u;
+override OUTS: u32 = 2u;
+override WORKGROUP: u32 = 64u;
+const MAX_ROWS: u32 = 16u;
+const MAX_OUTS: u32 = 8u;
+const LANES: u32 = 8u;
+
+@compute @workgroup_size(WORKGROUP)
+fn main(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(subgroup_invocation_id) sub_lane: u32,
+) {
+    var rows = step.num_tokens;
+    if ((p.flags & 8u) != 0u) {
+        rows = step.num_samples;
+    }
+    let t0 = wg.y * ROWS;
+    if (t0 >= rows) {
+        return; // the whole workgroup
+    }
+    let lane = sub_lane % LANES;
+    let n0 = gid.x * OUTS;
+    var wrow: array<u32, MAX_OUTS>;
+    for (var o = 0u; o < OUTS; o++) {
+        wrow[o] = min(n0 + o, p.n - 1u);
+    }
+    // Where this lane's element of each row's octet 0 is.
+    var xrow: array<u32, MAX_ROWS>;
+    var acc: array<array<f32, MAX_OUTS>, MAX_ROWS>;
+    var ss: array<f32, MAX_ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        xrow[r] = min(t0 + r, rows - 1u) * p.k + lane;
+        for (var o = 0u; o < OUTS; o++) {
+            acc[r][o] = 0.0;
+        }
+        ss[r] = 0.0;
+    }
+    let norm = (p.flags & 1u) != 0u;
+    let k8 = p.k / 8u;
+    for (var c = 0u; c < k8; c++) {
+        var wa: array<vec4<f32>, MAX_OUTS>;
+        var wb: array<vec4<f32>, MAX_OUTS>;
+        for (var o = 0u; o < OUTS; o++) {
+            let q = w_octet(wrow[o], c, p.k, p.so);
+            wa[o] = q.a;
+            wb[o] = q.b;
+        }
+        var g = 1.0;
+        if (norm) {
+            g = gain[8u * c + lane];
+        }
+        for (var r = 0u; r < ROWS; r++) {
+            let xl = x[xrow[r] + 8u * c];
+            ss[r] += xl * xl;
+            let xg = xl * g;
+            let xa = vec4<f32>(
+                subgroupBroadcast(xg, 0u),
+                subgroupBroadcast(xg, 1u),
+                subgroupBroadcast(xg, 2u),
+                subgroupBroadcast(xg, 3u),
+            );
+            let xb = vec4<f32>(
+                subgroupBroadcast(xg, 4u),
+                subgroupBroadcast(xg, 5u),
+                subgroupBroadcast(xg, 6u),
+                subgroupBroadcast(xg, 7u),
+            );
+            for (var o = 0u; o < OUTS; o++) {
+                acc[r][o] += dot(xa, wa[o]) + dot(xb, wb[o]);
+            }
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        // Lanes past the 8th (a wider subgroup) hold copies of lanes 0-7's sums.
+        let total = subgroupAdd(select(0.0, ss[r], sub_lane < LANES));
+        var s = 1.0;
+        if (norm) {
+            s = inverseSqrt(total / f32(p.k) + p.eps);
+        }
+        let t = t0 + r;
+        if (t >= rows) {
+            break;
+        }
+        if (paired()) {
+            // N is even, so a pair is whole when its first output is in range.
+            for (var o = 0u; o < OUTS; o += 2u) {
+                if (n0 + o < p.n) {
+                    store_pair(t, n0 + o, acc[r][o] * s, acc[r][o + 1u] * s);
+                }
+            }
+            continue;
+        }
+        for (var o = 0u; o < OUTS; o++) {
+            if (n0 + o < p.n) {
+                store(t, n0 + o, acc[r][o] * s);
+            }
+        }
+    }
+}
