@@ -167,12 +167,12 @@ impl GpuContext {
             .on_uncaptured_error(Arc::new(move |e: wgpu::Error| f.push_error(e.to_string())));
     }
 
-    /// Largest buffer a single storage binding may cover, in bytes.
     /// Whether the adapter runs on the host's CPU (lavapipe, SwiftShader).
     pub fn cpu_adapter(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
     }
 
+    /// Largest buffer a single storage binding may cover, in bytes.
     pub fn max_binding(&self) -> u64 {
         self.limits
             .max_storage_buffer_binding_size
