@@ -1,5 +1,6 @@
-//! `y (+)= s * x (g W)^T + b`: the tiled kernel for many rows, the matrix-vector kernel for few,
-//! each compiled for the weight matrix's format, with the epilogue all share
+//! `y (+)= s * x (g W)^T + b`: the tiled kernel for many rows, the matrix-vector kernel for few
+//! (on CPU adapters with subgroups, one kernel with a tile per row count), each compiled for the
+//! weight matrix's format, with the epilogue all share
 //! (`shaders/matmul_epilogue.wgsl`: bias, residual, and output pairs made a gated activation or
 //! rotated into the KV cache).
 
@@ -82,6 +83,16 @@ const SUBGROUP_TILES: [SubgroupTile; 4] = [
         workgroup: 32,
     },
 ];
+
+// The kernel's accumulator arrays hold at most 16 rows x 8 outputs, and pairs stay whole.
+const _: () = {
+    let mut i = 0;
+    while i < SUBGROUP_TILES.len() {
+        let t = SUBGROUP_TILES[i];
+        assert!(t.rows <= 16 && t.outs <= 8 && t.outs.is_multiple_of(2));
+        i += 1;
+    }
+};
 
 impl SubgroupTile {
     fn constants(self) -> [(&'static str, f64); 3] {
@@ -243,35 +254,34 @@ impl Matmul {
                     .collect();
             }
             let tiles = |x, per| Grid::Tiles { x, per, samples };
-            let (few, matvec, matvec_grid, matmul, matmul_grid) = if rowwise {
+            if rowwise {
                 // The matrix-vector kernel (4 outputs of a row per invocation) is the faster
                 // for a single row; at 2 rows the two ran alike and from 4 on the 8 x 32
                 // tiles, which dequantize each weight once for all their rows, win.
-                (
-                    1,
-                    get("matvec_rowwise", f, &[]),
-                    tiles(n.div_ceil(ROWWISE_MATVEC_OUTPUTS), 1),
-                    get("matmul_rowwise", f, &[]),
-                    tiles(n.div_ceil(ROWWISE_TILE.0), ROWWISE_TILE.1),
-                )
-            } else {
-                let (few, matvec) = match subgroup_rows {
-                    Some(rows) => (
-                        rows,
-                        get("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                return vec![
+                    (
+                        1,
+                        get("matvec_rowwise", f, &[]),
+                        tiles(n.div_ceil(ROWWISE_MATVEC_OUTPUTS), 1),
                     ),
-                    None => (MATVEC_MAX_ROWS, get("matvec", f, &[])),
-                };
-                let matvec_grid = Grid::Fixed([n.div_ceil(4), 1, 1]);
-                (
-                    few,
-                    matvec,
-                    matvec_grid,
-                    get("matmul", f, &[]),
-                    tiles(n.div_ceil(64), 32),
-                )
+                    (
+                        u32::MAX,
+                        get("matmul_rowwise", f, &[]),
+                        tiles(n.div_ceil(ROWWISE_TILE.0), ROWWISE_TILE.1),
+                    ),
+                ];
+            }
+            let (few, matvec) = match subgroup_rows {
+                Some(rows) => (
+                    rows,
+                    get("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                ),
+                None => (MATVEC_MAX_ROWS, get("matvec", f, &[])),
             };
-            vec![(few, matvec, matvec_grid), (u32::MAX, matmul, matmul_grid)]
+            vec![
+                (few, matvec, Grid::Fixed([n.div_ceil(4), 1, 1])),
+                (u32::MAX, get("matmul", f, &[]), tiles(n.div_ceil(64), 32)),
+            ]
         };
         let mut launches: Vec<(u32, Vec<Launch>)> = Vec::new();
         let no_gain = ctx.storage("no gain", 16);
