@@ -12,10 +12,9 @@ out=${1:-target/desktop-window.png}
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$model" ] || scripts/fetch-model.sh
 command -v xvfb-run >/dev/null || { apt-get update -qq && apt-get install -y -qq xvfb >/dev/null; }
-# scripts/test.sh sets KILN_DESKTOP_BUILT: its `cargo test` has just built the app (cargo
-# builds a package's binaries for its integration tests), so it is not built a second time
-# with the features of a plain build (about 3 minutes).
-if [ "${KILN_DESKTOP_BUILT:-0}" = 1 ]; then
+# scripts/test.sh sets KILN_BUILT: it has built the app with the rest of the workspace, so it
+# is not built a second time with the features of a plain build (about 3 minutes).
+if [ "${KILN_BUILT:-0}" = 1 ]; then
   [ -x target/debug/kiln-desktop ] || { echo "test-desktop: target/debug/kiln-desktop is missing" >&2; exit 1; }
 else
   cargo build -p kiln-desktop

@@ -13,7 +13,8 @@ if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import openai" 2>/dev
   "$VENV/bin/pip" install --quiet openai pytest
 fi
 
-cargo build -p kiln-cli
+# scripts/test.sh sets KILN_BUILT (it has built the workspace's binaries already).
+[ "${KILN_BUILT:-0}" = 1 ] || cargo build -p kiln-cli
 PORT="$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 KEY="kiln-test-$RANDOM"
 LOG="target/test-openai-server.log"

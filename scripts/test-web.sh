@@ -39,7 +39,8 @@ prompts=('The quick brown fox' 'in the beginning there was')
 prompts_json=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${prompts[@]}")
 
 echo "test-web: native greedy ids (WGPU_BACKEND=vulkan)" >&2
-cargo build -q -p kiln-web --example web_fixture
+# scripts/test.sh sets KILN_BUILT (it has built the workspace's examples already).
+[ "${KILN_BUILT:-0}" = 1 ] || cargo build -q -p kiln-web --example web_fixture
 fixture=target/debug/examples/web_fixture
 WGPU_BACKEND=vulkan "$fixture" "$work" "$N" "${prompts[@]}" > "$work/native.json"
 

@@ -11,10 +11,14 @@ scripts/fetch-model.sh
 scripts/fetch-model.sh gemma3
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 mkdir -p target
+# Every binary and example the suites below run, built once with the features the tests
+# resolve: a `cargo build -p` of one package resolves its dependencies' features differently
+# and would build much of the tree again (KILN_BUILT tells the suites not to).
+cargo build --workspace --bins --examples
+export KILN_BUILT=1
 # lavapipe runs on the CPU: one GPU test at a time keeps each one fast.
 cargo test --workspace --no-fail-fast --lib --bins --tests -- --test-threads 1 2>&1 | tee target/cargo-test.log
 read -r passed failed < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' target/cargo-test.log)
-export KILN_DESKTOP_BUILT=1
 for suite in scripts/test-openai.sh scripts/test-web.sh scripts/test-desktop.sh scripts/check-desktop-targets.sh scripts/check-deploy.sh; do
   echo "== $suite"
   "$suite"
