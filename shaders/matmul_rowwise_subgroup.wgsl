@@ -20,6 +20,9 @@
 // Rows past the last repeat it and outputs past N repeat the last one; neither is stored, and
 // no lane leaves early, so every broadcast sees all 8 lanes. Output pairs (the pair
 // epilogues) fall inside one invocation, OUTS being even.
+// With UNIFORM_X, x is read through `x_head`, the same buffer's first 64 KiB bound as a uniform
+// buffer (the step's rows must lie in it): lavapipe makes a uniform load at a per-lane address
+// a gather without branches, where a storage load is the loop over lanes above.
 // Needs K % 8 == 0. Grid: (ceil(N / (WORKGROUP * OUTS)), ceil(rows / ROWS), 1).
 // (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
 // opened with wgpu's SUBGROUP feature.)
@@ -43,12 +46,15 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
 @group(0) @binding(6) var<storage, read> gain: array<f32>;       // (K) RMSNorm gain, or a dummy
+// (bindings 7-11: the rotary epilogue's)
+@group(0) @binding(12) var<uniform> x_head: array<vec4<f32>, 4096>; // x's first 64 KiB
 
 // The tile and workgroup, set per pipeline (ops/matmul.rs picks them by the step's rows): at
 // most MAX_ROWS rows and MAX_OUTS outputs, OUTS even.
 override ROWS: u32 = 16u;
 override OUTS: u32 = 2u;
 override WORKGROUP: u32 = 64u;
+override UNIFORM_X: bool = false;
 const MAX_ROWS: u32 = 16u;
 const MAX_OUTS: u32 = 8u;
 const LANES: u32 = 8u;
@@ -99,7 +105,7 @@ fn main(
             g = gain[8u * c + lane];
         }
         for (var r = 0u; r < ROWS; r++) {
-            let xl = x[xrow[r] + 8u * c];
+            let xl = x_at(xrow[r] + 8u * c);
             ss[r] += xl * xl;
             let xg = xl * g;
             let xa = vec4<f32>(
@@ -145,4 +151,11 @@ fn main(
             }
         }
     }
+}
+
+fn x_at(i: u32) -> f32 {
+    if (UNIFORM_X) {
+        return x_head[i / 4u][i % 4u];
+    }
+    return x[i];
 }

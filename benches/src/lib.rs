@@ -45,4 +45,6 @@ pub fn run(ctx: &GpuContext, reps: usize, record: &dyn Fn(&mut wgpu::ComputePass
     ctx.device
         .poll(wgpu::PollType::wait_indefinitely())
         .expect("poll");
+    let e = ctx.faults.take_errors();
+    assert!(e.is_empty(), "{e:?}");
 }

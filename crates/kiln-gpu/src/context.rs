@@ -104,8 +104,8 @@ impl GpuContext {
         ))
     }
 
-    /// What kiln asks of a device on `adapter`: the adapter's own storage limits (the defaults
-    /// are small), and shader-f16 and subgroups when present.
+    /// What kiln asks of a device on `adapter`: the adapter's own storage and uniform binding
+    /// limits (the defaults are small), and shader-f16 and subgroups when present.
     pub fn requirements(adapter: &wgpu::Adapter) -> (wgpu::Features, wgpu::Limits) {
         let info = adapter.get_info();
         let supported = adapter.limits();
@@ -121,6 +121,7 @@ impl GpuContext {
         let limits = wgpu::Limits {
             max_storage_buffer_binding_size: supported.max_storage_buffer_binding_size,
             max_buffer_size: supported.max_buffer_size,
+            max_uniform_buffer_binding_size: supported.max_uniform_buffer_binding_size,
             max_storage_buffers_per_shader_stage: supported
                 .max_storage_buffers_per_shader_stage
                 .min(16),
@@ -179,12 +180,14 @@ impl GpuContext {
             .min(self.limits.max_buffer_size)
     }
 
-    /// A storage buffer of `bytes` bytes (rounded up to 16), zero-filled.
+    /// A storage buffer of `bytes` bytes (rounded up to 16), zero-filled; it can be bound as a
+    /// uniform buffer too (the subgroup matrix kernel reads the head of x through one).
     pub fn storage(&self, label: &str, bytes: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: bytes.max(16).next_multiple_of(16),
             usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::UNIFORM
                 | wgpu::BufferUsages::COPY_DST
                 | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,

@@ -70,13 +70,21 @@ pub struct Kernel {
 impl Kernel {
     /// A bind group whose binding `i` is the whole of `buffers[i]`.
     pub fn bind(&self, device: &wgpu::Device, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        let entries: Vec<_> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
+        self.bind_with(device, buffers, &[])
+    }
+
+    /// The same, plus the numbered bindings of `extra`.
+    pub fn bind_with(
+        &self,
+        device: &wgpu::Device,
+        buffers: &[&wgpu::Buffer],
+        extra: &[(u32, wgpu::BufferBinding<'_>)],
+    ) -> wgpu::BindGroup {
+        let whole = (buffers.iter().enumerate()).map(|(i, b)| (i as u32, b.as_entire_binding()));
+        let numbered = (extra.iter()).map(|(i, b)| (*i, wgpu::BindingResource::Buffer(b.clone())));
+        let entries: Vec<_> = whole
+            .chain(numbered)
+            .map(|(binding, resource)| wgpu::BindGroupEntry { binding, resource })
             .collect();
         device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(self.name),
@@ -208,7 +216,10 @@ impl Kernels {
             cache: Mutex::new(HashMap::new()),
             rowwise,
             matvec_rows: (subgroups && !rowwise && rows > 0).then_some(rows),
-            rowwise_subgroups: rowwise && subgroups && ctx.info.subgroup_min_size >= 8,
+            rowwise_subgroups: rowwise
+                && subgroups
+                && ctx.info.subgroup_min_size >= 8
+                && ctx.limits.max_uniform_buffer_binding_size >= crate::ops::X_HEAD_BYTES,
         }
     }
 

@@ -53,7 +53,19 @@ impl Launch {
         buffers: &[&wgpu::Buffer],
         grid: Grid,
     ) -> Self {
-        let bind_group = kernel.bind(device, buffers);
+        Self::with_extra(device, kernel, buffers, &[], grid)
+    }
+
+    /// The same, with bindings past `buffers` given by number (a range of a buffer, or a
+    /// binding the kernel's numbering skips to).
+    pub fn with_extra(
+        device: &wgpu::Device,
+        kernel: Arc<Kernel>,
+        buffers: &[&wgpu::Buffer],
+        extra: &[(u32, wgpu::BufferBinding<'_>)],
+        grid: Grid,
+    ) -> Self {
+        let bind_group = kernel.bind_with(device, buffers, extra);
         Self {
             kernel,
             bind_group,

@@ -41,7 +41,7 @@ fn gated_products_match_the_cpu() {
                 for act in [Activation::Silu, Activation::GeluTanh] {
                     let x = randn(&mut r, rows * kdim, 2.0);
                     let (xb, yb) = (
-                        buf_f32(&ctx, &x),
+                        buf_x(&ctx, &x, act == Activation::Silu),
                         ctx.storage("y", (rows * inter * 4) as u64),
                     );
                     let step = step_buffer(&ctx, rows as u32, 1, 0);

@@ -114,7 +114,8 @@ fn check(ctx: &GpuContext, name: &str, k: &Kernels, format: WeightFormat, kdim: 
         for (norm, with_bias, accumulate) in [(false, false, false), (true, true, true)] {
             let x = randn(&mut r, rows * kdim, 2.0);
             let y0 = randn(&mut r, rows * (n + 5), 1.0);
-            let (xb, yb) = (buf_f32(ctx, &x), buf_f32(ctx, &y0));
+            // x's uniform head for the unaccumulated cases, its storage binding for the others.
+            let (xb, yb) = (buf_x(ctx, &x, !accumulate), buf_f32(ctx, &y0));
             let step = step_buffer(ctx, rows as u32, 1, 0);
             let args = MatmulArgs {
                 x: &xb,

@@ -107,7 +107,7 @@ fn rotary_epilogue_matches_the_cpu() {
                     ctx.storage("v", words as u64 * 4),
                 );
                 let (xb, yb, pb, sb) = (
-                    buf_f32(&ctx, &x),
+                    buf_x(&ctx, &x, true),
                     ctx.storage("qkv", (tokens * rows_w * 4) as u64),
                     buf_u32(&ctx, &positions),
                     buf_u32(&ctx, &slot_ids),

@@ -16,7 +16,9 @@ pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
-pub use matmul::{MATVEC_MAX_ROWS, Matmul, MatmulArgs, Pairs, ROTARY_STORAGE_BINDINGS};
+pub use matmul::{
+    MATVEC_MAX_ROWS, Matmul, MatmulArgs, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,
+};
 pub use prev_tokens::prev_tokens;
 pub use residual_rmsnorm::residual_rmsnorm;
 pub use rope_kv::{Rotary, paired_row, rope_kv, rope_table};
