@@ -7,6 +7,7 @@ mod embedding;
 mod gather_rmsnorm;
 mod glu;
 mod matmul;
+mod matmul_tiles;
 mod prev_tokens;
 mod residual_rmsnorm;
 mod rope_kv;
