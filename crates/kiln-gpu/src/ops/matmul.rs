@@ -187,6 +187,11 @@ impl Matmul {
             offset: 0,
             size: std::num::NonZeroU64::new(X_HEAD_BYTES),
         };
+        let extra = if subgroup_tiles {
+            vec![(X_HEAD_BINDING, x_head)]
+        } else {
+            Vec::new()
+        };
         let head_rows = if x_fits {
             X_HEAD_BYTES / (4 * a.w.cols as u64)
         } else {
@@ -289,11 +294,6 @@ impl Matmul {
             if let Some(Pairs::Rotary(r)) = &a.pairs {
                 buffers.extend([r.positions, r.slot_mapping, r.rope, r.k_cache, r.v_cache]);
             }
-            let extra = if subgroup_tiles {
-                vec![(X_HEAD_BINDING, x_head.clone())]
-            } else {
-                Vec::new()
-            };
             for (i, (max_rows, kernel, grid)) in tiers(c.format, c.rows).into_iter().enumerate() {
                 if i == launches.len() {
                     launches.push((max_rows, Vec::new()));
