@@ -20,9 +20,10 @@
 // Rows past the last repeat it and outputs past N repeat the last one; neither is stored, and
 // no lane leaves early, so every broadcast sees all 8 lanes. Output pairs (the pair
 // epilogues) fall inside one invocation, OUTS being even.
-// With UNIFORM_X, x is read through `x_head`, the same buffer's first 64 KiB bound as a uniform
-// buffer (the step's rows must lie in it): lavapipe makes a uniform load at a per-lane address
-// a gather without branches, where a storage load is the loop over lanes above.
+// With UNIFORM_X, x is read through uniform bindings of the same buffer: rows 0-7 through
+// `x_head`, its first 64 KiB, and rows 8-15 through `x_head_hi`, 64 KiB from row 8 (the step's
+// rows must lie in them): lavapipe makes a uniform load at a per-lane address a gather without
+// branches, where a storage load is the loop over lanes above.
 // Needs K % 8 == 0. Grid: (ceil(N / (WORKGROUP * OUTS)), ceil(rows / ROWS), 1).
 // (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
 // opened with wgpu's SUBGROUP feature.)
@@ -47,7 +48,8 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
 @group(0) @binding(6) var<storage, read> gain: array<f32>;       // (K) RMSNorm gain, or a dummy
 // (bindings 7-11: the rotary epilogue's)
-@group(0) @binding(12) var<uniform> x_head: array<vec4<f32>, 4096>; // x's first 64 KiB
+@group(0) @binding(12) var<uniform> x_head: array<vec4<f32>, 4096>;    // x's first 64 KiB
+@group(0) @binding(13) var<uniform> x_head_hi: array<vec4<f32>, 4096>; // 64 KiB from row 8
 
 // The tile and workgroup, set per pipeline (ops/matmul.rs picks them by the step's rows): at
 // most MAX_ROWS rows and MAX_OUTS outputs, OUTS even.
@@ -104,24 +106,22 @@ fn main(
         if (norm) {
             g = gain[8u * c + lane];
         }
-        for (var r = 0u; r < ROWS; r++) {
-            let xl = x_at(xrow[r] + 8u * c);
-            ss[r] += xl * xl;
-            let xg = xl * g;
-            let xa = vec4<f32>(
-                subgroupBroadcast(xg, 0u),
-                subgroupBroadcast(xg, 1u),
-                subgroupBroadcast(xg, 2u),
-                subgroupBroadcast(xg, 3u),
-            );
-            let xb = vec4<f32>(
-                subgroupBroadcast(xg, 4u),
-                subgroupBroadcast(xg, 5u),
-                subgroupBroadcast(xg, 6u),
-                subgroupBroadcast(xg, 7u),
-            );
+        // Two loops of at most 8 rows, one a binding of x's head: lavapipe's shader compiler
+        // unrolls a loop only while its unrolled size stays under a limit, and one loop of 16
+        // rows through x_head passed it (then the accumulators live in memory, indexed at run
+        // time, and the tile ran 1.3x slower than through storage).
+        for (var r = 0u; r < min(ROWS, 8u); r++) {
+            let xo = x_octet(xrow[r] + 8u * c, g, false);
+            ss[r] += xo.sq;
             for (var o = 0u; o < OUTS; o++) {
-                acc[r][o] += dot(xa, wa[o]) + dot(xb, wb[o]);
+                acc[r][o] += dot(xo.a, wa[o]) + dot(xo.b, wb[o]);
+            }
+        }
+        for (var r = 8u; r < ROWS; r++) {
+            let xo = x_octet(xrow[r] + 8u * c, g, true);
+            ss[r] += xo.sq;
+            for (var o = 0u; o < OUTS; o++) {
+                acc[r][o] += dot(xo.a, wa[o]) + dot(xo.b, wb[o]);
             }
         }
     }
@@ -153,9 +153,35 @@ fn main(
     }
 }
 
-fn x_at(i: u32) -> f32 {
-    if (UNIFORM_X) {
-        return x_head[i / 4u][i % 4u];
+// A row's octet of x at element i (this lane's), times the gain `g`, in every lane; `sq`: the
+// square of this lane's element, before the gain. `hi`: the row is the tile's 9th or later.
+struct XOctet { a: vec4<f32>, b: vec4<f32>, sq: f32 }
+
+fn x_octet(i: u32, g: f32, hi: bool) -> XOctet {
+    let xl = x_at(i, hi);
+    let xg = xl * g;
+    let a = vec4<f32>(
+        subgroupBroadcast(xg, 0u),
+        subgroupBroadcast(xg, 1u),
+        subgroupBroadcast(xg, 2u),
+        subgroupBroadcast(xg, 3u),
+    );
+    let b = vec4<f32>(
+        subgroupBroadcast(xg, 4u),
+        subgroupBroadcast(xg, 5u),
+        subgroupBroadcast(xg, 6u),
+        subgroupBroadcast(xg, 7u),
+    );
+    return XOctet(a, b, xl * xl);
+}
+
+fn x_at(i: u32, hi: bool) -> f32 {
+    if (!UNIFORM_X) {
+        return x[i];
     }
-    return x[i];
+    if (hi) {
+        let j = i - 8u * p.k;
+        return x_head_hi[j / 4u][j % 4u];
+    }
+    return x_head[i / 4u][i % 4u];
 }

@@ -12,7 +12,7 @@ use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
 use crate::kv_cache::PendingSwapOut;
 use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain};
-use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers};
+use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
@@ -117,19 +117,22 @@ impl ModelRunner {
 
         let tensors = ModelTensors::for_config(c);
         let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
+        // A product's input, with room past its rows for the uniform bindings of its head
+        // that the subgroup matrix kernel reads (ops/matmul_tiles.rs).
+        let x_f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64 + X_HEAD_BYTES);
         let bufs = Activations {
-            x: f32s("x", max_tokens * h),
+            x: x_f32s("x", max_tokens * h),
             qkv: f32s("qkv", max_tokens * qkv_width),
-            attn: f32s("attn", max_tokens * nh * d),
+            attn: x_f32s("attn", max_tokens * nh * d),
             gate_up: Default::default(),
             gate_up_bytes: (max_tokens * 2 * inter * 4) as u64,
-            act: f32s("act", max_tokens * inter),
+            act: x_f32s("act", max_tokens * inter),
             proj: (tensors.layers.iter())
                 .any(|l| l.ops.iter().any(|op| op.uses(Buf::Proj)))
                 .then(|| f32s("proj", max_tokens * h)),
         };
         let x = &bufs.x;
-        let normed = f32s("normed", max_seqs * h);
+        let normed = x_f32s("normed", max_seqs * h);
         let logits = f32s("logits", max_seqs * vocab);
         let masks = ctx.storage("token_masks", (max_seqs * mask_words(vocab) * 4) as u64);
         let sample_out = ctx.storage("sample_out", (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64);

@@ -64,7 +64,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
     let bias_b = buf_f32(&ctx, &bias);
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(&ctx, &gain);
-    for rows in [1usize, 3, 8, 9, 17, 45, 64, 67] {
+    for rows in [1usize, 3, 8, 9, 16, 17, 45, 64, 67] {
         for (norm, with_bias, accumulate) in [
             (false, false, false),
             (true, true, false),

@@ -12,7 +12,7 @@ use kiln_model::Activation;
 
 use super::Rotary;
 pub use super::matmul_tiles::X_HEAD_BYTES;
-use super::matmul_tiles::{SUBGROUP_TILES, X_HEAD_BINDING};
+use super::matmul_tiles::{SUBGROUP_TILES, X_HEAD_BINDINGS, x_head_offsets};
 use crate::kernels::{Kernel, PairEpilogue};
 use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
 
@@ -177,25 +177,28 @@ impl Matmul {
         };
         let subgroup_tiles = rowwise && kernels.rowwise_subgroups;
         let samples = a.sample_rows;
-        // The subgroup kernel's x_head: the head of x, or a stand-in when x is smaller (then
-        // no tile reads it).
-        let x_fits = a.x.size() >= X_HEAD_BYTES;
-        let x_head_dummy =
-            (subgroup_tiles && !x_fits).then(|| ctx.storage("no x head", X_HEAD_BYTES));
-        let x_head = wgpu::BufferBinding {
-            buffer: x_head_dummy.as_ref().unwrap_or(a.x),
-            offset: 0,
-            size: std::num::NonZeroU64::new(X_HEAD_BYTES),
-        };
-        let extra = if subgroup_tiles {
-            vec![(X_HEAD_BINDING, x_head)]
+        // The subgroup kernel's uniform bindings of x, each a stand-in where x does not reach
+        // past its 64 KiB or its start is misaligned (then no tile reads it).
+        let align = u64::from(ctx.device.limits().min_uniform_buffer_offset_alignment);
+        let x_head_at = x_head_offsets(a.w.cols as u64);
+        let bound = x_head_at.map(|at| at % align == 0 && a.x.size() >= at + X_HEAD_BYTES);
+        let x_head_dummy = (subgroup_tiles && bound.contains(&false))
+            .then(|| ctx.storage("no x head", X_HEAD_BYTES));
+        let extra: Vec<_> = if subgroup_tiles {
+            let binding = |i: usize| match (bound[i], &x_head_dummy) {
+                (false, Some(dummy)) => dummy.as_entire_buffer_binding(),
+                _ => wgpu::BufferBinding {
+                    buffer: a.x,
+                    offset: x_head_at[i],
+                    size: std::num::NonZeroU64::new(X_HEAD_BYTES),
+                },
+            };
+            vec![
+                (X_HEAD_BINDINGS[0], binding(0)),
+                (X_HEAD_BINDINGS[1], binding(1)),
+            ]
         } else {
             Vec::new()
-        };
-        let head_rows = if x_fits {
-            X_HEAD_BYTES / (4 * a.w.cols as u64)
-        } else {
-            0
         };
         // A chunk's kernels with their grids, by the most rows each takes (the last: any).
         let tiers = |f, n: u32| -> Vec<(u32, Arc<Kernel>, Grid)> {
@@ -205,9 +208,9 @@ impl Matmul {
                     let kernel =
                         |uniform_x| get("matmul_rowwise_subgroup", f, &t.constants(uniform_x));
                     let last = i + 1 == SUBGROUP_TILES.len();
-                    // Steps of up to `t.rows` rows read x through x_head where the tile may
-                    // and x_head holds them; the last tile also takes any number of rows.
-                    let uniform_x = t.uniform_x && u64::from(t.rows) <= head_rows;
+                    // Steps of up to `t.rows` rows read x through the uniform bindings where
+                    // the tile may and they hold the rows; the last tile also takes any number.
+                    let uniform_x = t.reads_x_head(a.w.cols as u64, bound);
                     if !last || uniform_x {
                         tiers.push((t.rows, kernel(uniform_x), t.grid(n, samples)));
                     }

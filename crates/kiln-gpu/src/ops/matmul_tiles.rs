@@ -17,11 +17,12 @@ pub(super) struct SubgroupTile {
 
 /// The tiles a step runs, by its row count: a step of `r` rows runs the first tile of at least
 /// `r` rows, or the last. Rows past a step's last are computed (repeating it) and not stored,
-/// so a tile much taller than the step wastes its work. Two outputs an invocation throughout:
-/// larger tiles load less per multiply-add but spill their accumulators (BENCHMARKS.md has the
-/// shapes tried). Workgroups of 16 for the short tiles, so that even a 576-row product is 18
-/// workgroups to share among the cores. Through the uniform binding 8 sequences decoded 1.4x
-/// faster on lavapipe, and 16 sequences in the 16-row tile slower than through the storage one.
+/// so a tile much taller than the step wastes its work. Two outputs an invocation for the short
+/// tiles and four for the tall ones, whose x loads then serve twice the weights; more spill
+/// their accumulators (BENCHMARKS.md has the shapes tried). Workgroups of 16 throughout, so that
+/// even a 576-row product is 9 or more workgroups to share among the cores. Through the uniform
+/// bindings, with the row loop split in two so that lavapipe unrolls it, 16 sequences decode
+/// 1.7x faster on lavapipe than through storage loads alone.
 pub(super) const SUBGROUP_TILES: [SubgroupTile; 4] = [
     SubgroupTile {
         rows: 1,
@@ -37,15 +38,15 @@ pub(super) const SUBGROUP_TILES: [SubgroupTile; 4] = [
     },
     SubgroupTile {
         rows: 8,
-        outs: 2,
+        outs: 4,
         workgroup: 16,
         uniform_x: true,
     },
     SubgroupTile {
         rows: 16,
-        outs: 2,
-        workgroup: 32,
-        uniform_x: false,
+        outs: 4,
+        workgroup: 16,
+        uniform_x: true,
     },
 ];
 
@@ -59,14 +60,22 @@ const _: () = {
     }
 };
 
-/// Bytes at the head of x that `matmul_rowwise_subgroup.wgsl` can read through a uniform
-/// binding (its `x_head`), which lavapipe loads far more cheaply than a storage buffer: a tile
-/// whose rows lie within them reads x there. Adapters whose uniform bindings are smaller do
-/// not run the kernel.
+/// Bytes of x that each of `matmul_rowwise_subgroup.wgsl`'s uniform bindings of it (`x_head`
+/// from row 0, `x_head_hi` from row [`X_HEAD_HI_ROW`]) holds; lavapipe loads through them far
+/// more cheaply than through the storage binding: a tile whose rows lie within them reads x
+/// there. Adapters whose uniform bindings are smaller do not run the kernel.
 pub const X_HEAD_BYTES: u64 = 65536;
 
-/// Binding number of the kernel's `x_head`.
-pub(super) const X_HEAD_BINDING: u32 = 12;
+/// The row of x from which the kernel's second uniform binding, `x_head_hi`, holds it.
+pub(super) const X_HEAD_HI_ROW: u64 = 8;
+
+/// Binding numbers of the kernel's `x_head` and `x_head_hi`.
+pub(super) const X_HEAD_BINDINGS: [u32; 2] = [12, 13];
+
+/// Where in an x of `k` columns the kernel's two uniform bindings start, in bytes.
+pub(super) fn x_head_offsets(k: u64) -> [u64; 2] {
+    [0, X_HEAD_HI_ROW * k * 4]
+}
 
 impl SubgroupTile {
     pub fn constants(self, uniform_x: bool) -> [(&'static str, f64); 4] {
@@ -76,6 +85,16 @@ impl SubgroupTile {
             ("WORKGROUP", self.workgroup as f64),
             ("UNIFORM_X", f64::from(u8::from(uniform_x))),
         ]
+    }
+
+    /// Whether a step of up to this tile's rows may read an x of `k` columns through the
+    /// uniform bindings, `bound` telling which of them hold x (the others a stand-in).
+    pub fn reads_x_head(self, k: u64, bound: [bool; 2]) -> bool {
+        let rows = u64::from(self.rows);
+        let lo_rows = rows.min(X_HEAD_HI_ROW);
+        let hi_rows = rows - lo_rows;
+        let fits = |rows: u64| rows * k * 4 <= X_HEAD_BYTES;
+        self.uniform_x && bound[0] && fits(lo_rows) && (hi_rows == 0 || (bound[1] && fits(hi_rows)))
     }
 
     pub fn grid(self, n: u32, samples: bool) -> Grid {

@@ -54,13 +54,13 @@ pub fn buf_f32(ctx: &GpuContext, data: &[f32]) -> wgpu::Buffer {
     ctx.storage_init("test", bytemuck::cast_slice(data))
 }
 
-/// The input x of a product, in a buffer of at least [`kiln_gpu::ops::X_HEAD_BYTES`] when
-/// `head` is set: the subgroup matrix kernel then reads steps whose rows lie in that head
-/// through a uniform binding, and through the storage binding otherwise.
+/// The input x of a product, followed by [`kiln_gpu::ops::X_HEAD_BYTES`] of slack when `head`
+/// is set: the subgroup matrix kernel then reads steps whose rows lie in its uniform bindings
+/// of x through them, and through the storage binding otherwise.
 pub fn buf_x(ctx: &GpuContext, data: &[f32], head: bool) -> wgpu::Buffer {
     let bytes = std::mem::size_of_val(data) as u64;
     let size = if head {
-        bytes.max(kiln_gpu::ops::X_HEAD_BYTES)
+        bytes + kiln_gpu::ops::X_HEAD_BYTES
     } else {
         bytes
     };
