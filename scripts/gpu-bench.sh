@@ -5,7 +5,8 @@
 # reference logits, both kernel families), then `kiln speed` on the default model and on
 # synthetic Llama-3.2-1B- and Llama-3-8B-shaped models (random f16 weights written by kiln's own
 # model writer, 2.5 and 16 GB): decode tokens/s and the fraction of the bandwidth roofline at 1,
-# 8, 32 and 64 sequences, prefill tokens/s at 512 and 4096 tokens. Tables on stdout, JSON in
+# 8, 32 and 64 sequences, prefill tokens/s at 512 and 4096 tokens, and the default model's
+# device time per operation (`--profile`) at 1 and 32 sequences. Tables on stdout, JSON in
 # target/gpu-bench/ (or $OUT where that is set).
 #   scripts/gpu-bench.sh                       # everything, built here
 #   KILN_SYNTHETIC=none scripts/gpu-bench.sh   # the default model only (what lavapipe can do)
@@ -62,6 +63,8 @@ done
 if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   echo "== default model"
   "$bin/kiln" speed --json "$out/default.json" ${KILN_SPEED_ARGS:-}
+  echo "== default model, where the device time goes"
+  "$bin/kiln" speed --profile --concurrency 1,32 --prompt-lens 512 --json "$out/default-profile.json"
 fi
 for s in $synthetic; do
   echo "== synthetic $s"

@@ -7,7 +7,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kiln_benches::{gpu, run, step_buffer, values};
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
-use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels};
+use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels, Recorded};
 use kiln_model::DType;
 use kiln_model::testing::quantize;
 

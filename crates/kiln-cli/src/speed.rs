@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use kiln_engine::{Engine, EngineConfig, KvLayout, KvSize, Request, SamplingParams};
-use kiln_gpu::{Bandwidth, GpuContext, Kernels};
+use kiln_gpu::{Bandwidth, GpuContext, KernelProfile, Kernels};
 use kiln_model::testing::{TinyConfig, write_random_llama};
 use kiln_model::{Architecture, DType, Model, ModelConfig};
 use rand::{Rng, SeedableRng};
@@ -54,6 +54,11 @@ pub struct Args {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also time every operation on the device (each in a compute pass of its own, with
+    /// timestamp queries) and print where the timed steps' device time goes, at each
+    /// concurrency and prompt length. The timed steps then include the profile's own cost.
+    #[arg(long)]
+    profile: bool,
     #[command(flatten)]
     device: crate::device_args::DeviceArgs,
 }
@@ -185,6 +190,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // A warm-up request compiles and runs every pipeline once.
     engine.add_request(request(random_prompt(16), 2))?;
     run_all(&mut engine)?;
+    engine.runner().set_profiling(a.profile)?;
+    let mut profiles = Vec::new();
 
     let decode_len = a.decode_context + a.decode_steps + 2;
     anyhow::ensure!(
@@ -210,12 +217,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         while started < 2 * n {
             started += step_tokens(&mut engine)?;
         }
+        engine.runner().take_profile();
         let t = Instant::now();
         let mut tokens = 0;
         for _ in 0..a.decode_steps {
             tokens += step_tokens(&mut engine)?;
         }
         let step_s = t.elapsed().as_secs_f64() / a.decode_steps as f64;
+        profiles.push((
+            format!("decode, {n} sequences"),
+            engine.runner().take_profile(),
+        ));
         let dispatches = engine.runner().last_dispatches();
         run_all(&mut engine)?;
         let context = (prompt_len + 2 + a.decode_steps / 2) as f64;
@@ -241,12 +253,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             continue;
         }
         engine.add_request(request(random_prompt(len), 1))?;
+        engine.runner().take_profile();
         let t = Instant::now();
         run_all(&mut engine)?;
         let s = t.elapsed().as_secs_f64();
+        profiles.push((
+            format!("prefill, {len} tokens"),
+            engine.runner().take_profile(),
+        ));
         println!("| {len} | {:.1} | {s:.2} |", len as f64 / s);
         prefill.push(json!({"prompt_tokens": len, "tokens_per_s": len as f64 / s, "seconds": s}));
     }
+
+    let profiles: Vec<Value> = match a.profile {
+        true => profiles
+            .iter()
+            .map(|(what, p)| print_profile(what, p))
+            .collect(),
+        false => Vec::new(),
+    };
 
     if let Some(path) = &a.json {
         let out: Value = json!({
@@ -254,12 +279,36 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "kv_dtype": a.device.kv_dtype.to_string(), "weight_bytes": weight_bytes,
             "bytes_read_per_step_weights": step_weight_bytes, "bandwidth_bytes_per_s": bandwidth,
             "copy_bandwidth_bytes_per_s": measured.copy, "read_bandwidth_bytes_per_s": measured.read,
-            "decode": decode, "prefill": prefill,
+            "decode": decode, "prefill": prefill, "profiles": profiles,
         });
         std::fs::write(path, serde_json::to_vec_pretty(&out)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Prints where the device time of `what`'s steps went; returns it as JSON.
+fn print_profile(what: &str, p: &KernelProfile) -> Value {
+    let total = p.ms_per_step();
+    println!(
+        "\ndevice time per step, {what} ({} steps timed, {total:.2} ms a step):\n| operation | per step | ms a step | share |\n|---|---|---|---|",
+        p.steps
+    );
+    for o in &p.operations {
+        println!(
+            "| {} | {} | {:.3} | {:.1}% |",
+            o.label,
+            o.per_step,
+            o.ms_per_step,
+            100.0 * o.ms_per_step / total.max(f64::MIN_POSITIVE)
+        );
+    }
+    let operations: Vec<Value> = (p.operations.iter())
+        .map(
+            |o| json!({"operation": o.label, "per_step": o.per_step, "ms_per_step": o.ms_per_step}),
+        )
+        .collect();
+    json!({"steps": what, "steps_timed": p.steps, "ms_per_step": total, "operations": operations})
 }
 
 /// The share of the model's parameters one decode step reads: all but the embedding table,

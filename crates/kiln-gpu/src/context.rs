@@ -117,7 +117,9 @@ impl GpuContext {
         } else {
             wgpu::Features::empty()
         };
-        let features = adapter.features() & (wgpu::Features::SHADER_F16 | subgroups);
+        // Timestamp queries for the kernel profile only.
+        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY | subgroups;
+        let features = adapter.features() & wanted;
         let limits = wgpu::Limits {
             max_storage_buffer_binding_size: supported.max_storage_buffer_binding_size,
             max_buffer_size: supported.max_buffer_size,

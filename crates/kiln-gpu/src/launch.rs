@@ -1,5 +1,6 @@
 //! One recorded dispatch: a pipeline, its bind group (built once, reused every step) and a
-//! rule for the grid size, which depends on the step's token and sample counts.
+//! rule for the grid size, which depends on the step's token and sample counts; and
+//! [`Recorded`], what a step records as one unit (a launch, or an operation's few).
 
 use std::sync::Arc;
 
@@ -72,10 +73,22 @@ impl Launch {
             grid,
         }
     }
+}
 
-    /// Records the dispatch into `pass`; records nothing when the grid is empty. Returns the
-    /// number of dispatches recorded (0 or 1).
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
+/// One operation's launches, as a step records them.
+pub trait Recorded {
+    /// Records the dispatches for a step of `tokens` tokens and `samples` sampled rows into
+    /// `pass`; returns how many.
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32;
+
+    /// What the kernel profile calls it (`ModelRunner::set_profiling`); operations of one
+    /// label add up.
+    fn label(&self) -> String;
+}
+
+impl Recorded for Launch {
+    /// Records nothing when the grid is empty.
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
         let [x, y, z] = self.grid.size(tokens, samples);
         if x == 0 || y == 0 || z == 0 {
             return 0;
@@ -84,5 +97,9 @@ impl Launch {
         pass.set_bind_group(0, &self.bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
         1
+    }
+
+    fn label(&self) -> String {
+        self.kernel.name.to_string()
     }
 }

@@ -10,7 +10,9 @@
 use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
-use crate::{GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch, RunnerConfig, StepInputs};
+use crate::{
+    GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch, Recorded, RunnerConfig, StepInputs,
+};
 
 /// The step's activations, shared by every layer.
 pub(crate) struct Activations {
@@ -311,15 +313,12 @@ impl Layer {
         Ok((Layer { steps }, vectors as u64 * 4 + matrix_bytes))
     }
 
-    /// Records the layer's dispatches; returns how many.
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, t: u32, s: u32) -> u32 {
-        self.steps
-            .iter()
-            .map(|step| match step {
-                Step::Matmul(m) => m.record(pass, t, s),
-                Step::Attention(a) => a.record(pass, t, s),
-                Step::Launch(l) => l.record(pass, t, s),
-            })
-            .sum()
+    /// The layer's operations, in order.
+    pub fn stages(&self) -> impl Iterator<Item = &dyn Recorded> {
+        self.steps.iter().map(|step| match step {
+            Step::Matmul(m) => m as &dyn Recorded,
+            Step::Attention(a) => a,
+            Step::Launch(l) => l,
+        })
     }
 }

@@ -32,8 +32,10 @@ pub use error::GpuError;
 pub use kernels::{Kernel, KernelFamily, Kernels, PairEpilogue};
 pub use kv_cache::KvCache;
 pub use kv_layout::{KvDtype, KvLayout};
-pub use launch::{Grid, Launch};
+pub use launch::{Grid, Launch, Recorded};
 pub use matrix::GpuMatrix;
-pub use runner::{ForwardSubmitted, ModelRunner, RunnerConfig, SubmittedStep};
+pub use runner::{
+    ForwardSubmitted, KernelProfile, ModelRunner, OperationTime, RunnerConfig, SubmittedStep,
+};
 pub use step_inputs::{StepCapacity, StepInputs, StepUniform};
 pub use weight_format::{HostMatrix, WeightFormat, WeightStorage, gpu_weight_bytes};

@@ -1,10 +1,13 @@
 //! The forward pass. [`ModelRunner::new`] uploads the weights and builds every launch of a step
 //! once (bind groups included); [`ModelRunner::step`] uploads a batch description, records all
 //! launches into one compute pass, submits once and reads back only the sampled tokens
-//! (`runner/submit.rs`: submitting and reading back as two calls, so steps can overlap).
+//! (`runner/submit.rs`: submitting and reading back as two calls, so steps can overlap;
+//! `runner/profile.rs`: the device time of each operation).
 
+mod profile;
 mod submit;
 
+pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};
 
 use kiln_core::{BLOCK_SIZE, StepBatch, mask_words};
@@ -16,7 +19,7 @@ use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_H
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
-    Launch, WeightStorage,
+    Launch, Recorded, WeightStorage,
 };
 
 /// Sizes the runner allocates for.
@@ -65,6 +68,8 @@ pub struct ModelRunner {
     pub weight_bytes: u64,
     /// Compute dispatches of the last step's forward pass.
     dispatches: std::cell::Cell<u32>,
+    /// The kernel profile, when turned on.
+    profiler: std::cell::RefCell<Option<profile::Profiler>>,
 }
 
 impl ModelRunner {
@@ -325,6 +330,7 @@ impl ModelRunner {
             prev_tokens,
             weight_bytes,
             dispatches: Default::default(),
+            profiler: Default::default(),
         })
     }
 
@@ -351,24 +357,22 @@ impl ModelRunner {
                 .record_swaps(&self.ctx, &mut encoder, &batch.swap_out, &batch.swap_in)?;
         let (t, s) = (counts.num_tokens, counts.num_samples);
         if t > 0 {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("forward"),
-                timestamp_writes: None,
-            });
-            let mut n = 0;
+            let mut units: Vec<&dyn Recorded> = Vec::new();
             if counts.num_prev > 0 {
-                n += self.prev_tokens.record(&mut pass, t, s);
+                units.push(&self.prev_tokens);
             }
-            for l in &self.embed {
-                n += l.record(&mut pass, t, s);
-            }
+            units.extend(self.embed.iter().map(|l| l as &dyn Recorded));
             for layer in &self.layers {
-                n += layer.record(&mut pass, t, s);
+                units.extend(layer.stages());
             }
-            n += self.final_norm.record(&mut pass, t, s) + self.lm_head.record(&mut pass, t, s);
+            units.extend([&self.final_norm as &dyn Recorded, &self.lm_head]);
             if sample {
-                n += self.sample.record(&mut pass, t, s);
+                units.push(&self.sample);
             }
+            let n = match self.profiler.borrow_mut().as_mut() {
+                Some(p) => p.record(&mut encoder, &units, t, s),
+                None => profile::record_in_one_pass(&mut encoder, &units, t, s),
+            };
             self.dispatches.set(n);
         }
         Ok((encoder, pending, s))
@@ -394,6 +398,7 @@ impl ModelRunner {
         if let Some(p) = pending {
             self.kv.finish_swap_out(&self.ctx, p).await?;
         }
+        self.collect_profile().await?;
         let v = self.config.vocab_size;
         let data = self
             .ctx

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use kiln_gpu::ops::{Matmul, MatmulArgs, Pairs};
 use kiln_gpu::reference;
-use kiln_gpu::{GpuMatrix, HostMatrix, WeightFormat};
+use kiln_gpu::{GpuMatrix, HostMatrix, Recorded, WeightFormat};
 use kiln_model::Activation;
 use kiln_model::testing::quantize;
 

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
 use kiln_gpu::reference;
-use kiln_gpu::{GpuMatrix, Kernels, KvDtype};
+use kiln_gpu::{GpuMatrix, Kernels, KvDtype, Recorded};
 use kiln_model::Activation;
 use rand::Rng;
 use rand::seq::SliceRandom;

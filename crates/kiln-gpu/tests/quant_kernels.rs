@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use kiln_gpu::ops::{self, Matmul, MatmulArgs};
 use kiln_gpu::reference;
-use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels, WeightFormat};
+use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels, Recorded, WeightFormat};
 use kiln_model::DType;
 use kiln_model::testing::quantize;
 use rand::Rng;

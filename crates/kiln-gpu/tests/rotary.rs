@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use kiln_gpu::ops::{self, Matmul, MatmulArgs, Pairs, Rotary};
-use kiln_gpu::{GpuMatrix, HostMatrix, KvDtype, WeightFormat, reference};
+use kiln_gpu::{GpuMatrix, HostMatrix, KvDtype, Recorded, WeightFormat, reference};
 use kiln_model::testing::quantize;
 use rand::Rng;
 use rand::seq::SliceRandom;

@@ -6,12 +6,14 @@
 //! `serving`: greedy tokens of 8 concurrent requests equal to each run alone, with prefix
 //! caching on and off; KV blocks evicted to the CPU tier and restored giving the same tokens
 //! and log-probs as a fresh engine that never evicted; blocks given back behind a sliding
-//! window. `prompt_logprobs`: a scored prompt against the CPU reference. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
+//! window. `prompt_logprobs`: a scored prompt against the CPU reference. `overlap` and
+//! `profile`: overlapped steps and the kernel profile changing no output. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
 //! f16 KV cache; the reference and CPU-tier tests with the f32 cache too.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod overlap;
+mod profile;
 mod prompt_logprobs;
 mod reference;
 mod serving;

@@ -9,7 +9,7 @@ use super::*;
 /// What a request produced: tokens with their log-probs, prompt scores, and why it ended.
 type Outcome = (Vec<(u32, f32)>, Vec<(u32, f32)>, Option<FinishReason>);
 
-fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, Outcome> {
+pub(super) fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, Outcome> {
     let mut out: BTreeMap<u64, Outcome> = BTreeMap::new();
     for r in reqs {
         out.insert(r.id, Default::default());
@@ -34,7 +34,7 @@ fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, Outcome> {
 /// 12 requests, half sharing a 32-token prefix, in a pool too small for all of them
 /// (preemption): greedy and seeded sampling, stop tokens, penalties (the sampler counts the
 /// pending token on the GPU), prompt scoring and a score-only request.
-fn workload(vocab: usize) -> Vec<Request> {
+pub(super) fn workload(vocab: usize) -> Vec<Request> {
     let shared = tokens(900, 32, vocab);
     (0..12u64)
         .map(|id| {

@@ -1,6 +1,6 @@
 use bytemuck::{Pod, Zeroable};
 
-use crate::{GpuContext, GpuError, Grid, Kernels, KvDtype, Launch};
+use crate::{GpuContext, GpuError, Grid, Kernels, KvDtype, Launch, Recorded};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -59,15 +59,18 @@ pub struct Attention {
     split_tokens: u32,
 }
 
-impl Attention {
-    /// Records the attention's dispatches; returns how many.
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
+impl Recorded for Attention {
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
         match &self.split {
             Some((runs, reduce)) if tokens <= self.split_tokens => {
                 runs.record(pass, tokens, samples) + reduce.record(pass, tokens, samples)
             }
             _ => self.whole.record(pass, tokens, samples),
         }
+    }
+
+    fn label(&self) -> String {
+        format!("attention ({})", self.whole.kernel.name)
     }
 }
 

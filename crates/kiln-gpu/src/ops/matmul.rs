@@ -14,7 +14,7 @@ use super::Rotary;
 pub use super::matmul_tiles::X_HEAD_BYTES;
 use super::matmul_tiles::{SUBGROUP_TILES, X_HEAD_BINDINGS, x_head_offsets};
 use crate::kernels::{Kernel, PairEpilogue};
-use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
+use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch, Recorded};
 
 /// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
 /// [`Kernels::matvec_rows`]).
@@ -89,6 +89,8 @@ pub struct Matmul {
     /// last take any number.
     launches: Vec<(u32, Vec<Launch>)>,
     sample_rows: bool,
+    /// Its name in the kernel profile: shape, formats and epilogue.
+    label: String,
 }
 
 impl Matmul {
@@ -305,14 +307,36 @@ impl Matmul {
                 (launches[i].1).push(launch);
             }
         }
+        let mut formats: Vec<String> = Vec::new();
+        for c in &a.w.chunks {
+            let f = format!("{:?}", c.format);
+            if !formats.contains(&f) {
+                formats.push(f);
+            }
+        }
+        let epilogue = match (&a.pairs, a.accumulate) {
+            (Some(Pairs::Glu(_)), _) => ", gated activation",
+            (Some(Pairs::Rotary(_)), _) => ", rotary + KV write",
+            (None, true) => ", into the residual",
+            (None, false) => "",
+        };
+        let label = format!(
+            "matmul {} x {} {}{epilogue}",
+            a.w.rows,
+            a.w.cols,
+            formats.join("/")
+        );
         Ok(Self {
             launches,
             sample_rows: a.sample_rows,
+            label,
         })
     }
+}
 
-    /// Records the product's dispatches (one per chunk); returns how many.
-    pub fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
+impl Recorded for Matmul {
+    /// Records the product's dispatches (one per chunk).
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>, tokens: u32, samples: u32) -> u32 {
         let rows = if self.sample_rows { samples } else { tokens };
         if rows == 0 {
             return 0;
@@ -324,5 +348,9 @@ impl Matmul {
             .iter()
             .map(|l| l.record(pass, tokens, samples))
             .sum()
+    }
+
+    fn label(&self) -> String {
+        self.label.clone()
     }
 }

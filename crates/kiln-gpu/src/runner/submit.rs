@@ -6,9 +6,9 @@
 use kiln_core::{SampledToken, StepBatch, TokenMask, mask_words};
 
 use super::ModelRunner;
-use crate::GpuError;
 use crate::kv_cache::PendingSwapOut;
 use crate::ops::{self, SAMPLE_OUT_STRIDE};
+use crate::{GpuError, Recorded};
 
 /// A step submitted by [`ModelRunner::submit`], to be read back by [`ModelRunner::finish`].
 pub struct SubmittedStep {
@@ -104,7 +104,7 @@ impl ModelRunner {
                 label: Some("sample"),
                 timestamp_writes: None,
             });
-            self.sample.record(&mut pass, forward.tokens, s);
+            Recorded::record(&self.sample, &mut pass, forward.tokens, s);
         }
         Ok(self.submit_readback(encoder, forward.pending, s, forward.rows))
     }
@@ -138,6 +138,7 @@ impl ModelRunner {
             self.kv.finish_swap_out(&self.ctx, p).await?;
         }
         if step.rows.is_empty() {
+            self.collect_profile().await?;
             return Ok(Vec::new());
         }
         let buffer = &self.readback[step.readback];
@@ -145,6 +146,7 @@ impl ModelRunner {
             .ctx
             .map_read_after(buffer, Some(step.submission))
             .await?;
+        self.collect_profile().await?;
         Ok(ops::decode_sample_out(
             bytemuck::cast_slice(&data),
             &step.rows,

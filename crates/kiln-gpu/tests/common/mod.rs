@@ -2,7 +2,7 @@
 //! random data and tolerant comparison that names the first bad index.
 #![allow(dead_code)]
 
-use kiln_gpu::{GpuContext, Launch, StepUniform};
+use kiln_gpu::{GpuContext, Launch, Recorded, StepUniform};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
