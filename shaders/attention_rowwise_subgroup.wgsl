@@ -8,9 +8,10 @@
 // and one KV head, a row being (token, query head of that KV head) with heads fastest: 8
 // tokens of a prompt with one head per KV head, 2 tokens and 2 more rows with 3, one decode
 // row's heads. All lanes walk the same keys. A key's K and V rows are read once for all 8
-// rows, each lane loading every 8th chunk of 4 elements, and passed around with
-// subgroupBroadcast: each lane scores its own row against the whole K row, and accumulates
-// its own chunks of V for all 8 rows. Each lane masks the keys outside its row's causal range
+// rows, each lane loading every 8th octet of 8 elements (one 16-byte load from an f16
+// cache: lavapipe makes a per-lane load a loop over the lanes, whatever its width), and passed
+// around with subgroupBroadcast: each lane scores its own row against the whole K row, and
+// accumulates its own octets of V for all 8 rows. Each lane masks the keys outside its row's causal range
 // and window. Keys come 8 at a time; the online softmax rescales once per 8 keys.
 // The head size is the override D4 (head_dim / 4), so every loop over it unrolls and the
 // arrays stay in registers. No workgroup memory, no barriers.
@@ -20,7 +21,7 @@
 // of the segment), and workgroup (t, kvh, z) serves block ceil(i G / 8) + z of t's segment,
 // i being t's index there, if it belongs to token i, and returns otherwise.
 // Positions rise by one along a segment. The cache holds f16 pairs packed in u32 (KV_F16) or
-// f32 bits (see kv_layout.rs), read 4 elements at a time. Needs head_dim % 4 == 0 and
+// f32 bits (see kv_layout.rs), read 8 elements at a time. Needs head_dim % 8 == 0 and
 // head_dim <= 256.
 // (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
 // opened with wgpu's SUBGROUP feature.)
@@ -50,25 +51,32 @@ struct Params {
 @group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
 @group(0) @binding(5) var<storage, read> block_tables: array<u32>;  // concatenated tables
 @group(0) @binding(6) var<storage, read> qkv: array<vec4<f32>>;     // (T, qkv_stride / 4), q first
-@group(0) @binding(7) var<storage, read> k_cache: array<vec2<u32>>; // (slots, KVH, D) packed
-@group(0) @binding(8) var<storage, read> v_cache: array<vec2<u32>>; // (slots, KVH, D) packed
+@group(0) @binding(7) var<storage, read> k_cache: array<vec4<u32>>; // (slots, KVH, D) packed
+@group(0) @binding(8) var<storage, read> v_cache: array<vec4<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
 
-// Elements 4c..4c+4 of the K (V) cache as f32: one vec2<u32> of halves, or two of f32 bits.
-fn k4(c: u32) -> vec4<f32> {
-    if (KV_F16) {
-        let w = k_cache[c];
-        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-    }
-    return bitcast<vec4<f32>>(vec4<u32>(k_cache[2u * c], k_cache[2u * c + 1u]));
+// Elements 8o..8o+8 of the K (V) cache as f32: one vec4<u32> of halves, or two of f32 bits.
+struct Octet { lo: vec4<f32>, hi: vec4<f32> }
+
+fn halves(w: vec4<u32>) -> Octet {
+    return Octet(
+        vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)),
+    );
 }
 
-fn v4(c: u32) -> vec4<f32> {
+fn k8(o: u32) -> Octet {
     if (KV_F16) {
-        let w = v_cache[c];
-        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+        return halves(k_cache[o]);
     }
-    return bitcast<vec4<f32>>(vec4<u32>(v_cache[2u * c], v_cache[2u * c + 1u]));
+    return Octet(bitcast<vec4<f32>>(k_cache[2u * o]), bitcast<vec4<f32>>(k_cache[2u * o + 1u]));
+}
+
+fn v8(o: u32) -> Octet {
+    if (KV_F16) {
+        return halves(v_cache[o]);
+    }
+    return Octet(bitcast<vec4<f32>>(v_cache[2u * o]), bitcast<vec4<f32>>(v_cache[2u * o + 1u]));
 }
 
 // The first key a token at `n_keys - 1` sees.
@@ -123,39 +131,45 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let n_keys = positions[rt] + 1u;
     let first = window_start(n_keys);
 
-    // Chunks of 4 elements, in rounds of 8: lane L holds chunk 8 r + L of a K or V row. q is
-    // this lane's row, zero past head_dim; acc[8 r + R] holds the output of row R, chunk 8 r + L.
+    // Octets of 8 elements, in rounds of 8: lane L holds octet 8 r + L of a K or V row. q is
+    // this lane's row in chunks of 4, zero past head_dim; acc[2 (8 r + R)] and the next hold
+    // the output of row R, octet 8 r + L.
     let d4 = D4;
-    let rounds = (d4 + LANES - 1u) / LANES;
+    let d8 = d4 / 2u;
+    let rounds = (d8 + LANES - 1u) / LANES;
     var q: array<vec4<f32>, 64>;
     var acc: array<vec4<f32>, 64>;
     let qb = rt * (p.qkv_stride / 4u) + h * d4;
-    for (var c = 0u; c < rounds * LANES; c++) {
+    for (var c = 0u; c < 2u * rounds * LANES; c++) {
         q[c] = select(vec4<f32>(0.0), qkv[qb + min(c, d4 - 1u)] * p.scale, c < d4);
         acc[c] = vec4<f32>(0.0);
     }
     var m = -1.0e30;
     var l = 0.0;
-    for (var j0 = keys_begin; j0 < keys_end; j0 += KEYS) {
+    // Keys in groups of 8 from a multiple of 8 (the keys before a row's first are masked), so
+    // that a group lies in one cache block (block_size is a multiple of 8): one block-table
+    // load a group.
+    for (var j0 = keys_begin - keys_begin % KEYS; j0 < keys_end; j0 += KEYS) {
         var s: array<f32, KEYS>;
         var base: array<u32, KEYS>;
         var m_new = m;
+        let block_start = block_tables[table + j0 / p.block_size] * p.block_size;
         for (var k = 0u; k < KEYS; k++) {
             let j = min(j0 + k, keys_end - 1u);
-            let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
-            base[k] = (slot * p.num_kv_heads + kvh) * d4;
+            let slot = block_start + j % p.block_size;
+            base[k] = (slot * p.num_kv_heads + kvh) * d8;
             var dot4 = vec4<f32>(0.0);
             for (var r = 0u; r < rounds; r++) {
-                let c = r * LANES;
-                let kc = k4(base[k] + min(c + lane, d4 - 1u));
-                dot4 += q[c] * subgroupBroadcast(kc, 0u);
-                dot4 += q[c + 1u] * subgroupBroadcast(kc, 1u);
-                dot4 += q[c + 2u] * subgroupBroadcast(kc, 2u);
-                dot4 += q[c + 3u] * subgroupBroadcast(kc, 3u);
-                dot4 += q[c + 4u] * subgroupBroadcast(kc, 4u);
-                dot4 += q[c + 5u] * subgroupBroadcast(kc, 5u);
-                dot4 += q[c + 6u] * subgroupBroadcast(kc, 6u);
-                dot4 += q[c + 7u] * subgroupBroadcast(kc, 7u);
+                let c = 2u * r * LANES;
+                let kc = k8(base[k] + min(r * LANES + lane, d8 - 1u));
+                dot4 += q[c] * subgroupBroadcast(kc.lo, 0u) + q[c + 1u] * subgroupBroadcast(kc.hi, 0u);
+                dot4 += q[c + 2u] * subgroupBroadcast(kc.lo, 1u) + q[c + 3u] * subgroupBroadcast(kc.hi, 1u);
+                dot4 += q[c + 4u] * subgroupBroadcast(kc.lo, 2u) + q[c + 5u] * subgroupBroadcast(kc.hi, 2u);
+                dot4 += q[c + 6u] * subgroupBroadcast(kc.lo, 3u) + q[c + 7u] * subgroupBroadcast(kc.hi, 3u);
+                dot4 += q[c + 8u] * subgroupBroadcast(kc.lo, 4u) + q[c + 9u] * subgroupBroadcast(kc.hi, 4u);
+                dot4 += q[c + 10u] * subgroupBroadcast(kc.lo, 5u) + q[c + 11u] * subgroupBroadcast(kc.hi, 5u);
+                dot4 += q[c + 12u] * subgroupBroadcast(kc.lo, 6u) + q[c + 13u] * subgroupBroadcast(kc.hi, 6u);
+                dot4 += q[c + 14u] * subgroupBroadcast(kc.lo, 7u) + q[c + 15u] * subgroupBroadcast(kc.hi, 7u);
             }
             let seen = j0 + k >= first && j0 + k < n_keys;
             s[k] = select(-3.0e38, dot4.x + dot4.y + dot4.z + dot4.w, seen);
@@ -166,7 +180,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let ar = lanes_of(a);
         for (var r = 0u; r < rounds; r++) {
             for (var row = 0u; row < LANES; row++) {
-                acc[r * LANES + row] *= ar[row];
+                let i = 2u * (r * LANES + row);
+                acc[i] *= ar[row];
+                acc[i + 1u] *= ar[row];
             }
         }
         for (var k = 0u; k < KEYS; k++) {
@@ -174,15 +190,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             l += e;
             let er = lanes_of(e);
             for (var r = 0u; r < rounds; r++) {
-                let vc = v4(base[k] + min(r * LANES + lane, d4 - 1u));
+                let vc = v8(base[k] + min(r * LANES + lane, d8 - 1u));
                 for (var row = 0u; row < LANES; row++) {
-                    acc[r * LANES + row] += er[row] * vc;
+                    let i = 2u * (r * LANES + row);
+                    acc[i] += er[row] * vc.lo;
+                    acc[i + 1u] += er[row] * vc.hi;
                 }
             }
         }
         m = m_new;
     }
-    // Row R's output, chunk 8 r + L, from lane L; the rows' sums from their own lanes.
+    // Row R's output, octet 8 r + L, from lane L; the rows' sums from their own lanes.
     let lr = lanes_of(l);
     for (var row = 0u; row < LANES; row++) {
         let r_row = first_row + row;
@@ -192,9 +210,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let ot = q_start + r_row / group;
         let ob = ot * p.num_heads * d4 + (kvh * group + r_row % group) * d4;
         for (var r = 0u; r < rounds; r++) {
-            let c = r * LANES + lane;
-            if (c < d4) {
-                out[ob + c] = acc[r * LANES + row] / lr[row];
+            let o = r * LANES + lane;
+            if (o < d8) {
+                let i = 2u * (r * LANES + row);
+                out[ob + 2u * o] = acc[i] / lr[row];
+                out[ob + 2u * o + 1u] = acc[i + 1u] / lr[row];
             }
         }
     }

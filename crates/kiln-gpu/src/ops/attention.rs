@@ -139,8 +139,10 @@ pub fn attention(
     ];
     let constants = [kv_dtype.override_constant()];
     if rowwise {
-        let (kernel, grid) = if kernels.rowwise_subgroups {
-            // A workgroup per 8 query rows of a segment and KV head, the head size compiled in.
+        let (kernel, grid) = if kernels.rowwise_subgroups && head_dim % 8 == 0 {
+            // A workgroup per 8 query rows of a segment and KV head, the head size compiled in
+            // (it reads K and V by octets; a head size of 4 mod 8 takes the plain row-wise
+            // kernel).
             let head = ("D4", (head_dim / 4) as f64);
             let grid = Grid::TokensZ {
                 y: num_kv_heads as u32,
