@@ -211,7 +211,7 @@ impl Matmul {
                         |uniform_x| get("matmul_rowwise_subgroup", f, &t.constants(uniform_x));
                     let last = i + 1 == SUBGROUP_TILES.len();
                     // Steps of up to `t.rows` rows read x through the uniform bindings where
-                    // the tile may and they hold the rows; the last tile also takes any number.
+                    // they hold the rows; the last tile also takes any number, from storage.
                     let uniform_x = t.reads_x_head(a.w.cols as u64, bound);
                     if !last || uniform_x {
                         tiers.push((t.rows, kernel(uniform_x), t.grid(n, samples)));

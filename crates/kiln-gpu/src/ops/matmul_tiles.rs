@@ -1,18 +1,16 @@
 //! The tiles of `shaders/matmul_rowwise_subgroup.wgsl` (the row-wise family's matrix kernel
 //! on adapters with subgroups of at least 8), which `matmul.rs` picks by a step's rows, and the
-//! uniform binding of x's head that the short ones read.
+//! two uniform bindings of x they read where those hold the step's rows.
 
 use crate::Grid;
 
 /// A tile of `matmul_rowwise_subgroup.wgsl` (its override constants): `rows` rows times `outs`
-/// outputs an invocation, `workgroup` invocations a workgroup; `uniform_x`: a step whose rows lie
-/// in x's first [`X_HEAD_BYTES`] reads them through the uniform binding.
+/// outputs an invocation, `workgroup` invocations a workgroup.
 #[derive(Clone, Copy)]
 pub(super) struct SubgroupTile {
     pub rows: u32,
     pub outs: u32,
     pub workgroup: u32,
-    pub uniform_x: bool,
 }
 
 /// The tiles a step runs, by its row count: a step of `r` rows runs the first tile of at least
@@ -28,25 +26,21 @@ pub(super) const SUBGROUP_TILES: [SubgroupTile; 4] = [
         rows: 1,
         outs: 2,
         workgroup: 16,
-        uniform_x: true,
     },
     SubgroupTile {
         rows: 4,
         outs: 2,
         workgroup: 16,
-        uniform_x: true,
     },
     SubgroupTile {
         rows: 8,
         outs: 4,
         workgroup: 16,
-        uniform_x: true,
     },
     SubgroupTile {
         rows: 16,
         outs: 4,
         workgroup: 16,
-        uniform_x: true,
     },
 ];
 
@@ -94,7 +88,7 @@ impl SubgroupTile {
         let lo_rows = rows.min(X_HEAD_HI_ROW);
         let hi_rows = rows - lo_rows;
         let fits = |rows: u64| rows * k * 4 <= X_HEAD_BYTES;
-        self.uniform_x && bound[0] && fits(lo_rows) && (hi_rows == 0 || (bound[1] && fits(hi_rows)))
+        bound[0] && fits(lo_rows) && (hi_rows == 0 || (bound[1] && fits(hi_rows)))
     }
 
     pub fn grid(self, n: u32, samples: bool) -> Grid {
