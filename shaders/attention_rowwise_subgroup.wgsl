@@ -4,22 +4,25 @@
 // runs a workgroup's invocations as the lanes of SIMD registers, where a per-lane load or an
 // array indexed at run time costs a step per lane and a barrier is dear.
 //
-// A workgroup (one subgroup of 8 invocations) serves 8 consecutive query rows of one segment
-// and one KV head, a row being (token, query head of that KV head) with heads fastest: 8
-// tokens of a prompt with one head per KV head, 2 tokens and 2 more rows with 3, one decode
-// row's heads. All lanes walk the same keys. A key's K and V rows are read once for all 8
-// rows, each lane loading every 8th octet of 8 elements (one 16-byte load from an f16
-// cache: lavapipe makes a per-lane load a loop over the lanes, whatever its width), and passed
-// around with subgroupBroadcast: each lane scores its own row against the whole K row, and
-// accumulates its own octets of V for all 8 rows. Each lane masks the keys outside its row's causal range
-// and window. Keys come 8 at a time; the online softmax rescales once per 8 keys.
+// A workgroup (one subgroup of 8 invocations) serves ROWS (at most 8) consecutive query rows
+// of one segment and one KV head, a row being (token, query head of that KV head) with heads
+// fastest. With ROWS = 8: 8 tokens of a prompt with one head per KV head, 2 tokens and 2 more
+// rows with 3, one decode row's heads. Steps of decoding tokens take ROWS = G (G < 8 query
+// heads per KV head), so no row is worked on twice. All lanes walk the same keys. A key's K
+// and V rows are read once for all the rows, each lane loading every 8th octet of 8 elements
+// (one 16-byte load from an f16 cache: lavapipe makes a per-lane load a loop over the lanes,
+// whatever its width), and passed around with subgroupBroadcast: each lane scores its own
+// row against the whole K row (lanes past ROWS repeat the last row), and accumulates its own
+// octets of V for every row. Each lane masks the keys outside its row's causal range and
+// window. Keys come 8 at a time; the online softmax rescales once per 8 keys.
 // The head size is the override D4 (head_dim / 4), so every loop over it unrolls and the
 // arrays stay in registers. No workgroup memory, no barriers.
 //
-// Grid: (tokens, KV heads, ceil(G / 8)), G query heads per KV head. A segment's rows are cut
-// into blocks of 8; block b belongs to the token holding its first row (token floor(8 b / G)
-// of the segment), and workgroup (t, kvh, z) serves block ceil(i G / 8) + z of t's segment,
-// i being t's index there, if it belongs to token i, and returns otherwise.
+// Grid: (tokens, KV heads, ceil(G / ROWS)), G query heads per KV head. A segment's rows are
+// cut into blocks of ROWS; block b belongs to the token holding its first row (token
+// floor(ROWS b / G) of the segment), and workgroup (t, kvh, z) serves block
+// ceil(i G / ROWS) + z of t's segment, i being t's index there, if it belongs to token i,
+// and returns otherwise.
 // Positions rise by one along a segment. The cache holds f16 pairs packed in u32 (KV_F16) or
 // f32 bits (see kv_layout.rs), read 8 elements at a time. Needs head_dim % 8 == 0 and
 // head_dim <= 256.
@@ -28,6 +31,7 @@
 
 override KV_F16: bool = true;
 override D4: u32 = 16u; // head_dim / 4, at most 64
+override ROWS: u32 = 8u; // query rows a workgroup serves, at most LANES
 
 const LANES: u32 = 8u;
 const KEYS: u32 = 8u; // keys per rescale
@@ -114,12 +118,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let rows = seq_info[seq * 4u + 1u] * group;
     let table = seq_info[seq * 4u + 3u];
     let i = t - q_start;
-    let block = (i * group + LANES - 1u) / LANES + wg.z;
-    if (block * LANES >= (i + 1u) * group) {
+    let block = (i * group + ROWS - 1u) / ROWS + wg.z;
+    if (block * ROWS >= (i + 1u) * group) {
         return; // the block's first row is a later token's
     }
-    let first_row = block * LANES;
-    let last_row = min(first_row + LANES, rows) - 1u;
+    let first_row = block * ROWS;
+    let last_row = min(first_row + ROWS, rows) - 1u;
     // The keys some row of the block sees: from the first row's window to the last row.
     let keys_begin = window_start(positions[t] + 1u);
     let keys_end = positions[q_start + last_row / group] + 1u;
@@ -179,7 +183,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         l *= a;
         let ar = lanes_of(a);
         for (var r = 0u; r < rounds; r++) {
-            for (var row = 0u; row < LANES; row++) {
+            for (var row = 0u; row < ROWS; row++) {
                 let i = 2u * (r * LANES + row);
                 acc[i] *= ar[row];
                 acc[i + 1u] *= ar[row];
@@ -191,7 +195,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let er = lanes_of(e);
             for (var r = 0u; r < rounds; r++) {
                 let vc = v8(base[k] + min(r * LANES + lane, d8 - 1u));
-                for (var row = 0u; row < LANES; row++) {
+                for (var row = 0u; row < ROWS; row++) {
                     let i = 2u * (r * LANES + row);
                     acc[i] += er[row] * vc.lo;
                     acc[i + 1u] += er[row] * vc.hi;
@@ -202,7 +206,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     // Row R's output, octet 8 r + L, from lane L; the rows' sums from their own lanes.
     let lr = lanes_of(l);
-    for (var row = 0u; row < LANES; row++) {
+    for (var row = 0u; row < ROWS; row++) {
         let r_row = first_row + row;
         if (r_row > last_row) {
             break;

@@ -8,6 +8,8 @@
 //  2. temperature and exclusion: a token is left out (as if its probability were 0) when the
 //     row's allowed-token mask clears its bit or its logit is not finite (-inf, +inf, NaN;
 //     tested on the bits, since WGSL may assume floats are finite); greedy (argmax) when it is 0 or top_k is 1;
+//     a greedy row asking for no log-probs stops at the argmax (nothing stored back, no
+//     normaliser);
 //  3. filtering by thresholds found by bisection, so no sort is needed: top-k (largest
 //     threshold keeping at least k tokens), top-p (largest threshold keeping at least top_p of
 //     the top-k mass), min-p (probability at least min_p times the top token's);
@@ -281,6 +283,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if (sp.temperature > 0.0) {
         inv_t = 1.0 / sp.temperature;
     }
+    // A greedy row reporting no log-probabilities needs only the argmax: the processed values
+    // are not stored and the log-sum-exp pass is skipped (its log-prob word is left at 0).
+    let argmax_only = greedy && sp.top_logprobs == 0u && sp.forced == NONE;
     var best_v = NEG;
     var best_i = NONE;
     var lowest = 3.0e38;
@@ -290,7 +295,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (!ok) {
             l = NEG;
         }
-        logits[base + i] = l;
+        if (!argmax_only) {
+            logits[base + i] = l;
+        }
         if (ok) {
             if (best_i == NONE || l > best_v) {
                 best_v = l;
@@ -304,14 +311,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // No token left: the rest runs on NEG values (harmless) and the id written is NONE.
     let empty = top.y == NONE;
     let m = bitcast<f32>(top.x);
-    var z_part = 0.0;
-    for (var i = lid; i < v_count; i += WG) {
-        let l = logits[base + i];
-        if (l > NEG) {
-            z_part += exp(l - m);
+    var lse = m;
+    if (!argmax_only) {
+        var z_part = 0.0;
+        for (var i = lid; i < v_count; i += WG) {
+            let l = logits[base + i];
+            if (l > NEG) {
+                z_part += exp(l - m);
+            }
         }
+        lse = m + log(reduce_sum(lid, z_part));
     }
-    let lse = m + log(reduce_sum(lid, z_part));
 
     var chosen = top.y;
     if (sp.forced != NONE) {
@@ -381,8 +391,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
 
     // 5. Outputs.
-    var chosen_lp = logits[base + chosen] - lse;
-    if (raw) {
+    var chosen_lp = select(logits[base + chosen] - lse, 0.0, argmax_only);
+    if (raw && sp.top_logprobs > 0u) {
         // The chosen token's raw logit: the penalty list's copy if it was penalised.
         if (lid == 0u && !empty) {
             found = logits[base + chosen] / inv_t;
@@ -398,9 +408,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             found = pend_raw;
         }
         workgroupBarrier();
-        if (sp.top_logprobs > 0u) {
-            chosen_lp = found - lse_raw;
-        }
+        chosen_lp = found - lse_raw;
     }
     if (lid == 0u) {
         out[o] = select(chosen, NONE, empty);

@@ -518,7 +518,6 @@ fn check_attention(
         split_tokens,
     )
     .unwrap();
-    run(&ctx, |p| l.record(p, t as u32, 0));
     let mut want = vec![0f32; t * nh * d];
     for i in 0..t {
         let table = &per_seq_tables[token_seq[i] as usize];
@@ -550,16 +549,23 @@ fn check_attention(
             }
         }
     }
-    assert_close(
-        &format!(
-            "attention rowwise={} split {split_tokens} kv {dtype} heads {nh}/{nkv}x{d} window {window:?}",
-            k.rowwise
-        ),
-        &read_f32(&ctx, &out, want.len()),
-        &want,
-        1e-4,
-        1e-3,
-    );
+    // As many sampled rows as tokens: the launch for decoding steps (the subgroup row-wise
+    // kernel with a workgroup per token's heads of a KV head), here on every segment.
+    for samples in [0, t as u32] {
+        ctx.queue
+            .write_buffer(&out, 0, bytemuck::cast_slice(&vec![0f32; want.len()]));
+        run(&ctx, |p| l.record(p, t as u32, samples));
+        assert_close(
+            &format!(
+                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?}",
+                k.rowwise
+            ),
+            &read_f32(&ctx, &out, want.len()),
+            &want,
+            1e-4,
+            1e-3,
+        );
+    }
 }
 
 /// A matrix with a value beyond f16's range stays f32 on the GPU instead of holding an

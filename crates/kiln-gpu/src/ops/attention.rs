@@ -57,6 +57,10 @@ pub struct Attention {
     whole: Launch,
     split: Option<(Launch, Launch)>,
     split_tokens: u32,
+    /// For steps of decoding tokens only (no more tokens than sampled rows): the row-wise
+    /// subgroup kernel with a workgroup per token's query heads of a KV head, where the whole
+    /// launch's 8-row blocks would repeat rows (fewer than 8 query heads per KV head).
+    decode: Option<Launch>,
 }
 
 impl Recorded for Attention {
@@ -65,7 +69,10 @@ impl Recorded for Attention {
             Some((runs, reduce)) if tokens <= self.split_tokens => {
                 runs.record(pass, tokens, samples) + reduce.record(pass, tokens, samples)
             }
-            _ => self.whole.record(pass, tokens, samples),
+            _ => match &self.decode {
+                Some(decode) if tokens <= samples => decode.record(pass, tokens, samples),
+                _ => self.whole.record(pass, tokens, samples),
+            },
         }
     }
 
@@ -139,29 +146,42 @@ pub fn attention(
     ];
     let constants = [kv_dtype.override_constant()];
     if rowwise {
-        let (kernel, grid) = if kernels.rowwise_subgroups && head_dim % 8 == 0 {
-            // A workgroup per 8 query rows of a segment and KV head, the head size compiled in
-            // (it reads K and V by octets; a head size of 4 mod 8 takes the plain row-wise
-            // kernel).
-            let head = ("D4", (head_dim / 4) as f64);
-            let grid = Grid::TokensZ {
-                y: num_kv_heads as u32,
-                z: group.div_ceil(8) as u32,
+        if kernels.rowwise_subgroups && head_dim % 8 == 0 {
+            // A workgroup per `rows` query rows of a segment and KV head, the head size
+            // compiled in (it reads K and V by octets; a head size of 4 mod 8 takes the plain
+            // row-wise kernel).
+            let launch = |rows: usize| {
+                let kernel = kernels.get_with(
+                    "attention_rowwise_subgroup",
+                    &[
+                        constants[0],
+                        ("D4", (head_dim / 4) as f64),
+                        ("ROWS", rows as f64),
+                    ],
+                );
+                let grid = Grid::TokensZ {
+                    y: num_kv_heads as u32,
+                    z: group.div_ceil(rows) as u32,
+                };
+                Launch::new(&ctx.device, kernel, &buffers[..10], grid)
             };
-            let kernel = kernels.get_with("attention_rowwise_subgroup", &[constants[0], head]);
-            (kernel, grid)
-        } else {
-            let grid = Grid::Elements {
-                width: num_heads as u32,
-                per: 64,
-            };
-            (kernels.get_with("attention_rowwise", &constants), grid)
+            return Ok(Attention {
+                whole: launch(8),
+                split: None,
+                split_tokens: 0,
+                decode: (group < 8).then(|| launch(group)),
+            });
+        }
+        let grid = Grid::Elements {
+            width: num_heads as u32,
+            per: 64,
         };
-        let whole = Launch::new(&ctx.device, kernel, &buffers[..10], grid);
+        let kernel = kernels.get_with("attention_rowwise", &constants);
         return Ok(Attention {
-            whole,
+            whole: Launch::new(&ctx.device, kernel, &buffers[..10], grid),
             split: None,
             split_tokens: 0,
+            decode: None,
         });
     }
     let whole = Launch::new(
@@ -199,6 +219,7 @@ pub fn attention(
         whole,
         split,
         split_tokens,
+        decode: None,
     })
 }
 
