@@ -77,10 +77,17 @@ fn pcg(v: u32) -> u32 {
     return (word >> 22u) ^ word;
 }
 
-// Uniform in (0, 1), a pure function of (seed, draw, token).
-fn uniform01(seed_lo: u32, seed_hi: u32, draw: u32, token: u32) -> f32 {
+// An exponential variable of rate 1, a pure function of (seed, draw, token): -log(1 - v), v
+// uniform over the 2^23 midpoints (2k + 1) / 2^24 of (0, 1), so 1 - v is exact and never 1.
+// Where v is small its series stands in for log, whose absolute error (2^-21 near 1) would
+// swamp it. The Gumbel noise -log(E) is then finite, at most 16.6.
+fn exponential(seed_lo: u32, seed_hi: u32, draw: u32, token: u32) -> f32 {
     let h = pcg(seed_lo ^ pcg(seed_hi ^ pcg(draw ^ pcg(token))));
-    return (f32(h >> 8u) + 0.5) / 16777216.0;
+    let v = (f32(h >> 9u) + 0.5) / 8388608.0;
+    if (v < 0.0009765625) {
+        return v * (1.0 + v * (0.5 + v / 3.0));
+    }
+    return -log(1.0 - v);
 }
 
 fn reduce_sum(lid: u32, v: f32) -> f32 {
@@ -379,8 +386,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var i = lid; i < v_count; i += WG) {
             let l = logits[base + i];
             if (l >= thr) {
-                let u = uniform01(sp.seed_lo, sp.seed_hi, sp.draw_index, i);
-                let g = l - log(-log(u));
+                let g = l - log(exponential(sp.seed_lo, sp.seed_hi, sp.draw_index, i));
                 if (g > gv) {
                     gv = g;
                     gi = i;
