@@ -64,22 +64,7 @@ build_llama_server() {
     cp "$tree"/build/bin/llama-server "$(dirname "$LLAMA")/"
 }
 
-SERVER=
-start() { # name command...
-  local name=$1
-  shift
-  "$@" >"$OUT/$name-server.log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 1200); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return 0
-    kill -0 "$SERVER" 2>/dev/null || { cat "$OUT/$name-server.log"; exit 1; }
-    sleep 0.5
-  done
-  echo "$name did not start" >&2
-  exit 1
-}
-stop() { [ -n "$SERVER" ] && { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; }; SERVER=; }
-trap stop EXIT
+source scripts/server-lifecycle.sh
 
 workloads() { # name
   local b=("$KILN" bench --base-url "http://127.0.0.1:$PORT")
@@ -94,16 +79,17 @@ workloads() { # name
 }
 
 if [ "$run_kiln" = 1 ]; then
-  start kiln "$KILN" serve --model "$MODEL" --port "$PORT"
+  start_server "$OUT/kiln-server.log" "$PORT" "$KILN" serve --model "$MODEL" --port "$PORT"
   workloads kiln
-  stop
+  stop_server
 fi
 if [ "$run_llama" = 1 ]; then
   [ -x "$LLAMA" ] || build_llama_server
-  start "$llama_name" env LD_LIBRARY_PATH="$(dirname "$LLAMA")" "${llama_env[@]}" "$LLAMA" \
-    -m "$MODEL" -ngl 99 -np 8 -c 8192 --port "$PORT"
+  start_server "$OUT/$llama_name-server.log" "$PORT" \
+    env LD_LIBRARY_PATH="$(dirname "$LLAMA")" "${llama_env[@]}" \
+    "$LLAMA" -m "$MODEL" -ngl 99 -np 8 -c 8192 --port "$PORT"
   workloads "$llama_name"
-  stop
+  stop_server
 fi
 
 python3 - "$OUT" <<'EOF'

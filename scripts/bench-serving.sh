@@ -11,18 +11,12 @@ OUT=bench-results
 mkdir -p "$OUT"
 PORT=18431
 
+source scripts/server-lifecycle.sh
 start() {
-  "$KILN" serve --port "$PORT" --kv-memory $((512 << 20)) --cpu-kv-bytes $((256 << 20)) "$@" >"$OUT/serve.log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return 0
-    kill -0 "$SERVER" 2>/dev/null || { cat "$OUT/serve.log"; exit 1; }
-    sleep 0.5
-  done
-  echo "server did not start" >&2; exit 1
+  start_server "$OUT/serve.log" "$PORT" "$KILN" serve --port "$PORT" --kv-memory $((512 << 20)) \
+    --cpu-kv-bytes $((256 << 20)) "$@"
 }
-stop() { kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; }
-trap stop EXIT
+stop() { stop_server; }
 bench() { "$KILN" bench --base-url "http://127.0.0.1:$PORT" "$@"; }
 
 # Continuous against static batching: prefix caching off and fresh prompts (a seed per run), so
