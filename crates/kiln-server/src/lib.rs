@@ -196,7 +196,7 @@ async fn serve_engine(
     let health = engine.health.clone();
     let state = Arc::new(AppState {
         config,
-        tool_format: ToolFormat::detect(model.chat_template.as_ref()),
+        tool_format: ToolFormat::detect(model.chat_template.as_ref(), &model.tokenizer),
         model,
         engine,
         metrics: Default::default(),

@@ -106,9 +106,10 @@ impl AppState {
                         "only assistant messages carry tool_calls",
                     ));
                 }
-                let calls = crate::tools::past_calls(calls)?;
-                for c in &calls {
+                let mut calls = crate::tools::past_calls(calls)?;
+                for c in &mut calls {
                     calls_made.insert(c.id.clone(), c.function.name.clone());
+                    c.id = self.tool_format.template_call_id(&c.id);
                 }
                 if native {
                     msg.tool_calls = Some(calls);
@@ -117,6 +118,9 @@ impl AppState {
                 }
             }
             crate::tools::check_tool_reply(m, &calls_made)?;
+            msg.tool_call_id = msg
+                .tool_call_id
+                .map(|id| self.tool_format.template_call_id(&id));
             if !native && msg.content.is_none() {
                 // Templates without tools concatenate content as a string.
                 msg.content = Some(String::new());

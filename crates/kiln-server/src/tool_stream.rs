@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tool_format::ToolFormat;
+use crate::tool_format::{MISTRAL_OPEN, ToolFormat};
 
 /// A reply's prefix, parsed: its content so far and its calls so far (a call's name once
 /// complete, its arguments' raw JSON text so far).
@@ -45,6 +45,28 @@ pub fn partial(format: ToolFormat, text: &str) -> Partial {
                 }
             }
         }
+        ToolFormat::Mistral { .. } => {
+            // Calls open the reply: the opener (as text, where it is not a special token)
+            // and a JSON array of calls. Text that may still become that is held back.
+            let start = text.trim_start();
+            let body = match start.strip_prefix(MISTRAL_OPEN) {
+                Some(rest) => rest.trim_start(),
+                None if MISTRAL_OPEN.starts_with(start) => return p,
+                None => start,
+            };
+            match body.strip_prefix('[') {
+                Some(mut rest) if may_open_call(rest) => {
+                    while let Some(after) = call(&mut p, rest, "arguments") {
+                        match lit(after, ",") {
+                            Some(next) => rest = next,
+                            None => break,
+                        }
+                    }
+                }
+                None if body.is_empty() => {}
+                _ => p.content = text.to_string(),
+            }
+        }
         ToolFormat::Llama3 => {
             let body = text.trim_start().trim_start_matches("<|python_tag|>");
             if body.starts_with('{') {
@@ -73,6 +95,17 @@ fn call<'a>(p: &mut Partial, s: &'a str, args_key: &str) -> Option<&'a str> {
     p.calls
         .push((name, s[..end.unwrap_or(s.len())].to_string()));
     lit(&s[end?..], "}")
+}
+
+/// Whether `s` is, or may still become, the start of a call object (`{"name"`).
+fn may_open_call(s: &str) -> bool {
+    match lit(s, "{") {
+        Some(rest) => {
+            let rest = rest.trim_start();
+            "\"name\"".starts_with(rest) || rest.starts_with("\"name\"")
+        }
+        None => s.trim_start().is_empty(),
+    }
 }
 
 /// `s` after optional whitespace and `l`; `None` when `s` does not (yet) hold all of `l`.
@@ -280,5 +313,32 @@ mod tests {
         );
         let (content, calls) = replay(ToolFormat::Llama3, "Plain answer.");
         assert_eq!((content.as_str(), calls.len()), ("Plain answer.", 0));
+    }
+
+    #[test]
+    fn mistral_holds_back_what_may_open_calls() {
+        let f = ToolFormat::Mistral { open: None };
+        let calls =
+            r#"[{"name": "get", "arguments": {"q": "a]"}}, {"name": "put", "arguments": {}}]"#;
+        let want = vec![
+            ("get".to_string(), r#"{"q": "a]"}"#.to_string()),
+            ("put".to_string(), "{}".to_string()),
+        ];
+        // With the opener as text, and without it (a special token leaves no text).
+        for text in [format!("{MISTRAL_OPEN}{calls}"), calls.to_string()] {
+            let (content, got) = replay(f, &text);
+            assert_eq!((content.as_str(), &got), ("", &want), "{text}");
+        }
+        for text in [
+            "Plain answer.",
+            "[1] A footnote.",
+            "[TOOL] is a word",
+            "[ {\"x\": 1} ]",
+        ] {
+            let (content, got) = replay(f, text);
+            assert_eq!((content.as_str(), got.len()), (text, 0));
+        }
+        assert_eq!(partial(f, "[TOOL_CA").content, "");
+        assert_eq!(partial(f, "[ {\"na").content, "");
     }
 }

@@ -1,6 +1,6 @@
 //! Tool calls in a model's own format: the tiny random model given Qwen2.5's chat template,
 //! which renders the tools itself and expects Hermes-style `<tool_call>` blocks (and Llama
-//! 3.2's, bare JSON calls). The prompt is checked through the render endpoint; `required` and
+//! 3.2's, bare JSON calls; and Mistral-Nemo's, `[TOOL_CALLS]` and a JSON array). The prompt is checked through the render endpoint; `required` and
 //! named calls must come back as valid calls (the grammar writes the syntax, the random model
 //! only picks within it).
 
@@ -16,6 +16,9 @@ const QWEN_TEMPLATE: &str =
 
 const LLAMA_TEMPLATE: &str =
     include_str!("../../kiln-model/tests/data/chat_templates/llama3.2.jinja");
+
+const MISTRAL_TEMPLATE: &str =
+    include_str!("../../kiln-model/tests/data/chat_templates/mistral-nemo.jinja");
 
 fn tiny_with(template: &str) -> String {
     start_tiny_model(&kiln_model::testing::TinyConfig {
@@ -98,8 +101,22 @@ async fn the_template_renders_tools_and_past_calls() {
     );
 }
 
+/// kiln's call ids in most formats.
+fn kiln_id(id: &str) -> bool {
+    id.starts_with("call-")
+}
+
+/// The call ids Mistral's templates take.
+fn mistral_id(id: &str) -> bool {
+    id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 /// Every call of a finished choice names an offered tool and its arguments validate.
 fn check_calls(choice: &Value, allowed: &[&str]) -> usize {
+    check_calls_with(choice, allowed, kiln_id)
+}
+
+fn check_calls_with(choice: &Value, allowed: &[&str], id_ok: fn(&str) -> bool) -> usize {
     let calls = choice["message"]["tool_calls"]
         .as_array()
         .cloned()
@@ -107,7 +124,7 @@ fn check_calls(choice: &Value, allowed: &[&str]) -> usize {
     for c in &calls {
         let name = c["function"]["name"].as_str().unwrap();
         assert!(allowed.contains(&name), "{choice}");
-        assert!(c["id"].as_str().unwrap().starts_with("call"), "{c}");
+        assert!(id_ok(c["id"].as_str().unwrap()), "{c}");
         let args: Value =
             serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
         match name {
@@ -116,8 +133,13 @@ fn check_calls(choice: &Value, allowed: &[&str]) -> usize {
                 "{args}"
             ),
             _ => {
-                let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
-                assert!((-99..=999).contains(&a) && (0..=9).contains(&b), "{args}");
+                // JSON Schema's integers include numbers written with a zero fraction (-0.0).
+                let int = |v: &Value| v.as_f64().filter(|x| x.fract() == 0.0);
+                let (a, b) = (int(&args["a"]).unwrap(), int(&args["b"]).unwrap());
+                assert!(
+                    (-99.0..=999.0).contains(&a) && (0.0..=9.0).contains(&b),
+                    "{args}"
+                );
             }
         }
     }
@@ -216,11 +238,16 @@ async fn llama3_calls_are_bare_json_with_parameters() {
 
 #[tokio::test]
 async fn streamed_calls_arrive_token_by_token_and_match_the_whole_reply() {
+    compare_streamed(server(), kiln_id).await;
+}
+
+/// Required calls streamed from `base` against the same request's whole reply.
+async fn compare_streamed(base: &str, id_ok: fn(&str) -> bool) {
     let mut compared = 0;
     for seed in 0..4 {
         let body = json!({"model": "tiny", "tools": tools(), "tool_choice": "required", "seed": seed,
             "temperature": 1.0, "max_tokens": 200, "messages": [{"role": "user", "content": "Weather?"}]});
-        let (s, whole) = post(server(), "/v1/chat/completions", &body).await;
+        let (s, whole) = post(base, "/v1/chat/completions", &body).await;
         assert_eq!(s, 200, "{whole}");
         let want = &whole["choices"][0];
         if want["finish_reason"] == "length" {
@@ -228,7 +255,7 @@ async fn streamed_calls_arrive_token_by_token_and_match_the_whole_reply() {
         }
         let mut streamed = body.clone();
         streamed["stream"] = json!(true);
-        let chunks = stream(server(), "/v1/chat/completions", &streamed).await;
+        let chunks = stream(base, "/v1/chat/completions", &streamed).await;
         let (mut calls, mut pieces, mut finish) = (Vec::<(String, String)>::new(), 0, None);
         for c in &chunks {
             let ch = &c["choices"][0];
@@ -236,7 +263,7 @@ async fn streamed_calls_arrive_token_by_token_and_match_the_whole_reply() {
                 let i = tc["index"].as_u64().unwrap() as usize;
                 if let Some(name) = tc["function"]["name"].as_str() {
                     assert_eq!(i, calls.len(), "calls open in order: {tc}");
-                    assert!(tc["id"].as_str().unwrap().starts_with("call"), "{tc}");
+                    assert!(id_ok(tc["id"].as_str().unwrap()), "{tc}");
                     calls.push((name.to_string(), String::new()));
                 }
                 let args = tc["function"]["arguments"].as_str().unwrap();
@@ -269,4 +296,59 @@ async fn streamed_calls_arrive_token_by_token_and_match_the_whole_reply() {
         compared += 1;
     }
     assert!(compared > 0, "no reply finished");
+}
+
+#[tokio::test]
+async fn mistral_calls_follow_its_opener_with_nine_character_ids() {
+    let base = tiny_with(MISTRAL_TEMPLATE);
+    // A past call whose id is not Mistral's renders (the template raises on such ids): the
+    // call and the tool message answering it are given the same 9-character id.
+    let body = json!({"model": "tiny", "tools": tools(), "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "-3 C"}
+    ]});
+    let text = rendered_by(&base, &body).await;
+    assert!(
+        text.contains(
+            r#"[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "get_weather""#
+        ),
+        "{text}"
+    );
+    let id_after = |key: &str| {
+        let at = text.find(key).unwrap_or_else(|| panic!("{key} in {text}")) + key.len();
+        text[at..at + 9].to_string()
+    };
+    let (call_id, answer_id) = (id_after(r#", "id": ""#), id_after(r#""call_id": ""#));
+    assert!(mistral_id(&call_id), "{text}");
+    assert_eq!(call_id, answer_id, "{text}");
+    assert!(
+        text.contains(
+            r#"[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": ""#
+        ),
+        "{text}"
+    );
+
+    let mut finished = 0;
+    for seed in 0..3 {
+        let ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required", "seed": seed,
+            "temperature": 1.0, "max_tokens": 200, "n": 2,
+            "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
+        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
+        assert_eq!(s, 200, "{r}");
+        for c in r["choices"].as_array().unwrap() {
+            if c["finish_reason"] == "length" {
+                continue;
+            }
+            assert_eq!(c["finish_reason"], "tool_calls", "{c}");
+            assert!(
+                check_calls_with(c, &["get_weather", "add"], mistral_id) >= 1,
+                "{c}"
+            );
+            finished += 1;
+        }
+    }
+    assert!(finished > 0, "no choice finished");
+    compare_streamed(&base, mistral_id).await;
 }

@@ -210,7 +210,7 @@ async fn tools_reply(
         };
         let calls: Vec<Value> = calls
             .into_iter()
-            .map(|(name, args)| json!({"id": random_id("call"), "type": "function", "function": {"name": name, "arguments": args}}))
+            .map(|(name, args)| json!({"id": plan.format.new_call_id(), "type": "function", "function": {"name": name, "arguments": args}}))
             .collect();
         let finish = if calls.is_empty() {
             finish
@@ -259,7 +259,7 @@ fn stream_tools(
         match item.result {
             Ok(d) => {
                 let s = &mut streams[item.index];
-                for delta in s.push(&d.text, || random_id("call")) {
+                for delta in s.push(&d.text, || plan.format.new_call_id()) {
                     events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
                 }
                 if let Some(finish) = d.finish {

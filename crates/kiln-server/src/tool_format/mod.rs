@@ -1,10 +1,12 @@
 //! How a model writes tool calls. A chat template that reads `tools` describes them itself
 //! and was trained on its own call syntax: Hermes-style `<tool_call>{..}</tool_call>` blocks
-//! (Qwen2.5, Qwen3, Hermes) or Llama 3.x's bare `{"name": .., "parameters": {..}}`. Templates
-//! without tools get kiln's generic format (see `tools.rs`). Detected from the template text.
+//! (Qwen2.5, Qwen3, Hermes), Llama 3.x's bare `{"name": .., "parameters": {..}}`, or
+//! Mistral's `[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]` (with 9-character call ids).
+//! Templates without tools get kiln's generic format (see `tools.rs`). Detected from the
+//! template text.
 
 use kiln_engine::{Grammar, compact_schema};
-use kiln_model::ChatTemplate;
+use kiln_model::{ChatTemplate, Tokenizer};
 use serde_json::{Value, json};
 
 use crate::tools::compact_json;
@@ -17,10 +19,17 @@ pub enum ToolFormat {
     Hermes,
     /// `{"name": .., "parameters": {..}}`, one call per turn.
     Llama3,
+    /// `[TOOL_CALLS]` then a JSON array of `{"name": .., "arguments": {..}}`, opening the
+    /// reply. `open`: the opener's id where the tokenizer has it as a special token (its
+    /// text is then never in the decoded reply); `None`: written as text.
+    Mistral { open: Option<u32> },
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
 const HERMES_CLOSE: &str = "</tool_call>";
+pub const MISTRAL_OPEN: &str = "[TOOL_CALLS]";
+/// The length of the call ids Mistral's templates require (ASCII letters and digits).
+const MISTRAL_ID_LEN: usize = 9;
 
 /// `s` as a Lark `/regex/` body matching it literally (only the metacharacters escaped: `\<`
 /// would be a word boundary).
@@ -34,18 +43,71 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
+const ALNUM: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
 /// A parsed reply: its text (`None` when only calls) and its calls as `(name, arguments as
 /// JSON text)`.
 pub type Reply = (Option<String>, Vec<(String, String)>);
 
 impl ToolFormat {
-    pub fn detect(template: Option<&ChatTemplate>) -> ToolFormat {
+    pub fn detect(template: Option<&ChatTemplate>, tokenizer: &Tokenizer) -> ToolFormat {
         match template {
             Some(t) if t.reads_tools() && t.source().contains(HERMES_OPEN) => ToolFormat::Hermes,
+            // Not the later form `[TOOL_CALLS]name[ARGS]{..}`, which has no format here.
+            Some(t)
+                if t.reads_tools()
+                    && t.source().contains(MISTRAL_OPEN)
+                    && !t.source().contains("[ARGS]") =>
+            {
+                ToolFormat::Mistral {
+                    open: tokenizer
+                        .token_to_id(MISTRAL_OPEN)
+                        .filter(|&id| tokenizer.is_special(id)),
+                }
+            }
             Some(t) if t.reads_tools() && t.source().contains("\"parameters\": ") => {
                 ToolFormat::Llama3
             }
             _ => ToolFormat::Generic,
+        }
+    }
+
+    /// A fresh id for a call the model made: 9 letters and digits for Mistral (whose
+    /// templates refuse others when the call comes back), `call-` and 16 hex digits otherwise.
+    pub fn new_call_id(self) -> String {
+        match self {
+            ToolFormat::Mistral { .. } => {
+                use rand::Rng;
+                let mut rng = rand::rng();
+                (0..MISTRAL_ID_LEN)
+                    .map(|_| ALNUM[rng.random_range(0..ALNUM.len())] as char)
+                    .collect()
+            }
+            _ => format!("call-{:016x}", rand::random::<u64>()),
+        }
+    }
+
+    /// A past call's id as the template is given it. Mistral's templates raise on any id
+    /// that is not 9 characters long, so another id (one a client or another server made) is
+    /// mapped to 9 letters and digits derived from it: the same id always maps alike, so a
+    /// call and the tool message answering it still agree. Other formats take ids as they are.
+    pub fn template_call_id(self, id: &str) -> String {
+        let fits = id.len() == MISTRAL_ID_LEN && id.bytes().all(|b| b.is_ascii_alphanumeric());
+        match self {
+            ToolFormat::Mistral { .. } if !fits => {
+                // FNV-1a over the id's bytes, written in base 62.
+                let mut h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                (0..MISTRAL_ID_LEN)
+                    .map(|_| {
+                        let c = ALNUM[(h % 62) as usize] as char;
+                        h /= 62;
+                        c
+                    })
+                    .collect()
+            }
+            _ => id.to_string(),
         }
     }
 
@@ -108,6 +170,32 @@ impl ToolFormat {
             ToolFormat::Llama3 if auto => Grammar::Lark(format!(
                 "start: TEXT | call\nTEXT: /([^{{](?s:.*))?/\ncall: %json {schema}\n"
             )),
+            ToolFormat::Mistral { open } => {
+                let opener = match open {
+                    Some(id) => format!("<[{id}]>"),
+                    None => kiln_engine::lark_string(MISTRAL_OPEN),
+                };
+                let mut calls =
+                    json!({"type": "array", "items": self.call_schema(offered), "minItems": 1});
+                if !parallel {
+                    calls["maxItems"] = json!(1);
+                }
+                let calls = compact_schema(calls);
+                // An answer may be any text but what would read as calls: the opener written
+                // out, or a JSON array of objects (a special opener leaves no text of its
+                // own, so the calls are known by what follows it).
+                let start = if auto {
+                    format!(
+                        "start: TEXT | call\nTEXT: /(?s:.*)/ & ~/{o}(?s:.*)/ & ~/\\s*\\[\\s*\\{{(?s:.*)/\n",
+                        o = regex_escape(MISTRAL_OPEN),
+                    )
+                } else {
+                    "start: call\n".to_string()
+                };
+                Grammar::Lark(format!(
+                    "{start}call: {opener} \" \"? body\nbody: %json {calls}\n"
+                ))
+            }
             _ => Grammar::JsonSchema(self.call_schema(offered)),
         }
     }
@@ -150,121 +238,27 @@ impl ToolFormat {
                     None => whole(),
                 }
             }
+            ToolFormat::Mistral { .. } => {
+                let body = text.trim();
+                let body = body.strip_prefix(MISTRAL_OPEN).unwrap_or(body).trim_start();
+                if !body.starts_with('[') {
+                    return whole();
+                }
+                let calls: Option<Vec<_>> = match serde_json::from_str::<Value>(body) {
+                    Ok(Value::Array(items)) if !items.is_empty() => {
+                        items.iter().map(|v| call(v, &["arguments"])).collect()
+                    }
+                    _ => None,
+                };
+                match calls {
+                    Some(calls) => (None, calls),
+                    None => whole(),
+                }
+            }
             ToolFormat::Generic => whole(),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hermes_replies_split_into_text_and_calls() {
-        let f = ToolFormat::Hermes;
-        let text = "Let me look.\n<tool_call>\n{\"name\": \"get\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"put\", \"arguments\": {}}\n</tool_call>";
-        let (content, calls) = f.parse(text);
-        assert_eq!(content.as_deref(), Some("Let me look."));
-        assert_eq!(
-            calls,
-            vec![
-                ("get".into(), r#"{"a": 1}"#.into()),
-                ("put".into(), "{}".into())
-            ]
-        );
-        assert_eq!(
-            f.parse("no calls here"),
-            (Some("no calls here".into()), vec![])
-        );
-        // An unterminated or malformed block is text, not a call.
-        let cut = "<tool_call>\n{\"name\": \"get\", \"argu";
-        assert_eq!(f.parse(cut), (Some(cut.into()), vec![]));
-        let bad = "<tool_call>\n{\"name\": \"get\"}\n</tool_call>";
-        assert_eq!(f.parse(bad), (Some(bad.into()), vec![]));
-    }
-
-    #[test]
-    fn llama3_replies_are_one_bare_call() {
-        let f = ToolFormat::Llama3;
-        let (content, calls) =
-            f.parse(" {\"name\": \"get\", \"parameters\": {\"city\": \"Oslo\"}}");
-        assert_eq!(content, None);
-        assert_eq!(calls, vec![("get".into(), r#"{"city": "Oslo"}"#.into())]);
-        assert_eq!(
-            f.parse("Oslo is cold."),
-            (Some("Oslo is cold.".into()), vec![])
-        );
-    }
-
-    #[test]
-    fn grammars_name_the_offered_tools() {
-        let offered = [("get", json!({"type": "object"}))];
-        let Grammar::Lark(g) = ToolFormat::Hermes.calls_grammar(&offered, false, true) else {
-            panic!("Hermes calls are a Lark grammar");
-        };
-        assert!(g.starts_with("start: call (\"\\n\" call)*\ncall: \"<tool_call>\\n\" body"));
-        assert!(g.contains(r#""const":"get""#), "{g}");
-        let Grammar::JsonSchema(s) = ToolFormat::Llama3.calls_grammar(&offered, false, true) else {
-            panic!("Llama 3 calls are a JSON schema");
-        };
-        assert_eq!(s["required"], json!(["name", "parameters"]));
-    }
-
-    /// Whether `grammar` lets the tiny tokenizer's tokens of `text` through, then EOS.
-    fn accepts(grammar: &Grammar, text: &str) -> bool {
-        use kiln_model::testing::tiny_tokenizer;
-        let json = serde_json::to_vec(&tiny_tokenizer::tokenizer_json()).unwrap();
-        let tok = kiln_model::Tokenizer::from_json_bytes(&json, "tiny").unwrap();
-        let eos = tiny_tokenizer::eos_id();
-        let factory = kiln_engine::ConstraintFactory::new(&tok, &[eos], tok.vocab_size()).unwrap();
-        let mut c = factory.compile(grammar).unwrap();
-        let allowed = |c: &mut kiln_engine::Constraint, t: u32| {
-            c.mask().unwrap()[t as usize / 32] & (1 << (t % 32)) != 0
-        };
-        for t in tok.encode(text, false).unwrap() {
-            if !allowed(&mut c, t) {
-                return false;
-            }
-            c.consume(t).unwrap();
-        }
-        allowed(&mut c, eos)
-    }
-
-    #[test]
-    fn auto_lets_text_through_but_holds_an_opened_call_to_the_schema() {
-        let offered = [(
-            "get",
-            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}),
-        )];
-        let call =
-            "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
-        let hermes = ToolFormat::Hermes.calls_grammar(&offered, true, true);
-        assert!(accepts(&hermes, "It is cold in Oslo.\nBring a coat."));
-        assert!(accepts(&hermes, ""));
-        assert!(accepts(&hermes, call));
-        assert!(accepts(&hermes, &format!("Let me look.\n{call}\n{call}")));
-        // Once opened, a call must be one of the offered tools with valid arguments.
-        assert!(!accepts(&hermes, "<tool_call>\n{\"name\": \"put\""));
-        assert!(!accepts(
-            &hermes,
-            "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}"
-        ));
-        assert!(!accepts(&hermes, "Hm <tool_call> oops"));
-        // Without parallel calls, one call ends the reply.
-        let single = ToolFormat::Hermes.calls_grammar(&offered, true, false);
-        assert!(accepts(&single, call));
-        assert!(!accepts(&single, &format!("{call}\n<")));
-        // Required: no text at all.
-        let required = ToolFormat::Hermes.calls_grammar(&offered, false, true);
-        assert!(accepts(&required, call));
-        assert!(!accepts(&required, "It is"));
-
-        let llama = ToolFormat::Llama3.calls_grammar(&offered, true, true);
-        assert!(accepts(&llama, "Oslo is cold."));
-        assert!(accepts(
-            &llama,
-            r#"{"name": "get", "parameters": {"city": "Oslo"}}"#
-        ));
-        assert!(!accepts(&llama, r#"{"name": "get", "parameters": {"town""#));
-    }
-}
+mod tests;
