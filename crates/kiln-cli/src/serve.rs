@@ -1,6 +1,7 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
+use kiln_frontend::ReasoningFormat;
 use kiln_server::kv_transfer::{KvRole, KvTransferConfig};
 use kiln_server::{Frontend, ServerConfig};
 
@@ -62,6 +63,11 @@ pub struct Args {
     /// `processed` (after penalties, temperature and token masks).
     #[arg(long, value_enum, default_value_t = LogprobsModeArg::Raw)]
     logprobs_mode: LogprobsModeArg,
+    /// How chat replies' reasoning is set apart into `reasoning_content`: `auto` (`think`
+    /// where the model's chat template knows `<think>` and `</think>`), `think`, or `none`
+    /// (replies as written, reasoning in `content`).
+    #[arg(long, value_enum, default_value_t = ReasoningArg::Auto)]
+    reasoning_parser: ReasoningArg,
     /// This server's side of a prefill/decode pair: `producer` prefills requests marked
     /// `kv_transfer_params.do_remote_decode` and serves their KV blocks; `consumer` fetches
     /// the blocks of requests marked `do_remote_prefill` into its CPU tier (needs
@@ -81,6 +87,13 @@ pub struct Args {
 enum KvRoleArg {
     Producer,
     Consumer,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReasoningArg {
+    Auto,
+    Think,
+    None,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -189,6 +202,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             LogprobsModeArg::Processed => LogprobsMode::Processed,
         },
         kv_transfer,
+        reasoning: match a.reasoning_parser {
+            ReasoningArg::Auto => None,
+            ReasoningArg::Think => Some(ReasoningFormat::Think),
+            ReasoningArg::None => Some(ReasoningFormat::None),
+        },
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

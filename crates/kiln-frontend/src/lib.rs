@@ -2,11 +2,12 @@
 //! browser crate and the desktop app behave alike: generation parameters checked and filled
 //! from the model's own defaults ([`GenerationParams`] to [`GenSpec`]), prompt checks and chat
 //! rendering ([`Frontend`]), structured-output requests ([`requested_grammar`]), and generated text ([`TextStream`]: incremental detokenization and
-//! stop strings). No GPU, no threads, no I/O; builds for wasm32.
+//! stop strings; [`ReasoningStream`]: reasoning set apart from the answer). No GPU, no threads, no I/O; builds for wasm32.
 
 mod detokenize;
 mod frontend;
 mod params;
+mod reasoning;
 mod stop;
 mod structured;
 mod text;
@@ -16,6 +17,7 @@ pub use frontend::{ChatExtras, Frontend};
 pub use params::{
     GenSpec, GenerationParams, MAX_N, MAX_TOP_LOGPROBS, ParamError, StopSpec, base_sampling,
 };
+pub use reasoning::{ReasoningFormat, ReasoningStream, Split};
 pub use stop::{StopMatcher, StopOutput};
 pub use structured::requested_grammar;
 pub use text::{Piece, TextStream};

@@ -64,6 +64,8 @@ pub struct ChatMessageIn {
     /// The call a `tool` message answers.
     pub tool_call_id: Option<String>,
     pub name: Option<String>,
+    /// An assistant turn's reasoning, as replies carry it (for templates that render it).
+    pub reasoning_content: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Clone)]

@@ -48,6 +48,7 @@ pub use error::ApiError;
 pub use kiln_frontend::Frontend;
 
 use error::BodyLimit;
+use kiln_frontend::ReasoningFormat;
 use state::{AppState, Shared};
 use tool_format::ToolFormat;
 
@@ -73,6 +74,9 @@ pub struct ServerConfig {
     pub logprobs_mode: kiln_engine::LogprobsMode,
     /// This server's side of a prefill/decode pair, when it is one.
     pub kv_transfer: Option<kv_transfer::KvTransferConfig>,
+    /// How replies' reasoning is set apart (`reasoning_content`); `None`: read from the
+    /// model's chat template.
+    pub reasoning: Option<kiln_frontend::ReasoningFormat>,
 }
 
 impl Default for ServerConfig {
@@ -89,6 +93,7 @@ impl Default for ServerConfig {
             kv_events: None,
             logprobs_mode: kiln_engine::LogprobsMode::Raw,
             kv_transfer: None,
+            reasoning: None,
         }
     }
 }
@@ -194,9 +199,13 @@ async fn serve_engine(
     }
     let timeout = config.shutdown_timeout;
     let health = engine.health.clone();
+    let reasoning = config
+        .reasoning
+        .unwrap_or_else(|| ReasoningFormat::detect(model.chat_template.as_ref()));
     let state = Arc::new(AppState {
         config,
         tool_format: ToolFormat::detect(model.chat_template.as_ref(), &model.tokenizer),
+        reasoning,
         model,
         engine,
         metrics: Default::default(),

@@ -15,6 +15,7 @@ use crate::generate::Sequence;
 use crate::metrics::Metrics;
 use crate::tool_format::ToolFormat;
 use crate::tools::ToolPlan;
+use kiln_frontend::{ReasoningFormat, ReasoningStream};
 
 pub struct AppState {
     pub config: ServerConfig,
@@ -25,6 +26,8 @@ pub struct AppState {
     pub created: u64,
     /// How the model writes tool calls (from its chat template).
     pub tool_format: ToolFormat,
+    /// How the model sets its reasoning apart (from its chat template, or configured).
+    pub reasoning: ReasoningFormat,
     /// The grammar compiler for structured outputs, built on first use.
     pub constraints: std::sync::OnceLock<Result<kiln_engine::ConstraintFactory, String>>,
     /// Names this server's engine in the `kv_transfer_params` it answers as a producer.
@@ -72,6 +75,14 @@ impl AppState {
             .check_prompt(prompt, self.engine.info.max_len, max_tokens, default_max)?)
     }
 
+    /// The reasoning splitter for a reply to `prompt` (see [`ReasoningFormat::stream`]): the
+    /// prompt's last tokens tell whether the template opened a reasoning block.
+    pub fn reasoning_stream(&self, prompt: &[u32], constrained: bool) -> ReasoningStream {
+        let tail = &prompt[prompt.len().saturating_sub(8)..];
+        let text = self.model.tokenizer.decode(tail, false).unwrap_or_default();
+        self.reasoning.stream(&text, constrained)
+    }
+
     /// Renders chat messages with the model's template (ChatML when it has none).
     pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
         self.render_chat_with(messages, None, None)
@@ -98,7 +109,17 @@ impl AppState {
                 tool_calls: None,
                 tool_call_id: m.tool_call_id.clone(),
                 name: m.name.clone(),
+                reasoning_content: m.reasoning_content.clone(),
             };
+            if m.reasoning_content.is_some() && m.role != "assistant" {
+                return Err(ApiError::bad_param(
+                    "messages",
+                    format!(
+                        "only assistant messages carry reasoning_content, not {} messages",
+                        m.role
+                    ),
+                ));
+            }
             if let Some(calls) = m.tool_calls.as_deref().filter(|c| !c.is_empty()) {
                 if m.role != "assistant" {
                     return Err(ApiError::bad_param(

@@ -24,6 +24,10 @@ pub struct ChatMessage {
     /// On a `tool` message: the function that answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// On an assistant message: its reasoning, apart from its content (Qwen3's templates
+    /// render it for the turns after the last user message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
 }
 
 impl ChatMessage {
@@ -34,6 +38,7 @@ impl ChatMessage {
             tool_calls: None,
             tool_call_id: None,
             name: None,
+            reasoning_content: None,
         }
     }
 

@@ -17,7 +17,7 @@ use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
 use crate::tool_stream::ToolStream;
 use crate::tools::ToolPlan;
-use kiln_frontend::requested_grammar;
+use kiln_frontend::{ReasoningStream, Split, requested_grammar};
 
 pub async fn chat_completions(
     State(st): State<Shared>,
@@ -29,6 +29,11 @@ pub async fn chat_completions(
         req.response_format.as_ref(),
         req.structured_outputs.as_ref(),
     )?;
+    // A grammar that holds the reply from its first token leaves no room for reasoning.
+    let constrained = requested.is_some()
+        || plan
+            .as_ref()
+            .is_some_and(|p| p.choice != crate::tools::Choice::Auto);
     let constraints = match (&plan, requested) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_param(
@@ -64,6 +69,7 @@ pub async fn chat_completions(
     )
     .await?;
     let seqs = st.submit(&prompt, max_tokens, &spec, constraints, transfer.pins())?;
+    let reasoning = st.reasoning_stream(&prompt, constrained);
     // A prefill for a decode server: its response names the pinned blocks.
     let produce = transfer.pins().then(|| seqs[0].id);
     let (id, created, model) = (
@@ -85,6 +91,7 @@ pub async fn chat_completions(
         if stream {
             return Ok(stream_tools(
                 plan,
+                reasoning,
                 seqs,
                 spec.n,
                 usage,
@@ -92,7 +99,8 @@ pub async fn chat_completions(
                 (id, created, model),
             ));
         }
-        let mut body = tools_reply(plan, seqs, spec.n, usage, (id, created, model)).await?;
+        let mut body =
+            tools_reply(plan, reasoning, seqs, spec.n, usage, (id, created, model)).await?;
         if let Some(seq) = produce {
             body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
         }
@@ -118,10 +126,12 @@ pub async fn chat_completions(
             .map(|i| chunk(json!([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]), None))
             .collect();
         let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
+        let mut splits = vec![reasoning; seqs.len()];
         let body = choices(seqs, spec.n, usage.clone()).map(move |item| match item.result {
             Ok(d) => {
                 let lp = if logprobs.is_some() { logprobs_json(&st2, &d.logprobs) } else { Value::Null };
-                let delta = if d.text.is_empty() && d.finish.is_some() { json!({}) } else { json!({"content": d.text}) };
+                let split = splits[item.index].push(&d.text, d.finish.is_some());
+                let delta = delta_json(split, d.finish.is_some());
                 chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), None)
             }
             Err(e) => e.body(),
@@ -149,9 +159,10 @@ pub async fn chat_completions(
         } else {
             Value::Null
         };
+        let split = reasoning.clone().push(&d.text, true);
         out.push(json!({
             "index": index,
-            "message": {"role": "assistant", "content": d.text},
+            "message": message_json(split),
             "logprobs": lp,
             "finish_reason": d.finish.unwrap_or("stop"),
         }));
@@ -169,6 +180,28 @@ pub async fn chat_completions(
         body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
     }
     Ok(axum::Json(body).into_response())
+}
+
+/// A streamed chunk's delta: reasoning and answer text, `content` also when there is
+/// neither and the choice goes on (as every chunk carried before), nothing at its end.
+fn delta_json(split: Split, finished: bool) -> Value {
+    let mut delta = json!({});
+    if !split.reasoning.is_empty() {
+        delta["reasoning_content"] = json!(split.reasoning);
+    }
+    if !split.content.is_empty() || (split.reasoning.is_empty() && !finished) {
+        delta["content"] = json!(split.content);
+    }
+    delta
+}
+
+/// A finished reply's message: its answer, and its reasoning where it has some.
+fn message_json(split: Split) -> Value {
+    let mut message = json!({"role": "assistant", "content": split.content});
+    if !split.reasoning.is_empty() {
+        message["reasoning_content"] = json!(split.reasoning);
+    }
+    message
 }
 
 fn logprobs_json(st: &Shared, lps: &[TokenLogprob]) -> Value {
@@ -192,6 +225,7 @@ fn logprobs_json(st: &Shared, lps: &[TokenLogprob]) -> Value {
 /// into `tool_calls` (or content). (Streamed, see [`stream_tools`].)
 async fn tools_reply(
     plan: ToolPlan,
+    reasoning: ReasoningStream,
     seqs: Vec<Sequence>,
     n: usize,
     usage: Arc<Mutex<Usage>>,
@@ -203,10 +237,11 @@ async fn tools_reply(
         let (seq, d) = r?;
         usage.lock().unwrap().add(index / n, &seq);
         let finish = d.finish.unwrap_or("stop");
+        let split = reasoning.clone().push(&d.text, true);
         let (content, calls) = if finish == "stop" {
-            plan.parse_reply(&d.text)
+            plan.parse_reply(&split.content)
         } else {
-            (Some(d.text.clone()), Vec::new())
+            (Some(split.content), Vec::new())
         };
         let calls: Vec<Value> = calls
             .into_iter()
@@ -217,13 +252,16 @@ async fn tools_reply(
         } else {
             plan.finish_reason()
         };
-        choices_out.push((index, content, calls, finish));
+        choices_out.push((index, split.reasoning, content, calls, finish));
     }
     let usage = usage.lock().unwrap().json();
     let out: Vec<Value> = choices_out
         .into_iter()
-        .map(|(index, content, calls, finish)| {
+        .map(|(index, reasoning, content, calls, finish)| {
             let mut message = json!({"role": "assistant", "content": content});
+            if !reasoning.is_empty() {
+                message["reasoning_content"] = json!(reasoning);
+            }
             if !calls.is_empty() {
                 message["tool_calls"] = Value::Array(calls);
             }
@@ -240,6 +278,7 @@ async fn tools_reply(
 /// text gives, and its finish (`tool_calls`, or `stop` for a named function, once it called).
 fn stream_tools(
     plan: ToolPlan,
+    reasoning: ReasoningStream,
     seqs: Vec<Sequence>,
     n: usize,
     usage: Arc<Mutex<Usage>>,
@@ -250,16 +289,21 @@ fn stream_tools(
     let heads: Vec<Value> = (0..seqs.len())
         .map(|i| chunk(json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null})))
         .collect();
-    let mut streams: Vec<ToolStream> = (0..seqs.len())
-        .map(|_| ToolStream::new(plan.format))
+    let mut streams: Vec<(ReasoningStream, ToolStream)> = (0..seqs.len())
+        .map(|_| (reasoning.clone(), ToolStream::new(plan.format)))
         .collect();
     let chunk2 = chunk.clone();
     let body = choices(seqs, n, usage.clone()).flat_map(move |item| {
         let mut events = Vec::new();
         match item.result {
             Ok(d) => {
-                let s = &mut streams[item.index];
-                for delta in s.push(&d.text, || plan.format.new_call_id()) {
+                let (r, s) = &mut streams[item.index];
+                let split = r.push(&d.text, d.finish.is_some());
+                if !split.reasoning.is_empty() {
+                    let delta = json!({"reasoning_content": split.reasoning});
+                    events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
+                }
+                for delta in s.push(&split.content, || plan.format.new_call_id()) {
                     events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
                 }
                 if let Some(finish) = d.finish {

@@ -133,12 +133,15 @@ fn tiny_model(tc: &TinyConfig) -> Model {
 
 /// Like [`start_tiny`], for a tiny model of another shape or other generation settings.
 pub fn start_tiny_model(tc: &TinyConfig) -> String {
-    start_model(
-        tiny_model(tc),
-        |_, _| {},
-        |_| kiln_engine::FaultPlan::default(),
-    )
-    .base
+    start_tiny_model_with(tc, |_, _| {})
+}
+
+/// Like [`start_tiny_model`], with the server's and engine's configuration tweaked.
+pub fn start_tiny_model_with(
+    tc: &TinyConfig,
+    tweak: impl FnOnce(&mut ServerConfig, &mut EngineConfig),
+) -> String {
+    start_model(tiny_model(tc), tweak, |_| kiln_engine::FaultPlan::default()).base
 }
 
 fn start_model(

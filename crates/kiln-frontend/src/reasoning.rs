@@ -1,0 +1,201 @@
+//! A reply's reasoning set apart from its answer. Models trained to think first (Qwen3, QwQ,
+//! DeepSeek-R1 and its distillations) write `<think>...</think>` before the answer, or, where
+//! the chat template opens the block itself (the prompt ends with `<think>`), the reasoning
+//! and then `</think>`. [`ReasoningStream`] splits such a reply as it streams: text inside the
+//! block is reasoning, text after it the answer; text that may still be a tag is held back.
+//! Newlines next to the tags are dropped, as the templates drop them when rendering a past
+//! turn.
+
+use kiln_model::ChatTemplate;
+
+const OPEN: &str = "<think>";
+const CLOSE: &str = "</think>";
+
+/// How a model marks its reasoning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasoningFormat {
+    /// Replies are all answer.
+    None,
+    /// `<think>` reasoning `</think>` answer.
+    Think,
+}
+
+impl ReasoningFormat {
+    /// `Think` where the chat template knows both tags (it renders or strips past reasoning).
+    pub fn detect(template: Option<&ChatTemplate>) -> ReasoningFormat {
+        match template {
+            Some(t) if t.source().contains(OPEN) && t.source().contains(CLOSE) => {
+                ReasoningFormat::Think
+            }
+            _ => ReasoningFormat::None,
+        }
+    }
+
+    /// The splitter for one reply to the rendered `prompt`. A prompt that ends with an open
+    /// block starts the reply inside it, unless `constrained`: a grammar that holds the reply
+    /// from its first token writes the answer, not reasoning.
+    pub fn stream(self, prompt: &str, constrained: bool) -> ReasoningStream {
+        let on = self == ReasoningFormat::Think;
+        ReasoningStream {
+            on,
+            opened: on && !constrained && prompt.trim_end().ends_with(OPEN),
+            text: String::new(),
+            sent: (0, 0),
+        }
+    }
+}
+
+/// One reply's text split into reasoning and answer as it grows.
+#[derive(Clone, Debug)]
+pub struct ReasoningStream {
+    on: bool,
+    /// The prompt opened the block.
+    opened: bool,
+    text: String,
+    /// Bytes of reasoning and of answer let out so far.
+    sent: (usize, usize),
+}
+
+/// What one [`ReasoningStream::push`] lets out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    pub reasoning: String,
+    pub content: String,
+}
+
+impl ReasoningStream {
+    /// Takes the reply's next text (`last`: the reply ends here, so nothing is held back);
+    /// returns the reasoning and answer text new since the last call.
+    pub fn push(&mut self, text: &str, last: bool) -> Split {
+        if !self.on {
+            return Split {
+                reasoning: String::new(),
+                content: text.to_string(),
+            };
+        }
+        self.text.push_str(text);
+        let (reasoning, content) = split(&self.text, self.opened, last);
+        let out = Split {
+            reasoning: reasoning[self.sent.0..].to_string(),
+            content: content[self.sent.1..].to_string(),
+        };
+        self.sent = (reasoning.len(), content.len());
+        out
+    }
+}
+
+/// The whole of a reply as far as it is known: its reasoning and its answer. Each only grows
+/// as `text` does (held-back text is let out later, never taken back).
+fn split(text: &str, opened: bool, last: bool) -> (&str, &str) {
+    let body = if opened {
+        text
+    } else {
+        let t = text.trim_start();
+        match t.strip_prefix(OPEN) {
+            Some(rest) => rest,
+            None if !last && OPEN.starts_with(t) => return ("", ""),
+            None => return ("", text),
+        }
+    };
+    let body = body.trim_start_matches('\n');
+    match body.find(CLOSE) {
+        Some(i) => (
+            body[..i].trim_end_matches('\n'),
+            body[i + CLOSE.len()..].trim_start_matches('\n'),
+        ),
+        None if last => (body.trim_end_matches('\n'), ""),
+        None => {
+            // Hold back a tail that may be the start of the closing tag, and newlines that
+            // may come before it.
+            let keep = (1..CLOSE.len().min(body.len() + 1))
+                .rev()
+                .find(|&k| {
+                    body.is_char_boundary(body.len() - k)
+                        && CLOSE.starts_with(&body[body.len() - k..])
+                })
+                .unwrap_or(0);
+            (body[..body.len() - keep].trim_end_matches('\n'), "")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `text` pushed a character at a time, then the end: the reasoning and answer let out.
+    fn replay(text: &str, prompt: &str, constrained: bool) -> (String, String) {
+        let mut s = ReasoningFormat::Think.stream(prompt, constrained);
+        let (mut r, mut c) = (String::new(), String::new());
+        for ch in text.chars() {
+            let out = s.push(&ch.to_string(), false);
+            r += &out.reasoning;
+            c += &out.content;
+        }
+        let out = s.push("", true);
+        (r + &out.reasoning, c + &out.content)
+    }
+
+    fn pair(r: &str, c: &str) -> (String, String) {
+        (r.to_string(), c.to_string())
+    }
+
+    #[test]
+    fn a_think_block_is_reasoning_and_the_rest_the_answer() {
+        let text = "<think>\nFirst <b>, then 2 < 3.\n\n</think>\n\nThe answer is 5.";
+        let want = pair("First <b>, then 2 < 3.", "The answer is 5.");
+        assert_eq!(replay(text, "user: hi\nassistant:", false), want);
+        // The template opened the block: the reply starts inside it.
+        let inside = "Step one.\n</think>\n\nDone.";
+        assert_eq!(
+            replay(inside, "<|im_start|>assistant\n<think>\n", false),
+            pair("Step one.", "Done.")
+        );
+        // Without a block, all answer (a tag later in the text is the answer's).
+        for text in [
+            "Plain.",
+            " <thinking> is a word",
+            "a <think>b</think>",
+            "<thi",
+        ] {
+            assert_eq!(replay(text, "", false), pair("", text), "{text}");
+        }
+        // Cut before the block closes: all reasoning.
+        assert_eq!(replay("<think>\nHmm, so\n", "", false), pair("Hmm, so", ""));
+        // A constrained reply is answer, even after a prompt that opened the block.
+        assert_eq!(
+            replay("{\"a\": 1}", "<think>\n", true),
+            pair("", "{\"a\": 1}")
+        );
+    }
+
+    #[test]
+    fn held_back_text_is_let_out_never_taken_back() {
+        let mut s = ReasoningFormat::Think.stream("", false);
+        assert_eq!(s.push("<th", false), Split::default());
+        assert_eq!(s.push("ink>\nA </th", false).reasoning, "A ");
+        // `</th` was held back and is the reasoning's after all.
+        assert_eq!(s.push("ing>", false).reasoning, "</thing>");
+        assert_eq!(s.push("\n\n", false), Split::default());
+        let out = s.push("</think>\nB", false);
+        assert_eq!((out.reasoning.as_str(), out.content.as_str()), ("", "B"));
+        // Off: everything is answer, at once.
+        let mut off = ReasoningFormat::None.stream("<think>", false);
+        assert_eq!(off.push("<think>x", false).content, "<think>x");
+    }
+
+    #[test]
+    fn the_format_is_read_from_the_template() {
+        let t = |src: &str| ChatTemplate::new(src, "", "", "test").unwrap();
+        let qwen3 = "{{ '<think>\\n' + r + '\\n</think>\\n\\n' }}";
+        assert_eq!(
+            ReasoningFormat::detect(Some(&t(qwen3))),
+            ReasoningFormat::Think
+        );
+        assert_eq!(
+            ReasoningFormat::detect(Some(&t("{{ x }}"))),
+            ReasoningFormat::None
+        );
+        assert_eq!(ReasoningFormat::detect(None), ReasoningFormat::None);
+    }
+}
