@@ -15,4 +15,8 @@ pub enum Grammar {
     Choice(Vec<String>),
     /// A grammar in llguidance's Lark syntax.
     Lark(String),
+    /// `grammar` after the reasoning of a model that thinks in `<think>` blocks: a block
+    /// first, then the grammar (optional block). `opened`: the prompt opened the block, so
+    /// the output starts with its reasoning and `</think>`.
+    AfterReasoning { opened: bool, grammar: Box<Grammar> },
 }

@@ -43,6 +43,22 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
             TopLevelGrammar::from_lark(format!("start: {}", alts.join(" | ")))
         }
         Grammar::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
+        Grammar::AfterReasoning { opened, grammar } => {
+            // The reasoning up to the first `</think>` (a lazy lexeme, which ends where the
+            // tag does), whitespace, then the answer's grammar, referenced by name.
+            let mut answer = to_llguidance(grammar);
+            answer.grammars[0].name = Some("answer".into());
+            let block = if *opened {
+                "reasoning ws?"
+            } else {
+                "(\"<think>\" reasoning ws?)?"
+            };
+            let mut top = TopLevelGrammar::from_lark(format!(
+                "start: {block} @answer\nreasoning[lazy]: /(?s:.*)<\\/think>/\nws: /[ \\t\\r\\n]+/\n"
+            ));
+            top.grammars.append(&mut answer.grammars);
+            top
+        }
     }
 }
 
@@ -127,5 +143,70 @@ impl Constraint {
     /// Whether no more tokens may follow (the grammar is complete and closed).
     pub fn is_stopped(&self) -> bool {
         self.matcher.is_stopped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_model::testing::tiny_tokenizer;
+
+    /// Whether `grammar` lets the tiny tokenizer's tokens of `text` through, then EOS.
+    fn accepts(grammar: &Grammar, text: &str) -> bool {
+        let json = serde_json::to_vec(&tiny_tokenizer::tokenizer_json()).unwrap();
+        let tok = Tokenizer::from_json_bytes(&json, "tiny").unwrap();
+        let eos = tiny_tokenizer::eos_id();
+        let factory = ConstraintFactory::new(&tok, &[eos], tok.vocab_size()).unwrap();
+        let mut c = factory.compile(grammar).unwrap();
+        let allowed =
+            |c: &mut Constraint, t: u32| c.mask().unwrap()[t as usize / 32] & (1 << (t % 32)) != 0;
+        for t in tok.encode(text, false).unwrap() {
+            if !allowed(&mut c, t) {
+                return false;
+            }
+            c.consume(t).unwrap();
+        }
+        allowed(&mut c, eos)
+    }
+
+    #[test]
+    fn a_grammar_after_reasoning_holds_once_the_block_closes() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}},
+            "required": ["a"], "additionalProperties": false});
+        let answer = r#"{"a": 1}"#;
+        let kinds = [
+            Grammar::JsonSchema(schema),
+            Grammar::Regex(r#"\{"a": [0-9]\}"#.into()),
+            Grammar::Choice(vec![answer.into()]),
+            Grammar::Lark(format!("start: {}", lark_string(answer))),
+        ];
+        for inner in kinds {
+            let after = |opened| Grammar::AfterReasoning {
+                opened,
+                grammar: Box::new(inner.clone()),
+            };
+            // The model opens the block, or not.
+            let g = after(false);
+            assert!(accepts(&g, answer), "{inner:?}");
+            assert!(accepts(
+                &g,
+                &format!("<think>\n1 < 2, so a {{ }}\n</think>\n\n{answer}")
+            ));
+            assert!(accepts(&g, &format!("<think></think>{answer}")));
+            assert!(!accepts(&g, "<think>\nstill thinking"), "{inner:?}");
+            assert!(!accepts(
+                &g,
+                &format!("<think>x</think>\n{answer} and more")
+            ));
+            assert!(!accepts(&g, &format!("Sure: {answer}")), "{inner:?}");
+            // The prompt opened it: the reasoning comes first, then the tag.
+            let g = after(true);
+            assert!(accepts(&g, &format!("Let me see.\n</think>\n\n{answer}")));
+            assert!(accepts(&g, &format!("</think>{answer}")));
+            assert!(!accepts(&g, answer), "{inner:?}");
+            assert!(!accepts(&g, "Let me see."), "{inner:?}");
+            // The answer's own grammar holds after the block.
+            assert!(!accepts(&g, "x</think>{\"b\": 1}"), "{inner:?}");
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! Newlines next to the tags are dropped, as the templates drop them when rendering a past
 //! turn.
 
+use kiln_core::Grammar;
 use kiln_model::ChatTemplate;
 
 const OPEN: &str = "<think>";
@@ -31,16 +32,31 @@ impl ReasoningFormat {
         }
     }
 
-    /// The splitter for one reply to the rendered `prompt`. A prompt that ends with an open
-    /// block starts the reply inside it, unless `constrained`: a grammar that holds the reply
-    /// from its first token writes the answer, not reasoning.
-    pub fn stream(self, prompt: &str, constrained: bool) -> ReasoningStream {
-        let on = self == ReasoningFormat::Think;
+    /// Whether a reply to the rendered `prompt` (its end suffices) starts inside a block
+    /// the template opened.
+    pub fn opened_by(self, prompt: &str) -> bool {
+        self == ReasoningFormat::Think && prompt.trim_end().ends_with(OPEN)
+    }
+
+    /// The splitter for one reply (`opened`: see [`ReasoningFormat::opened_by`]).
+    pub fn stream(self, opened: bool) -> ReasoningStream {
         ReasoningStream {
-            on,
-            opened: on && !constrained && prompt.trim_end().ends_with(OPEN),
+            on: self == ReasoningFormat::Think,
+            opened,
             text: String::new(),
             sent: (0, 0),
+        }
+    }
+
+    /// What a constrained reply must match: `grammar` after the reasoning, so a model that
+    /// thinks still does before it answers in the grammar.
+    pub fn grammar(self, grammar: Grammar, opened: bool) -> Grammar {
+        match self {
+            ReasoningFormat::None => grammar,
+            ReasoningFormat::Think => Grammar::AfterReasoning {
+                opened,
+                grammar: Box::new(grammar),
+            },
         }
     }
 }
@@ -124,8 +140,9 @@ mod tests {
     use super::*;
 
     /// `text` pushed a character at a time, then the end: the reasoning and answer let out.
-    fn replay(text: &str, prompt: &str, constrained: bool) -> (String, String) {
-        let mut s = ReasoningFormat::Think.stream(prompt, constrained);
+    fn replay(text: &str, prompt: &str) -> (String, String) {
+        let think = ReasoningFormat::Think;
+        let mut s = think.stream(think.opened_by(prompt));
         let (mut r, mut c) = (String::new(), String::new());
         for ch in text.chars() {
             let out = s.push(&ch.to_string(), false);
@@ -144,11 +161,11 @@ mod tests {
     fn a_think_block_is_reasoning_and_the_rest_the_answer() {
         let text = "<think>\nFirst <b>, then 2 < 3.\n\n</think>\n\nThe answer is 5.";
         let want = pair("First <b>, then 2 < 3.", "The answer is 5.");
-        assert_eq!(replay(text, "user: hi\nassistant:", false), want);
+        assert_eq!(replay(text, "user: hi\nassistant:"), want);
         // The template opened the block: the reply starts inside it.
         let inside = "Step one.\n</think>\n\nDone.";
         assert_eq!(
-            replay(inside, "<|im_start|>assistant\n<think>\n", false),
+            replay(inside, "<|im_start|>assistant\n<think>\n"),
             pair("Step one.", "Done.")
         );
         // Without a block, all answer (a tag later in the text is the answer's).
@@ -158,20 +175,29 @@ mod tests {
             "a <think>b</think>",
             "<thi",
         ] {
-            assert_eq!(replay(text, "", false), pair("", text), "{text}");
+            assert_eq!(replay(text, ""), pair("", text), "{text}");
         }
         // Cut before the block closes: all reasoning.
-        assert_eq!(replay("<think>\nHmm, so\n", "", false), pair("Hmm, so", ""));
-        // A constrained reply is answer, even after a prompt that opened the block.
+        assert_eq!(replay("<think>\nHmm, so\n", ""), pair("Hmm, so", ""));
+        assert!(!ReasoningFormat::None.opened_by("<think>\n"));
+    }
+
+    #[test]
+    fn grammars_hold_after_the_reasoning() {
+        let g = Grammar::JsonObject;
+        assert_eq!(ReasoningFormat::None.grammar(g.clone(), true), g);
         assert_eq!(
-            replay("{\"a\": 1}", "<think>\n", true),
-            pair("", "{\"a\": 1}")
+            ReasoningFormat::Think.grammar(g.clone(), true),
+            Grammar::AfterReasoning {
+                opened: true,
+                grammar: Box::new(g)
+            }
         );
     }
 
     #[test]
     fn held_back_text_is_let_out_never_taken_back() {
-        let mut s = ReasoningFormat::Think.stream("", false);
+        let mut s = ReasoningFormat::Think.stream(false);
         assert_eq!(s.push("<th", false), Split::default());
         assert_eq!(s.push("ink>\nA </th", false).reasoning, "A ");
         // `</th` was held back and is the reasoning's after all.
@@ -180,7 +206,7 @@ mod tests {
         let out = s.push("</think>\nB", false);
         assert_eq!((out.reasoning.as_str(), out.content.as_str()), ("", "B"));
         // Off: everything is answer, at once.
-        let mut off = ReasoningFormat::None.stream("<think>", false);
+        let mut off = ReasoningFormat::None.stream(false);
         assert_eq!(off.push("<think>x", false).content, "<think>x");
     }
 

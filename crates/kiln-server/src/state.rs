@@ -15,7 +15,7 @@ use crate::generate::Sequence;
 use crate::metrics::Metrics;
 use crate::tool_format::ToolFormat;
 use crate::tools::ToolPlan;
-use kiln_frontend::{ReasoningFormat, ReasoningStream};
+use kiln_frontend::ReasoningFormat;
 
 pub struct AppState {
     pub config: ServerConfig,
@@ -75,12 +75,12 @@ impl AppState {
             .check_prompt(prompt, self.engine.info.max_len, max_tokens, default_max)?)
     }
 
-    /// The reasoning splitter for a reply to `prompt` (see [`ReasoningFormat::stream`]): the
-    /// prompt's last tokens tell whether the template opened a reasoning block.
-    pub fn reasoning_stream(&self, prompt: &[u32], constrained: bool) -> ReasoningStream {
+    /// Whether a reply to `prompt` starts inside a reasoning block the template opened (its
+    /// last tokens tell).
+    pub fn reasoning_opened(&self, prompt: &[u32]) -> bool {
         let tail = &prompt[prompt.len().saturating_sub(8)..];
         let text = self.model.tokenizer.decode(tail, false).unwrap_or_default();
-        self.reasoning.stream(&text, constrained)
+        self.reasoning.opened_by(&text)
     }
 
     /// Renders chat messages with the model's template (ChatML when it has none).

@@ -1,7 +1,7 @@
 //! Reasoning set apart from the answer (`reasoning_content`): the tiny random model given a
 //! chat template that knows `<think>` blocks (and opens one in the prompt when asked), against
-//! the same model on a server that leaves replies as written (`--reasoning-parser none`), so
-//! every split is checked against the raw text of the same seeded reply.
+//! the same model on a server that leaves replies as written (`--reasoning-parser none`) where
+//! both sample from the same tokens (no grammar), and streamed against whole replies.
 
 mod common;
 
@@ -61,60 +61,68 @@ async fn streamed(base: &str, body: &Value) -> (String, String) {
     (reasoning, content)
 }
 
-#[tokio::test]
-async fn a_think_block_in_the_reply_is_reasoning_content() {
-    let (split, raw) = servers();
-    let mut checked = 0;
-    for seed in 0..3 {
-        // The grammar makes the random model write a block, then an answer.
-        let body = json!({"model": "tiny", "seed": seed, "temperature": 1.0, "max_tokens": 64,
-            "messages": [{"role": "user", "content": "Why?"}],
-            "structured_outputs": {"regex": "<think>\\n[a-z]{2,5}( [a-z]{2,5}){0,2}\\n</think>\\n\\n[a-z]{2,5}"}});
-        let whole = message(raw, &body).await;
-        let text = whole["content"].as_str().unwrap();
-        assert!(whole.get("reasoning_content").is_none(), "{whole}");
-        let m = message(split, &body).await;
-        let (r, c) = (
-            m["reasoning_content"].as_str().unwrap(),
-            m["content"].as_str().unwrap(),
-        );
-        assert_eq!(format!("<think>\n{r}\n</think>\n\n{c}"), text, "{m}");
-        assert!(!r.is_empty() && !c.is_empty(), "{m}");
-        assert_eq!(streamed(split, &body).await, (r.to_string(), c.to_string()));
-        checked += 1;
-    }
-    assert_eq!(checked, 3);
+fn text_of(m: &Value, key: &str) -> String {
+    m[key].as_str().unwrap_or("").to_string()
 }
 
 #[tokio::test]
 async fn a_block_the_template_opened_makes_the_reply_reasoning() {
-    let (split, raw) = servers();
+    let (split, raw_server) = servers();
     let body = json!({"model": "tiny", "seed": 5, "temperature": 1.0, "max_tokens": 12,
         "messages": [{"role": "user", "content": "Why?"}],
         "chat_template_kwargs": {"enable_thinking": true}});
-    let text = message(raw, &body).await["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(!text.contains("</think>"), "{text}");
+    let raw = text_of(&message(raw_server, &body).await, "content");
+    assert!(!raw.is_empty() && !raw.contains("</think>"), "{raw}");
     // Cut by max_tokens inside the block: all of it is reasoning.
     let m = message(split, &body).await;
     assert_eq!(
-        m["reasoning_content"],
-        json!(text.trim_matches('\n')),
+        text_of(&m, "reasoning_content"),
+        raw.trim_matches('\n'),
         "{m}"
     );
     assert_eq!(m["content"], "", "{m}");
     let (r, c) = streamed(split, &body).await;
-    assert_eq!((r.as_str(), c.as_str()), (text.trim_matches('\n'), ""));
+    assert_eq!((r.as_str(), c.as_str()), (raw.trim_matches('\n'), ""));
+}
 
-    // A reply held to a grammar from its first token is the answer, block or not.
-    let mut json_body = body.clone();
-    json_body["response_format"] = json!({"type": "json_object"});
-    let want = message(raw, &json_body).await;
-    let m = message(split, &json_body).await;
-    assert_eq!(m["content"], want["content"], "{m}");
-    assert!(m.get("reasoning_content").is_none(), "{m}");
+#[tokio::test]
+async fn a_grammar_holds_after_the_reasoning() {
+    let (split, raw_server) = servers();
+    let tools = json!([{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]);
+    let ask = |extra: Value| {
+        let mut body = json!({"model": "tiny", "seed": 9, "temperature": 1.0, "max_tokens": 12,
+            "messages": [{"role": "user", "content": "Why?"}],
+            "chat_template_kwargs": {"enable_thinking": true}});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for extra in [
+        json!({"response_format": {"type": "json_object"}}),
+        json!({"tools": tools, "tool_choice": "auto"}),
+        json!({"tools": tools, "tool_choice": "required"}),
+    ] {
+        let body = ask(extra);
+        // Where the reply is not split, the grammar holds from the first token.
+        let raw = message(raw_server, &body).await;
+        assert!(
+            raw["content"]
+                .as_str()
+                .is_none_or(|c| !c.contains("</think>")),
+            "{raw}"
+        );
+        // Split, the template's open block comes first: the random model stays in it
+        // (reasoning until cut, no answer and no call) whatever the grammar.
+        let m = message(split, &body).await;
+        let r = text_of(&m, "reasoning_content");
+        assert!(!r.is_empty() && !r.contains("</think>"), "{m}");
+        // Not the grammar's text (held from the first token, it would open with it).
+        assert!(!r.starts_with('{') && !r.starts_with("<tool_call>"), "{m}");
+        assert_eq!(text_of(&m, "content"), "", "{m}");
+        assert!(m["tool_calls"].is_null(), "{m}");
+        assert_eq!(streamed(split, &body).await, (r, String::new()));
+    }
 }
 
 #[tokio::test]
@@ -146,31 +154,4 @@ async fn past_reasoning_reaches_the_template() {
         (400, Some("messages")),
         "{e}"
     );
-}
-
-#[tokio::test]
-async fn reasoning_comes_before_tool_calls() {
-    let (split, raw) = servers();
-    let tools = json!([{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]);
-    let body = json!({"model": "tiny", "seed": 9, "temperature": 1.0, "max_tokens": 12,
-        "messages": [{"role": "user", "content": "Why?"}], "tools": tools,
-        "chat_template_kwargs": {"enable_thinking": true}});
-    let text = message(raw, &body).await["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        !text.contains("</think>") && !text.contains("<tool_call>"),
-        "{text}"
-    );
-    // The random model stays in the block the template opened: reasoning, no call.
-    let m = message(split, &body).await;
-    assert_eq!(
-        m["reasoning_content"],
-        json!(text.trim_matches('\n')),
-        "{m}"
-    );
-    assert!(m["tool_calls"].is_null(), "{m}");
-    let (r, c) = streamed(split, &body).await;
-    assert_eq!((r.as_str(), c.as_str()), (text.trim_matches('\n'), ""));
 }

@@ -29,19 +29,18 @@ pub async fn chat_completions(
         req.response_format.as_ref(),
         req.structured_outputs.as_ref(),
     )?;
-    // A grammar that holds the reply from its first token leaves no room for reasoning.
-    let constrained = requested.is_some()
-        || plan
-            .as_ref()
-            .is_some_and(|p| p.choice != crate::tools::Choice::Auto);
-    let constraints = match (&plan, requested) {
+    // A model that thinks does so before the grammar holds its answer.
+    let opened = st.reasoning_opened(&prompt);
+    let constraints = match (&plan, requested.map(|g| st.reasoning.grammar(g, opened))) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_param(
                 "response_format",
                 "response_format cannot be combined with tools unless tool_choice is none",
             ));
         }
-        (Some(p), None) => st.compile(&p.grammar(), spec.n, "tools")?,
+        (Some(p), None) => {
+            st.compile(&st.reasoning.grammar(p.grammar(), opened), spec.n, "tools")?
+        }
         (None, Some(g)) => st.compile(
             &g,
             spec.n,
@@ -69,7 +68,7 @@ pub async fn chat_completions(
     )
     .await?;
     let seqs = st.submit(&prompt, max_tokens, &spec, constraints, transfer.pins())?;
-    let reasoning = st.reasoning_stream(&prompt, constrained);
+    let reasoning = st.reasoning.stream(opened);
     // A prefill for a decode server: its response names the pinned blocks.
     let produce = transfer.pins().then(|| seqs[0].id);
     let (id, created, model) = (
