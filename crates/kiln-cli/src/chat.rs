@@ -4,12 +4,15 @@
 //! is prefilled). The input line is edited with rustyline (arrow keys, Home/End, word moves;
 //! Up and Down recall this session's earlier messages). Ctrl-C stops a reply (what was written
 //! stays in the history); at the prompt it quits, as do Ctrl-D and `/exit`. `/reset` starts a
-//! new conversation.
+//! new conversation. A model that reasons in `<think>` blocks has its reasoning shown apart
+//! (after `thinking:`, dimmed in a terminal) and kept in the history as the turn's
+//! `reasoning_content`.
 
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use kiln_frontend::ReasoningFormat;
 use kiln_model::ChatMessage;
 use rustyline::error::ReadlineError;
 
@@ -76,6 +79,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .params()
         .resolve(&local.frontend.defaults, None)?;
     let key = StopKey::install()?;
+    let reasoning = ReasoningFormat::detect(local.frontend.chat_template.as_ref());
     let mut history: Vec<ChatMessage> = Vec::new();
     eprintln!("{HELP}");
     let mut typed: Vec<String> = Vec::new();
@@ -133,21 +137,86 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         };
         key.interrupt.store(false, Ordering::SeqCst);
         key.generating.store(true, Ordering::SeqCst);
-        let mut stdout = std::io::stdout().lock();
+        let mut out = Printer::new(reasoning.opened_by_ids(&f.tokenizer, &prompt), reasoning);
         let reply = local.reply(prompt, &spec, max_tokens, &key.interrupt, &mut |text| {
-            stdout.write_all(printable(text).as_bytes())?;
-            stdout.flush()
+            out.push(text, false)
         });
         key.generating.store(false, Ordering::SeqCst);
         let reply = reply?;
-        writeln!(stdout)?;
+        out.push("", true)?;
+        out.end()?;
         let how = match reply.end {
             End::Stop => "",
             End::Length => "cut at the token limit; ",
             End::Interrupted => "stopped; ",
         };
         eprintln!("[{how}{}]", reply.speed_line());
-        history.push(ChatMessage::new("assistant", reply.text));
+        let mut turn = ChatMessage::new("assistant", out.content);
+        turn.reasoning_content = Some(out.reasoning).filter(|r| !r.is_empty());
+        history.push(turn);
+    }
+}
+
+/// A reply on the terminal: its reasoning after `thinking:` (dimmed where stdout is a
+/// terminal), then its answer; both kept for the history.
+struct Printer {
+    split: kiln_frontend::ReasoningStream,
+    style: bool,
+    in_reasoning: bool,
+    reasoning: String,
+    content: String,
+}
+
+const DIM: &str = "\x1b[2m";
+const PLAIN: &str = "\x1b[0m";
+
+impl Printer {
+    fn new(opened: bool, format: ReasoningFormat) -> Printer {
+        use std::io::IsTerminal;
+        Printer {
+            split: format.stream(opened),
+            style: std::io::stdout().is_terminal(),
+            in_reasoning: false,
+            reasoning: String::new(),
+            content: String::new(),
+        }
+    }
+
+    fn push(&mut self, text: &str, last: bool) -> std::io::Result<()> {
+        let s = self.split.push(text, last);
+        let mut stdout = std::io::stdout().lock();
+        if !s.reasoning.is_empty() {
+            if self.reasoning.is_empty() {
+                let dim = if self.style { DIM } else { "" };
+                write!(stdout, "{dim}thinking: ")?;
+                self.in_reasoning = true;
+            }
+            stdout.write_all(printable(&s.reasoning).as_bytes())?;
+            self.reasoning += &s.reasoning;
+        }
+        if !s.content.is_empty() {
+            self.close_reasoning(&mut stdout)?;
+            stdout.write_all(printable(&s.content).as_bytes())?;
+            self.content += &s.content;
+        }
+        stdout.flush()
+    }
+
+    fn close_reasoning(&mut self, stdout: &mut impl Write) -> std::io::Result<()> {
+        if std::mem::take(&mut self.in_reasoning) {
+            let plain = if self.style { PLAIN } else { "" };
+            write!(stdout, "{plain}\n\n")?;
+        }
+        Ok(())
+    }
+
+    /// Ends the reply's line (and the dimmed style).
+    fn end(&mut self) -> std::io::Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        if self.in_reasoning && self.style {
+            write!(stdout, "{PLAIN}")?;
+        }
+        writeln!(stdout)
     }
 }
 

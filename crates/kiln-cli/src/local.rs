@@ -41,9 +41,8 @@ pub enum End {
     Interrupted,
 }
 
-/// One finished reply: its text and what it took.
+/// How one finished reply ended and what it took (its text went to the caller as it came).
 pub struct Reply {
-    pub text: String,
     pub end: End,
     pub prompt_tokens: usize,
     /// Prompt tokens found in the prefix cache (not computed again).
@@ -117,8 +116,7 @@ impl Local {
         let request = self.frontend.request(spec, id, prompt, max_tokens, seed, 0);
         self.engine.add_request(request)?;
         let mut stream = spec.text_stream();
-        let (mut text, mut generated, mut cached_tokens, mut end) =
-            (String::new(), 0, 0, End::Stop);
+        let (mut generated, mut cached_tokens, mut end) = (0, 0, End::Stop);
         let start = Instant::now();
         let mut first = None;
         while self.engine.has_unfinished() {
@@ -136,7 +134,6 @@ impl Local {
                 }
                 let piece = stream.next(&self.frontend.tokenizer, token, u.finished.is_some())?;
                 out(&piece.text)?;
-                text += &piece.text;
                 if piece.stopped {
                     self.engine.abort(id);
                 }
@@ -148,7 +145,6 @@ impl Local {
         let now = Instant::now();
         let first = first.unwrap_or(now);
         Ok(Reply {
-            text,
             end,
             prompt_tokens,
             cached_tokens,

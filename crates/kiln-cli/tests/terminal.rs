@@ -280,3 +280,47 @@ fn chat_in_a_terminal_stops_a_reply_on_ctrl_c() {
     t.wait_for("kiln-exited 0", 1);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// ChatML whose generation prompt opens a `<think>` block, past turns' reasoning rendered in
+/// one.
+const THINK_TEMPLATE: &str = concat!(
+    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
+    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
+    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
+);
+
+#[test]
+fn chat_in_a_terminal_shows_reasoning_apart_and_keeps_it() {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-think-{}", std::process::id()));
+    let tc = TinyConfig {
+        chat_template: Some(THINK_TEMPLATE.into()),
+        ..TinyConfig::default()
+    };
+    write_tiny_llama(&dir, &tc, 3).unwrap();
+    let t = chat("think", &dir, "--max-tokens 8");
+    // The template opened the block and the random model never closes it: all reasoning.
+    t.keys(&["why", "Enter"]);
+    let screen = t.wait_for("[cut at the token limit; prefill:", 1);
+    assert!(screen.contains("thinking: "), "{screen}");
+    t.wait_prompts(2);
+    t.keys(&["and then", "Enter"]);
+    t.wait_for("[cut at the token limit; prefill:", 2);
+    t.wait_prompts(3);
+    // The second message alone, for its share of the prompt.
+    t.keys(&["/reset", "Enter"]);
+    t.wait_for("(new conversation)", 1);
+    t.wait_prompts(4);
+    t.keys(&["and then", "Enter"]);
+    let screen = t.wait_for("[cut at the token limit; prefill:", 3);
+    // What the first turn's reply adds to the second prompt, beyond the first prompt and the
+    // second message with its generation prompt: the reply's turn less one generation prompt
+    // (`<|im_end|>` against `<think>`), plus its reasoning (8 tokens) in a block.
+    let s = prefill_sizes(&screen);
+    let added = s[1] as i64 - s[0] as i64 - s[2] as i64;
+    assert!(added > 8, "{s:?}\n{screen}");
+    t.wait_prompts(5);
+    t.keys(&["/exit", "Enter"]);
+    t.wait_for("kiln-exited 0", 1);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,7 +7,7 @@
 //! turn.
 
 use kiln_core::Grammar;
-use kiln_model::ChatTemplate;
+use kiln_model::{ChatTemplate, Tokenizer};
 
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
@@ -36,6 +36,13 @@ impl ReasoningFormat {
     /// the template opened.
     pub fn opened_by(self, prompt: &str) -> bool {
         self == ReasoningFormat::Think && prompt.trim_end().ends_with(OPEN)
+    }
+
+    /// [`ReasoningFormat::opened_by`] for a tokenized prompt (its last tokens tell).
+    pub fn opened_by_ids(self, tokenizer: &Tokenizer, prompt: &[u32]) -> bool {
+        let tail = &prompt[prompt.len().saturating_sub(8)..];
+        let text = tokenizer.decode(tail, false).unwrap_or_default();
+        self.opened_by(&text)
     }
 
     /// The splitter for one reply (`opened`: see [`ReasoningFormat::opened_by`]).

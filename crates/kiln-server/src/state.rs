@@ -78,9 +78,7 @@ impl AppState {
     /// Whether a reply to `prompt` starts inside a reasoning block the template opened (its
     /// last tokens tell).
     pub fn reasoning_opened(&self, prompt: &[u32]) -> bool {
-        let tail = &prompt[prompt.len().saturating_sub(8)..];
-        let text = self.model.tokenizer.decode(tail, false).unwrap_or_default();
-        self.reasoning.opened_by(&text)
+        self.reasoning.opened_by_ids(&self.model.tokenizer, prompt)
     }
 
     /// Renders chat messages with the model's template (ChatML when it has none).
