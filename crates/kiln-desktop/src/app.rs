@@ -191,9 +191,13 @@ impl DesktopApp {
                 continue;
             };
             match g.poll(model) {
-                Poll::Text(t) => reply.text += &t,
+                Poll::Text(t) => {
+                    reply.reasoning += &t.reasoning;
+                    reply.text += &t.content;
+                }
                 Poll::Done(t, stats) => {
-                    reply.text += &t;
+                    reply.reasoning += &t.reasoning;
+                    reply.text += &t.content;
                     reply.stats = Some(stats);
                     finished.push(chat_id.clone());
                 }
@@ -226,7 +230,7 @@ impl DesktopApp {
         chat.messages.push(Message {
             role: "user".into(),
             text,
-            stats: None,
+            ..Message::default()
         });
         self.input.clear();
         self.start_reply();
@@ -242,8 +246,7 @@ impl DesktopApp {
                 let chat = &mut self.chats[self.current];
                 chat.messages.push(Message {
                     role: "assistant".into(),
-                    text: String::new(),
-                    stats: None,
+                    ..Message::default()
                 });
                 self.generating.insert(chat.id.clone(), g);
             }

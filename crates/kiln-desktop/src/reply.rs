@@ -1,12 +1,13 @@
 //! One reply being generated: its request in the engine, its text as it streams (decoded
-//! incrementally and cut at stop strings by the shared front end), and its timings. The window
+//! incrementally, cut at stop strings and its reasoning set apart by the shared front end),
+//! and its timings. The window
 //! polls it each frame; several replies (one per chat) run at once and share the engine's
 //! forward passes.
 
 use std::time::Instant;
 
 use kiln_engine::FinishReason;
-use kiln_frontend::TextStream;
+use kiln_frontend::{ReasoningFormat, ReasoningStream, Split, TextStream};
 use kiln_model::ChatMessage;
 use kiln_server::SeqEvent;
 
@@ -20,6 +21,7 @@ pub struct Generation {
     id: u64,
     updates: flume::Receiver<SeqEvent>,
     stream: TextStream,
+    split: ReasoningStream,
     started: Instant,
     first: Option<Instant>,
     prompt_tokens: usize,
@@ -30,10 +32,10 @@ pub struct Generation {
 /// What a poll found.
 #[derive(Debug, PartialEq)]
 pub enum Poll {
-    /// More text (possibly none yet).
-    Text(String),
+    /// More text: reasoning and answer (possibly none yet).
+    Text(Split),
     /// The last text and how the reply went.
-    Done(String, ReplyStats),
+    Done(Split, ReplyStats),
     /// The engine failed the request.
     Failed(String),
 }
@@ -70,7 +72,11 @@ impl Generation {
         let messages: Vec<ChatMessage> = chat
             .messages
             .iter()
-            .map(|m| ChatMessage::new(&m.role, &m.text))
+            .map(|m| {
+                let mut c = ChatMessage::new(&m.role, &m.text);
+                c.reasoning_content = Some(m.reasoning.clone()).filter(|r| !r.is_empty());
+                c
+            })
             .collect();
         let system = Some(chat.system.as_str()).filter(|s| !s.trim().is_empty());
         let prompt = f.chat_tokens(messages, system).map_err(|e| e.to_string())?;
@@ -85,12 +91,15 @@ impl Generation {
         let id = model.engine.next_id();
         let seed = spec.seed.unwrap_or_else(rand::random);
         let prompt_tokens = prompt.len();
+        let reasoning = ReasoningFormat::detect(f.chat_template.as_ref());
+        let split = reasoning.stream(reasoning.opened_by_ids(&f.tokenizer, &prompt));
         let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
         let updates = relay(model.engine.add(request, None), model.wake.clone());
         Ok(Generation {
             id,
             updates,
             stream: spec.text_stream(),
+            split,
             started: Instant::now(),
             first: None,
             prompt_tokens,
@@ -101,7 +110,7 @@ impl Generation {
 
     /// Takes what has arrived, without waiting.
     pub fn poll(&mut self, model: &Loaded) -> Poll {
-        let mut text = String::new();
+        let mut text = Split::default();
         while let Ok(event) = self.updates.try_recv() {
             let u = match event {
                 SeqEvent::Update(u) => u,
@@ -118,7 +127,9 @@ impl Generation {
                 Ok(p) => p,
                 Err(e) => return Poll::Failed(e.to_string()),
             };
-            text += &piece.text;
+            let s = self.split.push(&piece.text, last || piece.stopped);
+            text.reasoning += &s.reasoning;
+            text.content += &s.content;
             if piece.stopped {
                 model.engine.abort(self.id);
                 return Poll::Done(text, self.stats("stop"));

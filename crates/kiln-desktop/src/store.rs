@@ -45,11 +45,15 @@ impl ReplyStats {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Message {
     /// `user` or `assistant`.
     pub role: String,
+    /// The message; of a reply from a model that reasons, its answer.
     pub text: String,
+    /// A reply's reasoning (a `<think>` block), apart from its answer.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<ReplyStats>,
 }
@@ -267,7 +271,7 @@ mod tests {
         chat.messages.push(Message {
             role: "user".into(),
             text: "hi".into(),
-            stats: None,
+            ..Message::default()
         });
         store.save_chat(&chat).unwrap();
         std::fs::write(dir.path().join("chats/broken.json"), "{").unwrap();

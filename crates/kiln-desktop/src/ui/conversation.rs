@@ -1,5 +1,6 @@
-//! The conversation: messages (replies as Markdown, with their speed line), copy, edit and
-//! regenerate, and the message box with Send / Stop.
+//! The conversation: messages (replies as Markdown, with their speed line, and their
+//! reasoning folded under "Thinking"), copy, edit and regenerate, and the message box with
+//! Send / Stop.
 
 use eframe::egui;
 
@@ -25,6 +26,13 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
             for (i, m) in chat.messages.iter().enumerate() {
                 ui.add_space(8.0);
                 ui.strong(if m.role == "user" { "You" } else { "Assistant" });
+                if !m.reasoning.is_empty() {
+                    // Still reasoning: the reply has no answer yet.
+                    let thinking = generating && i == last && m.text.is_empty();
+                    egui::CollapsingHeader::new(if thinking { "Thinking..." } else { "Thinking" })
+                        .id_salt(("reasoning", &chat.id, i))
+                        .show(ui, |ui| ui.weak(&m.reasoning));
+                }
                 if m.role == "assistant" {
                     egui_commonmark::CommonMarkViewer::new().show(ui, &mut app.markdown, &m.text);
                 } else {

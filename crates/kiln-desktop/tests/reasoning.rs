@@ -1,0 +1,78 @@
+//! A model that reasons, in the desktop app: the tiny random model given a chat template that
+//! opens a `<think>` block, so its whole reply is reasoning (the random model never closes the
+//! block). The reasoning streams apart from the answer, equal to the engine's own greedy
+//! output, folds under a "Thinking" header, and goes back to the template with the next turn.
+
+mod common;
+
+use common::*;
+use egui_kittest::kittest::Queryable;
+use kiln_model::testing::TinyConfig;
+
+/// ChatML whose generation prompt opens a `<think>` block, past turns' reasoning rendered in
+/// one.
+const THINK_TEMPLATE: &str = concat!(
+    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
+    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
+    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
+);
+
+#[test]
+fn reasoning_streams_apart_and_folds_under_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let tc = TinyConfig {
+        chat_template: Some(THINK_TEMPLATE.into()),
+        max_position_embeddings: 1024,
+        ..TinyConfig::default()
+    };
+    let model = tiny_model_with(dir.path(), &tc);
+    let raw = greedy_reply(&model, "why");
+    assert!(
+        !raw.trim().is_empty() && !raw.contains("</think>"),
+        "{raw:?}"
+    );
+
+    let mut h = harness(&dir.path().join("store"), Some(model), true);
+    step_until(&mut h, "the model to open", ready);
+    greedy(&mut h);
+    send(&mut h, "why");
+    step_until(&mut h, "the reply", |app| app.generating.is_empty());
+    assert!(h.state().notices.is_empty(), "{:?}", h.state().notices);
+    let reply = last_reply(h.state(), 0).clone();
+    assert_eq!(reply.reasoning, raw.trim_matches('\n'));
+    assert_eq!(reply.text, "");
+    // Folded under its header, which opens on a click.
+    assert!(h.query_by_label(&reply.reasoning).is_none());
+    h.get_by_label("Thinking").click();
+    h.run_ok();
+    h.get_by_label(&reply.reasoning);
+
+    // The next turn's prompt carries the reasoning (the template renders it): longer than
+    // the same turn after an empty reply.
+    let prompt_of = |h: &egui_kittest::Harness<'_, kiln_desktop::DesktopApp>| {
+        last_reply(h.state(), 0)
+            .stats
+            .as_ref()
+            .unwrap()
+            .prompt_tokens
+    };
+    send(&mut h, "and then");
+    step_until(&mut h, "the second reply", |app| app.generating.is_empty());
+    assert!(h.state().notices.is_empty(), "{:?}", h.state().notices);
+    let with = prompt_of(&h);
+    // The first reply's reasoning dropped, the second reply regenerated.
+    h.state_mut().chats[0].messages[1].reasoning.clear();
+    h.run_ok(); // a frame after the change, so the click finds the current button
+    h.get_by_label("Regenerate").click();
+    h.step();
+    assert!(h.state().is_generating(), "{:?}", h.state().notices);
+    step_until(&mut h, "the regenerated reply", |app| {
+        app.generating.is_empty()
+    });
+    let without = prompt_of(&h);
+    assert!(
+        with > without + MAX_TOKENS as usize - 2,
+        "{with} against {without}"
+    );
+}
