@@ -111,6 +111,13 @@ else:
             fails.append(f"structured output {key} in the page: {out}")
     if "cannot be compiled" not in c.get("bad_grammar", ""):
         fails.append(f"a bad grammar was not refused: {c.get('bad_grammar')}")
+    # A reply after a prompt that opened a <think> block: all reasoning, equal to the same
+    # reply not split.
+    r = web.get("reasoning") or {}
+    think, none = r.get("think") or {}, r.get("none") or {}
+    if not (think.get("text") == "" and none.get("reasoning") == ""
+            and think.get("reasoning") and think.get("reasoning") == none.get("text", "").strip("\n")):
+        fails.append(f"reasoning in the page: {r}")
 print(f"native adapter: {native['adapter']}")
 print(f"web adapter:    {web.get('adapter')}  features: {', '.join(web.get('adapter_features', []))}")
 if web.get("limits"):
@@ -118,6 +125,7 @@ if web.get("limits"):
 print(f"output ids (native): {native['output_ids']}")
 print(f"output ids (web):    {web.get('output_ids')}")
 print(f"structured outputs in the page: {web.get('constrained')}")
+print(f"reasoning in the page: {web.get('reasoning')}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
           f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")

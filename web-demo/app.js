@@ -101,7 +101,20 @@ class Chat {
       return;
     }
     const out = this.addMessage('assistant', '');
-    let reply = '';
+    let reply = '', reasoning = '';
+    let thinking = null; // the folded "Thinking" block, once the reply reasons
+    const showReasoning = (text) => {
+      if (!thinking) {
+        thinking = document.createElement('details');
+        thinking.className = 'msg thinking';
+        const summary = document.createElement('summary');
+        summary.textContent = 'Thinking';
+        thinking.append(summary, document.createElement('div'));
+        out.before(thinking);
+      }
+      reasoning += text;
+      thinking.lastChild.textContent = reasoning;
+    };
     const t0 = performance.now();
     let tFirst = null, n = 0;
     const onToken = (ev) => {
@@ -110,6 +123,7 @@ class Chat {
         n++;
         if (tFirst === null) tFirst = now;
       }
+      if (ev.reasoning) showReasoning(ev.reasoning);
       reply += ev.text;
       out.textContent = reply;
       this.log.scrollTop = this.log.scrollHeight;
@@ -118,7 +132,9 @@ class Chat {
       this.stats.textContent = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens`;
       if (ev.finished) {
         this.stats.textContent += ` · finished: ${ev.finished}`;
-        this.messages.push({ role: 'assistant', content: reply });
+        const turn = { role: 'assistant', content: reply };
+        if (reasoning) turn.reasoning_content = reasoning;
+        this.messages.push(turn);
         this.id = null;
         this.setBusy(false);
       }

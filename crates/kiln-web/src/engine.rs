@@ -9,7 +9,7 @@ use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
     Constraint, ConstraintFactory, Engine, EngineConfig, KernelFamily, KvDtype, Request,
 };
-use kiln_frontend::{ChatExtras, Frontend, requested_grammar};
+use kiln_frontend::{ChatExtras, Frontend, ReasoningFormat, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
 use wasm_bindgen::prelude::*;
 
@@ -210,8 +210,11 @@ impl WebEngine {
     /// server's generation fields: `{temperature, top_p, top_k, min_p, repetition_penalty,
     /// presence_penalty, frequency_penalty, seed, max_tokens, stop, ignore_eos}`, and the
     /// structured-output fields `response_format` and `structured_outputs` (the output is then
-    /// constrained to match on the GPU); unset ones come from the model's generation config,
-    /// then kiln's defaults; an unknown field is an error. `on_token(event)` is called for every new token and once at the end
+    /// constrained to match on the GPU, after the reasoning of a model that reasons), and
+    /// `reasoning` (`think` or `none`: whether a `<think>` block goes to `event.reasoning`
+    /// apart from `event.text`; by default where the chat template knows the tags); unset ones
+    /// come from the model's generation config, then kiln's defaults; an unknown field is an
+    /// error. `on_token(event)` is called for every new token and once at the end
     /// (`event.finished` set). It starts at the next `step()`.
     pub fn start(
         &mut self,
@@ -243,8 +246,19 @@ impl WebEngine {
             params.structured_outputs.as_ref(),
         )
         .map_err(err)?;
+        let reasoning = match params.reasoning.as_deref() {
+            None => ReasoningFormat::detect(f.chat_template.as_ref()),
+            Some("think") => ReasoningFormat::Think,
+            Some("none") => ReasoningFormat::None,
+            Some(other) => {
+                return Err(err(format!(
+                    "reasoning: `{other}` is not one of think, none"
+                )));
+            }
+        };
+        let opened = reasoning.opened_by_ids(&f.tokenizer, &prompt);
         let constraint = match grammar {
-            Some(g) => Some(self.compile(&g)?),
+            Some(g) => Some(self.compile(&reasoning.grammar(g, opened))?),
             None => None,
         };
         let seed = spec
@@ -255,6 +269,7 @@ impl WebEngine {
         let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
         let chat = Chat {
             text: spec.text_stream(),
+            split: reasoning.stream(opened),
             callback: on_token,
             num_tokens: 0,
         };
@@ -332,6 +347,7 @@ impl WebEngine {
                                     id,
                                     token_id: None,
                                     text: String::new(),
+                                    reasoning: String::new(),
                                     finished: Some(format!("error: {e}")),
                                     num_tokens: 0,
                                     callback: chat.callback,

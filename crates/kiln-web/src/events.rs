@@ -1,12 +1,13 @@
 //! What one step means to JavaScript: each engine update of a generation becomes an
-//! [`Event`] `{id, tokenId, text, finished, numTokens}` for its callback, its text cut at the
-//! generation's stop strings.
+//! [`Event`] `{id, tokenId, text, reasoning, finished, numTokens}` for its callback, its text
+//! cut at the generation's stop strings and its reasoning (a `<think>` block) set apart from
+//! the answer (`text`).
 
 use std::collections::HashMap;
 
 use js_sys::{Function, Object};
 use kiln_engine::{Engine, FinishReason, RequestUpdate};
-use kiln_frontend::{Frontend, TextStream};
+use kiln_frontend::{Frontend, ReasoningStream, TextStream};
 use wasm_bindgen::prelude::*;
 
 use crate::set;
@@ -14,6 +15,7 @@ use crate::set;
 /// One running generation.
 pub(crate) struct Chat {
     pub text: TextStream,
+    pub split: ReasoningStream,
     pub callback: Option<Function>,
     pub num_tokens: u32,
 }
@@ -23,6 +25,7 @@ pub(crate) struct Event {
     pub id: u64,
     pub token_id: Option<u32>,
     pub text: String,
+    pub reasoning: String,
     pub finished: Option<String>,
     pub num_tokens: u32,
     pub callback: Option<Function>,
@@ -38,6 +41,7 @@ impl Event {
             self.token_id.map(JsValue::from).unwrap_or(JsValue::NULL),
         );
         set(&o, "text", self.text.as_str());
+        set(&o, "reasoning", self.reasoning.as_str());
         set(
             &o,
             "finished",
@@ -100,6 +104,7 @@ pub(crate) fn handle(
         engine.abort(u.id);
         finished = Some(FinishReason::Stop);
     }
+    let split = chat.split.push(&piece.text, finished.is_some());
     let (num_tokens, callback) = (chat.num_tokens, chat.callback.clone());
     if finished.is_some() {
         chats.remove(&u.id);
@@ -107,7 +112,8 @@ pub(crate) fn handle(
     events.push(Event {
         id: u.id,
         token_id,
-        text: piece.text,
+        text: split.content,
+        reasoning: split.reasoning,
         finished: finished.map(|f| finish_name(f).to_string()),
         num_tokens,
         callback,

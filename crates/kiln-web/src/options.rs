@@ -53,6 +53,9 @@ pub(crate) struct StartParams {
     pub response_format: Option<serde_json::Value>,
     /// vLLM's `{"json" | "regex" | "choice" | "grammar": ...}`.
     pub structured_outputs: Option<serde_json::Value>,
+    /// `think` or `none`: whether the reply's `<think>` block is set apart (default: where the
+    /// model's chat template knows the tags).
+    pub reasoning: Option<String>,
     #[serde(flatten)]
     extra: std::collections::BTreeMap<String, serde_json::Value>,
 }
