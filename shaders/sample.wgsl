@@ -5,6 +5,7 @@
 //     ones, for tokens seen in prompt or output), presence and frequency (output counts); the
 //     host lists the history it knows, and `pending` names the row's input token when it came
 //     from the previous step on the GPU (overlapped steps): one more output occurrence;
+//     then each listed token's bias (the request's `logit_bias`) is added;
 //  2. temperature and exclusion: a token is left out (as if its probability were 0) when the
 //     row's allowed-token mask clears its bit or its logit is not finite (-inf, +inf, NaN;
 //     tested on the bits, since WGSL may assume floats are finite); greedy (argmax) when it is 0 or top_k is 1;
@@ -51,7 +52,7 @@ struct Sampling {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> sampling: array<Sampling>;  // (S)
-@group(0) @binding(3) var<storage, read> penalties: array<u32>;      // (P, 2): token, count | seen << 31
+@group(0) @binding(3) var<storage, read> penalties: array<u32>;      // (P, 3): token, count | seen << 31, bias bits
 @group(0) @binding(4) var<storage, read_write> logits: array<f32>;   // (S, V), modified in place
 @group(0) @binding(5) var<storage, read_write> out: array<u32>;      // (S, out_stride): id, logprob, (id, logprob) * 20, rank
 @group(0) @binding(6) var<storage, read> masks: array<u32>;          // (M, mask_words)
@@ -242,11 +243,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // The raw value is kept for the raw log-prob of the chosen token.
     for (var e = lid; e < sp.penalty_count; e += WG) {
         let entry = sp.penalty_start + e;
-        let tok = penalties[2u * entry];
-        let packed = penalties[2u * entry + 1u];
+        let tok = penalties[3u * entry];
+        if (tok >= v_count) {
+            continue; // the host checks ids; never write outside the row
+        }
+        let packed = penalties[3u * entry + 1u];
+        let bias = bitcast<f32>(penalties[3u * entry + 2u]);
         let l = logits[base + tok];
         penalty_raw[entry] = l;
-        logits[base + tok] = penalized(sp, l, (packed >> 31u) != 0u, packed & 0x7fffffffu);
+        logits[base + tok] = penalized(sp, l, (packed >> 31u) != 0u, packed & 0x7fffffffu) + bias;
     }
     storageBarrier();
     workgroupBarrier();
@@ -262,7 +267,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         for (var e = lid; e < sp.penalty_count; e += WG) {
-            if (penalties[2u * (sp.penalty_start + e)] == pend) {
+            if (penalties[3u * (sp.penalty_start + e)] == pend) {
                 pend_entry = e;
             }
         }
@@ -270,13 +275,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         if (lid == 0u) {
             var l = logits[base + pend];
             var count = 1u;
+            var bias = 0.0;
             if (pend_entry != NONE) {
                 let entry = sp.penalty_start + pend_entry;
                 l = penalty_raw[entry];
-                count += penalties[2u * entry + 1u] & 0x7fffffffu;
+                count += penalties[3u * entry + 1u] & 0x7fffffffu;
+                bias = bitcast<f32>(penalties[3u * entry + 2u]);
             }
             pend_raw = l;
-            logits[base + pend] = penalized(sp, l, true, count);
+            logits[base + pend] = penalized(sp, l, true, count) + bias;
         }
         storageBarrier();
         workgroupBarrier();
@@ -406,7 +413,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
         for (var e = lid; e < sp.penalty_count; e += WG) {
             let entry = sp.penalty_start + e;
-            if (penalties[2u * entry] == chosen) {
+            if (penalties[3u * entry] == chosen) {
                 found = penalty_raw[entry];
             }
         }

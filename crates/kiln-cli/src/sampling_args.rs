@@ -35,6 +35,21 @@ pub struct SamplingArgs {
     /// than the room is an error).
     #[arg(long)]
     pub max_tokens: Option<usize>,
+    /// TOKEN_ID=BIAS: add BIAS (-100 to 100) to that token's logit; repeat the flag for several.
+    #[arg(long, value_parser = token_bias, allow_hyphen_values = true)]
+    logit_bias: Vec<(String, f32)>,
+}
+
+/// `ID=BIAS` as the request field's key and value (the key is checked as a token id later,
+/// as the server checks it).
+fn token_bias(s: &str) -> Result<(String, f32), String> {
+    let (id, bias) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not TOKEN_ID=BIAS"))?;
+    let bias = bias
+        .parse()
+        .map_err(|_| format!("`{bias}` is not a number"))?;
+    Ok((id.to_string(), bias))
 }
 
 /// Tokens per reply when `--max-tokens` is not given.
@@ -57,6 +72,8 @@ impl SamplingArgs {
             max_tokens: self.max_tokens.map(|m| m as i64),
             cache_salt: None,
             prompt_logprobs: None,
+            logit_bias: (!self.logit_bias.is_empty())
+                .then(|| self.logit_bias.iter().cloned().collect()),
         }
     }
 }

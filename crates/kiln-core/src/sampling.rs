@@ -118,14 +118,17 @@ impl SamplingParams {
     }
 }
 
-/// A token of the sequence's history that the penalties look at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A token whose logit the sampler changes before anything else: one of the sequence's
+/// history that the penalties look at, or one the request biases (`logit_bias`), or both.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PenaltyToken {
     pub token_id: u32,
     /// Times the token appears in the generated output (presence/frequency penalties).
     pub output_count: u32,
     /// Whether it appears anywhere in prompt or output (repetition penalty).
     pub seen: bool,
+    /// Added to the logit after the penalties (the request's `logit_bias`; 0 for none).
+    pub bias: f32,
 }
 
 /// What to sample for one sequence this step.
@@ -137,7 +140,8 @@ pub struct SampleSpec {
     pub seed: u64,
     /// Index of the token being drawn within the request's output (0 for the first).
     pub draw_index: u32,
-    /// Distinct tokens of the history, for the penalties (empty when there are none).
+    /// Distinct tokens of the history, for the penalties, and the biased tokens, sorted by
+    /// id (empty when there are neither).
     pub penalty_tokens: Vec<PenaltyToken>,
 }
 

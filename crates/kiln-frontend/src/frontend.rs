@@ -175,6 +175,24 @@ impl Frontend {
             .map_err(|e| ParamError::new(param, e.to_string()))
     }
 
+    /// Checks that `spec`'s biased tokens are in the vocabulary.
+    pub fn check_logit_bias(&self, spec: &GenSpec) -> Result<(), ParamError> {
+        match spec
+            .logit_bias
+            .iter()
+            .find(|&&(t, _)| t as usize >= self.vocab_size)
+        {
+            Some(&(bad, _)) => Err(ParamError::new(
+                "logit_bias",
+                format!(
+                    "token id {bad} is out of the vocabulary (size {})",
+                    self.vocab_size
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The engine request for choice `choice` of `spec` (seed `base_seed + choice`).
     pub fn request(
         &self,
@@ -192,6 +210,7 @@ impl Frontend {
             eos_token_ids: self.eos_token_ids.clone(),
             cache_salt: spec.cache_salt.clone(),
             prompt_logprobs: spec.prompt_logprobs,
+            logit_bias: spec.logit_bias.clone(),
             ..Request::new(id, prompt, max_tokens)
         }
     }

@@ -81,6 +81,10 @@ pub struct GenerationParams {
     /// requests with the same salt, so one tenant cannot time another's prompts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_salt: Option<String>,
+    /// OpenAI's `logit_bias`: token id (as a string) to a bias in [-100, 100], added to that
+    /// token's logit before sampling (after the penalties).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logit_bias: Option<std::collections::BTreeMap<String, f32>>,
 }
 
 /// Most completions one request may ask for.
@@ -102,6 +106,8 @@ pub struct GenSpec {
     /// Score the prompt, reporting this many alternatives per prompt token.
     pub prompt_logprobs: Option<u32>,
     pub cache_salt: Option<String>,
+    /// Token ids and their biases, by id (see [`GenerationParams::logit_bias`]).
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 impl GenSpec {
@@ -174,6 +180,29 @@ impl GenerationParams {
                 "cache_salt must be a non-empty string (or left out)",
             ));
         }
+        let mut logit_bias = Vec::new();
+        for (key, &bias) in self.logit_bias.iter().flatten() {
+            let Ok(id) = key.parse::<u32>() else {
+                return Err(ParamError::new(
+                    "logit_bias",
+                    format!("logit_bias keys must be token ids, not `{key}`"),
+                ));
+            };
+            if !(-100.0..=100.0).contains(&bias) {
+                return Err(ParamError::new(
+                    "logit_bias",
+                    format!("the bias of token {id} must be between -100 and 100, not {bias}"),
+                ));
+            }
+            logit_bias.push((id, bias));
+        }
+        logit_bias.sort_by_key(|&(id, _)| id);
+        if let Some(w) = logit_bias.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(ParamError::new(
+                "logit_bias",
+                format!("token {} is biased twice", w[0].0),
+            ));
+        }
         let base = base_sampling(defaults);
         let top_k = match self.top_k {
             None => base.top_k,
@@ -216,6 +245,7 @@ impl GenerationParams {
             logprobs,
             prompt_logprobs,
             cache_salt: self.cache_salt.clone(),
+            logit_bias,
         })
     }
 }

@@ -63,7 +63,7 @@ impl StepInputs {
                 "sampling",
                 (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64,
             ),
-            penalties: u32s("penalties", cap.penalty_tokens * 2),
+            penalties: u32s("penalties", cap.penalty_tokens * 3),
             penalty_raw: u32s("penalty_raw", cap.penalty_tokens.max(1)),
             prev_tokens: u32s("prev_tokens", cap.seqs * 2),
         }
@@ -108,7 +108,7 @@ impl StepInputs {
             if let Some(spec) = &seq.sample {
                 let last = seq.query_start + seq.query_len - 1;
                 sample_rows.push(last);
-                let mut u = SampleUniform::new(spec, (penalties.len() / 2) as u32);
+                let mut u = SampleUniform::new(spec, (penalties.len() / 3) as u32);
                 let from_previous = (batch.prev_tokens)
                     .binary_search_by_key(&last, |p| p.index)
                     .is_ok();
@@ -116,13 +116,12 @@ impl StepInputs {
                     u.pending = last;
                 }
                 sampling.push(u);
-                if spec.params.has_penalties() {
-                    for p in &spec.penalty_tokens {
-                        penalties.extend([
-                            p.token_id,
-                            p.output_count.min(0x7fff_ffff) | (u32::from(p.seen) << 31),
-                        ]);
-                    }
+                for p in &spec.penalty_tokens {
+                    penalties.extend([
+                        p.token_id,
+                        p.output_count.min(0x7fff_ffff) | (u32::from(p.seen) << 31),
+                        p.bias.to_bits(),
+                    ]);
                 }
             }
         }
@@ -142,7 +141,7 @@ impl StepInputs {
         )?;
         check(
             "penalty tokens",
-            penalties.len() / 2,
+            penalties.len() / 3,
             self.cap.penalty_tokens,
         )?;
         // At most one per sequence: a sequence's pending token is its last.

@@ -43,6 +43,8 @@ pub struct Request {
     /// this many most likely alternatives (at most 20), in [`crate::RequestUpdate`]s. With
     /// it `max_tokens` may be 0 (score only).
     pub prompt_logprobs: Option<u32>,
+    /// Added to these tokens' logits before sampling (OpenAI's `logit_bias`), distinct ids.
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 impl Request {
@@ -60,6 +62,7 @@ impl Request {
             cache_salt: None,
             pin_blocks: false,
             prompt_logprobs: None,
+            logit_bias: Vec::new(),
         }
     }
 }
@@ -138,8 +141,8 @@ impl RequestState {
     /// What to sample for the next output token.
     pub fn sample_spec(&self) -> SampleSpec {
         let params = self.req.sampling;
-        let penalty_tokens = if params.has_penalties() {
-            self.penalty_tokens()
+        let penalty_tokens = if params.has_penalties() || !self.req.logit_bias.is_empty() {
+            self.penalty_tokens(params.has_penalties())
         } else {
             Vec::new()
         };
@@ -151,24 +154,33 @@ impl RequestState {
         }
     }
 
-    /// Distinct tokens of the history, sorted by id. O(len).
-    fn penalty_tokens(&self) -> Vec<PenaltyToken> {
-        let mut seen: HashMap<u32, u32> = HashMap::new();
-        for &t in &self.tokens[..self.prompt_len()] {
-            seen.entry(t).or_insert(0);
-        }
-        // A pending output token is not known yet: the sampler counts it itself.
-        for &t in &self.tokens[self.prompt_len()..self.known_len()] {
-            *seen.entry(t).or_insert(0) += 1;
-        }
-        let mut v: Vec<PenaltyToken> = seen
-            .into_iter()
-            .map(|(token_id, output_count)| PenaltyToken {
+    /// Distinct tokens of the history (with `history`, for the penalties) and the biased
+    /// tokens, sorted by id. O(len).
+    fn penalty_tokens(&self, history: bool) -> Vec<PenaltyToken> {
+        fn entry(entries: &mut HashMap<u32, PenaltyToken>, token_id: u32) -> &mut PenaltyToken {
+            entries.entry(token_id).or_insert(PenaltyToken {
                 token_id,
-                output_count,
-                seen: true,
+                output_count: 0,
+                seen: false,
+                bias: 0.0,
             })
-            .collect();
+        }
+        let mut entries = HashMap::new();
+        if history {
+            for &t in &self.tokens[..self.prompt_len()] {
+                entry(&mut entries, t).seen = true;
+            }
+            // A pending output token is not known yet: the sampler counts it itself.
+            for &t in &self.tokens[self.prompt_len()..self.known_len()] {
+                let e = entry(&mut entries, t);
+                e.seen = true;
+                e.output_count += 1;
+            }
+        }
+        for &(t, bias) in &self.req.logit_bias {
+            entry(&mut entries, t).bias = bias;
+        }
+        let mut v: Vec<PenaltyToken> = entries.into_values().collect();
         v.sort_by_key(|p| p.token_id);
         v
     }

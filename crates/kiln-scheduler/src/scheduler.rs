@@ -144,8 +144,27 @@ impl Scheduler {
         r.sampling
             .validate()
             .map_err(|why| SchedulerError::InvalidSampling { id, why })?;
-        if r.sampling.has_penalties() {
-            let needed = (r.prompt.len() + r.max_tokens).min(self.max_len);
+        if let Some(&(t, b)) = r.logit_bias.iter().find(|(_, b)| !b.is_finite()) {
+            return Err(SchedulerError::InvalidSampling {
+                id,
+                why: format!("the bias of token {t} is not finite ({b})"),
+            });
+        }
+        let mut ids: Vec<u32> = r.logit_bias.iter().map(|&(t, _)| t).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(SchedulerError::InvalidSampling {
+                id,
+                why: format!("token {} is biased twice", w[0]),
+            });
+        }
+        if r.sampling.has_penalties() || !r.logit_bias.is_empty() {
+            let history = if r.sampling.has_penalties() {
+                (r.prompt.len() + r.max_tokens).min(self.max_len)
+            } else {
+                0
+            };
+            let needed = history + r.logit_bias.len();
             if needed > self.cfg.max_penalty_entries {
                 return Err(SchedulerError::TooManyPenaltyEntries {
                     id,

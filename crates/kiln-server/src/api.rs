@@ -89,6 +89,9 @@ pub struct ChatRequest {
     pub stream_options: Option<StreamOptions>,
     /// Prefill/decode split (llm-d's field; see `kv_transfer`).
     pub kv_transfer_params: Option<KvTransferParams>,
+    /// vLLM's: tokens in log-probabilities written `token_id:{id}` (a token whose bytes are
+    /// not whole UTF-8 characters is then still told apart).
+    pub return_tokens_as_token_ids: Option<bool>,
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,
@@ -120,6 +123,9 @@ pub struct CompletionRequest {
     pub stream_options: Option<StreamOptions>,
     /// Prefill/decode split, as in chat.
     pub kv_transfer_params: Option<KvTransferParams>,
+    /// vLLM's: tokens in log-probabilities written `token_id:{id}` (a token whose bytes are
+    /// not whole UTF-8 characters is then still told apart).
+    pub return_tokens_as_token_ids: Option<bool>,
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,

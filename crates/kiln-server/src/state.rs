@@ -59,6 +59,7 @@ impl AppState {
             ..params.clone()
         };
         let mut spec = params.resolve(&self.model.defaults, logprobs)?;
+        self.model.check_logit_bias(&spec)?;
         spec.sampling.logprobs_mode = self.config.logprobs_mode;
         Ok(spec)
     }
@@ -174,12 +175,19 @@ impl AppState {
         }
         let limit = self.engine.info.max_penalty_entries;
         let reach = (prompt.len() + max_tokens).min(self.engine.info.max_len);
-        if spec.sampling.has_penalties() && reach > limit {
+        let biased = spec.logit_bias.len();
+        if spec.sampling.has_penalties() && reach + biased > limit {
             return Err(ApiError::bad_param(
                 "max_tokens",
                 format!(
-                    "with penalties this request may reach {reach} tokens, but one step holds penalty entries for at most {limit} tokens; lower max_tokens or drop the penalties"
+                    "with penalties this request may reach {reach} tokens (and {biased} biased ones), but one step holds penalty entries for at most {limit} tokens; lower max_tokens or drop the penalties"
                 ),
+            ));
+        }
+        if biased > limit {
+            return Err(ApiError::bad_param(
+                "logit_bias",
+                format!("{biased} biased tokens, but one step holds at most {limit}"),
             ));
         }
         if self.engine.queued() + spec.n > self.config.max_waiting {

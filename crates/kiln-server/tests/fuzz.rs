@@ -44,6 +44,8 @@ const FIELDS: &[&str] = &[
     "presence_penalty",
     "frequency_penalty",
     "repetition_penalty",
+    "logit_bias",
+    "reasoning_content",
     "seed",
     "n",
     "stop",

@@ -69,11 +69,7 @@ impl SampleUniform {
             seed_hi: (spec.seed >> 32) as u32,
             draw_index: spec.draw_index,
             penalty_start,
-            penalty_count: if p.has_penalties() {
-                spec.penalty_tokens.len() as u32
-            } else {
-                0
-            },
+            penalty_count: spec.penalty_tokens.len() as u32,
             mask_row: NO_MASK,
             raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
             forced: NO_TOKEN,

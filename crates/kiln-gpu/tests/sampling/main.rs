@@ -57,7 +57,7 @@ fn sample_masked(
     let (mut uniforms, mut penalties, mut masks) = (Vec::new(), Vec::new(), Vec::new());
     for ((l, spec), a) in rows.iter().zip(allow) {
         assert_eq!(l.len(), vocab);
-        let mut u = SampleUniform::new(spec, (penalties.len() / 2) as u32);
+        let mut u = SampleUniform::new(spec, (penalties.len() / 3) as u32);
         if let Some(a) = a {
             u.mask_row = (masks.len() / mask_words(vocab)) as u32;
             let mut words = vec![0u32; mask_words(vocab)];
@@ -68,11 +68,7 @@ fn sample_masked(
             masks.extend(words);
         }
         uniforms.push(u);
-        if spec.params.has_penalties() {
-            for p in &spec.penalty_tokens {
-                penalties.extend([p.token_id, p.output_count | (u32::from(p.seen) << 31)]);
-            }
-        }
+        penalties.extend(penalty_words(spec));
     }
     let logits: Vec<Vec<f32>> = rows.iter().map(|(l, _)| l.clone()).collect();
     dispatch(ctx, k, vocab, &logits, &uniforms, penalties, masks, &[])
@@ -180,4 +176,18 @@ fn assert_frequencies(name: &str, logits: &[f32], counts: &[usize], want: &[f64]
             );
         }
     }
+}
+
+/// The kernel's penalty list words of `spec`: token, output count | seen << 31, bias bits.
+fn penalty_words(spec: &SampleSpec) -> Vec<u32> {
+    spec.penalty_tokens
+        .iter()
+        .flat_map(|p| {
+            [
+                p.token_id,
+                p.output_count | (u32::from(p.seen) << 31),
+                p.bias.to_bits(),
+            ]
+        })
+        .collect()
 }

@@ -1,10 +1,10 @@
-//! Repetition, presence and frequency penalties against the CPU formula, and an output
-//! token the penalty list lacks (taken from the previous step's output).
+//! Repetition, presence and frequency penalties and logit biases against the CPU formula,
+//! and an output token the penalty list lacks (taken from the previous step's output).
 
 use super::*;
 
 /// The penalised logits the kernel should see: repetition on seen tokens, then presence once
-/// and frequency per occurrence for tokens in the output.
+/// and frequency per occurrence for tokens in the output, then the bias.
 fn penalised(l: &[f32], s: &SampleSpec) -> Vec<f32> {
     let mut l = l.to_vec();
     let p = &s.params;
@@ -20,6 +20,7 @@ fn penalised(l: &[f32], s: &SampleSpec) -> Vec<f32> {
         if t.output_count > 0 {
             *v -= p.presence_penalty + p.frequency_penalty * t.output_count as f32;
         }
+        *v += t.bias;
     }
     l
 }
@@ -37,6 +38,13 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
         token_id: id,
         output_count,
         seen,
+        bias: 0.0,
+    };
+    let biased = |id, bias| PenaltyToken {
+        token_id: id,
+        output_count: 0,
+        seen: false,
+        bias,
     };
     // Hand-made: token 7 leads at 3.0, token 9 follows at 2.5 (all others in [-1, 1]); in
     // the negative row token 7 leads at -0.5 and token 9 follows at -0.6.
@@ -159,6 +167,29 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
             vec![hist(7, 1, true), hist(9, 0, true)], // 3/1.2-0.15 = 2.35 vs 2.5/1.2 = 2.083
             7,
         ),
+        ("a bias lifts a token", &pos, g, vec![biased(9, 0.6)], 9),
+        ("a bias too small", &pos, g, vec![biased(9, 0.4)], 7),
+        (
+            "a negative bias sinks the leader",
+            &pos,
+            g,
+            vec![biased(7, -0.6)],
+            9,
+        ),
+        ("a bias of -100 bans", &neg, g, vec![biased(7, -100.0)], 9),
+        (
+            "the bias comes after the penalties", // 3/1.5 + 0.6 = 2.6 vs 2.5
+            &pos,
+            SamplingParams {
+                repetition_penalty: 1.5,
+                ..g
+            },
+            vec![PenaltyToken {
+                bias: 0.6,
+                ..hist(7, 0, true)
+            }],
+            7,
+        ),
     ];
     let mut rows: Vec<(Vec<f32>, SampleSpec)> = cases
         .iter()
@@ -194,7 +225,14 @@ fn penalties_change_greedy_choice_as_the_formula_says() {
         };
         let history = ids
             .iter()
-            .map(|&t| hist(t, r.random_range(0..4), r.random_bool(0.8)))
+            .map(|&t| PenaltyToken {
+                bias: if r.random_bool(0.3) {
+                    r.random_range(-2.0..2.0)
+                } else {
+                    0.0
+                },
+                ..hist(t, r.random_range(0..4), r.random_bool(0.8))
+            })
             .collect();
         let s = SampleSpec {
             params,
@@ -259,10 +297,11 @@ fn a_pending_output_token_is_penalised_as_if_listed() {
         token_id,
         output_count,
         seen,
+        bias: 0.0,
     };
     let mut checked = 0;
     for mode in [LogprobsMode::Processed, LogprobsMode::Raw] {
-        for case in 0..3u32 {
+        for case in 0..4u32 {
             let params = SamplingParams {
                 repetition_penalty: 1.4,
                 presence_penalty: 0.6,
@@ -279,12 +318,20 @@ fn a_pending_output_token_is_penalised_as_if_listed() {
             match case {
                 0 => known.push(hist(pending, 2, true)),
                 1 => known.push(hist(pending, 0, true)),
+                // Listed for its bias alone (a request's logit_bias), not yet as history.
+                2 => known.push(PenaltyToken {
+                    bias: -0.2,
+                    ..hist(pending, 0, false)
+                }),
                 _ => {}
             }
             known.sort_by_key(|p| p.token_id);
             let mut full = known.clone();
             match full.iter_mut().find(|p| p.token_id == pending) {
-                Some(p) => p.output_count += 1,
+                Some(p) => {
+                    p.output_count += 1;
+                    p.seen = true;
+                }
                 None => full.push(hist(pending, 1, true)),
             }
             full.sort_by_key(|p| p.token_id);
@@ -299,10 +346,8 @@ fn a_pending_output_token_is_penalised_as_if_listed() {
             let mut uniforms = Vec::new();
             let mut penalties = Vec::new();
             for s in [&listed, &lacking] {
-                uniforms.push(SampleUniform::new(s, (penalties.len() / 2) as u32));
-                for p in &s.penalty_tokens {
-                    penalties.extend([p.token_id, p.output_count | (u32::from(p.seen) << 31)]);
-                }
+                uniforms.push(SampleUniform::new(s, (penalties.len() / 3) as u32));
+                penalties.extend(penalty_words(s));
             }
             // The step's inputs: the pending token at index 2.
             uniforms[1].pending = 2;
@@ -331,5 +376,5 @@ fn a_pending_output_token_is_penalised_as_if_listed() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 6);
+    assert_eq!(checked, 8);
 }

@@ -18,6 +18,7 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
                     token_id: t,
                     output_count: 2,
                     seen: true,
+                    bias: 0.0,
                 })
                 .collect();
             let params = SamplingParams {

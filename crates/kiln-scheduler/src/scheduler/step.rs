@@ -9,12 +9,13 @@ use super::{Scheduler, blocks_for, window};
 use crate::output::{ScheduledSeq, ScheduledStep};
 use crate::request::RequestState;
 
-/// Penalty entries a sequence puts in a step: at most one per token of its history.
+/// Penalty entries a sequence puts in a step: at most one per token of its history (with
+/// penalties) and one per biased token.
 fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
-    if sampled && st.req.sampling.has_penalties() {
-        st.tokens.len()
-    } else {
-        0
+    match (sampled, st.req.sampling.has_penalties()) {
+        (false, _) => 0,
+        (true, true) => st.tokens.len() + st.req.logit_bias.len(),
+        (true, false) => st.req.logit_bias.len(),
     }
 }
 

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
-use super::{now_s, prompt_logprobs_json, random_id, token_text};
+use super::{now_s, prompt_logprobs_json, random_id, token_name, token_text};
 use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
@@ -25,6 +25,7 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let (spec, plan, prompt, max_tokens) = super::render::checked_chat(&st, &req)?;
     let logprobs = spec.logprobs;
+    let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
     let requested = requested_grammar(
         req.response_format.as_ref(),
         req.structured_outputs.as_ref(),
@@ -128,7 +129,7 @@ pub async fn chat_completions(
         let mut splits = vec![reasoning; seqs.len()];
         let body = choices(seqs, spec.n, usage.clone()).map(move |item| match item.result {
             Ok(d) => {
-                let lp = if logprobs.is_some() { logprobs_json(&st2, &d.logprobs) } else { Value::Null };
+                let lp = if logprobs.is_some() { logprobs_json(&st2, &d.logprobs, as_ids) } else { Value::Null };
                 let split = splits[item.index].push(&d.text, d.finish.is_some());
                 let delta = delta_json(split, d.finish.is_some());
                 chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), None)
@@ -154,7 +155,7 @@ pub async fn chat_completions(
         }
         usage.lock().unwrap().add(index / spec.n, &seq);
         let lp = if logprobs.is_some() {
-            logprobs_json(&st, &d.logprobs)
+            logprobs_json(&st, &d.logprobs, as_ids)
         } else {
             Value::Null
         };
@@ -203,11 +204,12 @@ fn message_json(split: Split) -> Value {
     message
 }
 
-fn logprobs_json(st: &Shared, lps: &[TokenLogprob]) -> Value {
+/// `as_ids`: tokens named `token_id:{id}` (`return_tokens_as_token_ids`).
+fn logprobs_json(st: &Shared, lps: &[TokenLogprob], as_ids: bool) -> Value {
     let tok = &st.model.tokenizer;
     let entry = |id: u32, lp: f32| {
         let t = token_text(tok, id);
-        json!({"token": t, "logprob": lp, "bytes": t.as_bytes()})
+        json!({"token": token_name(tok, id, as_ids), "logprob": lp, "bytes": t.as_bytes()})
     };
     let content: Vec<Value> = lps
         .iter()

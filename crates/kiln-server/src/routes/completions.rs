@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
-use super::{now_s, prompt_logprobs_json, random_id, token_text};
+use super::{now_s, prompt_logprobs_json, random_id, token_name, token_text};
 use crate::api::CompletionRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Delta;
@@ -34,6 +34,7 @@ pub async fn completions(
         "structured_outputs"
     };
     let stream = req.stream.unwrap_or(false);
+    let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
     let transfer = kv_transfer::plan(
         &st,
         req.kv_transfer_params.as_ref(),
@@ -100,7 +101,7 @@ pub async fn completions(
                 let prompt_first = first.then_some(firsts[item.index / n]);
                 let lp = logprobs.map_or(Value::Null, |_| {
                     let e = entries(prompt_part.echo.then_some(prompt_first).flatten(), &d);
-                    logprobs_json(&st2, &e, &mut offsets[item.index])
+                    logprobs_json(&st2, &e, &mut offsets[item.index], as_ids)
                 });
                 let mut text = d.text;
                 if first && !echo.is_empty() {
@@ -128,7 +129,12 @@ pub async fn completions(
         usage.lock().unwrap().add(index / spec.n, &seq);
         let first = firsts[index / n];
         let lp = logprobs.map_or(Value::Null, |_| {
-            logprobs_json(&st, &entries(prompt_part.echo.then_some(first), &d), &mut 0)
+            logprobs_json(
+                &st,
+                &entries(prompt_part.echo.then_some(first), &d),
+                &mut 0,
+                as_ids,
+            )
         });
         let text = match echo.get(index / n) {
             Some(prompt) => format!("{prompt}{}", d.text),
@@ -184,19 +190,19 @@ fn entries(prompt_first: Option<u32>, d: &Delta) -> Vec<Entry<'_>> {
 }
 
 /// The legacy logprobs object; `offset` is the text offset of the first token (advanced).
-fn logprobs_json(st: &Shared, entries: &[Entry], offset: &mut usize) -> Value {
+/// `as_ids`: tokens named `token_id:{id}` (`return_tokens_as_token_ids`).
+fn logprobs_json(st: &Shared, entries: &[Entry], offset: &mut usize, as_ids: bool) -> Value {
     let tok = &st.model.tokenizer;
     let (mut tokens, mut token_logprobs, mut top, mut text_offset) =
         (vec![], vec![], vec![], vec![]);
     for e in entries {
-        let t = token_text(tok, e.id);
         text_offset.push(*offset);
-        *offset += t.len();
-        tokens.push(t);
+        *offset += token_text(tok, e.id).len();
+        tokens.push(token_name(tok, e.id, as_ids));
         token_logprobs.push(json!(e.logprob));
         top.push(e.logprob.map_or(Value::Null, |_| {
             let m: Map<String, Value> = (e.top.iter())
-                .map(|&(id, lp)| (token_text(tok, id), json!(lp)))
+                .map(|&(id, lp)| (token_name(tok, id, as_ids), json!(lp)))
                 .collect();
             Value::Object(m)
         }));

@@ -28,6 +28,16 @@ pub fn token_text(tok: &Tokenizer, id: u32) -> String {
     tok.decode(&[id], false).unwrap_or_default()
 }
 
+/// How log-probabilities name a token: its text, or `token_id:{id}` when the request set
+/// `return_tokens_as_token_ids`.
+pub fn token_name(tok: &Tokenizer, id: u32, as_ids: bool) -> String {
+    if as_ids {
+        format!("token_id:{id}")
+    } else {
+        token_text(tok, id)
+    }
+}
+
 /// vLLM's `prompt_logprobs`: `null` for the prompt's first token, then for each scored one
 /// an object keyed by token id holding it and its alternatives, each with `logprob`, `rank`
 /// and `decoded_token`.
