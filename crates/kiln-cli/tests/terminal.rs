@@ -281,20 +281,11 @@ fn chat_in_a_terminal_stops_a_reply_on_ctrl_c() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// ChatML whose generation prompt opens a `<think>` block, past turns' reasoning rendered in
-/// one.
-const THINK_TEMPLATE: &str = concat!(
-    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
-    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
-    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
-);
-
 #[test]
 fn chat_in_a_terminal_shows_reasoning_apart_and_keeps_it() {
     let dir = std::env::temp_dir().join(format!("kiln-cli-think-{}", std::process::id()));
     let tc = TinyConfig {
-        chat_template: Some(THINK_TEMPLATE.into()),
+        chat_template: Some(kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE.into()),
         ..TinyConfig::default()
     };
     write_tiny_llama(&dir, &tc, 3).unwrap();

@@ -9,20 +9,11 @@ use common::*;
 use egui_kittest::kittest::Queryable;
 use kiln_model::testing::TinyConfig;
 
-/// ChatML whose generation prompt opens a `<think>` block, past turns' reasoning rendered in
-/// one.
-const THINK_TEMPLATE: &str = concat!(
-    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
-    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
-    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
-);
-
 #[test]
 fn reasoning_streams_apart_and_folds_under_its_header() {
     let dir = tempfile::tempdir().unwrap();
     let tc = TinyConfig {
-        chat_template: Some(THINK_TEMPLATE.into()),
+        chat_template: Some(kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE.into()),
         max_position_embeddings: 1024,
         ..TinyConfig::default()
     };

@@ -8,6 +8,15 @@ use super::gguf_writer::GgufTokenizer;
 
 pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/// ChatML for a model that reasons: the generation prompt opens a `<think>` block, and past
+/// assistant turns' `reasoning_content` is rendered in one (as Qwen3's templates do).
+pub const THINK_TEMPLATE: &str = concat!(
+    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
+    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
+    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
+);
+
 const MERGES: &[(&str, &str)] = &[
     ("Ġ", "t"),
     ("h", "e"),
