@@ -202,9 +202,13 @@ async fn serve_engine(
     let reasoning = config
         .reasoning
         .unwrap_or_else(|| ReasoningFormat::detect(model.chat_template.as_ref()));
+    let tool_format = ToolFormat::detect(model.chat_template.as_ref(), &model.tokenizer);
+    tracing::info!(
+        "chat: tool calls in the {tool_format:?} format, reasoning parser {reasoning:?}"
+    );
     let state = Arc::new(AppState {
         config,
-        tool_format: ToolFormat::detect(model.chat_template.as_ref(), &model.tokenizer),
+        tool_format,
         reasoning,
         model,
         engine,
