@@ -125,6 +125,14 @@ impl Constraint {
         Ok(words)
     }
 
+    /// Whether `token` may come next.
+    pub fn allows(&mut self, token: u32) -> Result<bool, String> {
+        let mask = self.mask()?;
+        Ok(mask
+            .get(token as usize / 32)
+            .is_some_and(|w| w & (1 << (token % 32)) != 0))
+    }
+
     /// Words of this sequence's masks.
     pub fn mask_len(&self) -> usize {
         self.words
@@ -158,15 +166,13 @@ mod tests {
         let eos = tiny_tokenizer::eos_id();
         let factory = ConstraintFactory::new(&tok, &[eos], tok.vocab_size()).unwrap();
         let mut c = factory.compile(grammar).unwrap();
-        let allowed =
-            |c: &mut Constraint, t: u32| c.mask().unwrap()[t as usize / 32] & (1 << (t % 32)) != 0;
         for t in tok.encode(text, false).unwrap() {
-            if !allowed(&mut c, t) {
+            if !c.allows(t).unwrap() {
                 return false;
             }
             c.consume(t).unwrap();
         }
-        allowed(&mut c, eos)
+        c.allows(eos).unwrap()
     }
 
     #[test]

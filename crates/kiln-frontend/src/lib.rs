@@ -18,6 +18,6 @@ pub use params::{
     GenSpec, GenerationParams, MAX_N, MAX_TOP_LOGPROBS, ParamError, StopSpec, base_sampling,
 };
 pub use reasoning::{ReasoningFormat, ReasoningStream, Split};
-pub use stop::{StopMatcher, StopOutput};
+pub use stop::{StopMatcher, StopOutput, partial_suffix};
 pub use structured::requested_grammar;
 pub use text::{Piece, TextStream};

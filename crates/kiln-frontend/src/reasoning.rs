@@ -130,13 +130,7 @@ fn split(text: &str, opened: bool, last: bool) -> (&str, &str) {
         None => {
             // Hold back a tail that may be the start of the closing tag, and newlines that
             // may come before it.
-            let keep = (1..CLOSE.len().min(body.len() + 1))
-                .rev()
-                .find(|&k| {
-                    body.is_char_boundary(body.len() - k)
-                        && CLOSE.starts_with(&body[body.len() - k..])
-                })
-                .unwrap_or(0);
+            let keep = crate::partial_suffix(body, CLOSE);
             (body[..body.len() - keep].trim_end_matches('\n'), "")
         }
     }

@@ -62,20 +62,23 @@ impl StopMatcher {
 
     /// Length of the longest suffix of `pending` that is a proper prefix of a stop string.
     fn longest_partial(&self) -> usize {
-        let p = &self.pending;
-        let mut best = 0;
-        for s in &self.stops {
-            let max = (s.len() - 1).min(p.len());
-            for k in (best + 1..=max).rev() {
-                let start = p.len() - k;
-                if p.is_char_boundary(start) && s.as_bytes().starts_with(&p.as_bytes()[start..]) {
-                    best = k;
-                    break;
-                }
-            }
-        }
-        best
+        (self.stops.iter())
+            .map(|s| partial_suffix(&self.pending, s))
+            .max()
+            .unwrap_or(0)
     }
+}
+
+/// Length in bytes of the longest suffix of `text` (on a character boundary) that is a proper
+/// prefix of `marker`: text to hold back while `marker` may still be being written.
+pub fn partial_suffix(text: &str, marker: &str) -> usize {
+    (1..marker.len().min(text.len() + 1))
+        .rev()
+        .find(|&k| {
+            let start = text.len() - k;
+            text.is_char_boundary(start) && marker.as_bytes().starts_with(&text.as_bytes()[start..])
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

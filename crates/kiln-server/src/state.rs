@@ -76,12 +76,6 @@ impl AppState {
             .check_prompt(prompt, self.engine.info.max_len, max_tokens, default_max)?)
     }
 
-    /// Whether a reply to `prompt` starts inside a reasoning block the template opened (its
-    /// last tokens tell).
-    pub fn reasoning_opened(&self, prompt: &[u32]) -> bool {
-        self.reasoning.opened_by_ids(&self.model.tokenizer, prompt)
-    }
-
     /// Renders chat messages with the model's template (ChatML when it has none).
     pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
         self.render_chat_with(messages, None, None)

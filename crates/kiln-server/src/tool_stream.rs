@@ -179,12 +179,7 @@ fn json_value_end(s: &str) -> Option<usize> {
 
 /// `text` without a tail that could be the start of `opener`.
 fn held_back<'a>(text: &'a str, opener: &str) -> &'a str {
-    (1..opener.len().min(text.len() + 1))
-        .rev()
-        .find(|&k| {
-            text.is_char_boundary(text.len() - k) && opener.starts_with(&text[text.len() - k..])
-        })
-        .map_or(text, |k| &text[..text.len() - k])
+    &text[..text.len() - kiln_frontend::partial_suffix(text, opener)]
 }
 
 /// One streamed choice: its text so far and what of it has been sent.

@@ -31,7 +31,7 @@ pub async fn chat_completions(
         req.structured_outputs.as_ref(),
     )?;
     // A model that thinks does so before the grammar holds its answer.
-    let opened = st.reasoning_opened(&prompt);
+    let opened = st.reasoning.opened_by_ids(&st.model.tokenizer, &prompt);
     let constraints = match (&plan, requested.map(|g| st.reasoning.grammar(g, opened))) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_param(

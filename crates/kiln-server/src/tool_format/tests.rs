@@ -78,17 +78,14 @@ fn accepts_ids(tok: &kiln_model::Tokenizer, grammar: &Grammar, ids: &[u32], text
     let eos = kiln_model::testing::tiny_tokenizer::eos_id();
     let factory = kiln_engine::ConstraintFactory::new(tok, &[eos], tok.vocab_size()).unwrap();
     let mut c = factory.compile(grammar).unwrap();
-    let allowed = |c: &mut kiln_engine::Constraint, t: u32| {
-        c.mask().unwrap()[t as usize / 32] & (1 << (t % 32)) != 0
-    };
     let text_ids = tok.encode(text, false).unwrap();
     for t in ids.iter().copied().chain(text_ids) {
-        if !allowed(&mut c, t) {
+        if !c.allows(t).unwrap() {
             return false;
         }
         c.consume(t).unwrap();
     }
-    allowed(&mut c, eos)
+    c.allows(eos).unwrap()
 }
 
 #[test]
