@@ -250,3 +250,62 @@ def test_bad_tools_and_formats_are_400(client, model):
         )
     with pytest.raises(openai.BadRequestError, match="frobnicate"):
         client.chat.completions.create(model=model, messages=ASK, max_tokens=4, extra_body={"frobnicate": 1})
+
+
+# The Responses API, as agent frameworks call it.
+
+RESPONSES_WEATHER = {"type": "function", **WEATHER_TOOL["function"]}
+
+
+def test_responses_whole_and_streamed(client, model):
+    ask = dict(model=model, instructions="Answer briefly.", input="What is the capital of France?",
+               max_output_tokens=4, temperature=0)
+    r = client.responses.create(**ask)
+    assert r.object == "response" and r.status in ("completed", "incomplete")
+    assert r.output[0].type == "message" and r.output_text
+    assert 0 < r.usage.output_tokens <= 4 and r.usage.input_tokens > 0
+    text, kinds, final = "", [], None
+    for event in client.responses.create(**ask, stream=True):
+        kinds.append(event.type)
+        if event.type == "response.output_text.delta":
+            text += event.delta
+        if event.type in ("response.completed", "response.incomplete"):
+            final = event.response
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert text == r.output_text and final.output_text == r.output_text
+    assert final.usage.output_tokens == r.usage.output_tokens
+
+
+def test_responses_continue_a_stored_response(client, model):
+    first = client.responses.create(model=model, input="Name a fruit.", max_output_tokens=3, temperature=0)
+    second = client.responses.create(model=model, input="And a color?", previous_response_id=first.id,
+                                     max_output_tokens=3, temperature=0)
+    assert second.previous_response_id == first.id
+    assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens
+    assert client.responses.retrieve(first.id).output_text == first.output_text
+    client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+
+
+def test_responses_function_call_round_trip(client, model):
+    r = client.responses.create(
+        model=model, input="What is the weather in Paris?", tools=[RESPONSES_WEATHER],
+        tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=80, temperature=0,
+    )
+    calls = [i for i in r.output if i.type == "function_call"]
+    assert r.status == "completed" and len(calls) == 1, r
+    Weather.model_validate_json(calls[0].arguments)
+    follow = client.responses.create(
+        model=model, previous_response_id=r.id, tools=[RESPONSES_WEATHER], max_output_tokens=6, temperature=0,
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": '{"temperature": 21}'}],
+    )
+    assert follow.status in ("completed", "incomplete") and follow.output
+    assert follow.usage.input_tokens_details.cached_tokens > 0, follow.usage
+
+
+def test_responses_parse_with_a_pydantic_model(client, model):
+    r = client.responses.parse(
+        model=model, input="What is the capital of France?", text_format=Capital, max_output_tokens=80, temperature=0,
+    )
+    assert isinstance(r.output_parsed, Capital)

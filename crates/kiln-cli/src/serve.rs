@@ -68,6 +68,10 @@ pub struct Args {
     /// (replies as written, reasoning in `content`).
     #[arg(long, value_enum, default_value_t = ReasoningArg::Auto)]
     reasoning_parser: ReasoningArg,
+    /// Most responses `/v1/responses` keeps in memory for `previous_response_id` and `GET`,
+    /// oldest forgotten first (0: none; requests then need `store: false`).
+    #[arg(long, default_value_t = 1024)]
+    responses_store: usize,
     /// This server's side of a prefill/decode pair: `producer` prefills requests marked
     /// `kv_transfer_params.do_remote_decode` and serves their KV blocks; `consumer` fetches
     /// the blocks of requests marked `do_remote_prefill` into its CPU tier (needs
@@ -207,6 +211,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ReasoningArg::Think => Some(ReasoningFormat::Think),
             ReasoningArg::None => Some(ReasoningFormat::None),
         },
+        responses_store: a.responses_store,
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

@@ -24,6 +24,7 @@ pub mod kv_events;
 pub mod kv_transfer;
 mod metrics;
 pub mod pd_proxy;
+mod responses;
 mod routes;
 mod sse;
 mod state;
@@ -77,6 +78,9 @@ pub struct ServerConfig {
     /// How replies' reasoning is set apart (`reasoning_content`); `None`: read from the
     /// model's chat template.
     pub reasoning: Option<kiln_frontend::ReasoningFormat>,
+    /// Most responses `/v1/responses` keeps for `previous_response_id` (oldest forgotten
+    /// first; 0 keeps none).
+    pub responses_store: usize,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +98,7 @@ impl Default for ServerConfig {
             logprobs_mode: kiln_engine::LogprobsMode::Raw,
             kv_transfer: None,
             reasoning: None,
+            responses_store: 1024,
         }
     }
 }
@@ -198,6 +203,7 @@ async fn serve_engine(
         );
     }
     let timeout = config.shutdown_timeout;
+    let responses_store = config.responses_store;
     let health = engine.health.clone();
     let reasoning = config
         .reasoning
@@ -217,6 +223,7 @@ async fn serve_engine(
         constraints: Default::default(),
         kv_engine_id: format!("kiln-{:016x}", rand::random::<u64>()),
         port: addr.port(),
+        responses: responses::ResponseStore::new(responses_store),
     });
     let app = router(state);
     tracing::info!("serving on http://{addr}");
@@ -308,6 +315,11 @@ fn router(state: Shared) -> Router {
         .route("/v1/completions", post(completions::completions))
         .route("/v1/chat/completions/render", post(render::render_chat))
         .route("/v1/completions/render", post(render::render_completions))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get).delete(responses::delete),
+        )
         .route("/v1/models", get(misc::models))
         .route("/v1/models/{id}", get(misc::model))
         .route("/tokenize", post(misc::tokenize))

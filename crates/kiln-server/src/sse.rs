@@ -20,6 +20,16 @@ pub fn sse(events: impl Stream<Item = Value> + Send + 'static) -> Response {
     Sse::new(events).into_response()
 }
 
+/// An SSE response of events named by their `type` (the Responses API's form, which ends
+/// with its last event rather than `[DONE]`).
+pub fn sse_typed(events: impl Stream<Item = Value> + Send + 'static) -> Response {
+    let events = events.map(|v| {
+        let kind = v["type"].as_str().unwrap_or("message").to_string();
+        Ok::<_, Infallible>(Event::default().event(kind).data(v.to_string()))
+    });
+    Sse::new(events).into_response()
+}
+
 /// One delta of one choice.
 pub struct ChoiceItem {
     pub index: usize,

@@ -34,6 +34,8 @@ pub struct AppState {
     pub kv_engine_id: String,
     /// The port the server listens on.
     pub port: u16,
+    /// Responses kept for `previous_response_id` (`/v1/responses`).
+    pub responses: crate::responses::ResponseStore,
 }
 
 pub type Shared = Arc<AppState>;

@@ -201,10 +201,26 @@ impl ToolStream {
         }
     }
 
-    /// Takes the choice's next text; returns the deltas to send (each a `delta` object).
+    /// Takes the choice's next text; returns the deltas to send (each a chat `delta` object).
     pub fn push(&mut self, text: &str, new_id: impl FnMut() -> String) -> Vec<Value> {
+        let pieces = self.pieces(text, new_id);
+        pieces.into_iter().map(|p| match p {
+            Piece::Content(t) => json!({"content": t}),
+            Piece::Call { index, id, name } => json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Piece::Args { index, text } => json!({"tool_calls": [{"index": index, "function": {"arguments": text}}]}),
+        }).collect()
+    }
+
+    /// Takes the choice's next text; returns what it adds to the reply, in order.
+    pub fn pieces(&mut self, text: &str, new_id: impl FnMut() -> String) -> Vec<Piece> {
         self.text.push_str(text);
-        self.deltas(partial(self.format, &self.text), new_id)
+        self.new_pieces(partial(self.format, &self.text), new_id)
+    }
+
+    /// The text taken so far, where none of it has gone out as content or calls (a reply
+    /// cut before it reads as either).
+    pub fn unsent(&self) -> Option<&str> {
+        (self.content_sent == 0 && self.calls_sent.is_empty()).then_some(self.text.as_str())
     }
 
     /// Whether any call has gone out (the finish reason is then the calls').
@@ -212,28 +228,49 @@ impl ToolStream {
         !self.calls_sent.is_empty()
     }
 
-    fn deltas(&mut self, p: Partial, mut new_id: impl FnMut() -> String) -> Vec<Value> {
+    fn new_pieces(&mut self, p: Partial, mut new_id: impl FnMut() -> String) -> Vec<Piece> {
         let mut out = Vec::new();
         if p.content.len() > self.content_sent && p.content.is_char_boundary(self.content_sent) {
-            out.push(json!({"content": p.content[self.content_sent..]}));
+            out.push(Piece::Content(p.content[self.content_sent..].to_string()));
             self.content_sent = p.content.len();
         }
-        for (i, (name, args)) in p.calls.into_iter().enumerate() {
-            if i == self.calls_sent.len() {
+        for (index, (name, args)) in p.calls.into_iter().enumerate() {
+            if index == self.calls_sent.len() {
                 let id = new_id();
-                out.push(json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}));
+                out.push(Piece::Call {
+                    index,
+                    id: id.clone(),
+                    name,
+                });
                 self.calls_sent.push((id, 0));
             }
-            let sent = &mut self.calls_sent[i].1;
+            let sent = &mut self.calls_sent[index].1;
             if args.len() > *sent && args.is_char_boundary(*sent) {
-                out.push(
-                    json!({"tool_calls": [{"index": i, "function": {"arguments": args[*sent..]}}]}),
-                );
+                out.push(Piece::Args {
+                    index,
+                    text: args[*sent..].to_string(),
+                });
                 *sent = args.len();
             }
         }
         out
     }
+}
+
+/// What a reply's growing text adds: answer text, a call opened (once its name is whole),
+/// or more of a call's arguments (raw JSON text).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    Content(String),
+    Call {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    Args {
+        index: usize,
+        text: String,
+    },
 }
 
 #[cfg(test)]

@@ -11,21 +11,9 @@ use common::*;
 use kiln_frontend::ReasoningFormat;
 use serde_json::{Value, json};
 
-/// ChatML with past reasoning rendered in a block, and the block opened after the
-/// generation prompt when `enable_thinking` is set; tools in a system turn, called in
-/// Hermes-style `<tool_call>` blocks.
-const TEMPLATE: &str = concat!(
-    "{%- if tools -%}{{ '<|im_start|>system\\n' + tools|tojson + ' <tool_call><|im_end|>\\n' }}{%- endif -%}",
-    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
-    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
-    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}",
-    "{%- if enable_thinking -%}{{ '<think>\\n' }}{%- endif -%}{%- endif -%}",
-);
-
 fn config() -> kiln_model::testing::TinyConfig {
     kiln_model::testing::TinyConfig {
-        chat_template: Some(TEMPLATE.into()),
+        chat_template: Some(kiln_model::testing::tiny_tokenizer::TOOLS_THINK_TEMPLATE.into()),
         ..Default::default()
     }
 }

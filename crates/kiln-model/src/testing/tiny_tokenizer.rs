@@ -17,6 +17,18 @@ pub const THINK_TEMPLATE: &str = concat!(
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
 );
 
+/// ChatML with past reasoning rendered in a block, and the block opened after the
+/// generation prompt when `enable_thinking` is set; tools in a system turn, called in
+/// Hermes-style `<tool_call>` blocks.
+pub const TOOLS_THINK_TEMPLATE: &str = concat!(
+    "{%- if tools -%}{{ '<|im_start|>system\\n' + tools|tojson + ' <tool_call><|im_end|>\\n' }}{%- endif -%}",
+    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
+    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
+    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}",
+    "{%- if enable_thinking -%}{{ '<think>\\n' }}{%- endif -%}{%- endif -%}",
+);
+
 const MERGES: &[(&str, &str)] = &[
     ("Ġ", "t"),
     ("h", "e"),

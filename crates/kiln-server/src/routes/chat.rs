@@ -17,6 +17,7 @@ use crate::sse::{Usage, choices, sse};
 use crate::state::Shared;
 use crate::tool_stream::ToolStream;
 use crate::tools::ToolPlan;
+use kiln_engine::Constraint;
 use kiln_frontend::{ReasoningStream, Split, requested_grammar};
 
 pub async fn chat_completions(
@@ -26,33 +27,7 @@ pub async fn chat_completions(
     let (spec, plan, prompt, max_tokens) = super::render::checked_chat(&st, &req)?;
     let logprobs = spec.logprobs;
     let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
-    let requested = requested_grammar(
-        req.response_format.as_ref(),
-        req.structured_outputs.as_ref(),
-    )?;
-    // A model that thinks does so before the grammar holds its answer.
-    let opened = st.reasoning.opened_by_ids(&st.model.tokenizer, &prompt);
-    let constraints = match (&plan, requested.map(|g| st.reasoning.grammar(g, opened))) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_param(
-                "response_format",
-                "response_format cannot be combined with tools unless tool_choice is none",
-            ));
-        }
-        (Some(p), None) => {
-            st.compile(&st.reasoning.grammar(p.grammar(), opened), spec.n, "tools")?
-        }
-        (None, Some(g)) => st.compile(
-            &g,
-            spec.n,
-            if req.response_format.is_some() {
-                "response_format"
-            } else {
-                "structured_outputs"
-            },
-        )?,
-        (None, None) => Vec::new(),
-    };
+    let (constraints, opened) = chat_constraints(&st, &req, plan.as_ref(), spec.n, &prompt)?;
     let stream = req.stream.unwrap_or(false);
     if spec.prompt_logprobs.is_some() && (stream || plan.is_some()) {
         return Err(ApiError::bad_param(
@@ -180,6 +155,44 @@ pub async fn chat_completions(
         body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
     }
     Ok(axum::Json(body).into_response())
+}
+
+/// The matchers of a chat request (one per choice): its tools' grammar or the one it asks
+/// for, each held after the reasoning a thinking model writes first; and whether the prompt
+/// opened that reasoning.
+pub fn chat_constraints(
+    st: &Shared,
+    req: &ChatRequest,
+    plan: Option<&ToolPlan>,
+    n: usize,
+    prompt: &[u32],
+) -> Result<(Vec<Constraint>, bool), ApiError> {
+    let requested = requested_grammar(
+        req.response_format.as_ref(),
+        req.structured_outputs.as_ref(),
+    )?;
+    // A model that thinks does so before the grammar holds its answer.
+    let opened = st.reasoning.opened_by_ids(&st.model.tokenizer, prompt);
+    let constraints = match (plan, requested.map(|g| st.reasoning.grammar(g, opened))) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_param(
+                "response_format",
+                "response_format cannot be combined with tools unless tool_choice is none",
+            ));
+        }
+        (Some(p), None) => st.compile(&st.reasoning.grammar(p.grammar(), opened), n, "tools")?,
+        (None, Some(g)) => st.compile(
+            &g,
+            n,
+            if req.response_format.is_some() {
+                "response_format"
+            } else {
+                "structured_outputs"
+            },
+        )?,
+        (None, None) => Vec::new(),
+    };
+    Ok((constraints, opened))
 }
 
 /// A streamed chunk's delta: reasoning and answer text, `content` also when there is

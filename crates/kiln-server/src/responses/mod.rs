@@ -1,0 +1,256 @@
+//! OpenAI's Responses API, the one agent frameworks speak: `POST /v1/responses` (whole or
+//! streamed as typed events), `GET` and `DELETE /v1/responses/{id}`.
+//!
+//! A request is served as the chat request it amounts to (`request.rs`, `items.rs`): the
+//! same template, tools, grammars and reasoning split as `/v1/chat/completions`. What comes
+//! back is written as output items (`writer.rs`): reasoning, the answer's text, function
+//! calls. A stored response (`store.rs`) is continued by `previous_response_id`: the server
+//! renders the whole conversation again, and the prefix cache finds what it already holds.
+
+mod items;
+mod request;
+mod store;
+mod writer;
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use kiln_frontend::ReasoningStream;
+use serde_json::{Value, json};
+
+pub use request::ResponsesRequest;
+pub use store::ResponseStore;
+
+use crate::error::{ApiError, ApiJson};
+use crate::routes::chat::chat_constraints;
+use crate::routes::now_s;
+use crate::routes::render::checked_chat;
+use crate::sse::{ChoiceItem, Usage, choices, sse_typed};
+use crate::state::Shared;
+use crate::tool_format::ToolFormat;
+use crate::tool_stream::{self, ToolStream};
+use request::renamed;
+use store::Stored;
+use writer::{Piece, Writer};
+
+/// An id as OpenAI writes them (`resp_…`, `msg_…`).
+pub fn random_id(prefix: &str) -> String {
+    format!(
+        "{prefix}_{:016x}{:08x}",
+        rand::random::<u64>(),
+        rand::random::<u32>()
+    )
+}
+
+pub async fn create(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<ResponsesRequest>,
+) -> Result<Response, ApiError> {
+    req.check()?;
+    let previous = match &req.previous_response_id {
+        Some(id) => Some(st.responses.get(id).ok_or_else(|| {
+            let mut e = ApiError::not_found(format!("Previous response with id `{id}` not found."));
+            (e.param, e.code) = (
+                Some("previous_response_id".into()),
+                Some("previous_response_not_found"),
+            );
+            e
+        })?),
+        None => None,
+    };
+    let store = match req.store {
+        Some(true) if !st.responses.enabled() => {
+            return Err(ApiError::bad_param(
+                "store",
+                "this server keeps no responses (--responses-store 0); send store: false",
+            ));
+        }
+        s => s.unwrap_or(true) && st.responses.enabled(),
+    };
+    let history = previous
+        .as_ref()
+        .map(|p| p.conversation())
+        .unwrap_or_default();
+    let chat = req.to_chat(&history).map_err(renamed)?;
+    let (spec, plan, prompt, max_tokens) = checked_chat(&st, &chat).map_err(renamed)?;
+    let (constraints, opened) =
+        chat_constraints(&st, &chat, plan.as_ref(), 1, &prompt).map_err(renamed)?;
+    let seqs = st.submit(&prompt, max_tokens, &spec, constraints, false)?;
+    let id = random_id("resp");
+    tracing::info!(id = %id, prompt_tokens = prompt.len(), max_tokens, stream = chat.stream.unwrap_or(false), "response");
+    let head = json!({
+        "id": id, "object": "response", "created_at": now_s(), "model": st.config.served_model_name,
+        "status": "in_progress", "error": null, "incomplete_details": null,
+        "instructions": req.instructions, "max_output_tokens": req.max_output_tokens,
+        "previous_response_id": req.previous_response_id,
+        "parallel_tool_calls": req.parallel_tool_calls.unwrap_or(true),
+        "temperature": spec.sampling.temperature, "top_p": spec.sampling.top_p,
+        "tools": req.tools.clone().unwrap_or_default(),
+        "tool_choice": req.tool_choice.clone().unwrap_or(json!("auto")),
+        "text": {"format": req.text.as_ref().and_then(|t| t.get("format").cloned()).unwrap_or(json!({"type": "text"}))},
+        "reasoning": {"effort": null, "summary": null}, "truncation": "disabled",
+        "store": store, "metadata": req.metadata.clone().unwrap_or(json!({})),
+        "output": [], "usage": null,
+    });
+    let usage = Arc::new(Mutex::new(Usage {
+        prompt_tokens: prompt.len(),
+        ..Usage::default()
+    }));
+    let mut turn = Turn {
+        st: st.clone(),
+        writer: Writer::new(head),
+        reasoning: st.reasoning.stream(opened),
+        tools: plan.map(|p| (p.format, ToolStream::new(p.format))),
+        usage: usage.clone(),
+        store: store.then(|| (id, previous, req.input_items())),
+        done: None,
+    };
+    let mut items = choices(seqs, 1, usage);
+    if chat.stream.unwrap_or(false) {
+        let head = turn.writer.take_events();
+        let body = items.flat_map(move |item| stream::iter(turn.on(item)));
+        return Ok(sse_typed(stream::iter(head).chain(body)));
+    }
+    while let Some(item) = items.next().await {
+        if let Err(e) = &item.result {
+            return Err(e.clone());
+        }
+        turn.on(item);
+    }
+    let body = turn
+        .done
+        .ok_or_else(|| ApiError::internal("the reply ended unfinished"))?;
+    Ok(axum::Json(body).into_response())
+}
+
+/// One response being written.
+struct Turn {
+    st: Shared,
+    writer: Writer,
+    reasoning: ReasoningStream,
+    tools: Option<(ToolFormat, ToolStream)>,
+    usage: Arc<Mutex<Usage>>,
+    /// Where a stored response goes: its id, the response it continues, its input items.
+    store: Option<(String, Option<Arc<Stored>>, Vec<Value>)>,
+    /// The finished response.
+    done: Option<Value>,
+}
+
+impl Turn {
+    /// Takes the reply's next delta; returns the events it makes.
+    fn on(&mut self, item: ChoiceItem) -> Vec<Value> {
+        let d = match item.result {
+            Ok(d) => d,
+            Err(e) => {
+                self.writer.fail(&e);
+                return self.writer.take_events();
+            }
+        };
+        for piece in self.pieces(&d.text, d.finish.is_some()) {
+            self.writer.push(piece);
+        }
+        // A reply under tools cut before it reads as an answer or calls (the generic
+        // format's JSON, say) is given as written, as chat gives it.
+        if d.finish == Some("length")
+            && let Some((_, s)) = &self.tools
+            && let Some(raw) = s.unsent().filter(|t| !t.is_empty())
+        {
+            self.writer.push(Piece::Text(raw.to_string()));
+        }
+        if let Some(finish) = d.finish {
+            let usage = self.usage();
+            let response = self.writer.finish(finish == "length", usage);
+            if let Some((id, previous, mut items)) = self.store.take() {
+                items.extend(response["output"].as_array().into_iter().flatten().cloned());
+                let stored = Stored {
+                    previous,
+                    items,
+                    response: response.clone(),
+                };
+                self.st.responses.insert(id, stored);
+            }
+            self.done = Some(response);
+        }
+        self.writer.take_events()
+    }
+
+    /// What the reply's next text adds: reasoning, then answer text or calls.
+    fn pieces(&mut self, text: &str, last: bool) -> Vec<Piece> {
+        let split = self.reasoning.push(text, last);
+        let mut out = Vec::new();
+        if !split.reasoning.is_empty() {
+            out.push(Piece::Reasoning(split.reasoning));
+        }
+        match &mut self.tools {
+            None if split.content.is_empty() => {}
+            None => out.push(Piece::Text(split.content)),
+            Some((format, s)) => out.extend(
+                s.pieces(&split.content, || format.new_call_id())
+                    .into_iter()
+                    .map(|p| match p {
+                        tool_stream::Piece::Content(t) => Piece::Text(t),
+                        tool_stream::Piece::Call { id, name, .. } => {
+                            Piece::Call { call_id: id, name }
+                        }
+                        tool_stream::Piece::Args { text, .. } => Piece::Args(text),
+                    }),
+            ),
+        }
+        out
+    }
+
+    /// The Responses form of the counts; reasoning tokens counted by encoding the
+    /// reasoning's text again.
+    fn usage(&self) -> Value {
+        let u = self.usage.lock().unwrap().clone();
+        let reasoning: String = self
+            .writer
+            .output()
+            .iter()
+            .filter(|i| i["type"] == "reasoning")
+            .filter_map(|i| i["content"][0]["text"].as_str())
+            .collect();
+        let reasoning_tokens = match reasoning.is_empty() {
+            true => 0,
+            false => self
+                .st
+                .model
+                .tokenizer
+                .encode(&reasoning, false)
+                .map_or(0, |t| t.len()),
+        };
+        json!({
+            "input_tokens": u.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": u.cached.iter().sum::<usize>()},
+            "output_tokens": u.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": u.prompt_tokens + u.completion_tokens,
+        })
+    }
+}
+
+pub async fn get(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    match st.responses.get(&id) {
+        Some(s) => Ok(axum::Json(s.response.clone()).into_response()),
+        None => Err(not_stored(&id)),
+    }
+}
+
+pub async fn delete(
+    State(st): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    match st.responses.remove(&id) {
+        true => Ok(
+            axum::Json(json!({"id": id, "object": "response.deleted", "deleted": true}))
+                .into_response(),
+        ),
+        false => Err(not_stored(&id)),
+    }
+}
+
+fn not_stored(id: &str) -> ApiError {
+    ApiError::not_found(format!("No response with id `{id}` is stored."))
+}
