@@ -283,6 +283,9 @@ def test_responses_continue_a_stored_response(client, model):
     assert second.previous_response_id == first.id
     assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens
     assert client.responses.retrieve(first.id).output_text == first.output_text
+    items = list(client.responses.input_items.list(second.id, order="asc"))
+    assert [i.role for i in items] == ["user", "assistant", "user"]
+    assert items[0].content[0].text == "Name a fruit." and items[2].content[0].text == "And a color?"
     client.responses.delete(first.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(first.id)

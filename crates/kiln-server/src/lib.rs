@@ -320,6 +320,10 @@ fn router(state: Shared) -> Router {
             "/v1/responses/{id}",
             get(responses::get).delete(responses::delete),
         )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses::input_items),
+        )
         .route("/v1/models", get(misc::models))
         .route("/v1/models/{id}", get(misc::model))
         .route("/tokenize", post(misc::tokenize))

@@ -198,6 +198,57 @@ async fn a_stored_response_is_continued_from_the_prefix_cache() {
         "the first turn's blocks are found again: {second}"
     );
 
+    // The items it was generated from, newest first unless asked, a page at a time.
+    let path = format!(
+        "/v1/responses/{}/input_items",
+        second["id"].as_str().unwrap()
+    );
+    let list = |query: &str| {
+        let path = format!("{path}{query}");
+        async move {
+            let (s, body) = get(server(), &path).await;
+            (s, serde_json::from_str::<Value>(&body).unwrap())
+        }
+    };
+    let (s, all) = list("?order=asc").await;
+    assert_eq!(s, 200, "{all}");
+    let texts: Vec<&str> = all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Name a color.", answer.as_str(), "Another one?"]);
+    assert!(
+        all["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["id"].is_string())
+    );
+    let (_, page) = list("?limit=2").await;
+    assert_eq!(
+        (
+            page["data"][0]["content"][0]["text"].as_str(),
+            page["has_more"].as_bool()
+        ),
+        (Some("Another one?"), Some(true))
+    );
+    let (_, rest) = list(&format!(
+        "?limit=2&after={}",
+        page["last_id"].as_str().unwrap()
+    ))
+    .await;
+    assert_eq!(
+        (
+            rest["data"][0]["content"][0]["text"].as_str(),
+            rest["has_more"].as_bool()
+        ),
+        (Some("Name a color."), Some(false))
+    );
+    assert_eq!(list("?limit=0").await.1["error"]["param"], "limit");
+    assert_eq!(list("?before=x").await.1["error"]["param"], "before");
+
     // Stored as answered; deleting the first leaves the chain whole.
     let (s, got) = get(
         server(),

@@ -119,6 +119,38 @@ pub fn messages(
     Ok(out)
 }
 
+/// `item` as a stored response keeps and lists it: its `type` written out, an `id` where it
+/// has none, and a message's text content as a part.
+pub fn stored(mut item: Value) -> Value {
+    let kind = item_type(&item).unwrap_or("item").to_string();
+    if item.get("type").is_none() {
+        item["type"] = json!(kind);
+    }
+    if let Some(text) = item
+        .get("content")
+        .and_then(Value::as_str)
+        .filter(|_| kind == "message")
+    {
+        let part = if item["role"] == "assistant" {
+            "output_text"
+        } else {
+            "input_text"
+        };
+        item["content"] = json!([{"type": part, "text": text}]);
+    }
+    if item.get("id").is_none_or(Value::is_null) {
+        let prefix = match kind.as_str() {
+            "message" => "msg",
+            "function_call" => "fc",
+            "function_call_output" => "fco",
+            "reasoning" => "rs",
+            _ => "item",
+        };
+        item["id"] = json!(super::random_id(prefix));
+    }
+    item
+}
+
 /// An item's `type`; a bare `{"role", "content"}` is a message.
 fn item_type(item: &Value) -> Result<&str, ApiError> {
     match (item.get("type"), item.get("role")) {

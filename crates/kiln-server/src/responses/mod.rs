@@ -1,5 +1,6 @@
 //! OpenAI's Responses API, the one agent frameworks speak: `POST /v1/responses` (whole or
-//! streamed as typed events), `GET` and `DELETE /v1/responses/{id}`.
+//! streamed as typed events), `GET` and `DELETE /v1/responses/{id}`, and `GET
+//! /v1/responses/{id}/input_items`.
 //!
 //! A request is served as the chat request it amounts to (`request.rs`, `items.rs`): the
 //! same template, tools, grammars and reasoning split as `/v1/chat/completions`. What comes
@@ -14,7 +15,9 @@ mod writer;
 
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Path, State};
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use kiln_frontend::ReasoningStream;
@@ -104,7 +107,10 @@ pub async fn create(
         reasoning: st.reasoning.stream(opened),
         tools: plan.map(|p| (p.format, ToolStream::new(p.format))),
         usage: usage.clone(),
-        store: store.then(|| (id, previous, req.input_items())),
+        store: store.then(|| {
+            let input = req.input_items().into_iter().map(items::stored).collect();
+            (id, previous, input)
+        }),
         done: None,
     };
     let mut items = choices(seqs, 1, usage);
@@ -249,6 +255,66 @@ pub async fn delete(
         ),
         false => Err(not_stored(&id)),
     }
+}
+
+/// `GET /v1/responses/{id}/input_items`: the items the response was generated from (the
+/// conversation it continued, then its own input), newest first unless `order=asc`, `limit`
+/// (1 to 100, 20 by default) at a time, from past the item `after` names.
+pub async fn input_items(
+    State(st): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let stored = st.responses.get(&id).ok_or_else(|| not_stored(&id))?;
+    let mut list = stored.conversation();
+    list.truncate(list.len() - stored.response["output"].as_array().map_or(0, Vec::len));
+    let (mut limit, mut after) = (20, None);
+    for (k, v) in &q {
+        match k.as_str() {
+            "limit" => {
+                limit = v
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=100).contains(l))
+                    .ok_or_else(|| {
+                        ApiError::bad_param("limit", "limit is a whole number from 1 to 100")
+                    })?
+            }
+            "order" if v == "asc" => {}
+            "order" if v == "desc" => list.reverse(),
+            "order" => return Err(ApiError::bad_param("order", "order is asc or desc")),
+            "after" => after = Some(v),
+            other => {
+                return Err(ApiError::bad_param(
+                    other,
+                    format!("`{other}` is not supported here (limit, order, after)"),
+                ));
+            }
+        }
+    }
+    if !q.contains_key("order") {
+        list.reverse();
+    }
+    let start = match after {
+        None => 0,
+        Some(a) => {
+            1 + list
+                .iter()
+                .position(|i| i["id"] == a.as_str())
+                .ok_or_else(|| {
+                    ApiError::bad_param("after", format!("no input item `{a}` in this response"))
+                })?
+        }
+    };
+    let page: Vec<Value> = list.iter().skip(start).take(limit).cloned().collect();
+    Ok(axum::Json(json!({
+        "object": "list",
+        "first_id": page.first().map(|i| i["id"].clone()),
+        "last_id": page.last().map(|i| i["id"].clone()),
+        "has_more": start + page.len() < list.len(),
+        "data": page,
+    }))
+    .into_response())
 }
 
 fn not_stored(id: &str) -> ApiError {
