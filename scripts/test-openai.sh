@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs tests/openai_client.py (the official `openai` Python client) against `kiln serve` with
+# Runs tests/openai_client.py and tests/anthropic_client.py (the official `openai` and
+# `anthropic` Python clients) against `kiln serve` with
 # the default model: makes a venv, builds kiln, starts the server on a free loopback port,
 # waits for /health, runs pytest, and stops the server.
 set -euo pipefail
@@ -7,10 +8,10 @@ cd "$(dirname "$0")/.."
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 
 VENV="${KILN_VENV:-target/openai-venv}"
-if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import openai" 2>/dev/null; then
+if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c "import openai, anthropic" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --upgrade pip
-  "$VENV/bin/pip" install --quiet openai pytest
+  "$VENV/bin/pip" install --quiet openai anthropic pytest
 fi
 
 # scripts/test.sh sets KILN_BUILT (it has built the workspace's binaries already).
@@ -29,6 +30,6 @@ for _ in $(seq 1 300); do
 done
 curl -fs "http://127.0.0.1:$PORT/health" >/dev/null || { echo "kiln serve did not become healthy:"; cat "$LOG"; exit 1; }
 
-KILN_BASE_URL="http://127.0.0.1:$PORT/v1" KILN_API_KEY="$KEY" "$VENV/bin/pytest" -q tests/openai_client.py "$@" || {
+KILN_BASE_URL="http://127.0.0.1:$PORT/v1" KILN_API_KEY="$KEY" "$VENV/bin/pytest" -q tests/openai_client.py tests/anthropic_client.py "$@" || {
   status=$?; echo "--- server log ---"; tail -50 "$LOG"; exit $status;
 }

@@ -14,6 +14,8 @@ pub struct StopOutput {
     pub text: String,
     /// A stop string matched; nothing after it may be emitted.
     pub stopped: bool,
+    /// The stop string that matched (the earliest in the text).
+    pub matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -29,20 +31,23 @@ impl StopMatcher {
             return StopOutput {
                 text: text.to_string(),
                 stopped: false,
+                matched: None,
             };
         }
         self.pending.push_str(text);
-        if let Some(pos) = self
+        if let Some((pos, stop)) = self
             .stops
             .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min()
+            .filter_map(|s| Some((self.pending.find(s.as_str())?, s)))
+            .min_by_key(|(pos, _)| *pos)
         {
             let out = self.pending[..pos].to_string();
+            let matched = Some(stop.clone());
             self.pending.clear();
             return StopOutput {
                 text: out,
                 stopped: true,
+                matched,
             };
         }
         let keep = self.longest_partial();
@@ -52,6 +57,7 @@ impl StopMatcher {
         StopOutput {
             text: out,
             stopped: false,
+            matched: None,
         }
     }
 
@@ -112,6 +118,18 @@ mod tests {
         );
         assert_eq!(run(&["ab", "b"], &["xab"]), ("x".into(), true));
         assert_eq!(run(&["é!"], &["caf", "é", "?"]), ("café?".into(), false));
+    }
+
+    #[test]
+    fn names_the_earliest_stop_that_matched() {
+        let mut m = StopMatcher::new(vec!["b".into(), "ab".into(), "zz".into()]);
+        let o = m.push("xa");
+        assert_eq!((o.text.as_str(), o.matched), ("x", None));
+        let o = m.push("bc");
+        assert_eq!(
+            (o.text.as_str(), o.stopped, o.matched.as_deref()),
+            ("", true, Some("ab"))
+        );
     }
 
     #[test]

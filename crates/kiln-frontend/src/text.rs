@@ -18,6 +18,8 @@ pub struct Piece {
     pub text: String,
     /// A stop string matched: the sequence should end now, and nothing more is shown.
     pub stopped: bool,
+    /// The stop string that matched, on the piece where it did.
+    pub matched: Option<String>,
 }
 
 impl TextStream {
@@ -41,6 +43,7 @@ impl TextStream {
             return Ok(Piece {
                 text: String::new(),
                 stopped: true,
+                matched: None,
             });
         }
         let mut text = String::new();
@@ -62,6 +65,7 @@ impl TextStream {
         Ok(Piece {
             text,
             stopped: out.stopped,
+            matched: out.matched,
         })
     }
 }

@@ -68,6 +68,20 @@ pub struct ChatMessageIn {
     pub reasoning_content: Option<String>,
 }
 
+impl ChatMessageIn {
+    /// A message of `role` with text `content` (none: no content) and nothing else.
+    pub fn text(role: &str, content: Option<String>) -> Self {
+        ChatMessageIn {
+            role: role.to_string(),
+            content: content.map(MessageContent::Text),
+            tool_calls: None,
+            tool_call_id: None,
+            name: None,
+            reasoning_content: None,
+        }
+    }
+}
+
 #[derive(Deserialize, Debug, Clone)]
 pub struct ChatRequest {
     pub model: Option<String>,

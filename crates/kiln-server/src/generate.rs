@@ -45,6 +45,8 @@ pub struct Delta {
     pub prompt_logprobs: Vec<TokenLogprob>,
     /// "stop" or "length" on the last delta.
     pub finish: Option<&'static str>,
+    /// The stop string that ended the sequence, on the last delta.
+    pub stop_string: Option<String>,
 }
 
 pub struct Sequence {
@@ -124,6 +126,7 @@ impl Sequence {
                 .map_err(|e| self.fail(e.to_string()))?;
             delta.text += &out.text;
             if out.stopped {
+                delta.stop_string = out.matched;
                 self.state.engine.abort(self.id);
                 return Ok(Some(self.finish(delta, Outcome::Stop)));
             }

@@ -22,8 +22,10 @@ mod generate;
 mod health;
 pub mod kv_events;
 pub mod kv_transfer;
+mod messages;
 mod metrics;
 pub mod pd_proxy;
+mod reply;
 mod responses;
 mod routes;
 mod sse;
@@ -315,6 +317,8 @@ fn router(state: Shared) -> Router {
         .route("/v1/completions", post(completions::completions))
         .route("/v1/chat/completions/render", post(render::render_chat))
         .route("/v1/completions/render", post(render::render_completions))
+        .route("/v1/messages", post(messages::create))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/responses", post(responses::create))
         .route(
             "/v1/responses/{id}",

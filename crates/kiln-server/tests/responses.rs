@@ -11,49 +11,20 @@ use std::sync::OnceLock;
 use common::*;
 use serde_json::{Value, json};
 
-/// ChatML that renders tools (Hermes-style `<tool_call>` blocks, past calls included), past
-/// reasoning, and a `<think>` block opened when `enable_thinking` is set.
-const TEMPLATE: &str = concat!(
-    "{%- if tools -%}{{ '<|im_start|>system\\n' + tools|tojson + ' <tool_call><|im_end|>\\n' }}{%- endif -%}",
-    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
-    "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
-    "{{ m.content or '' }}",
-    "{%- for c in m.tool_calls or [] -%}{{ '<tool_call>\\n' + c.function|tojson + '\\n</tool_call>' }}{%- endfor -%}",
-    "{{ '<|im_end|>\\n' }}{%- endfor -%}",
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}",
-    "{%- if enable_thinking -%}{{ '<think>\\n' }}{%- endif -%}{%- endif -%}",
-);
-
 const INSTRUCTIONS: &str = "You are a careful assistant. Answer in one short sentence, and call a tool when the answer needs one.";
 
 fn server() -> &'static str {
-    static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        start_tiny_model(&kiln_model::testing::TinyConfig {
-            chat_template: Some(TEMPLATE.into()),
-            ..Default::default()
-        })
-    })
+    tools_think_server(true)
+}
+
+fn tools_server() -> &'static str {
+    tools_think_server(false)
 }
 
 fn weather() -> Value {
     json!({"type": "function", "name": "get_weather", "description": "The weather in a city.",
         "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Bergen"]}},
             "required": ["city"], "additionalProperties": false}})
-}
-
-/// The same model and template, its replies left unsplit (`--reasoning-parser none`).
-fn tools_server() -> &'static str {
-    static BASE: OnceLock<String> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let tc = kiln_model::testing::TinyConfig {
-            chat_template: Some(TEMPLATE.into()),
-            ..Default::default()
-        };
-        start_tiny_model_with(&tc, |sc, _| {
-            sc.reasoning = Some(kiln_frontend::ReasoningFormat::None)
-        })
-    })
 }
 
 /// The tiny model's own template (no tools: the generic format), keeping no responses.

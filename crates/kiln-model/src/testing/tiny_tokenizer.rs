@@ -17,14 +17,16 @@ pub const THINK_TEMPLATE: &str = concat!(
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n<think>\\n' }}{%- endif -%}",
 );
 
-/// ChatML with past reasoning rendered in a block, and the block opened after the
-/// generation prompt when `enable_thinking` is set; tools in a system turn, called in
-/// Hermes-style `<tool_call>` blocks.
+/// ChatML that renders tools (Hermes-style `<tool_call>` blocks, past calls included), past
+/// reasoning in a block, and a `<think>` block opened after the generation prompt when
+/// `enable_thinking` is set.
 pub const TOOLS_THINK_TEMPLATE: &str = concat!(
     "{%- if tools -%}{{ '<|im_start|>system\\n' + tools|tojson + ' <tool_call><|im_end|>\\n' }}{%- endif -%}",
     "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}",
     "{%- if m.reasoning_content -%}{{ '<think>\\n' + m.reasoning_content + '\\n</think>\\n\\n' }}{%- endif -%}",
-    "{{ m.content + '<|im_end|>\\n' }}{%- endfor -%}",
+    "{{ m.content or '' }}",
+    "{%- for c in m.tool_calls or [] -%}{{ '<tool_call>\\n' + c.function|tojson + '\\n</tool_call>' }}{%- endfor -%}",
+    "{{ '<|im_end|>\\n' }}{%- endfor -%}",
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}",
     "{%- if enable_thinking -%}{{ '<think>\\n' }}{%- endif -%}{%- endif -%}",
 );

@@ -11,7 +11,7 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{ChatMessageIn, MessageContent};
+use crate::api::ChatMessageIn;
 use crate::error::ApiError;
 
 fn bad(m: impl Into<String>) -> ApiError {
@@ -24,7 +24,7 @@ pub fn messages(
     items: &[Value],
 ) -> Result<Vec<ChatMessageIn>, ApiError> {
     let mut out: Vec<ChatMessageIn> = instructions
-        .map(|i| message("system", Some(i.to_string())))
+        .map(|i| ChatMessageIn::text("system", Some(i.to_string())))
         .into_iter()
         .collect();
     // Reasoning waiting for its assistant turn, and whether the last message is an
@@ -38,7 +38,7 @@ pub fn messages(
             && let Some(r) = reasoning.take()
         {
             // A turn that only reasoned (cut by the token limit, say).
-            let mut m = message("assistant", Some(String::new()));
+            let mut m = ChatMessageIn::text("assistant", Some(String::new()));
             m.reasoning_content = Some(r);
             out.push(m);
         }
@@ -54,7 +54,7 @@ pub fn messages(
                         )));
                     }
                 };
-                let mut m = message(role, Some(text(&item["content"], "message")?));
+                let mut m = ChatMessageIn::text(role, Some(text(&item["content"], "message")?));
                 if role == "assistant" {
                     m.reasoning_content = reasoning.take();
                 }
@@ -82,7 +82,7 @@ pub fn messages(
                 match out.last_mut() {
                     Some(last) if joins => last.tool_calls.get_or_insert_with(Vec::new).push(call),
                     _ => {
-                        let mut m = message("assistant", None);
+                        let mut m = ChatMessageIn::text("assistant", None);
                         m.reasoning_content = reasoning.take();
                         m.tool_calls = Some(vec![call]);
                         out.push(m);
@@ -99,7 +99,7 @@ pub fn messages(
                     v @ Value::Array(_) => text(v, "function_call_output")?,
                     _ => return Err(bad("a function_call_output item needs its `output`")),
                 };
-                let mut m = message("tool", Some(output));
+                let mut m = ChatMessageIn::text("tool", Some(output));
                 m.tool_call_id = Some(id.to_string());
                 turn_open = false;
                 out.push(m);
@@ -112,7 +112,7 @@ pub fn messages(
         }
     }
     if let Some(r) = reasoning {
-        let mut m = message("assistant", Some(String::new()));
+        let mut m = ChatMessageIn::text("assistant", Some(String::new()));
         m.reasoning_content = Some(r);
         out.push(m);
     }
@@ -159,17 +159,6 @@ fn item_type(item: &Value) -> Result<&str, ApiError> {
         _ => Err(bad(
             "each input item needs a `type` (or a `role`, for a message)",
         )),
-    }
-}
-
-fn message(role: &str, content: Option<String>) -> ChatMessageIn {
-    ChatMessageIn {
-        role: role.to_string(),
-        content: content.map(MessageContent::Text),
-        tool_calls: None,
-        tool_call_id: None,
-        name: None,
-        reasoning_content: None,
     }
 }
 
@@ -229,6 +218,7 @@ fn reasoning_text(item: &Value) -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::MessageContent;
 
     fn roles(ms: &[ChatMessageIn]) -> Vec<String> {
         ms.iter()

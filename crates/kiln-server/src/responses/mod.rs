@@ -20,23 +20,21 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
-use kiln_frontend::ReasoningStream;
 use serde_json::{Value, json};
 
 pub use request::ResponsesRequest;
 pub use store::ResponseStore;
 
 use crate::error::{ApiError, ApiJson};
+use crate::reply::ReplyReader;
 use crate::routes::chat::chat_constraints;
 use crate::routes::now_s;
 use crate::routes::render::checked_chat;
 use crate::sse::{ChoiceItem, Usage, choices, sse_typed};
 use crate::state::Shared;
-use crate::tool_format::ToolFormat;
-use crate::tool_stream::{self, ToolStream};
 use request::renamed;
 use store::Stored;
-use writer::{Piece, Writer};
+use writer::Writer;
 
 /// An id as OpenAI writes them (`resp_…`, `msg_…`).
 pub fn random_id(prefix: &str) -> String {
@@ -104,8 +102,7 @@ pub async fn create(
     let mut turn = Turn {
         st: st.clone(),
         writer: Writer::new(head),
-        reasoning: st.reasoning.stream(opened),
-        tools: plan.map(|p| (p.format, ToolStream::new(p.format))),
+        reply: ReplyReader::new(st.reasoning.stream(opened), plan.map(|p| p.format)),
         usage: usage.clone(),
         store: store.then(|| {
             let input = req.input_items().into_iter().map(items::stored).collect();
@@ -135,8 +132,7 @@ pub async fn create(
 struct Turn {
     st: Shared,
     writer: Writer,
-    reasoning: ReasoningStream,
-    tools: Option<(ToolFormat, ToolStream)>,
+    reply: ReplyReader,
     usage: Arc<Mutex<Usage>>,
     /// Where a stored response goes: its id, the response it continues, its input items.
     store: Option<(String, Option<Arc<Stored>>, Vec<Value>)>,
@@ -154,16 +150,8 @@ impl Turn {
                 return self.writer.take_events();
             }
         };
-        for piece in self.pieces(&d.text, d.finish.is_some()) {
+        for piece in self.reply.push(&d.text, d.finish) {
             self.writer.push(piece);
-        }
-        // A reply under tools cut before it reads as an answer or calls (the generic
-        // format's JSON, say) is given as written, as chat gives it.
-        if d.finish == Some("length")
-            && let Some((_, s)) = &self.tools
-            && let Some(raw) = s.unsent().filter(|t| !t.is_empty())
-        {
-            self.writer.push(Piece::Text(raw.to_string()));
         }
         if let Some(finish) = d.finish {
             let usage = self.usage();
@@ -180,31 +168,6 @@ impl Turn {
             self.done = Some(response);
         }
         self.writer.take_events()
-    }
-
-    /// What the reply's next text adds: reasoning, then answer text or calls.
-    fn pieces(&mut self, text: &str, last: bool) -> Vec<Piece> {
-        let split = self.reasoning.push(text, last);
-        let mut out = Vec::new();
-        if !split.reasoning.is_empty() {
-            out.push(Piece::Reasoning(split.reasoning));
-        }
-        match &mut self.tools {
-            None if split.content.is_empty() => {}
-            None => out.push(Piece::Text(split.content)),
-            Some((format, s)) => out.extend(
-                s.pieces(&split.content, || format.new_call_id())
-                    .into_iter()
-                    .map(|p| match p {
-                        tool_stream::Piece::Content(t) => Piece::Text(t),
-                        tool_stream::Piece::Call { id, name, .. } => {
-                            Piece::Call { call_id: id, name }
-                        }
-                        tool_stream::Piece::Args { text, .. } => Piece::Args(text),
-                    }),
-            ),
-        }
-        out
     }
 
     /// The Responses form of the counts; reasoning tokens counted by encoding the

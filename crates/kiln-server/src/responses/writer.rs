@@ -13,15 +13,7 @@ use serde_json::{Value, json};
 
 use super::random_id;
 use crate::error::ApiError;
-
-/// What the reply adds, in order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Piece {
-    Reasoning(String),
-    Text(String),
-    Call { call_id: String, name: String },
-    Args(String),
-}
+pub use crate::reply::Piece;
 
 pub struct Writer {
     response: Value,

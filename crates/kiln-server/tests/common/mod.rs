@@ -224,3 +224,22 @@ pub async fn stream_raw(base: &str, path: &str, body: &Value) -> (u16, Vec<Strin
         .collect();
     (status, events)
 }
+
+/// The tiny model given `TOOLS_THINK_TEMPLATE` (tools in Hermes blocks, `<think>` blocks),
+/// one server per test binary for each `split`: replies' reasoning set apart, or left as
+/// written (`--reasoning-parser none`: a grammar then holds from the first token, where the
+/// random model would otherwise open a block and stay in it).
+pub fn tools_think_server(split: bool) -> &'static str {
+    static SERVERS: [std::sync::OnceLock<String>; 2] = [const { std::sync::OnceLock::new() }; 2];
+    SERVERS[usize::from(split)].get_or_init(|| {
+        let tc = TinyConfig {
+            chat_template: Some(kiln_model::testing::tiny_tokenizer::TOOLS_THINK_TEMPLATE.into()),
+            ..Default::default()
+        };
+        start_tiny_model_with(&tc, |sc, _| {
+            if !split {
+                sc.reasoning = Some(kiln_frontend::ReasoningFormat::None);
+            }
+        })
+    })
+}

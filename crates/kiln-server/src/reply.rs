@@ -1,0 +1,71 @@
+//! A reply's text read as the parts it adds, for the APIs that give replies as typed parts
+//! (the Responses API's output items, the Messages API's content blocks): reasoning, answer
+//! text, a call opened, more of its arguments. Both read a reply through this one reader.
+
+use kiln_frontend::ReasoningStream;
+
+use crate::tool_format::ToolFormat;
+use crate::tool_stream::{self, ToolStream};
+
+/// What the reply adds, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    Reasoning(String),
+    Text(String),
+    Call { call_id: String, name: String },
+    Args(String),
+}
+
+pub struct ReplyReader {
+    reasoning: ReasoningStream,
+    /// With tools: their syntax, and the parse of the answer so far.
+    tools: Option<(ToolFormat, ToolStream)>,
+}
+
+impl ReplyReader {
+    pub fn new(reasoning: ReasoningStream, tools: Option<ToolFormat>) -> Self {
+        ReplyReader {
+            reasoning,
+            tools: tools.map(|f| (f, ToolStream::new(f))),
+        }
+    }
+
+    /// Takes the reply's next text (`finish`: on its last delta); returns what it adds.
+    pub fn push(&mut self, text: &str, finish: Option<&str>) -> Vec<Piece> {
+        let split = self.reasoning.push(text, finish.is_some());
+        let mut out = Vec::new();
+        if !split.reasoning.is_empty() {
+            out.push(Piece::Reasoning(split.reasoning));
+        }
+        match &mut self.tools {
+            None if split.content.is_empty() => {}
+            None => out.push(Piece::Text(split.content)),
+            Some((format, s)) => {
+                out.extend(
+                    s.pieces(&split.content, || format.new_call_id())
+                        .into_iter()
+                        .map(|p| match p {
+                            tool_stream::Piece::Content(t) => Piece::Text(t),
+                            tool_stream::Piece::Call { id, name, .. } => {
+                                Piece::Call { call_id: id, name }
+                            }
+                            tool_stream::Piece::Args { text, .. } => Piece::Args(text),
+                        }),
+                );
+                // A reply cut before it reads as an answer or calls (the generic format's
+                // JSON, say) is given as written, as chat gives it.
+                if finish == Some("length")
+                    && let Some(raw) = s.unsent().filter(|t| !t.is_empty())
+                {
+                    out.push(Piece::Text(raw.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the reply has called a tool.
+    pub fn called(&self) -> bool {
+        self.tools.as_ref().is_some_and(|(_, s)| s.called())
+    }
+}
