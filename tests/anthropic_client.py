@@ -22,8 +22,8 @@ WEATHER = {
 
 @pytest.fixture(scope="module")
 def client():
-    # kiln takes the key as a bearer token; the client sends it so with auth_token.
-    return anthropic.Anthropic(base_url=BASE_URL, auth_token=API_KEY, api_key=None, timeout=300, max_retries=0)
+    # The client sends the key as `x-api-key`.
+    return anthropic.Anthropic(base_url=BASE_URL, api_key=API_KEY, timeout=300, max_retries=0)
 
 
 @pytest.fixture(scope="module")

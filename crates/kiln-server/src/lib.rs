@@ -377,11 +377,13 @@ async fn log_request(req: Request, next: Next) -> Response {
 
 async fn auth(State(st): State<Shared>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.config.api_key {
-        let given = req
-            .headers()
+        // A bearer token, or Anthropic clients' `x-api-key`.
+        let headers = req.headers();
+        let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
         if given != Some(key.as_str()) {
             return ApiError::unauthorized().into_response();
         }

@@ -228,6 +228,14 @@ async fn malformed_inputs_get_openai_errors() {
             "bad API key",
         );
     }
+    // Anthropic clients send the key as `x-api-key`.
+    for (key, status) in [("wrong", 401), (API_KEY, 200)] {
+        let r = client()
+            .post(&url)
+            .header("x-api-key", key)
+            .json(&chat("x", json!({})));
+        assert_eq!(r.send().await.unwrap().status().as_u16(), status);
+    }
     let r = client()
         .get(format!("{base}/v1/nope"))
         .bearer_auth(API_KEY)
