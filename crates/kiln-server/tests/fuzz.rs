@@ -1,8 +1,9 @@
 //! A request fuzzer (proptest): random and mutated JSON bodies for every endpoint that takes
-//! one (chat completions, completions, their render endpoints, tokenize, detokenize),
-//! streaming or not, with the structured-output and tool fields among the keys. None may get
-//! a 5xx, a panic or a dropped connection: each answer is a success or an OpenAI-style error,
-//! and the server still answers at the end. A failing body is shrunk to a small one before it
+//! one (chat completions, completions, their render endpoints, tokenize, detokenize, the
+//! Responses API, Anthropic's Messages API and its token count), streaming or not, with the
+//! structured-output, tool and item fields among the keys. None may get a 5xx, a panic or a
+//! dropped connection: each answer is a success or an OpenAI- (or Anthropic-) style error, a
+//! stream ends as its API ends one, and the server still answers at the end. A failing body is shrunk to a small one before it
 //! is reported. `KILN_FUZZ_CASES` sets the count (default 3000); the seed is fixed.
 
 mod common;
@@ -22,13 +23,16 @@ fn server() -> &'static str {
     BASE.get_or_init(|| start_tiny(|sc, _| sc.max_body_bytes = 256 << 10))
 }
 
-const PATHS: [&str; 6] = [
+const PATHS: [&str; 9] = [
     "/v1/chat/completions",
     "/v1/completions",
     "/tokenize",
     "/detokenize",
     "/v1/chat/completions/render",
     "/v1/completions/render",
+    "/v1/responses",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
 ];
 
 const FIELDS: &[&str] = &[
@@ -80,6 +84,22 @@ const FIELDS: &[&str] = &[
     "regex",
     "choice",
     "grammar",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "previous_response_id",
+    "format",
+    "call_id",
+    "arguments",
+    "output",
+    "summary",
+    "store",
+    "system",
+    "stop_sequences",
+    "input_schema",
+    "tool_use_id",
+    "thinking",
+    "id",
 ];
 
 /// A JSON scalar, biased to edge cases.
@@ -163,6 +183,35 @@ fn valid(path: &str, stream: bool, kind: u8) -> Value {
         p if p.starts_with("/v1/completions") => {
             json!({"model": "tiny", "prompt": "once upon", "max_tokens": 3, "stream": stream})
         }
+        "/v1/responses" => {
+            let mut body = json!({"model": "tiny", "input": "hello there", "max_output_tokens": 3, "temperature": 0, "stream": stream});
+            match kind {
+                0 => body["text"] = json!({"format": {"type": "json_object"}}),
+                1 => {
+                    body["tools"] = json!([{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}]);
+                    body["tool_choice"] = json!("required");
+                }
+                2 => {
+                    body["input"] = json!([{"role": "user", "content": "hi"},
+                        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                        {"type": "function_call_output", "call_id": "c1", "output": "1"}]);
+                }
+                _ => {}
+            }
+            body
+        }
+        p if p.starts_with("/v1/messages") => {
+            let mut body = json!({"model": "tiny", "max_tokens": 3, "temperature": 0, "system": "Be brief.",
+                "messages": [{"role": "user", "content": "hello there"}]});
+            if p == "/v1/messages" {
+                body["stream"] = json!(stream);
+            }
+            if kind == 1 {
+                body["tools"] = json!([{"name": "f", "input_schema": {"type": "object", "properties": {"x": {"type": "integer"}}}}]);
+                body["tool_choice"] = json!({"type": "any"});
+            }
+            body
+        }
         "/tokenize" => json!({"model": "tiny", "prompt": "hello"}),
         _ => json!({"model": "tiny", "tokens": [1, 2, 3]}),
     }
@@ -200,12 +249,10 @@ fn mutated(path: &'static str) -> impl Strategy<Value = Vec<u8>> {
                 }
             }
             // Keep generations short where they are valid, so that the run stays bounded.
-            if obj
-                .get("max_tokens")
-                .and_then(Value::as_i64)
-                .is_some_and(|m| m > 16)
-            {
-                obj.insert("max_tokens".into(), json!(16));
+            for key in ["max_tokens", "max_output_tokens"] {
+                if obj.get(key).and_then(Value::as_i64).is_some_and(|m| m > 16) {
+                    obj.insert(key.into(), json!(16));
+                }
             }
             if obj.get("n").and_then(Value::as_i64).is_some_and(|n| n > 4) {
                 obj.insert("n".into(), json!(big_n));
@@ -256,14 +303,21 @@ async fn check(path: &str, body: Vec<u8>) -> Result<u16, TestCaseError> {
             "{path}: {v} for {shown}"
         );
     } else if ctype.starts_with("text/event-stream") {
+        // How each API ends a stream, and how it would tell of a failure.
+        let (end, failure): (&[&str], &str) = match path {
+            "/v1/responses" => (
+                &["\"response.completed\"", "\"response.incomplete\""],
+                "event: error",
+            ),
+            "/v1/messages" => (&["\"message_stop\""], "event: error"),
+            _ => (&["data: [DONE]"], "\"server_error\""),
+        };
+        let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
         prop_assert!(
-            text.trim_end().ends_with("data: [DONE]"),
+            end.iter().any(|e| last.contains(e)),
             "{path}: {text} for {shown}"
         );
-        prop_assert!(
-            !text.contains("\"server_error\""),
-            "{path}: {text} for {shown}"
-        );
+        prop_assert!(!text.contains(failure), "{path}: {text} for {shown}");
     }
     Ok(status)
 }
