@@ -155,7 +155,8 @@ async fn echo_with_logprobs_then_generation_streamed_or_not() {
 
 /// vLLM's `prompt_logprobs`: `null`, then per prompt token an object keyed by token id with
 /// the token itself (its log-probability as the echo reports it, its rank) and the top 2
-/// (ranks 1 and 2); in completions (each choice, streamed in the first chunk) and in chat.
+/// (ranks 1 and 2); in completions (each choice, streamed in the first chunk) and in chat
+/// (streamed in the first chunk too).
 #[tokio::test]
 async fn vllm_prompt_logprobs_in_completions_and_chat() {
     let p = prompt();
@@ -211,6 +212,16 @@ async fn vllm_prompt_logprobs_in_completions_and_chat() {
         c["usage"]["prompt_tokens"].as_u64().unwrap()
     );
     assert!(pl[0].is_null() && pl[1..].iter().all(|r| r.is_object()));
+    // Streamed: on the first chunk, the same.
+    let streamed =
+        json!({"messages": messages, "prompt_logprobs": 0, "max_tokens": 1, "stream": true});
+    let chunks = stream(server(), "/v1/chat/completions", &streamed).await;
+    let with: Vec<&Value> = chunks
+        .iter()
+        .filter(|c| c.get("prompt_logprobs").is_some())
+        .collect();
+    assert_eq!(with.len(), 1, "{chunks:?}");
+    assert_eq!(with[0]["prompt_logprobs"], c["prompt_logprobs"]);
 }
 
 #[tokio::test]
@@ -244,7 +255,8 @@ async fn unsupported_prompt_logprobs_requests_are_refused_by_name() {
         ),
         (
             "/v1/chat/completions",
-            json!({"messages": messages, "prompt_logprobs": 1, "stream": true}),
+            json!({"messages": messages, "prompt_logprobs": 1,
+                "tools": [{"type": "function", "function": {"name": "f"}}]}),
             "prompt_logprobs",
         ),
     ] {

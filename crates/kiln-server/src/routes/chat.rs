@@ -29,10 +29,10 @@ pub async fn chat_completions(
     let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
     let (constraints, opened) = chat_constraints(&st, &req, plan.as_ref(), spec.n, &prompt)?;
     let stream = req.stream.unwrap_or(false);
-    if spec.prompt_logprobs.is_some() && (stream || plan.is_some()) {
+    if spec.prompt_logprobs.is_some() && plan.is_some() {
         return Err(ApiError::bad_param(
             "prompt_logprobs",
-            "prompt_logprobs is returned by chat completions without streaming and without tools (or use /v1/completions)",
+            "prompt_logprobs is returned by chat completions without tools (or use /v1/completions)",
         ));
     }
     let transfer = kv_transfer::plan(
@@ -107,7 +107,13 @@ pub async fn chat_completions(
                 let lp = if logprobs.is_some() { logprobs_json(&st2, &d.logprobs, as_ids) } else { Value::Null };
                 let split = splits[item.index].push(&d.text, d.finish.is_some());
                 let delta = delta_json(split, d.finish.is_some());
-                chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), None)
+                let mut c = chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), None);
+                // The first choice's scored prompt, on its first chunk (as the whole reply
+                // carries it).
+                if item.index == 0 && !d.prompt_logprobs.is_empty() {
+                    c["prompt_logprobs"] = prompt_logprobs_json(&st2, &d.prompt_logprobs);
+                }
+                c
             }
             Err(e) => e.body(),
         });
