@@ -27,6 +27,7 @@ mod metrics;
 pub mod pd_proxy;
 mod reply;
 mod responses;
+mod router;
 mod routes;
 mod sse;
 mod state;
@@ -38,21 +39,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-
 pub use demo::DemoFiles;
 pub use engine_loop::{EngineFactory, EngineHandle, EngineInfo, SeqEvent};
 pub use error::ApiError;
 pub use kiln_frontend::Frontend;
 
-use error::BodyLimit;
 use kiln_frontend::ReasoningFormat;
-use state::{AppState, Shared};
+use state::AppState;
 use tool_format::ToolFormat;
 
 #[derive(Clone, Debug)]
@@ -227,7 +220,7 @@ async fn serve_engine(
         port: addr.port(),
         responses: responses::ResponseStore::new(responses_store),
     });
-    let app = router(state);
+    let app = router::router(state);
     tracing::info!("serving on http://{addr}");
     let (drain, stop, forced) = (
         Arc::new(tokio::sync::Notify::new()),
@@ -307,88 +300,6 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-}
-
-fn router(state: Shared) -> Router {
-    use routes::{chat, completions, misc, render};
-    let limit = state.config.max_body_bytes;
-    let protected = Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
-        .route("/v1/completions", post(completions::completions))
-        .route("/v1/chat/completions/render", post(render::render_chat))
-        .route("/v1/completions/render", post(render::render_completions))
-        .route("/v1/messages", post(messages::create))
-        .route("/v1/messages/count_tokens", post(messages::count_tokens))
-        .route("/v1/responses", post(responses::create))
-        .route(
-            "/v1/responses/{id}",
-            get(responses::get).delete(responses::delete),
-        )
-        .route(
-            "/v1/responses/{id}/input_items",
-            get(responses::input_items),
-        )
-        .route("/v1/models", get(misc::models))
-        .route("/v1/models/{id}", get(misc::model))
-        .route("/tokenize", post(misc::tokenize))
-        .route("/detokenize", post(misc::detokenize))
-        .route(
-            "/v1/kv_transfer/{request_id}",
-            get(kv_transfer::export_blocks),
-        )
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
-    let mut app = Router::new().merge(protected);
-    if let Some(demo) = &state.config.demo {
-        app = demo::mount(app, demo);
-    }
-    app.route("/health", get(misc::health))
-        .route("/metrics", get(misc::metrics))
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                axum::http::StatusCode::METHOD_NOT_ALLOWED,
-                "invalid_request_error",
-                "method not allowed",
-            )
-        })
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(middleware::from_fn(move |mut req: Request, next: Next| {
-            req.extensions_mut().insert(BodyLimit(limit));
-            log_request(req, next)
-        }))
-        .with_state(state)
-}
-
-/// One log line per request.
-async fn log_request(req: Request, next: Next) -> Response {
-    let (method, path, start) = (
-        req.method().clone(),
-        req.uri().path().to_string(),
-        Instant::now(),
-    );
-    let res = next.run(req).await;
-    tracing::info!(
-        "{method} {path} {} {:.1} ms",
-        res.status().as_u16(),
-        start.elapsed().as_secs_f64() * 1e3
-    );
-    res
-}
-
-async fn auth(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    if let Some(key) = &st.config.api_key {
-        // A bearer token, or Anthropic clients' `x-api-key`.
-        let headers = req.headers();
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()));
-        if given != Some(key.as_str()) {
-            return ApiError::unauthorized().into_response();
-        }
-    }
-    next.run(req).await
 }
 
 /// An [`EngineFactory`] that opens the GPU and builds the engine for `config`/`weights`.
