@@ -13,9 +13,8 @@ mod request;
 mod store;
 mod writer;
 
-use std::sync::{Arc, Mutex};
-
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
@@ -36,7 +35,7 @@ use request::renamed;
 use store::Stored;
 use writer::Writer;
 
-/// An id as OpenAI writes them (`resp_…`, `msg_…`).
+/// An id as OpenAI and Anthropic write them (`resp_…`, `msg_…`).
 pub fn random_id(prefix: &str) -> String {
     format!(
         "{prefix}_{:016x}{:08x}",
