@@ -2,8 +2,13 @@
 //! (the Responses API's output items, the Messages API's content blocks): reasoning, answer
 //! text, a call opened, more of its arguments. Both read a reply through this one reader.
 
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, BoxStream, StreamExt};
 use kiln_frontend::ReasoningStream;
+use serde_json::Value;
 
+use crate::error::ApiError;
+use crate::sse::{ChoiceItem, sse_typed};
 use crate::tool_format::ToolFormat;
 use crate::tool_stream::{self, ToolStream};
 
@@ -68,4 +73,28 @@ impl ReplyReader {
     pub fn called(&self) -> bool {
         self.tools.as_ref().is_some_and(|(_, s)| s.called())
     }
+}
+
+/// Answers a one-sequence reply that `on` writes: for each delta, the events it makes and,
+/// on the last, the finished body. Streamed: `head` and then every event, as typed SSE events;
+/// whole: the body once finished, or the reply's error.
+pub async fn respond(
+    mut items: BoxStream<'static, ChoiceItem>,
+    streamed: bool,
+    head: Vec<Value>,
+    mut on: impl FnMut(ChoiceItem) -> (Vec<Value>, Option<Value>) + Send + 'static,
+) -> Result<Response, ApiError> {
+    if streamed {
+        let body = items.flat_map(move |item| stream::iter(on(item).0));
+        return Ok(sse_typed(stream::iter(head).chain(body)));
+    }
+    let mut done = None;
+    while let Some(item) = items.next().await {
+        if let Err(e) = &item.result {
+            return Err(e.clone());
+        }
+        done = on(item).1.or(done);
+    }
+    let body = done.ok_or_else(|| ApiError::internal("the reply ended unfinished"))?;
+    Ok(axum::Json(body).into_response())
 }

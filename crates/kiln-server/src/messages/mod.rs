@@ -15,15 +15,14 @@ use std::sync::{Arc, Mutex};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiJson};
-use crate::reply::ReplyReader;
+use crate::reply::{self, ReplyReader};
 use crate::responses::random_id;
 use crate::routes::chat::chat_constraints;
 use crate::routes::render::checked_chat;
-use crate::sse::{Usage, choices, sse_typed};
+use crate::sse::{Usage, choices};
 use crate::state::Shared;
 use request::MessagesRequest;
 use writer::Writer;
@@ -85,9 +84,8 @@ pub async fn create(State(st): State<Shared>, body: Body) -> Result<Response, Me
     let mut reply = ReplyReader::new(st.reasoning.stream(opened), plan.map(|p| p.format));
     let mut writer = Writer::new(head);
     let start = writer.take_events();
-    let mut done = None;
     let counts = usage.clone();
-    let mut on = move |item: crate::sse::ChoiceItem| -> (Vec<Value>, Option<Value>) {
+    let on = move |item: crate::sse::ChoiceItem| -> (Vec<Value>, Option<Value>) {
         let d = match item.result {
             Ok(d) => d,
             Err(e) => {
@@ -116,19 +114,8 @@ pub async fn create(State(st): State<Shared>, body: Body) -> Result<Response, Me
         let message = writer.finish(stop_reason, d.stop_string, usage);
         (writer.take_events(), Some(message))
     };
-    let mut items = choices(seqs, 1, usage);
-    if chat.stream.unwrap_or(false) {
-        let body = items.flat_map(move |item| stream::iter(on(item).0));
-        return Ok(sse_typed(stream::iter(start).chain(body)));
-    }
-    while let Some(item) = items.next().await {
-        if let Err(e) = &item.result {
-            return Err(e.clone().into());
-        }
-        done = on(item).1.or(done);
-    }
-    let message = done.ok_or_else(|| ApiError::internal("the reply ended unfinished"))?;
-    Ok(axum::Json(message).into_response())
+    let items = choices(seqs, 1, usage);
+    Ok(reply::respond(items, chat.stream.unwrap_or(false), start, on).await?)
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's tokens, as the request would be served.

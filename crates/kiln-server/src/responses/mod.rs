@@ -18,18 +18,17 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
 pub use request::ResponsesRequest;
 pub use store::ResponseStore;
 
 use crate::error::{ApiError, ApiJson};
-use crate::reply::ReplyReader;
+use crate::reply::{self, ReplyReader};
 use crate::routes::chat::chat_constraints;
 use crate::routes::now_s;
 use crate::routes::render::checked_chat;
-use crate::sse::{ChoiceItem, Usage, choices, sse_typed};
+use crate::sse::{ChoiceItem, Usage, choices};
 use crate::state::Shared;
 use request::renamed;
 use store::Stored;
@@ -107,24 +106,13 @@ pub async fn create(
             let input = req.input_items().into_iter().map(items::stored).collect();
             (id, previous, input)
         }),
-        done: None,
     };
-    let mut items = choices(seqs, 1, usage);
-    if chat.stream.unwrap_or(false) {
-        let head = turn.writer.take_events();
-        let body = items.flat_map(move |item| stream::iter(turn.on(item)));
-        return Ok(sse_typed(stream::iter(head).chain(body)));
-    }
-    while let Some(item) = items.next().await {
-        if let Err(e) = &item.result {
-            return Err(e.clone());
-        }
-        turn.on(item);
-    }
-    let body = turn
-        .done
-        .ok_or_else(|| ApiError::internal("the reply ended unfinished"))?;
-    Ok(axum::Json(body).into_response())
+    let items = choices(seqs, 1, usage);
+    let head = turn.writer.take_events();
+    reply::respond(items, chat.stream.unwrap_or(false), head, move |item| {
+        turn.on(item)
+    })
+    .await
 }
 
 /// One response being written.
@@ -135,38 +123,37 @@ struct Turn {
     usage: Arc<Mutex<Usage>>,
     /// Where a stored response goes: its id, the response it continues, its input items.
     store: Option<(String, Option<Arc<Stored>>, Vec<Value>)>,
-    /// The finished response.
-    done: Option<Value>,
 }
 
 impl Turn {
-    /// Takes the reply's next delta; returns the events it makes.
-    fn on(&mut self, item: ChoiceItem) -> Vec<Value> {
+    /// Takes the reply's next delta; returns the events it makes and, on the last, the
+    /// finished response (stored where asked).
+    fn on(&mut self, item: ChoiceItem) -> (Vec<Value>, Option<Value>) {
         let d = match item.result {
             Ok(d) => d,
             Err(e) => {
                 self.writer.fail(&e);
-                return self.writer.take_events();
+                return (self.writer.take_events(), None);
             }
         };
         for piece in self.reply.push(&d.text, d.finish) {
             self.writer.push(piece);
         }
-        if let Some(finish) = d.finish {
-            let usage = self.usage();
-            let response = self.writer.finish(finish == "length", usage);
-            if let Some((id, previous, mut items)) = self.store.take() {
-                items.extend(response["output"].as_array().into_iter().flatten().cloned());
-                let stored = Stored {
-                    previous,
-                    items,
-                    response: response.clone(),
-                };
-                self.st.responses.insert(id, stored);
-            }
-            self.done = Some(response);
+        let Some(finish) = d.finish else {
+            return (self.writer.take_events(), None);
+        };
+        let usage = self.usage();
+        let response = self.writer.finish(finish == "length", usage);
+        if let Some((id, previous, mut items)) = self.store.take() {
+            items.extend(response["output"].as_array().into_iter().flatten().cloned());
+            let stored = Stored {
+                previous,
+                items,
+                response: response.clone(),
+            };
+            self.st.responses.insert(id, stored);
         }
-        self.writer.take_events()
+        (self.writer.take_events(), Some(response))
     }
 
     /// The Responses form of the counts; reasoning tokens counted by encoding the
