@@ -10,7 +10,9 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kiln_core::{BLOCK_SIZE, SampleSpec, SampledToken, SamplingParams, SeqInBatch, StepBatch};
+use kiln_core::{
+    BLOCK_SIZE, PenaltyToken, SampleSpec, SampledToken, SamplingParams, SeqInBatch, StepBatch,
+};
 use kiln_gpu::{KernelFamily, KvDtype, ModelRunner, RunnerConfig, WeightStorage};
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
 use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
@@ -20,9 +22,13 @@ use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
 const STEPS_PER_STATE: usize = 256;
 const BUDGET: usize = 8192;
 const CASES: [(usize, usize); 4] = [(1, 512), (64, 4096), (256, 512), (256, 4096)];
+/// Cases whose requests also carry a repetition penalty (each step sends every sequence's
+/// distinct history tokens).
+const PENALTY_CASES: [(usize, usize); 1] = [(256, 4096)];
 
-/// `seqs` requests of `context` prompt tokens, prefilled, all decoding.
-fn decoding(seqs: usize, context: usize) -> Scheduler {
+/// `seqs` requests of `context` prompt tokens, prefilled, all decoding (with a repetition
+/// penalty if `penalty`).
+fn decoding(seqs: usize, context: usize, penalty: bool) -> Scheduler {
     // The first prompts decode while the last ones are prefilled: room for those tokens too.
     let room = context + STEPS_PER_STATE + seqs * context / BUDGET + 32;
     let mut s = Scheduler::new(SchedulerConfig {
@@ -36,11 +42,12 @@ fn decoding(seqs: usize, context: usize) -> Scheduler {
         let prompt = (0..context as u32)
             .map(|i| (i * 7 + id as u32 * 131) % 50_000)
             .collect();
-        s.add_request(Request {
-            ignore_eos: true,
-            ..Request::new(id, prompt, room)
-        })
-        .unwrap();
+        let mut req = Request::new(id, prompt, room);
+        req.ignore_eos = true;
+        if penalty {
+            req.sampling.repetition_penalty = 1.1;
+        }
+        s.add_request(req).unwrap();
     }
     loop {
         let step = s.schedule().expect("running requests");
@@ -67,16 +74,23 @@ fn tokens(n: usize) -> Vec<SampledToken> {
 fn scheduler(c: &mut Criterion) {
     let mut g = c.benchmark_group("scheduler decode step");
     g.sample_size(20);
-    for (seqs, context) in CASES {
+    let cases = (CASES.iter().map(|&c| (c, false))).chain(PENALTY_CASES.iter().map(|&c| (c, true)));
+    for ((seqs, context), penalty) in cases {
         let sampled = tokens(seqs);
-        g.bench_function(format!("{seqs} seqs, context {context}"), |b| {
+        let name = format!("{seqs} seqs, context {context}");
+        let name = if penalty {
+            name + ", repetition penalty"
+        } else {
+            name
+        };
+        g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
-                let mut s = decoding(seqs, context);
+                let mut s = decoding(seqs, context, penalty);
                 let mut used = 0;
                 for _ in 0..iters {
                     if used == STEPS_PER_STATE {
-                        s = decoding(seqs, context);
+                        s = decoding(seqs, context, penalty);
                         used = 0;
                     }
                     let t = Instant::now();
@@ -92,8 +106,24 @@ fn scheduler(c: &mut Criterion) {
     g.finish();
 }
 
-/// A decode batch: `seqs` sequences of `context` tokens, all reading the same blocks.
-fn decode_batch(seqs: usize, context: usize) -> StepBatch {
+/// A decode batch: `seqs` sequences of `context` tokens, all reading the same blocks; with
+/// `whole`, each sends its whole block table (as on its first step), else none (as on most
+/// steps after it: a decode adds a block every 16 tokens); with `penalty`, each carries a
+/// repetition penalty over `context` distinct tokens.
+fn decode_batch(seqs: usize, context: usize, whole: bool, penalty: bool) -> StepBatch {
+    let mut params = SamplingParams::greedy();
+    let mut penalty_tokens = Vec::new();
+    if penalty {
+        params.repetition_penalty = 1.1;
+        penalty_tokens = (0..context as u32)
+            .map(|token_id| PenaltyToken {
+                token_id,
+                output_count: 0,
+                seen: true,
+                bias: 0.0,
+            })
+            .collect();
+    }
     let table: Vec<u32> = (0..context.div_ceil(BLOCK_SIZE) as u32).collect();
     let last = (context - 1) as u32;
     StepBatch {
@@ -105,13 +135,15 @@ fn decode_batch(seqs: usize, context: usize) -> StepBatch {
                 query_start: i,
                 query_len: 1,
                 context_len: context as u32,
-                block_table: table.clone(),
+                table_row: i,
+                table_from: if whole { 0 } else { table.len() as u32 },
+                table_tail: if whole { table.clone() } else { Vec::new() },
                 score: None,
                 sample: Some(SampleSpec {
-                    params: SamplingParams::greedy(),
+                    params,
                     seed: 0,
                     draw_index: 0,
-                    penalty_tokens: Vec::new(),
+                    penalty_tokens: penalty_tokens.clone(),
                 }),
             })
             .collect(),
@@ -149,9 +181,24 @@ fn runner(c: &mut Criterion) {
     .unwrap();
     let mut g = c.benchmark_group("runner upload and record");
     g.sample_size(20);
-    for (seqs, context) in CASES {
-        let batch = decode_batch(seqs, context);
-        g.bench_function(format!("{seqs} seqs, context {context}, 30 layers"), |b| {
+    let cases = (CASES
+        .iter()
+        .flat_map(|&c| [(c, true, false), (c, false, false)]))
+    .chain(PENALTY_CASES.iter().map(|&c| (c, false, true)));
+    for ((seqs, context), whole, penalty) in cases {
+        let batch = decode_batch(seqs, context, whole, penalty);
+        let tables = if whole {
+            "whole tables"
+        } else {
+            "tables unchanged"
+        };
+        let name = format!("{seqs} seqs, context {context}, 30 layers, {tables}");
+        let name = if penalty {
+            name + ", repetition penalty"
+        } else {
+            name
+        };
+        g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {

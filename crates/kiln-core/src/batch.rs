@@ -50,6 +50,11 @@ pub struct PrevToken {
 }
 
 /// One sequence's segment of a [`StepBatch`].
+///
+/// Block tables are sent by difference: the runner keeps row `table_row` of its block tables
+/// from step to step for the sequence that holds it, and a step writes only entries
+/// `table_from..` of that row (all of them when the row was just given to the sequence, or
+/// none when the table has not changed).
 #[derive(Clone, Debug, Default)]
 pub struct SeqInBatch {
     /// Index of this segment's first token in [`StepBatch::token_ids`].
@@ -59,9 +64,14 @@ pub struct SeqInBatch {
     /// Tokens of context after this step: cached tokens plus `query_len`.
     /// The segment's tokens sit at positions `context_len - query_len .. context_len`.
     pub context_len: u32,
-    /// GPU block ids holding positions `0..context_len`, in order; [`NO_BLOCK`] for blocks
-    /// wholly before the window of every layer (only with sliding windows on every layer).
-    pub block_table: Vec<u32>,
+    /// The runner's block-table row for this sequence; no two sequences of a step share one.
+    pub table_row: u32,
+    /// Index of the first block-table entry this step writes (`table_tail[0]`).
+    pub table_from: u32,
+    /// Entries `table_from..` of the sequence's block table: GPU block ids holding positions
+    /// `0..context_len`, in order; [`NO_BLOCK`] for blocks wholly before the window of every
+    /// layer (only with sliding windows on every layer).
+    pub table_tail: Vec<u32>,
     /// Sample a token from the logits of this segment's last token, if set.
     pub sample: Option<SampleSpec>,
     /// Score prompt tokens: the log-probabilities of the tokens that follow some of this
@@ -129,10 +139,10 @@ impl StepBatch {
             if s.context_len < s.query_len {
                 return Err(format!("sequence {i}: context_len < query_len"));
             }
-            if s.block_table.len() * BLOCK_SIZE < s.context_len as usize {
+            let table_len = s.table_from as usize + s.table_tail.len();
+            if table_len * BLOCK_SIZE < s.context_len as usize {
                 return Err(format!(
-                    "sequence {i}: {} blocks cannot hold {} tokens",
-                    s.block_table.len(),
+                    "sequence {i}: {table_len} blocks cannot hold {} tokens",
                     s.context_len
                 ));
             }
@@ -149,6 +159,11 @@ impl StepBatch {
                 }
             }
             next += s.query_len;
+        }
+        let mut rows: Vec<u32> = self.seqs.iter().map(|s| s.table_row).collect();
+        rows.sort_unstable();
+        if let Some(w) = rows.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("two sequences share block-table row {}", w[0]));
         }
         if next as usize != t {
             return Err(format!("segments cover {next} tokens, batch has {t}"));
@@ -167,5 +182,34 @@ impl StepBatch {
             return Err("tokens taken from the previous step are not in increasing order".into());
         }
         Ok(())
+    }
+}
+
+/// A host-side copy of the runner's block tables, kept by applying each step's writes (for
+/// runners and fakes that read tables on the CPU).
+#[derive(Clone, Debug, Default)]
+pub struct BlockTables {
+    rows: Vec<Vec<u32>>,
+}
+
+impl BlockTables {
+    /// Applies `seq`'s writes to its row and returns the row's first `blocks` entries (the
+    /// whole table of a sequence whose context needs that many). Panics where the writes
+    /// leave a gap or the row is shorter (a scheduler bug).
+    pub fn apply(&mut self, seq: &SeqInBatch) -> &[u32] {
+        let r = seq.table_row as usize;
+        if self.rows.len() <= r {
+            self.rows.resize_with(r + 1, Vec::new);
+        }
+        let row = &mut self.rows[r];
+        let from = seq.table_from as usize;
+        assert!(
+            from <= row.len(),
+            "row {r}: writing from entry {from} of {}",
+            row.len()
+        );
+        row.truncate(from);
+        row.extend_from_slice(&seq.table_tail);
+        &row[..(seq.context_len as usize).div_ceil(BLOCK_SIZE)]
     }
 }

@@ -8,7 +8,9 @@ mod batch;
 mod grammar;
 mod sampling;
 
-pub use batch::{BLOCK_SIZE, BlockCopy, NO_BLOCK, PrevToken, PromptScore, SeqInBatch, StepBatch};
+pub use batch::{
+    BLOCK_SIZE, BlockCopy, BlockTables, NO_BLOCK, PrevToken, PromptScore, SeqInBatch, StepBatch,
+};
 pub use grammar::Grammar;
 pub use sampling::{
     LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words,

@@ -52,7 +52,7 @@ fn argmax(v: &[f32]) -> u32 {
 
 /// The logits at positions `from..ids.len()` of one sequence: the tokens before `from`
 /// prefilled in chunks, then each scored position as its own one-token sequence over the same
-/// block table, all in one step (the step writes every token's K and V before attention reads
+/// block table (each in its own block-table row, all sent whole), all in one step (the step writes every token's K and V before attention reads
 /// them, so each sees exactly the positions before it).
 fn forced_logits(engine: &mut Engine, ids: &[u32], from: usize) -> Vec<Vec<f32>> {
     let table: Vec<u32> = (0..ids.len().div_ceil(BLOCK_SIZE) as u32).collect();
@@ -61,7 +61,9 @@ fn forced_logits(engine: &mut Engine, ids: &[u32], from: usize) -> Vec<Vec<f32>>
         query_start: query_start as u32,
         query_len: (end - start) as u32,
         context_len: end as u32,
-        block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
+        table_row: query_start as u32,
+        table_from: 0,
+        table_tail: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
         score: None,
         sample: sample.then(|| SampleSpec {
             params: SamplingParams::greedy(),

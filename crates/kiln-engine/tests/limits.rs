@@ -1,10 +1,11 @@
 //! No silent clamps: a `max_model_len` above the model's context or above what the KV pool
 //! holds stops the engine with both numbers; without one, the engine takes the smaller of the
-//! two. The scheduler learns the runner's penalty-entry capacity.
+//! two. The scheduler learns the runner's penalty-entry capacity. The runner refuses block-table
+//! writes that would leave a row short of what it sent before.
 
 mod common;
 
-use common::gpu;
+use common::{chunk, gpu};
 use kiln_engine::{Engine, EngineConfig, KvSize};
 use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
@@ -47,5 +48,40 @@ fn max_model_len_is_checked_never_shrunk() {
         cap,
         e.runner_config().max_seqs * 512,
         "the runner's penalty buffer"
+    );
+}
+
+#[test]
+fn block_table_writes_that_skip_entries_are_refused() {
+    let mut engine = build(None, 16).unwrap();
+    let runner = engine.runner();
+    let table: Vec<u32> = (0..4).collect();
+    // A row that holds nothing cannot be written from entry 1.
+    let mut batch = chunk(&[5; 20], 0, &table);
+    batch.seqs[0].table_from = 1;
+    batch.seqs[0].table_tail.remove(0);
+    let e = pollster::block_on(runner.step(&batch)).expect_err("a gap");
+    assert!(e.to_string().contains("row 0 from entry 1"), "{e}");
+    // Written whole, the row holds two entries; the next step may send none of them, or
+    // the third from entry 2, but not from entry 3.
+    pollster::block_on(runner.step(&chunk(&[5; 20], 0, &table))).unwrap();
+    let mut next = chunk(&[6], 20, &table);
+    next.seqs[0].table_from = 2;
+    next.seqs[0].table_tail.clear();
+    pollster::block_on(runner.step(&next)).unwrap();
+    let mut next = chunk(&[7; 20], 21, &table);
+    next.seqs[0].table_from = 3;
+    next.seqs[0].table_tail = vec![3];
+    let e = pollster::block_on(runner.step(&next)).expect_err("a gap");
+    assert!(e.to_string().contains("holds 2"), "{e}");
+    // Another row is empty: a sequence moved there without its table is refused.
+    let mut moved = chunk(&[6], 20, &table);
+    moved.seqs[0].table_row = 1;
+    moved.seqs[0].table_from = 2;
+    moved.seqs[0].table_tail.clear();
+    let e = pollster::block_on(runner.step(&moved)).expect_err("an empty row");
+    assert!(
+        e.to_string().contains("row 1 from entry 2, but it holds 0"),
+        "{e}"
     );
 }

@@ -121,6 +121,7 @@ kernel_table!(
     "residual_rmsnorm",
     "sample",
     "prev_tokens",
+    "table_writes",
     "read_bandwidth",
 );
 

@@ -64,6 +64,7 @@ pub struct ModelRunner {
     next_readback: usize,
     /// Inputs taken from the previous step's output.
     prev_tokens: Launch,
+    table_writes: Launch,
     /// Bytes of weights on the GPU.
     pub weight_bytes: u64,
     /// Compute dispatches of the last step's forward pass.
@@ -109,7 +110,7 @@ impl ModelRunner {
             StepCapacity {
                 tokens: max_tokens,
                 seqs: max_seqs,
-                block_table_entries: max_seqs * max_blocks_per_seq,
+                blocks_per_seq: max_blocks_per_seq,
                 penalty_tokens: (max_seqs * rc.max_model_len).min(1 << 22),
             },
         );
@@ -157,6 +158,8 @@ impl ModelRunner {
             &sample_out,
             &inputs.token_ids,
         );
+        let table_writes =
+            ops::table_writes(ctx, &kernels, &inputs.table_writes, &inputs.block_tables);
         let rope_bytes = (rc.max_model_len * d * 4) as u64;
         if rope_bytes > ctx.max_binding() {
             let max = (ctx.max_binding() / (d as u64 * 4)) as usize;
@@ -328,6 +331,7 @@ impl ModelRunner {
             readback,
             next_readback: 0,
             prev_tokens,
+            table_writes,
             weight_bytes,
             dispatches: Default::default(),
             profiler: Default::default(),
@@ -350,7 +354,7 @@ impl ModelRunner {
                 self.runner_config.max_model_len
             )));
         }
-        let counts = self.inputs.upload(&self.ctx, batch)?;
+        let (counts, table_writes) = self.inputs.upload(&self.ctx, batch)?;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         let pending =
             self.kv
@@ -360,6 +364,9 @@ impl ModelRunner {
             let mut units: Vec<&dyn Recorded> = Vec::new();
             if counts.num_prev > 0 {
                 units.push(&self.prev_tokens);
+            }
+            if table_writes > 0 {
+                units.push(&self.table_writes);
             }
             units.extend(self.embed.iter().map(|l| l as &dyn Recorded));
             for layer in &self.layers {

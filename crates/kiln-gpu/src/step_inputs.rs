@@ -1,5 +1,11 @@
 //! The per-step inputs on the GPU: the batch description flattened into fixed-size buffers
-//! that every launch binds once, rewritten with `queue.write_buffer` each step.
+//! that every launch binds once, rewritten with `queue.write_buffer` each step. The block
+//! tables are the exception: a row per sequence, kept between steps and written by
+//! difference ([`kiln_core::SeqInBatch::table_row`]): the step's writes go up as one list
+//! that the forward pass's first launch applies (`table_writes.wgsl`), since a
+//! `write_buffer` per changed row costs the host microseconds each.
+
+use std::sync::Mutex;
 
 use bytemuck::{Pod, Zeroable};
 use kiln_core::StepBatch;
@@ -23,7 +29,8 @@ pub struct StepUniform {
 pub struct StepCapacity {
     pub tokens: usize,
     pub seqs: usize,
-    pub block_table_entries: usize,
+    /// Entries of a block-table row: the blocks of the longest sequence.
+    pub blocks_per_seq: usize,
     pub penalty_tokens: usize,
 }
 
@@ -35,7 +42,13 @@ pub struct StepInputs {
     pub slot_mapping: wgpu::Buffer,
     pub token_seq: wgpu::Buffer,
     pub seq_info: wgpu::Buffer,
+    /// `seqs` rows of `blocks_per_seq` entries, each kept for the sequence that holds it.
     pub block_tables: wgpu::Buffer,
+    /// Entries each row of `block_tables` holds, so that a write past them or a table
+    /// shorter than its context is an error, not a read of another sequence's blocks.
+    table_lens: Mutex<Vec<u32>>,
+    /// The step's block-table writes: a count, then `(entry, block)` pairs.
+    pub table_writes: wgpu::Buffer,
     pub sample_rows: wgpu::Buffer,
     pub sampling: wgpu::Buffer,
     pub penalties: wgpu::Buffer,
@@ -57,7 +70,9 @@ impl StepInputs {
             slot_mapping: u32s("slot_mapping", cap.tokens),
             token_seq: u32s("token_seq", cap.tokens),
             seq_info: u32s("seq_info", cap.seqs * 4),
-            block_tables: u32s("block_tables", cap.block_table_entries),
+            block_tables: u32s("block_tables", cap.seqs * cap.blocks_per_seq),
+            table_lens: Mutex::new(vec![0; cap.seqs]),
+            table_writes: u32s("table_writes", 1 + 2 * cap.seqs * cap.blocks_per_seq),
             sample_rows: u32s("sample_rows", cap.seqs),
             sampling: ctx.storage(
                 "sampling",
@@ -76,8 +91,13 @@ impl StepInputs {
         ctx.write(&self.sampling, offset as u64, bytemuck::bytes_of(&mask_row));
     }
 
-    /// Checks `batch` against the capacities and queues its upload. Returns the step counts.
-    pub fn upload(&self, ctx: &GpuContext, batch: &StepBatch) -> Result<StepUniform, GpuError> {
+    /// Checks `batch` against the capacities and queues its upload. Returns the step counts
+    /// and the number of block-table writes (which the `table_writes` launch applies).
+    pub fn upload(
+        &self,
+        ctx: &GpuContext,
+        batch: &StepBatch,
+    ) -> Result<(StepUniform, usize), GpuError> {
         batch.validate().map_err(GpuError::Batch)?;
         let t = batch.num_tokens();
         let check = |what, needed: usize, max: usize| {
@@ -92,19 +112,36 @@ impl StepInputs {
 
         let mut token_seq = Vec::with_capacity(t);
         let mut seq_info = Vec::with_capacity(batch.seqs.len() * 4);
-        let mut tables = Vec::new();
         let mut sample_rows = Vec::new();
         let mut sampling = Vec::new();
         let mut penalties = Vec::new();
+        let mut table_writes = vec![0u32];
+        let mut table_lens = self.table_lens.lock().unwrap();
+        let mut new_lens = Vec::with_capacity(batch.seqs.len());
         for (s, seq) in batch.seqs.iter().enumerate() {
+            let row = seq.table_row as usize;
+            check("block-table rows", row + 1, self.cap.seqs)?;
+            let table_len = seq.table_from as usize + seq.table_tail.len();
+            check("block-table entries", table_len, self.cap.blocks_per_seq)?;
+            if seq.table_from > table_lens[row] {
+                return Err(GpuError::Batch(format!(
+                    "sequence {s}: writes block-table row {row} from entry {}, but it holds {}",
+                    seq.table_from, table_lens[row]
+                )));
+            }
+            new_lens.push((row, table_len as u32));
+            let row_start = row * self.cap.blocks_per_seq;
+            let first = (row_start + seq.table_from as usize) as u32;
+            for (i, &block) in seq.table_tail.iter().enumerate() {
+                table_writes.extend([first + i as u32, block]);
+            }
             token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
             seq_info.extend([
                 seq.query_start,
                 seq.query_len,
                 seq.context_len,
-                tables.len() as u32,
+                row_start as u32,
             ]);
-            tables.extend_from_slice(&seq.block_table);
             if let Some(spec) = &seq.sample {
                 let last = seq.query_start + seq.query_len - 1;
                 sample_rows.push(last);
@@ -134,11 +171,6 @@ impl StepInputs {
             }
         }
         check("sampler rows", sample_rows.len(), self.cap.seqs)?;
-        check(
-            "block table entries",
-            tables.len(),
-            self.cap.block_table_entries,
-        )?;
         check(
             "penalty tokens",
             penalties.len() / 3,
@@ -170,11 +202,18 @@ impl StepInputs {
         );
         ctx.write(&self.token_seq, 0, bytemuck::cast_slice(&token_seq));
         ctx.write(&self.seq_info, 0, bytemuck::cast_slice(&seq_info));
-        ctx.write(&self.block_tables, 0, bytemuck::cast_slice(&tables));
+        for (row, len) in new_lens {
+            table_lens[row] = len;
+        }
+        let num_writes = table_writes.len() / 2;
+        if num_writes > 0 {
+            table_writes[0] = num_writes as u32;
+            ctx.write(&self.table_writes, 0, bytemuck::cast_slice(&table_writes));
+        }
         ctx.write(&self.sample_rows, 0, bytemuck::cast_slice(&sample_rows));
         ctx.write(&self.sampling, 0, bytemuck::cast_slice(&sampling));
         ctx.write(&self.penalties, 0, bytemuck::cast_slice(&penalties));
         ctx.write(&self.prev_tokens, 0, bytemuck::cast_slice(&prev));
-        Ok(counts)
+        Ok((counts, num_writes))
     }
 }

@@ -10,6 +10,8 @@
 //! - `cpu_tier`: host block ids for evicted cached blocks.
 //! - `kv_cache`: the three above together, plus the step's swap copies.
 //! - `kv_events`: what the prefix cache gains and loses, for routers (off unless enabled).
+//! - `table_rows`: the runner's block-table rows, sent by difference.
+//! - `penalty_list`: a request's penalised and biased tokens, counted as they come.
 //! - `request`, `scheduler`, `output`, `stats`, `config`: the public face (`scheduler/`:
 //!   failed steps, sliding windows, blocks pinned for and imported from another server).
 //! - [`testing`]: a fake runner for deterministic simulations.
@@ -21,10 +23,12 @@ mod kv_cache;
 mod kv_events;
 mod lru;
 mod output;
+mod penalty_list;
 mod prefix_hash;
 mod request;
 mod scheduler;
 mod stats;
+mod table_rows;
 pub mod testing;
 
 pub use config::{SchedulerConfig, SchedulerError};

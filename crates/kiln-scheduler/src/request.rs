@@ -9,13 +9,14 @@
 //! keys of the first `keys.len()` full blocks of `tokens`; `chain` holds the verified entry ids
 //! of the first `chain.len() <= keys.len()` blocks (the ids used as parents when registering).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use kiln_core::{BLOCK_SIZE, PenaltyToken, SampleSpec, SamplingParams};
+use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams};
 
 use crate::output::FinishReason;
+use crate::penalty_list::PenaltyList;
 use crate::prefix_hash::block_key;
+use crate::table_rows::TableSync;
 
 /// What `tokens` holds where the token is not known yet (never sent to a runner: the step
 /// takes it from the previous step's output, [`kiln_core::PrevToken`]).
@@ -90,6 +91,10 @@ pub(crate) struct RequestState {
     /// Set when the committed step ends the request by its length: it runs no more and holds
     /// no blocks, and its final update waits for the step's tokens.
     pub finishing: Option<FinishReason>,
+    /// The runner's block-table row while running, and what it holds.
+    pub table: TableSync,
+    /// Distinct history and biased tokens, with penalties or a logit bias.
+    penalties: Option<PenaltyList>,
     output_len: usize,
 }
 
@@ -97,6 +102,8 @@ impl RequestState {
     pub fn new(mut req: Request) -> Self {
         let tokens = std::mem::take(&mut req.prompt);
         let salt = req.cache_salt.as_deref().map(Arc::from);
+        let penalties = (req.sampling.has_penalties() || !req.logit_bias.is_empty())
+            .then(|| PenaltyList::new(&req.logit_bias));
         Self {
             req,
             salt,
@@ -111,6 +118,8 @@ impl RequestState {
             num_scored: 0,
             pending_row: None,
             finishing: None,
+            table: TableSync::default(),
+            penalties,
             output_len: 0,
         }
     }
@@ -138,13 +147,19 @@ impl RequestState {
         }
     }
 
-    /// What to sample for the next output token.
-    pub fn sample_spec(&self) -> SampleSpec {
+    /// What to sample for the next output token. O(new tokens + distinct tokens).
+    pub fn sample_spec(&mut self) -> SampleSpec {
         let params = self.req.sampling;
-        let penalty_tokens = if params.has_penalties() || !self.req.logit_bias.is_empty() {
-            self.penalty_tokens(params.has_penalties())
-        } else {
-            Vec::new()
+        let penalty_tokens = match &mut self.penalties {
+            Some(list) => {
+                if params.has_penalties() {
+                    // A pending output token is not known yet: the sampler counts it itself.
+                    let known = self.tokens.len() - usize::from(self.pending_row.is_some());
+                    list.catch_up(&self.tokens[..known], self.tokens.len() - self.output_len);
+                }
+                list.entries().to_vec()
+            }
+            None => Vec::new(),
         };
         SampleSpec {
             params,
@@ -152,37 +167,6 @@ impl RequestState {
             draw_index: self.num_output() as u32,
             penalty_tokens,
         }
-    }
-
-    /// Distinct tokens of the history (with `history`, for the penalties) and the biased
-    /// tokens, sorted by id. O(len).
-    fn penalty_tokens(&self, history: bool) -> Vec<PenaltyToken> {
-        fn entry(entries: &mut HashMap<u32, PenaltyToken>, token_id: u32) -> &mut PenaltyToken {
-            entries.entry(token_id).or_insert(PenaltyToken {
-                token_id,
-                output_count: 0,
-                seen: false,
-                bias: 0.0,
-            })
-        }
-        let mut entries = HashMap::new();
-        if history {
-            for &t in &self.tokens[..self.prompt_len()] {
-                entry(&mut entries, t).seen = true;
-            }
-            // A pending output token is not known yet: the sampler counts it itself.
-            for &t in &self.tokens[self.prompt_len()..self.known_len()] {
-                let e = entry(&mut entries, t);
-                e.seen = true;
-                e.output_count += 1;
-            }
-        }
-        for &(t, bias) in &self.req.logit_bias {
-            entry(&mut entries, t).bias = bias;
-        }
-        let mut v: Vec<PenaltyToken> = entries.into_values().collect();
-        v.sort_by_key(|p| p.token_id);
-        v
     }
 
     /// Appends a placeholder for the token that sampler row `row` of the step just committed

@@ -44,6 +44,7 @@ use crate::kv_events::{KvEvent, Medium};
 use crate::output::{FinishReason, RequestUpdate, ScheduledStep};
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
+use crate::table_rows::TableRows;
 
 mod failure;
 mod overlap;
@@ -69,6 +70,8 @@ pub struct Scheduler {
     /// Running requests in admission order (the last is the next preemption victim).
     running: Vec<u64>,
     waiting: VecDeque<u64>,
+    /// The runner's block-table rows, one per running request.
+    rows: TableRows,
     /// A step is scheduled and not yet committed (or failed).
     scheduled: bool,
     /// A step is committed and its tokens not yet resolved (or it failed).
@@ -103,6 +106,7 @@ impl Scheduler {
             requests: HashMap::new(),
             running: Vec::new(),
             waiting: VecDeque::new(),
+            rows: TableRows::new(max_num_seqs),
             scheduled: false,
             unresolved: false,
             stats: SchedulerStats::default(),
@@ -184,9 +188,10 @@ impl Scheduler {
     /// Removes a running or waiting request and frees its blocks. O(running + waiting).
     /// Returns its final update, or `None` if the id is unknown (e.g. already finished).
     pub fn abort(&mut self, id: u64) -> Option<RequestUpdate> {
-        let st = self.requests.remove(&id)?;
+        let mut st = self.requests.remove(&id)?;
         self.running.retain(|&x| x != id);
         self.waiting.retain(|&x| x != id);
+        self.rows.release(&mut st.table);
         self.kv.release(&st.blocks);
         Some(RequestUpdate {
             id,
@@ -262,9 +267,10 @@ impl Scheduler {
     }
 
     fn finish(&mut self, id: u64) {
-        let st = self.requests.remove(&id).unwrap();
+        let mut st = self.requests.remove(&id).unwrap();
         self.running.retain(|&x| x != id);
         self.waiting.retain(|&x| x != id);
+        self.rows.release(&mut st.table);
         self.release_or_pin(id, st);
     }
 
@@ -304,6 +310,16 @@ impl Scheduler {
             return Err("queues and request table disagree".into());
         }
         self.count_pins(&mut refs);
+        for (id, st) in &self.requests {
+            if st.table.row().is_some() != self.running.contains(id) {
+                return Err(format!(
+                    "request {id}: holds a block-table row unless running"
+                ));
+            }
+        }
+        (self
+            .rows
+            .check(self.requests.values().map(|st| st.table.row())))?;
         self.kv.check(&refs)
     }
 }

@@ -3,14 +3,15 @@
 //! [`FakeRunner`] keeps a paged "KV cache" that stores, per slot, the token id and position
 //! written there. It performs a step exactly as the real runner must: `swap_out` copies, then
 //! `swap_in` copies, then writes every token of the batch into its slot, then, for each sampled
-//! sequence, reads the whole context back through the block table. The sampled token is
+//! sequence, reads the whole context back through the block table (kept between steps from
+//! the writes each step sends, as the GPU runner keeps its rows). The sampled token is
 //! [`next_token`] of that history, so any scheduler bug that loses, shares or misplaces KV
 //! (a wrong block, a stale prefix-cache hit, a missed copy) changes the output or panics.
 //! A scored prompt row reads its history the same way and reports [`fake_logprob`].
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use kiln_core::{BLOCK_SIZE, SampledToken, StepBatch};
+use kiln_core::{BLOCK_SIZE, BlockTables, SampledToken, StepBatch};
 
 use crate::{FinishReason, Request, RequestUpdate, ScheduledStep, Scheduler};
 
@@ -80,6 +81,7 @@ pub struct FakeRunner {
     /// The tokens the last step sampled, by sampler row (what a step's
     /// [`StepBatch::prev_tokens`] take).
     last_sampled: Vec<u32>,
+    tables: BlockTables,
 }
 
 impl FakeRunner {
@@ -89,6 +91,7 @@ impl FakeRunner {
             cpu: vec![None; num_cpu_blocks * BLOCK_SIZE],
             window,
             last_sampled: Vec::new(),
+            tables: BlockTables::default(),
         }
     }
 
@@ -152,16 +155,19 @@ impl FakeRunner {
         for (c, slots) in batch.swap_out.iter().zip(saved) {
             self.fill_cpu_block(c.cpu_block, &slots);
         }
+        let tables: Vec<Vec<u32>> = (batch.seqs.iter())
+            .map(|s| self.tables.apply(s).to_vec())
+            .collect();
         let mut out = Vec::new();
-        for s in &batch.seqs {
+        for (s, table) in batch.seqs.iter().zip(&tables) {
             let end = s.context_len as usize;
             if self.window.is_some() {
                 for pos in end - s.query_len as usize..end {
-                    self.read(&s.block_table, self.first_read(pos), pos + 1);
+                    self.read(table, self.first_read(pos), pos + 1);
                 }
             }
             let Some(spec) = &s.sample else { continue };
-            let history = self.read(&s.block_table, self.first_read(end - 1), end);
+            let history = self.read(table, self.first_read(end - 1), end);
             out.push(SampledToken {
                 token_id: next_token(&history, spec.seed),
                 logprob: None,
@@ -170,12 +176,12 @@ impl FakeRunner {
             });
         }
         self.last_sampled = out.iter().map(|t| t.token_id).collect();
-        for s in &batch.seqs {
+        for (s, table) in batch.seqs.iter().zip(&tables) {
             let Some(score) = &s.score else { continue };
             let first_pos = (s.context_len - s.query_len + score.first_row) as usize;
             for (i, &target) in score.targets.iter().enumerate() {
                 let end = first_pos + i + 1;
-                let history = self.read(&s.block_table, self.first_read(end - 1), end);
+                let history = self.read(table, self.first_read(end - 1), end);
                 out.push(SampledToken {
                     token_id: target,
                     logprob: Some(fake_logprob(&history, target)),

@@ -82,7 +82,9 @@ fn long_prompt_is_chunked_while_running_requests_keep_decoding() {
         assert_eq!(seg.context_len, (chunk + 1) * 2048);
         assert_eq!(step.batch.positions[3], chunk * 2048);
         assert_eq!(*step.batch.positions.last().unwrap(), chunk * 2048 + 2047);
-        assert_eq!(seg.block_table.len(), (chunk as usize + 1) * 128);
+        // Each chunk sends only the 128 blocks it adds to the table.
+        assert_eq!(seg.table_from as usize, chunk as usize * 128);
+        assert_eq!(seg.table_tail.len(), 128);
         // Only the chunk that reaches the end of the prompt is sampled.
         assert_eq!(seg.sample.is_some(), chunk == 3);
         assert_eq!(updates.len(), if chunk == 3 { 4 } else { 3 });

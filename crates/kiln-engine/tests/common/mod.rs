@@ -106,7 +106,9 @@ pub fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
             query_start: 0,
             query_len: ids.len() as u32,
             context_len: end as u32,
-            block_table: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
+            table_row: 0,
+            table_from: 0,
+            table_tail: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
             score: None,
             sample: Some(SampleSpec {
                 params: SamplingParams::greedy(),

@@ -12,6 +12,7 @@ mod prev_tokens;
 mod residual_rmsnorm;
 mod rope_kv;
 mod sample;
+mod table_writes;
 
 pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention, query_tile};
 pub use embedding::embedding;
@@ -27,6 +28,7 @@ pub use sample::{
     NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform, decode_sample_out, sample,
     sampler_rows,
 };
+pub use table_writes::table_writes;
 
 use crate::GpuContext;
 

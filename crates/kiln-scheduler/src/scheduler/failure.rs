@@ -23,9 +23,10 @@ impl Scheduler {
         }
         let mut failed = Vec::with_capacity(step.seqs.len());
         for s in &step.seqs {
-            let Some(st) = self.requests.remove(&s.id) else {
+            let Some(mut st) = self.requests.remove(&s.id) else {
                 continue;
             };
+            self.rows.release(&mut st.table);
             self.running.retain(|&x| x != s.id);
             self.waiting.retain(|&x| x != s.id);
             self.kv.release(&st.blocks);

@@ -68,6 +68,7 @@ impl Scheduler {
             };
             if ends.is_some() {
                 st.finishing = ends;
+                self.rows.release(&mut st.table);
                 self.running.retain(|&x| x != s.id);
             }
         }

@@ -208,6 +208,7 @@ impl Scheduler {
             .pop()
             .expect("a request needs blocks, so one is running");
         let st = self.requests.get_mut(&victim).unwrap();
+        self.rows.release(&mut st.table);
         self.kv.release(&st.blocks);
         st.blocks.clear();
         st.num_released = 0;
@@ -223,7 +224,9 @@ impl Scheduler {
         let mut batch = StepBatch::default();
         let mut seqs = Vec::with_capacity(plan.len());
         for &Planned { id, tokens: n, .. } in plan {
-            let st = &self.requests[&id];
+            let st = self.requests.get_mut(&id).unwrap();
+            self.rows.assign(&mut st.table);
+            let table = st.table.write(&st.blocks);
             let start = st.num_computed;
             let query_start = batch.token_ids.len() as u32;
             for p in start..start + n {
@@ -248,7 +251,9 @@ impl Scheduler {
                 query_start,
                 query_len: n as u32,
                 context_len: (start + n) as u32,
-                block_table: st.blocks.clone(),
+                table_row: table.row,
+                table_from: table.from,
+                table_tail: table.tail,
                 sample: sampled.then(|| st.sample_spec()),
                 score,
             });

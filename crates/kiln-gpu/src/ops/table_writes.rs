@@ -1,0 +1,23 @@
+//! The launch that applies a step's block-table writes to the rows the runner keeps
+//! (`shaders/table_writes.wgsl`; [`kiln_core::SeqInBatch::table_row`]).
+
+use crate::{GpuContext, Grid, Kernels, Launch};
+
+/// Workgroups of the launch (`WORKGROUPS` in the shader).
+const WORKGROUPS: u32 = 16;
+
+/// `block_tables[entry] = value` for each `(entry, value)` pair of `writes` (a count, then
+/// the pairs).
+pub fn table_writes(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    writes: &wgpu::Buffer,
+    block_tables: &wgpu::Buffer,
+) -> Launch {
+    Launch::new(
+        &ctx.device,
+        kernels.get("table_writes"),
+        &[writes, block_tables],
+        Grid::Fixed([WORKGROUPS, 1, 1]),
+    )
+}

@@ -1,0 +1,91 @@
+//! A request's penalty list ([`kiln_core::SampleSpec::penalty_tokens`]), kept up to date as
+//! its tokens become known instead of counted from the whole history at every step.
+//!
+//! Cost: O(new tokens) to catch up, O(distinct tokens) to copy into a step.
+
+use std::collections::HashMap;
+
+use kiln_core::PenaltyToken;
+
+#[derive(Debug, Default)]
+pub(crate) struct PenaltyList {
+    /// Biased tokens first, then history tokens by first appearance.
+    entries: Vec<PenaltyToken>,
+    /// Index in `entries` of each token.
+    index: HashMap<u32, usize>,
+    /// Tokens of the history counted so far.
+    counted: usize,
+}
+
+impl PenaltyList {
+    /// A list holding the request's biased tokens (distinct ids).
+    pub fn new(logit_bias: &[(u32, f32)]) -> Self {
+        let mut list = Self::default();
+        for &(token_id, bias) in logit_bias {
+            list.entry(token_id).bias = bias;
+        }
+        list
+    }
+
+    fn entry(&mut self, token_id: u32) -> &mut PenaltyToken {
+        let i = *self.index.entry(token_id).or_insert_with(|| {
+            self.entries.push(PenaltyToken {
+                token_id,
+                output_count: 0,
+                seen: false,
+                bias: 0.0,
+            });
+            self.entries.len() - 1
+        });
+        &mut self.entries[i]
+    }
+
+    /// Counts `history[counted..]`: tokens before `prompt_len` as seen, later ones as seen
+    /// and output. `history` only ever grows.
+    pub fn catch_up(&mut self, history: &[u32], prompt_len: usize) {
+        for (p, &token_id) in history.iter().enumerate().skip(self.counted) {
+            let e = self.entry(token_id);
+            e.seen = true;
+            e.output_count += u32::from(p >= prompt_len);
+        }
+        self.counted = history.len();
+    }
+
+    pub fn entries(&self) -> &[PenaltyToken] {
+        &self.entries
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_match_a_recount_of_the_whole_history() {
+        let bias = [(7, 1.5), (300, -2.0)];
+        let history: Vec<u32> = (0..200).map(|i| (i * i + 3) % 37).collect();
+        let prompt_len = 60;
+        let mut list = PenaltyList::new(&bias);
+        for end in [0, 1, 59, 60, 61, 130, 200] {
+            list.catch_up(&history[..end], prompt_len);
+            let mut got = list.entries().to_vec();
+            got.sort_by_key(|e| e.token_id);
+            let mut want: Vec<PenaltyToken> = Vec::new();
+            let ids = (history[..end].iter()).chain(bias.iter().map(|b| &b.0));
+            let mut ids: Vec<u32> = ids.copied().collect();
+            ids.sort();
+            ids.dedup();
+            for id in ids {
+                let at =
+                    |r: std::ops::Range<usize>| history[r].iter().filter(|&&t| t == id).count();
+                want.push(PenaltyToken {
+                    token_id: id,
+                    output_count: at(prompt_len.min(end)..end) as u32,
+                    seen: at(0..end) > 0,
+                    bias: bias.iter().find(|b| b.0 == id).map_or(0.0, |b| b.1),
+                });
+            }
+            assert_eq!(got, want, "after {end} tokens");
+        }
+    }
+}
