@@ -1,25 +1,26 @@
 //! The forward pass. [`ModelRunner::new`] uploads the weights and builds every launch of a step
 //! once (bind groups included); [`ModelRunner::step`] uploads a batch description, records all
 //! launches into one compute pass, submits once and reads back only the sampled tokens
-//! (`runner/submit.rs`: submitting and reading back as two calls, so steps can overlap;
+//! (`runner/record.rs`: the launches of a step in order, and the logits-only pass;
+//! `runner/submit.rs`: submitting and reading back as two calls, so steps can overlap;
 //! `runner/profile.rs`: the device time of each operation).
 
 mod profile;
+mod record;
 mod submit;
 
 pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};
 
-use kiln_core::{BLOCK_SIZE, StepBatch, mask_words};
+use kiln_core::{BLOCK_SIZE, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
-use crate::kv_cache::PendingSwapOut;
 use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
-    Launch, Recorded, WeightStorage,
+    Launch, WeightStorage,
 };
 
 /// Sizes the runner allocates for.
@@ -336,85 +337,6 @@ impl ModelRunner {
             dispatches: Default::default(),
             profiler: Default::default(),
         })
-    }
-
-    /// Records the swaps and the forward pass of `batch`, sampling if `sample` is set.
-    fn record(
-        &self,
-        batch: &StepBatch,
-        sample: bool,
-    ) -> Result<(wgpu::CommandEncoder, Option<PendingSwapOut>, u32), GpuError> {
-        if let Some(p) = batch
-            .positions
-            .iter()
-            .find(|&&p| p as usize >= self.runner_config.max_model_len)
-        {
-            return Err(GpuError::Batch(format!(
-                "position {p} is past the longest sequence, {}",
-                self.runner_config.max_model_len
-            )));
-        }
-        let (counts, table_writes) = self.inputs.upload(&self.ctx, batch)?;
-        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        let pending =
-            self.kv
-                .record_swaps(&self.ctx, &mut encoder, &batch.swap_out, &batch.swap_in)?;
-        let (t, s) = (counts.num_tokens, counts.num_samples);
-        if t > 0 {
-            let mut units: Vec<&dyn Recorded> = Vec::new();
-            if counts.num_prev > 0 {
-                units.push(&self.prev_tokens);
-            }
-            if table_writes > 0 {
-                units.push(&self.table_writes);
-            }
-            units.extend(self.embed.iter().map(|l| l as &dyn Recorded));
-            for layer in &self.layers {
-                units.extend(layer.stages());
-            }
-            units.extend([&self.final_norm as &dyn Recorded, &self.lm_head]);
-            if sample {
-                units.push(&self.sample);
-            }
-            let n = match self.profiler.borrow_mut().as_mut() {
-                Some(p) => p.record(&mut encoder, &units, t, s),
-                None => profile::record_in_one_pass(&mut encoder, &units, t, s),
-            };
-            self.dispatches.set(n);
-        }
-        Ok((encoder, pending, s))
-    }
-
-    /// The host's share of a step alone: the batch uploaded and the forward pass and sampling
-    /// recorded, nothing submitted (for measuring the CPU time a step costs).
-    pub fn encode_step(&self, batch: &StepBatch) -> Result<wgpu::CommandBuffer, GpuError> {
-        Ok(self.record(batch, true)?.0.finish())
-    }
-
-    /// Compute dispatches the last step's forward pass recorded (sampling included; a separate
-    /// masked sampling pass not counted).
-    pub fn last_dispatches(&self) -> u32 {
-        self.dispatches.get()
-    }
-
-    /// Runs `batch` without sampling and returns the logits of each sampled row (for tests and
-    /// for scoring). Block copies and cache writes happen as in [`Self::step`].
-    pub async fn logits(&mut self, batch: &StepBatch) -> Result<Vec<Vec<f32>>, GpuError> {
-        let (encoder, pending, s) = self.record(batch, false)?;
-        self.ctx.queue.submit([encoder.finish()]);
-        if let Some(p) = pending {
-            self.kv.finish_swap_out(&self.ctx, p).await?;
-        }
-        self.collect_profile().await?;
-        let v = self.config.vocab_size;
-        let data = self
-            .ctx
-            .read(&self.logits, 0, (s as usize * v * 4) as u64)
-            .await?;
-        Ok(bytemuck::cast_slice::<u8, f32>(&data)
-            .chunks(v)
-            .map(<[f32]>::to_vec)
-            .collect())
     }
 
     /// What one step may hold (tokens, sequences, block-table and penalty entries).

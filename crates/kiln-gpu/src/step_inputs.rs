@@ -47,7 +47,8 @@ pub struct StepInputs {
     /// Entries each row of `block_tables` holds, so that a write past them or a table
     /// shorter than its context is an error, not a read of another sequence's blocks.
     table_lens: Mutex<Vec<u32>>,
-    /// The step's block-table writes: a count, then `(entry, block)` pairs.
+    /// The step's block-table writes as runs: a count, a `(first entry, length, offset)`
+    /// header per run, then the runs' blocks (`table_writes.wgsl`).
     pub table_writes: wgpu::Buffer,
     pub sample_rows: wgpu::Buffer,
     pub sampling: wgpu::Buffer,
@@ -72,7 +73,10 @@ impl StepInputs {
             seq_info: u32s("seq_info", cap.seqs * 4),
             block_tables: u32s("block_tables", cap.seqs * cap.blocks_per_seq),
             table_lens: Mutex::new(vec![0; cap.seqs]),
-            table_writes: u32s("table_writes", 1 + 2 * cap.seqs * cap.blocks_per_seq),
+            table_writes: u32s(
+                "table_writes",
+                1 + 3 * cap.seqs + cap.seqs * cap.blocks_per_seq,
+            ),
             sample_rows: u32s("sample_rows", cap.seqs),
             sampling: ctx.storage(
                 "sampling",
@@ -92,7 +96,7 @@ impl StepInputs {
     }
 
     /// Checks `batch` against the capacities and queues its upload. Returns the step counts
-    /// and the number of block-table writes (which the `table_writes` launch applies).
+    /// and the number of block-table runs written (which the `table_writes` launch applies).
     pub fn upload(
         &self,
         ctx: &GpuContext,
@@ -115,7 +119,8 @@ impl StepInputs {
         let mut sample_rows = Vec::new();
         let mut sampling = Vec::new();
         let mut penalties = Vec::new();
-        let mut table_writes = vec![0u32];
+        let mut runs = Vec::new();
+        let mut run_blocks: Vec<u32> = Vec::new();
         let mut table_lens = self.table_lens.lock().unwrap();
         let mut new_lens = Vec::with_capacity(batch.seqs.len());
         for (s, seq) in batch.seqs.iter().enumerate() {
@@ -131,9 +136,10 @@ impl StepInputs {
             }
             new_lens.push((row, table_len as u32));
             let row_start = row * self.cap.blocks_per_seq;
-            let first = (row_start + seq.table_from as usize) as u32;
-            for (i, &block) in seq.table_tail.iter().enumerate() {
-                table_writes.extend([first + i as u32, block]);
+            if !seq.table_tail.is_empty() {
+                let first = (row_start + seq.table_from as usize) as u32;
+                runs.push([first, seq.table_tail.len() as u32, run_blocks.len() as u32]);
+                run_blocks.extend_from_slice(&seq.table_tail);
             }
             token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
             seq_info.extend([
@@ -205,15 +211,18 @@ impl StepInputs {
         for (row, len) in new_lens {
             table_lens[row] = len;
         }
-        let num_writes = table_writes.len() / 2;
-        if num_writes > 0 {
-            table_writes[0] = num_writes as u32;
-            ctx.write(&self.table_writes, 0, bytemuck::cast_slice(&table_writes));
+        if !runs.is_empty() {
+            let blocks_at = (1 + 3 * runs.len()) as u32;
+            let mut w = Vec::with_capacity(blocks_at as usize + run_blocks.len());
+            w.push(runs.len() as u32);
+            w.extend(runs.iter().flat_map(|&[f, n, at]| [f, n, blocks_at + at]));
+            w.extend_from_slice(&run_blocks);
+            ctx.write(&self.table_writes, 0, bytemuck::cast_slice(&w));
         }
         ctx.write(&self.sample_rows, 0, bytemuck::cast_slice(&sample_rows));
         ctx.write(&self.sampling, 0, bytemuck::cast_slice(&sampling));
         ctx.write(&self.penalties, 0, bytemuck::cast_slice(&penalties));
         ctx.write(&self.prev_tokens, 0, bytemuck::cast_slice(&prev));
-        Ok((counts, num_writes))
+        Ok((counts, runs.len()))
     }
 }

@@ -222,7 +222,8 @@ fn f16_kv_holds_twice_the_blocks() {
 /// The dispatch count of a step, as `kiln speed` reports it: per layer the QKV product with RoPE
 /// and the KV write in its epilogue, attention (two passes when the context is split, as it is
 /// for steps of up to 32 tokens with the GPU family), the output product, gate/up with the SiLU
-/// in its epilogue, down; plus the embedding, the final norm, the logits and sampling.
+/// in its epilogue, down; plus the embedding, the final norm, the logits and sampling; plus the
+/// block-table writes on a step that sends table entries (a decode step mostly sends none).
 #[test]
 fn dispatches_per_step() {
     let ctx = gpu();
@@ -232,18 +233,19 @@ fn dispatches_per_step() {
         let mut engine = engine(&ctx, &model, on(config(16, false), family, KvDtype::F16));
         let ids = tokens(9, 17, model.config.vocab_size);
         let table = [0u32, 1];
-        for (start, end) in [(0, 16), (16, 17)] {
-            pollster::block_on(
-                engine
-                    .runner()
-                    .logits(&chunk(&ids[start..end], start, &table)),
-            )
-            .unwrap();
+        // The whole table, then none of it (the row holds both entries).
+        for (start, end, sent) in [(0, 16, 1), (16, 17, 1), (16, 17, 0)] {
+            let mut batch = chunk(&ids[start..end], start, &table);
+            if sent == 0 {
+                batch.seqs[0].table_from = 2;
+                batch.seqs[0].table_tail.clear();
+            }
+            pollster::block_on(engine.runner().logits(&batch)).unwrap();
             // The logits call records no sampling.
             assert_eq!(
                 engine.runner().last_dispatches(),
-                1 + layers * (4 + attention) + 2,
-                "kernels {family}, tokens {start}..{end}"
+                sent + 1 + layers * (4 + attention) + 2,
+                "kernels {family}, tokens {start}..{end}, table sent: {sent}"
             );
         }
     }

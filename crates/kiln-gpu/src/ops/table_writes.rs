@@ -6,8 +6,8 @@ use crate::{GpuContext, Grid, Kernels, Launch};
 /// Workgroups of the launch (`WORKGROUPS` in the shader).
 const WORKGROUPS: u32 = 16;
 
-/// `block_tables[entry] = value` for each `(entry, value)` pair of `writes` (a count, then
-/// the pairs).
+/// Copies each run of `writes` into `block_tables`: a count of runs, then per run (first
+/// entry, length, offset of its blocks in `writes`), then the blocks.
 pub fn table_writes(
     ctx: &GpuContext,
     kernels: &Kernels,

@@ -1,0 +1,113 @@
+//! The per-row kernels between the matrix products: the gated activations (SwiGLU, GeGLU)
+//! and the residual and gathered RMS norms.
+
+use super::*;
+
+/// Both gated activations: SiLU (SwiGLU) and GELU with the tanh approximation (GeGLU), on
+/// values large enough to reach both tails.
+#[test]
+fn glu_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(3);
+    let (t, inter) = (7, 301);
+    let gu = randn(&mut r, t * 2 * inter, 4.0);
+    let (step, gub, out) = (
+        step_buffer(&ctx, t as u32, 1, 0),
+        buf_f32(&ctx, &gu),
+        ctx.storage("out", (t * inter * 4) as u64),
+    );
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        let l = ops::glu(&ctx, &k, &step, (inter, act), &gub, &out);
+        run_launches(&ctx, &[&l], t as u32, 0);
+        let want: Vec<f32> = (0..t * inter)
+            .map(|i| {
+                let (row, c) = (i / inter, i % inter);
+                let (g, u) = (
+                    gu[row * 2 * inter + c] as f64,
+                    gu[row * 2 * inter + inter + c] as f64,
+                );
+                (reference::activation(act, g) * u) as f32
+            })
+            .collect();
+        assert_close(
+            &format!("glu {act:?}"),
+            &read_f32(&ctx, &out, t * inter),
+            &want,
+            1e-5,
+            1e-5,
+        );
+    }
+}
+
+/// `x += rmsnorm(y) * gain` on rows of an awkward width.
+#[test]
+fn residual_rmsnorm_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(14);
+    let (t, hidden) = (9, 150);
+    let x0 = randn(&mut r, t * hidden, 2.0);
+    let y = randn(&mut r, t * hidden, 30.0);
+    let gain = randn(&mut r, hidden, 1.0);
+    let (step, xb, yb, gb) = (
+        step_buffer(&ctx, t as u32, 1, 0),
+        buf_f32(&ctx, &x0),
+        buf_f32(&ctx, &y),
+        buf_f32(&ctx, &gain),
+    );
+    let l = ops::residual_rmsnorm(&ctx, &k, &step, (hidden, 1e-6), &yb, &gb, &xb);
+    run_launches(&ctx, &[&l], t as u32, 0);
+    let want: Vec<f32> = x0
+        .chunks(hidden)
+        .zip(y.chunks(hidden))
+        .flat_map(|(x, y)| {
+            let n = reference::rmsnorm(y, &gain, 1e-6);
+            x.iter().zip(n).map(|(a, b)| a + b).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_close(
+        "residual_rmsnorm",
+        &read_f32(&ctx, &xb, t * hidden),
+        &want,
+        1e-5,
+        1e-5,
+    );
+}
+
+#[test]
+fn gather_rmsnorm_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(4);
+    let (t, hidden) = (11, 150);
+    let x = randn(&mut r, t * hidden, 3.0);
+    let gain = randn(&mut r, hidden, 1.0);
+    let rows = [10u32, 0, 4];
+    let step = step_buffer(&ctx, t as u32, 3, 3);
+    let (rb, xb, gb, out) = (
+        buf_u32(&ctx, &rows),
+        buf_f32(&ctx, &x),
+        buf_f32(&ctx, &gain),
+        ctx.storage("out", (3 * hidden * 4) as u64),
+    );
+    let l = ops::gather_rmsnorm(&ctx, &k, &step, (hidden, 1e-6), &rb, &xb, &gb, &out);
+    run_launches(&ctx, &[&l], t as u32, 3);
+    let want: Vec<f32> = rows
+        .iter()
+        .flat_map(|&row| {
+            reference::rmsnorm(
+                &x[row as usize * hidden..(row as usize + 1) * hidden],
+                &gain,
+                1e-6,
+            )
+        })
+        .collect();
+    assert_close(
+        "gather_rmsnorm",
+        &read_f32(&ctx, &out, 3 * hidden),
+        &want,
+        1e-5,
+        1e-4,
+    );
+}

@@ -1,0 +1,36 @@
+//! The streamed chat (role, one finish reason, the usage chunk), `/v1/models`, and the
+//! `/tokenize` / `/detokenize` round trip.
+
+use super::*;
+
+#[tokio::test]
+async fn streaming_chat_usage_models_tokenize() {
+    let base = server();
+    let chunks = stream(base, "/v1/chat/completions", &chat("hi", json!({"stream": true, "stream_options": {"include_usage": true}, "max_tokens": 5, "ignore_eos": true}))).await;
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"].as_array().unwrap().len(), 0);
+    assert_eq!(last["usage"]["completion_tokens"], 5);
+    let fin: Vec<&Value> = chunks
+        .iter()
+        .filter(|c| !c["choices"][0]["finish_reason"].is_null() && c["choices"].get(0).is_some())
+        .collect();
+    assert_eq!(fin.len(), 1);
+    assert_eq!(fin[0]["choices"][0]["finish_reason"], "length");
+
+    let models: Value = serde_json::from_str(&get_text(base, "/v1/models").await).unwrap();
+    assert_eq!(models["data"][0]["id"], "tiny");
+    let (s, t) = post(base, "/tokenize", &json!({"prompt": "hello there"})).await;
+    assert_eq!(s, 200);
+    let (s, d) = post(base, "/detokenize", &json!({"tokens": t["tokens"]})).await;
+    assert_eq!(s, 200);
+    assert!(
+        d["prompt"].as_str().unwrap().ends_with("hello there"),
+        "{d}"
+    );
+}

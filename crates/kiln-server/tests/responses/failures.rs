@@ -1,0 +1,124 @@
+//! What kiln does not serve is refused by name, and a step that fails ends the stream with
+//! the error.
+
+use super::*;
+
+#[tokio::test]
+async fn what_is_not_served_is_refused_by_name() {
+    for (body, status, param) in [
+        (json!({"input": "x", "n": 2}), 400, "n"),
+        (
+            json!({"input": "x", "tools": [{"type": "web_search"}]}),
+            400,
+            "tools",
+        ),
+        (
+            json!({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}}),
+            400,
+            "text.format",
+        ),
+        (
+            json!({"input": [{"type": "item_reference", "id": "msg_1"}]}),
+            400,
+            "input",
+        ),
+        (
+            json!({"input": "x", "max_output_tokens": 1_000_000}),
+            400,
+            "max_output_tokens",
+        ),
+        (
+            json!({"input": "x", "include": ["message.output_text.logprobs"]}),
+            400,
+            "include",
+        ),
+        (
+            json!({"input": "x", "top_logprobs": 2}),
+            400,
+            "top_logprobs",
+        ),
+        (
+            json!({"input": "x", "previous_response_id": "resp_none"}),
+            404,
+            "previous_response_id",
+        ),
+    ] {
+        let (s, e) = post(server(), "/v1/responses", &body).await;
+        assert_eq!(
+            (s, e["error"]["param"].as_str()),
+            (status, Some(param)),
+            "{body}: {e}"
+        );
+    }
+    let (s, _) = get(server(), "/v1/responses/resp_none").await;
+    assert_eq!(s, 404);
+    // A server that keeps no responses answers without storing, and refuses `store: true`.
+    let off = plain_server();
+    let (s, r) = post(
+        off,
+        "/v1/responses",
+        &json!({"input": "x", "max_output_tokens": 2}),
+    )
+    .await;
+    assert_eq!((s, r["store"].as_bool()), (200, Some(false)), "{r}");
+    let (s, _) = get(off, &format!("/v1/responses/{}", r["id"].as_str().unwrap())).await;
+    assert_eq!(s, 404);
+    let (s, e) = post(off, "/v1/responses", &json!({"input": "x", "store": true})).await;
+    assert_eq!(
+        (s, e["error"]["param"].as_str()),
+        (400, Some("store")),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_step_ends_the_stream_with_the_error() {
+    // One request alone: step 1 is its prefill, steps 2.. its decodes.
+    let srv = start_tiny_faulty(
+        |_, _| {},
+        |_| kiln_engine::FaultPlan {
+            fail_steps: vec![3],
+            ..Default::default()
+        },
+    );
+    let body = json!({"input": "Hi", "max_output_tokens": 6, "temperature": 0, "stream": true});
+    let evs = events(&srv.base, body).await;
+    let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["error", "response.failed"],
+        "{evs:?}"
+    );
+    let error = &evs[evs.len() - 2];
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("injected failure of step 3"),
+        "{error}"
+    );
+    let failed = &evs.last().unwrap()["response"];
+    assert_eq!(failed["status"], "failed");
+    assert!(
+        failed["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["status"] == "incomplete"),
+        "{failed}"
+    );
+    // Not kept, and the server goes on.
+    let id = evs[0]["response"]["id"].as_str().unwrap();
+    assert_eq!(get(&srv.base, &format!("/v1/responses/{id}")).await.0, 404);
+    let (s, r) = post(
+        &srv.base,
+        "/v1/responses",
+        &json!({"input": "Hi", "max_output_tokens": 6}),
+    )
+    .await;
+    assert_eq!(
+        (s, r["usage"]["output_tokens"].as_u64()),
+        (200, Some(6)),
+        "{r}"
+    );
+}
