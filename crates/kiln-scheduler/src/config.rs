@@ -8,7 +8,9 @@ use thiserror::Error;
 pub struct SchedulerConfig {
     /// Token budget of one step (prefill chunks plus decodes).
     pub max_num_batched_tokens: usize,
-    /// Most requests running at once; clamped to `num_gpu_blocks` (each needs a block).
+    /// Most requests running at once; clamped to `num_gpu_blocks` (each needs a block). Each
+    /// running request holds one of the runner's block-table rows, `0..max_num_seqs`, so the
+    /// runner must have at least this many.
     pub max_num_seqs: usize,
     /// KV blocks of `BLOCK_SIZE` tokens in the GPU pool.
     pub num_gpu_blocks: usize,
