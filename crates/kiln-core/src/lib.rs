@@ -2,7 +2,9 @@
 //!
 //! Each step the scheduler produces one [`StepBatch`]; the runner executes it as one forward
 //! pass plus sampling and returns one [`SampledToken`] per sequence that asked to be sampled,
-//! then one per scored prompt row ([`PromptScore`]). Nothing else crosses that boundary.
+//! then one per scored prompt row ([`PromptScore`]). Nothing else crosses that boundary. The
+//! one state the runner keeps between steps is its block-table rows, which batches write by
+//! difference ([`SeqInBatch::table_row`]; [`BlockTables`] is a host copy kept the same way).
 
 mod batch;
 mod grammar;
