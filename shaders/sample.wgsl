@@ -3,7 +3,9 @@
 //     temperature and mask), as vLLM reports by default;
 //  1. penalties on the row's history: repetition (divide positive logits, multiply negative
 //     ones, for tokens seen in prompt or output), presence and frequency (output counts); the
-//     host lists the history it knows, and `pending` names the row's input token when it came
+//     row's penalty list (kept between steps in pages of a pool, entry i in page
+//     page_table[i / PAGE]) holds the history the host knows, and `pending` names the row's
+//     input token when it came
 //     from the previous step on the GPU (overlapped steps): one more output occurrence;
 //     then each listed token's bias (the request's `logit_bias`) is added;
 //  2. temperature and exclusion: a token is left out (as if its probability were 0) when the
@@ -28,7 +30,7 @@
 // Grid: (num_samples, 1, 1), 256 invocations per row.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { vocab: u32, out_stride: u32, mask_words: u32, pad1: u32 }
+struct Params { vocab: u32, out_stride: u32, mask_words: u32, pool_base: u32 }
 struct Sampling {
     temperature: f32,
     top_k: u32,
@@ -41,8 +43,8 @@ struct Sampling {
     seed_lo: u32,
     seed_hi: u32,
     draw_index: u32,
-    penalty_start: u32,
-    penalty_count: u32,
+    penalty_start: u32, // word of `penalties` where the row's page table starts
+    penalty_count: u32, // entries of the row's penalty list
     mask_row: u32,
     raw_logprobs: u32,
     forced: u32,  // NONE, or the token a scored row reports
@@ -52,11 +54,11 @@ struct Sampling {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> sampling: array<Sampling>;  // (S)
-@group(0) @binding(3) var<storage, read> penalties: array<u32>;      // (P, 3): token, count | seen << 31, bias bits
+@group(0) @binding(3) var<storage, read> penalties: array<u32>;      // page tables, then from pool_base (E, 3): token, count | seen << 31, bias bits
 @group(0) @binding(4) var<storage, read_write> logits: array<f32>;   // (S, V), modified in place
 @group(0) @binding(5) var<storage, read_write> out: array<u32>;      // (S, out_stride): id, logprob, (id, logprob) * 20, rank
 @group(0) @binding(6) var<storage, read> masks: array<u32>;          // (M, mask_words)
-@group(0) @binding(7) var<storage, read_write> penalty_raw: array<f32>; // (P): logits before penalties
+@group(0) @binding(7) var<storage, read_write> penalty_raw: array<f32>; // (E): logits before penalties
 @group(0) @binding(8) var<storage, read> token_ids: array<u32>;      // (T): the step's input tokens
 
 const WG: u32 = 256u;
@@ -64,9 +66,10 @@ const NEG: f32 = -3.0e38;
 const BISECT_STEPS: u32 = 32u;
 const NO_MASK: u32 = 0xffffffffu;
 const NONE: u32 = 0xffffffffu;
+const PAGE: u32 = 128u; // entries per page of the penalty pool (kiln_core::PENALTY_PAGE)
 
 var<workgroup> found: f32;
-var<workgroup> pend_entry: u32;  // the pending token's entry in the penalty list, or NONE
+var<workgroup> pend_entry: u32;  // the pool entry of the pending token in the penalty list, or NONE
 var<workgroup> pend_raw: f32;    // the pending token's logit before penalties
 
 var<workgroup> red_v: array<f32, 256>;
@@ -204,6 +207,16 @@ fn raw_lse(lid: u32, base: u32) -> f32 {
     return mv + log(reduce_sum(lid, z));
 }
 
+// The pool entry holding entry `e` of the row's penalty list.
+fn pool_entry(sp: Sampling, e: u32) -> u32 {
+    return penalties[sp.penalty_start + e / PAGE] * PAGE + e % PAGE;
+}
+
+// The first word of pool entry `entry`.
+fn entry_word(entry: u32) -> u32 {
+    return p.pool_base + 3u * entry;
+}
+
 // A logit after the penalties of a token `seen` in the history and `count` times in the output.
 fn penalized(sp: Sampling, logit: f32, seen: bool, count: u32) -> f32 {
     var l = logit;
@@ -242,13 +255,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // 1. Penalties: each history token appears once in the list, so no two invocations race.
     // The raw value is kept for the raw log-prob of the chosen token.
     for (var e = lid; e < sp.penalty_count; e += WG) {
-        let entry = sp.penalty_start + e;
-        let tok = penalties[3u * entry];
+        let entry = pool_entry(sp, e);
+        let w = entry_word(entry);
+        let tok = penalties[w];
         if (tok >= v_count) {
             continue; // the host checks ids; never write outside the row
         }
-        let packed = penalties[3u * entry + 1u];
-        let bias = bitcast<f32>(penalties[3u * entry + 2u]);
+        let packed = penalties[w + 1u];
+        let bias = bitcast<f32>(penalties[w + 2u]);
         let l = logits[base + tok];
         penalty_raw[entry] = l;
         logits[base + tok] = penalized(sp, l, (packed >> 31u) != 0u, packed & 0x7fffffffu) + bias;
@@ -267,8 +281,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         for (var e = lid; e < sp.penalty_count; e += WG) {
-            if (penalties[3u * (sp.penalty_start + e)] == pend) {
-                pend_entry = e;
+            let entry = pool_entry(sp, e);
+            if (penalties[entry_word(entry)] == pend) {
+                pend_entry = entry;
             }
         }
         workgroupBarrier();
@@ -277,10 +292,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var count = 1u;
             var bias = 0.0;
             if (pend_entry != NONE) {
-                let entry = sp.penalty_start + pend_entry;
-                l = penalty_raw[entry];
-                count += penalties[3u * entry + 1u] & 0x7fffffffu;
-                bias = bitcast<f32>(penalties[3u * entry + 2u]);
+                l = penalty_raw[pend_entry];
+                count += penalties[entry_word(pend_entry) + 1u] & 0x7fffffffu;
+                bias = bitcast<f32>(penalties[entry_word(pend_entry) + 2u]);
             }
             pend_raw = l;
             logits[base + pend] = penalized(sp, l, true, count) + bias;
@@ -412,8 +426,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         for (var e = lid; e < sp.penalty_count; e += WG) {
-            let entry = sp.penalty_start + e;
-            if (penalties[3u * entry] == chosen) {
+            let entry = pool_entry(sp, e);
+            if (penalties[entry_word(entry)] == chosen) {
                 found = penalty_raw[entry];
             }
         }

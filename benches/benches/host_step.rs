@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kiln_core::{
-    BLOCK_SIZE, PenaltyToken, SampleSpec, SampledToken, SamplingParams, SeqInBatch, StepBatch,
+    BLOCK_SIZE, PENALTY_PAGE, PenaltyToken, PenaltyWrites, SampleSpec, SampledToken,
+    SamplingParams, SeqInBatch, StepBatch,
 };
 use kiln_gpu::{KernelFamily, KvDtype, ModelRunner, RunnerConfig, WeightStorage};
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
@@ -22,8 +23,8 @@ use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
 const STEPS_PER_STATE: usize = 256;
 const BUDGET: usize = 8192;
 const CASES: [(usize, usize); 4] = [(1, 512), (64, 4096), (256, 512), (256, 4096)];
-/// Cases whose requests also carry a repetition penalty (each step sends every sequence's
-/// distinct history tokens).
+/// Cases whose requests also carry a repetition penalty over every token of their context
+/// (each step sends the entries of their penalty lists that changed).
 const PENALTY_CASES: [(usize, usize); 1] = [(256, 4096)];
 
 /// `seqs` requests of `context` prompt tokens, prefilled, all decoding (with a repetition
@@ -109,20 +110,31 @@ fn scheduler(c: &mut Criterion) {
 /// A decode batch: `seqs` sequences of `context` tokens, all reading the same blocks; with
 /// `whole`, each sends its whole block table (as on its first step), else none (as on most
 /// steps after it: a decode adds a block every 16 tokens); with `penalty`, each carries a
-/// repetition penalty over `context` distinct tokens.
+/// repetition penalty over `context` distinct tokens, its penalty list sent whole with
+/// `whole`, else one entry of it (the count of the token the last step drew).
 fn decode_batch(seqs: usize, context: usize, whole: bool, penalty: bool) -> StepBatch {
     let mut params = SamplingParams::greedy();
-    let mut penalty_tokens = Vec::new();
+    let list: Vec<PenaltyToken> = (0..context as u32)
+        .map(|token_id| PenaltyToken {
+            token_id,
+            output_count: 0,
+            seen: true,
+            bias: 0.0,
+        })
+        .collect();
+    let pages = context.div_ceil(PENALTY_PAGE) as u32;
+    let penalties = |row: u32| match (penalty, whole) {
+        (false, _) => PenaltyWrites::default(),
+        (true, true) => PenaltyWrites::whole(&list, row * pages),
+        (true, false) => PenaltyWrites {
+            len: context as u32,
+            pages_from: pages,
+            pages: Vec::new(),
+            entries: vec![((context - 1) as u32, list[context - 1])],
+        },
+    };
     if penalty {
         params.repetition_penalty = 1.1;
-        penalty_tokens = (0..context as u32)
-            .map(|token_id| PenaltyToken {
-                token_id,
-                output_count: 0,
-                seen: true,
-                bias: 0.0,
-            })
-            .collect();
     }
     let table: Vec<u32> = (0..context.div_ceil(BLOCK_SIZE) as u32).collect();
     let last = (context - 1) as u32;
@@ -143,7 +155,7 @@ fn decode_batch(seqs: usize, context: usize, whole: bool, penalty: bool) -> Step
                     params,
                     seed: 0,
                     draw_index: 0,
-                    penalty_tokens: penalty_tokens.clone(),
+                    penalties: penalties(i),
                 }),
             })
             .collect(),
@@ -157,6 +169,8 @@ fn runner(c: &mut Criterion) {
     let tc = TinyConfig {
         num_layers: 30,
         max_position_embeddings: 4096,
+        // SmolLM2's vocabulary, so that a penalty list may hold 4,096 distinct tokens.
+        vocab_size: 49_152,
         ..TinyConfig::default()
     };
     write_tiny_llama(dir.path(), &tc, 7).unwrap();
@@ -184,7 +198,7 @@ fn runner(c: &mut Criterion) {
     let cases = (CASES
         .iter()
         .flat_map(|&c| [(c, true, false), (c, false, false)]))
-    .chain(PENALTY_CASES.iter().map(|&c| (c, false, true)));
+    .chain((PENALTY_CASES.iter()).flat_map(|&c| [(c, true, true), (c, false, true)]));
     for ((seqs, context), whole, penalty) in cases {
         let batch = decode_batch(seqs, context, whole, penalty);
         let tables = if whole {
@@ -193,10 +207,10 @@ fn runner(c: &mut Criterion) {
             "tables unchanged"
         };
         let name = format!("{seqs} seqs, context {context}, 30 layers, {tables}");
-        let name = if penalty {
-            name + ", repetition penalty"
-        } else {
-            name
+        let name = match (penalty, whole) {
+            (false, _) => name,
+            (true, true) => name + ", penalty lists sent whole",
+            (true, false) => name + ", penalty lists by difference",
         };
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {

@@ -34,7 +34,7 @@ pub struct StepBatch {
     /// Input tokens that the previous step sampled and the host has not seen yet (a step
     /// scheduled while the one before it runs): the runner takes each from that step's
     /// sampler output on the GPU, and `token_ids` holds a placeholder there. Such a token is
-    /// the last of its sequence's history and is missing from its `penalty_tokens`: the
+    /// the last of its sequence's history and is missing from its penalty list: the
     /// sampler counts it. In increasing order of `index`.
     pub prev_tokens: Vec<PrevToken>,
 }
@@ -145,6 +145,11 @@ impl StepBatch {
                     "sequence {i}: {table_len} blocks cannot hold {} tokens",
                     s.context_len
                 ));
+            }
+            if let Some(spec) = &s.sample {
+                spec.penalties
+                    .validate()
+                    .map_err(|e| format!("sequence {i}: {e}"))?;
             }
             if let Some(score) = &s.score {
                 // A sampled segment's last row is sampled, not scored.

@@ -3,17 +3,18 @@
 //! Each step the scheduler produces one [`StepBatch`]; the runner executes it as one forward
 //! pass plus sampling and returns one [`SampledToken`] per sequence that asked to be sampled,
 //! then one per scored prompt row ([`PromptScore`]). Nothing else crosses that boundary. The
-//! one state the runner keeps between steps is its block-table rows, which batches write by
-//! difference ([`SeqInBatch::table_row`]; [`BlockTables`] is a host copy kept the same way).
+//! one state the runner keeps between steps is its rows, one per running sequence: a block
+//! table and a penalty list, which batches write by difference ([`SeqInBatch::table_row`],
+//! [`PenaltyWrites`]; [`BlockTables`] and [`PenaltyLists`] are host copies kept the same way).
 
 mod batch;
 mod grammar;
+mod penalties;
 mod sampling;
 
 pub use batch::{
     BLOCK_SIZE, BlockCopy, BlockTables, NO_BLOCK, PrevToken, PromptScore, SeqInBatch, StepBatch,
 };
 pub use grammar::Grammar;
-pub use sampling::{
-    LogprobsMode, PenaltyToken, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words,
-};
+pub use penalties::{PENALTY_PAGE, PenaltyLists, PenaltyToken, PenaltyWrites};
+pub use sampling::{LogprobsMode, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words};

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::PenaltyWrites;
+
 /// How to pick the next token from a row of logits. The defaults sample from the model's full
 /// distribution at temperature 1; `temperature == 0` means greedy.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,19 +120,6 @@ impl SamplingParams {
     }
 }
 
-/// A token whose logit the sampler changes before anything else: one of the sequence's
-/// history that the penalties look at, or one the request biases (`logit_bias`), or both.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PenaltyToken {
-    pub token_id: u32,
-    /// Times the token appears in the generated output (presence/frequency penalties).
-    pub output_count: u32,
-    /// Whether it appears anywhere in prompt or output (repetition penalty).
-    pub seen: bool,
-    /// Added to the logit after the penalties (the request's `logit_bias`; 0 for none).
-    pub bias: f32,
-}
-
 /// What to sample for one sequence this step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampleSpec {
@@ -140,9 +129,10 @@ pub struct SampleSpec {
     pub seed: u64,
     /// Index of the token being drawn within the request's output (0 for the first).
     pub draw_index: u32,
-    /// Distinct tokens of the history, for the penalties, and the biased tokens, sorted by
-    /// id (empty when there are neither).
-    pub penalty_tokens: Vec<PenaltyToken>,
+    /// Changes to the sequence's penalty list (distinct tokens of its history, for the
+    /// penalties, and its biased tokens), which the runner keeps with the sequence's
+    /// block-table row; empty when it has neither.
+    pub penalties: PenaltyWrites,
 }
 
 /// Allowed tokens of one sampled row: `ceil(vocab / 32)` words, bit `i % 32` of word `i / 32`

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use kiln_core::BLOCK_SIZE;
+use kiln_core::{BLOCK_SIZE, PENALTY_PAGE};
 use kiln_gpu::{
     GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig, WeightStorage,
 };
@@ -152,7 +152,7 @@ impl Engine {
         let cap = runner.step_capacity();
         // The runner may have lowered the step budget; that only loosens `limits.max_len()`.
         let scheduler = Scheduler::new(SchedulerConfig {
-            max_penalty_entries: cap.penalty_tokens,
+            max_penalty_entries: cap.penalty_pages * PENALTY_PAGE,
             max_sampler_rows: cap.seqs,
             max_num_batched_tokens: rc.max_tokens,
             max_num_seqs: rc.max_seqs,

@@ -69,7 +69,7 @@ fn forced_logits(engine: &mut Engine, ids: &[u32], from: usize) -> Vec<Vec<f32>>
             params: SamplingParams::greedy(),
             seed: 0,
             draw_index: 0,
-            penalty_tokens: vec![],
+            penalties: Default::default(),
         }),
     };
     let batch = |range: std::ops::Range<usize>, seqs: Vec<SeqInBatch>| StepBatch {

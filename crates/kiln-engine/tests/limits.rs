@@ -1,11 +1,12 @@
 //! No silent clamps: a `max_model_len` above the model's context or above what the KV pool
 //! holds stops the engine with both numbers; without one, the engine takes the smaller of the
-//! two. The scheduler learns the runner's penalty-entry capacity. The runner refuses block-table
-//! writes that would leave a row short of what it sent before.
+//! two. The scheduler learns the runner's penalty pool. The runner refuses block-table and
+//! penalty-list writes that would leave a row short of what it sent before.
 
 mod common;
 
 use common::{chunk, gpu};
+use kiln_core::{PENALTY_PAGE, PenaltyToken, PenaltyWrites, StepBatch};
 use kiln_engine::{Engine, EngineConfig, KvSize};
 use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
@@ -46,8 +47,8 @@ fn max_model_len_is_checked_never_shrunk() {
     let cap = e.scheduler().config().max_penalty_entries;
     assert_eq!(
         cap,
-        e.runner_config().max_seqs * 512,
-        "the runner's penalty buffer"
+        (e.runner_config().max_seqs * 512).next_multiple_of(kiln_core::PENALTY_PAGE),
+        "the runner's penalty pool"
     );
 }
 
@@ -84,4 +85,61 @@ fn block_table_writes_that_skip_entries_are_refused() {
         e.to_string().contains("row 1 from entry 2, but it holds 0"),
         "{e}"
     );
+}
+
+#[test]
+fn penalty_list_writes_that_skip_entries_are_refused() {
+    let mut engine = build(None, 16).unwrap();
+    let runner = engine.runner();
+    let table: Vec<u32> = (0..4).collect();
+    let entry = |token_id| PenaltyToken {
+        token_id,
+        output_count: 1,
+        seen: true,
+        bias: 0.0,
+    };
+    let list: Vec<PenaltyToken> = (0..PENALTY_PAGE as u32 + 5).map(entry).collect();
+    let with = |mut b: StepBatch, w: PenaltyWrites| {
+        let spec = b.seqs[0].sample.as_mut().unwrap();
+        spec.params.repetition_penalty = 1.2;
+        spec.penalties = w;
+        b
+    };
+    let mut step = |b: &StepBatch| pollster::block_on(runner.step(b));
+    // A list that grows by pages it never had.
+    let gap = PenaltyWrites {
+        pages_from: 1,
+        ..PenaltyWrites::whole(&list[..3], 0)
+    };
+    let e = step(&with(chunk(&[5; 20], 0, &table), gap)).expect_err("a page gap");
+    assert!(
+        e.to_string()
+            .contains("pages written from 1, but the row holds 0"),
+        "{e}"
+    );
+    // A page outside the pool.
+    let far = PenaltyWrites::whole(&list, 1 << 30);
+    let e = step(&with(chunk(&[5; 20], 0, &table), far)).expect_err("a page past the pool");
+    assert!(e.to_string().contains("past the pool"), "{e}");
+    // Written whole (two pages), the list may then grow by written entries only.
+    step(&with(
+        chunk(&[5; 20], 0, &table),
+        PenaltyWrites::whole(&list, 0),
+    ))
+    .unwrap();
+    let skip = PenaltyWrites {
+        len: list.len() as u32 + 2,
+        pages_from: 2,
+        pages: Vec::new(),
+        entries: vec![(list.len() as u32 + 1, entry(900))],
+    };
+    let e = step(&with(chunk(&[6], 20, &table), skip)).expect_err("an entry skipped");
+    assert!(e.to_string().contains("are not all written"), "{e}");
+    let grow = PenaltyWrites {
+        len: list.len() as u32 + 1,
+        pages_from: 2,
+        pages: Vec::new(),
+        entries: vec![(3, entry(3)), (list.len() as u32, entry(900))],
+    };
+    step(&with(chunk(&[6], 20, &table), grow)).unwrap();
 }

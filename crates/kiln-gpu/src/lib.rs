@@ -8,7 +8,8 @@
 //! kernel with its shape checks; `bandwidth` measures the memory ceiling decode is held to; `weight_format` names the GPU weight formats and repacks GGUF blocks;
 //! `matrix` holds weight matrices split to fit a storage binding;
 //! `kv_layout` owns the KV element type and byte arithmetic; `kv_cache` is the paged cache and
-//! its CPU tier; `step_inputs` uploads a batch description;
+//! its CPU tier; `step_inputs` uploads a batch description; `penalty_store` keeps the
+//! penalty lists between steps;
 //! `runner` is the forward pass; `reference` is the plain CPU forward pass tests compare with.
 
 mod bandwidth;
@@ -21,6 +22,7 @@ mod launch;
 mod layer;
 mod matrix;
 pub mod ops;
+mod penalty_store;
 pub mod reference;
 mod runner;
 mod step_inputs;

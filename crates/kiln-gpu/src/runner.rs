@@ -12,7 +12,7 @@ mod submit;
 pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};
 
-use kiln_core::{BLOCK_SIZE, mask_words};
+use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
 use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain};
@@ -66,6 +66,7 @@ pub struct ModelRunner {
     /// Inputs taken from the previous step's output.
     prev_tokens: Launch,
     table_writes: Launch,
+    penalty_writes: Launch,
     /// Bytes of weights on the GPU.
     pub weight_bytes: u64,
     /// Compute dispatches of the last step's forward pass.
@@ -112,7 +113,10 @@ impl ModelRunner {
                 tokens: max_tokens,
                 seqs: max_seqs,
                 blocks_per_seq: max_blocks_per_seq,
-                penalty_tokens: (max_seqs * rc.max_model_len).min(1 << 22),
+                penalty_pages: penalty_pages(max_seqs, rc.max_model_len),
+                // A list holds each token once.
+                penalty_pages_per_seq: (vocab.div_ceil(PENALTY_PAGE) + 1)
+                    .min(penalty_pages(max_seqs, rc.max_model_len)),
             },
         );
         let kv = KvCache::new(
@@ -161,6 +165,12 @@ impl ModelRunner {
         );
         let table_writes =
             ops::table_writes(ctx, &kernels, &inputs.table_writes, &inputs.block_tables);
+        let penalty_writes = ops::table_writes(
+            ctx,
+            &kernels,
+            &inputs.penalties.writes,
+            &inputs.penalties.store,
+        );
         let rope_bytes = (rc.max_model_len * d * 4) as u64;
         if rope_bytes > ctx.max_binding() {
             let max = (ctx.max_binding() / (d as u64 * 4)) as usize;
@@ -305,8 +315,9 @@ impl ModelRunner {
             vocab,
             SampleBuffers {
                 sampling: &inputs.sampling,
-                penalties: &inputs.penalties,
-                penalty_raw: &inputs.penalty_raw,
+                penalties: &inputs.penalties.store,
+                pool_base: inputs.penalties.pool_base(),
+                penalty_raw: &inputs.penalties.raw,
                 masks: &masks,
                 logits: &logits,
                 out: &sample_out,
@@ -333,13 +344,14 @@ impl ModelRunner {
             next_readback: 0,
             prev_tokens,
             table_writes,
+            penalty_writes,
             weight_bytes,
             dispatches: Default::default(),
             profiler: Default::default(),
         })
     }
 
-    /// What one step may hold (tokens, sequences, block-table and penalty entries).
+    /// What one step may hold (tokens, sequences, block-table entries) and the penalty pool.
     pub fn step_capacity(&self) -> StepCapacity {
         self.inputs.cap
     }
@@ -347,4 +359,12 @@ impl ModelRunner {
     pub fn context(&self) -> &GpuContext {
         &self.ctx
     }
+}
+
+/// Pages of the penalty pool: a list of every position for each sequence, up to 4M entries
+/// (48 MiB; lists hold distinct tokens, so most take far less).
+fn penalty_pages(max_seqs: usize, max_model_len: usize) -> usize {
+    (max_seqs * max_model_len)
+        .min(1 << 22)
+        .div_ceil(PENALTY_PAGE)
 }

@@ -3,14 +3,16 @@
 //! tables are the exception: a row per sequence, kept between steps and written by
 //! difference ([`kiln_core::SeqInBatch::table_row`]): the step's writes go up as one list
 //! that the forward pass's first launch applies (`table_writes.wgsl`), since a
-//! `write_buffer` per changed row costs the host microseconds each.
+//! `write_buffer` per changed row costs the host microseconds each. The penalty lists are
+//! kept the same way, beside the rows (`penalty_store.rs`).
 
 use std::sync::Mutex;
 
 use bytemuck::{Pod, Zeroable};
 use kiln_core::StepBatch;
 
-use crate::ops::SampleUniform;
+use crate::ops::{Runs, SampleUniform};
+use crate::penalty_store::PenaltyStore;
 use crate::{GpuContext, GpuError};
 
 /// Twin of the WGSL `Step` struct every kernel reads.
@@ -31,7 +33,19 @@ pub struct StepCapacity {
     pub seqs: usize,
     /// Entries of a block-table row: the blocks of the longest sequence.
     pub blocks_per_seq: usize,
-    pub penalty_tokens: usize,
+    /// Pages of [`kiln_core::PENALTY_PAGE`] entries in the penalty pool, which the running
+    /// sequences' penalty lists share.
+    pub penalty_pages: usize,
+    /// Pages one sequence's penalty list may take.
+    pub penalty_pages_per_seq: usize,
+}
+
+/// A step's counts, and the runs of block-table and penalty-list writes it sends (which the
+/// writes launches apply).
+pub struct Uploaded {
+    pub counts: StepUniform,
+    pub table_runs: usize,
+    pub penalty_runs: usize,
 }
 
 pub struct StepInputs {
@@ -52,9 +66,7 @@ pub struct StepInputs {
     pub table_writes: wgpu::Buffer,
     pub sample_rows: wgpu::Buffer,
     pub sampling: wgpu::Buffer,
-    pub penalties: wgpu::Buffer,
-    /// Scratch for the sampler: the logits of penalised tokens before their penalty.
-    pub penalty_raw: wgpu::Buffer,
+    pub penalties: PenaltyStore,
     /// `(token index, previous sampler row)` pairs of the inputs taken from the previous
     /// step's output.
     pub prev_tokens: wgpu::Buffer,
@@ -82,8 +94,13 @@ impl StepInputs {
                 "sampling",
                 (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64,
             ),
-            penalties: u32s("penalties", cap.penalty_tokens * 3),
-            penalty_raw: u32s("penalty_raw", cap.penalty_tokens.max(1)),
+            penalties: PenaltyStore::new(
+                ctx,
+                cap.seqs,
+                cap.penalty_pages,
+                cap.penalty_pages_per_seq,
+                penalty_writes_words(cap),
+            ),
             prev_tokens: u32s("prev_tokens", cap.seqs * 2),
         }
     }
@@ -95,13 +112,8 @@ impl StepInputs {
         ctx.write(&self.sampling, offset as u64, bytemuck::bytes_of(&mask_row));
     }
 
-    /// Checks `batch` against the capacities and queues its upload. Returns the step counts
-    /// and the number of block-table runs written (which the `table_writes` launch applies).
-    pub fn upload(
-        &self,
-        ctx: &GpuContext,
-        batch: &StepBatch,
-    ) -> Result<(StepUniform, usize), GpuError> {
+    /// Checks `batch` against the capacities and queues its upload.
+    pub fn upload(&self, ctx: &GpuContext, batch: &StepBatch) -> Result<Uploaded, GpuError> {
         batch.validate().map_err(GpuError::Batch)?;
         let t = batch.num_tokens();
         let check = |what, needed: usize, max: usize| {
@@ -118,9 +130,8 @@ impl StepInputs {
         let mut seq_info = Vec::with_capacity(batch.seqs.len() * 4);
         let mut sample_rows = Vec::new();
         let mut sampling = Vec::new();
-        let mut penalties = Vec::new();
-        let mut runs = Vec::new();
-        let mut run_blocks: Vec<u32> = Vec::new();
+        let mut lists = Vec::new();
+        let mut runs = Runs::default();
         let mut table_lens = self.table_lens.lock().unwrap();
         let mut new_lens = Vec::with_capacity(batch.seqs.len());
         for (s, seq) in batch.seqs.iter().enumerate() {
@@ -138,8 +149,7 @@ impl StepInputs {
             let row_start = row * self.cap.blocks_per_seq;
             if !seq.table_tail.is_empty() {
                 let first = (row_start + seq.table_from as usize) as u32;
-                runs.push([first, seq.table_tail.len() as u32, run_blocks.len() as u32]);
-                run_blocks.extend_from_slice(&seq.table_tail);
+                runs.push(first, seq.table_tail.iter().copied());
             }
             token_seq.extend(std::iter::repeat_n(s as u32, seq.query_len as usize));
             seq_info.extend([
@@ -151,7 +161,8 @@ impl StepInputs {
             if let Some(spec) = &seq.sample {
                 let last = seq.query_start + seq.query_len - 1;
                 sample_rows.push(last);
-                let mut u = SampleUniform::new(spec, (penalties.len() / 3) as u32);
+                let page_table = seq.table_row * self.cap.penalty_pages_per_seq as u32;
+                let mut u = SampleUniform::new(spec, page_table);
                 let from_previous = (batch.prev_tokens)
                     .binary_search_by_key(&last, |p| p.index)
                     .is_ok();
@@ -159,13 +170,7 @@ impl StepInputs {
                     u.pending = last;
                 }
                 sampling.push(u);
-                for p in &spec.penalty_tokens {
-                    penalties.extend([
-                        p.token_id,
-                        p.output_count.min(0x7fff_ffff) | (u32::from(p.seen) << 31),
-                        p.bias.to_bits(),
-                    ]);
-                }
+                lists.push((seq.table_row, &spec.penalties));
             }
         }
         // Scored prompt rows follow the sampled ones.
@@ -177,11 +182,6 @@ impl StepInputs {
             }
         }
         check("sampler rows", sample_rows.len(), self.cap.seqs)?;
-        check(
-            "penalty tokens",
-            penalties.len() / 3,
-            self.cap.penalty_tokens,
-        )?;
         // At most one per sequence: a sequence's pending token is its last.
         check(
             "inputs from the previous step",
@@ -198,6 +198,8 @@ impl StepInputs {
             num_samples: sample_rows.len() as u32,
             num_prev: batch.prev_tokens.len() as u32,
         };
+        // The last check: past it the step is sent, and the rows remember what it wrote.
+        let penalty_runs = self.penalties.upload(ctx, &lists)?;
         ctx.write(&self.step, 0, bytemuck::bytes_of(&counts));
         ctx.write(&self.token_ids, 0, bytemuck::cast_slice(&batch.token_ids));
         ctx.write(&self.positions, 0, bytemuck::cast_slice(&batch.positions));
@@ -212,17 +214,26 @@ impl StepInputs {
             table_lens[row] = len;
         }
         if !runs.is_empty() {
-            let blocks_at = (1 + 3 * runs.len()) as u32;
-            let mut w = Vec::with_capacity(blocks_at as usize + run_blocks.len());
-            w.push(runs.len() as u32);
-            w.extend(runs.iter().flat_map(|&[f, n, at]| [f, n, blocks_at + at]));
-            w.extend_from_slice(&run_blocks);
-            ctx.write(&self.table_writes, 0, bytemuck::cast_slice(&w));
+            runs.write(ctx, &self.table_writes);
         }
         ctx.write(&self.sample_rows, 0, bytemuck::cast_slice(&sample_rows));
         ctx.write(&self.sampling, 0, bytemuck::cast_slice(&sampling));
-        ctx.write(&self.penalties, 0, bytemuck::cast_slice(&penalties));
         ctx.write(&self.prev_tokens, 0, bytemuck::cast_slice(&prev));
-        Ok((counts, runs.len()))
+        Ok(Uploaded {
+            counts,
+            table_runs: runs.len(),
+            penalty_runs,
+        })
     }
+}
+
+/// Words a step's penalty-list writes may take: every list of the pool sent whole (each page
+/// a run, each row's pages a run), and on top an entry changed by each token of the step and
+/// by each sampled row's token from the previous step (a list sent before changes only by
+/// the tokens that became known since).
+fn penalty_writes_words(cap: StepCapacity) -> usize {
+    let changed = cap.tokens + cap.seqs;
+    let runs = cap.penalty_pages + cap.seqs + changed;
+    let words = 3 * cap.penalty_pages * kiln_core::PENALTY_PAGE + cap.penalty_pages + 3 * changed;
+    1 + 3 * runs + words
 }

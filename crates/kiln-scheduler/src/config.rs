@@ -19,8 +19,10 @@ pub struct SchedulerConfig {
     pub enable_prefix_caching: bool,
     /// Longest sequence (prompt + output) the model takes.
     pub max_model_len: usize,
-    /// Penalty entries (distinct history tokens of sampled sequences with penalties) one step
-    /// may carry: the runner's penalty buffer. Each such sequence is counted at its length.
+    /// Entries of the runner's penalty pool, used in pages of [`kiln_core::PENALTY_PAGE`]:
+    /// each running request with penalties or a logit bias holds pages for its list (its
+    /// distinct history tokens and its biased tokens) from its first sampled step until it
+    /// stops running. A request whose list could outgrow the whole pool is refused.
     pub max_penalty_entries: usize,
     /// Rows of the runner's sampler one step may use: one per sampled sequence, one per
     /// scored prompt row (prompt logprobs).
@@ -80,8 +82,9 @@ pub enum SchedulerError {
     #[error("request {id} already exists")]
     DuplicateId { id: u64 },
     #[error(
-        "request {id}: with penalties it may reach {needed} tokens, but one step holds penalty \
-         entries for at most {limit} (lower max_tokens or drop the penalties)"
+        "request {id}: its penalty list may reach {needed} entries (distinct history and biased \
+         tokens), but the runner's penalty pool holds {limit} (lower max_tokens or drop the \
+         penalties)"
     )]
     TooManyPenaltyEntries {
         id: u64,

@@ -1,7 +1,9 @@
-//! A request's penalty list ([`kiln_core::SampleSpec::penalty_tokens`]), kept up to date as
-//! its tokens become known instead of counted from the whole history at every step.
+//! A request's penalty list (the tokens whose logits the sampler changes:
+//! [`kiln_core::PenaltyWrites`]), kept up to date as its tokens become known instead of
+//! counted from the whole history at every step, remembering which entries changed so that a
+//! step sends only those ([`crate::table_rows::TableSync::penalty_writes`]).
 //!
-//! Cost: O(new tokens) to catch up, O(distinct tokens) to copy into a step.
+//! Cost: O(new tokens) to catch up and to send.
 
 use std::collections::HashMap;
 
@@ -15,6 +17,8 @@ pub(crate) struct PenaltyList {
     index: HashMap<u32, usize>,
     /// Tokens of the history counted so far.
     counted: usize,
+    /// Indices of entries counted since [`Self::take_changed`] (with repeats).
+    changed: Vec<u32>,
 }
 
 impl PenaltyList {
@@ -22,13 +26,14 @@ impl PenaltyList {
     pub fn new(logit_bias: &[(u32, f32)]) -> Self {
         let mut list = Self::default();
         for &(token_id, bias) in logit_bias {
-            list.entry(token_id).bias = bias;
+            let i = list.entry(token_id);
+            list.entries[i].bias = bias;
         }
         list
     }
 
-    fn entry(&mut self, token_id: u32) -> &mut PenaltyToken {
-        let i = *self.index.entry(token_id).or_insert_with(|| {
+    fn entry(&mut self, token_id: u32) -> usize {
+        *self.index.entry(token_id).or_insert_with(|| {
             self.entries.push(PenaltyToken {
                 token_id,
                 output_count: 0,
@@ -36,23 +41,35 @@ impl PenaltyList {
                 bias: 0.0,
             });
             self.entries.len() - 1
-        });
-        &mut self.entries[i]
+        })
     }
 
     /// Counts `history[counted..]`: tokens before `prompt_len` as seen, later ones as seen
     /// and output. `history` only ever grows.
     pub fn catch_up(&mut self, history: &[u32], prompt_len: usize) {
         for (p, &token_id) in history.iter().enumerate().skip(self.counted) {
-            let e = self.entry(token_id);
-            e.seen = true;
-            e.output_count += u32::from(p >= prompt_len);
+            let i = self.entry(token_id);
+            let e = &mut self.entries[i];
+            let output = p >= prompt_len;
+            if output || !e.seen {
+                e.seen = true;
+                e.output_count += u32::from(output);
+                self.changed.push(i as u32);
+            }
         }
         self.counted = history.len();
     }
 
     pub fn entries(&self) -> &[PenaltyToken] {
         &self.entries
+    }
+
+    /// Indices of the entries changed by counting since the last call, each once, in order.
+    pub fn take_changed(&mut self) -> Vec<u32> {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort_unstable();
+        changed.dedup();
+        changed
     }
 }
 
@@ -66,8 +83,18 @@ mod tests {
         let history: Vec<u32> = (0..200).map(|i| (i * i + 3) % 37).collect();
         let prompt_len = 60;
         let mut list = PenaltyList::new(&bias);
+        list.take_changed();
+        let mut before = list.entries().to_vec();
         for end in [0, 1, 59, 60, 61, 130, 200] {
             list.catch_up(&history[..end], prompt_len);
+            // The entries reported changed are exactly those that differ or are new.
+            let moved: Vec<u32> = (0..list.entries().len() as u32)
+                .filter(|&i| before.get(i as usize) != Some(&list.entries()[i as usize]))
+                .collect();
+            let changed = list.take_changed();
+            assert_eq!(changed, moved, "after {end} tokens");
+            assert!(changed.windows(2).all(|w| w[0] < w[1]));
+            before = list.entries().to_vec();
             let mut got = list.entries().to_vec();
             got.sort_by_key(|e| e.token_id);
             let mut want: Vec<PenaltyToken> = Vec::new();

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use kiln_core::{BLOCK_SIZE, SampleSpec, SamplingParams};
+use kiln_core::{BLOCK_SIZE, PenaltyWrites, SampleSpec, SamplingParams};
 
 use crate::output::FinishReason;
 use crate::penalty_list::PenaltyList;
@@ -147,25 +147,36 @@ impl RequestState {
         }
     }
 
-    /// What to sample for the next output token. O(new tokens + distinct tokens).
+    /// Counts the known history into the penalty list; returns the penalty pages the row
+    /// lacks for the list (0 without one). O(new tokens).
+    pub fn catch_up_penalties(&mut self) -> usize {
+        let known = self.known_len();
+        let prompt_len = self.prompt_len();
+        let Some(list) = &mut self.penalties else {
+            return 0;
+        };
+        if self.req.sampling.has_penalties() {
+            // A pending output token is not known yet: the sampler counts it itself.
+            list.catch_up(&self.tokens[..known], prompt_len);
+        }
+        self.table.pages_needed(list.entries().len())
+    }
+
+    /// What to sample for the next output token, with the changes to the penalty list since
+    /// it was last sent. The row must hold pages for the list (see
+    /// [`Self::catch_up_penalties`]). O(new tokens).
     pub fn sample_spec(&mut self) -> SampleSpec {
-        let params = self.req.sampling;
-        let penalty_tokens = match &mut self.penalties {
-            Some(list) => {
-                if params.has_penalties() {
-                    // A pending output token is not known yet: the sampler counts it itself.
-                    let known = self.tokens.len() - usize::from(self.pending_row.is_some());
-                    list.catch_up(&self.tokens[..known], self.tokens.len() - self.output_len);
-                }
-                list.entries().to_vec()
-            }
-            None => Vec::new(),
+        let lacking = self.catch_up_penalties();
+        debug_assert_eq!(lacking, 0, "request {}: penalty pages", self.req.id);
+        let penalties = match &mut self.penalties {
+            Some(list) => self.table.penalty_writes(list),
+            None => PenaltyWrites::default(),
         };
         SampleSpec {
-            params,
+            params: self.req.sampling,
             seed: self.req.seed,
             draw_index: self.num_output() as u32,
-            penalty_tokens,
+            penalties,
         }
     }
 

@@ -11,10 +11,11 @@
 //! blocks return to the pool at once.
 //!
 //! Capacities are admission rules: besides the token budget, the sequence limit and the pool,
-//! a step carries at most `max_penalty_entries` penalty entries (each sampled sequence with
-//! penalties counts its whole length) and `max_sampler_rows` sampled sequences and scored
-//! prompt rows together, and a request that could never fit is refused by
-//! [`Scheduler::add_request`]. A step the runner could not run is undone by
+//! a step carries at most `max_sampler_rows` sampled sequences and scored prompt rows
+//! together, and the penalty lists of running requests (kept on the runner, in pages of a
+//! pool of `max_penalty_entries` entries) are a resource like KV blocks: a request that needs
+//! pages when none are free preempts as one that needs blocks does. A request that could never
+//! fit is refused by [`Scheduler::add_request`]. A step the runner could not run is undone by
 //! [`Scheduler::fail_step`] (in `scheduler/failure.rs`). With a sliding window on every layer,
 //! a request gives back the blocks behind its window as it advances (`scheduler/window.rs`).
 //!
@@ -36,7 +37,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use kiln_core::{BLOCK_SIZE, NO_BLOCK, SampledToken};
+use kiln_core::{BLOCK_SIZE, NO_BLOCK, PENALTY_PAGE, SampledToken};
 
 use crate::config::{SchedulerConfig, SchedulerError};
 use crate::kv_cache::KvCache;
@@ -98,6 +99,7 @@ impl Scheduler {
         let max_len = cfg.max_len();
         let max_num_seqs = cfg.max_num_seqs.clamp(1, cfg.num_gpu_blocks);
         let kv = KvCache::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks);
+        let rows = TableRows::new(max_num_seqs, cfg.max_penalty_entries / PENALTY_PAGE);
         Self {
             cfg,
             max_len,
@@ -106,7 +108,7 @@ impl Scheduler {
             requests: HashMap::new(),
             running: Vec::new(),
             waiting: VecDeque::new(),
-            rows: TableRows::new(max_num_seqs),
+            rows,
             scheduled: false,
             unresolved: false,
             stats: SchedulerStats::default(),
@@ -168,13 +170,11 @@ impl Scheduler {
             } else {
                 0
             };
+            // A list of `needed` entries takes that many pages' worth of the pool.
             let needed = history + r.logit_bias.len();
-            if needed > self.cfg.max_penalty_entries {
-                return Err(SchedulerError::TooManyPenaltyEntries {
-                    id,
-                    needed,
-                    limit: self.cfg.max_penalty_entries,
-                });
+            let limit = self.cfg.max_penalty_entries / PENALTY_PAGE * PENALTY_PAGE;
+            if needed > limit {
+                return Err(SchedulerError::TooManyPenaltyEntries { id, needed, limit });
             }
         }
         if self.requests.contains_key(&id) {
@@ -317,9 +317,7 @@ impl Scheduler {
                 ));
             }
         }
-        (self
-            .rows
-            .check(self.requests.values().map(|st| st.table.row())))?;
+        (self.rows.check(self.requests.values().map(|st| &st.table)))?;
         self.kv.check(&refs)
     }
 }

@@ -1,25 +1,46 @@
-//! The runner's block-table rows: each running request holds one, and a step sends only the
-//! entries of its table that the row does not hold yet ([`kiln_core::SeqInBatch::table_row`]).
+//! The runner's rows: each running request holds one, with its block table and, when it has
+//! penalties or a logit bias, its penalty list in pages of the runner's penalty pool; a step
+//! sends only what the row does not hold yet ([`kiln_core::SeqInBatch::table_row`],
+//! [`kiln_core::PenaltyWrites`]).
 //!
 //! A request's [`TableSync`] remembers what it last sent, so no call site that changes a
 //! table (new blocks, blocks given back behind a window, a fresh table after a preemption)
 //! has to report it: the step sends the table from its first entry that differs. A row given
-//! back is wiped on both sides of the contract by forgetting what was sent.
+//! back is wiped on both sides of the contract by forgetting what was sent, and its penalty
+//! pages go back to the pool.
 //!
 //! Cost: O(table) compared per running request per step, O(changed entries) sent.
 
-/// Rows free for running requests, `0..max_num_seqs` (the runner's rows).
+use kiln_core::{PENALTY_PAGE, PenaltyWrites};
+
+use crate::penalty_list::PenaltyList;
+
+/// Rows free for running requests, `0..max_num_seqs` (the runner's rows), and pages free in
+/// the runner's penalty pool.
 #[derive(Debug)]
 pub(crate) struct TableRows {
     free: Vec<u32>,
     total: usize,
+    pages: PagePool,
 }
 
-/// One request's row and the table as that row holds it on the runner.
+/// Pages of the penalty pool: those given back, then `next..total`, never handed out.
+#[derive(Debug)]
+struct PagePool {
+    free: Vec<u32>,
+    next: usize,
+    total: usize,
+}
+
+/// One request's row and the table as that row holds it on the runner, with the pages of its
+/// penalty list and how much of the list they hold.
 #[derive(Debug, Default)]
 pub(crate) struct TableSync {
     row: Option<u32>,
     sent: Vec<u32>,
+    pages: Vec<u32>,
+    pages_sent: usize,
+    entries_sent: usize,
 }
 
 /// A step's writes to one row: entries `from..` become `tail`.
@@ -30,10 +51,33 @@ pub(crate) struct TableWrite {
 }
 
 impl TableRows {
-    pub fn new(rows: usize) -> Self {
+    /// `rows` rows and a penalty pool of `pages` pages.
+    pub fn new(rows: usize, pages: usize) -> Self {
         Self {
             free: (0..rows as u32).rev().collect(),
             total: rows,
+            pages: PagePool {
+                free: Vec::new(),
+                next: 0,
+                total: pages,
+            },
+        }
+    }
+
+    /// Penalty pages free.
+    pub fn free_pages(&self) -> usize {
+        self.pages.free.len() + (self.pages.total - self.pages.next)
+    }
+
+    /// Gives `sync` `n` more penalty pages. Panics when fewer are free (checked by the caller).
+    pub fn grow_pages(&mut self, sync: &mut TableSync, n: usize) {
+        assert!(n <= self.free_pages(), "{n} penalty pages wanted");
+        for _ in 0..n {
+            let page = self.pages.free.pop().unwrap_or_else(|| {
+                self.pages.next += 1;
+                (self.pages.next - 1) as u32
+            });
+            sync.pages.push(page);
         }
     }
 
@@ -50,18 +94,41 @@ impl TableRows {
         }
     }
 
-    /// Takes `sync`'s row back, if it holds one.
+    /// Takes `sync`'s row and penalty pages back.
     pub fn release(&mut self, sync: &mut TableSync) {
         if let Some(row) = sync.row.take() {
             self.free.push(row);
         }
         sync.sent.clear();
+        self.pages.free.append(&mut sync.pages);
+        sync.pages_sent = 0;
+        sync.entries_sent = 0;
     }
 
-    /// Checks that the rows held (`held`, each request's) and the free ones are each row once.
-    pub fn check(&self, held: impl Iterator<Item = Option<u32>>) -> Result<(), String> {
+    /// Checks that the rows held (`held`, each request's) and the free ones are each row once,
+    /// and the same of the penalty pages handed out.
+    pub fn check<'a>(&self, held: impl Iterator<Item = &'a TableSync>) -> Result<(), String> {
         let mut seen = vec![false; self.total];
-        for row in held.flatten().chain(self.free.iter().copied()) {
+        let mut pages = vec![false; self.pages.next];
+        let mut rows = Vec::new();
+        let mut held_pages = Vec::new();
+        for sync in held {
+            rows.extend(sync.row);
+            held_pages.extend_from_slice(&sync.pages);
+        }
+        for p in held_pages
+            .into_iter()
+            .chain(self.pages.free.iter().copied())
+        {
+            match pages.get_mut(p as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(format!("penalty page {p} is held twice or out of range")),
+            }
+        }
+        if let Some(p) = pages.iter().position(|s| !s) {
+            return Err(format!("penalty page {p} is neither free nor held"));
+        }
+        for row in rows.into_iter().chain(self.free.iter().copied()) {
             match seen.get_mut(row as usize) {
                 Some(s) if !*s => *s = true,
                 _ => {
@@ -104,6 +171,38 @@ impl TableSync {
             tail: blocks[from..].to_vec(),
         }
     }
+
+    /// Penalty pages this row lacks for a list of `entries` entries.
+    pub fn pages_needed(&self, entries: usize) -> usize {
+        entries
+            .div_ceil(PENALTY_PAGE)
+            .saturating_sub(self.pages.len())
+    }
+
+    /// What the step must write so that the row's penalty list is `list`, which it then holds.
+    /// Panics if the row lacks pages for it ([`TableRows::grow_pages`] first).
+    pub fn penalty_writes(&mut self, list: &mut PenaltyList) -> PenaltyWrites {
+        let len = list.entries().len();
+        assert!(
+            self.pages_needed(len) == 0,
+            "penalty pages for {len} entries"
+        );
+        let sent = self.entries_sent;
+        let mut entries: Vec<(u32, _)> = (list.take_changed().into_iter())
+            .filter(|&i| (i as usize) < sent)
+            .map(|i| (i, list.entries()[i as usize]))
+            .collect();
+        entries.extend((sent..len).map(|i| (i as u32, list.entries()[i])));
+        let writes = PenaltyWrites {
+            len: len as u32,
+            pages_from: self.pages_sent as u32,
+            pages: self.pages[self.pages_sent..].to_vec(),
+            entries,
+        };
+        self.pages_sent = self.pages.len();
+        self.entries_sent = len;
+        writes
+    }
 }
 
 #[cfg(test)]
@@ -112,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_row_is_sent_whole_then_by_difference() {
-        let mut rows = TableRows::new(2);
+        let mut rows = TableRows::new(2, 0);
         let mut a = TableSync::default();
         rows.assign(&mut a);
         let w = a.write(&[5, 6]);
@@ -127,12 +226,12 @@ mod tests {
         // A shorter table (after a preemption) is rewritten from where it differs.
         let w = a.write(&[u32::MAX, 7]);
         assert_eq!((w.from, w.tail), (1, vec![7]));
-        rows.check([a.row()].into_iter()).unwrap();
+        rows.check([&a].into_iter()).unwrap();
     }
 
     #[test]
     fn a_row_given_back_is_sent_whole_to_its_next_holder() {
-        let mut rows = TableRows::new(1);
+        let mut rows = TableRows::new(1, 0);
         let (mut a, mut b) = (TableSync::default(), TableSync::default());
         rows.assign(&mut a);
         a.write(&[1, 2]);
@@ -140,7 +239,7 @@ mod tests {
         rows.assign(&mut b);
         let w = b.write(&[1, 2]);
         assert_eq!((w.row, w.from, w.tail), (0, 0, vec![1, 2]));
-        assert!(rows.check([a.row(), b.row(), b.row()].into_iter()).is_err());
-        rows.check([a.row(), b.row()].into_iter()).unwrap();
+        assert!(rows.check([&a, &b, &b].into_iter()).is_err());
+        rows.check([&a, &b].into_iter()).unwrap();
     }
 }

@@ -11,7 +11,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use kiln_core::{BLOCK_SIZE, BlockTables, SampledToken, StepBatch};
+use kiln_core::{BLOCK_SIZE, BlockTables, PenaltyLists, PenaltyToken, SampledToken, StepBatch};
 
 use crate::{FinishReason, Request, RequestUpdate, ScheduledStep, Scheduler};
 
@@ -82,6 +82,7 @@ pub struct FakeRunner {
     /// [`StepBatch::prev_tokens`] take).
     last_sampled: Vec<u32>,
     tables: BlockTables,
+    penalties: PenaltyLists,
 }
 
 impl FakeRunner {
@@ -92,6 +93,7 @@ impl FakeRunner {
             window,
             last_sampled: Vec::new(),
             tables: BlockTables::default(),
+            penalties: PenaltyLists::default(),
         }
     }
 
@@ -167,6 +169,15 @@ impl FakeRunner {
                 }
             }
             let Some(spec) = &s.sample else { continue };
+            let list = self.penalties.apply(s.table_row, &spec.penalties);
+            if spec.params.has_penalties() && self.window.is_none() {
+                // The list counts the known history: all of it but an input the sampler
+                // takes from the previous step, which it counts itself.
+                let last = s.query_start + s.query_len - 1;
+                let pending = batch.prev_tokens.iter().any(|p| p.index == last);
+                let history = self.read(table, 0, end - usize::from(pending));
+                check_penalty_list(&list, &history, end - spec.draw_index as usize);
+            }
             let history = self.read(table, self.first_read(end - 1), end);
             out.push(SampledToken {
                 token_id: next_token(&history, spec.seed),
@@ -192,6 +203,27 @@ impl FakeRunner {
         }
         out
     }
+}
+
+/// Checks a penalty list the runner holds against a count of `history` (outputs from
+/// `prompt_len` on): each token once, each history token listed with its counts, every other
+/// entry a biased token that is not counted.
+fn check_penalty_list(list: &[PenaltyToken], history: &[u32], prompt_len: usize) {
+    let mut ids: Vec<u32> = list.iter().map(|e| e.token_id).collect();
+    ids.sort_unstable();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "a token listed twice");
+    for e in list {
+        let count = |h: &[u32]| h.iter().filter(|&&t| t == e.token_id).count();
+        let outputs = count(history.get(prompt_len..).unwrap_or_default());
+        assert_eq!(
+            (e.seen, e.output_count as usize),
+            (count(history) > 0, outputs),
+            "token {} in the penalty list",
+            e.token_id
+        );
+    }
+    let listed = |t: &u32| ids.binary_search(t).is_ok();
+    assert!(history.iter().all(listed), "a history token is not listed");
 }
 
 /// Runs a scheduler against a [`FakeRunner`] one step at a time, recording what happened.

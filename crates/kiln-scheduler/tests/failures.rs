@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use common::{assert_clean, cfg, tokens};
-use kiln_core::SamplingParams;
+use kiln_core::{PENALTY_PAGE, SamplingParams};
 use kiln_scheduler::testing::{Sim, reference_output};
 use kiln_scheduler::{Request, Scheduler, SchedulerConfig, SchedulerError};
 
@@ -127,52 +127,49 @@ fn penalized(id: u64, prompt: Vec<u32>, max_tokens: usize) -> Request {
 }
 
 #[test]
-fn penalty_entries_are_an_admission_rule() {
+fn the_penalty_pool_is_an_admission_rule() {
+    // Two pages: 256 entries.
     let c = SchedulerConfig {
-        max_penalty_entries: 100,
+        max_penalty_entries: 2 * PENALTY_PAGE + 5,
         ..cfg(64, 512, 16)
     };
     let mut sim = Sim::new(Scheduler::new(c));
-    // Could reach 110 tokens: refused up front, naming the limit.
+    // Could reach 300 entries: refused up front, naming the pool.
     let e = sim
         .sched
-        .add_request(penalized(1, tokens(1, 60), 50))
+        .add_request(penalized(1, tokens(1, 260), 40))
         .unwrap_err();
     assert_eq!(
         e,
         SchedulerError::TooManyPenaltyEntries {
             id: 1,
-            needed: 110,
-            limit: 100
+            needed: 300,
+            limit: 256
         }
     );
-    assert!(e.to_string().contains("100"), "{e}");
+    assert!(e.to_string().contains("256"), "{e}");
     // Without penalties the same request is fine.
-    sim.sched.add_request(req(1, tokens(1, 60), 50)).unwrap();
+    sim.sched.add_request(req(1, tokens(1, 260), 40)).unwrap();
+    // Lists of at most 97 entries: one page each, so two run at once.
     let mut reqs = Vec::new();
     for i in 2..10u64 {
         let r = penalized(i, tokens(i as u32, 30 + i as usize * 3), 40);
         sim.sched.add_request(r.clone()).unwrap();
         reqs.push(r);
     }
-    let mut max_seen = 0;
-    let mut deferred = false;
+    let mut most = 0;
     while sim.sched.has_unfinished() {
-        let running = sim.sched.running_ids().len();
         let (step, _) = sim.step().expect("work left");
-        let entries: usize = step
-            .batch
-            .seqs
-            .iter()
-            .filter_map(|s| s.sample.as_ref())
-            .map(|s| s.penalty_tokens.len())
-            .sum();
-        assert!(entries <= 100, "a step carried {entries} penalty entries");
-        max_seen = max_seen.max(entries);
-        deferred |= step.seqs.len() < running;
+        let penalised = (step.batch.seqs.iter())
+            .filter(|s| s.sample.as_ref().is_some_and(|s| s.params.has_penalties()))
+            .count();
+        assert!(penalised <= 2, "{penalised} penalised requests ran at once");
+        most = most.max(penalised);
+        sim.sched.check_invariants().unwrap();
         assert!(sim.steps < 10_000);
     }
-    assert!(deferred, "the limit never bit");
+    assert_eq!(most, 2);
+    assert_eq!(sim.sched.stats().num_preemptions, 0);
     for r in &reqs {
         assert_eq!(
             sim.outputs[&r.id],
@@ -182,7 +179,41 @@ fn penalty_entries_are_an_admission_rule() {
         );
     }
     assert_clean(&sim.sched);
-    eprintln!("most penalty entries in a step: {max_seen}");
+}
+
+#[test]
+fn a_list_outgrowing_the_penalty_pool_preempts() {
+    // Three pages; two requests whose lists grow past one page while they decode, so the
+    // second one to need its second page finds none and is preempted until the first ends.
+    let c = SchedulerConfig {
+        max_penalty_entries: 3 * PENALTY_PAGE,
+        ..cfg(64, 512, 16)
+    };
+    let mut sim = Sim::new(Scheduler::new(c));
+    let reqs = [
+        penalized(1, tokens(1, 100), 100),
+        penalized(2, tokens(2, 110), 100),
+    ];
+    for r in &reqs {
+        sim.sched.add_request(r.clone()).unwrap();
+    }
+    while sim.sched.has_unfinished() {
+        let (step, _) = sim.step().expect("work left");
+        let pages: usize = (step.batch.seqs.iter().filter_map(|s| s.sample.as_ref()))
+            .map(|s| s.penalties.num_pages())
+            .sum();
+        assert!(pages <= 3, "a step's lists hold {pages} pages");
+        sim.sched.check_invariants().unwrap();
+        assert!(sim.steps < 10_000);
+    }
+    assert!(
+        sim.sched.stats().num_preemptions > 0,
+        "the pool never ran out"
+    );
+    for r in &reqs {
+        assert_eq!(sim.outputs[&r.id], reference_output(r, 16384).0);
+    }
+    assert_clean(&sim.sched);
 }
 
 #[test]

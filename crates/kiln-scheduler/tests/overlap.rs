@@ -60,16 +60,13 @@ fn run_overlapped(c: SchedulerConfig, reqs: &[Request]) -> (Sim, usize) {
         from_previous += b.prev_tokens.len();
         for s in &b.seqs {
             let Some(spec) = &s.sample else { continue };
-            // The pending token is left to the sampler: the list holds only known tokens,
-            // each output occurrence counted.
+            // The pending token is left to the sampler: the fake runner checks that the list
+            // it holds counts only the known tokens.
             let last = s.query_start + s.query_len - 1;
             let pending = b.prev_tokens.iter().any(|p| p.index == last);
-            let outputs: u32 = spec.penalty_tokens.iter().map(|p| p.output_count).sum();
             if spec.params.has_penalties() {
-                assert_eq!(outputs, spec.draw_index - u32::from(pending));
                 penalised_pending += usize::from(pending);
             }
-            assert!(spec.penalty_tokens.iter().all(|p| p.token_id != u32::MAX));
         }
         assert!(sim.steps < 20_000, "not finished");
     }

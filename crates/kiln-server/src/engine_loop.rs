@@ -53,7 +53,8 @@ pub struct EngineInfo {
     pub num_cpu_blocks: usize,
     pub max_num_seqs: usize,
     pub max_num_batched_tokens: usize,
-    /// Penalty entries one step holds (a request with penalties may reach this many tokens).
+    /// Entries of the runner's penalty pool, which the penalty lists of running requests
+    /// share (a request with penalties may reach this many distinct tokens).
     pub max_penalty_entries: usize,
     pub kv_layout: kiln_engine::KvLayout,
 }

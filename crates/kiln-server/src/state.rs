@@ -176,14 +176,14 @@ impl AppState {
             return Err(ApiError::bad_param(
                 "max_tokens",
                 format!(
-                    "with penalties this request may reach {reach} tokens (and {biased} biased ones), but one step holds penalty entries for at most {limit} tokens; lower max_tokens or drop the penalties"
+                    "with penalties this request may reach {reach} tokens (and {biased} biased ones), but the penalty pool holds entries for at most {limit} tokens; lower max_tokens or drop the penalties"
                 ),
             ));
         }
         if biased > limit {
             return Err(ApiError::bad_param(
                 "logit_bias",
-                format!("{biased} biased tokens, but one step holds at most {limit}"),
+                format!("{biased} biased tokens, but the penalty pool holds at most {limit}"),
             ));
         }
         if self.engine.queued() + spec.n > self.config.max_waiting {

@@ -114,7 +114,7 @@ pub fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
                 params: SamplingParams::greedy(),
                 seed: 0,
                 draw_index: 0,
-                penalty_tokens: vec![],
+                penalties: Default::default(),
             }),
         }],
         ..StepBatch::default()

@@ -13,6 +13,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod overlap;
+mod penalties;
 mod profile;
 mod prompt_logprobs;
 mod reference;

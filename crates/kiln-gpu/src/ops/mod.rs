@@ -28,7 +28,7 @@ pub use sample::{
     NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform, decode_sample_out, sample,
     sampler_rows,
 };
-pub use table_writes::table_writes;
+pub use table_writes::{Runs, table_writes};
 
 use crate::GpuContext;
 

@@ -15,7 +15,8 @@ struct Params {
     vocab: u32,
     out_stride: u32,
     mask_words: u32,
-    pad: u32,
+    /// Word of the penalty store where the pool of entries begins.
+    pool_base: u32,
 }
 
 /// `mask_row` of a row without a token mask.
@@ -52,8 +53,8 @@ pub struct SampleUniform {
 }
 
 impl SampleUniform {
-    /// Packs `spec`, whose penalty tokens start at `penalty_start` of the penalty buffer,
-    /// without a token mask.
+    /// Packs `spec`, whose penalty list's page table starts at word `penalty_start` of the
+    /// penalty store, without a token mask.
     pub fn new(spec: &SampleSpec, penalty_start: u32) -> Self {
         let p = &spec.params;
         Self {
@@ -69,7 +70,7 @@ impl SampleUniform {
             seed_hi: (spec.seed >> 32) as u32,
             draw_index: spec.draw_index,
             penalty_start,
-            penalty_count: spec.penalty_tokens.len() as u32,
+            penalty_count: spec.penalties.len,
             mask_row: NO_MASK,
             raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
             forced: NO_TOKEN,
@@ -86,7 +87,7 @@ impl SampleUniform {
             params: SamplingParams::default(),
             seed: 0,
             draw_index: 0,
-            penalty_tokens: Vec::new(),
+            penalties: Default::default(),
         };
         Self {
             top_logprobs: score.top_logprobs.clamp(1, 20),
@@ -101,9 +102,11 @@ impl SampleUniform {
 pub struct SampleBuffers<'a> {
     /// One [`SampleUniform`] per row.
     pub sampling: &'a wgpu::Buffer,
-    /// `(token, count | seen << 31)` pairs.
+    /// The penalty lists: page tables, then the pool of `(token, count | seen << 31, bias)`
+    /// entries from word `pool_base` (`penalty_store.rs`).
     pub penalties: &'a wgpu::Buffer,
-    /// Scratch, one f32 per penalty entry: the logits before penalties.
+    pub pool_base: u32,
+    /// Scratch, one f32 per pool entry: the logits before penalties.
     pub penalty_raw: &'a wgpu::Buffer,
     /// `(rows, ceil(vocab / 32))` allowed-token bitmasks.
     pub masks: &'a wgpu::Buffer,
@@ -130,7 +133,7 @@ pub fn sample(
             vocab: vocab as u32,
             out_stride: SAMPLE_OUT_STRIDE as u32,
             mask_words: kiln_core::mask_words(vocab) as u32,
-            pad: 0,
+            pool_base: b.pool_base,
         },
     );
     Launch::new(

@@ -191,11 +191,12 @@ impl ModelRunner {
             .unwrap_or_default()
     }
 
-    /// Operations a step records at most: the previous tokens' launch, the embedding's, the
-    /// layers', the final norm, the LM head and sampling.
+    /// Operations a step records at most: the previous tokens' launch, the block-table and
+    /// penalty-list writes, the embedding's, the layers', the final norm, the LM head and
+    /// sampling.
     fn most_operations(&self) -> usize {
         let layers: usize = self.layers.iter().map(|l| l.stages().count()).sum();
-        layers + self.embed.len() + 4
+        layers + self.embed.len() + 6
     }
 
     /// Adds the times of the step recorded last to the profile.

@@ -25,7 +25,8 @@ impl ModelRunner {
                 self.runner_config.max_model_len
             )));
         }
-        let (counts, table_writes) = self.inputs.upload(&self.ctx, batch)?;
+        let up = self.inputs.upload(&self.ctx, batch)?;
+        let counts = up.counts;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         let pending =
             self.kv
@@ -36,8 +37,11 @@ impl ModelRunner {
             if counts.num_prev > 0 {
                 units.push(&self.prev_tokens);
             }
-            if table_writes > 0 {
+            if up.table_runs > 0 {
                 units.push(&self.table_writes);
+            }
+            if up.penalty_runs > 0 {
+                units.push(&self.penalty_writes);
             }
             units.extend(self.embed.iter().map(|l| l as &dyn Recorded));
             for layer in &self.layers {

@@ -19,7 +19,10 @@ mod penalties;
 mod scored;
 
 use common::*;
-use kiln_core::{LogprobsMode, PenaltyToken, PromptScore, SampleSpec, SamplingParams, mask_words};
+use kiln_core::{
+    LogprobsMode, PENALTY_PAGE, PenaltyToken, PenaltyWrites, PromptScore, SampleSpec,
+    SamplingParams, mask_words,
+};
 use kiln_gpu::Kernels;
 use kiln_gpu::ops::{self, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform};
 use rand::Rng;
@@ -35,7 +38,7 @@ struct Out {
 }
 
 /// One dispatch of the sampler over `rows.len()` rows of `vocab` logits each, with the
-/// penalty list packed as the runner packs it (`token, count | seen << 31`).
+/// penalty lists laid out as the runner keeps them ([`penalty_store`]).
 fn sample(
     ctx: &kiln_gpu::GpuContext,
     k: &Kernels,
@@ -54,10 +57,12 @@ fn sample_masked(
     rows: &[(Vec<f32>, SampleSpec)],
     allow: &[Option<Vec<bool>>],
 ) -> Vec<Out> {
-    let (mut uniforms, mut penalties, mut masks) = (Vec::new(), Vec::new(), Vec::new());
-    for ((l, spec), a) in rows.iter().zip(allow) {
+    let (mut uniforms, mut masks) = (Vec::new(), Vec::new());
+    let specs: Vec<&SampleSpec> = rows.iter().map(|(_, s)| s).collect();
+    let (store, pool_base, tables) = penalty_store(&specs);
+    for (((l, spec), a), table) in rows.iter().zip(allow).zip(tables) {
         assert_eq!(l.len(), vocab);
-        let mut u = SampleUniform::new(spec, (penalties.len() / 3) as u32);
+        let mut u = SampleUniform::new(spec, table);
         if let Some(a) = a {
             u.mask_row = (masks.len() / mask_words(vocab)) as u32;
             let mut words = vec![0u32; mask_words(vocab)];
@@ -68,9 +73,9 @@ fn sample_masked(
             masks.extend(words);
         }
         uniforms.push(u);
-        penalties.extend(penalty_words(spec));
     }
     let logits: Vec<Vec<f32>> = rows.iter().map(|(l, _)| l.clone()).collect();
+    let penalties = (store, pool_base);
     dispatch(ctx, k, vocab, &logits, &uniforms, penalties, masks, &[])
 }
 
@@ -83,12 +88,13 @@ fn dispatch(
     vocab: usize,
     rows: &[Vec<f32>],
     uniforms: &[SampleUniform],
-    mut penalties: Vec<u32>,
+    (mut penalties, pool_base): (Vec<u32>, u32),
     mut masks: Vec<u32>,
     inputs: &[u32],
 ) -> Vec<Out> {
     let logits: Vec<f32> = rows.concat();
-    penalties.extend([0, 0]); // a binding may not be empty
+    let pool_entries = (penalties.len() - pool_base as usize) / 3;
+    penalties.push(0); // a binding may not be empty
     masks.push(0);
     let token_ids = buf_u32(ctx, &[inputs, &[0]].concat());
     let n = rows.len();
@@ -99,11 +105,12 @@ fn dispatch(
         buf_f32(ctx, &logits),
         buf_u32(ctx, &masks),
     );
-    let raw = buf_f32(ctx, &vec![0.0; penalties.len() / 2]);
+    let raw = buf_f32(ctx, &vec![0.0; pool_entries + 1]);
     let out = ctx.storage("out", (n * SAMPLE_OUT_STRIDE * 4) as u64);
     let b = SampleBuffers {
         sampling: &sampling,
         penalties: &pb,
+        pool_base,
         penalty_raw: &raw,
         masks: &mb,
         logits: &lb,
@@ -130,7 +137,7 @@ fn spec(params: SamplingParams, seed: u64, draw_index: u32) -> SampleSpec {
         params,
         seed,
         draw_index,
-        penalty_tokens: vec![],
+        penalties: Default::default(),
     }
 }
 
@@ -178,16 +185,59 @@ fn assert_frequencies(name: &str, logits: &[f32], counts: &[usize], want: &[f64]
     }
 }
 
-/// The kernel's penalty list words of `spec`: token, output count | seen << 31, bias bits.
-fn penalty_words(spec: &SampleSpec) -> Vec<u32> {
-    spec.penalty_tokens
-        .iter()
-        .flat_map(|p| {
-            [
-                p.token_id,
-                p.output_count | (u32::from(p.seen) << 31),
-                p.bias.to_bits(),
-            ]
-        })
-        .collect()
+/// The penalty list that `spec`'s writes fill (they write a whole list).
+fn penalty_list(spec: &SampleSpec) -> Vec<PenaltyToken> {
+    let w = &spec.penalties;
+    let mut list = vec![None; w.len as usize];
+    for &(i, e) in &w.entries {
+        list[i as usize] = Some(e);
+    }
+    list.into_iter().map(|e| e.expect("a whole list")).collect()
+}
+
+/// The penalty store as the runner keeps it: a page table per row, then the pool, in which
+/// the rows' pages are dealt in turn from the pool's end, so that no list is contiguous and
+/// each page lookup matters. Returns the store's words, where its pool begins, and where
+/// each row's page table begins.
+fn penalty_store(specs: &[&SampleSpec]) -> (Vec<u32>, u32, Vec<u32>) {
+    let lists: Vec<Vec<PenaltyToken>> = specs.iter().map(|s| penalty_list(s)).collect();
+    let pages: Vec<usize> = (lists.iter())
+        .map(|l| l.len().div_ceil(PENALTY_PAGE))
+        .collect();
+    let per_row = pages.iter().copied().max().unwrap_or(0).max(1);
+    let total: usize = pages.iter().sum();
+    let mut tables = vec![vec![0u32; per_row]; lists.len()];
+    let mut next = total as u32;
+    for p in 0..per_row {
+        for (table, &n) in tables.iter_mut().zip(&pages) {
+            if p < n {
+                next -= 1;
+                table[p] = next;
+            }
+        }
+    }
+    let pool_base = (lists.len() * per_row) as u32;
+    let mut store: Vec<u32> = tables.concat();
+    store.resize(pool_base as usize + 3 * total * PENALTY_PAGE, 0);
+    for (list, table) in lists.iter().zip(&tables) {
+        for (i, e) in list.iter().enumerate() {
+            let entry = table[i / PENALTY_PAGE] as usize * PENALTY_PAGE + i % PENALTY_PAGE;
+            let w = pool_base as usize + 3 * entry;
+            store[w..w + 3].copy_from_slice(&[
+                e.token_id,
+                e.output_count | (u32::from(e.seen) << 31),
+                e.bias.to_bits(),
+            ]);
+        }
+    }
+    let starts = (0..lists.len()).map(|r| (r * per_row) as u32).collect();
+    (store, pool_base, starts)
+}
+
+/// A spec whose penalty list is `list`.
+fn with_list(params: SamplingParams, seed: u64, list: Vec<PenaltyToken>) -> SampleSpec {
+    SampleSpec {
+        penalties: PenaltyWrites::whole(&list, 0),
+        ..spec(params, seed, 0)
+    }
 }

@@ -30,15 +30,7 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
                 top_logprobs: 4,
                 ..SamplingParams::default()
             };
-            (
-                l,
-                SampleSpec {
-                    params,
-                    seed: i as u64,
-                    draw_index: 0,
-                    penalty_tokens: history,
-                },
-            )
+            (l, with_list(params, i as u64, history))
         })
         .collect();
     let out = sample(&ctx, &k, vocab, &rows);
@@ -60,7 +52,7 @@ fn raw_logprobs_ignore_penalties_and_temperature() {
                 "row {i}: raw top-{j} logprob"
             );
         }
-        penalised_picks += s.penalty_tokens.iter().any(|p| p.token_id == o.id) as usize;
+        penalised_picks += penalty_list(s).iter().any(|p| p.token_id == o.id) as usize;
     }
     assert!(
         penalised_picks > 0,
@@ -122,7 +114,7 @@ fn scored_rows_report_the_forced_token() {
             vocab,
             &rows,
             &uniforms,
-            Vec::new(),
+            (Vec::new(), 0),
             Vec::new(),
             &[],
         );

@@ -1,7 +1,8 @@
 //! Building a step: decodes and continuing prefills first, then waiting requests admitted
 //! from their longest cached prefix with what is left of the budget, preempting the most
 //! recently admitted request when the pool runs out (see the module doc of `scheduler.rs`).
-//! Each planned chunk spends tokens, penalty entries and sampler rows.
+//! Each planned chunk spends tokens and sampler rows, and takes the KV blocks and penalty
+//! pages it lacks.
 
 use kiln_core::{BLOCK_SIZE, NO_BLOCK, PrevToken, SeqInBatch, StepBatch};
 
@@ -9,14 +10,10 @@ use super::{Scheduler, blocks_for, window};
 use crate::output::{ScheduledSeq, ScheduledStep};
 use crate::request::RequestState;
 
-/// Penalty entries a sequence puts in a step: at most one per token of its history (with
-/// penalties) and one per biased token.
-fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
-    match (sampled, st.req.sampling.has_penalties()) {
-        (false, _) => 0,
-        (true, true) => st.tokens.len() + st.req.logit_bias.len(),
-        (true, false) => st.req.logit_bias.len(),
-    }
+/// Penalty pages a chunk needs: those the list lacks, counted up to the chunk's known
+/// tokens, when the chunk is sampled (a list is sent only with a sampled chunk).
+fn penalty_pages(st: &mut RequestState, sampled: bool) -> usize {
+    if sampled { st.catch_up_penalties() } else { 0 }
 }
 
 /// A request's chunk in the step being built, and what it spends.
@@ -24,7 +21,6 @@ fn penalty_cost(st: &RequestState, sampled: bool) -> usize {
 struct Planned {
     id: u64,
     tokens: usize,
-    penalties: usize,
     rows: usize,
 }
 
@@ -32,20 +28,17 @@ struct Planned {
 #[derive(Clone, Copy)]
 struct Budget {
     tokens: usize,
-    penalties: usize,
     rows: usize,
 }
 
 impl Budget {
     fn spend(&mut self, p: &Planned) {
         self.tokens -= p.tokens;
-        self.penalties -= p.penalties;
         self.rows -= p.rows;
     }
 
     fn refund(&mut self, p: &Planned) {
         self.tokens += p.tokens;
-        self.penalties += p.penalties;
         self.rows += p.rows;
     }
 }
@@ -57,7 +50,6 @@ impl Scheduler {
         assert!(!self.scheduled, "schedule() called again before commit()");
         let mut budget = Budget {
             tokens: self.cfg.max_num_batched_tokens,
-            penalties: self.cfg.max_penalty_entries,
             rows: self.cfg.max_sampler_rows,
         };
         let mut plan: Vec<Planned> = Vec::new();
@@ -79,23 +71,27 @@ impl Scheduler {
             if !self.running.contains(&id) {
                 continue; // preempted earlier in this step
             }
-            let st = &self.requests[&id];
+            let left = remaining(self, &id).min(budget.tokens);
+            let st = self.requests.get_mut(&id).unwrap();
             let start = st.num_computed;
-            let n =
-                st.chunk_within_rows(start, remaining(self, &id).min(budget.tokens), budget.rows);
+            let n = st.chunk_within_rows(start, left, budget.rows);
             let planned = Planned {
                 id,
                 tokens: n,
-                penalties: penalty_cost(st, st.samples_at(start + n)),
                 rows: st.sampler_rows(start, n),
             };
-            if n == 0 || planned.penalties > budget.penalties {
-                continue; // runs in a later step, when fewer rows or penalty entries share it
+            if n == 0 {
+                continue; // runs in a later step, when fewer sampler rows share it
             }
+            let pages = penalty_pages(st, st.samples_at(start + n));
             let need = blocks_for(start + n) - st.blocks.len();
             loop {
-                if let Some(new) = self.kv.allocate(need) {
-                    self.requests.get_mut(&id).unwrap().blocks.extend(new);
+                if self.rows.free_pages() >= pages
+                    && let Some(new) = self.kv.allocate(need)
+                {
+                    let st = self.requests.get_mut(&id).unwrap();
+                    st.blocks.extend(new);
+                    self.rows.grow_pages(&mut st.table, pages);
                     plan.push(planned);
                     budget.spend(&planned);
                     break;
@@ -150,9 +146,9 @@ impl Scheduler {
         Some(step)
     }
 
-    /// Takes the longest cached prefix and the blocks for a first chunk within `budget`;
-    /// returns the chunk, or `None` (nothing changed) if the pool, the penalty budget or the
-    /// sampler rows are short.
+    /// Takes the longest cached prefix and the blocks (and penalty pages) for a first chunk
+    /// within `budget`; returns the chunk, or `None` (nothing changed) if the pool, the
+    /// penalty pool or the sampler rows are short.
     fn admit(&mut self, id: u64, budget: Budget) -> Option<Planned> {
         let caching = self.cfg.enable_prefix_caching;
         let st = self.requests.get_mut(&id).unwrap();
@@ -172,14 +168,18 @@ impl Scheduler {
         let planned = Planned {
             id,
             tokens: n,
-            penalties: penalty_cost(st, st.samples_at(hit_tokens + n)),
             rows: st.sampler_rows(hit_tokens, n),
+        };
+        let pages = if n == 0 {
+            0
+        } else {
+            penalty_pages(st, st.samples_at(hit_tokens + n))
         };
         // Hits behind the window of the first token to compute are not taken at all.
         let behind = window::blocks_behind(self.cfg.sliding_window, hit_tokens).min(hits.len());
         let taken = &hits[behind..];
         if n == 0
-            || planned.penalties > budget.penalties
+            || pages > self.rows.free_pages()
             || self.kv.free_blocks_for_hits(taken) + new_blocks > self.kv.num_free()
         {
             return None;
@@ -187,6 +187,7 @@ impl Scheduler {
         let mut blocks = vec![NO_BLOCK; behind];
         blocks.extend(self.kv.acquire_hits(taken));
         blocks.extend(self.kv.allocate(new_blocks).expect("checked free blocks"));
+        self.rows.grow_pages(&mut st.table, pages);
         st.blocks = blocks;
         st.num_released = behind;
         st.num_computed = hit_tokens;
