@@ -276,6 +276,23 @@ def test_responses_whole_and_streamed(client, model):
     assert final.usage.output_tokens == r.usage.output_tokens
 
 
+def test_responses_include_logprobs(client, model):
+    ask = dict(model=model, instructions="Answer briefly.", input="What is the capital of France?",
+               max_output_tokens=4, temperature=0, include=["message.output_text.logprobs"], top_logprobs=2)
+    r = client.responses.create(**ask)
+    part = r.output[0].content[0]
+    assert part.type == "output_text" and 0 < len(part.logprobs) <= 4
+    assert all(len(lp.top_logprobs) == 2 and lp.logprob <= 0 for lp in part.logprobs)
+    assert part.logprobs[0].token == part.logprobs[0].top_logprobs[0].token  # greedy
+    streamed = []
+    for event in client.responses.create(**ask, stream=True):
+        if event.type == "response.output_text.delta":
+            streamed += event.logprobs
+    assert [(lp.token, lp.logprob) for lp in streamed] == [(lp.token, lp.logprob) for lp in part.logprobs]
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(model=model, input="Hi", top_logprobs=2)
+
+
 def test_responses_continue_a_stored_response(client, model):
     first = client.responses.create(model=model, input="Name a fruit.", max_output_tokens=3, temperature=0)
     second = client.responses.create(model=model, input="And a color?", previous_response_id=first.id,

@@ -26,8 +26,8 @@ pub use store::ResponseStore;
 use crate::error::{ApiError, ApiJson};
 use crate::reply::{self, ReplyReader};
 use crate::routes::chat::chat_constraints;
-use crate::routes::now_s;
 use crate::routes::render::checked_chat;
+use crate::routes::{logprob_entry, now_s};
 use crate::sse::{ChoiceItem, Usage, choices};
 use crate::state::Shared;
 use request::renamed;
@@ -136,9 +136,11 @@ impl Turn {
                 return (self.writer.take_events(), None);
             }
         };
-        for piece in self.reply.push(&d.text, d.finish) {
-            self.writer.push(piece);
-        }
+        let logprobs = (d.logprobs.iter())
+            .map(|l| logprob_entry(&self.st, l, false))
+            .collect();
+        let pieces = self.reply.push(&d.text, d.finish);
+        self.writer.push_delta(pieces, logprobs);
         let Some(finish) = d.finish else {
             return (self.writer.take_events(), None);
         };

@@ -44,7 +44,10 @@ pub struct ResponsesRequest {
     pub chat_template_kwargs: Option<Map<String, Value>>,
     pub reasoning: Option<Value>,
     pub truncation: Option<String>,
+    /// Extra output to include; kiln serves `message.output_text.logprobs`.
     pub include: Option<Vec<String>>,
+    /// Alternatives per token (0 to 20) in the included log-probabilities.
+    pub top_logprobs: Option<u32>,
     pub background: Option<bool>,
     /// The generation knobs every front end shares (`n` and `max_tokens` excepted).
     #[serde(flatten)]
@@ -58,7 +61,15 @@ fn bad(param: &str, m: impl Into<String>) -> ApiError {
     ApiError::bad_param(param, m)
 }
 
+/// The `include` value that asks for the answer's log-probabilities.
+const LOGPROBS: &str = "message.output_text.logprobs";
+
 impl ResponsesRequest {
+    /// Whether the answer's tokens come with their log-probabilities (`output_text.logprobs`).
+    pub fn wants_logprobs(&self) -> bool {
+        self.include.iter().flatten().any(|i| i == LOGPROBS)
+    }
+
     /// The new input as items (a string is one user message).
     pub fn input_items(&self) -> Vec<Value> {
         match &self.input {
@@ -86,8 +97,8 @@ impl ResponsesRequest {
             model: self.model.clone(),
             messages: items::messages(self.instructions.as_deref(), &all)?,
             max_completion_tokens: self.max_output_tokens,
-            logprobs: None,
-            top_logprobs: None,
+            logprobs: self.wants_logprobs().then_some(true),
+            top_logprobs: self.top_logprobs.filter(|_| self.wants_logprobs()),
             response_format: self.response_format()?,
             structured_outputs: None,
             tools,
@@ -123,8 +134,20 @@ impl ResponsesRequest {
         if self.background == Some(true) {
             return Err(bad("background", "background responses are not supported"));
         }
-        if let Some(i) = self.include.as_ref().and_then(|i| i.first()) {
-            return Err(bad("include", format!("include `{i}` is not supported")));
+        let other = (self.include.iter().flatten()).find(|i| *i != LOGPROBS);
+        if let Some(i) = other {
+            return Err(bad(
+                "include",
+                format!("include `{i}` is not supported (only `{LOGPROBS}`)"),
+            ));
+        }
+        if self.top_logprobs.is_some() && !self.wants_logprobs() {
+            return Err(bad(
+                "top_logprobs",
+                format!(
+                    "top_logprobs comes with the log-probabilities: add include: [\"{LOGPROBS}\"]"
+                ),
+            ));
         }
         if let Some(t) = self.truncation.as_deref().filter(|t| *t != "disabled") {
             return Err(bad(
@@ -239,6 +262,7 @@ mod tests {
                 "include",
             ),
             (json!({"input": "x", "truncation": "auto"}), "truncation"),
+            (json!({"input": "x", "top_logprobs": 2}), "top_logprobs"),
             (
                 json!({"input": "x", "reasoning": {"effort": "low"}}),
                 "reasoning.effort",
@@ -252,6 +276,13 @@ mod tests {
             "reasoning": {"effort": null}, "text": {"format": {"type": "text"}}});
         let ok = req(ok);
         ok.check().unwrap();
+        // The answer's log-probabilities, with alternatives, are the chat request's.
+        let lp = req(
+            json!({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 3}),
+        );
+        lp.check().unwrap();
+        let c = lp.to_chat(&[]).unwrap();
+        assert_eq!((c.logprobs, c.top_logprobs), (Some(true), Some(3)));
         assert!(ok.to_chat(&[]).unwrap().response_format.unwrap()["type"] == "text");
     }
 }

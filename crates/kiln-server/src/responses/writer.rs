@@ -8,6 +8,10 @@
 //! per item `output_item.added`, its part's `content_part.added`, the deltas, the
 //! `.done` events and `output_item.done`; the last is `response.completed` (or
 //! `response.incomplete`, `response.failed`), holding the whole response.
+//!
+//! Log-probabilities (when the request includes them) go with the answer's text: each
+//! `output_text.delta` carries those of the tokens that wrote it, and the part holds them
+//! all; tokens that wrote only reasoning or a call have none in the response.
 
 use serde_json::{Value, json};
 
@@ -22,6 +26,8 @@ pub struct Writer {
     open: bool,
     events: Vec<Value>,
     sequence: u64,
+    /// Log-probabilities of tokens whose text has not been written yet.
+    pending: Vec<Value>,
 }
 
 impl Writer {
@@ -36,6 +42,7 @@ impl Writer {
             open: false,
             events: Vec::new(),
             sequence: 0,
+            pending: Vec::new(),
         };
         for kind in ["response.created", "response.in_progress"] {
             let r = w.response.clone();
@@ -68,6 +75,22 @@ impl Writer {
             .flatten()
     }
 
+    /// Takes what one delta of the reply wrote, with its tokens' log-probabilities (empty
+    /// unless asked for): they go with the answer's text the delta wrote, or wait while its
+    /// text is held back, or are dropped when it wrote only reasoning or calls.
+    pub fn push_delta(&mut self, pieces: Vec<Piece>, logprobs: Vec<Value>) {
+        self.pending.extend(logprobs);
+        if pieces.is_empty() {
+            return;
+        }
+        if !pieces.iter().any(|p| matches!(p, Piece::Text(_))) {
+            self.pending.clear();
+        }
+        for p in pieces {
+            self.push(p);
+        }
+    }
+
     pub fn push(&mut self, piece: Piece) {
         let index = self.output.len();
         match piece {
@@ -78,16 +101,17 @@ impl Writer {
                         Some(json!({"type": "reasoning_text", "text": ""})),
                     );
                 }
-                self.part_delta("response.reasoning_text.delta", &t);
+                self.part_delta("response.reasoning_text.delta", &t, None);
             }
             Piece::Text(t) => {
                 if self.open_kind() != Some("message") {
                     self.open_item(
                         json!({"type": "message", "id": random_id("msg"), "role": "assistant", "content": []}),
-                        Some(json!({"type": "output_text", "text": "", "annotations": []})),
+                        Some(json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []})),
                     );
                 }
-                self.part_delta("response.output_text.delta", &t);
+                let logprobs = std::mem::take(&mut self.pending);
+                self.part_delta("response.output_text.delta", &t, Some(logprobs));
             }
             Piece::Call { call_id, name } => self.open_item(
                 json!({"type": "function_call", "id": random_id("fc"), "call_id": call_id, "name": name, "arguments": ""}),
@@ -127,17 +151,23 @@ impl Writer {
         self.open = true;
     }
 
-    /// Appends `t` to the open item's part.
-    fn part_delta(&mut self, kind: &str, t: &str) {
+    /// Appends `t` to the open item's part, with its tokens' log-probabilities for an
+    /// `output_text` part.
+    fn part_delta(&mut self, kind: &str, t: &str, logprobs: Option<Vec<Value>>) {
         let index = self.output.len() - 1;
         let item = &mut self.output[index];
-        let text = &mut item["content"][0]["text"];
-        *text = json!(format!("{}{t}", text.as_str().unwrap_or("")));
         let id = item["id"].clone();
-        self.event(
-            kind,
-            json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t}),
-        );
+        let part = &mut item["content"][0];
+        part["text"] = json!(format!("{}{t}", part["text"].as_str().unwrap_or("")));
+        let mut event =
+            json!({"item_id": id, "output_index": index, "content_index": 0, "delta": t});
+        if let Some(lps) = logprobs {
+            if let Some(all) = part["logprobs"].as_array_mut() {
+                all.extend(lps.iter().cloned());
+            }
+            event["logprobs"] = Value::Array(lps);
+        }
+        self.event(kind, event);
     }
 
     /// Ends the open item with `status`.
@@ -172,7 +202,11 @@ impl Writer {
                     "response.output_text.done"
                 };
                 let part_at = with(at.clone(), json!({"content_index": 0}));
-                self.event(done, with(part_at.clone(), json!({"text": part["text"]})));
+                let mut text = json!({"text": part["text"]});
+                if kind != "reasoning" {
+                    text["logprobs"] = part["logprobs"].clone();
+                }
+                self.event(done, with(part_at.clone(), text));
                 self.event(
                     "response.content_part.done",
                     with(part_at, json!({"part": part})),
@@ -293,6 +327,31 @@ mod tests {
         assert_eq!(events.last().unwrap()["response"], r);
         assert_eq!(events[19]["item"], out[2]);
         assert_eq!(events[19]["output_index"], 2);
+    }
+
+    #[test]
+    fn log_probabilities_go_with_the_text_their_tokens_wrote() {
+        let mut w = Writer::new(json!({}));
+        let lp = |t: &str| json!({"token": t, "logprob": -1.0});
+        // Reasoning tokens have none; a held-back token's wait for its text.
+        w.push_delta(vec![Piece::Reasoning("Hm".into())], vec![lp("Hm")]);
+        w.push_delta(vec![], vec![lp("<")]);
+        w.push_delta(vec![Piece::Text("<b".into())], vec![lp("b")]);
+        w.push_delta(vec![Piece::Text("!".into())], vec![lp("!")]);
+        let r = w.finish(false, json!({}));
+        let part = &r["output"][1]["content"][0];
+        assert_eq!(part["logprobs"], json!([lp("<"), lp("b"), lp("!")]));
+        let events = w.take_events();
+        let deltas: Vec<&Value> = (events.iter())
+            .filter(|e| e["type"] == "response.output_text.delta")
+            .collect();
+        assert_eq!(deltas[0]["logprobs"], json!([lp("<"), lp("b")]));
+        assert_eq!(deltas[1]["logprobs"], json!([lp("!")]));
+        let done = events
+            .iter()
+            .find(|e| e["type"] == "response.output_text.done");
+        assert_eq!(done.unwrap()["logprobs"], part["logprobs"]);
+        assert!(r["output"][0]["content"][0].get("logprobs").is_none());
     }
 
     #[test]

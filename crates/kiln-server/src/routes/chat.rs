@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
-use super::{now_s, prompt_logprobs_json, random_id, token_name, token_text};
+use super::{logprob_entry, now_s, prompt_logprobs_json, random_id};
 use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
@@ -225,19 +225,7 @@ fn message_json(split: Split) -> Value {
 
 /// `as_ids`: tokens named `token_id:{id}` (`return_tokens_as_token_ids`).
 fn logprobs_json(st: &Shared, lps: &[TokenLogprob], as_ids: bool) -> Value {
-    let tok = &st.model.tokenizer;
-    let entry = |id: u32, lp: f32| {
-        let t = token_text(tok, id);
-        json!({"token": token_name(tok, id, as_ids), "logprob": lp, "bytes": t.as_bytes()})
-    };
-    let content: Vec<Value> = lps
-        .iter()
-        .map(|l| {
-            let mut e = entry(l.id, l.logprob);
-            e["top_logprobs"] = l.top.iter().map(|&(id, lp)| entry(id, lp)).collect();
-            e
-        })
-        .collect();
+    let content: Vec<Value> = lps.iter().map(|l| logprob_entry(st, l, as_ids)).collect();
     json!({"content": content})
 }
 

@@ -38,6 +38,20 @@ pub fn token_name(tok: &Tokenizer, id: u32, as_ids: bool) -> String {
     }
 }
 
+/// A sampled token's log-probability as OpenAI writes it (chat's `logprobs.content`, the
+/// Responses API's `output_text.logprobs`): token, log-probability, UTF-8 bytes, and its
+/// alternatives in the same form.
+pub fn logprob_entry(st: &Shared, l: &TokenLogprob, as_ids: bool) -> Value {
+    let tok = &st.model.tokenizer;
+    let entry = |id: u32, lp: f32| {
+        let t = token_text(tok, id);
+        json!({"token": token_name(tok, id, as_ids), "logprob": lp, "bytes": t.as_bytes()})
+    };
+    let mut e = entry(l.id, l.logprob);
+    e["top_logprobs"] = l.top.iter().map(|&(id, lp)| entry(id, lp)).collect();
+    e
+}
+
 /// vLLM's `prompt_logprobs`: `null` for the prompt's first token, then for each scored one
 /// an object keyed by token id holding it and its alternatives, each with `logprob`, `rank`
 /// and `decoded_token`.

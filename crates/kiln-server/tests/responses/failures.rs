@@ -28,7 +28,7 @@ async fn what_is_not_served_is_refused_by_name() {
             "max_output_tokens",
         ),
         (
-            json!({"input": "x", "include": ["message.output_text.logprobs"]}),
+            json!({"input": "x", "include": ["reasoning.encrypted_content"]}),
             400,
             "include",
         ),

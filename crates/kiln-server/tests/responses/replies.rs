@@ -61,6 +61,54 @@ async fn a_response_holds_the_chat_reply_and_streams_the_same() {
     assert_eq!(last["usage"], r["usage"]);
 }
 
+/// `include: ["message.output_text.logprobs"]` gives the answer's tokens the log-probabilities
+/// chat gives the same greedy reply, alternatives included, whole and streamed.
+#[tokio::test]
+async fn included_logprobs_are_the_chat_replys() {
+    let chat = json!({"model": "tiny", "max_tokens": 10, "temperature": 0, "logprobs": true, "top_logprobs": 2,
+        "messages": [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": "Hi there"}]});
+    let (s, c) = post(server(), "/v1/chat/completions", &chat).await;
+    assert_eq!(s, 200, "{c}");
+    let want = c["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    let body = json!({"model": "tiny", "instructions": INSTRUCTIONS, "input": "Hi there",
+        "max_output_tokens": 10, "temperature": 0, "store": false,
+        "include": ["message.output_text.logprobs"], "top_logprobs": 2});
+    let r = respond(body.clone()).await;
+    let part = &r["output"][0]["content"][0];
+    let got = part["logprobs"].as_array().unwrap();
+    // Every token wrote text but perhaps a last end-of-sequence token.
+    assert!(got.len() + 1 >= want.len() && !got.is_empty(), "{r}\n{c}");
+    assert_eq!(got[..], want[..got.len()], "{r}\n{c}");
+    assert!(
+        got.iter()
+            .all(|e| e["top_logprobs"].as_array().unwrap().len() == 2)
+    );
+    let text: String = got.iter().map(|e| e["token"].as_str().unwrap()).collect();
+    assert!(
+        part["text"].as_str().unwrap().starts_with(text.trim_end()),
+        "{r}"
+    );
+
+    let mut streamed = body;
+    streamed["stream"] = json!(true);
+    let evs = events(server(), streamed).await;
+    let deltas: Vec<Value> = (evs.iter())
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .flat_map(|e| e["logprobs"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(deltas[..], got[..]);
+    let last = &evs.last().unwrap()["response"];
+    assert_eq!(
+        last["output"][0]["content"][0]["logprobs"],
+        part["logprobs"]
+    );
+    // Not asked for: the part's list is empty, as OpenAI writes it.
+    let plain =
+        json!({"input": "Hi there", "max_output_tokens": 3, "temperature": 0, "store": false});
+    let plain = respond(plain).await;
+    assert_eq!(plain["output"][0]["content"][0]["logprobs"], json!([]));
+}
+
 #[tokio::test]
 async fn reasoning_comes_first_as_its_own_item() {
     let chat = json!({"max_tokens": 8, "temperature": 0, "chat_template_kwargs": {"enable_thinking": true},
