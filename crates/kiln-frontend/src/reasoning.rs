@@ -52,6 +52,7 @@ impl ReasoningFormat {
             opened,
             text: String::new(),
             sent: (0, 0),
+            tokens: (0, 0),
         }
     }
 
@@ -77,6 +78,19 @@ pub struct ReasoningStream {
     text: String,
     /// Bytes of reasoning and of answer let out so far.
     sent: (usize, usize),
+    /// Tokens that wrote reasoning (its tags included), and tokens whose text does not yet
+    /// tell whether the reply opens a block.
+    tokens: (usize, usize),
+}
+
+/// Where a reply's text stands.
+#[derive(PartialEq)]
+enum Side {
+    /// Too short to tell whether it opens a block.
+    Undecided,
+    Reasoning,
+    /// Past the block, or without one.
+    Answer,
 }
 
 /// What one [`ReasoningStream::push`] lets out.
@@ -90,6 +104,52 @@ impl ReasoningStream {
     /// Takes the reply's next text (`last`: the reply ends here, so nothing is held back);
     /// returns the reasoning and answer text new since the last call.
     pub fn push(&mut self, text: &str, last: bool) -> Split {
+        self.push_tokens(text, 0, last)
+    }
+
+    /// [`Self::push`] for text that `tokens` generated tokens wrote, counted into
+    /// [`Self::reasoning_tokens`] when they wrote reasoning.
+    pub fn push_tokens(&mut self, text: &str, tokens: usize, last: bool) -> Split {
+        if self.on {
+            match self.side() {
+                Side::Reasoning => self.tokens.0 += tokens,
+                Side::Answer => {}
+                Side::Undecided => self.tokens.1 += tokens,
+            }
+        }
+        let out = self.split_more(text, last);
+        if self.tokens.1 > 0 && self.side() != Side::Undecided {
+            // The reply's first tokens wrote the opening tag, or began the answer.
+            let opened = self.text.trim_start().starts_with(OPEN);
+            self.tokens.0 += std::mem::take(&mut self.tokens.1) * usize::from(opened);
+        }
+        out
+    }
+
+    /// Tokens of the reply so far that wrote its reasoning, tags included (a token that
+    /// closed the block and began the answer counts as reasoning).
+    pub fn reasoning_tokens(&self) -> usize {
+        self.tokens.0
+    }
+
+    fn side(&self) -> Side {
+        let body = if self.opened {
+            &self.text[..]
+        } else {
+            let t = self.text.trim_start();
+            match t.strip_prefix(OPEN) {
+                Some(rest) => rest,
+                None if OPEN.starts_with(t) => return Side::Undecided,
+                None => return Side::Answer,
+            }
+        };
+        match body.contains(CLOSE) {
+            true => Side::Answer,
+            false => Side::Reasoning,
+        }
+    }
+
+    fn split_more(&mut self, text: &str, last: bool) -> Split {
         if !self.on {
             return Split {
                 reasoning: String::new(),
@@ -152,6 +212,31 @@ mod tests {
         }
         let out = s.push("", true);
         (r + &out.reasoning, c + &out.content)
+    }
+
+    #[test]
+    fn tokens_that_wrote_reasoning_are_counted() {
+        let think = ReasoningFormat::Think;
+        let count = |pieces: &[&str], opened: bool| {
+            let mut s = think.stream(opened);
+            for p in pieces {
+                s.push_tokens(p, 1, false);
+            }
+            s.push_tokens("", 0, true);
+            s.reasoning_tokens()
+        };
+        let block = ["<think>", "\nA", " b", "</think>", "\n\nAns", "wer"];
+        assert_eq!(count(&block, false), 4);
+        assert_eq!(count(&["Step", " one.", "\n</", "think>", "Done"], true), 4);
+        assert_eq!(count(&["Pla", "in"], false), 0);
+        // The first tokens tell only later whether they opened a block.
+        assert_eq!(count(&["<th", "ink>", "x", "</think>", "y"], false), 4);
+        assert_eq!(count(&["<th", "e end"], false), 0);
+        // Cut inside the block: all reasoning; not split at all: none.
+        assert_eq!(count(&["a", "b"], true), 2);
+        let mut plain = ReasoningFormat::None.stream(false);
+        plain.push_tokens("<think>x", 2, true);
+        assert_eq!(plain.reasoning_tokens(), 0);
     }
 
     fn pair(r: &str, c: &str) -> (String, String) {

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use kiln_engine::FinishReason;
-use kiln_frontend::{GenSpec, TextStream};
+use kiln_frontend::{GenSpec, ReasoningStream, Split, TextStream};
 
 use crate::engine_loop::SeqEvent;
 use crate::error::ApiError;
@@ -39,6 +39,9 @@ impl TokenLogprob {
 #[derive(Clone, Debug, Default)]
 pub struct Delta {
     pub text: String,
+    /// Tokens generated since the last delta (whose text this delta released, or holds back
+    /// for a later one).
+    pub tokens: usize,
     pub logprobs: Vec<TokenLogprob>,
     /// Scored prompt tokens (the prompt's first token excluded); all of them come before
     /// the first generated token.
@@ -107,6 +110,7 @@ impl Sequence {
             let tok = &state.model.tokenizer;
             if let Some(t) = &u.token {
                 self.num_tokens += 1;
+                delta.tokens += 1;
                 self.first.get_or_insert_with(Instant::now);
                 self.state.metrics.generated_token();
                 if let Some(n) = self.logprobs {
@@ -149,11 +153,33 @@ impl Sequence {
         let mut all = Delta::default();
         while let Some(d) = self.next().await? {
             all.text += &d.text;
+            all.tokens += d.tokens;
             all.logprobs.extend(d.logprobs);
             all.prompt_logprobs.extend(d.prompt_logprobs);
             all.finish = d.finish.or(all.finish);
         }
         Ok((self, all))
+    }
+
+    /// [`Self::collect`], the text split by `reasoning` as it comes (so each token is
+    /// counted where it wrote); returns the split too, and the tokens that wrote reasoning.
+    pub async fn collect_split(
+        mut self,
+        mut reasoning: ReasoningStream,
+    ) -> Result<(Self, Delta, Split, usize), ApiError> {
+        let (mut all, mut split) = (Delta::default(), Split::default());
+        while let Some(d) = self.next().await? {
+            let s = reasoning.push_tokens(&d.text, d.tokens, d.finish.is_some());
+            split.reasoning += &s.reasoning;
+            split.content += &s.content;
+            all.text += &d.text;
+            all.tokens += d.tokens;
+            all.logprobs.extend(d.logprobs);
+            all.prompt_logprobs.extend(d.prompt_logprobs);
+            all.finish = d.finish.or(all.finish);
+        }
+        let n = reasoning.reasoning_tokens();
+        Ok((self, all, split, n))
     }
 
     fn finish(&mut self, mut delta: Delta, outcome: Outcome) -> Delta {

@@ -35,9 +35,10 @@ impl ReplyReader {
         }
     }
 
-    /// Takes the reply's next text (`finish`: on its last delta); returns what it adds.
-    pub fn push(&mut self, text: &str, finish: Option<&str>) -> Vec<Piece> {
-        let split = self.reasoning.push(text, finish.is_some());
+    /// Takes the reply's next text, which `tokens` generated tokens wrote (`finish`: on its
+    /// last delta); returns what it adds.
+    pub fn push(&mut self, text: &str, tokens: usize, finish: Option<&str>) -> Vec<Piece> {
+        let split = self.reasoning.push_tokens(text, tokens, finish.is_some());
         let mut out = Vec::new();
         if !split.reasoning.is_empty() {
             out.push(Piece::Reasoning(split.reasoning));
@@ -67,6 +68,11 @@ impl ReplyReader {
             }
         }
         out
+    }
+
+    /// Tokens of the reply so far that wrote its reasoning.
+    pub fn reasoning_tokens(&self) -> usize {
+        self.reasoning.reasoning_tokens()
     }
 
     /// Whether the reply has called a tool.

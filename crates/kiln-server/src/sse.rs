@@ -43,6 +43,8 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Per prompt: the most prompt tokens any of its choices found in the prefix cache.
     pub cached: Vec<usize>,
+    /// Tokens of the choices that wrote their reasoning (`ReasoningStream::reasoning_tokens`).
+    pub reasoning_tokens: usize,
 }
 
 impl Usage {
@@ -60,6 +62,7 @@ impl Usage {
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": self.cached.iter().sum::<usize>()},
+            "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
         })
     }
 }

@@ -143,3 +143,43 @@ async fn past_reasoning_reaches_the_template() {
         "{e}"
     );
 }
+
+/// `usage.completion_tokens_details.reasoning_tokens` counts the tokens that wrote the
+/// reasoning, whole and streamed, with tools too; a server that does not split reports none.
+#[tokio::test]
+async fn usage_counts_the_reasoning_tokens() {
+    let (split, raw_server) = servers();
+    let tools = json!([{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]);
+    for extra in [json!({}), json!({"tools": tools})] {
+        let mut body = json!({"model": "tiny", "seed": 5, "temperature": 1.0, "max_tokens": 12,
+            "messages": [{"role": "user", "content": "Why?"}],
+            "chat_template_kwargs": {"enable_thinking": true}});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (s, whole) = post(split, "/v1/chat/completions", &body).await;
+        assert_eq!(s, 200, "{whole}");
+        let usage = &whole["usage"];
+        let reasoning = usage["completion_tokens_details"]["reasoning_tokens"]
+            .as_u64()
+            .unwrap();
+        // Cut inside the block: the reply is all reasoning.
+        let thought = whole["choices"][0]["message"]["reasoning_content"]
+            .as_str()
+            .unwrap();
+        assert!(!thought.is_empty(), "{whole}");
+        let completion = usage["completion_tokens"].as_u64().unwrap();
+        assert_eq!(reasoning, completion, "{usage}");
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        streamed["stream_options"] = json!({"include_usage": true});
+        let chunks = stream(split, "/v1/chat/completions", &streamed).await;
+        let last = chunks.last().unwrap();
+        assert_eq!(last["usage"], *usage, "{extra}");
+        let (_, raw) = post(raw_server, "/v1/chat/completions", &body).await;
+        assert_eq!(
+            raw["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            0
+        );
+    }
+}

@@ -93,7 +93,7 @@ pub async fn create(State(st): State<Shared>, body: Body) -> Result<Response, Me
                 return (writer.take_events(), None);
             }
         };
-        for piece in reply.push(&d.text, d.finish) {
+        for piece in reply.push(&d.text, d.tokens, d.finish) {
             writer.push(piece);
         }
         let Some(finish) = d.finish else {

@@ -139,7 +139,7 @@ impl Turn {
         let logprobs = (d.logprobs.iter())
             .map(|l| logprob_entry(&self.st, l, false))
             .collect();
-        let pieces = self.reply.push(&d.text, d.finish);
+        let pieces = self.reply.push(&d.text, d.tokens, d.finish);
         self.writer.push_delta(pieces, logprobs);
         let Some(finish) = d.finish else {
             return (self.writer.take_events(), None);
@@ -158,31 +158,14 @@ impl Turn {
         (self.writer.take_events(), Some(response))
     }
 
-    /// The Responses form of the counts; reasoning tokens counted by encoding the
-    /// reasoning's text again.
+    /// The Responses form of the counts.
     fn usage(&self) -> Value {
         let u = self.usage.lock().unwrap().clone();
-        let reasoning: String = self
-            .writer
-            .output()
-            .iter()
-            .filter(|i| i["type"] == "reasoning")
-            .filter_map(|i| i["content"][0]["text"].as_str())
-            .collect();
-        let reasoning_tokens = match reasoning.is_empty() {
-            true => 0,
-            false => self
-                .st
-                .model
-                .tokenizer
-                .encode(&reasoning, false)
-                .map_or(0, |t| t.len()),
-        };
         json!({
             "input_tokens": u.prompt_tokens,
             "input_tokens_details": {"cached_tokens": u.cached.iter().sum::<usize>()},
             "output_tokens": u.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "output_tokens_details": {"reasoning_tokens": self.reply.reasoning_tokens()},
             "total_tokens": u.prompt_tokens + u.completion_tokens,
         })
     }

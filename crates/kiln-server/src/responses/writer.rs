@@ -51,11 +51,6 @@ impl Writer {
         w
     }
 
-    /// The output items so far.
-    pub fn output(&self) -> &[Value] {
-        &self.output
-    }
-
     /// The events written since the last call.
     pub fn take_events(&mut self) -> Vec<Value> {
         std::mem::take(&mut self.events)

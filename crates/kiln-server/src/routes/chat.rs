@@ -102,10 +102,15 @@ pub async fn chat_completions(
             .collect();
         let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
         let mut splits = vec![reasoning; seqs.len()];
+        let usage3 = usage.clone();
         let body = choices(seqs, spec.n, usage.clone()).map(move |item| match item.result {
             Ok(d) => {
                 let lp = if logprobs.is_some() { logprobs_json(&st2, &d.logprobs, as_ids) } else { Value::Null };
-                let split = splits[item.index].push(&d.text, d.finish.is_some());
+                let r = &mut splits[item.index];
+                let split = r.push_tokens(&d.text, d.tokens, d.finish.is_some());
+                if d.finish.is_some() {
+                    usage3.lock().unwrap().reasoning_tokens += r.reasoning_tokens();
+                }
                 let delta = delta_json(split, d.finish.is_some());
                 let mut c = chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), None);
                 // The first choice's scored prompt, on its first chunk (as the whole reply
@@ -126,11 +131,12 @@ pub async fn chat_completions(
         return Ok(sse(stream::iter(heads).chain(body).chain(tail)));
     }
 
-    let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
+    let collect = |s: Sequence| s.collect_split(reasoning.clone());
+    let results = futures_util::future::join_all(seqs.into_iter().map(collect)).await;
     let mut out = Vec::new();
     let mut prompt_logprobs = Value::Null;
     for (index, r) in results.into_iter().enumerate() {
-        let (seq, d) = r?;
+        let (seq, d, split, thought) = r?;
         if index == 0 && spec.prompt_logprobs.is_some() {
             prompt_logprobs = prompt_logprobs_json(&st, &d.prompt_logprobs);
         }
@@ -140,7 +146,7 @@ pub async fn chat_completions(
         } else {
             Value::Null
         };
-        let split = reasoning.clone().push(&d.text, true);
+        usage.lock().unwrap().reasoning_tokens += thought;
         out.push(json!({
             "index": index,
             "message": message_json(split),
@@ -239,13 +245,14 @@ async fn tools_reply(
     usage: Arc<Mutex<Usage>>,
     (id, created, model): (String, u64, String),
 ) -> Result<Value, ApiError> {
-    let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
+    let collect = |s: Sequence| s.collect_split(reasoning.clone());
+    let results = futures_util::future::join_all(seqs.into_iter().map(collect)).await;
     let mut choices_out = Vec::new();
     for (index, r) in results.into_iter().enumerate() {
-        let (seq, d) = r?;
+        let (seq, d, split, thought) = r?;
         usage.lock().unwrap().add(index / n, &seq);
+        usage.lock().unwrap().reasoning_tokens += thought;
         let finish = d.finish.unwrap_or("stop");
-        let split = reasoning.clone().push(&d.text, true);
         let (content, calls) = if finish == "stop" {
             plan.parse_reply(&split.content)
         } else {
@@ -301,12 +308,16 @@ fn stream_tools(
         .map(|_| (reasoning.clone(), ToolStream::new(plan.format)))
         .collect();
     let chunk2 = chunk.clone();
+    let usage2 = usage.clone();
     let body = choices(seqs, n, usage.clone()).flat_map(move |item| {
         let mut events = Vec::new();
         match item.result {
             Ok(d) => {
                 let (r, s) = &mut streams[item.index];
-                let split = r.push(&d.text, d.finish.is_some());
+                let split = r.push_tokens(&d.text, d.tokens, d.finish.is_some());
+                if d.finish.is_some() {
+                    usage2.lock().unwrap().reasoning_tokens += r.reasoning_tokens();
+                }
                 if !split.reasoning.is_empty() {
                     let delta = json!({"reasoning_content": split.reasoning});
                     events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
