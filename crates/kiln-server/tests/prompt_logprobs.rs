@@ -224,9 +224,65 @@ async fn vllm_prompt_logprobs_in_completions_and_chat() {
     assert_eq!(with[0]["prompt_logprobs"], c["prompt_logprobs"]);
 }
 
+/// A chat request with tools reports what one without does: its prompt's log-probabilities
+/// (those of the prompt it renders to, scored by `/v1/completions`) and its tokens', whole
+/// and streamed (each on the first chunk that carries what its tokens wrote).
+#[tokio::test]
+async fn with_tools_the_prompt_and_tokens_are_scored() {
+    let tools =
+        json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+    let body = json!({"messages": [{"role": "user", "content": "hello there"}], "tools": tools,
+        "prompt_logprobs": 1, "logprobs": true, "top_logprobs": 2, "max_tokens": 6, "temperature": 0});
+    let (s, c) = post(server(), "/v1/chat/completions", &body).await;
+    assert_eq!(s, 200, "{c}");
+    let (s, r) = post(server(), "/v1/chat/completions/render", &body).await;
+    assert_eq!(s, 200, "{r}");
+    let ids = r["token_ids"].clone();
+    let scored = completion(json!({"prompt": ids, "prompt_logprobs": 1, "max_tokens": 0})).await;
+    let want = scored["choices"][0]["prompt_logprobs"].as_array().unwrap();
+    let got = c["prompt_logprobs"].as_array().unwrap();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(
+        got.len() as u64,
+        c["usage"]["prompt_tokens"].as_u64().unwrap()
+    );
+    for (k, (g, w)) in got.iter().zip(want).enumerate().skip(1) {
+        let id = ids[k].to_string();
+        close(
+            &g[&id]["logprob"],
+            &w[&id]["logprob"],
+            &format!("prompt token {k}"),
+        );
+    }
+    let content = c["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(
+        content.len() as u64,
+        c["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    assert!(
+        content
+            .iter()
+            .all(|e| e["top_logprobs"].as_array().unwrap().len() == 2)
+    );
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let chunks = stream(server(), "/v1/chat/completions", &streamed).await;
+    let with: Vec<&Value> = (chunks.iter())
+        .filter(|c| c.get("prompt_logprobs").is_some())
+        .collect();
+    assert_eq!(with.len(), 1, "{chunks:?}");
+    assert_eq!(with[0]["prompt_logprobs"], c["prompt_logprobs"]);
+    let tokens: Vec<Value> = (chunks.iter())
+        .filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    assert_eq!(tokens[..], content[..]);
+}
+
 #[tokio::test]
 async fn unsupported_prompt_logprobs_requests_are_refused_by_name() {
-    let messages = json!([{"role": "user", "content": "hi"}]);
     for (path, body, param) in [
         (
             "/v1/completions",
@@ -251,12 +307,6 @@ async fn unsupported_prompt_logprobs_requests_are_refused_by_name() {
         (
             "/v1/completions",
             json!({"prompt": "x", "echo": true, "logprobs": 21}),
-            "prompt_logprobs",
-        ),
-        (
-            "/v1/chat/completions",
-            json!({"messages": messages, "prompt_logprobs": 1,
-                "tools": [{"type": "function", "function": {"name": "f"}}]}),
             "prompt_logprobs",
         ),
     ] {

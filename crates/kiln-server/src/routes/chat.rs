@@ -29,12 +29,6 @@ pub async fn chat_completions(
     let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
     let (constraints, opened) = chat_constraints(&st, &req, plan.as_ref(), spec.n, &prompt)?;
     let stream = req.stream.unwrap_or(false);
-    if spec.prompt_logprobs.is_some() && plan.is_some() {
-        return Err(ApiError::bad_param(
-            "prompt_logprobs",
-            "prompt_logprobs is returned by chat completions without tools (or use /v1/completions)",
-        ));
-    }
     let transfer = kv_transfer::plan(
         &st,
         req.kv_transfer_params.as_ref(),
@@ -64,18 +58,29 @@ pub async fn chat_completions(
             .and_then(|o| o.include_usage)
             .unwrap_or(false);
         if stream {
+            let reported = Reported {
+                st: st.clone(),
+                logprobs: logprobs.is_some(),
+                as_ids,
+                prompt: spec.prompt_logprobs.is_some(),
+            };
             return Ok(stream_tools(
                 plan,
                 reasoning,
                 seqs,
-                spec.n,
-                usage,
-                include_usage,
+                (spec.n, usage, include_usage),
+                reported,
                 (id, created, model),
             ));
         }
-        let mut body =
-            tools_reply(plan, reasoning, seqs, spec.n, usage, (id, created, model)).await?;
+        let reported = Reported {
+            st: st.clone(),
+            logprobs: logprobs.is_some(),
+            as_ids,
+            prompt: spec.prompt_logprobs.is_some(),
+        };
+        let ids = (id, created, model);
+        let mut body = tools_reply(plan, reasoning, seqs, spec.n, usage, reported, ids).await?;
         if let Some(seq) = produce {
             body["kv_transfer_params"] = kv_transfer::produced(&st, seq).await;
         }
@@ -237,19 +242,44 @@ fn logprobs_json(st: &Shared, lps: &[TokenLogprob], as_ids: bool) -> Value {
 
 /// A reply under tools, not streamed: each choice runs to the end, then its text is parsed
 /// into `tool_calls` (or content). (Streamed, see [`stream_tools`].)
+/// What a reply under tools reports besides its text, where asked: its tokens'
+/// log-probabilities (`as_ids`: named by id) and its prompt's.
+struct Reported {
+    st: Shared,
+    logprobs: bool,
+    as_ids: bool,
+    prompt: bool,
+}
+
+impl Reported {
+    fn logprobs(&self, lps: &[TokenLogprob]) -> Value {
+        match self.logprobs {
+            true => logprobs_json(&self.st, lps, self.as_ids),
+            false => Value::Null,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn tools_reply(
     plan: ToolPlan,
     reasoning: ReasoningStream,
     seqs: Vec<Sequence>,
     n: usize,
     usage: Arc<Mutex<Usage>>,
+    reported: Reported,
     (id, created, model): (String, u64, String),
 ) -> Result<Value, ApiError> {
     let collect = |s: Sequence| s.collect_split(reasoning.clone());
     let results = futures_util::future::join_all(seqs.into_iter().map(collect)).await;
     let mut choices_out = Vec::new();
+    let mut prompt_logprobs = None;
     for (index, r) in results.into_iter().enumerate() {
         let (seq, d, split, thought) = r?;
+        if index == 0 && reported.prompt {
+            prompt_logprobs = Some(prompt_logprobs_json(&reported.st, &d.prompt_logprobs));
+        }
+        let lp = reported.logprobs(&d.logprobs);
         usage.lock().unwrap().add(index / n, &seq);
         usage.lock().unwrap().reasoning_tokens += thought;
         let finish = d.finish.unwrap_or("stop");
@@ -267,12 +297,12 @@ async fn tools_reply(
         } else {
             plan.finish_reason()
         };
-        choices_out.push((index, split.reasoning, content, calls, finish));
+        choices_out.push((index, split.reasoning, content, calls, finish, lp));
     }
     let usage = usage.lock().unwrap().json();
     let out: Vec<Value> = choices_out
         .into_iter()
-        .map(|(index, reasoning, content, calls, finish)| {
+        .map(|(index, reasoning, content, calls, finish, lp)| {
             let mut message = json!({"role": "assistant", "content": content});
             if !reasoning.is_empty() {
                 message["reasoning_content"] = json!(reasoning);
@@ -280,12 +310,16 @@ async fn tools_reply(
             if !calls.is_empty() {
                 message["tool_calls"] = Value::Array(calls);
             }
-            json!({"index": index, "message": message, "logprobs": null, "finish_reason": finish})
+            json!({"index": index, "message": message, "logprobs": lp, "finish_reason": finish})
         })
         .collect();
-    Ok(json!({
+    let mut body = json!({
         "id": id, "object": "chat.completion", "created": created, "model": model, "choices": out, "usage": usage,
-    }))
+    });
+    if let Some(pl) = prompt_logprobs {
+        body["prompt_logprobs"] = pl;
+    }
+    Ok(body)
 }
 
 /// The streamed reply under tools, each choice's text parsed as it grows and sent as deltas
@@ -295,9 +329,8 @@ fn stream_tools(
     plan: ToolPlan,
     reasoning: ReasoningStream,
     seqs: Vec<Sequence>,
-    n: usize,
-    usage: Arc<Mutex<Usage>>,
-    include_usage: bool,
+    (n, usage, include_usage): (usize, Arc<Mutex<Usage>>, bool),
+    reported: Reported,
     (id, created, model): (String, u64, String),
 ) -> Response {
     let chunk = move |choice: Value| json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]});
@@ -307,12 +340,20 @@ fn stream_tools(
     let mut streams: Vec<(ReasoningStream, ToolStream)> = (0..seqs.len())
         .map(|_| (reasoning.clone(), ToolStream::new(plan.format)))
         .collect();
+    // Per choice, the log-probabilities of tokens no chunk has carried yet (their text held
+    // back); the first choice's prompt log-probabilities until its first chunk.
+    let mut unsent: Vec<Vec<TokenLogprob>> = vec![Vec::new(); streams.len()];
+    let mut prompt: Option<Vec<TokenLogprob>> = None;
     let chunk2 = chunk.clone();
     let usage2 = usage.clone();
     let body = choices(seqs, n, usage.clone()).flat_map(move |item| {
         let mut events = Vec::new();
         match item.result {
             Ok(d) => {
+                unsent[item.index].extend(d.logprobs.iter().cloned());
+                if item.index == 0 && reported.prompt && !d.prompt_logprobs.is_empty() {
+                    prompt = Some(d.prompt_logprobs.clone());
+                }
                 let (r, s) = &mut streams[item.index];
                 let split = r.push_tokens(&d.text, d.tokens, d.finish.is_some());
                 if d.finish.is_some() {
@@ -333,6 +374,16 @@ fn stream_tools(
                         finish
                     };
                     events.push(chunk2(json!({"index": item.index, "delta": {}, "logprobs": null, "finish_reason": finish})));
+                }
+                // The first chunk carries what the tokens before it report.
+                if let Some(first) = events.first_mut() {
+                    let lps = std::mem::take(&mut unsent[item.index]);
+                    first["choices"][0]["logprobs"] = reported.logprobs(&lps);
+                    if item.index == 0
+                        && let Some(pl) = prompt.take()
+                    {
+                        first["prompt_logprobs"] = prompt_logprobs_json(&reported.st, &pl);
+                    }
                 }
             }
             Err(e) => events.push(e.body()),
