@@ -217,6 +217,7 @@ impl Scheduler {
             cpu_blocks_restored: self.kv.cpu_restored_total,
             cpu_blocks_resident: self.kv.num_cpu_stored(),
             kv_blocks_pinned: self.num_pinned_blocks(),
+            penalty_pages_used: self.rows.used_pages(),
             ..self.stats
         }
     }

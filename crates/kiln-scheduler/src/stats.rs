@@ -42,4 +42,6 @@ pub struct SchedulerStats {
     pub kv_blocks_pinned: usize,
     /// Blocks fetched from a prefill server stored in the CPU tier, since start.
     pub imported_blocks: u64,
+    /// Pages of the runner's penalty pool held by running requests' penalty lists.
+    pub penalty_pages_used: usize,
 }

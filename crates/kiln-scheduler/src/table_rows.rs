@@ -64,6 +64,11 @@ impl TableRows {
         }
     }
 
+    /// Penalty pages held by requests.
+    pub fn used_pages(&self) -> usize {
+        self.pages.next - self.pages.free.len()
+    }
+
     /// Penalty pages free.
     pub fn free_pages(&self) -> usize {
         self.pages.free.len() + (self.pages.total - self.pages.next)

@@ -164,12 +164,14 @@ fn the_penalty_pool_is_an_admission_rule() {
             .filter(|s| s.sample.as_ref().is_some_and(|s| s.params.has_penalties()))
             .count();
         assert!(penalised <= 2, "{penalised} penalised requests ran at once");
+        assert!(sim.sched.stats().penalty_pages_used <= 2);
         most = most.max(penalised);
         sim.sched.check_invariants().unwrap();
         assert!(sim.steps < 10_000);
     }
     assert_eq!(most, 2);
     assert_eq!(sim.sched.stats().num_preemptions, 0);
+    assert_eq!(sim.sched.stats().penalty_pages_used, 0);
     for r in &reqs {
         assert_eq!(
             sim.outputs[&r.id],

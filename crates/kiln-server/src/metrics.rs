@@ -187,6 +187,18 @@ impl Metrics {
             s.kv_blocks_used as f64,
         );
         metric(
+            "kiln_penalty_pages_total",
+            "gauge",
+            "Pages of the penalty pool (kiln_core::PENALTY_PAGE entries each) that running requests' penalty lists share.",
+            (info.max_penalty_entries / kiln_core::PENALTY_PAGE) as f64,
+        );
+        metric(
+            "kiln_penalty_pages_used",
+            "gauge",
+            "Pages of the penalty pool held by running requests with penalties or a logit bias.",
+            s.penalty_pages_used as f64,
+        );
+        metric(
             "kiln_kv_blocks_free",
             "gauge",
             "GPU KV cache blocks free (cached ones included).",

@@ -49,6 +49,8 @@ async fn concurrent_streams_match_requests_sent_alone() {
     let m = get_text(&base, "/metrics").await;
     assert_eq!(metric(&m, "kiln_num_requests_running"), 0.0);
     assert_eq!(metric(&m, "kiln_kv_blocks_used"), 0.0);
+    assert_eq!(metric(&m, "kiln_penalty_pages_used"), 0.0);
+    assert!(metric(&m, "kiln_penalty_pages_total") > 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
