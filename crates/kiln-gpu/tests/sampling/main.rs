@@ -8,13 +8,14 @@
 //! the penalty list lacks (an input taken from the previous step, `SampleUniform::pending`).
 //!
 //! This file holds the harness; `draws.rs` greedy and seeded draws, `penalties.rs` the
-//! penalties, `masks.rs` token masks and non-finite logits, `scored.rs` raw log-probs and
-//! scored rows.
+//! penalties, `pages.rs` penalty lists spanning pages of the pool, `masks.rs` token masks
+//! and non-finite logits, `scored.rs` raw log-probs and scored rows.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod draws;
 mod masks;
+mod pages;
 mod penalties;
 mod scored;
 

@@ -1,6 +1,7 @@
 //! HTTP routes, one file per API surface, plus the bits they share.
 
 pub mod chat;
+mod chat_tools;
 pub mod completions;
 pub mod misc;
 pub mod render;
