@@ -233,19 +233,35 @@ fn dispatches_per_step() {
         let mut engine = engine(&ctx, &model, on(config(16, false), family, KvDtype::F16));
         let ids = tokens(9, 17, model.config.vocab_size);
         let table = [0u32, 1];
-        // The whole table, then none of it (the row holds both entries).
-        for (start, end, sent) in [(0, 16, 1), (16, 17, 1), (16, 17, 0)] {
+        // The whole table, then none of it (the row holds both entries); then a penalty
+        // list written, its own launch.
+        let list = [kiln_core::PenaltyToken {
+            token_id: ids[0],
+            output_count: 0,
+            seen: true,
+            bias: 0.0,
+        }];
+        for (start, end, sent, penalty) in [
+            (0, 16, 1, 0),
+            (16, 17, 1, 0),
+            (16, 17, 0, 0),
+            (16, 17, 0, 1),
+        ] {
             let mut batch = chunk(&ids[start..end], start, &table);
             if sent == 0 {
                 batch.seqs[0].table_from = 2;
                 batch.seqs[0].table_tail.clear();
             }
+            if penalty == 1 {
+                let spec = batch.seqs[0].sample.as_mut().unwrap();
+                spec.penalties = kiln_core::PenaltyWrites::whole(&list, 0);
+            }
             pollster::block_on(engine.runner().logits(&batch)).unwrap();
             // The logits call records no sampling.
             assert_eq!(
                 engine.runner().last_dispatches(),
-                sent + 1 + layers * (4 + attention) + 2,
-                "kernels {family}, tokens {start}..{end}, table sent: {sent}"
+                sent + penalty + 1 + layers * (4 + attention) + 2,
+                "kernels {family}, tokens {start}..{end}, table sent: {sent}, penalty list: {penalty}"
             );
         }
     }
