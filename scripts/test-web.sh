@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Browser test of the WebGPU build: headless Chromium on SwiftShader must produce the same greedy
 # token ids as the native engine (lavapipe, WGPU_BACKEND=vulkan) for a tiny random GGUF model,
-# with two generations running at once on one engine, then one alone (timed).
+# with two generations running at once on one engine, then one alone (timed), then one with
+# repetition, presence and frequency penalties.
 #
 # Usage: scripts/test-web.sh            (builds with scripts/build-web.sh first)
 #   SKIP_BUILD=1           reuse web-demo/pkg
@@ -89,9 +90,12 @@ fails = []
 if not web.get("ok"):
     fails.append(f"page failed: {web.get('error') or web.get('gpu_error') or 'unknown'}")
 else:
-    for key in ("prompt_ids", "output_ids", "single_ids"):
+    for key in ("prompt_ids", "output_ids", "single_ids", "penalised_ids"):
         if web.get(key) != native.get(key):
             fails.append(f"{key} differ:\n  native {native.get(key)}\n  web    {web.get(key)}")
+    # The penalties must change the greedy reply, or the comparison above proves nothing.
+    if native.get("penalised_ids") == native.get("single_ids", [])[:24]:
+        fails.append("the penalties did not change the greedy ids")
     if "shader-f16" in web.get("device_features", []):
         fails.append("the device was opened with shader-f16")
     c = web.get("constrained") or {}
@@ -124,6 +128,8 @@ if web.get("limits"):
     print(f"web device limits: {web['limits']['device']}")
 print(f"output ids (native): {native['output_ids']}")
 print(f"output ids (web):    {web.get('output_ids')}")
+print(f"penalised ids (native): {native['penalised_ids']}")
+print(f"penalised ids (web):    {web.get('penalised_ids')}")
 print(f"structured outputs in the page: {web.get('constrained')}")
 print(f"reasoning in the page: {web.get('reasoning')}")
 if web.get("single"):

@@ -3,7 +3,9 @@
 //! the browser build's engine sizes (so both run the same schedule).
 //!
 //! `cargo run -p kiln-web --example web_fixture -- OUT_DIR N PROMPT...` writes
-//! `OUT_DIR/tiny.gguf` and prints `{"adapter", "prompt_ids", "output_ids", "single_ids", "decode_tokens_per_s"}`.
+//! `OUT_DIR/tiny.gguf` and prints `{"adapter", "prompt_ids", "output_ids", "single_ids",
+//! "penalised_ids", "decode_tokens_per_s"}` (`penalised_ids`: the first prompt with
+//! repetition, presence and frequency penalties, greedy).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
 use std::path::PathBuf;
@@ -40,7 +42,7 @@ fn main() {
         .map(|p| model.tokenizer.encode(p, true).expect("encode"))
         .collect();
 
-    let run = |prompts: &[Vec<u32>], n: usize| -> (Vec<Vec<u32>>, f64) {
+    let run = |prompts: &[Vec<u32>], n: usize, sampling: SamplingParams| -> (Vec<Vec<u32>>, f64) {
         let mut engine = Engine::new(
             &ctx,
             &model.config,
@@ -53,7 +55,7 @@ fn main() {
         for (i, p) in prompts.iter().enumerate() {
             engine
                 .add_request(Request {
-                    sampling: SamplingParams::greedy(),
+                    sampling,
                     ignore_eos: true,
                     eos_token_ids: model.config.eos_token_ids.clone(),
                     ..Request::new(i as u64 + 1, p.clone(), n)
@@ -74,13 +76,22 @@ fn main() {
         let rate = (total - prompts.len()) as f64 / (last - first.unwrap()).as_secs_f64().max(1e-9);
         (outs, rate)
     };
-    let (outs, _) = run(&prompt_ids, n);
-    let (single, rate) = run(&prompt_ids[..1], 32);
+    let greedy = SamplingParams::greedy();
+    let (outs, _) = run(&prompt_ids, n, greedy);
+    let (single, rate) = run(&prompt_ids[..1], 32, greedy);
+    let penalties = SamplingParams {
+        repetition_penalty: 1.5,
+        presence_penalty: 0.5,
+        frequency_penalty: 0.3,
+        ..greedy
+    };
+    let (penalised, _) = run(&prompt_ids[..1], 24, penalties);
     let json = serde_json::json!({
         "adapter": ctx.describe(),
         "prompt_ids": prompt_ids,
         "output_ids": outs,
         "single_ids": single[0],
+        "penalised_ids": penalised[0],
         "decode_tokens_per_s": rate,
     });
     println!("{json}");
