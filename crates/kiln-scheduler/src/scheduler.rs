@@ -317,6 +317,11 @@ impl Scheduler {
                     "request {id}: holds a block-table row unless running"
                 ));
             }
+            if st.table.num_pages() > 0 && !self.running.contains(id) {
+                return Err(format!(
+                    "request {id}: holds penalty pages but is not running"
+                ));
+            }
         }
         (self.rows.check(self.requests.values().map(|st| &st.table)))?;
         self.kv.check(&refs)

@@ -177,6 +177,11 @@ impl TableSync {
         }
     }
 
+    /// Penalty pages held.
+    pub fn num_pages(&self) -> usize {
+        self.pages.len()
+    }
+
     /// Penalty pages this row lacks for a list of `entries` entries.
     pub fn pages_needed(&self, entries: usize) -> usize {
         entries
