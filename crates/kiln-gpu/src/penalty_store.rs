@@ -7,6 +7,7 @@
 //! at `pool_base + 3 * (p * PENALTY_PAGE + e)` as (token, output count | seen << 31, bias
 //! bits). The sampler finds entry `i` of a row's list in page `table[i / PENALTY_PAGE]`.
 
+use std::borrow::Cow;
 use std::sync::Mutex;
 
 use kiln_core::{PENALTY_PAGE, PenaltyWrites};
@@ -23,6 +24,8 @@ pub struct PenaltyStore {
     pub raw: wgpu::Buffer,
     pub pages: usize,
     pub pages_per_seq: usize,
+    /// Word of `store` where the pool begins (past every row's page table).
+    pub pool_base: u32,
     writes_words: usize,
     /// Each row's pages and entries, as the store holds them.
     rows: Mutex<Vec<(Vec<u32>, u32)>>,
@@ -48,14 +51,10 @@ impl PenaltyStore {
             raw: ctx.storage("penalty_raw", (entries * 4).max(4) as u64),
             pages,
             pages_per_seq,
+            pool_base: (seqs * pages_per_seq) as u32,
             writes_words,
             rows: Mutex::new(vec![(Vec::new(), 0); seqs]),
         }
-    }
-
-    /// Word of the store where the pool begins.
-    pub fn pool_base(&self) -> u32 {
-        (self.rows.lock().unwrap().len() * self.pages_per_seq) as u32
     }
 
     /// Checks every sampled sequence's writes (`(row, writes)`) against what its row holds
@@ -67,7 +66,7 @@ impl PenaltyStore {
         lists: &[(u32, &PenaltyWrites)],
     ) -> Result<usize, GpuError> {
         let mut rows = self.rows.lock().unwrap();
-        let pool_base = (rows.len() * self.pages_per_seq) as u32;
+        let pool_base = self.pool_base;
         let mut runs = Runs::default();
         runs.reserve(
             lists
@@ -107,8 +106,12 @@ impl PenaltyStore {
                     self.pages
                 )));
             }
-            let mut pages = held[..from].to_vec();
-            pages.extend_from_slice(&w.pages);
+            // Most steps keep the row's pages: copied only when they change.
+            let pages: Cow<[u32]> = if from == held.len() && w.pages.is_empty() {
+                Cow::Borrowed(held)
+            } else {
+                Cow::Owned([&held[..from], &w.pages[..]].concat())
+            };
             if !w.pages.is_empty() {
                 let first = row * self.pages_per_seq as u32 + w.pages_from;
                 runs.push(first, w.pages.iter().copied());
@@ -129,6 +132,10 @@ impl PenaltyStore {
                 runs.push(pool_base + 3 * entry as u32, words);
                 rest = &rest[n..];
             }
+            let pages = match pages {
+                Cow::Owned(p) => Some(p),
+                Cow::Borrowed(_) => None,
+            };
             new_rows.push((row, pages, w.len));
         }
         if runs.encoded_len() > self.writes_words {
@@ -139,7 +146,11 @@ impl PenaltyStore {
             });
         }
         for (row, pages, len) in new_rows {
-            rows[row as usize] = (pages, len);
+            let r = &mut rows[row as usize];
+            if let Some(p) = pages {
+                r.0 = p;
+            }
+            r.1 = len;
         }
         if !runs.is_empty() {
             runs.write(ctx, &self.writes);

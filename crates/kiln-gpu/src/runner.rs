@@ -316,7 +316,7 @@ impl ModelRunner {
             SampleBuffers {
                 sampling: &inputs.sampling,
                 penalties: &inputs.penalties.store,
-                pool_base: inputs.penalties.pool_base(),
+                pool_base: inputs.penalties.pool_base,
                 penalty_raw: &inputs.penalties.raw,
                 masks: &masks,
                 logits: &logits,

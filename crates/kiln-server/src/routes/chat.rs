@@ -57,13 +57,13 @@ pub async fn chat_completions(
             .as_ref()
             .and_then(|o| o.include_usage)
             .unwrap_or(false);
+        let reported = Reported {
+            st: st.clone(),
+            logprobs: logprobs.is_some(),
+            as_ids,
+            prompt: spec.prompt_logprobs.is_some(),
+        };
         if stream {
-            let reported = Reported {
-                st: st.clone(),
-                logprobs: logprobs.is_some(),
-                as_ids,
-                prompt: spec.prompt_logprobs.is_some(),
-            };
             return Ok(stream_tools(
                 plan,
                 reasoning,
@@ -73,12 +73,6 @@ pub async fn chat_completions(
                 (id, created, model),
             ));
         }
-        let reported = Reported {
-            st: st.clone(),
-            logprobs: logprobs.is_some(),
-            as_ids,
-            prompt: spec.prompt_logprobs.is_some(),
-        };
         let ids = (id, created, model);
         let mut body = tools_reply(plan, reasoning, seqs, spec.n, usage, reported, ids).await?;
         if let Some(seq) = produce {
