@@ -52,6 +52,17 @@ pub struct Delta {
     pub stop_string: Option<String>,
 }
 
+impl Delta {
+    /// Appends the delta that follows this one.
+    fn absorb(&mut self, d: Delta) {
+        self.text += &d.text;
+        self.tokens += d.tokens;
+        self.logprobs.extend(d.logprobs);
+        self.prompt_logprobs.extend(d.prompt_logprobs);
+        self.finish = d.finish.or(self.finish);
+    }
+}
+
 pub struct Sequence {
     state: Shared,
     pub id: u64,
@@ -152,11 +163,7 @@ impl Sequence {
     pub async fn collect(mut self) -> Result<(Self, Delta), ApiError> {
         let mut all = Delta::default();
         while let Some(d) = self.next().await? {
-            all.text += &d.text;
-            all.tokens += d.tokens;
-            all.logprobs.extend(d.logprobs);
-            all.prompt_logprobs.extend(d.prompt_logprobs);
-            all.finish = d.finish.or(all.finish);
+            all.absorb(d);
         }
         Ok((self, all))
     }
@@ -172,11 +179,7 @@ impl Sequence {
             let s = reasoning.push_tokens(&d.text, d.tokens, d.finish.is_some());
             split.reasoning += &s.reasoning;
             split.content += &s.content;
-            all.text += &d.text;
-            all.tokens += d.tokens;
-            all.logprobs.extend(d.logprobs);
-            all.prompt_logprobs.extend(d.prompt_logprobs);
-            all.finish = d.finish.or(all.finish);
+            all.absorb(d);
         }
         let n = reasoning.reasoning_tokens();
         Ok((self, all, split, n))
