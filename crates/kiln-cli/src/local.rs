@@ -132,7 +132,7 @@ impl Local {
                     generated += 1;
                     first.get_or_insert_with(Instant::now);
                 }
-                let piece = stream.next(&self.frontend.tokenizer, token, u.finished.is_some())?;
+                let piece = stream.update(&self.frontend.tokenizer, &u)?;
                 out(&piece.text)?;
                 if piece.stopped {
                     self.engine.abort(id);

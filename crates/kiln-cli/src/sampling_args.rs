@@ -74,6 +74,7 @@ impl SamplingArgs {
             prompt_logprobs: None,
             logit_bias: (!self.logit_bias.is_empty())
                 .then(|| self.logit_bias.iter().cloned().collect()),
+            skip_special_tokens: None,
         }
     }
 }

@@ -102,6 +102,7 @@ impl Synthetic {
             dtype: DType::F16,
             generation: Default::default(),
             chat_template: None,
+            extra_special_tokens: Vec::new(),
         }
     }
 }

@@ -124,7 +124,7 @@ impl Generation {
                 self.first.get_or_insert_with(Instant::now);
             }
             let last = u.finished.is_some();
-            let piece = match self.stream.next(&model.frontend.tokenizer, token, last) {
+            let piece = match self.stream.update(&model.frontend.tokenizer, &u) {
                 Ok(p) => p,
                 Err(e) => return Poll::Failed(e.to_string()),
             };

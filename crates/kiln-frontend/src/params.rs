@@ -85,6 +85,10 @@ pub struct GenerationParams {
     /// token's logit before sampling (after the penalties).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logit_bias: Option<std::collections::BTreeMap<String, f32>>,
+    /// vLLM's `skip_special_tokens` (default true): `false` keeps special tokens' text in
+    /// the output (the token that stopped the sequence still writes none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_special_tokens: Option<bool>,
 }
 
 /// Most completions one request may ask for.
@@ -108,12 +112,14 @@ pub struct GenSpec {
     pub cache_salt: Option<String>,
     /// Token ids and their biases, by id (see [`GenerationParams::logit_bias`]).
     pub logit_bias: Vec<(u32, f32)>,
+    /// Whether special tokens write no text (see [`GenerationParams::skip_special_tokens`]).
+    pub skip_special_tokens: bool,
 }
 
 impl GenSpec {
     /// The text of one generated sequence, cut at this request's stop strings.
     pub fn text_stream(&self) -> TextStream {
-        TextStream::new(self.stop.clone())
+        TextStream::new(self.stop.clone(), self.skip_special_tokens)
     }
 }
 
@@ -246,6 +252,7 @@ impl GenerationParams {
             prompt_logprobs,
             cache_salt: self.cache_salt.clone(),
             logit_bias,
+            skip_special_tokens: self.skip_special_tokens.unwrap_or(true),
         })
     }
 }

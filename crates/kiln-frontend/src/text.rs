@@ -1,7 +1,9 @@
 //! [`TextStream`]: one generated sequence's token ids in, text out: decoded incrementally
 //! (whole UTF-8 characters only) and cut before the first stop string, which is never shown.
+//! The token that stopped a sequence (an end-of-sequence or stop token id) writes no text.
 
 use kiln_model::{ModelError, Tokenizer};
+use kiln_scheduler::RequestUpdate;
 
 use crate::{IncrementalDecoder, StopMatcher};
 
@@ -23,12 +25,24 @@ pub struct Piece {
 }
 
 impl TextStream {
-    pub fn new(stop: Vec<String>) -> Self {
+    /// `skip_special`: special tokens write no text.
+    pub fn new(stop: Vec<String>, skip_special: bool) -> Self {
         Self {
-            decoder: IncrementalDecoder::new(true),
+            decoder: IncrementalDecoder::new(skip_special),
             stop: StopMatcher::new(stop),
             stopped: false,
         }
+    }
+
+    /// The text of one of the engine's updates for this sequence.
+    pub fn update(
+        &mut self,
+        tokenizer: &Tokenizer,
+        u: &RequestUpdate,
+    ) -> Result<Piece, ModelError> {
+        let token = u.token.as_ref().filter(|_| !u.ended_by_token);
+        let token = token.map(|t| t.token_id);
+        self.next(tokenizer, token, u.finished.is_some())
     }
 
     /// The text of a step's update: `token` (none when the sequence ended without one) and

@@ -3,9 +3,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use kiln_core::SampledToken;
 use kiln_frontend::{ChatExtras, Frontend, GenerationParams, TextStream};
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
 use kiln_model::{ChatMessage, Model};
+use kiln_scheduler::{FinishReason, RequestUpdate};
 
 /// The front end of a tiny model (its own folder per call: tests run in parallel).
 fn frontend() -> Frontend {
@@ -77,7 +79,7 @@ fn system_prompt_joins_or_leads_the_conversation() {
 /// Feeds `text`'s tokens one by one; returns what the stream let out and whether it stopped.
 fn stream(f: &Frontend, text: &str, stop: &[&str]) -> (String, bool) {
     let ids = f.tokenizer.encode(text, false).unwrap();
-    let mut s = TextStream::new(stop.iter().map(|s| s.to_string()).collect());
+    let mut s = TextStream::new(stop.iter().map(|s| s.to_string()).collect(), true);
     let mut out = String::new();
     for (i, &id) in ids.iter().enumerate() {
         let piece = s.next(&f.tokenizer, Some(id), i + 1 == ids.len()).unwrap();
@@ -106,7 +108,7 @@ fn text_stream_cuts_at_stop_strings_and_keeps_characters_whole() {
     );
     // Every prefix the stream lets out is whole text.
     let ids = f.tokenizer.encode("né à Zürich", false).unwrap();
-    let mut s = TextStream::new(vec![]);
+    let mut s = TextStream::new(vec![], true);
     let mut out = String::new();
     for &id in &ids {
         out += &s.next(&f.tokenizer, Some(id), false).unwrap().text;
@@ -114,6 +116,54 @@ fn text_stream_cuts_at_stop_strings_and_keeps_characters_whole() {
     }
     out += &s.next(&f.tokenizer, None, true).unwrap().text;
     assert_eq!(out, "né à Zürich");
+}
+
+/// The text of `ids` through [`TextStream::update`], the last one ending the sequence (as
+/// the token that stopped it when `ended_by_token`).
+fn updates(f: &Frontend, ids: &[u32], skip_special: bool, ended_by_token: bool) -> String {
+    let mut s = TextStream::new(vec![], skip_special);
+    let mut out = String::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let last = i + 1 == ids.len();
+        let u = RequestUpdate {
+            id: 1,
+            token: Some(SampledToken {
+                token_id: id,
+                logprob: None,
+                top_logprobs: vec![],
+                rank: None,
+            }),
+            prompt_logprobs: vec![],
+            finished: last.then_some(FinishReason::Stop),
+            ended_by_token: last && ended_by_token,
+            num_cached_tokens: 0,
+        };
+        out += &s.update(&f.tokenizer, &u).unwrap().text;
+    }
+    out
+}
+
+#[test]
+fn special_tokens_write_text_only_when_asked_and_never_the_stopping_one() {
+    let f = frontend();
+    let start = f.tokenizer.token_to_id("<|im_start|>").unwrap();
+    let end = f.tokenizer.token_to_id("<|im_end|>").unwrap();
+    let mut ids = vec![start];
+    ids.extend(f.tokenizer.encode("hi there", false).unwrap());
+    ids.push(end);
+    assert_eq!(updates(&f, &ids, true, true), "hi there");
+    assert_eq!(updates(&f, &ids, false, true), "<|im_start|>hi there");
+    // A sequence a grammar ended writes its last token.
+    assert_eq!(
+        updates(&f, &ids, false, false),
+        "<|im_start|>hi there<|im_end|>"
+    );
+    let plain = &ids[1..ids.len() - 1];
+    assert_eq!(updates(&f, plain, true, false), "hi there");
+    // A stop token id that is not special writes nothing either.
+    let before_last = f.tokenizer.decode(&plain[..plain.len() - 1], true).unwrap();
+    assert_eq!(updates(&f, plain, true, true), before_last);
+    assert_ne!(before_last, "hi there");
 }
 
 #[test]

@@ -57,6 +57,9 @@ pub struct RequestUpdate {
     /// The first prompt token is never scored.
     pub prompt_logprobs: Vec<SampledToken>,
     pub finished: Option<FinishReason>,
+    /// `token` is an end-of-sequence or stop token id and ended the sequence: it writes no
+    /// text of its own.
+    pub ended_by_token: bool,
     /// Prompt tokens served from the prefix cache (GPU or CPU tier) when first admitted.
     pub num_cached_tokens: usize,
 }

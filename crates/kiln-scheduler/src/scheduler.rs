@@ -198,6 +198,7 @@ impl Scheduler {
             token: None,
             prompt_logprobs: Vec::new(),
             finished: Some(FinishReason::Abort),
+            ended_by_token: false,
             num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
         })
     }

@@ -133,11 +133,7 @@ impl Sequence {
             delta.prompt_logprobs.extend(scored);
             let out = self
                 .text
-                .next(
-                    tok,
-                    u.token.as_ref().map(|t| t.token_id),
-                    u.finished.is_some(),
-                )
+                .update(tok, &u)
                 .map_err(|e| self.fail(e.to_string()))?;
             delta.text += &out.text;
             if out.stopped {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tool_format::{MISTRAL_OPEN, ToolFormat};
+use crate::tool_format::{MISTRAL_ARGS, MISTRAL_OPEN, ToolFormat};
 
 /// A reply's prefix, parsed: its content so far and its calls so far (a call's name once
 /// complete, its arguments' raw JSON text so far).
@@ -65,6 +65,26 @@ pub fn partial(format: ToolFormat, text: &str) -> Partial {
                 }
                 None if body.is_empty() => {}
                 _ => p.content = text.to_string(),
+            }
+        }
+        ToolFormat::MistralArgs { .. } => {
+            // Text, then `[TOOL_CALLS]name[ARGS]{..}` per call (the markers kept in the text).
+            let Some(start) = text.find(MISTRAL_OPEN) else {
+                p.content = held_back(text, MISTRAL_OPEN).trim().to_string();
+                return p;
+            };
+            p.content = text[..start].trim().to_string();
+            let mut rest = &text[start..];
+            while let Some(call) = rest.strip_prefix(MISTRAL_OPEN) {
+                let Some((name, args)) = call.split_once(MISTRAL_ARGS) else {
+                    break;
+                };
+                let args = args.trim_start();
+                let end = json_value_end(args);
+                let written = &args[..end.unwrap_or(args.len())];
+                p.calls.push((name.trim().to_string(), written.to_string()));
+                let Some(end) = end else { break };
+                rest = args[end..].trim_start();
             }
         }
         ToolFormat::Llama3 => {
@@ -372,5 +392,32 @@ mod tests {
         }
         assert_eq!(partial(f, "[TOOL_CA").content, "");
         assert_eq!(partial(f, "[ {\"na").content, "");
+    }
+
+    #[test]
+    fn later_mistral_streams_text_then_each_call() {
+        let f = ToolFormat::MistralArgs {
+            open: None,
+            args: None,
+        };
+        let text =
+            r#"Let me [look]. [TOOL_CALLS]get[ARGS]{"q": "a}[TOOL_CALLS]"}[TOOL_CALLS]put[ARGS]{}"#;
+        let (content, calls) = replay(f, text);
+        let (whole_content, whole_calls) = f.parse(text);
+        assert_eq!(content, whole_content.unwrap());
+        assert_eq!(calls, whole_calls);
+        assert_eq!(
+            calls,
+            vec![
+                ("get".into(), r#"{"q": "a}[TOOL_CALLS]"}"#.into()),
+                ("put".into(), "{}".into())
+            ]
+        );
+        assert_eq!(content, "Let me [look].");
+        // A name is sent once `[ARGS]` ends it.
+        assert!(partial(f, "[TOOL_CALLS]ge").calls.is_empty());
+        assert_eq!(partial(f, "Hi [TOOL_CA").content, "Hi");
+        let (content, calls) = replay(f, "Plain [answer].");
+        assert_eq!((content.as_str(), calls.len()), ("Plain [answer].", 0));
     }
 }

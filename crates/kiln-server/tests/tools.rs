@@ -1,6 +1,8 @@
 //! Tool calls in a model's own format: the tiny random model given Qwen2.5's chat template,
 //! which renders the tools itself and expects Hermes-style `<tool_call>` blocks (and Llama
-//! 3.2's, bare JSON calls; and Mistral-Nemo's, `[TOOL_CALLS]` and a JSON array). The prompt is checked through the render endpoint; `required` and
+//! 3.2's, bare JSON calls; Mistral-Nemo's, `[TOOL_CALLS]` and a JSON array; and a template
+//! in the later Mistral form, `[TOOL_CALLS]name[ARGS]{..}`). The prompt is checked through
+//! the render endpoint; `required` and
 //! named calls must come back as valid calls (the grammar writes the syntax, the random model
 //! only picks within it).
 
@@ -20,11 +22,40 @@ const LLAMA_TEMPLATE: &str =
 const MISTRAL_TEMPLATE: &str =
     include_str!("../../kiln-model/tests/data/chat_templates/mistral-nemo.jinja");
 
+/// A template in the later Mistral form (Mistral Small 3.1 on, Devstral, Ministral 3): tools
+/// in `[AVAILABLE_TOOLS]`, each past call `[TOOL_CALLS]name[ARGS]arguments`, results in
+/// `[TOOL_RESULTS]`. Written here after those models' templates, shortened.
+const MISTRAL_ARGS_TEMPLATE: &str = concat!(
+    "{{- bos_token }}{%- set loop_messages = messages %}",
+    "{%- if messages[0]['role'] == 'system' %}",
+    "{{- '[SYSTEM_PROMPT]' + messages[0]['content'] + '[/SYSTEM_PROMPT]' }}",
+    "{%- set loop_messages = messages[1:] %}{%- endif %}",
+    "{%- if tools %}{{- '[AVAILABLE_TOOLS]' + (tools | tojson) + '[/AVAILABLE_TOOLS]' }}{%- endif %}",
+    "{%- for message in loop_messages %}",
+    "{%- if message['role'] == 'user' %}{{- '[INST]' + message['content'] + '[/INST]' }}",
+    "{%- elif message['role'] == 'assistant' %}",
+    "{%- if message['content'] %}{{- message['content'] }}{%- endif %}",
+    "{%- for call in message['tool_calls'] or [] %}",
+    "{%- set arguments = call['function']['arguments'] %}",
+    "{%- if arguments is not string %}{%- set arguments = arguments | tojson %}{%- endif %}",
+    "{{- '[TOOL_CALLS]' + call['function']['name'] + '[ARGS]' + arguments }}",
+    "{%- endfor %}{{- eos_token }}",
+    "{%- elif message['role'] == 'tool' %}",
+    "{{- '[TOOL_RESULTS]' + message['content'] + '[/TOOL_RESULTS]' }}",
+    "{%- endif %}{%- endfor %}",
+);
+
 fn tiny_with(template: &str) -> String {
+    tiny_with_specials(template, &[])
+}
+
+/// The tiny model with `template` and `specials` as more special tokens.
+fn tiny_with_specials(template: &str, specials: &[&str]) -> String {
     start_tiny_model(&kiln_model::testing::TinyConfig {
         chat_template: Some(template.into()),
         // The tiny tokenizer spends a token on most characters of the tool descriptions.
         max_position_embeddings: 2048,
+        extra_special_tokens: specials.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
     })
 }
@@ -351,4 +382,68 @@ async fn mistral_calls_follow_its_opener_with_nine_character_ids() {
     }
     assert!(finished > 0, "no choice finished");
     compare_streamed(&base, mistral_id).await;
+}
+
+#[tokio::test]
+async fn later_mistral_calls_are_named_then_marked_by_args() {
+    // Both markers special tokens, as in those models' tokenizers: the reply is read with
+    // them kept, and their text never reaches the client.
+    let base = tiny_with_specials(MISTRAL_ARGS_TEMPLATE, &["[TOOL_CALLS]", "[ARGS]"]);
+    let body = json!({"model": "tiny", "tools": tools(), "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "-3 C"}
+    ]});
+    let text = rendered_by(&base, &body).await;
+    assert!(text.contains("[AVAILABLE_TOOLS][{"), "{text}");
+    assert!(
+        text.contains(r#"[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}"#),
+        "{text}"
+    );
+    assert!(text.contains("[TOOL_RESULTS]-3 C[/TOOL_RESULTS]"), "{text}");
+
+    let mut finished = 0;
+    for seed in 0..3 {
+        let ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required", "seed": seed,
+            "temperature": 1.0, "max_tokens": 200, "n": 2,
+            "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
+        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
+        assert_eq!(s, 200, "{r}");
+        for c in r["choices"].as_array().unwrap() {
+            if c["finish_reason"] == "length" {
+                continue;
+            }
+            assert_eq!(c["finish_reason"], "tool_calls", "{c}");
+            assert!(c["message"]["content"].is_null(), "{c}");
+            assert!(
+                check_calls_with(c, &["get_weather", "add"], mistral_id) >= 1,
+                "{c}"
+            );
+            finished += 1;
+        }
+    }
+    assert!(finished > 0, "no choice finished");
+    compare_streamed(&base, mistral_id).await;
+
+    // Under `auto` the random model writes text, calls after it, or both: its text carries
+    // no marker and no end-of-sequence text.
+    let mut finished = 0;
+    for seed in 0..6 {
+        let ask = json!({"model": "tiny", "tools": tools(), "seed": seed, "max_tokens": 120,
+            "temperature": 1.0, "messages": [{"role": "user", "content": "hi"}]});
+        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
+        assert_eq!(s, 200, "{r}");
+        let c = &r["choices"][0];
+        if c["finish_reason"] == "length" {
+            continue;
+        }
+        let content = c["message"]["content"].as_str().unwrap_or_default();
+        for special in ["[TOOL_CALLS]", "[ARGS]", "<|im_end|>", "<|endoftext|>"] {
+            assert!(!content.contains(special), "{c}");
+        }
+        check_calls_with(c, &["get_weather", "add"], mistral_id);
+        finished += 1;
+    }
+    assert!(finished > 0, "no auto reply finished");
 }

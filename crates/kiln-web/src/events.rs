@@ -97,7 +97,7 @@ pub(crate) fn handle(
     }
     let piece = chat
         .text
-        .next(&frontend.tokenizer, token_id, u.finished.is_some())
+        .update(&frontend.tokenizer, &u)
         .unwrap_or_default();
     let mut finished = u.finished;
     if piece.stopped && finished.is_none() {

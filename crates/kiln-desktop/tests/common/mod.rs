@@ -53,10 +53,7 @@ pub fn greedy_reply(model: &Path, user: &str) -> String {
     let mut text = String::new();
     while engine.has_unfinished() {
         for u in pollster::block_on(engine.step()).unwrap() {
-            let token = u.token.map(|t| t.token_id);
-            let piece = stream
-                .next(&frontend.tokenizer, token, u.finished.is_some())
-                .unwrap();
+            let piece = stream.update(&frontend.tokenizer, &u).unwrap();
             text += &piece.text;
         }
     }

@@ -65,6 +65,9 @@ pub struct TinyConfig {
     pub generation: GenerationDefaults,
     /// The chat template; ChatML when `None`.
     pub chat_template: Option<String>,
+    /// More special tokens for the Hugging Face folder's tokenizer (numbered after the tiny
+    /// tokenizer's own).
+    pub extra_special_tokens: Vec<String>,
 }
 
 impl Default for TinyConfig {
@@ -91,6 +94,7 @@ impl Default for TinyConfig {
             dtype: DType::F32,
             generation: GenerationDefaults::default(),
             chat_template: None,
+            extra_special_tokens: Vec::new(),
         }
     }
 }
@@ -315,7 +319,12 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         ("config.json", serde_json::to_vec_pretty(&config)),
         (
             "tokenizer.json",
-            serde_json::to_vec(&tiny_tokenizer::tokenizer_json()),
+            serde_json::to_vec(&tiny_tokenizer::tokenizer_json_with(
+                &cfg.extra_special_tokens
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            )),
         ),
         (
             "tokenizer_config.json",

@@ -79,8 +79,15 @@ pub fn eos_id() -> u32 {
 }
 
 pub fn tokenizer_json() -> Value {
-    let toks = tokens();
+    tokenizer_json_with(&[])
+}
+
+/// The tokenizer with `extra_specials` as more special tokens, numbered after [`tokens`]
+/// (a model's own markers, such as a tool-call opener).
+pub fn tokenizer_json_with(extra_specials: &[&str]) -> Value {
+    let mut toks = tokens();
     let first_special = toks.len() - SPECIALS.len();
+    toks.extend(extra_specials.iter().map(|s| s.to_string()));
     let vocab: serde_json::Map<String, Value> = toks
         .iter()
         .enumerate()

@@ -127,6 +127,7 @@ impl Scheduler {
                 token,
                 prompt_logprobs,
                 finished,
+                ended_by_token: stop,
                 num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
             });
             if finished.is_some() {

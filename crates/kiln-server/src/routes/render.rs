@@ -128,12 +128,19 @@ pub fn checked_chat(
         }
         (false, _) => None,
     };
-    let spec = st.gen_spec(
+    let mut spec = st.gen_spec(
         &req.sampling,
         req.max_completion_tokens.or(req.sampling.max_tokens),
         logprobs,
     )?;
     let (plan, prompt) = chat_prompt(st, req)?;
+    // Calls in a format marked by special tokens are read from text that keeps them.
+    if plan
+        .as_ref()
+        .is_some_and(|p| p.format.keeps_special_tokens())
+    {
+        spec.skip_special_tokens = false;
+    }
     let max_tokens = st.check_prompt(&prompt, spec.max_tokens, None)?;
     Ok((spec, plan, prompt, max_tokens))
 }

@@ -1,9 +1,11 @@
 //! How a model writes tool calls. A chat template that reads `tools` describes them itself
 //! and was trained on its own call syntax: Hermes-style `<tool_call>{..}</tool_call>` blocks
 //! (Qwen2.5, Qwen3, Hermes), Llama 3.x's bare `{"name": .., "parameters": {..}}`, or
-//! Mistral's `[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]` (with 9-character call ids).
-//! Templates without tools get kiln's generic format (see `tools.rs`). Detected from the
-//! template text.
+//! Mistral's `[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]` (with 9-character call ids),
+//! or its later `[TOOL_CALLS]name[ARGS]{..}` per call (see `mistral.rs`). Templates without
+//! tools get kiln's generic format (see `tools.rs`). Detected from the template text.
+
+mod mistral;
 
 use kiln_engine::{Grammar, compact_schema};
 use kiln_model::{ChatTemplate, Tokenizer};
@@ -23,11 +25,21 @@ pub enum ToolFormat {
     /// reply. `open`: the opener's id where the tokenizer has it as a special token (its
     /// text is then never in the decoded reply); `None`: written as text.
     Mistral { open: Option<u32> },
+    /// `[TOOL_CALLS]name[ARGS]{..}` for each call, after any text: Mistral Small 3.1 and
+    /// later, Devstral, Magistral, Ministral 3. `open`, `args`: the two markers' ids where the
+    /// tokenizer has them as special tokens. The reply is decoded with its special tokens
+    /// (see [`ToolFormat::keeps_special_tokens`]), so the markers are in its text either way.
+    MistralArgs {
+        open: Option<u32>,
+        args: Option<u32>,
+    },
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
 const HERMES_CLOSE: &str = "</tool_call>";
 pub const MISTRAL_OPEN: &str = "[TOOL_CALLS]";
+/// What ends a call's name in the later Mistral form.
+pub const MISTRAL_ARGS: &str = "[ARGS]";
 /// The length of the call ids Mistral's templates require (ASCII letters and digits).
 const MISTRAL_ID_LEN: usize = 9;
 
@@ -53,16 +65,20 @@ impl ToolFormat {
     pub fn detect(template: Option<&ChatTemplate>, tokenizer: &Tokenizer) -> ToolFormat {
         match template {
             Some(t) if t.reads_tools() && t.source().contains(HERMES_OPEN) => ToolFormat::Hermes,
-            // Not the later form `[TOOL_CALLS]name[ARGS]{..}`, which has no format here.
-            Some(t)
-                if t.reads_tools()
-                    && t.source().contains(MISTRAL_OPEN)
-                    && !t.source().contains("[ARGS]") =>
-            {
-                ToolFormat::Mistral {
-                    open: tokenizer
-                        .token_to_id(MISTRAL_OPEN)
-                        .filter(|&id| tokenizer.is_special(id)),
+            Some(t) if t.reads_tools() && t.source().contains(MISTRAL_OPEN) => {
+                let special = |marker| {
+                    tokenizer
+                        .token_to_id(marker)
+                        .filter(|&id| tokenizer.is_special(id))
+                };
+                let open = special(MISTRAL_OPEN);
+                if t.source().contains(MISTRAL_ARGS) {
+                    ToolFormat::MistralArgs {
+                        open,
+                        args: special(MISTRAL_ARGS),
+                    }
+                } else {
+                    ToolFormat::Mistral { open }
                 }
             }
             Some(t) if t.reads_tools() && t.source().contains("\"parameters\": ") => {
@@ -76,7 +92,7 @@ impl ToolFormat {
     /// templates refuse others when the call comes back), `call-` and 16 hex digits otherwise.
     pub fn new_call_id(self) -> String {
         match self {
-            ToolFormat::Mistral { .. } => {
+            ToolFormat::Mistral { .. } | ToolFormat::MistralArgs { .. } => {
                 use rand::Rng;
                 let mut rng = rand::rng();
                 (0..MISTRAL_ID_LEN)
@@ -94,7 +110,7 @@ impl ToolFormat {
     pub fn template_call_id(self, id: &str) -> String {
         let fits = id.len() == MISTRAL_ID_LEN && id.bytes().all(|b| b.is_ascii_alphanumeric());
         match self {
-            ToolFormat::Mistral { .. } if !fits => {
+            ToolFormat::Mistral { .. } | ToolFormat::MistralArgs { .. } if !fits => {
                 // FNV-1a over the id's bytes, written in base 62.
                 let mut h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                     (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -114,6 +130,13 @@ impl ToolFormat {
     /// Whether the template is given the tools and the assistant's past calls as data.
     pub fn is_native(self) -> bool {
         self != ToolFormat::Generic
+    }
+
+    /// Whether a reply that may call tools is decoded with its special tokens' text (vLLM's
+    /// `skip_special_tokens: false`): the later Mistral form's markers are special tokens,
+    /// and without them a call's name and arguments would run together.
+    pub fn keeps_special_tokens(self) -> bool {
+        matches!(self, ToolFormat::MistralArgs { .. })
     }
 
     /// The JSON object of one call to one of `offered` (name, then arguments), in the key
@@ -171,30 +194,10 @@ impl ToolFormat {
                 "start: TEXT | call\nTEXT: /([^{{](?s:.*))?/\ncall: %json {schema}\n"
             )),
             ToolFormat::Mistral { open } => {
-                let opener = match open {
-                    Some(id) => format!("<[{id}]>"),
-                    None => kiln_engine::lark_string(MISTRAL_OPEN),
-                };
-                let mut calls =
-                    json!({"type": "array", "items": self.call_schema(offered), "minItems": 1});
-                if !parallel {
-                    calls["maxItems"] = json!(1);
-                }
-                let calls = compact_schema(calls);
-                // An answer may be any text but what would read as calls: the opener written
-                // out, or a JSON array of objects (a special opener leaves no text of its
-                // own, so the calls are known by what follows it).
-                let start = if auto {
-                    format!(
-                        "start: TEXT | call\nTEXT: /(?s:.*)/ & ~/{o}(?s:.*)/ & ~/\\s*\\[\\s*\\{{(?s:.*)/\n",
-                        o = regex_escape(MISTRAL_OPEN),
-                    )
-                } else {
-                    "start: call\n".to_string()
-                };
-                Grammar::Lark(format!(
-                    "{start}call: {opener} \" \"? body\nbody: %json {calls}\n"
-                ))
+                mistral::array_grammar(open, self.call_schema(offered), auto, parallel)
+            }
+            ToolFormat::MistralArgs { open, args } => {
+                mistral::named_grammar(open, args, offered, auto, parallel)
             }
             _ => Grammar::JsonSchema(self.call_schema(offered)),
         }
@@ -238,23 +241,8 @@ impl ToolFormat {
                     None => whole(),
                 }
             }
-            ToolFormat::Mistral { .. } => {
-                let body = text.trim();
-                let body = body.strip_prefix(MISTRAL_OPEN).unwrap_or(body).trim_start();
-                if !body.starts_with('[') {
-                    return whole();
-                }
-                let calls: Option<Vec<_>> = match serde_json::from_str::<Value>(body) {
-                    Ok(Value::Array(items)) if !items.is_empty() => {
-                        items.iter().map(|v| call(v, &["arguments"])).collect()
-                    }
-                    _ => None,
-                };
-                match calls {
-                    Some(calls) => (None, calls),
-                    None => whole(),
-                }
-            }
+            ToolFormat::Mistral { .. } => mistral::parse_array(text, |v| call(v, &["arguments"])),
+            ToolFormat::MistralArgs { .. } => mistral::parse_named(text),
             ToolFormat::Generic => whole(),
         }
     }

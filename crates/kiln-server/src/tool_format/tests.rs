@@ -54,16 +54,13 @@ fn grammars_name_the_offered_tools() {
 
 /// The tiny tokenizer, with Mistral's opener as one more special token when `opener`.
 fn tiny_tokenizer(opener: bool) -> kiln_model::Tokenizer {
-    use kiln_model::testing::tiny_tokenizer;
-    let mut json = tiny_tokenizer::tokenizer_json();
-    if opener {
-        let id = tiny_tokenizer::tokens().len();
-        json["model"]["vocab"][MISTRAL_OPEN] = json!(id);
-        json["added_tokens"].as_array_mut().unwrap().push(json!({
-            "id": id, "content": MISTRAL_OPEN, "single_word": false, "lstrip": false,
-            "rstrip": false, "normalized": false, "special": true,
-        }));
-    }
+    let specials: &[&str] = if opener { &[MISTRAL_OPEN] } else { &[] };
+    tiny_tokenizer_with(specials)
+}
+
+/// The tiny tokenizer with `specials` as more special tokens.
+fn tiny_tokenizer_with(specials: &[&str]) -> kiln_model::Tokenizer {
+    let json = kiln_model::testing::tiny_tokenizer::tokenizer_json_with(specials);
     let bytes = serde_json::to_vec(&json).unwrap();
     kiln_model::Tokenizer::from_json_bytes(&bytes, "tiny").unwrap()
 }
@@ -165,7 +162,20 @@ fn the_format_is_read_from_the_template() {
     assert_eq!(detect(mistral, &with_opener), ToolFormat::Mistral { open });
     // The later `[TOOL_CALLS]name[ARGS]{..}` form, and templates without tools.
     let later = "{% if tools %}{% endif %}[TOOL_CALLS]{{ name }}[ARGS]";
-    assert_eq!(detect(later, &plain), ToolFormat::Generic);
+    let (open, args) = (None, None);
+    assert_eq!(
+        detect(later, &plain),
+        ToolFormat::MistralArgs { open, args }
+    );
+    let both = tiny_tokenizer_with(&[MISTRAL_OPEN, MISTRAL_ARGS]);
+    let (open, args) = (
+        both.token_to_id(MISTRAL_OPEN),
+        both.token_to_id(MISTRAL_ARGS),
+    );
+    assert!(open.is_some() && args.is_some());
+    assert_eq!(detect(later, &both), ToolFormat::MistralArgs { open, args });
+    assert!(ToolFormat::MistralArgs { open, args }.keeps_special_tokens());
+    assert!(!ToolFormat::Mistral { open }.keeps_special_tokens());
     assert_eq!(detect("[TOOL_CALLS][", &plain), ToolFormat::Generic);
     let hermes = "{% if tools %}<tool_call>{% endif %}";
     assert_eq!(detect(hermes, &plain), ToolFormat::Hermes);
@@ -240,4 +250,135 @@ fn mistral_grammars_hold_calls_after_the_opener_text_or_token() {
     assert!(!accepts_ids(&tok, &required, &bracket, &spelled));
     assert!(!accepts_ids(&tok, &auto, &bracket, &spelled));
     assert!(!accepts_ids(&tok, &required, &[], "It is"));
+}
+
+#[test]
+fn later_mistral_replies_are_text_then_named_calls() {
+    let f = ToolFormat::MistralArgs {
+        open: None,
+        args: None,
+    };
+    let text = "Let me look.[TOOL_CALLS]get[ARGS]{\"city\": \"Oslo\"}[TOOL_CALLS]put[ARGS]{}";
+    let want = vec![
+        ("get".to_string(), r#"{"city": "Oslo"}"#.to_string()),
+        ("put".to_string(), "{}".to_string()),
+    ];
+    assert_eq!(f.parse(text), (Some("Let me look.".into()), want.clone()));
+    let calls_only = &text["Let me look.".len()..];
+    assert_eq!(f.parse(calls_only), (None, want));
+    // Arguments that hold the markers' text are still one call.
+    let tricky = r#"[TOOL_CALLS]say[ARGS]{"s": "[TOOL_CALLS]x[ARGS]{}"}"#;
+    let said = vec![("say".into(), r#"{"s": "[TOOL_CALLS]x[ARGS]{}"}"#.into())];
+    assert_eq!(f.parse(tricky), (None, said));
+    for text in [
+        "Oslo is cold.",
+        "[TOOL_CALLS]get",
+        "[TOOL_CALLS]get[ARGS]{\"city\": ",
+        "[TOOL_CALLS]get[ARGS][1]",
+        "[TOOL_CALLS][ARGS]{}",
+        "[TOOL_CALLS]get[ARGS]{} and more",
+    ] {
+        assert_eq!(f.parse(text), (Some(text.into()), vec![]), "{text}");
+    }
+}
+
+/// Whether `grammar` lets `parts` (token ids, or text in `tok`'s tokens) through, then EOS.
+fn accepts_parts(tok: &kiln_model::Tokenizer, grammar: &Grammar, parts: &[Part]) -> bool {
+    let eos = kiln_model::testing::tiny_tokenizer::eos_id();
+    let factory = kiln_engine::ConstraintFactory::new(tok, &[eos], tok.vocab_size()).unwrap();
+    let mut c = factory.compile(grammar).unwrap();
+    for part in parts {
+        let ids = match part {
+            Part::Id(id) => vec![*id],
+            Part::Text(t) => tok.encode(t, false).unwrap(),
+        };
+        for t in ids {
+            if !c.allows(t).unwrap() {
+                return false;
+            }
+            c.consume(t).unwrap();
+        }
+    }
+    c.allows(eos).unwrap()
+}
+
+enum Part<'a> {
+    Id(u32),
+    Text(&'a str),
+}
+
+#[test]
+fn later_mistral_grammars_hold_each_call_to_its_tool() {
+    let offered = [
+        (
+            "get",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}),
+        ),
+        ("put", json!({"type": "object"})),
+    ];
+    let oslo = r#"{"city": "Oslo"}"#;
+    // The markers as text (a tokenizer without them).
+    let f = ToolFormat::MistralArgs {
+        open: None,
+        args: None,
+    };
+    let auto = f.calls_grammar(&offered, true, true);
+    let call = format!("[TOOL_CALLS]get[ARGS]{oslo}");
+    assert!(accepts(&auto, "It is cold in Oslo."));
+    assert!(accepts(&auto, ""));
+    assert!(accepts(&auto, &call));
+    assert!(accepts(
+        &auto,
+        &format!("Let me look.{call}[TOOL_CALLS]put[ARGS]{{}}")
+    ));
+    assert!(!accepts(&auto, "[TOOL_CALLS]drop[ARGS]{}"));
+    assert!(!accepts(&auto, "[TOOL_CALLS]get[ARGS]{}"));
+    assert!(!accepts(&auto, &format!("{call} and more text")));
+    let single = f.calls_grammar(&offered, true, false);
+    assert!(accepts(&single, &call));
+    assert!(!accepts(&single, &format!("{call}{call}")));
+    let required = f.calls_grammar(&offered, false, true);
+    assert!(accepts(&required, &format!("{call}{call}")));
+    assert!(!accepts(&required, &format!("Hm.{call}")));
+
+    // The markers special tokens: only those tokens mark a call, never their text.
+    let tok = tiny_tokenizer_with(&[MISTRAL_OPEN, MISTRAL_ARGS]);
+    let open = tok.token_to_id(MISTRAL_OPEN).unwrap();
+    let args = tok.token_to_id(MISTRAL_ARGS).unwrap();
+    let f = ToolFormat::MistralArgs {
+        open: Some(open),
+        args: Some(args),
+    };
+    use Part::{Id, Text};
+    let auto = f.calls_grammar(&offered, true, true);
+    let get = [Id(open), Text("get"), Id(args), Text(oslo)];
+    assert!(accepts_parts(&tok, &auto, &get));
+    assert!(accepts_parts(&tok, &auto, &[Text("It is cold.")]));
+    assert!(accepts_parts(&tok, &auto, &[]));
+    let text_then_two = [
+        Text("Let me look."),
+        Id(open),
+        Text("get"),
+        Id(args),
+        Text(oslo),
+        Id(open),
+        Text("put"),
+        Id(args),
+        Text("{}"),
+    ];
+    assert!(accepts_parts(&tok, &auto, &text_then_two));
+    // The markers' text in ordinary tokens does not open a call.
+    let spelled = [Text("["), Text(&call[1..])];
+    assert!(!accepts_parts(&tok, &auto, &spelled));
+    assert!(!accepts_parts(
+        &tok,
+        &auto,
+        &[Id(open), Text("get"), Id(args), Text("{}")]
+    ));
+    let spelled_args = [Id(open), Text("get"), Text("["), Text("ARGS]"), Text(oslo)];
+    assert!(!accepts_parts(&tok, &auto, &spelled_args));
+    let required = f.calls_grammar(&offered, false, false);
+    assert!(accepts_parts(&tok, &required, &get));
+    assert!(!accepts_parts(&tok, &required, &text_then_two));
+    assert!(!accepts_parts(&tok, &required, &[Text("It is")]));
 }
