@@ -2,7 +2,9 @@
 # Browser test of the WebGPU build: headless Chromium on SwiftShader must produce the same greedy
 # token ids as the native engine (lavapipe, WGPU_BACKEND=vulkan) for a tiny random GGUF model,
 # with two generations running at once on one engine, then one alone (timed), then one with
-# repetition, presence and frequency penalties.
+# repetition, presence and frequency penalties; then the demo page itself, driven through its
+# controls (web-demo/test/demo.html): its greedy and penalised replies must be the native
+# front end's, a stop string must cut the reply, and so on.
 #
 # Usage: scripts/test-web.sh            (builds with scripts/build-web.sh first)
 #   SKIP_BUILD=1           reuse web-demo/pkg
@@ -48,6 +50,7 @@ WGPU_BACKEND=vulkan "$fixture" "$work" "$N" "${prompts[@]}" > "$work/native.json
 mkdir "$work/site"
 for f in web-demo/*; do ln -s "$root/$f" "$work/site/"; done
 ln -s "$work/tiny.gguf" "$work/site/tiny.gguf"
+ln -s "$work/tiny-think.gguf" "$work/site/tiny-think.gguf"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
@@ -57,6 +60,12 @@ webgpu_flags=${CHROMIUM_WEBGPU_FLAGS-"--enable-unsafe-webgpu --use-webgpu-adapte
 run_page() {
   local model=$1 out=$2 timeout=$3 query
   query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64"}))' "$model" "$prompts_json" "$N")
+  run_url "test.html?$query" "$out" "$timeout" "$model"
+}
+
+# Opens page $1 (a path and query under the site), leaving the JSON it posts in $2.
+run_url() {
+  local url=$1 out=$2 timeout=$3 profile=$4
   python3 web-demo/test/server.py "$work/site" "$port" "$timeout" "$out" &
   local server=$!
   pids+=("$server")
@@ -64,9 +73,9 @@ run_page() {
   "$chrome" --headless=new --no-sandbox --disable-gpu-sandbox \
     $webgpu_flags \
     --disable-background-networking --disable-component-update --no-first-run --no-default-browser-check \
-    --user-data-dir="$work/profile-$model" --enable-logging=stderr --v=0 --remote-debugging-port=0 \
+    --user-data-dir="$work/profile-$profile" --enable-logging=stderr --v=0 --remote-debugging-port=0 \
     ${CHROMIUM_EXTRA_FLAGS:-} \
-    "http://127.0.0.1:$port/test.html?$query" > "$work/chromium.log" 2>&1 &
+    "http://127.0.0.1:$port/$url" > "$work/chromium.log" 2>&1 &
   local browser=$!
   pids+=("$browser")
   local rc=0
@@ -139,6 +148,60 @@ if web.get("single"):
 for f in fails:
     print("MISMATCH: " + f, file=sys.stderr)
 print(f"{0 if fails else 1} passed, {len(fails)} failed")
+sys.exit(1 if fails else 0)
+PY
+
+echo "test-web: the demo page driven through its controls (web-demo/test/demo.html)" >&2
+# The stop string: two printable ASCII characters from inside the native greedy reply.
+stop=$(python3 - "$work/native.json" <<'PY'
+import json, sys
+text = json.load(open(sys.argv[1]))["demo"]["greedy"]["text"]
+pick = next((text[i:i + 2] for i in range(3, len(text) - 1)
+             if all(c.isascii() and c.isprintable() for c in text[i:i + 2])), None)
+if pick is None:
+    sys.exit(f"no stop string to try in the greedy reply {text!r}")
+print(pick)
+PY
+)
+demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","stop":sys.argv[1]}))' "$stop")
+run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
+python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
+import json, sys
+native, page = (json.load(open(p)) for p in sys.argv[1:3])
+stop = sys.argv[3]
+want = native["demo"]
+fails = []
+def same(key, got, expected):
+    got = got or {}
+    if any(got.get(k) != expected[k] for k in ("text", "reasoning", "finished")):
+        fails.append(f"{key}: page {got}, native {expected}")
+if not page.get("ok"):
+    fails.append(f"page failed: {page.get('error')}")
+else:
+    same("greedy reply", page["greedy"], want["greedy"])
+    same("penalised reply", page["penalised"], want["penalised"])
+    if want["penalised"]["text"] == want["greedy"]["text"]:
+        fails.append("the penalties did not change the reply")
+    cut = want["greedy"]["text"]
+    same(f"reply with stop string {stop!r}", page["stopped"],
+         {"text": cut[:cut.index(stop)], "reasoning": "", "finished": "stop"})
+    if page["choice"].get("text") not in ("yes", "no", "maybe") or page["choice"].get("finished") != "stop":
+        fails.append(f"'one of' output: {page['choice']}")
+    if page["bad_schema"].get("text") is not None or "error" not in (page["bad_schema"].get("error") or ""):
+        fails.append(f"a schema that is not JSON was not refused in the chat: {page['bad_schema']}")
+    for i, got in enumerate(page["together"]):
+        same(f"chat {i} of two at once", got, want["greedy"])
+    if page["stop_button"].get("finished") != "abort":
+        fails.append(f"the Stop button did not abort the reply: {page['stop_button']}")
+    # The random model never closes the block its prompt opened: all of it is reasoning.
+    same("reply of a model that reasons", page["thinking"], want["thinking"])
+    if not want["thinking"]["reasoning"] or want["thinking"]["text"]:
+        fails.append(f"the native reply of the reasoning model is not all reasoning: {want['thinking']}")
+print(f"demo page: {page.get('loaded')}")
+print(f"demo page replies: {json.dumps({k: v for k, v in page.items() if k not in ('ok', 'loaded')}, ensure_ascii=False)}")
+for f in fails:
+    print("MISMATCH: " + f, file=sys.stderr)
+print(f"demo page: {0 if fails else 1} passed, {len(fails)} failed")
 sys.exit(1 if fails else 0)
 PY
 

@@ -4,17 +4,22 @@
 //!
 //! `cargo run -p kiln-web --example web_fixture -- OUT_DIR N PROMPT...` writes
 //! `OUT_DIR/tiny.gguf` and prints `{"adapter", "prompt_ids", "output_ids", "single_ids",
-//! "penalised_ids", "decode_tokens_per_s"}` (`penalised_ids`: the first prompt with
-//! repetition, presence and frequency penalties, greedy).
+//! "penalised_ids", "decode_tokens_per_s", "demo"}` (`penalised_ids`: the first prompt with
+//! repetition, presence and frequency penalties, greedy; `demo`: the demo page's replies to
+//! "Hello" through the shared front end, greedy and penalised, and greedy from
+//! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, as
+//! `{text, reasoning, finished}`).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kiln_engine::{Engine, Request, SamplingParams};
+use kiln_engine::{Engine, FinishReason, Request, SamplingParams};
+use kiln_frontend::{Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
+use kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE;
 use kiln_model::testing::{TinyConfig, write_tiny_gguf};
-use kiln_model::{DType, Model};
+use kiln_model::{ChatMessage, DType, Model};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -86,6 +91,17 @@ fn main() {
         ..greedy
     };
     let (penalised, _) = run(&prompt_ids[..1], 24, penalties);
+    let think = out_dir.join("tiny-think.gguf");
+    let think_cfg = TinyConfig {
+        chat_template: Some(THINK_TEMPLATE.into()),
+        ..TinyConfig::default()
+    };
+    write_tiny_gguf(&think, &think_cfg, 7, DType::Q8_0).expect("write tiny think gguf");
+    let demo = serde_json::json!({
+        "greedy": demo_reply(&ctx, &path, DEMO_GREEDY),
+        "penalised": demo_reply(&ctx, &path, DEMO_PENALISED),
+        "thinking": demo_reply(&ctx, &think, DEMO_GREEDY),
+    });
     let json = serde_json::json!({
         "adapter": ctx.describe(),
         "prompt_ids": prompt_ids,
@@ -93,6 +109,55 @@ fn main() {
         "single_ids": single[0],
         "penalised_ids": penalised[0],
         "decode_tokens_per_s": rate,
+        "demo": demo,
     });
     println!("{json}");
+}
+
+/// The demo page's sampling panel in the browser test (`web-demo/test/demo.html`): greedy,
+/// then with penalties.
+const DEMO_GREEDY: &str = r#"{"temperature": 0, "top_p": 1, "top_k": 0, "min_p": 0,
+    "repetition_penalty": 1, "presence_penalty": 0, "frequency_penalty": 0, "max_tokens": 16}"#;
+const DEMO_PENALISED: &str = r#"{"temperature": 0, "top_p": 1, "top_k": 0, "min_p": 0,
+    "repetition_penalty": 1.5, "presence_penalty": 0.5, "frequency_penalty": 0.3, "max_tokens": 16}"#;
+
+/// The reply to the user message "Hello" with `params`, as the page's chat makes it: the
+/// chat template, the shared front end's request, text stream and reasoning split, the page's
+/// engine sizes.
+fn demo_reply(ctx: &GpuContext, path: &std::path::Path, params: &str) -> serde_json::Value {
+    let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
+    let params: GenerationParams = serde_json::from_str(params).expect("params");
+    let spec = params.resolve(&frontend.defaults, None).expect("spec");
+    let prompt = frontend
+        .chat_tokens(vec![ChatMessage::new("user", "Hello")], None)
+        .expect("chat prompt");
+    let max_tokens = spec.max_tokens.expect("max_tokens");
+    let mut engine = Engine::new(
+        ctx,
+        &config,
+        &weights,
+        kiln_web::engine_config(64 << 20, 8),
+        &mut |_, _| {},
+    )
+    .expect("engine");
+    engine
+        .add_request(frontend.request(&spec, 1, prompt.clone(), max_tokens, 0, 0))
+        .expect("add_request");
+    let reasoning = ReasoningFormat::detect(frontend.chat_template.as_ref());
+    let mut split = reasoning.stream(reasoning.opened_by_ids(&frontend.tokenizer, &prompt));
+    let (mut stream, mut text, mut finished) = (spec.text_stream(), String::new(), None);
+    let mut thought = String::new();
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).expect("step") {
+            let piece = stream.update(&frontend.tokenizer, &u).expect("text");
+            let s = split.push(&piece.text, u.finished.is_some());
+            (text, thought) = (text + &s.content, thought + &s.reasoning);
+            finished = finished.or(u.finished);
+        }
+    }
+    let finished = match finished {
+        Some(FinishReason::Length) => "length",
+        _ => "stop",
+    };
+    serde_json::json!({"text": text, "reasoning": thought, "finished": finished})
 }
