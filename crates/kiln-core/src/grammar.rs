@@ -17,6 +17,19 @@ pub enum Grammar {
     Lark(String),
     /// `grammar` after the reasoning of a model that thinks in `<think>` blocks: a block
     /// first, then the grammar (optional block). `opened`: the prompt opened the block, so
-    /// the output starts with its reasoning and `</think>`.
-    AfterReasoning { opened: bool, grammar: Box<Grammar> },
+    /// the output starts with its reasoning and `</think>`. `budget`: at most this many
+    /// tokens inside the block, after which `</think>` is written for the model.
+    AfterReasoning {
+        opened: bool,
+        budget: Option<usize>,
+        grammar: Box<Grammar>,
+    },
+}
+
+impl Grammar {
+    /// Any text at all (what a reasoning budget holds after the block when nothing else is
+    /// asked for).
+    pub fn any_text() -> Grammar {
+        Grammar::Lark("start: /(?s:.*)/\n".into())
+    }
 }

@@ -2,7 +2,8 @@
 //! once from the tokenizer's token bytes), one [`Constraint`] (an llguidance matcher) per
 //! sequence. Each step the engine asks every constrained sequence for its allowed-token
 //! bitmask while the GPU runs the forward pass, the sampler masks with it, and the sampled
-//! token is fed back. Any matcher error fails that request (fail closed).
+//! token is fed back. Any matcher error fails that request (fail closed). A reasoning budget
+//! (`reasoning_budget.rs`) rides on the matcher, narrowing its mask to `</think>` once spent.
 
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{Value, json};
+
+use crate::reasoning_budget::Budget;
 
 /// The JSON layout kiln asks for: compact separators with one space, no free whitespace, so
 /// a small model cannot run away in indentation.
@@ -43,7 +46,10 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
             TopLevelGrammar::from_lark(format!("start: {}", alts.join(" | ")))
         }
         Grammar::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
-        Grammar::AfterReasoning { opened, grammar } => {
+        // The budget is the constraint's (see `ConstraintFactory::compile`).
+        Grammar::AfterReasoning {
+            opened, grammar, ..
+        } => {
             // The reasoning up to the first `</think>` (a lazy lexeme, which ends where the
             // tag does), whitespace, then the answer's grammar, referenced by name.
             let mut answer = to_llguidance(grammar);
@@ -66,6 +72,9 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
 pub struct ConstraintFactory {
     factory: Arc<ParserFactory>,
     vocab: usize,
+    /// Each token's bytes, and `</think>` as tokens (for reasoning budgets).
+    words: Arc<Vec<Vec<u8>>>,
+    close: Arc<[u32]>,
 }
 
 impl ConstraintFactory {
@@ -87,9 +96,14 @@ impl ConstraintFactory {
         let mut factory =
             ParserFactory::new_simple(&env).map_err(|e| format!("constrained decoding: {e}"))?;
         factory.set_stderr_log_level(0);
+        let close = tokenizer
+            .encode("</think>", false)
+            .map_err(|e| format!("constrained decoding: {e}"))?;
         Ok(Self {
             factory: Arc::new(factory),
             vocab: words.len(),
+            words: Arc::new(words),
+            close: close.into(),
         })
     }
 
@@ -100,9 +114,21 @@ impl ConstraintFactory {
             .create_parser(to_llguidance(grammar))
             .map_err(|e| e.to_string())?;
         let matcher = Matcher::new(Ok(parser));
+        let budget = match grammar {
+            Grammar::AfterReasoning {
+                opened,
+                budget: Some(n),
+                ..
+            } => Some((
+                Budget::new(*n, *opened, self.close.clone()),
+                self.words.clone(),
+            )),
+            _ => None,
+        };
         Ok(Constraint {
             matcher,
             words: mask_words(self.vocab),
+            budget,
         })
     }
 }
@@ -111,6 +137,8 @@ impl ConstraintFactory {
 pub struct Constraint {
     matcher: Matcher,
     words: usize,
+    /// A reasoning budget, with each token's bytes.
+    budget: Option<(Budget, Arc<Vec<Vec<u8>>>)>,
 }
 
 impl Constraint {
@@ -122,6 +150,16 @@ impl Constraint {
             .map_err(|e| e.to_string())?;
         let mut words = v.as_slice().to_vec();
         words.resize(self.words, 0);
+        if let Some(t) = self.budget.as_ref().and_then(|(b, _)| b.forced()) {
+            let (word, bit) = (t as usize / 32, 1 << (t % 32));
+            if words.get(word).is_none_or(|w| w & bit == 0) {
+                return Err(format!(
+                    "the reasoning budget is spent, but the grammar does not allow `</think>` (token {t}) here"
+                ));
+            }
+            words.fill(0);
+            words[word] = bit;
+        }
         Ok(words)
     }
 
@@ -140,7 +178,14 @@ impl Constraint {
 
     /// Advances past `token`; an error means the token broke the grammar.
     pub fn consume(&mut self, token: u32) -> Result<(), String> {
-        self.matcher.consume_token(token).map_err(|e| e.to_string())
+        self.matcher
+            .consume_token(token)
+            .map_err(|e| e.to_string())?;
+        if let Some((budget, words)) = &mut self.budget {
+            let bytes = words.get(token as usize).map_or(&[][..], Vec::as_slice);
+            budget.consume(token, bytes);
+        }
+        Ok(())
     }
 
     /// Whether the output so far is a complete match.
@@ -159,12 +204,19 @@ mod tests {
     use super::*;
     use kiln_model::testing::tiny_tokenizer;
 
-    /// Whether `grammar` lets the tiny tokenizer's tokens of `text` through, then EOS.
-    fn accepts(grammar: &Grammar, text: &str) -> bool {
+    /// The tiny tokenizer and its factory.
+    fn tiny() -> (Tokenizer, ConstraintFactory) {
         let json = serde_json::to_vec(&tiny_tokenizer::tokenizer_json()).unwrap();
         let tok = Tokenizer::from_json_bytes(&json, "tiny").unwrap();
         let eos = tiny_tokenizer::eos_id();
         let factory = ConstraintFactory::new(&tok, &[eos], tok.vocab_size()).unwrap();
+        (tok, factory)
+    }
+
+    /// Whether `grammar` lets the tiny tokenizer's tokens of `text` through, then EOS.
+    fn accepts(grammar: &Grammar, text: &str) -> bool {
+        let (tok, factory) = tiny();
+        let eos = tiny_tokenizer::eos_id();
         let mut c = factory.compile(grammar).unwrap();
         for t in tok.encode(text, false).unwrap() {
             if !c.allows(t).unwrap() {
@@ -189,6 +241,7 @@ mod tests {
         for inner in kinds {
             let after = |opened| Grammar::AfterReasoning {
                 opened,
+                budget: None,
                 grammar: Box::new(inner.clone()),
             };
             // The model opens the block, or not.
@@ -213,6 +266,59 @@ mod tests {
             assert!(!accepts(&g, "Let me see."), "{inner:?}");
             // The answer's own grammar holds after the block.
             assert!(!accepts(&g, "x</think>{\"b\": 1}"), "{inner:?}");
+        }
+    }
+
+    /// The tokens `c`'s mask allows.
+    fn allowed(c: &mut Constraint) -> Vec<u32> {
+        let mask = c.mask().unwrap();
+        (0..mask.len() as u32 * 32)
+            .filter(|&t| mask[t as usize / 32] & (1 << (t % 32)) != 0)
+            .collect()
+    }
+
+    #[test]
+    fn a_reasoning_budget_writes_the_closing_tag_once_spent() {
+        let (tok, factory) = tiny();
+        let eos = tiny_tokenizer::eos_id();
+        let answer = Grammar::JsonObject;
+        let g = |opened, budget| Grammar::AfterReasoning {
+            opened,
+            budget: Some(budget),
+            grammar: Box::new(answer.clone()),
+        };
+        let close = tok.encode("</think>", false).unwrap();
+        let xyz = tok.encode("xyz", false).unwrap();
+        assert_eq!(xyz.len(), 3);
+        for (opened, lead) in [(true, ""), (false, "<think>")] {
+            let mut c = factory.compile(&g(opened, 3)).unwrap();
+            for t in tok.encode(&format!("{lead}xyz"), false).unwrap() {
+                assert!(c.allows(t).unwrap());
+                c.consume(t).unwrap();
+            }
+            // Spent: only the tag's tokens, in order.
+            for &t in &close {
+                assert_eq!(allowed(&mut c), [t]);
+                c.consume(t).unwrap();
+            }
+            // Then the answer's grammar, free again.
+            assert!(allowed(&mut c).len() > 1);
+            for t in tok.encode("{}", false).unwrap() {
+                c.consume(t).unwrap();
+            }
+            assert!(c.allows(eos).unwrap());
+        }
+        // A block closed within the budget (its closing tag's tokens count), or no block at
+        // all, is not bounded.
+        let mut c = factory.compile(&g(true, 1 + close.len())).unwrap();
+        for t in tok.encode("x</think>{\"abcdef\": 1}", false).unwrap() {
+            assert!(c.allows(t).unwrap());
+            c.consume(t).unwrap();
+        }
+        let mut c = factory.compile(&g(false, 1)).unwrap();
+        for t in tok.encode("{\"abcdef\": 1}", false).unwrap() {
+            assert!(c.allows(t).unwrap());
+            c.consume(t).unwrap();
         }
     }
 }

@@ -9,6 +9,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod overlap;
+mod reasoning_budget;
 mod step;
 mod transfer;
 

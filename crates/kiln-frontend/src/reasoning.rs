@@ -63,9 +63,26 @@ impl ReasoningFormat {
             ReasoningFormat::None => grammar,
             ReasoningFormat::Think => Grammar::AfterReasoning {
                 opened,
+                budget: None,
                 grammar: Box::new(grammar),
             },
         }
+    }
+
+    /// A reply whose reasoning may take at most `budget` tokens, then `grammar` (any text
+    /// when `None`); `None` for a model that does not reason in blocks, which has no
+    /// reasoning to bound.
+    pub fn budgeted(
+        self,
+        grammar: Option<Grammar>,
+        opened: bool,
+        budget: usize,
+    ) -> Option<Grammar> {
+        (self == ReasoningFormat::Think).then(|| Grammar::AfterReasoning {
+            opened,
+            budget: Some(budget),
+            grammar: Box::new(grammar.unwrap_or_else(Grammar::any_text)),
+        })
     }
 }
 
@@ -276,9 +293,20 @@ mod tests {
             ReasoningFormat::Think.grammar(g.clone(), true),
             Grammar::AfterReasoning {
                 opened: true,
-                grammar: Box::new(g)
+                budget: None,
+                grammar: Box::new(g.clone())
             }
         );
+        assert_eq!(ReasoningFormat::None.budgeted(None, true, 9), None);
+        let budgeted = ReasoningFormat::Think.budgeted(Some(g), false, 9);
+        assert!(matches!(
+            budgeted,
+            Some(Grammar::AfterReasoning {
+                opened: false,
+                budget: Some(9),
+                ..
+            })
+        ));
     }
 
     #[test]

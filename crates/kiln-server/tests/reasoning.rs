@@ -183,3 +183,73 @@ async fn usage_counts_the_reasoning_tokens() {
         );
     }
 }
+
+/// `thinking_token_budget` bounds the block: once spent, `</think>` is written for the random
+/// model (which never closes one itself) and the reply goes on as its answer. The Messages
+/// API's `thinking` budget is the same bound.
+#[tokio::test]
+async fn a_thinking_budget_closes_the_block() {
+    let (split, raw_server) = servers();
+    let body = |budget: Value| {
+        json!({"model": "tiny", "temperature": 0.0, "max_tokens": 30,
+            "messages": [{"role": "user", "content": "Why?"}],
+            "chat_template_kwargs": {"enable_thinking": true}, "thinking_token_budget": budget})
+    };
+    // A budget the reply cannot reach: the same constrained sampling (which keeps the text
+    // whole UTF-8), never forced.
+    let unbounded = text_of(
+        &message(split, &body(json!(1000))).await,
+        "reasoning_content",
+    );
+    let (s, r) = post(split, "/v1/chat/completions", &body(json!(5))).await;
+    assert_eq!(s, 200, "{r}");
+    let m = &r["choices"][0]["message"];
+    let reasoning = text_of(m, "reasoning_content");
+    // The same greedy start, cut after five tokens.
+    assert!(
+        !reasoning.is_empty() && unbounded.starts_with(&reasoning),
+        "{m} {unbounded:?}"
+    );
+    assert!(reasoning.len() < unbounded.len(), "{m}");
+    let (s, t) = post(
+        split,
+        "/tokenize",
+        &json!({"model": "tiny", "prompt": "</think>"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let close = t["tokens"].as_array().unwrap().len() as u64;
+    let usage = &r["usage"];
+    assert_eq!(
+        usage["completion_tokens_details"]["reasoning_tokens"],
+        json!(5 + close),
+        "{usage}"
+    );
+    // The answer after the block: the rest of the tokens.
+    let answer = usage["completion_tokens"].as_u64().unwrap() - 5 - close;
+    assert!(
+        answer > 0 || r["choices"][0]["finish_reason"] == "stop",
+        "{r}"
+    );
+    assert_eq!(
+        streamed(split, &body(json!(5))).await,
+        (reasoning.clone(), text_of(m, "content"))
+    );
+    // A server that does not split has no reasoning to bound.
+    let raw = |b| async move { text_of(&message(raw_server, &b).await, "content") };
+    assert_eq!(raw(body(json!(5))).await, raw(body(Value::Null)).await);
+    let (s, e) = post(split, "/v1/chat/completions", &body(json!(-1))).await;
+    assert_eq!(
+        (s, e["error"]["param"].as_str()),
+        (400, Some("thinking_token_budget"))
+    );
+
+    let ask = json!({"model": "tiny", "max_tokens": 30, "temperature": 0.0,
+        "thinking": {"type": "enabled", "budget_tokens": 5},
+        "messages": [{"role": "user", "content": "Why?"}]});
+    let (s, msg) = post(split, "/v1/messages", &ask).await;
+    assert_eq!(s, 200, "{msg}");
+    let blocks = msg["content"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "thinking", "{msg}");
+    assert_eq!(blocks[0]["thinking"], json!(reasoning), "{msg}");
+}

@@ -51,19 +51,48 @@ fn bad(param: &str, m: impl Into<String>) -> ApiError {
 }
 
 impl MessagesRequest {
-    /// The chat request, generating at most `max_tokens`.
-    pub fn to_chat(&self, max_tokens: i64) -> Result<ChatRequest, ApiError> {
-        if let Some(t) = self
-            .thinking
-            .as_ref()
-            .filter(|t| t["type"] != "disabled" && !t.is_null())
-        {
-            return Err(bad(
+    /// `thinking`: whether the template is told to think, and the reasoning budget.
+    /// `{"type": "enabled", "budget_tokens": N}` (1 <= N < `max_tokens`, as Anthropic's API
+    /// asks) bounds a reasoning model's `<think>` block to N tokens; a model that does not
+    /// reason writes none. `{"type": "disabled"}` tells the template not to think.
+    fn thinking(&self, max_tokens: i64) -> Result<(Option<bool>, Option<i64>), ApiError> {
+        let Some(t) = self.thinking.as_ref().filter(|t| !t.is_null()) else {
+            return Ok((None, None));
+        };
+        match t["type"].as_str() {
+            Some("disabled") => Ok((Some(false), None)),
+            Some("enabled") => match t["budget_tokens"].as_i64() {
+                Some(n) if (1..max_tokens).contains(&n) => Ok((Some(true), Some(n))),
+                Some(n) => Err(bad(
+                    "thinking",
+                    format!(
+                        "budget_tokens must be at least 1 and less than max_tokens ({max_tokens}), not {n}"
+                    ),
+                )),
+                None => Err(bad(
+                    "thinking",
+                    "thinking {\"type\": \"enabled\"} needs budget_tokens, an integer",
+                )),
+            },
+            _ => Err(bad(
                 "thinking",
                 format!(
-                    "thinking {t} is not supported: the model reasons as its chat template lets it (see chat_template_kwargs)"
+                    "thinking is {{\"type\": \"enabled\", \"budget_tokens\": N}} or {{\"type\": \"disabled\"}}, not {t}"
                 ),
-            ));
+            )),
+        }
+    }
+
+    /// The chat request, generating at most `max_tokens`.
+    pub fn to_chat(&self, max_tokens: i64) -> Result<ChatRequest, ApiError> {
+        let (enable_thinking, budget) = self.thinking(max_tokens)?;
+        // Templates that switch thinking (Qwen3's) are told, unless the request says itself.
+        let mut kwargs = self.chat_template_kwargs.clone();
+        if let Some(on) = enable_thinking {
+            kwargs
+                .get_or_insert_with(Default::default)
+                .entry("enable_thinking")
+                .or_insert(json!(on));
         }
         let mut messages = Vec::new();
         if let Some(system) = self.system.as_ref().filter(|s| !s.is_null()) {
@@ -122,7 +151,8 @@ impl MessagesRequest {
             tools,
             tool_choice,
             parallel_tool_calls: parallel,
-            chat_template_kwargs: self.chat_template_kwargs.clone(),
+            chat_template_kwargs: kwargs,
+            thinking_token_budget: budget,
             stream: self.stream,
             stream_options: None,
             kv_transfer_params: None,
@@ -333,10 +363,37 @@ mod tests {
             let e = req(body).to_chat(1).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{}", e.message);
         }
-        assert!(
-            req(json!({"max_tokens": 1, "messages": [], "thinking": {"type": "disabled"}}))
-                .to_chat(1)
-                .is_ok()
+        for thinking in [
+            json!({"type": "enabled"}),
+            json!({"type": "adaptive"}),
+            json!(true),
+        ] {
+            let body = json!({"max_tokens": 9, "messages": [], "thinking": thinking});
+            let e = req(body).to_chat(9).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some("thinking"), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn thinking_reaches_the_template_and_bounds_the_reasoning() {
+        let chat = |thinking: Value, kwargs: Value| {
+            let body = json!({"max_tokens": 9, "messages": [], "thinking": thinking,
+                "chat_template_kwargs": kwargs});
+            req(body).to_chat(9).unwrap()
+        };
+        let on = chat(json!({"type": "enabled", "budget_tokens": 4}), Value::Null);
+        assert_eq!(on.thinking_token_budget, Some(4));
+        assert_eq!(on.chat_template_kwargs.unwrap()["enable_thinking"], true);
+        let off = chat(json!({"type": "disabled"}), Value::Null);
+        assert_eq!(off.thinking_token_budget, None);
+        assert_eq!(off.chat_template_kwargs.unwrap()["enable_thinking"], false);
+        // The request's own template variable wins.
+        let own = chat(
+            json!({"type": "enabled", "budget_tokens": 8}),
+            json!({"enable_thinking": false}),
         );
+        assert_eq!(own.chat_template_kwargs.unwrap()["enable_thinking"], false);
+        let none = chat(Value::Null, Value::Null);
+        assert!(none.chat_template_kwargs.is_none() && none.thinking_token_budget.is_none());
     }
 }

@@ -94,6 +94,7 @@ impl ResponsesRequest {
             other => other.clone(),
         });
         Ok(ChatRequest {
+            thinking_token_budget: None,
             model: self.model.clone(),
             messages: items::messages(self.instructions.as_deref(), &all)?,
             max_completion_tokens: self.max_output_tokens,

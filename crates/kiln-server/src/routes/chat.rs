@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use super::chat_tools::{Reported, stream_tools, tools_reply};
 use super::{logprob_entry, now_s, prompt_logprobs_json, random_id};
+use kiln_frontend::ReasoningFormat;
+
 use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
@@ -184,26 +186,39 @@ pub fn chat_constraints(
     )?;
     // A model that thinks does so before the grammar holds its answer.
     let opened = st.reasoning.opened_by_ids(&st.model.tokenizer, prompt);
-    let constraints = match (plan, requested.map(|g| st.reasoning.grammar(g, opened))) {
+    let (grammar, param) = match (plan, requested) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_param(
                 "response_format",
                 "response_format cannot be combined with tools unless tool_choice is none",
             ));
         }
-        (Some(p), None) => st.compile(&st.reasoning.grammar(p.grammar(), opened), n, "tools")?,
-        (None, Some(g)) => st.compile(
-            &g,
-            n,
-            if req.response_format.is_some() {
-                "response_format"
-            } else {
-                "structured_outputs"
-            },
-        )?,
-        (None, None) => Vec::new(),
+        (Some(p), None) => (Some(p.grammar()), "tools"),
+        (None, Some(g)) if req.response_format.is_some() => (Some(g), "response_format"),
+        (None, g) => (g, "structured_outputs"),
+    };
+    let grammar = match (grammar, thinking_budget(st, req)?) {
+        (g, Some(budget)) => st.reasoning.budgeted(g, opened, budget),
+        (g, None) => g.map(|g| st.reasoning.grammar(g, opened)),
+    };
+    let constraints = match grammar {
+        Some(g) => st.compile(&g, n, param)?,
+        None => Vec::new(),
     };
     Ok((constraints, opened))
+}
+
+/// The request's reasoning budget where the model reasons in blocks (a model that does not
+/// writes no reasoning, within any budget).
+fn thinking_budget(st: &Shared, req: &ChatRequest) -> Result<Option<usize>, ApiError> {
+    match req.thinking_token_budget {
+        Some(n) if n < 0 => Err(ApiError::bad_param(
+            "thinking_token_budget",
+            "thinking_token_budget must be 0 or more",
+        )),
+        Some(n) if st.reasoning == ReasoningFormat::Think => Ok(Some(n as usize)),
+        _ => Ok(None),
+    }
 }
 
 /// A streamed chunk's delta: reasoning and answer text, `content` also when there is
