@@ -334,13 +334,7 @@ async fn mistral_calls_follow_its_opener_with_nine_character_ids() {
     let base = tiny_with(MISTRAL_TEMPLATE);
     // A past call whose id is not Mistral's renders (the template raises on such ids): the
     // call and the tool message answering it are given the same 9-character id.
-    let body = json!({"model": "tiny", "tools": tools(), "messages": [
-        {"role": "user", "content": "Weather in Oslo?"},
-        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "-3 C"}
-    ]});
-    let text = rendered_by(&base, &body).await;
+    let text = rendered_by(&base, &round_trip()).await;
     assert!(
         text.contains(
             r#"[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "get_weather""#
@@ -361,54 +355,28 @@ async fn mistral_calls_follow_its_opener_with_nine_character_ids() {
         "{text}"
     );
 
-    let mut finished = 0;
-    for seed in 0..3 {
-        let ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required", "seed": seed,
-            "temperature": 1.0, "max_tokens": 200, "n": 2,
-            "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
-        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
-        assert_eq!(s, 200, "{r}");
-        for c in r["choices"].as_array().unwrap() {
-            if c["finish_reason"] == "length" {
-                continue;
-            }
-            assert_eq!(c["finish_reason"], "tool_calls", "{c}");
-            assert!(
-                check_calls_with(c, &["get_weather", "add"], mistral_id) >= 1,
-                "{c}"
-            );
-            finished += 1;
-        }
-    }
-    assert!(finished > 0, "no choice finished");
-    compare_streamed(&base, mistral_id).await;
+    required_calls_are_mistrals(&base).await;
 }
 
-#[tokio::test]
-async fn later_mistral_calls_are_named_then_marked_by_args() {
-    // Both markers special tokens, as in those models' tokenizers: the reply is read with
-    // them kept, and their text never reaches the client.
-    let base = tiny_with_specials(MISTRAL_ARGS_TEMPLATE, &["[TOOL_CALLS]", "[ARGS]"]);
-    let body = json!({"model": "tiny", "tools": tools(), "messages": [
+/// A call to `get_weather` with an id of kiln's form, and the tool's answer.
+fn round_trip() -> Value {
+    json!({"model": "tiny", "tools": tools(), "messages": [
         {"role": "user", "content": "Weather in Oslo?"},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
             "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "-3 C"}
-    ]});
-    let text = rendered_by(&base, &body).await;
-    assert!(text.contains("[AVAILABLE_TOOLS][{"), "{text}");
-    assert!(
-        text.contains(r#"[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}"#),
-        "{text}"
-    );
-    assert!(text.contains("[TOOL_RESULTS]-3 C[/TOOL_RESULTS]"), "{text}");
+    ]})
+}
 
+/// Sampled `required` replies from `base` (a Mistral template) that finish are calls only,
+/// with Mistral's ids, and stream as they are whole.
+async fn required_calls_are_mistrals(base: &str) {
     let mut finished = 0;
     for seed in 0..3 {
         let ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required", "seed": seed,
             "temperature": 1.0, "max_tokens": 200, "n": 2,
             "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
-        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
+        let (s, r) = post(base, "/v1/chat/completions", &ask).await;
         assert_eq!(s, 200, "{r}");
         for c in r["choices"].as_array().unwrap() {
             if c["finish_reason"] == "length" {
@@ -424,7 +392,23 @@ async fn later_mistral_calls_are_named_then_marked_by_args() {
         }
     }
     assert!(finished > 0, "no choice finished");
-    compare_streamed(&base, mistral_id).await;
+    compare_streamed(base, mistral_id).await;
+}
+
+#[tokio::test]
+async fn later_mistral_calls_are_named_then_marked_by_args() {
+    // Both markers special tokens, as in those models' tokenizers: the reply is read with
+    // them kept, and their text never reaches the client.
+    let base = tiny_with_specials(MISTRAL_ARGS_TEMPLATE, &["[TOOL_CALLS]", "[ARGS]"]);
+    let text = rendered_by(&base, &round_trip()).await;
+    assert!(text.contains("[AVAILABLE_TOOLS][{"), "{text}");
+    assert!(
+        text.contains(r#"[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}"#),
+        "{text}"
+    );
+    assert!(text.contains("[TOOL_RESULTS]-3 C[/TOOL_RESULTS]"), "{text}");
+
+    required_calls_are_mistrals(&base).await;
 
     // Under `auto` the random model writes text, calls after it, or both: its text carries
     // no marker and no end-of-sequence text.
