@@ -1,5 +1,5 @@
 //! `POST /v1/chat/completions` under tools: each choice's text read as calls or content,
-//! whole (parsed once finished) or streamed (parsed as it grows, `tool_stream.rs`).
+//! whole (parsed once finished) or streamed (parsed as it grows, `tool_stream/`).
 
 use std::sync::{Arc, Mutex};
 
@@ -100,7 +100,7 @@ pub(super) async fn tools_reply(
 }
 
 /// The streamed reply under tools, each choice's text parsed as it grows and sent as deltas
-/// token by token (see `tool_stream.rs`): the role first, then per choice the deltas its growing
+/// token by token (see `tool_stream/`): the role first, then per choice the deltas its growing
 /// text gives, and its finish (`tool_calls`, or `stop` for a named function, once it called).
 pub(super) fn stream_tools(
     plan: ToolPlan,
