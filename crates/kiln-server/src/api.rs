@@ -106,6 +106,9 @@ pub struct ChatRequest {
     /// vLLM's: tokens in log-probabilities written `token_id:{id}` (a token whose bytes are
     /// not whole UTF-8 characters is then still told apart).
     pub return_tokens_as_token_ids: Option<bool>,
+    /// OpenAI's `none` | `minimal` | `low` | `medium` | `high`, given to a chat template that
+    /// reads `reasoning_effort` (gpt-oss's), as vLLM does; refused for one that does not.
+    pub reasoning_effort: Option<String>,
     /// vLLM's: at most this many tokens of reasoning in a `<think>` block (its closing tag
     /// included), after which `</think>` is written for the model.
     pub thinking_token_budget: Option<i64>,

@@ -253,3 +253,59 @@ async fn a_thinking_budget_closes_the_block() {
     assert_eq!(blocks[0]["type"], "thinking", "{msg}");
     assert_eq!(blocks[0]["thinking"], json!(reasoning), "{msg}");
 }
+
+/// `reasoning_effort` (and the Responses API's `reasoning.effort`) reaches a template that
+/// reads it; one that does not is refused, since it would change nothing.
+#[tokio::test]
+async fn reasoning_effort_reaches_a_template_that_reads_it() {
+    let template = concat!(
+        "{%- if reasoning_effort is defined -%}",
+        "{{ '<|im_start|>system\\nReasoning: ' + reasoning_effort + '<|im_end|>\\n' }}",
+        "{%- endif -%}",
+        "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}",
+        "{%- endfor -%}{{ '<|im_start|>assistant\\n' }}",
+    );
+    let base = start_tiny_model(&kiln_model::testing::TinyConfig {
+        chat_template: Some(template.into()),
+        ..Default::default()
+    });
+    let body = |effort: Value| {
+        json!({"model": "tiny", "max_tokens": 2, "reasoning_effort": effort,
+            "messages": [{"role": "user", "content": "Why?"}]})
+    };
+    let (s, r) = post(&base, "/v1/chat/completions/render", &body(json!("high"))).await;
+    assert_eq!(s, 200, "{r}");
+    let (_, t) = post(
+        &base,
+        "/detokenize",
+        &json!({"tokens": r["token_ids"], "model": "tiny"}),
+    )
+    .await;
+    let prompt = t["prompt"].as_str().unwrap();
+    assert!(
+        prompt.starts_with("<|im_start|>system\nReasoning: high<|im_end|>"),
+        "{prompt}"
+    );
+    for (base, effort) in [(&base, json!("extreme")), (&servers().0, json!("low"))] {
+        let (s, e) = post(base, "/v1/chat/completions", &body(effort)).await;
+        assert_eq!(
+            (s, e["error"]["param"].as_str()),
+            (400, Some("reasoning_effort")),
+            "{e}"
+        );
+    }
+    let ask = json!({"model": "tiny", "input": "Why?", "max_output_tokens": 2,
+        "reasoning": {"effort": "medium"}});
+    let (s, r) = post(&base, "/v1/responses", &ask).await;
+    assert_eq!(
+        (s, &r["reasoning"]["effort"]),
+        (200, &json!("medium")),
+        "{r}"
+    );
+    let (s, e) = post(&servers().0, "/v1/responses", &ask).await;
+    assert_eq!(
+        (s, e["error"]["param"].as_str()),
+        (400, Some("reasoning.effort")),
+        "{e}"
+    );
+}

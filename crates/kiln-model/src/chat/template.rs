@@ -108,9 +108,15 @@ impl ChatTemplate {
 
     /// Whether the template reads the request's `tools` (renders tool descriptions itself).
     pub fn reads_tools(&self) -> bool {
+        self.reads("tools")
+    }
+
+    /// Whether the template reads the variable `name` (setting one it does not read changes
+    /// nothing).
+    pub fn reads(&self, name: &str) -> bool {
         self.env
             .get_template(NAME)
-            .map(|t| t.undeclared_variables(false).contains("tools"))
+            .map(|t| t.undeclared_variables(false).contains(name))
             .unwrap_or(false)
     }
 }

@@ -153,6 +153,7 @@ impl MessagesRequest {
             parallel_tool_calls: parallel,
             chat_template_kwargs: kwargs,
             thinking_token_budget: budget,
+            reasoning_effort: None,
             stream: self.stream,
             stream_options: None,
             kv_transfer_params: None,

@@ -89,7 +89,7 @@ pub async fn create(
         "tools": req.tools.clone().unwrap_or_default(),
         "tool_choice": req.tool_choice.clone().unwrap_or(json!("auto")),
         "text": {"format": req.text.as_ref().and_then(|t| t.get("format").cloned()).unwrap_or(json!({"type": "text"}))},
-        "reasoning": {"effort": null, "summary": null}, "truncation": "disabled",
+        "reasoning": {"effort": chat.reasoning_effort, "summary": null}, "truncation": "disabled",
         "store": store, "metadata": req.metadata.clone().unwrap_or(json!({})),
         "output": [], "usage": null,
     });

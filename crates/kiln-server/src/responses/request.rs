@@ -95,6 +95,7 @@ impl ResponsesRequest {
         });
         Ok(ChatRequest {
             thinking_token_budget: None,
+            reasoning_effort: self.effort(),
             model: self.model.clone(),
             messages: items::messages(self.instructions.as_deref(), &all)?,
             max_completion_tokens: self.max_output_tokens,
@@ -158,15 +159,27 @@ impl ResponsesRequest {
                 ),
             ));
         }
+        // `effort` goes to the template as the chat API's `reasoning_effort`.
         if let Some(Value::Object(r)) = &self.reasoning
-            && let Some((k, _)) = r.iter().find(|(_, v)| !v.is_null())
+            && let Some((k, _)) = r.iter().find(|(k, v)| !v.is_null() && *k != "effort")
         {
             return Err(bad(
                 &format!("reasoning.{k}"),
-                "the model reasons as its chat template lets it (see chat_template_kwargs); reasoning settings are not supported",
+                "only reasoning.effort is supported (given to a chat template that reads reasoning_effort)",
             ));
         }
+        if let Some(e) = self.reasoning.as_ref().map(|r| &r["effort"])
+            && !(e.is_null() || e.is_string())
+        {
+            return Err(bad("reasoning.effort", "reasoning.effort is a string"));
+        }
         Ok(())
+    }
+
+    /// `reasoning.effort`, where set.
+    fn effort(&self) -> Option<String> {
+        let effort = self.reasoning.as_ref()?.get("effort")?;
+        effort.as_str().map(str::to_string)
     }
 
     /// `text.format` as the chat API's `response_format`.
@@ -215,6 +228,7 @@ pub fn renamed(mut e: ApiError) -> ApiError {
             "messages" => "input",
             "max_completion_tokens" | "max_tokens" => "max_output_tokens",
             "response_format" => "text.format",
+            "reasoning_effort" => "reasoning.effort",
             other => other,
         }
         .to_string()
@@ -265,7 +279,11 @@ mod tests {
             (json!({"input": "x", "truncation": "auto"}), "truncation"),
             (json!({"input": "x", "top_logprobs": 2}), "top_logprobs"),
             (
-                json!({"input": "x", "reasoning": {"effort": "low"}}),
+                json!({"input": "x", "reasoning": {"summary": "auto"}}),
+                "reasoning.summary",
+            ),
+            (
+                json!({"input": "x", "reasoning": {"effort": 3}}),
                 "reasoning.effort",
             ),
         ] {

@@ -6,7 +6,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use crate::api::{ChatRequest, CompletionRequest, PromptInput, reject_unknown};
 use crate::error::{ApiError, ApiJson};
@@ -67,13 +67,43 @@ pub fn chat_prompt(
             format!("chat_template_kwargs cannot set `{fixed}`; the request's own field does"),
         ));
     }
-    let text = st.render_chat_with(
-        &req.messages,
-        plan.as_ref(),
-        req.chat_template_kwargs.as_ref(),
-    )?;
+    let kwargs = template_kwargs(st, req)?;
+    let text = st.render_chat_with(&req.messages, plan.as_ref(), kwargs.as_ref())?;
     let prompt = st.model.encode(&text, false, "messages")?;
     Ok((plan, prompt))
+}
+
+/// The template's further variables: the request's `chat_template_kwargs`, and its
+/// `reasoning_effort` for a template that reads one.
+fn template_kwargs(
+    st: &AppState,
+    req: &ChatRequest,
+) -> Result<Option<Map<String, Value>>, ApiError> {
+    let Some(effort) = &req.reasoning_effort else {
+        return Ok(req.chat_template_kwargs.clone());
+    };
+    let bad = |m: String| ApiError::bad_param("reasoning_effort", m);
+    const EFFORTS: [&str; 5] = ["none", "minimal", "low", "medium", "high"];
+    if !EFFORTS.contains(&effort.as_str()) {
+        return Err(bad(format!(
+            "reasoning_effort `{effort}` is not one of {}",
+            EFFORTS.join(", ")
+        )));
+    }
+    if !(st.model.chat_template.as_ref()).is_some_and(|t| t.reads("reasoning_effort")) {
+        return Err(bad(
+            "the model's chat template does not read reasoning_effort, so it would change nothing"
+                .into(),
+        ));
+    }
+    let mut kwargs = req.chat_template_kwargs.clone().unwrap_or_default();
+    if kwargs.contains_key("reasoning_effort") {
+        return Err(bad(
+            "reasoning_effort is also set in chat_template_kwargs: set it once".into(),
+        ));
+    }
+    kwargs.insert("reasoning_effort".into(), json!(effort));
+    Ok(Some(kwargs))
 }
 
 /// A prompt's token ids and the number of tokens it may generate.
