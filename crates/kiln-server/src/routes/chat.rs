@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
+use kiln_frontend::ReasoningFormat;
 use serde_json::{Value, json};
 
 use super::chat_tools::{Reported, stream_tools, tools_reply};
 use super::{logprob_entry, now_s, prompt_logprobs_json, random_id};
-use kiln_frontend::ReasoningFormat;
 
 use crate::api::ChatRequest;
 use crate::error::{ApiError, ApiJson};
