@@ -40,13 +40,18 @@ WGPU_BACKEND=${WGPU_BACKEND:-vulkan} timeout 900 xvfb-run -a -s "-screen 0 1280x
   --prompt "Write a Rust function that reverses a string, with a short explanation." \
   --screenshot "$out"
 python3 - "$out" "$data" <<'PY'
-import glob, json, struct, sys
+import glob, json, os, struct, sys
 out, data = sys.argv[1], sys.argv[2]
 with open(out, "rb") as f:
     head = f.read(24)
 assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{out} is not a PNG"
 w, h = struct.unpack(">II", head[16:24])
-assert (w, h) == (1100, 720), f"the window is {w}x{h}"
+# Wine may size the window to its own liking (1024 wide in a fresh prefix): there, any
+# window of a usable size will do.
+if os.environ.get("KILN_DESKTOP_ANY_SIZE") == "1":
+    assert w >= 640 and h >= 480, f"the window is {w}x{h}"
+else:
+    assert (w, h) == (1100, 720), f"the window is {w}x{h}"
 replies = [m for p in glob.glob(f"{data}/chats/*.json") for m in json.load(open(p)).get("messages", [])
            if m["role"] == "assistant"]
 assert replies and replies[0]["text"].strip(), "no reply was written"
