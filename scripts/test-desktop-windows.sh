@@ -14,10 +14,11 @@ command -v wine >/dev/null || {
   apt-get update -qq && apt-get install -y -qq --no-install-recommends wine wine64 >/dev/null
 }
 # Wine 8 has no bcryptprimitives.dll, whose ProcessPrng Rust's standard library imports on
-# Windows: a stand-in DLL forwards it to BCryptGenRandom.
+# Windows: a stand-in DLL beside the executable forwards it to BCryptGenRandom. The prefix is
+# made by the app's own first start, under Xvfb (a wine process started without a display
+# leaves a desktop behind that later windows hang on).
 export WINEPREFIX="$PWD/target/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
-mkdir -p "$WINEPREFIX"
-wineboot -i >/dev/null 2>&1 || true
+wineserver -k 2>/dev/null || true
 shim=target/wine-shim
 mkdir -p "$shim"
 cat > "$shim/bcryptprimitives.c" <<'C'
@@ -27,8 +28,8 @@ __declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T len) {
     return BCryptGenRandom(NULL, data, (ULONG)len, BCRYPT_USE_SYSTEM_PREFERRED_RNG) == 0;
 }
 C
-x86_64-w64-mingw32-gcc -shared -O2 -o "$shim/bcryptprimitives.dll" "$shim/bcryptprimitives.c" -lbcrypt
-cp "$shim/bcryptprimitives.dll" "$WINEPREFIX/drive_c/windows/system32/"
+x86_64-w64-mingw32-gcc -shared -O2 -o target/x86_64-pc-windows-gnu/debug/bcryptprimitives.dll \
+  "$shim/bcryptprimitives.c" -lbcrypt
 # The Linux build's reply to compare with (scripts/test.sh has just made it).
 native=target/desktop-window.reply.txt
 [ -f "$native" ] || scripts/test-desktop.sh
