@@ -5,8 +5,10 @@ Outputs are kept to a few tokens: the default model runs at a few tokens/s on la
 """
 
 import os
+import time
 
 import openai
+
 import pytest
 
 BASE_URL = os.environ.get("KILN_BASE_URL", "http://127.0.0.1:8000/v1")
@@ -306,6 +308,31 @@ def test_responses_continue_a_stored_response(client, model):
     client.responses.delete(first.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(first.id)
+
+
+def test_responses_in_the_background(client, model):
+    ask = dict(model=model, input="Name a fruit.", max_output_tokens=6, temperature=0)
+    fore = client.responses.create(**ask)
+    r = client.responses.create(**ask, background=True)
+    assert r.background and r.status == "queued"
+    while r.status in ("queued", "in_progress"):
+        time.sleep(0.05)
+        r = client.responses.retrieve(r.id)
+    assert r.status == fore.status and r.output_text == fore.output_text
+    # Streamed, dropped after the first event, picked up after it.
+    stream = client.responses.create(**ask, background=True, stream=True)
+    first = next(iter(stream))
+    stream.close()
+    text = ""
+    for event in client.responses.retrieve(first.response.id, stream=True, starting_after=first.sequence_number):
+        if event.type == "response.output_text.delta":
+            text += event.delta
+    assert text == fore.output_text
+    long = client.responses.create(model=model, input="Write a story.", max_output_tokens=400, background=True,
+                                   extra_body={"ignore_eos": True})
+    assert client.responses.cancel(long.id).status == "cancelled"
+    with pytest.raises(openai.BadRequestError):
+        client.responses.cancel(fore.id)
 
 
 def test_responses_function_call_round_trip(client, model):

@@ -29,6 +29,7 @@ pub fn router(state: Shared) -> Router {
             "/v1/responses/{id}",
             get(responses::get).delete(responses::delete),
         )
+        .route("/v1/responses/{id}/cancel", post(responses::cancel))
         .route(
             "/v1/responses/{id}/input_items",
             get(responses::input_items),

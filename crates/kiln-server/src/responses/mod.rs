@@ -1,25 +1,29 @@
 //! OpenAI's Responses API, the one agent frameworks speak: `POST /v1/responses` (whole or
-//! streamed as typed events), `GET` and `DELETE /v1/responses/{id}`, and `GET
-//! /v1/responses/{id}/input_items`.
+//! streamed as typed events, or in the background), `GET` and `DELETE /v1/responses/{id}`,
+//! `POST /v1/responses/{id}/cancel`, and `GET /v1/responses/{id}/input_items`.
 //!
 //! A request is served as the chat request it amounts to (`request.rs`, `items.rs`): the
 //! same template, tools, grammars and reasoning split as `/v1/chat/completions`. What comes
 //! back is written as output items (`writer.rs`): reasoning, the answer's text, function
 //! calls. A stored response (`store.rs`) is continued by `previous_response_id`: the server
 //! renders the whole conversation again, and the prefix cache finds what it already holds.
+//! A background response (`background.rs`) runs in a task of its own, followed through the
+//! store.
 
+mod background;
+mod by_id;
 mod items;
 mod request;
 mod store;
 mod writer;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+pub use by_id::{cancel, delete, get, input_items};
 pub use request::ResponsesRequest;
 pub use store::ResponseStore;
 
@@ -28,8 +32,9 @@ use crate::reply::{self, ReplyReader};
 use crate::routes::chat::chat_constraints;
 use crate::routes::render::checked_chat;
 use crate::routes::{logprob_entry, now_s};
-use crate::sse::{ChoiceItem, Usage, choices};
+use crate::sse::{ChoiceItem, Usage, choices, sse_typed};
 use crate::state::Shared;
+use background::Background;
 use request::renamed;
 use store::Stored;
 use writer::Writer;
@@ -50,6 +55,17 @@ pub async fn create(
     req.check()?;
     let previous = match &req.previous_response_id {
         Some(id) => Some(st.responses.get(id).ok_or_else(|| {
+            if let Some(bg) = st.responses.background(id) {
+                let status = bg.response()["status"].clone();
+                let why = match bg.ended() {
+                    true => format!("ended {status} and cannot be continued"),
+                    false => "is still in progress: wait for it to end".into(),
+                };
+                return ApiError::bad_param(
+                    "previous_response_id",
+                    format!("Previous response `{id}` {why}"),
+                );
+            }
             let mut e = ApiError::not_found(format!("Previous response with id `{id}` not found."));
             (e.param, e.code) = (
                 Some("previous_response_id".into()),
@@ -59,11 +75,24 @@ pub async fn create(
         })?),
         None => None,
     };
+    let background = req.background == Some(true);
     let store = match req.store {
         Some(true) if !st.responses.enabled() => {
             return Err(ApiError::bad_param(
                 "store",
                 "this server keeps no responses (--responses-store 0); send store: false",
+            ));
+        }
+        Some(false) if background => {
+            return Err(ApiError::bad_param(
+                "store",
+                "background responses are stored (polled and cancelled by id); send store: true",
+            ));
+        }
+        _ if background && !st.responses.enabled() => {
+            return Err(ApiError::bad_param(
+                "background",
+                "this server keeps no responses (--responses-store 0), so none runs in the background",
             ));
         }
         s => s.unwrap_or(true) && st.responses.enabled(),
@@ -78,10 +107,11 @@ pub async fn create(
         chat_constraints(&st, &chat, plan.as_ref(), 1, &prompt).map_err(renamed)?;
     let seqs = st.submit(&prompt, max_tokens, &spec, constraints, false)?;
     let id = random_id("resp");
-    tracing::info!(id = %id, prompt_tokens = prompt.len(), max_tokens, stream = chat.stream.unwrap_or(false), "response");
+    let streamed = chat.stream.unwrap_or(false);
+    tracing::info!(id = %id, prompt_tokens = prompt.len(), max_tokens, stream = streamed, background, "response");
     let head = json!({
         "id": id, "object": "response", "created_at": now_s(), "model": st.config.served_model_name,
-        "status": "in_progress", "error": null, "incomplete_details": null,
+        "status": if background { "queued" } else { "in_progress" }, "background": background, "error": null, "incomplete_details": null,
         "instructions": req.instructions, "max_output_tokens": req.max_output_tokens,
         "previous_response_id": req.previous_response_id,
         "parallel_tool_calls": req.parallel_tool_calls.unwrap_or(true),
@@ -97,22 +127,25 @@ pub async fn create(
         prompt_tokens: prompt.len(),
         ..Usage::default()
     }));
+    let input: Vec<Value> = (req.input_items().into_iter()).map(items::stored).collect();
     let mut turn = Turn {
         st: st.clone(),
-        writer: Writer::new(head),
+        writer: Writer::new(head.clone()),
         reply: ReplyReader::new(st.reasoning.stream(opened), plan.map(|p| p.format)),
         usage: usage.clone(),
-        store: store.then(|| {
-            let input = req.input_items().into_iter().map(items::stored).collect();
-            (id, previous, input)
-        }),
+        store: store.then(|| (id.clone(), previous.clone(), input.clone())),
     };
     let items = choices(seqs, 1, usage);
-    let head = turn.writer.take_events();
-    reply::respond(items, chat.stream.unwrap_or(false), head, move |item| {
-        turn.on(item)
-    })
-    .await
+    let events = turn.writer.take_events();
+    if background {
+        let bg = Background::start(turn, items, head.clone(), events, previous, input);
+        st.responses.start(id, bg.clone());
+        return Ok(match streamed {
+            true => sse_typed(bg.follow(None)),
+            false => axum::Json(head).into_response(),
+        });
+    }
+    reply::respond(items, streamed, events, move |item| turn.on(item)).await
 }
 
 /// One response being written.
@@ -146,6 +179,14 @@ impl Turn {
         };
         let usage = self.usage();
         let response = self.writer.finish(finish == "length", usage);
+        self.keep(&response);
+        (self.writer.take_events(), Some(response))
+    }
+
+    /// Stores the finished `response` where the request asked for it. A failed response,
+    /// like a cancelled one, is not stored to be continued (a background one can still be
+    /// fetched).
+    fn keep(&mut self, response: &Value) {
         if let Some((id, previous, mut items)) = self.store.take() {
             items.extend(response["output"].as_array().into_iter().flatten().cloned());
             let stored = Stored {
@@ -155,7 +196,6 @@ impl Turn {
             };
             self.st.responses.insert(id, stored);
         }
-        (self.writer.take_events(), Some(response))
     }
 
     /// The Responses form of the counts.
@@ -169,88 +209,4 @@ impl Turn {
             "total_tokens": u.prompt_tokens + u.completion_tokens,
         })
     }
-}
-
-pub async fn get(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    match st.responses.get(&id) {
-        Some(s) => Ok(axum::Json(s.response.clone()).into_response()),
-        None => Err(not_stored(&id)),
-    }
-}
-
-pub async fn delete(
-    State(st): State<Shared>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    match st.responses.remove(&id) {
-        true => Ok(
-            axum::Json(json!({"id": id, "object": "response.deleted", "deleted": true}))
-                .into_response(),
-        ),
-        false => Err(not_stored(&id)),
-    }
-}
-
-/// `GET /v1/responses/{id}/input_items`: the items the response was generated from (the
-/// conversation it continued, then its own input), newest first unless `order=asc`, `limit`
-/// (1 to 100, 20 by default) at a time, from past the item `after` names.
-pub async fn input_items(
-    State(st): State<Shared>,
-    Path(id): Path<String>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> Result<Response, ApiError> {
-    let stored = st.responses.get(&id).ok_or_else(|| not_stored(&id))?;
-    let mut list = stored.conversation();
-    list.truncate(list.len() - stored.response["output"].as_array().map_or(0, Vec::len));
-    let (mut limit, mut after) = (20, None);
-    for (k, v) in &q {
-        match k.as_str() {
-            "limit" => {
-                limit = v
-                    .parse()
-                    .ok()
-                    .filter(|l| (1..=100).contains(l))
-                    .ok_or_else(|| {
-                        ApiError::bad_param("limit", "limit is a whole number from 1 to 100")
-                    })?
-            }
-            "order" if v == "asc" => {}
-            "order" if v == "desc" => list.reverse(),
-            "order" => return Err(ApiError::bad_param("order", "order is asc or desc")),
-            "after" => after = Some(v),
-            other => {
-                return Err(ApiError::bad_param(
-                    other,
-                    format!("`{other}` is not supported here (limit, order, after)"),
-                ));
-            }
-        }
-    }
-    if !q.contains_key("order") {
-        list.reverse();
-    }
-    let start = match after {
-        None => 0,
-        Some(a) => {
-            1 + list
-                .iter()
-                .position(|i| i["id"] == a.as_str())
-                .ok_or_else(|| {
-                    ApiError::bad_param("after", format!("no input item `{a}` in this response"))
-                })?
-        }
-    };
-    let page: Vec<Value> = list.iter().skip(start).take(limit).cloned().collect();
-    Ok(axum::Json(json!({
-        "object": "list",
-        "first_id": page.first().map(|i| i["id"].clone()),
-        "last_id": page.last().map(|i| i["id"].clone()),
-        "has_more": start + page.len() < list.len(),
-        "data": page,
-    }))
-    .into_response())
-}
-
-fn not_stored(id: &str) -> ApiError {
-    ApiError::not_found(format!("No response with id `{id}` is stored."))
 }

@@ -48,6 +48,7 @@ pub struct ResponsesRequest {
     pub include: Option<Vec<String>>,
     /// Alternatives per token (0 to 20) in the included log-probabilities.
     pub top_logprobs: Option<u32>,
+    /// Generated in a task of its own, followed by id (`background.rs`).
     pub background: Option<bool>,
     /// The generation knobs every front end shares (`n` and `max_tokens` excepted).
     #[serde(flatten)]
@@ -132,9 +133,6 @@ impl ResponsesRequest {
                 "prompt_logprobs",
                 "prompt_logprobs is served by /v1/completions",
             ));
-        }
-        if self.background == Some(true) {
-            return Err(bad("background", "background responses are not supported"));
         }
         let other = (self.include.iter().flatten()).find(|i| *i != LOGPROBS);
         if let Some(i) = other {
@@ -271,7 +269,6 @@ mod tests {
         for (body, param) in [
             (json!({"input": "x", "n": 2}), "n"),
             (json!({"input": "x", "max_tokens": 2}), "max_tokens"),
-            (json!({"input": "x", "background": true}), "background"),
             (
                 json!({"input": "x", "include": ["reasoning.encrypted_content"]}),
                 "include",

@@ -1,14 +1,17 @@
 //! Stored responses, in memory: what `previous_response_id` continues and `GET
 //! /v1/responses/{id}` returns. Each holds its own turn's items (the input it was sent and
 //! the output it gave) and its predecessor, so a long agent loop keeps each turn once however
-//! many responses continue it. The store holds at most its capacity (`--responses-store`),
-//! forgetting the oldest first; a forgotten response's turns live on in the responses that
-//! continue it.
+//! many responses continue it. A background response is kept from its start (`start`), and
+//! as a stored response too once it ends. The store holds at most its capacity
+//! (`--responses-store`), forgetting the oldest first (never a background response still
+//! running); a forgotten response's turns live on in the responses that continue it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+
+use super::background::Background;
 
 /// One stored response.
 pub struct Stored {
@@ -35,8 +38,30 @@ impl Stored {
 #[derive(Default)]
 struct Inner {
     by_id: HashMap<String, Arc<Stored>>,
-    /// Ids oldest first (deleted ones included until they come up).
+    background: HashMap<String, Arc<Background>>,
+    /// Every id kept, once, oldest first.
     order: VecDeque<String>,
+}
+
+impl Inner {
+    fn keep(&mut self, id: &str, capacity: usize) {
+        if !self.order.iter().any(|i| i == id) {
+            self.order.push_back(id.to_string());
+        }
+        let mut turns = self.order.len();
+        while self.order.len() > capacity && turns > 0 {
+            turns -= 1;
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if self.background.get(&old).is_some_and(|b| !b.ended()) {
+                self.order.push_back(old);
+                continue;
+            }
+            self.by_id.remove(&old);
+            self.background.remove(&old);
+        }
+    }
 }
 
 pub struct ResponseStore {
@@ -57,8 +82,14 @@ impl ResponseStore {
         self.capacity > 0
     }
 
+    /// The stored response `id`, once it has ended.
     pub fn get(&self, id: &str) -> Option<Arc<Stored>> {
         self.inner.lock().unwrap().by_id.get(id).cloned()
+    }
+
+    /// The background response `id`, running or ended.
+    pub fn background(&self, id: &str) -> Option<Arc<Background>> {
+        self.inner.lock().unwrap().background.get(id).cloned()
     }
 
     pub fn insert(&self, id: String, stored: Stored) {
@@ -67,19 +98,20 @@ impl ResponseStore {
         }
         let mut inner = self.inner.lock().unwrap();
         inner.by_id.insert(id.clone(), Arc::new(stored));
-        inner.order.push_back(id);
-        while inner.by_id.len() > self.capacity {
-            let Some(old) = inner.order.pop_front() else {
-                break;
-            };
-            inner.by_id.remove(&old);
-        }
+        inner.keep(&id, self.capacity);
     }
 
-    /// Forgets `id`; whether it was stored.
+    /// Keeps a background response from its start.
+    pub fn start(&self, id: String, bg: Arc<Background>) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.background.insert(id.clone(), bg);
+        inner.keep(&id, self.capacity);
+    }
+
+    /// Forgets `id`; whether it was kept.
     pub fn remove(&self, id: &str) -> bool {
         let mut inner = self.inner.lock().unwrap();
-        let found = inner.by_id.remove(id).is_some();
+        let found = inner.by_id.remove(id).is_some() | inner.background.remove(id).is_some();
         if found {
             inner.order.retain(|i| i != id);
         }

@@ -31,10 +31,9 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// A writer for `response` (the response object without its output); the first events
-    /// announce it.
+    /// A writer for `response` (the response object without its output, `queued` or
+    /// `in_progress`); the first events announce it as it is, then in progress.
     pub fn new(mut response: Value) -> Self {
-        response["status"] = json!("in_progress");
         response["output"] = json!([]);
         let mut w = Writer {
             response,
@@ -44,11 +43,37 @@ impl Writer {
             sequence: 0,
             pending: Vec::new(),
         };
-        for kind in ["response.created", "response.in_progress"] {
-            let r = w.response.clone();
-            w.event(kind, json!({"response": r}));
-        }
+        let r = w.response.clone();
+        w.event("response.created", json!({"response": r}));
+        w.response["status"] = json!("in_progress");
+        let r = w.response.clone();
+        w.event("response.in_progress", json!({"response": r}));
         w
+    }
+
+    /// The response as written so far (the open item's text included).
+    pub fn snapshot(&self) -> Value {
+        let mut r = self.response.clone();
+        r["output"] = Value::Array(self.output.clone());
+        r
+    }
+
+    /// Whether the response has ended (completed, incomplete, failed or cancelled).
+    pub fn ended(&self) -> bool {
+        self.response["status"] != "in_progress"
+    }
+
+    /// Ends the response as cancelled, the open item incomplete, with no event (the stream
+    /// of a cancelled response just ends). Returns the response.
+    pub fn cancel(&mut self) -> Value {
+        if self.open {
+            self.open = false;
+            if let Some(item) = self.output.last_mut() {
+                item["status"] = json!("incomplete");
+            }
+        }
+        self.response["status"] = json!("cancelled");
+        self.snapshot()
     }
 
     /// The events written since the last call.
@@ -237,7 +262,8 @@ impl Writer {
     }
 
     /// Ends the response as failed by `e`: an `error` event, then `response.failed`.
-    pub fn fail(&mut self, e: &ApiError) {
+    /// Returns the response.
+    pub fn fail(&mut self, e: &ApiError) -> Value {
         self.close("incomplete");
         let code = e.code.unwrap_or(e.kind);
         self.event(
@@ -248,7 +274,8 @@ impl Writer {
         self.response["error"] = json!({"code": code, "message": e.message});
         self.response["output"] = Value::Array(self.output.clone());
         let r = self.response.clone();
-        self.event("response.failed", json!({"response": r}));
+        self.event("response.failed", json!({"response": r.clone()}));
+        r
     }
 }
 

@@ -120,3 +120,39 @@ async fn a_failed_step_ends_the_stream_with_the_error() {
     let written = r["usage"]["output_tokens"].as_u64().unwrap_or(0);
     assert!(s == 200 && (1..=6).contains(&written), "{r}");
 }
+
+#[tokio::test]
+async fn a_failed_step_leaves_a_background_response_failed() {
+    let srv = start_tiny_faulty(
+        |_, _| {},
+        |_| kiln_engine::FaultPlan {
+            fail_steps: vec![2],
+            ..Default::default()
+        },
+    );
+    let body =
+        json!({"input": "Hi", "max_output_tokens": 6, "ignore_eos": true, "background": true});
+    let (s, r) = post(&srv.base, "/v1/responses", &body).await;
+    assert_eq!((s, &r["status"]), (200, &json!("queued")), "{r}");
+    let path = format!("/v1/responses/{}", r["id"].as_str().unwrap());
+    let failed = loop {
+        let (s, body) = get(&srv.base, &path).await;
+        assert_eq!(s, 200, "{body}");
+        let r: Value = serde_json::from_str(&body).unwrap();
+        if !["queued", "in_progress"].contains(&r["status"].as_str().unwrap()) {
+            break r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("injected failure of step 2"), "{failed}");
+    // Fetched, not continued.
+    let next = json!({"input": "Go on", "previous_response_id": r["id"]});
+    let (s, e) = post(&srv.base, "/v1/responses", &next).await;
+    assert_eq!(
+        (s, e["error"]["param"].as_str()),
+        (400, Some("previous_response_id")),
+        "{e}"
+    );
+}

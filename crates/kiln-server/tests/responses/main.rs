@@ -4,10 +4,12 @@
 //! prompt the whole conversation renders to (and the prefix cache hit), function calls and
 //! their outputs go round the loop an agent runs, and what kiln does not serve is refused.
 //!
-//! This file holds the shared servers and request helpers; `replies.rs` message and reasoning
+//! This file holds the shared servers and request helpers; `background.rs` background
+//! responses polled, picked up again and cancelled, `replies.rs` message and reasoning
 //! items against the chat reply, `stored.rs` stored responses, `tools.rs` function calls,
 //! `failures.rs` refusals and a failed step.
 
+mod background;
 #[path = "../common/mod.rs"]
 mod common;
 mod failures;
