@@ -91,6 +91,7 @@ impl DesktopApp {
             repaint: ctx.clone(),
             settings,
         };
+        crate::fonts::install(ctx);
         app.apply_style(ctx);
         if let Some(p) = model.or_else(|| app.settings.last_model.clone()) {
             app.open_model(p);

@@ -2,11 +2,12 @@
 //! own wgpu device. `app` holds the state and the actions, `ui/` draws them, `model` opens a
 //! model in the background (on the engine's device, `device`), `reply` streams one reply, `store` keeps chats and settings on
 //! disk, `api` serves the same engine as the OpenAI-compatible API, `script` drives the
-//! window for screenshots.
+//! window for screenshots, `fonts` adds the icons egui's fonts lack.
 
 pub mod api;
 pub mod app;
 pub mod device;
+pub mod fonts;
 pub mod model;
 pub mod reply;
 pub mod script;

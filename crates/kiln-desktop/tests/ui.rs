@@ -261,6 +261,46 @@ fn cjk_text_is_drawn_with_the_systems_fonts() {
         .unwrap();
 }
 
+/// A reply with a code block draws its copy icon (U+1F5D0, from the app's own icon font:
+/// egui's fonts lack it) with no glyph missing, and the icon copies the code.
+#[test]
+fn a_code_blocks_copy_icon_is_drawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(&dir.path().join("store"), None, false);
+    let mut chat = kiln_desktop::store::Chat::new();
+    for (role, text) in [
+        ("user", "Print hello in Rust."),
+        (
+            "assistant",
+            "Here:\n\n```rust\nfn main() {\n    println!(\"hello\");\n}\n```\n",
+        ),
+    ] {
+        chat.messages.push(kiln_desktop::store::Message {
+            role: role.into(),
+            text: text.into(),
+            ..Default::default()
+        });
+    }
+    let app = h.state_mut();
+    app.chats.push(chat);
+    app.current = app.chats.len() - 1;
+    h.run_ok();
+    let image = h.render().expect("the window renders through wgpu");
+    image
+        .save(Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop-code-block.png"))
+        .unwrap();
+    h.get_by_label("\u{1F5D0}").click();
+    let mut copied = false;
+    for _ in 0..4 {
+        h.step();
+        copied |= h.output().platform_output.commands.iter().any(
+            |c| matches!(c, egui::OutputCommand::CopyText(t) if t.contains("println!(\"hello\")")),
+        );
+    }
+    assert!(copied, "the icon copies the code");
+    h.run_ok(); // the check mark it shows then, drawn too
+}
+
 /// A POST over plain HTTP/1.1; the response body as JSON.
 fn post_json(port: u16, path: &str, body: &serde_json::Value) -> serde_json::Value {
     use std::io::{Read, Write};

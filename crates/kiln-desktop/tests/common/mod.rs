@@ -75,7 +75,10 @@ pub fn harness(
     if random_text {
         b = b.allow_missing_glyphs();
     }
-    b.build_ui_state(|ui, app: &mut DesktopApp| app.show(ui), app)
+    let h = b.build_ui_state(|ui, app: &mut DesktopApp| app.show(ui), app);
+    // The harness has a context of its own; the app's fonts go on it as on the window's.
+    kiln_desktop::fonts::install(&h.ctx);
+    h
 }
 
 /// Steps the UI until `done` holds (a real-time bound: the engine runs on its own thread).
