@@ -31,6 +31,10 @@ pub struct SamplingArgs {
     /// Keep generating past end-of-sequence tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// Write special tokens' text (tool-call markers, say) instead of leaving it out (the
+    /// request field `skip_special_tokens: false`).
+    #[arg(long)]
+    keep_special_tokens: bool,
     /// Most tokens per reply (default: 256, or what the context has room for if less; more
     /// than the room is an error).
     #[arg(long)]
@@ -74,7 +78,7 @@ impl SamplingArgs {
             prompt_logprobs: None,
             logit_bias: (!self.logit_bias.is_empty())
                 .then(|| self.logit_bias.iter().cloned().collect()),
-            skip_special_tokens: None,
+            skip_special_tokens: self.keep_special_tokens.then_some(false),
         }
     }
 }

@@ -86,6 +86,33 @@ fn generate_takes_the_servers_sampling_options() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--keep-special-tokens` writes the special tokens a reply holds, which are otherwise left
+/// out (a logit bias makes every token the special one here).
+#[test]
+fn generate_keeps_special_tokens_when_asked() {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-specials-{}", std::process::id()));
+    let tc = TinyConfig {
+        extra_special_tokens: vec!["<call>".into()],
+        ..TinyConfig::default()
+    };
+    write_tiny_llama(&dir, &tc, 3).unwrap();
+    let tokenizer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();
+    let id = (tokenizer["added_tokens"].as_array().unwrap().iter())
+        .find(|t| t["content"] == "<call>")
+        .map(|t| t["id"].to_string())
+        .expect("the special token");
+    let bias = format!("{id}=100");
+    let args = ["--max-tokens", "3", "--ignore-eos", "--logit-bias", &bias];
+    let (plain, err, ok) = generate(&dir, &args);
+    assert!(ok, "{err}");
+    assert_eq!(plain.trim_end_matches('\n'), "");
+    let (kept, err, ok) = generate(&dir, &[&args[..], &["--keep-special-tokens"]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(kept.trim_end_matches('\n'), "<call><call><call>");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `kiln speed` decodes from the prompt length it is given, says so in its JSON, and refuses a
 /// length the model's context cannot hold before measuring anything.
 #[test]
