@@ -78,7 +78,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .sampling
         .params()
         .resolve(&local.frontend.defaults, None)?;
-    local.frontend.check_logit_bias(&spec)?;
+    local.frontend.check_tokens(&spec)?;
     let key = StopKey::install()?;
     let reasoning = ReasoningFormat::detect(local.frontend.chat_template.as_ref());
     let mut history: Vec<ChatMessage> = Vec::new();

@@ -29,7 +29,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut local = Local::open(&a.local)?;
     let f = &local.frontend;
     let spec = a.sampling.params().resolve(&f.defaults, None)?;
-    f.check_logit_bias(&spec)?;
+    f.check_tokens(&spec)?;
     let prompt = if a.chat || a.system.is_some() {
         f.chat_tokens(
             vec![ChatMessage::new("user", a.prompt.as_str())],

@@ -28,6 +28,13 @@ pub struct SamplingArgs {
     /// Stop at this text (not shown); repeat the flag for several.
     #[arg(long)]
     stop: Vec<String>,
+    /// Stop at this token id (as at end-of-sequence); repeat the flag for several.
+    #[arg(long = "stop-token-id")]
+    stop_token_ids: Vec<u32>,
+    /// Generate at least this many tokens before any stop (end-of-sequence, stop token or
+    /// stop string) may end the reply.
+    #[arg(long)]
+    min_tokens: Option<i64>,
     /// Keep generating past end-of-sequence tokens.
     #[arg(long)]
     ignore_eos: bool,
@@ -79,6 +86,9 @@ impl SamplingArgs {
             logit_bias: (!self.logit_bias.is_empty())
                 .then(|| self.logit_bias.iter().cloned().collect()),
             skip_special_tokens: self.keep_special_tokens.then_some(false),
+            min_tokens: self.min_tokens,
+            stop_token_ids: (!self.stop_token_ids.is_empty()).then(|| self.stop_token_ids.clone()),
+            include_stop_str_in_output: None,
         }
     }
 }

@@ -87,7 +87,8 @@ fn generate_takes_the_servers_sampling_options() {
 }
 
 /// `--keep-special-tokens` writes the special tokens a reply holds, which are otherwise left
-/// out (a logit bias makes every token the special one here).
+/// out (a logit bias makes every token the special one here); `--stop-token-id` ends the
+/// reply at one.
 #[test]
 fn generate_keeps_special_tokens_when_asked() {
     let dir = std::env::temp_dir().join(format!("kiln-cli-specials-{}", std::process::id()));
@@ -110,6 +111,20 @@ fn generate_keeps_special_tokens_when_asked() {
     let (kept, err, ok) = generate(&dir, &[&args[..], &["--keep-special-tokens"]].concat());
     assert!(ok, "{err}");
     assert_eq!(kept.trim_end_matches('\n'), "<call><call><call>");
+    // As a stop token it ends the reply at once, writing nothing.
+    let stop = [
+        &args[..],
+        &["--keep-special-tokens", "--stop-token-id", &id],
+    ]
+    .concat();
+    let (stopped, err, ok) = generate(&dir, &stop);
+    assert!(ok, "{err}");
+    assert_eq!(stopped.trim_end_matches('\n'), "");
+    let (_, err, ok) = generate(&dir, &[&stop[..], &["--min-tokens", "4"]].concat());
+    assert!(
+        !ok && err.contains("min_tokens"),
+        "more than --max-tokens: {err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

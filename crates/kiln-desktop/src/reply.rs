@@ -69,7 +69,7 @@ impl Generation {
             .sampling
             .resolve(&f.defaults, None)
             .map_err(|e| e.to_string())?;
-        f.check_logit_bias(&spec).map_err(|e| e.to_string())?;
+        f.check_tokens(&spec).map_err(|e| e.to_string())?;
         let messages: Vec<ChatMessage> = chat
             .messages
             .iter()

@@ -175,22 +175,23 @@ impl Frontend {
             .map_err(|e| ParamError::new(param, e.to_string()))
     }
 
-    /// Checks that `spec`'s biased tokens are in the vocabulary.
-    pub fn check_logit_bias(&self, spec: &GenSpec) -> Result<(), ParamError> {
-        match spec
-            .logit_bias
-            .iter()
-            .find(|&&(t, _)| t as usize >= self.vocab_size)
-        {
-            Some(&(bad, _)) => Err(ParamError::new(
-                "logit_bias",
-                format!(
-                    "token id {bad} is out of the vocabulary (size {})",
-                    self.vocab_size
-                ),
-            )),
-            None => Ok(()),
+    /// Checks that the tokens `spec` names (biased ones, stop token ids) are in the
+    /// vocabulary.
+    pub fn check_tokens(&self, spec: &GenSpec) -> Result<(), ParamError> {
+        let named = (spec.logit_bias.iter().map(|&(t, _)| ("logit_bias", t)))
+            .chain(spec.stop_token_ids.iter().map(|&t| ("stop_token_ids", t)));
+        for (param, t) in named {
+            if t as usize >= self.vocab_size {
+                return Err(ParamError::new(
+                    param,
+                    format!(
+                        "token id {t} is out of the vocabulary (size {})",
+                        self.vocab_size
+                    ),
+                ));
+            }
         }
+        Ok(())
     }
 
     /// The engine request for choice `choice` of `spec` (seed `base_seed + choice`).
@@ -211,6 +212,8 @@ impl Frontend {
             cache_salt: spec.cache_salt.clone(),
             prompt_logprobs: spec.prompt_logprobs,
             logit_bias: spec.logit_bias.clone(),
+            min_tokens: spec.min_tokens,
+            stop_token_ids: spec.stop_token_ids.clone(),
             ..Request::new(id, prompt, max_tokens)
         }
     }

@@ -89,6 +89,18 @@ pub struct GenerationParams {
     /// the output (the token that stopped the sequence still writes none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skip_special_tokens: Option<bool>,
+    /// vLLM's `min_tokens`: no end-of-sequence or stop token (id or string) ends a sequence
+    /// before this many tokens (at most `max_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_tokens: Option<i64>,
+    /// vLLM's `stop_token_ids`: these tokens end a sequence as end-of-sequence does (writing
+    /// no text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_token_ids: Option<Vec<u32>>,
+    /// vLLM's `include_stop_str_in_output`: the stop string that ended a sequence is kept at
+    /// the end of its text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_stop_str_in_output: Option<bool>,
 }
 
 /// Most completions one request may ask for.
@@ -114,12 +126,19 @@ pub struct GenSpec {
     pub logit_bias: Vec<(u32, f32)>,
     /// Whether special tokens write no text (see [`GenerationParams::skip_special_tokens`]).
     pub skip_special_tokens: bool,
+    /// Tokens before any stop ends a sequence (see [`GenerationParams::min_tokens`]).
+    pub min_tokens: usize,
+    pub stop_token_ids: Vec<u32>,
+    /// Whether the stop string that ended a sequence stays in its text.
+    pub include_stop_str: bool,
 }
 
 impl GenSpec {
     /// The text of one generated sequence, cut at this request's stop strings.
     pub fn text_stream(&self) -> TextStream {
         TextStream::new(self.stop.clone(), self.skip_special_tokens)
+            .including_stop(self.include_stop_str)
+            .stops_after(self.min_tokens)
     }
 }
 
@@ -171,6 +190,25 @@ impl GenerationParams {
                 ));
             }
             m => m.map(|m| m as usize),
+        };
+        let min_tokens = match self.min_tokens {
+            None => 0,
+            Some(m) if m < 0 => {
+                return Err(ParamError::new(
+                    "min_tokens",
+                    "min_tokens must be at least 0",
+                ));
+            }
+            Some(m) if max_tokens.is_some_and(|max| m as usize > max) => {
+                return Err(ParamError::new(
+                    "min_tokens",
+                    format!(
+                        "min_tokens ({m}) must be at most max_tokens ({})",
+                        max_tokens.unwrap_or(0)
+                    ),
+                ));
+            }
+            Some(m) => m as usize,
         };
         if let Some(l) = logprobs
             && l > MAX_TOP_LOGPROBS
@@ -253,6 +291,9 @@ impl GenerationParams {
             cache_salt: self.cache_salt.clone(),
             logit_bias,
             skip_special_tokens: self.skip_special_tokens.unwrap_or(true),
+            min_tokens,
+            stop_token_ids: self.stop_token_ids.clone().unwrap_or_default(),
+            include_stop_str: self.include_stop_str_in_output.unwrap_or(false),
         })
     }
 }

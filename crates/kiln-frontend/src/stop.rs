@@ -1,11 +1,13 @@
 //! Stop strings over streamed text: text that could be the start of a stop string is held
-//! back until it can't; on a match the text is cut before the stop string, which is never
-//! emitted.
+//! back until it can't; on a match the text is cut before the stop string, which is not
+//! emitted (unless `include_match`).
 
 #[derive(Clone, Debug, Default)]
 pub struct StopMatcher {
     stops: Vec<String>,
     pending: String,
+    /// Whether the text let out on a match ends with the stop string.
+    include: bool,
 }
 
 /// What [`StopMatcher::push`] lets out.
@@ -23,7 +25,13 @@ impl StopMatcher {
         Self {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             pending: String::new(),
+            include: false,
         }
+    }
+
+    /// Lets the matched stop string out with the text before it.
+    pub fn include_match(&mut self, include: bool) {
+        self.include = include;
     }
 
     pub fn push(&mut self, text: &str) -> StopOutput {
@@ -41,7 +49,8 @@ impl StopMatcher {
             .filter_map(|s| Some((self.pending.find(s.as_str())?, s)))
             .min_by_key(|(pos, _)| *pos)
         {
-            let out = self.pending[..pos].to_string();
+            let end = pos + if self.include { stop.len() } else { 0 };
+            let out = self.pending[..end].to_string();
             let matched = Some(stop.clone());
             self.pending.clear();
             return StopOutput {

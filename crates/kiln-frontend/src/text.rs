@@ -1,6 +1,8 @@
 //! [`TextStream`]: one generated sequence's token ids in, text out: decoded incrementally
-//! (whole UTF-8 characters only) and cut before the first stop string, which is never shown.
-//! The token that stopped a sequence (an end-of-sequence or stop token id) writes no text.
+//! (whole UTF-8 characters only) and cut before the first stop string, which is not shown
+//! unless asked for (`including_stop`); with `stops_after(n)` the text of the first `n`
+//! tokens is not searched. The token that stopped a sequence (an end-of-sequence or stop
+//! token id) writes no text.
 
 use kiln_model::{ModelError, Tokenizer};
 use kiln_scheduler::RequestUpdate;
@@ -12,6 +14,9 @@ pub struct TextStream {
     decoder: IncrementalDecoder,
     stop: StopMatcher,
     stopped: bool,
+    /// Tokens whose text is let through unsearched (`stops_after`), and tokens seen.
+    unsearched: usize,
+    seen: usize,
 }
 
 /// What one [`TextStream::next`] lets out.
@@ -31,7 +36,22 @@ impl TextStream {
             decoder: IncrementalDecoder::new(skip_special),
             stop: StopMatcher::new(stop),
             stopped: false,
+            unsearched: 0,
+            seen: 0,
         }
+    }
+
+    /// Keeps the stop string that matched at the end of the text.
+    pub fn including_stop(mut self, include: bool) -> Self {
+        self.stop.include_match(include);
+        self
+    }
+
+    /// Searches for stop strings only in the text of tokens after the first `n` (vLLM's
+    /// `min_tokens`).
+    pub fn stops_after(mut self, n: usize) -> Self {
+        self.unsearched = n;
+        self
     }
 
     /// The text of one of the engine's updates for this sequence.
@@ -69,6 +89,13 @@ impl TextStream {
         }
         if last {
             text += &self.decoder.flush(tokenizer)?;
+        }
+        self.seen += usize::from(token.is_some());
+        if self.seen <= self.unsearched {
+            return Ok(Piece {
+                text,
+                ..Piece::default()
+            });
         }
         let out = self.stop.push(&text);
         self.stopped = out.stopped;

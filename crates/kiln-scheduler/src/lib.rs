@@ -34,6 +34,7 @@ pub mod testing;
 pub use config::{SchedulerConfig, SchedulerError};
 pub use kv_events::{KvEvent, Medium};
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
+pub use penalty_list::BANNED;
 pub use request::Request;
 pub use scheduler::{PinnedBlocks, Scheduler};
 pub use stats::SchedulerStats;

@@ -9,10 +9,17 @@ use std::collections::HashMap;
 
 use kiln_core::PenaltyToken;
 
+/// The bias that keeps a token from being sampled while it is banned (vLLM's `min_tokens`
+/// bans end-of-sequence and stop tokens): finite, so a row whose every token is masked by a
+/// grammar still has a largest logit.
+pub const BANNED: f32 = -1.0e9;
+
 #[derive(Debug, Default)]
 pub(crate) struct PenaltyList {
     /// Biased tokens first, then history tokens by first appearance.
     entries: Vec<PenaltyToken>,
+    /// Banned entries (by index) and the bias each goes back to when the ban is lifted.
+    banned: Vec<(usize, f32)>,
     /// Index in `entries` of each token.
     index: HashMap<u32, usize>,
     /// Tokens of the history counted so far.
@@ -30,6 +37,30 @@ impl PenaltyList {
             list.entries[i].bias = bias;
         }
         list
+    }
+
+    /// Bans `tokens` (their bias becomes [`BANNED`]) until [`Self::lift_ban`].
+    pub fn ban(&mut self, tokens: &[u32]) {
+        for &t in tokens {
+            let i = self.entry(t);
+            if self.banned.iter().all(|&(b, _)| b != i) {
+                self.banned.push((i, self.entries[i].bias));
+                self.entries[i].bias = BANNED;
+                self.changed.push(i as u32);
+            }
+        }
+    }
+
+    /// Gives the banned tokens their own biases back.
+    pub fn lift_ban(&mut self) {
+        for (i, bias) in std::mem::take(&mut self.banned) {
+            self.entries[i].bias = bias;
+            self.changed.push(i as u32);
+        }
+    }
+
+    pub fn is_banning(&self) -> bool {
+        !self.banned.is_empty()
     }
 
     fn entry(&mut self, token_id: u32) -> usize {
@@ -76,6 +107,29 @@ impl PenaltyList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ban_holds_until_lifted_and_restores_the_bias() {
+        let mut list = PenaltyList::new(&[(7, 1.5)]);
+        list.take_changed();
+        list.ban(&[7, 2, 2]);
+        let bias =
+            |l: &PenaltyList, t: u32| l.entries().iter().find(|e| e.token_id == t).unwrap().bias;
+        assert_eq!((bias(&list, 7), bias(&list, 2)), (BANNED, BANNED));
+        assert_eq!(list.take_changed(), [0, 1]);
+        list.catch_up(&[2, 5], 1);
+        list.take_changed();
+        list.lift_ban();
+        assert!(!list.is_banning());
+        assert_eq!((bias(&list, 7), bias(&list, 2)), (1.5, 0.0));
+        assert_eq!(
+            list.take_changed(),
+            [0, 1],
+            "the lifted entries are sent again"
+        );
+        let e = list.entries()[1];
+        assert_eq!((e.output_count, e.seen), (0, true), "counts are kept");
+    }
 
     #[test]
     fn counts_match_a_recount_of_the_whole_history() {

@@ -31,6 +31,9 @@ pub struct Request {
     pub seed: u64,
     /// Most tokens to generate (at least 1).
     pub max_tokens: usize,
+    /// Fewest tokens to generate: until then end-of-sequence and stop tokens are not
+    /// sampled (vLLM's `min_tokens`; at most `max_tokens`).
+    pub min_tokens: usize,
     pub stop_token_ids: Vec<u32>,
     pub ignore_eos: bool,
     pub eos_token_ids: Vec<u32>,
@@ -57,6 +60,7 @@ impl Request {
             sampling: SamplingParams::greedy(),
             seed: 0,
             max_tokens,
+            min_tokens: 0,
             stop_token_ids: Vec::new(),
             ignore_eos: false,
             eos_token_ids: Vec::new(),
@@ -98,12 +102,33 @@ pub(crate) struct RequestState {
     output_len: usize,
 }
 
+impl Request {
+    /// The tokens `min_tokens` keeps from being sampled until then: end-of-sequence (unless
+    /// ignored) and stop tokens, distinct. None without `min_tokens`.
+    pub fn min_tokens_ban(&self) -> Vec<u32> {
+        if self.min_tokens == 0 {
+            return Vec::new();
+        }
+        let eos = self.eos_token_ids.iter().filter(|_| !self.ignore_eos);
+        let mut ids: Vec<u32> = eos.chain(&self.stop_token_ids).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
 impl RequestState {
     pub fn new(mut req: Request) -> Self {
         let tokens = std::mem::take(&mut req.prompt);
         let salt = req.cache_salt.as_deref().map(Arc::from);
-        let penalties = (req.sampling.has_penalties() || !req.logit_bias.is_empty())
-            .then(|| PenaltyList::new(&req.logit_bias));
+        let banned = req.min_tokens_ban();
+        let penalties =
+            (req.sampling.has_penalties() || !req.logit_bias.is_empty() || !banned.is_empty())
+                .then(|| {
+                    let mut list = PenaltyList::new(&req.logit_bias);
+                    list.ban(&banned);
+                    list
+                });
         Self {
             req,
             salt,
@@ -169,7 +194,12 @@ impl RequestState {
         let lacking = self.catch_up_penalties();
         debug_assert_eq!(lacking, 0, "request {}: penalty pages", self.req.id);
         let penalties = match &mut self.penalties {
-            Some(list) => self.table.penalty_writes(list),
+            Some(list) => {
+                if list.is_banning() && self.output_len >= self.req.min_tokens {
+                    list.lift_ban();
+                }
+                self.table.penalty_writes(list)
+            }
             None => PenaltyWrites::default(),
         };
         SampleSpec {

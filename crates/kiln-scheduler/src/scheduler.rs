@@ -164,14 +164,24 @@ impl Scheduler {
                 why: format!("token {} is biased twice", w[0]),
             });
         }
-        if r.sampling.has_penalties() || !r.logit_bias.is_empty() {
+        if r.min_tokens > r.max_tokens {
+            return Err(SchedulerError::InvalidSampling {
+                id,
+                why: format!(
+                    "min_tokens ({}) must be at most max_tokens ({})",
+                    r.min_tokens, r.max_tokens
+                ),
+            });
+        }
+        let banned = r.min_tokens_ban().len();
+        if r.sampling.has_penalties() || !r.logit_bias.is_empty() || banned > 0 {
             let history = if r.sampling.has_penalties() {
                 (r.prompt.len() + r.max_tokens).min(self.max_len)
             } else {
                 0
             };
             // A list of `needed` entries takes that many pages' worth of the pool.
-            let needed = history + r.logit_bias.len();
+            let needed = history + r.logit_bias.len() + banned;
             let limit = self.cfg.max_penalty_entries / PENALTY_PAGE * PENALTY_PAGE;
             if needed > limit {
                 return Err(SchedulerError::TooManyPenaltyEntries { id, needed, limit });

@@ -61,7 +61,7 @@ impl AppState {
             ..params.clone()
         };
         let mut spec = params.resolve(&self.model.defaults, logprobs)?;
-        self.model.check_logit_bias(&spec)?;
+        self.model.check_tokens(&spec)?;
         spec.sampling.logprobs_mode = self.config.logprobs_mode;
         Ok(spec)
     }
@@ -168,6 +168,15 @@ impl AppState {
         if let Err(reason) = self.engine.health.check() {
             self.metrics.rejected();
             return Err(ApiError::unavailable(reason));
+        }
+        if spec.min_tokens > max_tokens {
+            return Err(ApiError::bad_param(
+                "min_tokens",
+                format!(
+                    "min_tokens ({}) must be at most the tokens this request may generate ({max_tokens})",
+                    spec.min_tokens
+                ),
+            ));
         }
         let limit = self.engine.info.max_penalty_entries;
         let reach = (prompt.len() + max_tokens).min(self.engine.info.max_len);

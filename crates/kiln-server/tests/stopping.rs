@@ -1,0 +1,114 @@
+//! vLLM's stopping fields on the tiny model, through the GPU sampler: `stop_token_ids` end a
+//! reply as end-of-sequence does, `min_tokens` holds end-of-sequence and stop tokens (and
+//! stop strings) off for its first tokens, `include_stop_str_in_output` keeps the stop
+//! string; bad values are refused naming the field.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+use kiln_model::testing::tiny_tokenizer::eos_id;
+use serde_json::{Value, json};
+
+fn server() -> &'static str {
+    static BASE: OnceLock<String> = OnceLock::new();
+    BASE.get_or_init(|| start_tiny(|_, _| {}))
+}
+
+/// A greedy completion of "the cat sat" with `extra` fields: its text, token ids and
+/// finish reason.
+async fn complete(extra: Value) -> (String, Vec<u64>, String) {
+    let mut body = json!({"model": "tiny", "prompt": "the cat sat", "max_tokens": 12,
+        "temperature": 0.0, "logprobs": 0, "return_tokens_as_token_ids": true});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let (s, r) = post(server(), "/v1/completions", &body).await;
+    assert_eq!(s, 200, "{r}");
+    let c = &r["choices"][0];
+    let ids = (c["logprobs"]["tokens"].as_array().unwrap().iter())
+        .map(|t| {
+            let t = t.as_str().unwrap();
+            t.strip_prefix("token_id:").unwrap().parse().unwrap()
+        })
+        .collect();
+    let text = c["text"].as_str().unwrap().to_string();
+    (text, ids, c["finish_reason"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn stop_token_ids_and_min_tokens() {
+    let (plain, ids, _) = complete(json!({"ignore_eos": true})).await;
+    assert_eq!(ids.len(), 12);
+    // The greedy reply's fourth token as a stop token: it ends there, writing nothing.
+    let stop = ids[3];
+    let (text, got, finish) = complete(json!({"ignore_eos": true, "stop_token_ids": [stop]})).await;
+    assert_eq!((got.as_slice(), finish.as_str()), (&ids[..4], "stop"));
+    let (three, _, _) = complete(json!({"ignore_eos": true, "max_tokens": 3})).await;
+    assert_eq!(text, three);
+
+    // End-of-sequence made every token's choice: min_tokens holds it off for 5 tokens.
+    let eos = eos_id().to_string();
+    let (_, got, finish) = complete(json!({"logit_bias": {eos.clone(): 100}})).await;
+    assert_eq!((got.len(), finish.as_str()), (1, "stop"));
+    let (_, got, finish) =
+        complete(json!({"logit_bias": {eos.clone(): 100}, "min_tokens": 5})).await;
+    assert_eq!((got.len(), finish.as_str()), (6, "stop"), "{got:?}");
+    assert_eq!(got[5], eos_id() as u64);
+    assert!(!got[..5].contains(&(eos_id() as u64)));
+    // The same for a stop token id, with penalties in the list too.
+    let (_, got, _) = complete(
+        json!({"ignore_eos": true, "stop_token_ids": [stop], "logit_bias": {stop.to_string(): 100},
+        "min_tokens": 4, "presence_penalty": 0.1}),
+    )
+    .await;
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert!(!got[..4].contains(&stop) && got[4] == stop);
+
+    // Stop strings: kept with include_stop_str_in_output; not looked for before min_tokens.
+    let chars: Vec<char> = plain.chars().collect();
+    let s: String = chars[chars.len() / 2..chars.len() / 2 + 2].iter().collect();
+    let at = plain.find(&s).unwrap();
+    let (cut, _, finish) = complete(json!({"ignore_eos": true, "stop": [s.clone()]})).await;
+    assert_eq!((cut.as_str(), finish.as_str()), (&plain[..at], "stop"));
+    let (kept, _, _) = complete(
+        json!({"ignore_eos": true, "stop": [s.clone()], "include_stop_str_in_output": true}),
+    )
+    .await;
+    assert_eq!(kept, plain[..at + s.len()]);
+    let (late, _, finish) =
+        complete(json!({"ignore_eos": true, "stop": [s.clone()], "min_tokens": 12})).await;
+    assert_eq!((late.as_str(), finish.as_str()), (plain.as_str(), "length"));
+}
+
+#[tokio::test]
+async fn bad_stopping_fields_are_refused() {
+    let ask = |extra: Value| {
+        let mut b = json!({"model": "tiny", "messages": [{"role": "user", "content": "hi"}]});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    for (extra, param) in [
+        (json!({"stop_token_ids": [100000]}), "stop_token_ids"),
+        (json!({"min_tokens": -1}), "min_tokens"),
+        (json!({"min_tokens": 5, "max_tokens": 4}), "min_tokens"),
+    ] {
+        let (s, r) = post(server(), "/v1/chat/completions", &ask(extra.clone())).await;
+        assert_eq!(
+            (s, r["error"]["param"].as_str()),
+            (400, Some(param)),
+            "{extra}: {r}"
+        );
+    }
+    // Past the default room (min_tokens above what the context leaves): refused too.
+    let (s, r) = post(
+        server(),
+        "/v1/chat/completions",
+        &ask(json!({"min_tokens": 100000})),
+    )
+    .await;
+    assert_eq!(s, 400, "{r}");
+}
