@@ -11,6 +11,17 @@ use serde_json::{Map, Value};
 
 use crate::{GenSpec, ParamError};
 
+/// The text of the final message, which must be the assistant's, to continue it.
+fn final_text(messages: &[ChatMessage]) -> Result<String, ParamError> {
+    match messages.last() {
+        Some(m) if m.role == "assistant" && !m.text().is_empty() => Ok(m.text().to_string()),
+        _ => Err(ParamError::new(
+            "messages",
+            "continuing the final message needs a final assistant message with text",
+        )),
+    }
+}
+
 /// What a chat render reads beside the messages.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ChatExtras<'a> {
@@ -20,6 +31,22 @@ pub struct ChatExtras<'a> {
     pub tools: Option<&'a [Value]>,
     /// Further template variables (`chat_template_kwargs`).
     pub kwargs: Option<&'a Map<String, Value>>,
+    /// How the rendered conversation ends.
+    pub ending: Ending,
+}
+
+/// How a rendered conversation ends (vLLM's `add_generation_prompt` and
+/// `continue_final_message`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ending {
+    /// With the assistant turn's header: the reply is a new turn.
+    #[default]
+    NewTurn,
+    /// As the last message left it (no header).
+    AsIs,
+    /// Inside the final assistant message, after its text, which the reply continues
+    /// (Anthropic's prefill).
+    ContinueLast,
 }
 
 pub struct Frontend {
@@ -124,27 +151,51 @@ impl Frontend {
                 _ => messages.insert(0, ChatMessage::new("system", sys)),
             }
         }
-        match &self.chat_template {
+        let last = match extras.ending {
+            Ending::ContinueLast => Some(final_text(&messages)?),
+            _ => None,
+        };
+        let rendered = match &self.chat_template {
             Some(t) => t
                 .render_input(&ChatInput {
                     messages: &messages,
                     tools: extras.tools,
-                    add_generation_prompt: true,
+                    add_generation_prompt: extras.ending == Ending::NewTurn,
                     kwargs: extras.kwargs,
                 })
-                .map_err(|e| ParamError::new("messages", e.to_string())),
-            None if extras.tools.is_some() => Err(ParamError::new(
-                "tools",
-                "the model has no chat template to describe tools with",
-            )),
+                .map_err(|e| ParamError::new("messages", e.to_string()))?,
+            None if extras.tools.is_some() => {
+                return Err(ParamError::new(
+                    "tools",
+                    "the model has no chat template to describe tools with",
+                ));
+            }
             None => {
                 let mut s: String = messages
                     .iter()
                     .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.text()))
                     .collect();
-                s.push_str("<|im_start|>assistant\n");
-                Ok(s)
+                if extras.ending == Ending::NewTurn {
+                    s.push_str("<|im_start|>assistant\n");
+                }
+                s
             }
+        };
+        match last {
+            None => Ok(rendered),
+            // What the template writes after the final message's text (its end-of-turn
+            // marker) is cut, so the reply goes on from the text (from its trimmed end where
+            // the template trims it, as many do).
+            Some(text) => match [text.as_str(), text.trim_end(), text.trim()]
+                .into_iter()
+                .find_map(|t| Some(rendered.rfind(t).filter(|_| !t.is_empty())? + t.len()))
+            {
+                Some(end) => Ok(rendered[..end].to_string()),
+                None => Err(ParamError::new(
+                    "messages",
+                    "the chat template does not write the final assistant message's text as given, so it cannot be continued",
+                )),
+            },
         }
     }
 

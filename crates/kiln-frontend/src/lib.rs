@@ -13,7 +13,7 @@ mod structured;
 mod text;
 
 pub use detokenize::IncrementalDecoder;
-pub use frontend::{ChatExtras, Frontend};
+pub use frontend::{ChatExtras, Ending, Frontend};
 pub use params::{
     GenSpec, GenerationParams, MAX_N, MAX_TOP_LOGPROBS, ParamError, StopSpec, base_sampling,
 };

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use kiln_frontend::GenerationParams;
+use kiln_frontend::{Ending, GenerationParams};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -33,6 +33,22 @@ pub fn reject_unknown(extra: &BTreeMap<String, Value>) -> Result<(), ApiError> {
             format!("`{k}` is not supported by this server"),
         )),
         None => Ok(()),
+    }
+}
+
+impl ChatRequest {
+    /// How the rendered conversation ends (`add_generation_prompt`,
+    /// `continue_final_message`).
+    pub fn ending(&self) -> Result<Ending, ApiError> {
+        match (self.add_generation_prompt, self.continue_final_message) {
+            (Some(true), Some(true)) => Err(ApiError::bad_param(
+                "continue_final_message",
+                "continue_final_message continues the last message, so add_generation_prompt cannot also be true",
+            )),
+            (_, Some(true)) => Ok(Ending::ContinueLast),
+            (Some(false), _) => Ok(Ending::AsIs),
+            _ => Ok(Ending::NewTurn),
+        }
     }
 }
 
@@ -112,6 +128,10 @@ pub struct ChatRequest {
     /// vLLM's: at most this many tokens of reasoning in a `<think>` block (its closing tag
     /// included), after which `</think>` is written for the model.
     pub thinking_token_budget: Option<i64>,
+    /// vLLM's: `false` renders the conversation without the assistant turn's header.
+    pub add_generation_prompt: Option<bool>,
+    /// vLLM's: the reply continues the final (assistant) message instead of starting a turn.
+    pub continue_final_message: Option<bool>,
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kiln_frontend::{ChatExtras, Frontend, GenSpec, GenerationParams};
+use kiln_frontend::{ChatExtras, Ending, Frontend, GenSpec, GenerationParams};
 use kiln_model::ChatMessage;
 use serde_json::{Map, Value};
 
@@ -80,18 +80,20 @@ impl AppState {
 
     /// Renders chat messages with the model's template (ChatML when it has none).
     pub fn render_chat(&self, messages: &[ChatMessageIn]) -> Result<String, ApiError> {
-        self.render_chat_with(messages, None, None)
+        self.render_chat_with(messages, None, None, Ending::NewTurn)
     }
 
     /// Renders chat messages with the tools of `plan`: given to a template that renders them,
     /// or described in the system message (the generic format). Assistant turns' past calls
     /// go to a native template as data, and are written as the generic format's JSON
-    /// otherwise. `kwargs`: the request's `chat_template_kwargs`.
+    /// otherwise. `kwargs`: the request's `chat_template_kwargs`; `ending`: how the rendered
+    /// conversation ends.
     pub fn render_chat_with(
         &self,
         messages: &[ChatMessageIn],
         plan: Option<&ToolPlan>,
         kwargs: Option<&Map<String, Value>>,
+        ending: Ending,
     ) -> Result<String, ApiError> {
         let native = self.tool_format.is_native();
         let mut msgs = Vec::with_capacity(messages.len() + 1);
@@ -149,6 +151,7 @@ impl AppState {
             system: system.as_deref(),
             tools: tools.as_deref(),
             kwargs,
+            ending,
         };
         Ok(self.model.render_chat(msgs, &extras)?)
     }

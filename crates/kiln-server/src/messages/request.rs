@@ -140,6 +140,7 @@ impl MessagesRequest {
                 (Some(choice), parallel)
             }
         };
+        let prefill = messages.last().is_some_and(|m| m.role == "assistant");
         Ok(ChatRequest {
             model: self.model.clone(),
             messages,
@@ -154,6 +155,9 @@ impl MessagesRequest {
             chat_template_kwargs: kwargs,
             thinking_token_budget: budget,
             reasoning_effort: None,
+            add_generation_prompt: None,
+            // A final assistant message is a prefill: the reply goes on from its text.
+            continue_final_message: Some(prefill),
             stream: self.stream,
             stream_options: None,
             kv_transfer_params: None,

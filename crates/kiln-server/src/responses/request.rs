@@ -97,6 +97,8 @@ impl ResponsesRequest {
         Ok(ChatRequest {
             thinking_token_budget: None,
             reasoning_effort: self.effort(),
+            add_generation_prompt: None,
+            continue_final_message: None,
             model: self.model.clone(),
             messages: items::messages(self.instructions.as_deref(), &all)?,
             max_completion_tokens: self.max_output_tokens,

@@ -68,7 +68,7 @@ pub fn chat_prompt(
         ));
     }
     let kwargs = template_kwargs(st, req)?;
-    let text = st.render_chat_with(&req.messages, plan.as_ref(), kwargs.as_ref())?;
+    let text = st.render_chat_with(&req.messages, plan.as_ref(), kwargs.as_ref(), req.ending()?)?;
     let prompt = st.model.encode(&text, false, "messages")?;
     Ok((plan, prompt))
 }
