@@ -52,7 +52,9 @@ impl ChatRequest {
     }
 }
 
+/// `stream_options`; other options (vLLM's `continuous_usage_stats`) are refused by name.
 #[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
 pub struct StreamOptions {
     pub include_usage: Option<bool>,
 }

@@ -75,6 +75,15 @@ async fn malformed_inputs_get_openai_errors() {
         ),
         ("missing messages", json!({"model": "tiny"}), 400, ""),
         (
+            "a stream option kiln does not serve",
+            chat(
+                "x",
+                json!({"stream": true, "stream_options": {"continuous_usage_stats": true}}),
+            ),
+            400,
+            "",
+        ),
+        (
             "negative temperature",
             chat("x", json!({"temperature": -1.0})),
             400,
