@@ -89,6 +89,7 @@ impl SamplingArgs {
             min_tokens: self.min_tokens,
             stop_token_ids: (!self.stop_token_ids.is_empty()).then(|| self.stop_token_ids.clone()),
             include_stop_str_in_output: None,
+            priority: None,
         }
     }
 }

@@ -72,6 +72,10 @@ pub struct Args {
     /// oldest forgotten first (0: none; requests then need `store: false`).
     #[arg(long, default_value_t = 1024)]
     responses_store: usize,
+    /// `fcfs` serves requests in arrival order; `priority` orders waiting requests by their
+    /// `priority` field (lower first, then arrival) and preempts the lowest first.
+    #[arg(long, value_enum, default_value_t = SchedulingPolicy::Fcfs)]
+    scheduling_policy: SchedulingPolicy,
     /// This server's side of a prefill/decode pair: `producer` prefills requests marked
     /// `kv_transfer_params.do_remote_decode` and serves their KV blocks; `consumer` fetches
     /// the blocks of requests marked `do_remote_prefill` into its CPU tier (needs
@@ -91,6 +95,12 @@ pub struct Args {
 enum KvRoleArg {
     Producer,
     Consumer,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SchedulingPolicy {
+    Fcfs,
+    Priority,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -212,6 +222,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ReasoningArg::None => Some(ReasoningFormat::None),
         },
         responses_store: a.responses_store,
+        priority_scheduling: a.scheduling_policy == SchedulingPolicy::Priority,
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

@@ -265,6 +265,7 @@ impl Frontend {
             logit_bias: spec.logit_bias.clone(),
             min_tokens: spec.min_tokens,
             stop_token_ids: spec.stop_token_ids.clone(),
+            priority: spec.priority,
             ..Request::new(id, prompt, max_tokens)
         }
     }

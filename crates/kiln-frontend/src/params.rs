@@ -101,6 +101,10 @@ pub struct GenerationParams {
     /// the end of its text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub include_stop_str_in_output: Option<bool>,
+    /// vLLM's `priority`: lower is scheduled first (a server takes it only when started with
+    /// priority scheduling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
 }
 
 /// Most completions one request may ask for.
@@ -131,6 +135,8 @@ pub struct GenSpec {
     pub stop_token_ids: Vec<u32>,
     /// Whether the stop string that ended a sequence stays in its text.
     pub include_stop_str: bool,
+    /// Lower is scheduled first (see [`GenerationParams::priority`]).
+    pub priority: i32,
 }
 
 impl GenSpec {
@@ -190,6 +196,13 @@ impl GenerationParams {
                 ));
             }
             m => m.map(|m| m as usize),
+        };
+        let priority = match self.priority.map(i32::try_from) {
+            None => 0,
+            Some(Ok(p)) => p,
+            Some(Err(_)) => {
+                return Err(ParamError::new("priority", "priority must fit in 32 bits"));
+            }
         };
         let min_tokens = match self.min_tokens {
             None => 0,
@@ -294,6 +307,7 @@ impl GenerationParams {
             min_tokens,
             stop_token_ids: self.stop_token_ids.clone().unwrap_or_default(),
             include_stop_str: self.include_stop_str_in_output.unwrap_or(false),
+            priority,
         })
     }
 }

@@ -49,6 +49,9 @@ pub struct Request {
     pub prompt_logprobs: Option<u32>,
     /// Added to these tokens' logits before sampling (OpenAI's `logit_bias`), distinct ids.
     pub logit_bias: Vec<(u32, f32)>,
+    /// Lower is served first (vLLM's `priority`): the waiting queue is ordered by it, and the
+    /// running request preempted first is the one with the highest value. 0 by default.
+    pub priority: i32,
 }
 
 impl Request {
@@ -68,6 +71,7 @@ impl Request {
             pin_blocks: false,
             prompt_logprobs: None,
             logit_bias: Vec::new(),
+            priority: 0,
         }
     }
 }
@@ -97,6 +101,8 @@ pub(crate) struct RequestState {
     pub finishing: Option<FinishReason>,
     /// The runner's block-table row while running, and what it holds.
     pub table: TableSync,
+    /// The request's arrival number (set by the scheduler when it is added).
+    pub arrival: u64,
     /// Distinct history and biased tokens, with penalties or a logit bias.
     penalties: Option<PenaltyList>,
     output_len: usize,
@@ -144,6 +150,7 @@ impl RequestState {
             pending_row: None,
             finishing: None,
             table: TableSync::default(),
+            arrival: 0,
             penalties,
             output_len: 0,
         }

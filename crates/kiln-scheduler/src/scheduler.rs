@@ -2,11 +2,13 @@
 //!
 //! Each step, [`Scheduler::schedule`] spends a token budget: first on running requests (those
 //! one token from the end, i.e. decodes, then continuing prefills, each in admission order),
-//! then on waiting requests, first come first served, which start from their longest cached
-//! prefix. A request that needs a block when the pool is empty preempts the most recently
-//! admitted running request (possibly itself): its blocks are freed (full ones stay cached) and
-//! it returns to the front of the waiting queue, to be recomputed from prompt + output. No
-//! request is admitted in a step that preempted. [`Scheduler::update`] applies the runner's
+//! then on waiting requests, in order of priority (lower first, vLLM's convention) and then of
+//! arrival, which start from their longest cached prefix. A request that needs a block when
+//! the pool is empty preempts the running request of lowest priority that arrived last
+//! (possibly itself; with equal priorities, the most recently admitted): its blocks are freed
+//! (full ones stay cached) and it goes back to its place in the waiting queue (the front, with
+//! equal priorities), to be recomputed from prompt + output. No request is admitted in a step
+//! that preempted. [`Scheduler::update`] applies the runner's
 //! sampled tokens, caches newly computed full blocks and retires finished requests, whose
 //! blocks return to the pool at once.
 //!
@@ -68,9 +70,12 @@ pub struct Scheduler {
     max_num_seqs: usize,
     kv: KvCache,
     requests: HashMap<u64, RequestState>,
-    /// Running requests in admission order (the last is the next preemption victim).
+    /// Running requests in admission order.
     running: Vec<u64>,
+    /// Waiting requests by [`Self::queue_key`].
     waiting: VecDeque<u64>,
+    /// Requests added so far (each one's arrival number).
+    arrivals: u64,
     /// The runner's block-table rows, one per running request.
     rows: TableRows,
     /// A step is scheduled and not yet committed (or failed).
@@ -108,6 +113,7 @@ impl Scheduler {
             requests: HashMap::new(),
             running: Vec::new(),
             waiting: VecDeque::new(),
+            arrivals: 0,
             rows,
             scheduled: false,
             unresolved: false,
@@ -125,7 +131,7 @@ impl Scheduler {
         self.max_len
     }
 
-    /// Queues a request at the back of the waiting queue.
+    /// Queues a request: after every waiting one of its priority or higher.
     pub fn add_request(&mut self, r: Request) -> Result<(), SchedulerError> {
         let id = r.id;
         if r.prompt.is_empty() {
@@ -190,9 +196,26 @@ impl Scheduler {
         if self.requests.contains_key(&id) {
             return Err(SchedulerError::DuplicateId { id });
         }
-        self.requests.insert(id, RequestState::new(r));
-        self.waiting.push_back(id);
+        let mut st = RequestState::new(r);
+        st.arrival = self.arrivals;
+        self.arrivals += 1;
+        self.requests.insert(id, st);
+        self.enqueue(id);
         Ok(())
+    }
+
+    /// Where a request stands in the waiting queue (and, highest, which running request is
+    /// preempted first): its priority, then its arrival.
+    fn queue_key(&self, id: u64) -> (i32, u64) {
+        let st = &self.requests[&id];
+        (st.req.priority, st.arrival)
+    }
+
+    /// Puts a waiting request in its place in the queue. O(waiting).
+    fn enqueue(&mut self, id: u64) {
+        let key = self.queue_key(id);
+        let at = self.waiting.partition_point(|&w| self.queue_key(w) <= key);
+        self.waiting.insert(at, id);
     }
 
     /// Removes a running or waiting request and frees its blocks. O(running + waiting).
@@ -316,6 +339,10 @@ impl Scheduler {
             for &b in st.blocks.iter().filter(|&&b| b != NO_BLOCK) {
                 refs[b as usize] += 1;
             }
+        }
+        let keys: Vec<_> = self.waiting.iter().map(|&w| self.queue_key(w)).collect();
+        if keys.windows(2).any(|k| k[0] > k[1]) {
+            return Err(format!("the waiting queue is out of order: {keys:?}"));
         }
         let finishing = self.requests.values().filter(|s| s.finishing.is_some());
         if self.running.len() + self.waiting.len() + finishing.count() != self.requests.len() {

@@ -76,6 +76,9 @@ pub struct ServerConfig {
     /// Most responses `/v1/responses` keeps for `previous_response_id` (oldest forgotten
     /// first; 0 keeps none).
     pub responses_store: usize,
+    /// Whether requests may set `priority` (vLLM's `--scheduling-policy priority`); the
+    /// scheduler orders by it either way, all requests having 0 otherwise.
+    pub priority_scheduling: bool,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +97,7 @@ impl Default for ServerConfig {
             kv_transfer: None,
             reasoning: None,
             responses_store: 1024,
+            priority_scheduling: false,
         }
     }
 }

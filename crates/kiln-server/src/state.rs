@@ -62,6 +62,12 @@ impl AppState {
         };
         let mut spec = params.resolve(&self.model.defaults, logprobs)?;
         self.model.check_tokens(&spec)?;
+        if spec.priority != 0 && !self.config.priority_scheduling {
+            return Err(ApiError::bad_param(
+                "priority",
+                "this server schedules first come first served; start it with --scheduling-policy priority to take priorities",
+            ));
+        }
         spec.sampling.logprobs_mode = self.config.logprobs_mode;
         Ok(spec)
     }

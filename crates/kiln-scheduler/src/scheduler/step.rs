@@ -107,7 +107,7 @@ impl Scheduler {
             }
         }
 
-        // Waiting requests, first come first served, while budget, seats and blocks last.
+        // Waiting requests, in queue order, while budget, seats and blocks last.
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
             let Some(&id) = self.waiting.front() else {
                 break;
@@ -202,12 +202,13 @@ impl Scheduler {
         Some(planned)
     }
 
-    /// Preempts the most recently admitted running request; returns its id.
+    /// Preempts the running request of lowest priority that arrived last (with equal
+    /// priorities the most recently admitted); returns its id.
     fn preempt_last(&mut self) -> u64 {
-        let victim = self
-            .running
-            .pop()
+        let at = (0..self.running.len())
+            .max_by_key(|&i| self.queue_key(self.running[i]))
             .expect("a request needs blocks, so one is running");
+        let victim = self.running.remove(at);
         let st = self.requests.get_mut(&victim).unwrap();
         self.rows.release(&mut st.table);
         self.kv.release(&st.blocks);
@@ -216,7 +217,7 @@ impl Scheduler {
         st.num_computed = 0;
         st.chain.clear();
         st.chain_broken = false;
-        self.waiting.push_front(victim);
+        self.enqueue(victim);
         self.stats.num_preemptions += 1;
         victim
     }

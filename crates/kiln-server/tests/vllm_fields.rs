@@ -1,7 +1,8 @@
-//! vLLM's stopping fields on the tiny model, through the GPU sampler: `stop_token_ids` end a
+//! vLLM's request fields on the tiny model, through the GPU sampler: `stop_token_ids` end a
 //! reply as end-of-sequence does, `min_tokens` holds end-of-sequence and stop tokens (and
 //! stop strings) off for its first tokens, `include_stop_str_in_output` keeps the stop
-//! string; bad values are refused naming the field.
+//! string, `priority` is taken only with priority scheduling; bad values are refused naming
+//! the field.
 
 mod common;
 
@@ -111,4 +112,38 @@ async fn bad_stopping_fields_are_refused() {
     )
     .await;
     assert_eq!(s, 400, "{r}");
+}
+
+#[tokio::test]
+async fn priority_needs_priority_scheduling() {
+    let ask = json!({"model": "tiny", "prompt": "the cat sat", "max_tokens": 5, "temperature": 0,
+        "ignore_eos": true, "priority": -2});
+    let (s, r) = post(server(), "/v1/completions", &ask).await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some("priority")),
+        "{r}"
+    );
+    let (s, _) = post(
+        server(),
+        "/v1/completions",
+        &json!({"prompt": "the cat sat", "priority": 0}),
+    )
+    .await;
+    assert_eq!(s, 200, "priority 0 is everyone's");
+
+    let prio = start_tiny(|sc, _| sc.priority_scheduling = true);
+    let (s, high) = post(&prio, "/v1/completions", &ask).await;
+    assert_eq!(s, 200, "{high}");
+    let mut plain = ask.clone();
+    plain.as_object_mut().unwrap().remove("priority");
+    let (_, want) = post(server(), "/v1/completions", &plain).await;
+    assert_eq!(high["choices"][0]["text"], want["choices"][0]["text"]);
+    let big = json!({"prompt": "x", "priority": 1i64 << 40});
+    let (s, r) = post(&prio, "/v1/completions", &big).await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some("priority")),
+        "{r}"
+    );
 }
