@@ -18,20 +18,14 @@ fn cjk_text_is_drawn_with_the_systems_fonts() {
     ));
     let mut chat = kiln_desktop::store::Chat::new();
     chat.title = "你好".into();
-    for (role, text) in [
-        ("user", "你好，请用中文回答。"),
-        ("assistant", "好的！日本語も話せます。😀"),
-    ] {
-        chat.messages.push(kiln_desktop::store::Message {
-            role: role.into(),
-            text: text.into(),
-            ..Default::default()
-        });
-    }
-    let app = h.state_mut();
-    app.chats.push(chat);
-    app.current = app.chats.len() - 1;
-    h.run_ok();
+    show_chat(
+        &mut h,
+        chat,
+        &[
+            ("user", "你好，请用中文回答。"),
+            ("assistant", "好的！日本語も話せます。😀"),
+        ],
+    );
     h.get_by_label_contains("日本語も話せます");
     let image = h.render().expect("the window renders through wgpu");
     image
@@ -45,24 +39,18 @@ fn cjk_text_is_drawn_with_the_systems_fonts() {
 fn a_code_blocks_copy_icon_is_drawn() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = harness(&dir.path().join("store"), None, false);
-    let mut chat = kiln_desktop::store::Chat::new();
-    for (role, text) in [
-        ("user", "Print hello in Rust."),
-        (
-            "assistant",
-            "Here:\n\n```rust\nfn main() {\n    println!(\"hello\");\n}\n```\n",
-        ),
-    ] {
-        chat.messages.push(kiln_desktop::store::Message {
-            role: role.into(),
-            text: text.into(),
-            ..Default::default()
-        });
-    }
-    let app = h.state_mut();
-    app.chats.push(chat);
-    app.current = app.chats.len() - 1;
-    h.run_ok();
+    let chat = kiln_desktop::store::Chat::new();
+    show_chat(
+        &mut h,
+        chat,
+        &[
+            ("user", "Print hello in Rust."),
+            (
+                "assistant",
+                "Here:\n\n```rust\nfn main() {\n    println!(\"hello\");\n}\n```\n",
+            ),
+        ],
+    );
     let image = h.render().expect("the window renders through wgpu");
     image
         .save(Path::new(env!("CARGO_TARGET_TMPDIR")).join("desktop-code-block.png"))
@@ -77,4 +65,23 @@ fn a_code_blocks_copy_icon_is_drawn() {
     }
     assert!(copied, "the icon copies the code");
     h.run_ok(); // the check mark it shows then, drawn too
+}
+
+/// Opens `chat` with `messages` added and draws it.
+fn show_chat(
+    h: &mut Harness<'static, DesktopApp>,
+    mut chat: kiln_desktop::store::Chat,
+    messages: &[(&str, &str)],
+) {
+    for &(role, text) in messages {
+        chat.messages.push(kiln_desktop::store::Message {
+            role: role.into(),
+            text: text.into(),
+            ..Default::default()
+        });
+    }
+    let app = h.state_mut();
+    app.chats.push(chat);
+    app.current = app.chats.len() - 1;
+    h.run_ok();
 }

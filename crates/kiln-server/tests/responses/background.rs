@@ -41,15 +41,7 @@ async fn ended(base: &str, id: &Value) -> Value {
 fn parse_events(text: &str) -> Vec<Value> {
     text.split("\n\n")
         .filter(|e| !e.trim().is_empty())
-        .map(|e| {
-            let (name, data) = e
-                .strip_prefix("event: ")
-                .and_then(|e| e.split_once("\ndata: "))
-                .unwrap_or_else(|| panic!("bad SSE event {e:?}"));
-            let v: Value = serde_json::from_str(data).unwrap();
-            assert_eq!(v["type"], name, "{e}");
-            v
-        })
+        .map(typed_event)
         .collect()
 }
 

@@ -63,16 +63,22 @@ async fn events(base: &str, body: Value) -> Vec<Value> {
     assert_eq!(status, 200, "{raw:?}");
     let mut out = Vec::new();
     for ev in raw {
-        let (name, data) = ev
-            .strip_prefix("event: ")
-            .and_then(|e| e.split_once("\ndata: "))
-            .unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
-        let v: Value = serde_json::from_str(data).unwrap();
-        assert_eq!(v["type"], name, "{ev}");
+        let v = typed_event(&ev);
         assert_eq!(v["sequence_number"], out.len(), "{ev}");
         out.push(v);
     }
     out
+}
+
+/// One SSE event (`event: NAME\ndata: JSON`), checked to be named by its `type`.
+fn typed_event(ev: &str) -> Value {
+    let (name, data) = ev
+        .strip_prefix("event: ")
+        .and_then(|e| e.split_once("\ndata: "))
+        .unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
+    let v: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(v["type"], name, "{ev}");
+    v
 }
 
 /// Each item without its generated ids.
