@@ -61,13 +61,7 @@ async fn disconnect_mid_stream_frees_blocks() {
         "model": "tiny", "messages": [{"role": "user", "content": "go on forever"}],
         "max_tokens": max_tokens, "temperature": 0, "ignore_eos": true, "stream": true,
     });
-    let r = client()
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(API_KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = send(&base, "/v1/chat/completions", &body).await;
     assert_eq!(r.status().as_u16(), 200);
     let mut s = r.bytes_stream();
     let mut seen = String::new();

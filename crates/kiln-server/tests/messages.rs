@@ -28,17 +28,7 @@ async fn message(base: &str, body: Value) -> Value {
 async fn events(base: &str, body: Value) -> Vec<Value> {
     let (status, raw) = stream_raw(base, "/v1/messages", &body).await;
     assert_eq!(status, 200, "{raw:?}");
-    raw.iter()
-        .map(|ev| {
-            let (name, data) = ev
-                .strip_prefix("event: ")
-                .and_then(|e| e.split_once("\ndata: "))
-                .unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
-            let v: Value = serde_json::from_str(data).unwrap();
-            assert_eq!(v["type"], name, "{ev}");
-            v
-        })
-        .collect()
+    raw.iter().map(|ev| typed_event(ev)).collect()
 }
 
 /// The message a stream's events build: its blocks, stop reason and usage.

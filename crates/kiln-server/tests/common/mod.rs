@@ -18,14 +18,31 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-pub async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
-    let r = client()
+/// `POST path` with the API key and a JSON body; the response as it comes.
+pub async fn send(base: &str, path: &str, body: &Value) -> reqwest::Response {
+    client()
         .post(format!("{base}{path}"))
         .bearer_auth(API_KEY)
         .json(body)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// One SSE event of a typed stream (`event: NAME\ndata: JSON`), checked to be named by its
+/// `type`.
+pub fn typed_event(ev: &str) -> Value {
+    let (name, data) = ev
+        .strip_prefix("event: ")
+        .and_then(|e| e.split_once("\ndata: "))
+        .unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
+    let v: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(v["type"], name, "{ev}");
+    v
+}
+
+pub async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    let r = send(base, path, body).await;
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (
@@ -208,13 +225,7 @@ pub async fn get(base: &str, path: &str) -> (u16, String) {
 
 /// Sends a streaming request; returns the status and the `data:` payloads (`[DONE]` included).
 pub async fn stream_raw(base: &str, path: &str, body: &Value) -> (u16, Vec<String>) {
-    let r = client()
-        .post(format!("{base}{path}"))
-        .bearer_auth(API_KEY)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let r = send(base, path, body).await;
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     let events = text

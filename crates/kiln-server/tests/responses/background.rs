@@ -88,13 +88,7 @@ async fn a_background_response_is_polled_to_the_reply_a_foreground_one_gives() {
 async fn a_background_stream_is_picked_up_after_its_connection_is_dropped() {
     let body = json!({"input": "Count to twenty.", "max_output_tokens": 48, "temperature": 0,
         "ignore_eos": true, "background": true, "stream": true});
-    let mut r = client()
-        .post(format!("{}/v1/responses", server()))
-        .bearer_auth(API_KEY)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let mut r = send(server(), "/v1/responses", &body).await;
     assert_eq!(r.status().as_u16(), 200);
     // Read until the first delta, then drop the connection.
     let mut text = String::new();

@@ -70,17 +70,6 @@ async fn events(base: &str, body: Value) -> Vec<Value> {
     out
 }
 
-/// One SSE event (`event: NAME\ndata: JSON`), checked to be named by its `type`.
-fn typed_event(ev: &str) -> Value {
-    let (name, data) = ev
-        .strip_prefix("event: ")
-        .and_then(|e| e.split_once("\ndata: "))
-        .unwrap_or_else(|| panic!("bad SSE event {ev:?}"));
-    let v: Value = serde_json::from_str(data).unwrap();
-    assert_eq!(v["type"], name, "{ev}");
-    v
-}
-
 /// Each item without its generated ids.
 fn without_ids(output: &Value) -> Vec<Value> {
     let mut items = output.as_array().unwrap().clone();
