@@ -90,6 +90,7 @@ impl SamplingArgs {
             stop_token_ids: (!self.stop_token_ids.is_empty()).then(|| self.stop_token_ids.clone()),
             include_stop_str_in_output: None,
             priority: None,
+            truncate_prompt_tokens: None,
         }
     }
 }

@@ -105,6 +105,10 @@ pub struct GenerationParams {
     /// priority scheduling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
+    /// vLLM's `truncate_prompt_tokens`: a prompt longer than this keeps only its last this
+    /// many tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncate_prompt_tokens: Option<i64>,
 }
 
 /// Most completions one request may ask for.
@@ -137,9 +141,20 @@ pub struct GenSpec {
     pub include_stop_str: bool,
     /// Lower is scheduled first (see [`GenerationParams::priority`]).
     pub priority: i32,
+    /// Most prompt tokens kept, the last ones (see [`GenerationParams::truncate_prompt_tokens`]).
+    pub truncate_prompt_tokens: Option<usize>,
 }
 
 impl GenSpec {
+    /// Keeps only the last `truncate_prompt_tokens` tokens of `prompt`, where asked.
+    pub fn truncate(&self, prompt: &mut Vec<u32>) {
+        if let Some(k) = self.truncate_prompt_tokens
+            && prompt.len() > k
+        {
+            prompt.drain(..prompt.len() - k);
+        }
+    }
+
     /// The text of one generated sequence, cut at this request's stop strings.
     pub fn text_stream(&self) -> TextStream {
         TextStream::new(self.stop.clone(), self.skip_special_tokens)
@@ -203,6 +218,15 @@ impl GenerationParams {
             Some(Err(_)) => {
                 return Err(ParamError::new("priority", "priority must fit in 32 bits"));
             }
+        };
+        let truncate_prompt_tokens = match self.truncate_prompt_tokens {
+            Some(k) if k < 1 => {
+                return Err(ParamError::new(
+                    "truncate_prompt_tokens",
+                    "truncate_prompt_tokens must be at least 1",
+                ));
+            }
+            k => k.map(|k| k as usize),
         };
         let min_tokens = match self.min_tokens {
             None => 0,
@@ -308,6 +332,7 @@ impl GenerationParams {
             stop_token_ids: self.stop_token_ids.clone().unwrap_or_default(),
             include_stop_str: self.include_stop_str_in_output.unwrap_or(false),
             priority,
+            truncate_prompt_tokens,
         })
     }
 }

@@ -1,8 +1,8 @@
 //! vLLM's request fields on the tiny model, through the GPU sampler: `stop_token_ids` end a
 //! reply as end-of-sequence does, `min_tokens` holds end-of-sequence and stop tokens (and
 //! stop strings) off for its first tokens, `include_stop_str_in_output` keeps the stop
-//! string, `priority` is taken only with priority scheduling; bad values are refused naming
-//! the field.
+//! string, `priority` is taken only with priority scheduling, `truncate_prompt_tokens` keeps a
+//! prompt's last tokens; bad values are refused naming the field.
 
 mod common;
 
@@ -144,6 +144,67 @@ async fn priority_needs_priority_scheduling() {
     assert_eq!(
         (s, r["error"]["param"].as_str()),
         (400, Some("priority")),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn truncate_prompt_tokens_keeps_the_last_tokens() {
+    let (s, t) = post(
+        server(),
+        "/tokenize",
+        &json!({"prompt": "the cat sat on the mat and the dog"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let ids: Vec<u64> = (t["tokens"].as_array().unwrap().iter())
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(ids.len() > 4, "{ids:?}");
+    let ask = |prompt: Value, extra: Value| {
+        let mut b =
+            json!({"prompt": prompt, "max_tokens": 6, "temperature": 0, "ignore_eos": true});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let (s, cut) = post(
+        server(),
+        "/v1/completions",
+        &ask(json!(ids), json!({"truncate_prompt_tokens": 3})),
+    )
+    .await;
+    assert_eq!(s, 200, "{cut}");
+    assert_eq!(cut["usage"]["prompt_tokens"], 3);
+    let (_, last) = post(
+        server(),
+        "/v1/completions",
+        &ask(json!(ids[ids.len() - 3..]), json!({})),
+    )
+    .await;
+    assert_eq!(cut["choices"][0]["text"], last["choices"][0]["text"]);
+    // A shorter prompt is left whole; a chat prompt is cut the same way.
+    let (_, whole) = post(
+        server(),
+        "/v1/completions",
+        &ask(json!(ids), json!({"truncate_prompt_tokens": 1000})),
+    )
+    .await;
+    assert_eq!(whole["usage"]["prompt_tokens"], ids.len());
+    let chat = json!({"messages": [{"role": "user", "content": "the cat sat on the mat"}], "max_tokens": 2,
+        "truncate_prompt_tokens": 4});
+    let (s, r) = post(server(), "/v1/chat/completions", &chat).await;
+    assert_eq!((s, &r["usage"]["prompt_tokens"]), (200, &json!(4)), "{r}");
+    let (s, r) = post(
+        server(),
+        "/v1/completions",
+        &ask(json!(ids), json!({"truncate_prompt_tokens": 0})),
+    )
+    .await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some("truncate_prompt_tokens")),
         "{r}"
     );
 }

@@ -218,7 +218,7 @@ impl WebEngine {
     /// (`event.finished` set). It starts at the next `step()`.
     pub fn start(
         &mut self,
-        prompt: Vec<u32>,
+        mut prompt: Vec<u32>,
         params: JsValue,
         on_token: Option<Function>,
     ) -> Result<f64, JsValue> {
@@ -234,6 +234,7 @@ impl WebEngine {
                 "prompt_logprobs is served by kiln's server, not in the page",
             ));
         }
+        spec.truncate(&mut prompt);
         let max_tokens = f
             .check_prompt(
                 &prompt,

@@ -132,7 +132,8 @@ pub fn checked_completion(
     }
     let checked = prompts
         .into_iter()
-        .map(|p| {
+        .map(|mut p| {
+            spec.truncate(&mut p);
             let m = st.check_prompt(&p, spec.max_tokens, Some(DEFAULT_COMPLETION_TOKENS))?;
             Ok((p, m))
         })
@@ -163,7 +164,8 @@ pub fn checked_chat(
         req.max_completion_tokens.or(req.sampling.max_tokens),
         logprobs,
     )?;
-    let (plan, prompt) = chat_prompt(st, req)?;
+    let (plan, mut prompt) = chat_prompt(st, req)?;
+    spec.truncate(&mut prompt);
     // Calls in a format marked by special tokens are read from text that keeps them.
     if plan
         .as_ref()
