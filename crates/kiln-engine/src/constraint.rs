@@ -72,9 +72,10 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
 pub struct ConstraintFactory {
     factory: Arc<ParserFactory>,
     vocab: usize,
-    /// Each token's bytes, and `</think>` as tokens (for reasoning budgets).
+    /// Each token's bytes, and `</think>` as tokens from each of its bytes on (for reasoning
+    /// budgets: `closes[k]` writes the tag's bytes from `k`).
     words: Arc<Vec<Vec<u8>>>,
-    close: Arc<[u32]>,
+    closes: Arc<[Vec<u32>]>,
 }
 
 impl ConstraintFactory {
@@ -96,14 +97,16 @@ impl ConstraintFactory {
         let mut factory =
             ParserFactory::new_simple(&env).map_err(|e| format!("constrained decoding: {e}"))?;
         factory.set_stderr_log_level(0);
-        let close = tokenizer
-            .encode("</think>", false)
+        const CLOSE: &str = "</think>";
+        let closes = (0..CLOSE.len())
+            .map(|k| tokenizer.encode(&CLOSE[k..], false))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("constrained decoding: {e}"))?;
         Ok(Self {
             factory: Arc::new(factory),
             vocab: words.len(),
             words: Arc::new(words),
-            close: close.into(),
+            closes: closes.into(),
         })
     }
 
@@ -120,7 +123,7 @@ impl ConstraintFactory {
                 budget: Some(n),
                 ..
             } => Some((
-                Budget::new(*n, *opened, self.close.clone()),
+                Budget::new(*n, *opened, self.closes.clone()),
                 self.words.clone(),
             )),
             _ => None,

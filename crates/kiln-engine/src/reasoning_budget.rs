@@ -1,7 +1,9 @@
 //! A reasoning budget: how many tokens a reply may spend inside its `<think>` block (its
 //! closing tag's tokens included) before `</think>` is written for it, one forced token per
-//! step (the grammar then goes on as after any block). A block the model closes itself within
-//! the budget is left alone, and a reply that does not open one is not bounded.
+//! step (the grammar then goes on as after any block). Where the block's text already ends
+//! with the start of the tag (`</th`, say) when the budget runs out, only the rest of the tag
+//! is written. A block the model closes itself within the budget is left alone, and a reply
+//! that does not open one is not bounded.
 
 use std::sync::Arc;
 
@@ -20,8 +22,10 @@ enum State {
 pub(crate) struct Budget {
     /// Tokens the block may still take.
     left: usize,
-    /// `</think>` as the tokenizer writes it, and how many of those tokens were forced.
-    close: Arc<[u32]>,
+    /// The tokens of `</think>` from each byte on (`closes[k]` writes `CLOSE[k..]`), and
+    /// those being forced with how many of them were.
+    closes: Arc<[Vec<u32>]>,
+    close: Vec<u32>,
     forced: usize,
     /// The reply's first bytes while undecided, then the block's last bytes (enough to see
     /// `</think>` written across tokens).
@@ -31,10 +35,11 @@ pub(crate) struct Budget {
 
 impl Budget {
     /// `opened`: the prompt opened the block, so the reply starts inside it.
-    pub fn new(budget: usize, opened: bool, close: Arc<[u32]>) -> Budget {
+    pub fn new(budget: usize, opened: bool, closes: Arc<[Vec<u32>]>) -> Budget {
         Budget {
             left: budget,
-            close,
+            close: closes[0].clone(),
+            closes,
             forced: 0,
             text: Vec::new(),
             state: if opened {
@@ -74,6 +79,14 @@ impl Budget {
             State::Inside => {
                 self.left -= 1;
                 self.inside(bytes);
+                if self.left == 0 && self.state == State::Inside {
+                    // The tag's start the block already ends with is not written again.
+                    let written = (1..CLOSE.len())
+                        .rev()
+                        .find(|&k| self.text.ends_with(&CLOSE[..k]))
+                        .unwrap_or(0);
+                    self.close = self.closes[written].clone();
+                }
             }
         }
     }
@@ -94,9 +107,17 @@ impl Budget {
 mod tests {
     use super::*;
 
+    /// `</think>` from byte `k` on as token ids: `[1, 2, 3]` whole, and `[10 + k]` for each
+    /// later start.
+    fn closes() -> Arc<[Vec<u32>]> {
+        let mut c = vec![vec![1u32, 2, 3]];
+        c.extend((1..CLOSE.len() as u32).map(|k| vec![10 + k]));
+        c.into()
+    }
+
     /// Feeds `pieces` (one token each, ids from 100) and returns the forced token after each.
     fn run(budget: usize, opened: bool, pieces: &[&str]) -> Vec<Option<u32>> {
-        let mut b = Budget::new(budget, opened, Arc::from([1u32, 2, 3]));
+        let mut b = Budget::new(budget, opened, closes());
         pieces
             .iter()
             .enumerate()
@@ -117,6 +138,18 @@ mod tests {
         assert_eq!(got, [None, None, Some(1), Some(2), Some(3), None]);
         let got = run(1, false, &["<think>a", "x"]);
         assert_eq!(got, [None, Some(1)]);
+    }
+
+    #[test]
+    fn a_tag_begun_when_the_budget_runs_out_is_finished_not_repeated() {
+        // "</th" written: "ink>" (from byte 4) is forced, one token here.
+        assert_eq!(
+            run(2, true, &["a", "</th", "x", "b"]),
+            [None, Some(14), None, None]
+        );
+        assert_eq!(run(2, true, &["a<", "/", "x"]), [None, Some(12), None]);
+        // Not the tag's start: the whole tag.
+        assert_eq!(run(1, true, &["</a", "x"]), [Some(1), Some(2)]);
     }
 
     #[test]
