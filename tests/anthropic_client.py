@@ -7,6 +7,7 @@ import json
 import os
 
 import anthropic
+import openai
 import pytest
 
 BASE_URL = os.environ.get("KILN_BASE_URL", "http://127.0.0.1:8000/v1").removesuffix("/v1")
@@ -28,7 +29,6 @@ def client():
 
 @pytest.fixture(scope="module")
 def model():
-    import openai
     return openai.OpenAI(base_url=BASE_URL + "/v1", api_key=API_KEY).models.list().data[0].id
 
 
@@ -44,6 +44,21 @@ def test_message_whole_and_streamed(client, model):
         final = s.get_final_message()
     assert text == m.content[0].text and final.content[0].text == text
     assert final.stop_reason == m.stop_reason
+
+
+def test_a_final_assistant_message_is_continued(client, model):
+    # Anthropic's prefill: the reply goes on from the assistant's words, as the chat API's
+    # continue_final_message does on the same conversation.
+    prefill = "The capital of France is"
+    m = client.messages.create(model=model, max_tokens=3, extra_body={"temperature": 0},
+                               messages=[{"role": "user", "content": "What is the capital of France?"},
+                                         {"role": "assistant", "content": prefill}])
+    chat = openai.OpenAI(base_url=BASE_URL + "/v1", api_key=API_KEY).chat.completions.create(
+        model=model, max_tokens=3, temperature=0, extra_body={"continue_final_message": True},
+        messages=[{"role": "user", "content": "What is the capital of France?"},
+                  {"role": "assistant", "content": prefill}])
+    assert m.content[0].text == chat.choices[0].message.content
+    assert "Paris" in m.content[0].text, m
 
 
 def test_tool_use_round_trip(client, model):

@@ -259,6 +259,18 @@ def test_bad_tools_and_formats_are_400(client, model):
 RESPONSES_WEATHER = {"type": "function", **WEATHER_TOOL["function"]}
 
 
+def test_vllm_stopping_fields(client, model):
+    ask = dict(model=model, messages=[{"role": "user", "content": "Say hi."}], temperature=0, max_tokens=12)
+    plain = client.chat.completions.create(**ask, extra_body={"ignore_eos": True,
+                                                             "return_tokens_as_token_ids": True}, logprobs=True)
+    ids = [int(t.token.split(":")[1]) for t in plain.choices[0].logprobs.content]
+    stopped = client.chat.completions.create(**ask, extra_body={"ignore_eos": True, "stop_token_ids": [ids[2]]})
+    assert stopped.choices[0].finish_reason == "stop" and stopped.usage.completion_tokens <= 3
+    # End-of-sequence forced by a bias is held off for min_tokens tokens.
+    eos = client.chat.completions.create(**ask, logit_bias={"2": 100}, extra_body={"min_tokens": 4})
+    assert eos.usage.completion_tokens == 5 and eos.choices[0].finish_reason == "stop", eos
+
+
 def test_responses_whole_and_streamed(client, model):
     ask = dict(model=model, instructions="Answer briefly.", input="What is the capital of France?",
                max_output_tokens=4, temperature=0)
