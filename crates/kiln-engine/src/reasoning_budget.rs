@@ -22,10 +22,10 @@ enum State {
 pub(crate) struct Budget {
     /// Tokens the block may still take.
     left: usize,
-    /// The tokens of `</think>` from each byte on (`closes[k]` writes `CLOSE[k..]`), and
-    /// those being forced with how many of them were.
+    /// The tokens of `</think>` from each byte on (`closes[k]` writes `CLOSE[k..]`); the
+    /// byte those being forced start from, and how many of them were forced.
     closes: Arc<[Vec<u32>]>,
-    close: Vec<u32>,
+    from: usize,
     forced: usize,
     /// The reply's first bytes while undecided, then the block's last bytes (enough to see
     /// `</think>` written across tokens).
@@ -38,8 +38,8 @@ impl Budget {
     pub fn new(budget: usize, opened: bool, closes: Arc<[Vec<u32>]>) -> Budget {
         Budget {
             left: budget,
-            close: closes[0].clone(),
             closes,
+            from: 0,
             forced: 0,
             text: Vec::new(),
             state: if opened {
@@ -52,7 +52,7 @@ impl Budget {
 
     /// The token that must come next, once the budget is spent inside the block.
     pub fn forced(&self) -> Option<u32> {
-        (self.state == State::Inside && self.left == 0).then(|| self.close[self.forced])
+        (self.state == State::Inside && self.left == 0).then(|| self.close()[self.forced])
     }
 
     /// Takes the token the reply was given and its bytes.
@@ -72,7 +72,8 @@ impl Budget {
             }
             State::Inside if self.left == 0 => {
                 self.forced += 1;
-                if token != self.close[self.forced - 1] || self.forced == self.close.len() {
+                let close = self.close();
+                if token != close[self.forced - 1] || self.forced == close.len() {
                     self.state = State::Done;
                 }
             }
@@ -81,14 +82,18 @@ impl Budget {
                 self.inside(bytes);
                 if self.left == 0 && self.state == State::Inside {
                     // The tag's start the block already ends with is not written again.
-                    let written = (1..CLOSE.len())
+                    self.from = (1..CLOSE.len())
                         .rev()
                         .find(|&k| self.text.ends_with(&CLOSE[..k]))
                         .unwrap_or(0);
-                    self.close = self.closes[written].clone();
                 }
             }
         }
+    }
+
+    /// The tokens being forced.
+    fn close(&self) -> &[u32] {
+        &self.closes[self.from]
     }
 
     /// More of the block's text: closed once it holds `</think>`.

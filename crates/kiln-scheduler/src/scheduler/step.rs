@@ -96,7 +96,7 @@ impl Scheduler {
                     budget.spend(&planned);
                     break;
                 }
-                let victim = self.preempt_last();
+                let victim = self.preempt_one();
                 preempted = true;
                 if let Some(pos) = plan.iter().position(|p| p.id == victim) {
                     budget.refund(&plan.remove(pos));
@@ -204,7 +204,7 @@ impl Scheduler {
 
     /// Preempts the running request of lowest priority that arrived last (with equal
     /// priorities the most recently admitted); returns its id.
-    fn preempt_last(&mut self) -> u64 {
+    fn preempt_one(&mut self) -> u64 {
         let at = (0..self.running.len())
             .max_by_key(|&i| self.queue_key(self.running[i]))
             .expect("a request needs blocks, so one is running");
