@@ -271,6 +271,34 @@ def test_vllm_stopping_fields(client, model):
     assert eos.usage.completion_tokens == 5 and eos.choices[0].finish_reason == "stop", eos
 
 
+def test_vllm_token_filters_usage_and_echo(client, model):
+    ask = dict(model=model, messages=[{"role": "user", "content": "Say hi."}], temperature=0, max_tokens=6)
+    plain = client.chat.completions.create(**ask, extra_body={"ignore_eos": True,
+                                                             "return_tokens_as_token_ids": True}, logprobs=True)
+    ids = [int(t.token.split(":")[1]) for t in plain.choices[0].logprobs.content]
+    # Only the greedy reply's tokens but its second: the first stays, the second changes.
+    allowed = [t for t in ids if t != ids[1]]
+    got = client.chat.completions.create(**ask, logprobs=True, extra_body={
+        "ignore_eos": True, "return_tokens_as_token_ids": True, "allowed_token_ids": allowed})
+    got = [int(t.token.split(":")[1]) for t in got.choices[0].logprobs.content]
+    assert got[0] == ids[0] and got[1] != ids[1] and set(got) <= set(allowed), (ids, got)
+    # A bad word's tokens are not written.
+    word = plain.choices[0].message.content.split()[0]
+    banned = client.chat.completions.create(**ask, extra_body={"ignore_eos": True, "bad_words": [word]})
+    assert banned.choices[0].message.content != plain.choices[0].message.content
+    # Usage on every chunk, counting up, then the whole request's.
+    chunks = list(client.chat.completions.create(**ask, stream=True, extra_body={"ignore_eos": True},
+        stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    counts = [c.usage.completion_tokens for c in chunks]
+    assert counts[0] == 0 and counts[-2] == 6 and counts[-1] == 6 and counts == sorted(counts), counts
+    # echo: the reply starts with the final assistant message it continues.
+    cont = client.chat.completions.create(
+        model=model, max_tokens=3, temperature=0,
+        messages=[{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hello"}],
+        extra_body={"echo": True, "continue_final_message": True, "add_generation_prompt": False})
+    assert cont.choices[0].message.content.startswith("Hello"), cont
+
+
 def test_responses_whole_and_streamed(client, model):
     ask = dict(model=model, instructions="Answer briefly.", input="What is the capital of France?",
                max_output_tokens=4, temperature=0)

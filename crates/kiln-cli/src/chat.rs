@@ -74,11 +74,7 @@ impl StopKey {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut local = Local::open(&a.local)?;
-    let spec = a
-        .sampling
-        .params()
-        .resolve(&local.frontend.defaults, None)?;
-    local.frontend.check_tokens(&spec)?;
+    let spec = local.frontend.resolve(&a.sampling.params(), None)?;
     let key = StopKey::install()?;
     let reasoning = ReasoningFormat::detect(local.frontend.chat_template.as_ref());
     let mut history: Vec<ChatMessage> = Vec::new();

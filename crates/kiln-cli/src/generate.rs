@@ -28,8 +28,7 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut local = Local::open(&a.local)?;
     let f = &local.frontend;
-    let spec = a.sampling.params().resolve(&f.defaults, None)?;
-    f.check_tokens(&spec)?;
+    let spec = f.resolve(&a.sampling.params(), None)?;
     let prompt = if a.chat || a.system.is_some() {
         f.chat_tokens(
             vec![ChatMessage::new("user", a.prompt.as_str())],

@@ -49,6 +49,13 @@ pub struct SamplingArgs {
     /// TOKEN_ID=BIAS: add BIAS (-100 to 100) to that token's logit; repeat the flag for several.
     #[arg(long, value_parser = token_bias, allow_hyphen_values = true)]
     logit_bias: Vec<(String, f32)>,
+    /// Sample only this token id; repeat the flag to allow several (default: any).
+    #[arg(long = "allowed-token-id")]
+    allowed_token_ids: Vec<u32>,
+    /// Never write this word (its tokens, with or without a leading space); repeat the flag
+    /// for several.
+    #[arg(long = "bad-word")]
+    bad_words: Vec<String>,
 }
 
 /// `ID=BIAS` as the request field's key and value (the key is checked as a token id later,
@@ -91,6 +98,9 @@ impl SamplingArgs {
             include_stop_str_in_output: None,
             priority: None,
             truncate_prompt_tokens: None,
+            allowed_token_ids: (!self.allowed_token_ids.is_empty())
+                .then(|| self.allowed_token_ids.clone()),
+            bad_words: (!self.bad_words.is_empty()).then(|| self.bad_words.clone()),
         }
     }
 }

@@ -11,6 +11,7 @@ mod batch;
 mod grammar;
 mod penalties;
 mod sampling;
+mod token_filter;
 
 pub use batch::{
     BLOCK_SIZE, BlockCopy, BlockTables, NO_BLOCK, PrevToken, PromptScore, SeqInBatch, StepBatch,
@@ -18,3 +19,4 @@ pub use batch::{
 pub use grammar::Grammar;
 pub use penalties::{PENALTY_PAGE, PenaltyLists, PenaltyToken, PenaltyWrites};
 pub use sampling::{LogprobsMode, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words};
+pub use token_filter::TokenFilter;

@@ -65,11 +65,7 @@ impl Generation {
     /// than the context) is for the user to read.
     pub fn start(model: &Loaded, chat: &Chat) -> Result<Generation, String> {
         let f = &model.frontend;
-        let spec = chat
-            .sampling
-            .resolve(&f.defaults, None)
-            .map_err(|e| e.to_string())?;
-        f.check_tokens(&spec).map_err(|e| e.to_string())?;
+        let spec = f.resolve(&chat.sampling, None).map_err(|e| e.to_string())?;
         let messages: Vec<ChatMessage> = chat
             .messages
             .iter()

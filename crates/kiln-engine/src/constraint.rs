@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use kiln_core::{Grammar, TokenMask, mask_words};
+use kiln_core::{Grammar, TokenFilter, TokenMask, mask_words};
 use kiln_model::Tokenizer;
 use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
@@ -129,28 +129,58 @@ impl ConstraintFactory {
             _ => None,
         };
         Ok(Constraint {
-            matcher,
+            matcher: Some(matcher),
             words: mask_words(self.vocab),
             budget,
+            filter: TokenFilter::default(),
+            recent: Vec::new(),
         })
     }
 }
 
-/// One sequence's matcher.
+/// One sequence's matcher and token filter.
 pub struct Constraint {
-    matcher: Matcher,
+    /// The grammar's matcher; `None`: only the filter constrains.
+    matcher: Option<Matcher>,
     words: usize,
     /// A reasoning budget, with each token's bytes.
     budget: Option<(Budget, Arc<Vec<Vec<u8>>>)>,
+    filter: TokenFilter,
+    /// The output's last tokens, as many as the filter reads.
+    recent: Vec<u32>,
 }
 
 impl Constraint {
-    /// The tokens allowed next (only EOS once the grammar is complete and nothing may follow).
+    /// A constraint of `filter` alone, for a vocabulary of `vocab` tokens.
+    pub fn filter_only(filter: TokenFilter, vocab: usize) -> Self {
+        Self {
+            matcher: None,
+            words: mask_words(vocab),
+            budget: None,
+            filter,
+            recent: Vec::new(),
+        }
+    }
+
+    /// This constraint with `filter` applied after its grammar.
+    pub fn with_filter(self, filter: TokenFilter) -> Self {
+        Self { filter, ..self }
+    }
+
+    /// The tokens allowed next (only EOS once the grammar is complete and nothing may
+    /// follow), less those the filter forbids.
     pub fn mask(&mut self) -> Result<TokenMask, String> {
-        let v = self
-            .matcher
-            .compute_mask_or_eos()
-            .map_err(|e| e.to_string())?;
+        let mut words = self.grammar_mask()?;
+        self.filter.restrict(&mut words, &self.recent);
+        Ok(words)
+    }
+
+    /// The tokens the grammar allows next (every token without one).
+    fn grammar_mask(&mut self) -> Result<TokenMask, String> {
+        let Some(matcher) = &mut self.matcher else {
+            return Ok(vec![u32::MAX; self.words]);
+        };
+        let v = matcher.compute_mask_or_eos().map_err(|e| e.to_string())?;
         let mut words = v.as_slice().to_vec();
         words.resize(self.words, 0);
         if let Some(t) = self.budget.as_ref().and_then(|(b, _)| b.forced()) {
@@ -181,9 +211,15 @@ impl Constraint {
 
     /// Advances past `token`; an error means the token broke the grammar.
     pub fn consume(&mut self, token: u32) -> Result<(), String> {
-        self.matcher
-            .consume_token(token)
-            .map_err(|e| e.to_string())?;
+        if let Some(m) = &mut self.matcher {
+            m.consume_token(token).map_err(|e| e.to_string())?;
+        }
+        let keep = self.filter.context();
+        if keep > 0 {
+            self.recent.push(token);
+            let extra = self.recent.len().saturating_sub(keep);
+            self.recent.drain(..extra);
+        }
         if let Some((budget, words)) = &mut self.budget {
             let bytes = words.get(token as usize).map_or(&[][..], Vec::as_slice);
             budget.consume(token, bytes);
@@ -193,12 +229,15 @@ impl Constraint {
 
     /// Whether the output so far is a complete match.
     pub fn is_accepting(&mut self) -> bool {
-        self.matcher.is_accepting().unwrap_or(false)
+        match &mut self.matcher {
+            Some(m) => m.is_accepting().unwrap_or(false),
+            None => true,
+        }
     }
 
     /// Whether no more tokens may follow (the grammar is complete and closed).
     pub fn is_stopped(&self) -> bool {
-        self.matcher.is_stopped()
+        self.matcher.as_ref().is_some_and(Matcher::is_stopped)
     }
 }
 

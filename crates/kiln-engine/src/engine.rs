@@ -176,20 +176,25 @@ impl Engine {
         })
     }
 
+    /// Adds a request; one with a token filter is sampled under it.
     pub fn add_request(&mut self, request: Request) -> Result<(), EngineError> {
-        Ok(self.scheduler.add_request(request)?)
+        if request.filter.is_empty() {
+            return Ok(self.scheduler.add_request(request)?);
+        }
+        let filter = Constraint::filter_only(Default::default(), self.runner.config.vocab_size);
+        self.add_constrained_request(request, filter)
     }
 
-    /// Adds a request whose output `constraint` governs: every token is sampled under the
-    /// matcher's mask and fed back to it.
+    /// Adds a request whose output `constraint` (and the request's token filter) governs:
+    /// every token is sampled under the matcher's mask and fed back to it.
     pub fn add_constrained_request(
         &mut self,
         request: Request,
         constraint: Constraint,
     ) -> Result<(), EngineError> {
-        let id = request.id;
+        let (id, filter) = (request.id, request.filter.clone());
         self.scheduler.add_request(request)?;
-        self.constraints.insert(id, constraint);
+        self.constraints.insert(id, constraint.with_filter(filter));
         Ok(())
     }
 

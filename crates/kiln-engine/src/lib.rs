@@ -18,7 +18,7 @@ pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
-pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams};
+pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams, TokenFilter};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};
 pub use overlap::Overlap;

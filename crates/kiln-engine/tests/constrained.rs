@@ -1,14 +1,17 @@
 //! Grammar-constrained decoding with the real default model's tokenizer: a seeded random walk
 //! over the allowed tokens always spells valid JSON for bounded schemas (CPU only), and on the
 //! GPU constrained and unconstrained requests in one batch do not affect each other, with
-//! overlapped steps or without.
+//! overlapped steps or without; token filters (`allowed_token_ids`, `bad_words`) turn greedy
+//! decoding aside exactly where they forbid its choice.
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use common::*;
-use kiln_engine::{ConstraintFactory, EngineConfig, Grammar, Overlap, Request, SamplingParams};
+use kiln_engine::{
+    ConstraintFactory, EngineConfig, Grammar, Overlap, Request, SamplingParams, TokenFilter,
+};
 use serde_json::{Value, json};
 
 /// A small xorshift generator, so the walk is reproducible without extra dependencies.
@@ -248,5 +251,78 @@ fn constrained_and_unconstrained_requests_share_a_batch_without_interference() {
             text.starts_with('{'),
             "request {id}: constrained output {text:?} starts a JSON object"
         );
+    }
+}
+
+#[test]
+fn token_filters_turn_greedy_decoding_aside_where_they_forbid_its_choice() {
+    let ctx = gpu();
+    let model = default_model();
+    let eos = model.config.eos_token_ids.clone();
+    let prompt = model
+        .tokenizer
+        .encode("The capital of France is", false)
+        .unwrap();
+    let greedy = |id, filter| Request {
+        filter,
+        ..greedy_request(id, prompt.clone(), 10, true, &eos)
+    };
+    let base = run_all(
+        &mut engine(&ctx, &model, small_config()),
+        vec![greedy(1, TokenFilter::default())],
+    )[&1]
+        .clone();
+    assert_eq!(base.len(), 10);
+    // Only the greedy tokens but its third may be sampled; the pair (base[3], base[4]) may
+    // not be written; its first token may not be written at all; and all three beside an
+    // unfiltered request, with steps overlapped and not.
+    let mut allowed = base.clone();
+    allowed.retain(|&t| t != base[2]);
+    let filters = [
+        TokenFilter {
+            allowed: Some({
+                let mut a = allowed.clone();
+                a.sort_unstable();
+                a.dedup();
+                a
+            }),
+            banned: vec![],
+        },
+        TokenFilter {
+            allowed: None,
+            banned: vec![vec![base[3], base[4]]],
+        },
+        TokenFilter {
+            allowed: None,
+            banned: vec![vec![base[0]]],
+        },
+    ];
+    for overlap in [Overlap::On, Overlap::Off] {
+        let config = EngineConfig {
+            overlap,
+            ..small_config()
+        };
+        let mut requests = vec![greedy(1, TokenFilter::default())];
+        requests.extend((0..3).map(|i| greedy(2 + i as u64, filters[i].clone())));
+        let out = run_all(&mut engine(&ctx, &model, config), requests);
+        assert_eq!(
+            out[&1], base,
+            "{overlap:?}: the unfiltered request is unchanged"
+        );
+        let (only, pair, first) = (&out[&2], &out[&3], &out[&4]);
+        assert_eq!(only[..2], base[..2], "{overlap:?}");
+        assert!(
+            only.iter().all(|t| allowed.contains(t)),
+            "{overlap:?}: {only:?}"
+        );
+        assert_ne!(only[2], base[2], "{overlap:?}");
+        assert_eq!(pair[..4], base[..4], "{overlap:?}");
+        assert_ne!(pair[4], base[4], "{overlap:?}");
+        assert!(
+            !pair.windows(2).any(|w| w == [base[3], base[4]]),
+            "{overlap:?}: {pair:?}"
+        );
+        assert_ne!(first[0], base[0], "{overlap:?}");
+        assert!(!first.contains(&base[0]), "{overlap:?}: {first:?}");
     }
 }

@@ -226,25 +226,6 @@ impl Frontend {
             .map_err(|e| ParamError::new(param, e.to_string()))
     }
 
-    /// Checks that the tokens `spec` names (biased ones, stop token ids) are in the
-    /// vocabulary.
-    pub fn check_tokens(&self, spec: &GenSpec) -> Result<(), ParamError> {
-        let named = (spec.logit_bias.iter().map(|&(t, _)| ("logit_bias", t)))
-            .chain(spec.stop_token_ids.iter().map(|&t| ("stop_token_ids", t)));
-        for (param, t) in named {
-            if t as usize >= self.vocab_size {
-                return Err(ParamError::new(
-                    param,
-                    format!(
-                        "token id {t} is out of the vocabulary (size {})",
-                        self.vocab_size
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
     /// The engine request for choice `choice` of `spec` (seed `base_seed + choice`).
     pub fn request(
         &self,
@@ -266,6 +247,7 @@ impl Frontend {
             min_tokens: spec.min_tokens,
             stop_token_ids: spec.stop_token_ids.clone(),
             priority: spec.priority,
+            filter: spec.filter.clone(),
             ..Request::new(id, prompt, max_tokens)
         }
     }

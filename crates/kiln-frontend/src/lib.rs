@@ -11,6 +11,7 @@ mod reasoning;
 mod stop;
 mod structured;
 mod text;
+mod token_fields;
 
 pub use detokenize::IncrementalDecoder;
 pub use frontend::{ChatExtras, Ending, Frontend};

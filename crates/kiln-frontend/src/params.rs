@@ -2,7 +2,7 @@
 //! optional), checked once and turned into a [`GenSpec`], with the model's own settings
 //! filling what the request leaves unset.
 
-use kiln_core::SamplingParams;
+use kiln_core::{SamplingParams, TokenFilter};
 use kiln_model::GenerationDefaults;
 use serde::{Deserialize, Serialize};
 
@@ -109,6 +109,14 @@ pub struct GenerationParams {
     /// many tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncate_prompt_tokens: Option<i64>,
+    /// vLLM's `allowed_token_ids`: only these tokens may be sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_token_ids: Option<Vec<u32>>,
+    /// vLLM's `bad_words`: words never generated. Each word's tokens, with and without a
+    /// leading space, are banned as sequences: the last token is never sampled after the
+    /// ones before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_words: Option<Vec<String>>,
 }
 
 /// Most completions one request may ask for.
@@ -143,6 +151,9 @@ pub struct GenSpec {
     pub priority: i32,
     /// Most prompt tokens kept, the last ones (see [`GenerationParams::truncate_prompt_tokens`]).
     pub truncate_prompt_tokens: Option<usize>,
+    /// Tokens never sampled (`allowed_token_ids`, and `bad_words` as tokens: see
+    /// [`crate::Frontend::resolve`]).
+    pub filter: TokenFilter,
 }
 
 impl GenSpec {
@@ -178,8 +189,10 @@ pub fn base_sampling(defaults: &GenerationDefaults) -> SamplingParams {
 
 impl GenerationParams {
     /// Checks every knob and fills the unset ones from `defaults` (the model's settings,
-    /// then kiln's). `logprobs`: top log-probabilities per token, when asked.
-    pub fn resolve(
+    /// then kiln's). `logprobs`: top log-probabilities per token, when asked. What needs the
+    /// model's vocabulary and tokenizer is left to [`crate::Frontend::resolve`], the one
+    /// public way in.
+    pub(crate) fn resolve(
         &self,
         defaults: &GenerationDefaults,
         logprobs: Option<u32>,
@@ -261,29 +274,8 @@ impl GenerationParams {
                 "cache_salt must be a non-empty string (or left out)",
             ));
         }
-        let mut logit_bias = Vec::new();
-        for (key, &bias) in self.logit_bias.iter().flatten() {
-            let Ok(id) = key.parse::<u32>() else {
-                return Err(ParamError::new(
-                    "logit_bias",
-                    format!("logit_bias keys must be token ids, not `{key}`"),
-                ));
-            };
-            if !(-100.0..=100.0).contains(&bias) {
-                return Err(ParamError::new(
-                    "logit_bias",
-                    format!("the bias of token {id} must be between -100 and 100, not {bias}"),
-                ));
-            }
-            logit_bias.push((id, bias));
-        }
-        logit_bias.sort_by_key(|&(id, _)| id);
-        if let Some(w) = logit_bias.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(ParamError::new(
-                "logit_bias",
-                format!("token {} is biased twice", w[0].0),
-            ));
-        }
+        let logit_bias = self.logit_bias_ids()?;
+        let allowed = self.allowed_ids()?;
         let base = base_sampling(defaults);
         let top_k = match self.top_k {
             None => base.top_k,
@@ -333,6 +325,10 @@ impl GenerationParams {
             include_stop_str: self.include_stop_str_in_output.unwrap_or(false),
             priority,
             truncate_prompt_tokens,
+            filter: TokenFilter {
+                allowed,
+                banned: Vec::new(),
+            },
         })
     }
 }

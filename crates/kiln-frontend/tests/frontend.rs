@@ -170,11 +170,66 @@ fn special_tokens_write_text_only_when_asked_and_never_the_stopping_one() {
 fn model_defaults_reach_the_spec() {
     let mut f = frontend();
     f.defaults.temperature = Some(0.0);
-    let spec = GenerationParams::default()
-        .resolve(&f.defaults, None)
-        .unwrap();
+    let spec = f.resolve(&GenerationParams::default(), None).unwrap();
     assert_eq!(spec.sampling.temperature, 0.0);
     let r = f.request(&spec, 9, vec![1, 2], 5, 100, 3);
     assert_eq!((r.id, r.seed, r.max_tokens), (9, 103, 5));
     assert_eq!(r.eos_token_ids, f.eos_token_ids);
+}
+
+#[test]
+fn token_fields_are_checked_against_the_vocabulary_and_bad_words_tokenized() {
+    let f = frontend();
+    let params =
+        |json: serde_json::Value| -> GenerationParams { serde_json::from_value(json).unwrap() };
+    let spec = f
+        .resolve(
+            &params(serde_json::json!({"allowed_token_ids": [9, 3, 9]})),
+            None,
+        )
+        .unwrap();
+    assert_eq!(spec.filter.allowed, Some(vec![3, 9]));
+    let r = f.request(&spec, 1, vec![1], 4, 0, 0);
+    assert_eq!(
+        r.filter, spec.filter,
+        "the filter reaches the engine request"
+    );
+    // Each word as written and after a space, whatever whitespace led it.
+    let spec = f
+        .resolve(
+            &params(serde_json::json!({"bad_words": ["  hello", "hello"]})),
+            None,
+        )
+        .unwrap();
+    let mut want = vec![
+        f.tokenizer.encode("hello", false).unwrap(),
+        f.tokenizer.encode(" hello", false).unwrap(),
+    ];
+    want.sort();
+    want.dedup();
+    assert_eq!(spec.filter.banned, want);
+    assert!(spec.filter.allowed.is_none());
+    let bad = f.vocab_size;
+    for (json, field) in [
+        (
+            serde_json::json!({"allowed_token_ids": []}),
+            "allowed_token_ids",
+        ),
+        (
+            serde_json::json!({"allowed_token_ids": [1, bad]}),
+            "allowed_token_ids",
+        ),
+        (serde_json::json!({"bad_words": ["ok", " "]}), "bad_words"),
+        (
+            serde_json::json!({"stop_token_ids": [bad]}),
+            "stop_token_ids",
+        ),
+        (
+            serde_json::json!({"logit_bias": {(bad).to_string(): 1.0}}),
+            "logit_bias",
+        ),
+    ] {
+        let e = f.resolve(&params(json.clone()), None).unwrap_err();
+        assert_eq!(e.param, field, "{json}: {e}");
+    }
 }

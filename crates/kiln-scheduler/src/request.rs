@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use kiln_core::{BLOCK_SIZE, PenaltyWrites, SampleSpec, SamplingParams};
+use kiln_core::{BLOCK_SIZE, PenaltyWrites, SampleSpec, SamplingParams, TokenFilter};
 
 use crate::output::FinishReason;
 use crate::penalty_list::PenaltyList;
@@ -52,6 +52,9 @@ pub struct Request {
     /// Lower is served first (vLLM's `priority`): the waiting queue is ordered by it, and the
     /// running request preempted first is the one with the highest value. 0 by default.
     pub priority: i32,
+    /// Tokens never sampled (vLLM's `allowed_token_ids` and `bad_words`): the engine masks
+    /// them each step; the scheduler does not read it.
+    pub filter: TokenFilter,
 }
 
 impl Request {
@@ -72,6 +75,7 @@ impl Request {
             prompt_logprobs: None,
             logit_bias: Vec::new(),
             priority: 0,
+            filter: TokenFilter::default(),
         }
     }
 }

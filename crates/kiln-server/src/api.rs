@@ -52,11 +52,26 @@ impl ChatRequest {
     }
 }
 
-/// `stream_options`; other options (vLLM's `continuous_usage_stats`) are refused by name.
+/// `stream_options`; options it does not name are refused by name.
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StreamOptions {
+    /// A last chunk with the whole request's usage.
     pub include_usage: Option<bool>,
+    /// vLLM's: every chunk carries its choice's usage so far (with `include_usage` or
+    /// without).
+    pub continuous_usage_stats: Option<bool>,
+}
+
+impl StreamOptions {
+    /// Whether to send the last usage chunk, and usage on every chunk.
+    pub fn usage(options: Option<&StreamOptions>) -> (bool, bool) {
+        let o = options.cloned().unwrap_or_default();
+        (
+            o.include_usage.unwrap_or(false),
+            o.continuous_usage_stats.unwrap_or(false),
+        )
+    }
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -134,6 +149,9 @@ pub struct ChatRequest {
     pub add_generation_prompt: Option<bool>,
     /// vLLM's: the reply continues the final (assistant) message instead of starting a turn.
     pub continue_final_message: Option<bool>,
+    /// vLLM's: where the final message is the assistant's, the reply's content starts with
+    /// its text.
+    pub echo: Option<bool>,
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,

@@ -34,6 +34,17 @@ pub fn sse_typed(events: impl Stream<Item = Value> + Send + 'static) -> Response
 pub struct ChoiceItem {
     pub index: usize,
     pub result: Result<Delta, ApiError>,
+    /// The choice's tokens so far, this delta's included.
+    pub generated: usize,
+}
+
+/// A choice's usage so far (`stream_options.continuous_usage_stats`), as vLLM reports it.
+pub fn running_usage(prompt_tokens: usize, generated: usize) -> Value {
+    serde_json::json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": generated,
+        "total_tokens": prompt_tokens + generated,
+    })
 }
 
 /// Token counts of a request's choices, filled in as they finish.
@@ -90,6 +101,7 @@ pub fn choices(
                             ChoiceItem {
                                 index,
                                 result: Ok(d),
+                                generated: seq.num_tokens,
                             },
                             (!last).then_some(seq),
                         ))
@@ -99,6 +111,7 @@ pub fn choices(
                         ChoiceItem {
                             index,
                             result: Err(e),
+                            generated: seq.num_tokens,
                         },
                         None,
                     )),

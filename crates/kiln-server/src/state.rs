@@ -60,8 +60,7 @@ impl AppState {
             max_tokens,
             ..params.clone()
         };
-        let mut spec = params.resolve(&self.model.defaults, logprobs)?;
-        self.model.check_tokens(&spec)?;
+        let mut spec = self.model.resolve(&params, logprobs)?;
         if spec.priority != 0 && !self.config.priority_scheduling {
             return Err(ApiError::bad_param(
                 "priority",
@@ -228,7 +227,7 @@ impl AppState {
 }
 
 /// A message's text: a string, or text parts joined; `None` when it has no content.
-fn message_text(m: &ChatMessageIn) -> Result<Option<String>, ApiError> {
+pub(crate) fn message_text(m: &ChatMessageIn) -> Result<Option<String>, ApiError> {
     Ok(match &m.content {
         None => None,
         Some(MessageContent::Text(t)) => Some(t.clone()),

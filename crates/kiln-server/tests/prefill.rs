@@ -1,7 +1,8 @@
 //! Ending a rendered conversation otherwise than with a new assistant turn, on the tiny model:
 //! vLLM's `add_generation_prompt: false` (no header) and `continue_final_message` (the reply
 //! goes on from the final assistant message's text, which is also what a final assistant
-//! message means to the Messages API: Anthropic's prefill).
+//! message means to the Messages API: Anthropic's prefill); vLLM's `echo` starts the reply
+//! with that message's text.
 
 mod common;
 
@@ -125,6 +126,73 @@ async fn what_cannot_be_continued_is_refused() {
             .as_str()
             .unwrap()
             .contains("final assistant message"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn echo_starts_the_reply_with_the_final_assistant_message() {
+    let ask = |extra: Value| {
+        let mut body = json!({"messages": conversation(true), "continue_final_message": true,
+            "add_generation_prompt": false, "max_tokens": 6, "temperature": 0, "ignore_eos": true});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let (s, plain) = post(server(), "/v1/chat/completions", &ask(json!({}))).await;
+    assert_eq!(s, 200, "{plain}");
+    let reply = plain["choices"][0]["message"]["content"].as_str().unwrap();
+    let (s, echoed) = post(
+        server(),
+        "/v1/chat/completions",
+        &ask(json!({"echo": true})),
+    )
+    .await;
+    assert_eq!(s, 200, "{echoed}");
+    assert_eq!(
+        echoed["choices"][0]["message"]["content"],
+        format!("{PREFILL}{reply}")
+    );
+    for k in ["prompt_tokens", "completion_tokens"] {
+        assert_eq!(
+            echoed["usage"][k], plain["usage"][k],
+            "the echo is not generated"
+        );
+    }
+    // Streamed: the role's chunk carries it, and the deltas add up to the same.
+    let chunks = stream(
+        server(),
+        "/v1/chat/completions",
+        &ask(json!({"echo": true, "stream": true})),
+    )
+    .await;
+    assert_eq!(chunks[0]["choices"][0]["delta"]["content"], PREFILL);
+    let text: String = (chunks.iter())
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, format!("{PREFILL}{reply}"));
+    // A conversation ending with the user's message has nothing to echo; tools refuse it.
+    let mut user_last = ask(json!({"echo": true}));
+    user_last["messages"] = conversation(false);
+    user_last["add_generation_prompt"] = json!(true);
+    user_last["continue_final_message"] = json!(false);
+    let (s, r) = post(server(), "/v1/chat/completions", &user_last).await;
+    assert_eq!(s, 200, "{r}");
+    user_last.as_object_mut().unwrap().remove("echo");
+    let (_, plain) = post(server(), "/v1/chat/completions", &user_last).await;
+    assert_eq!(r["choices"][0]["message"], plain["choices"][0]["message"]);
+    let tools =
+        json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+    let (s, r) = post(
+        server(),
+        "/v1/chat/completions",
+        &ask(json!({"echo": true, "tools": tools})),
+    )
+    .await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some("echo")),
         "{r}"
     );
 }

@@ -2,7 +2,9 @@
 //! reply as end-of-sequence does, `min_tokens` holds end-of-sequence and stop tokens (and
 //! stop strings) off for its first tokens, `include_stop_str_in_output` keeps the stop
 //! string, `priority` is taken only with priority scheduling, `truncate_prompt_tokens` keeps a
-//! prompt's last tokens; bad values are refused naming the field.
+//! prompt's last tokens; `allowed_token_ids` and `bad_words` keep tokens from being sampled;
+//! `stream_options.continuous_usage_stats` puts each choice's usage so far on every chunk;
+//! bad values are refused naming the field.
 
 mod common;
 
@@ -206,5 +208,169 @@ async fn truncate_prompt_tokens_keeps_the_last_tokens() {
         (s, r["error"]["param"].as_str()),
         (400, Some("truncate_prompt_tokens")),
         "{r}"
+    );
+}
+
+/// The token ids of `text` (no special tokens).
+async fn tokens(text: &str) -> Vec<u64> {
+    let (s, t) = post(
+        server(),
+        "/tokenize",
+        &json!({"prompt": text, "add_special_tokens": false}),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    (t["tokens"].as_array().unwrap().iter())
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn allowed_token_ids_and_bad_words_keep_tokens_out() {
+    let (_, ids, _) = complete(json!({"ignore_eos": true})).await;
+    // Only the greedy reply's tokens but its third: the first two stay, the third changes,
+    // and nothing outside the list is written.
+    let allowed: Vec<u64> = ids.iter().copied().filter(|&t| t != ids[2]).collect();
+    let (_, got, _) = complete(json!({"ignore_eos": true, "allowed_token_ids": allowed})).await;
+    assert_eq!(got[..2], ids[..2]);
+    assert_ne!(got[2], ids[2]);
+    assert!(got.iter().all(|t| allowed.contains(t)), "{got:?}");
+    // The word of one of the reply's tokens that is tokenized back to it (the random model
+    // also writes ids past the tokenizer's), banned: that token is not written again, nor
+    // any spelling's tokens (as written, or after a space) one after another.
+    let mut word = None;
+    for &t in &ids {
+        let (s, d) = post(server(), "/detokenize", &json!({"tokens": [t]})).await;
+        let text = d["prompt"].as_str().unwrap_or("").to_string();
+        if s == 200 && text.trim() == text && !text.is_empty() {
+            let t_ = (tokens(&text).await, tokens(&format!(" {text}")).await);
+            if t_.0 == [t] || t_.1 == [t] {
+                word = Some((text, t));
+                break;
+            }
+        }
+    }
+    let (word, t) = word.unwrap_or_else(|| panic!("no reply token is a word: {ids:?}"));
+    let (_, got, _) = complete(json!({"ignore_eos": true, "bad_words": [word.clone()]})).await;
+    assert!(!got.contains(&t), "{word:?} ({t}) in {got:?}");
+    for banned in [tokens(&word).await, tokens(&format!(" {word}")).await] {
+        assert!(
+            !got.windows(banned.len()).any(|w| w == banned),
+            "{word:?} ({banned:?}) in {got:?}"
+        );
+    }
+    // The same fields in chat: one token allowed, written at every step.
+    let cat = tokens("cat").await[0];
+    let chat = json!({"messages": [{"role": "user", "content": "the cat"}], "max_tokens": 4,
+        "temperature": 0, "ignore_eos": true, "allowed_token_ids": [cat]});
+    let (s, r) = post(server(), "/v1/chat/completions", &chat).await;
+    assert_eq!(s, 200, "{r}");
+    let (_, one) = post(server(), "/detokenize", &json!({"tokens": [cat]})).await;
+    assert_eq!(
+        r["choices"][0]["message"]["content"],
+        one["prompt"].as_str().unwrap().repeat(4)
+    );
+    // Refusals name the field.
+    for (extra, field) in [
+        (json!({"allowed_token_ids": []}), "allowed_token_ids"),
+        (
+            json!({"allowed_token_ids": [1_000_000]}),
+            "allowed_token_ids",
+        ),
+        (json!({"bad_words": [""]}), "bad_words"),
+    ] {
+        let mut body = json!({"prompt": "the cat", "max_tokens": 2});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let (s, r) = post(server(), "/v1/completions", &body).await;
+        assert_eq!((s, r["error"]["param"].as_str()), (400, Some(field)), "{r}");
+    }
+}
+
+/// Each chunk's (choice index, usage) where it carries one.
+fn usages(chunks: &[Value]) -> Vec<(Option<u64>, Value)> {
+    chunks
+        .iter()
+        .filter(|c| !c["usage"].is_null())
+        .map(|c| (c["choices"][0]["index"].as_u64(), c["usage"].clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn continuous_usage_stats_count_each_choice_as_it_goes() {
+    let fn_tool = json!([{"type": "function", "function": {"name": "add", "parameters":
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]);
+    for tools in [None, Some(fn_tool)] {
+        let mut body = json!({"messages": [{"role": "user", "content": "the cat"}], "max_tokens": 6,
+            "temperature": 0, "ignore_eos": true, "stream": true,
+            "stream_options": {"continuous_usage_stats": true}});
+        if let Some(t) = &tools {
+            body["tools"] = t.clone();
+        }
+        let mut once = body.clone();
+        let o = once.as_object_mut().unwrap();
+        o.remove("stream");
+        o.remove("stream_options");
+        let (s, whole) = post(server(), "/v1/chat/completions", &once).await;
+        assert_eq!(s, 200, "{whole}");
+        let prompt = whole["usage"]["prompt_tokens"].as_u64().unwrap();
+        let chunks = stream(server(), "/v1/chat/completions", &body).await;
+        // Every chunk, the role's first (0 tokens) to the last (6), and no usage-only chunk
+        // without include_usage.
+        let u = usages(&chunks);
+        assert_eq!(
+            u.len(),
+            chunks.len(),
+            "tools {}: {chunks:?}",
+            tools.is_some()
+        );
+        let counts: Vec<u64> = u
+            .iter()
+            .map(|(_, u)| u["completion_tokens"].as_u64().unwrap())
+            .collect();
+        assert_eq!((counts[0], *counts.last().unwrap()), (0, 6), "{counts:?}");
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+        for (_, u) in &u {
+            assert_eq!(u["prompt_tokens"], prompt);
+            assert_eq!(
+                u["total_tokens"],
+                prompt + u["completion_tokens"].as_u64().unwrap()
+            );
+        }
+    }
+    // Completions of two prompts, two choices each, with the last usage chunk too: each
+    // choice counts its own tokens against its own prompt.
+    let body = json!({"prompt": ["the cat", "the dog sat on"], "n": 2, "max_tokens": 5,
+        "temperature": 0.7, "seed": 1, "ignore_eos": true, "stream": true,
+        "stream_options": {"include_usage": true, "continuous_usage_stats": true}});
+    let chunks = stream(server(), "/v1/completions", &body).await;
+    let (last, each) = usages(&chunks)
+        .split_last()
+        .map(|(l, e)| (l.clone(), e.to_vec()))
+        .unwrap();
+    assert_eq!((last.0, &last.1["completion_tokens"]), (None, &json!(20)));
+    let lens = [
+        tokens("the cat").await.len(),
+        tokens("the dog sat on").await.len(),
+    ];
+    for choice in 0..4u64 {
+        let mine: Vec<&Value> = (each.iter())
+            .filter(|(i, _)| *i == Some(choice))
+            .map(|(_, u)| u)
+            .collect();
+        assert_eq!(
+            mine.last().unwrap()["completion_tokens"],
+            5,
+            "choice {choice}"
+        );
+        assert!(
+            mine.iter()
+                .all(|u| u["prompt_tokens"] == lens[choice as usize / 2])
+        );
+    }
+    assert_eq!(
+        last.1["prompt_tokens"].as_u64().unwrap() as usize,
+        lens.iter().sum::<usize>()
     );
 }

@@ -127,7 +127,7 @@ const DEMO_PENALISED: &str = r#"{"temperature": 0, "top_p": 1, "top_k": 0, "min_
 fn demo_reply(ctx: &GpuContext, path: &std::path::Path, params: &str) -> serde_json::Value {
     let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
     let params: GenerationParams = serde_json::from_str(params).expect("params");
-    let spec = params.resolve(&frontend.defaults, None).expect("spec");
+    let spec = frontend.resolve(&params, None).expect("spec");
     let prompt = frontend
         .chat_tokens(vec![ChatMessage::new("user", "Hello")], None)
         .expect("chat prompt");

@@ -224,8 +224,7 @@ impl WebEngine {
     ) -> Result<f64, JsValue> {
         let params = start_params(&params)?;
         let f = &self.frontend;
-        let spec = params.generation.resolve(&f.defaults, None).map_err(err)?;
-        f.check_tokens(&spec).map_err(err)?;
+        let spec = f.resolve(&params.generation, None).map_err(err)?;
         if spec.n != 1 {
             return Err(err("n must be 1: start one generation per call"));
         }

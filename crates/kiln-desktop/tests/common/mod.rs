@@ -37,13 +37,12 @@ pub fn greedy_reply(model: &Path, user: &str) -> String {
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(&ctx, &config, &weights, ec, &mut |_, _| {}).unwrap();
-    let spec = GenerationParams {
+    let params = GenerationParams {
         temperature: Some(0.0),
         max_tokens: Some(MAX_TOKENS),
         ..Default::default()
-    }
-    .resolve(&frontend.defaults, None)
-    .unwrap();
+    };
+    let spec = frontend.resolve(&params, None).unwrap();
     let prompt = frontend
         .chat_tokens(vec![ChatMessage::new("user", user)], None)
         .unwrap();

@@ -162,6 +162,7 @@ impl MessagesRequest {
             stream_options: None,
             kv_transfer_params: None,
             return_tokens_as_token_ids: None,
+            echo: None,
             sampling: GenerationParams {
                 temperature: self.temperature,
                 top_p: self.top_p,

@@ -114,6 +114,7 @@ impl ResponsesRequest {
             stream_options: None,
             kv_transfer_params: None,
             return_tokens_as_token_ids: None,
+            echo: None,
             sampling: self.sampling.clone(),
             extra: self.extra.clone(),
         })

@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 use super::chat_tools::{Reported, stream_tools, tools_reply};
 use super::{logprob_entry, now_s, prompt_logprobs_json, random_id};
 
-use crate::api::ChatRequest;
+use crate::api::{ChatRequest, StreamOptions};
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Sequence;
 use crate::generate::TokenLogprob;
 use crate::kv_transfer;
-use crate::sse::{Usage, choices, sse};
+use crate::sse::{Usage, choices, running_usage, sse};
 use crate::state::Shared;
 use crate::tools::ToolPlan;
 use kiln_engine::Constraint;
@@ -29,6 +29,7 @@ pub async fn chat_completions(
     let (spec, plan, prompt, max_tokens) = super::render::checked_chat(&st, &req)?;
     let logprobs = spec.logprobs;
     let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
+    let echo = echoed(&req, plan.is_some())?;
     let (constraints, opened) = chat_constraints(&st, &req, plan.as_ref(), spec.n, &prompt)?;
     let stream = req.stream.unwrap_or(false);
     let transfer = kv_transfer::plan(
@@ -53,12 +54,8 @@ pub async fn chat_completions(
         ..Usage::default()
     }));
 
+    let usage_options = StreamOptions::usage(req.stream_options.as_ref());
     if let Some(plan) = plan {
-        let include_usage = req
-            .stream_options
-            .as_ref()
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false);
         let reported = Reported {
             st: st.clone(),
             logprobs: logprobs.is_some(),
@@ -70,7 +67,7 @@ pub async fn chat_completions(
                 plan,
                 reasoning,
                 seqs,
-                (spec.n, usage, include_usage),
+                (spec.n, usage, usage_options),
                 reported,
                 (id, created, model),
             ));
@@ -83,11 +80,9 @@ pub async fn chat_completions(
         return Ok(axum::Json(body).into_response());
     }
     if req.stream.unwrap_or(false) {
-        let include_usage = req
-            .stream_options
-            .as_ref()
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false);
+        let (include_usage, each) = usage_options;
+        let prompt_len = prompt.len();
+        let so_far = move |generated| each.then(|| running_usage(prompt_len, generated));
         let chunk = {
             let (id, model) = (id.clone(), model.clone());
             move |choices: Value, usage: Option<Value>| {
@@ -99,7 +94,7 @@ pub async fn chat_completions(
             }
         };
         let heads: Vec<Value> = (0..seqs.len())
-            .map(|i| chunk(json!([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]), None))
+            .map(|i| chunk(json!([{"index": i, "delta": {"role": "assistant", "content": echo.clone().unwrap_or_default()}, "logprobs": null, "finish_reason": null}]), so_far(0)))
             .collect();
         let (st2, chunk2, usage2) = (st.clone(), chunk.clone(), usage.clone());
         let mut splits = vec![reasoning; seqs.len()];
@@ -113,7 +108,7 @@ pub async fn chat_completions(
                     usage3.lock().unwrap().reasoning_tokens += r.reasoning_tokens();
                 }
                 let delta = delta_json(split, d.finish.is_some());
-                let mut c = chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), None);
+                let mut c = chunk2(json!([{"index": item.index, "delta": delta, "logprobs": lp, "finish_reason": d.finish}]), so_far(item.generated));
                 // The first choice's scored prompt, on its first chunk (as the whole reply
                 // carries it).
                 if item.index == 0 && !d.prompt_logprobs.is_empty() {
@@ -148,9 +143,13 @@ pub async fn chat_completions(
             Value::Null
         };
         usage.lock().unwrap().reasoning_tokens += thought;
+        let mut message = message_json(split);
+        if let Some(e) = &echo {
+            message["content"] = json!(format!("{e}{}", message["content"].as_str().unwrap_or("")));
+        }
         out.push(json!({
             "index": index,
-            "message": message_json(split),
+            "message": message,
             "logprobs": lp,
             "finish_reason": d.finish.unwrap_or("stop"),
         }));
@@ -235,6 +234,24 @@ fn delta_json(split: Split, finished: bool) -> Value {
 }
 
 /// A finished reply's message: its answer, and its reasoning where it has some.
+/// vLLM's `echo`: the final message's text where it is the assistant's (the reply's content
+/// then starts with it). Not served with tools.
+fn echoed(req: &ChatRequest, tools: bool) -> Result<Option<String>, ApiError> {
+    if req.echo != Some(true) {
+        return Ok(None);
+    }
+    if tools {
+        return Err(ApiError::bad_param(
+            "echo",
+            "echo is not served with tools (unless tool_choice is none)",
+        ));
+    }
+    match req.messages.last() {
+        Some(m) if m.role == "assistant" => crate::state::message_text(m),
+        _ => Ok(None),
+    }
+}
+
 fn message_json(split: Split) -> Value {
     let mut message = json!({"role": "assistant", "content": split.content});
     if !split.reasoning.is_empty() {

@@ -12,7 +12,7 @@ use super::chat::logprobs_json;
 use super::prompt_logprobs_json;
 use crate::error::ApiError;
 use crate::generate::{Sequence, TokenLogprob};
-use crate::sse::{Usage, choices, sse};
+use crate::sse::{Usage, choices, running_usage, sse};
 use crate::state::Shared;
 use crate::tool_stream::ToolStream;
 use crate::tools::ToolPlan;
@@ -106,13 +106,24 @@ pub(super) fn stream_tools(
     plan: ToolPlan,
     reasoning: ReasoningStream,
     seqs: Vec<Sequence>,
-    (n, usage, include_usage): (usize, Arc<Mutex<Usage>>, bool),
+    (n, usage, (include_usage, each)): (usize, Arc<Mutex<Usage>>, (bool, bool)),
     reported: Reported,
     (id, created, model): (String, u64, String),
 ) -> Response {
     let chunk = move |choice: Value| json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]});
+    // `continuous_usage_stats`: each chunk carries its choice's usage so far.
+    let prompt_len = usage.lock().unwrap().prompt_tokens;
+    let so_far = move |c: &mut Value, generated| {
+        if each {
+            c["usage"] = running_usage(prompt_len, generated);
+        }
+    };
     let heads: Vec<Value> = (0..seqs.len())
-        .map(|i| chunk(json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null})))
+        .map(|i| {
+            let mut c = chunk(json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}));
+            so_far(&mut c, 0);
+            c
+        })
         .collect();
     let mut streams: Vec<(ReasoningStream, ToolStream)> = (0..seqs.len())
         .map(|_| (reasoning.clone(), ToolStream::new(plan.format)))
@@ -161,6 +172,9 @@ pub(super) fn stream_tools(
                     {
                         first["prompt_logprobs"] = prompt_logprobs_json(&reported.st, &pl);
                     }
+                }
+                for e in &mut events {
+                    so_far(e, item.generated);
                 }
             }
             Err(e) => events.push(e.body()),

@@ -11,11 +11,11 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::{now_s, prompt_logprobs_json, random_id, token_name, token_text};
-use crate::api::CompletionRequest;
+use crate::api::{CompletionRequest, StreamOptions};
 use crate::error::{ApiError, ApiJson};
 use crate::generate::Delta;
 use crate::kv_transfer;
-use crate::sse::{Usage, choices, sse};
+use crate::sse::{Usage, choices, running_usage, sse};
 use crate::state::Shared;
 use kiln_frontend::requested_grammar;
 
@@ -79,11 +79,8 @@ pub async fn completions(
     };
 
     if stream {
-        let include_usage = req
-            .stream_options
-            .as_ref()
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false);
+        let (include_usage, each) = StreamOptions::usage(req.stream_options.as_ref());
+        let prompt_lens: Vec<usize> = prompts.iter().map(|(p, _)| p.len()).collect();
         let chunk = move |choices: Value, usage: Option<Value>| {
             let mut c = json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
             if let Some(u) = usage {
@@ -111,7 +108,8 @@ pub async fn completions(
                 if first && prompt_part.vllm {
                     c["prompt_logprobs"] = prompt_logprobs_json(&st2, &d.prompt_logprobs);
                 }
-                chunk2(json!([c]), None)
+                let so_far = running_usage(prompt_lens[item.index / n], item.generated);
+                chunk2(json!([c]), each.then_some(so_far))
             }
             Err(e) => e.body(),
         });

@@ -78,7 +78,7 @@ async fn malformed_inputs_get_openai_errors() {
             "a stream option kiln does not serve",
             chat(
                 "x",
-                json!({"stream": true, "stream_options": {"continuous_usage_stats": true}}),
+                json!({"stream": true, "stream_options": {"usage_every": 2}}),
             ),
             400,
             "",
