@@ -6,6 +6,9 @@
 pub struct StopMatcher {
     stops: Vec<String>,
     pending: String,
+    /// Leading bytes of `pending` that no match may end within: text pushed unsearched
+    /// ([`StopMatcher::push_unsearched`]), held as the start of a possible match.
+    settled: usize,
     /// Whether the text let out on a match ends with the stop string.
     include: bool,
 }
@@ -25,6 +28,7 @@ impl StopMatcher {
         Self {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             pending: String::new(),
+            settled: 0,
             include: false,
         }
     }
@@ -43,35 +47,54 @@ impl StopMatcher {
             };
         }
         self.pending.push_str(text);
-        if let Some((pos, stop)) = self
-            .stops
-            .iter()
-            .filter_map(|s| Some((self.pending.find(s.as_str())?, s)))
+        let settled = self.settled;
+        if let Some((pos, stop)) = (self.stops.iter())
+            .filter_map(|s| {
+                // The first match that ends past the settled text starts at `from` or later.
+                let mut from = settled.saturating_sub(s.len() - 1);
+                while !self.pending.is_char_boundary(from) {
+                    from += 1;
+                }
+                Some((from + self.pending[from..].find(s.as_str())?, s))
+            })
             .min_by_key(|(pos, _)| *pos)
         {
             let end = pos + if self.include { stop.len() } else { 0 };
             let out = self.pending[..end].to_string();
             let matched = Some(stop.clone());
             self.pending.clear();
+            self.settled = 0;
             return StopOutput {
                 text: out,
                 stopped: true,
                 matched,
             };
         }
-        let keep = self.longest_partial();
-        let cut = self.pending.len() - keep;
-        let out = self.pending[..cut].to_string();
-        self.pending.drain(..cut);
         StopOutput {
-            text: out,
+            text: self.release(),
             stopped: false,
             matched: None,
         }
     }
 
+    /// Lets `text` through without looking for stop strings in it (vLLM's `min_tokens`),
+    /// holding back its end where a stop string may start there and end in later text.
+    pub fn push_unsearched(&mut self, text: &str) -> String {
+        self.pending.push_str(text);
+        self.settled = self.pending.len();
+        self.release()
+    }
+
+    /// The pending text but the longest end that may start a stop string.
+    fn release(&mut self) -> String {
+        let cut = self.pending.len() - self.longest_partial();
+        self.settled = self.settled.saturating_sub(cut);
+        self.pending.drain(..cut).collect()
+    }
+
     /// The held-back text, at the end of generation (it did not become a stop string).
     pub fn flush(&mut self) -> String {
+        self.settled = 0;
         std::mem::take(&mut self.pending)
     }
 
@@ -139,6 +162,27 @@ mod tests {
             (o.text.as_str(), o.stopped, o.matched.as_deref()),
             ("", true, Some("ab"))
         );
+    }
+
+    #[test]
+    fn unsearched_text_can_only_start_a_match() {
+        let mut m = StopMatcher::new(vec!["xyz".into(), "y".into()]);
+        // "y" inside the unsearched text is no stop; "xy" is held as the start of "xyz".
+        assert_eq!(m.push_unsearched("ayb xy"), "ayb ");
+        let o = m.push("z!");
+        assert_eq!((o.text.as_str(), o.matched.as_deref()), ("", Some("xyz")));
+        // Not completed: the held text comes out, and a later "y" stops.
+        let mut m = StopMatcher::new(vec!["xyz".into(), "y".into()]);
+        assert_eq!(m.push_unsearched("xy"), "");
+        let o = m.push("q");
+        assert_eq!((o.text.as_str(), o.stopped), ("xyq", false));
+        let o = m.push("ay");
+        assert_eq!((o.text.as_str(), o.matched.as_deref()), ("a", Some("y")));
+        // Overlapping: "aa" ending in the searched text, over a settled "aa".
+        let mut m = StopMatcher::new(vec!["aa".into()]);
+        assert_eq!(m.push_unsearched("baa"), "ba");
+        let o = m.push("a");
+        assert_eq!((o.text.as_str(), o.stopped), ("", true));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! [`TextStream`]: one generated sequence's token ids in, text out: decoded incrementally
 //! (whole UTF-8 characters only) and cut before the first stop string, which is not shown
-//! unless asked for (`including_stop`); with `stops_after(n)` the text of the first `n`
-//! tokens is not searched. The token that stopped a sequence (an end-of-sequence or stop
+//! unless asked for (`including_stop`); with `stops_after(n)` no stop string ends in the
+//! text of the first `n` tokens (one may start there and end after it). The token that stopped a sequence (an end-of-sequence or stop
 //! token id) writes no text.
 
 use kiln_model::{ModelError, Tokenizer};
@@ -47,7 +47,7 @@ impl TextStream {
         self
     }
 
-    /// Searches for stop strings only in the text of tokens after the first `n` (vLLM's
+    /// Finds only stop strings that end in the text of tokens after the first `n` (vLLM's
     /// `min_tokens`).
     pub fn stops_after(mut self, n: usize) -> Self {
         self.unsearched = n;
@@ -92,6 +92,10 @@ impl TextStream {
         }
         self.seen += usize::from(token.is_some());
         if self.seen <= self.unsearched {
+            let mut text = self.stop.push_unsearched(&text);
+            if last {
+                text += &self.stop.flush();
+            }
             return Ok(Piece {
                 text,
                 ..Piece::default()

@@ -78,8 +78,14 @@ fn system_prompt_joins_or_leads_the_conversation() {
 
 /// Feeds `text`'s tokens one by one; returns what the stream let out and whether it stopped.
 fn stream(f: &Frontend, text: &str, stop: &[&str]) -> (String, bool) {
+    stream_after(f, text, stop, 0)
+}
+
+/// [`stream`] with stop strings looked for only after the first `min_tokens` tokens.
+fn stream_after(f: &Frontend, text: &str, stop: &[&str], min_tokens: usize) -> (String, bool) {
     let ids = f.tokenizer.encode(text, false).unwrap();
-    let mut s = TextStream::new(stop.iter().map(|s| s.to_string()).collect(), true);
+    let mut s =
+        TextStream::new(stop.iter().map(|s| s.to_string()).collect(), true).stops_after(min_tokens);
     let mut out = String::new();
     for (i, &id) in ids.iter().enumerate() {
         let piece = s.next(&f.tokenizer, Some(id), i + 1 == ids.len()).unwrap();
@@ -232,4 +238,35 @@ fn token_fields_are_checked_against_the_vocabulary_and_bad_words_tokenized() {
         let e = f.resolve(&params(json.clone()), None).unwrap_err();
         assert_eq!(e.param, field, "{json}: {e}");
     }
+}
+
+#[test]
+fn min_tokens_finds_a_stop_string_that_ends_after_them() {
+    let f = frontend();
+    let text = "the cat sat on the mat";
+    let ids = f.tokenizer.encode(text, false).unwrap();
+    let upto = |k: usize| f.tokenizer.decode(&ids[..k], true).unwrap();
+    // The stop string "t s" over the token boundary inside "cat sat", at every split of it
+    // that leaves its first character in the first tokens and its last after them.
+    let at = text.find("t s").unwrap();
+    let mut tried = 0;
+    for k in 1..ids.len() {
+        let n = upto(k).len();
+        if n > at && n < at + 3 {
+            tried += 1;
+            assert_eq!(
+                stream_after(&f, text, &["t s"], k),
+                (text[..at].into(), true),
+                "{k}"
+            );
+        }
+    }
+    assert!(tried > 0, "{ids:?}");
+    // Wholly inside the first tokens' text: not found (the next is, in "t on").
+    let k = (1..ids.len()).find(|&k| upto(k).len() >= at + 3).unwrap();
+    assert_eq!(
+        stream_after(&f, text, &["t s", "t o"], k).0,
+        text[..text.find("t o").unwrap()]
+    );
+    assert_eq!(stream_after(&f, text, &["t s"], k), (text.into(), false));
 }
