@@ -184,6 +184,7 @@ fn runner(c: &mut Criterion) {
             max_tokens: BUDGET,
             max_seqs,
             num_blocks: 4096 / BLOCK_SIZE,
+            memory_budget: None,
             num_cpu_blocks: 0,
             max_model_len: 4096,
             kernels: KernelFamily::Auto,

@@ -176,6 +176,7 @@ fn attention(c: &mut Criterion) {
                     k_cache: &kc,
                     v_cache: &vc,
                     out: &out,
+                    runs: &ctx.storage("runs", ops::attention_runs_bytes(ops::SPLIT_TOKENS, nh, d)),
                 },
                 kiln_gpu::ops::SPLIT_TOKENS,
             )

@@ -63,7 +63,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let params = c.param_count() as f64;
         let (file_bytes, types) = model.weights.stored_bytes();
         let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();
-        let (gpu_bytes, widened) = kiln_gpu::gpu_weight_bytes(&model.weights)?;
+        let (gpu_bytes, widened) =
+            kiln_gpu::gpu_weight_bytes(&model.weights, kiln_gpu::WeightStorage::Quantized)?;
         let widened = if widened.is_empty() {
             "quantized types kept as they are".to_string()
         } else {

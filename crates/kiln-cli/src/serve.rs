@@ -27,6 +27,11 @@ pub struct Args {
     /// KV cache size in blocks (instead of --kv-memory).
     #[arg(long)]
     kv_blocks: Option<usize>,
+    /// Share of the device's memory (0 to 1) for the whole engine, weights and step
+    /// buffers included, the KV cache taking what they leave (instead of --kv-memory; vLLM's
+    /// knob). Vulkan devices only: the others do not report their memory.
+    #[arg(long, conflicts_with_all = ["kv_blocks", "kv_memory"])]
+    gpu_memory_utilization: Option<f64>,
     /// Bytes of host memory for the CPU tier of cold KV blocks (0: off).
     #[arg(long, default_value_t = 0)]
     cpu_kv_bytes: u64,
@@ -176,9 +181,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,
-        kv: a
-            .kv_blocks
-            .map_or(KvSize::Bytes(a.kv_memory), KvSize::Blocks),
+        kv: match (a.gpu_memory_utilization, a.kv_blocks) {
+            (Some(share), _) => KvSize::DeviceShare(share),
+            (None, Some(n)) => KvSize::Blocks(n),
+            (None, None) => KvSize::Bytes(a.kv_memory),
+        },
         cpu_kv_bytes: a.cpu_kv_bytes,
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,

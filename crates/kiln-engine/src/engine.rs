@@ -24,6 +24,10 @@ use crate::{Constraint, EngineError, Overlap};
 pub enum KvSize {
     Blocks(usize),
     Bytes(u64),
+    /// This fraction (in (0, 1]) of the device's memory for the whole engine: the KV pool
+    /// gets what the weights and the step's buffers leave (vLLM's
+    /// `gpu_memory_utilization`). Only where the device reports its memory (Vulkan).
+    DeviceShare(f64),
 }
 
 #[derive(Clone, Debug)]
@@ -104,11 +108,11 @@ impl Engine {
             )));
         }
         let layout = KvLayout::for_model(config, ec.kv_dtype);
-        let num_blocks = match ec.kv {
-            KvSize::Blocks(n) => n,
-            KvSize::Bytes(b) => layout
-                .blocks_in(b)
-                .min(layout.max_blocks(ctx.max_binding())),
+        let most = layout.max_blocks(ctx.max_binding());
+        let (num_blocks, memory_budget) = match ec.kv {
+            KvSize::Blocks(n) => (n, None),
+            KvSize::Bytes(b) => (layout.blocks_in(b).min(most), None),
+            KvSize::DeviceShare(f) => (most, Some(device_share(ctx, f)?)),
         };
         if num_blocks == 0 {
             return Err(EngineError::Config(
@@ -140,6 +144,7 @@ impl Engine {
                 max_tokens: ec.max_num_batched_tokens,
                 max_seqs: ec.max_num_seqs,
                 num_blocks,
+                memory_budget,
                 num_cpu_blocks,
                 max_model_len,
                 kernels: ec.kernels,
@@ -150,6 +155,22 @@ impl Engine {
         )?;
         let rc = runner.runner_config;
         let cap = runner.step_capacity();
+        // Under a memory budget the runner chose the pool; the longest sequence is what it
+        // holds.
+        let limits = SchedulerConfig {
+            num_gpu_blocks: rc.num_blocks,
+            ..limits
+        };
+        let max_model_len = max_model_len.min(limits.max_len());
+        if let Some(m) = ec.max_model_len
+            && m > max_model_len
+        {
+            return Err(EngineError::Config(format!(
+                "max_model_len {m} exceeds what the KV pool holds: {} blocks of {BLOCK_SIZE} tokens = {} tokens; give the KV cache more memory or lower max_model_len",
+                rc.num_blocks,
+                rc.num_blocks * BLOCK_SIZE
+            )));
+        }
         // The runner may have lowered the step budget; that only loosens `limits.max_len()`.
         let scheduler = Scheduler::new(SchedulerConfig {
             max_penalty_entries: cap.penalty_pages * PENALTY_PAGE,
@@ -266,6 +287,11 @@ impl Engine {
         self.runner.runner_config
     }
 
+    /// Bytes of device memory the engine's buffers take (weights, KV pool, step buffers).
+    pub fn gpu_bytes(&self) -> u64 {
+        self.runner.gpu_bytes
+    }
+
     /// Longest prompt plus output a request may have.
     pub fn max_len(&self) -> usize {
         self.scheduler.max_len()
@@ -291,4 +317,21 @@ impl Engine {
     pub fn kv_layout(&self) -> KvLayout {
         self.runner.kv.layout
     }
+}
+
+/// Bytes of `share` of the device's memory; an error where it is out of (0, 1] or the device
+/// does not report its memory.
+fn device_share(ctx: &GpuContext, share: f64) -> Result<u64, EngineError> {
+    if !(share > 0.0 && share <= 1.0) {
+        return Err(EngineError::Config(format!(
+            "the share of device memory must be in (0, 1], not {share}"
+        )));
+    }
+    let total = ctx.device_memory().ok_or_else(|| {
+        EngineError::Config(format!(
+            "{} ({:?}) does not report its memory to kiln (only Vulkan devices do); size the KV cache in bytes or blocks instead",
+            ctx.info.name, ctx.info.backend
+        ))
+    })?;
+    Ok((total as f64 * share) as u64)
 }

@@ -1,9 +1,12 @@
 //! No silent clamps: a `max_model_len` above the model's context or above what the KV pool
 //! holds stops the engine with both numbers; without one, the engine takes the smaller of the
-//! two. The scheduler learns the runner's penalty pool. The runner refuses block-table and
+//! two. A share of device memory gives the KV pool what the rest leaves of it. The scheduler
+//! learns the runner's penalty pool. The runner refuses block-table and
 //! penalty-list writes that would leave a row short of what it sent before.
 
 mod common;
+
+use std::sync::atomic::Ordering;
 
 use common::{chunk, gpu};
 use kiln_core::{PENALTY_PAGE, PenaltyToken, PenaltyWrites, StepBatch};
@@ -12,13 +15,17 @@ use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
 
 fn build(max_model_len: Option<usize>, blocks: usize) -> Result<Engine, String> {
+    build_with(max_model_len, KvSize::Blocks(blocks))
+}
+
+fn build_with(max_model_len: Option<usize>, kv: KvSize) -> Result<Engine, String> {
     let dir = tempfile::tempdir().unwrap();
     write_tiny_llama(dir.path(), &TinyConfig::default(), 3).unwrap();
     let model = Model::load(dir.path()).unwrap();
     let ec = EngineConfig {
         max_num_batched_tokens: 64,
         max_num_seqs: 4,
-        kv: KvSize::Blocks(blocks),
+        kv,
         max_model_len,
         ..EngineConfig::default()
     };
@@ -142,4 +149,73 @@ fn penalty_list_writes_that_skip_entries_are_refused() {
         entries: vec![(3, entry(3)), (list.len() as u32, entry(900))],
     };
     step(&with(chunk(&[6], 20, &table), grow)).unwrap();
+}
+
+#[test]
+fn a_share_of_device_memory_sizes_the_pool_from_what_the_rest_leaves() {
+    let ctx = gpu();
+    let total = ctx
+        .device_memory()
+        .expect("the test device (Vulkan) reports its memory");
+    // What the engine takes with a pool of 8 blocks, and one block's bytes.
+    let made = |kv| {
+        let before = ctx.allocated.load(Ordering::Relaxed);
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_llama(dir.path(), &TinyConfig::default(), 3).unwrap();
+        let model = Model::load(dir.path()).unwrap();
+        let ec = EngineConfig {
+            max_num_batched_tokens: 64,
+            max_num_seqs: 4,
+            kv,
+            ..EngineConfig::default()
+        };
+        let e = Engine::new(&ctx, &model.config, &model.weights, ec, &mut |_, _| {})
+            .map_err(|e| e.to_string());
+        (e, ctx.allocated.load(Ordering::Relaxed) - before)
+    };
+    // (The second time: the first also makes the device's shared placeholders.)
+    let _ = made(KvSize::Blocks(8));
+    let (e, eight) = made(KvSize::Blocks(8));
+    let block = e.unwrap().kv_layout().bytes_per_block();
+    // A share of four times that: what the engine takes but its KV pool.
+    let share = |bytes: u64| KvSize::DeviceShare(bytes as f64 / total as f64);
+    let (e, used) = made(share(4 * eight));
+    let mut e = e.unwrap();
+    assert_eq!(e.runner().gpu_bytes, used);
+    assert!(used <= 4 * eight, "{used} of {}", 4 * eight);
+    let rest = used - e.runner_config().num_blocks as u64 * block;
+    // The gate/up buffer is counted though the tiny model's layers never make it.
+    let gate_up = (64 * 2 * e.model_config().intermediate_size * 4) as u64;
+    // That, and 20.5 blocks: 20 blocks, within the budget.
+    let budget = rest + gate_up + 20 * block + block / 2;
+    let (e, used) = made(share(budget));
+    let e = e.unwrap();
+    let n = e.runner_config().num_blocks;
+    assert_eq!((n, used), (20, rest + 20 * block), "of {budget}");
+    assert_eq!(
+        e.max_len(),
+        20 * 16,
+        "the longest sequence is what the pool holds"
+    );
+    // Too small a share for one block, or no share at all, is refused with the numbers.
+    let (e, _) = made(KvSize::DeviceShare(
+        (eight - 7 * block) as f64 / total as f64 * 0.9,
+    ));
+    let e = e.err().expect("no room for a block");
+    assert!(
+        e.contains("leaves no KV block") && e.contains("weights take"),
+        "{e}"
+    );
+    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+        let e = build_with(None, KvSize::DeviceShare(bad)).err().unwrap();
+        assert!(e.contains("(0, 1]"), "{bad}: {e}");
+    }
+    // A max_model_len beyond the pool it leaves is refused, as with a pool in blocks.
+    let e = build_with(Some(500), share(budget))
+        .err()
+        .expect("500 tokens in 20 blocks or fewer");
+    assert!(
+        e.contains("500") && e.contains("blocks of 16 tokens"),
+        "{e}"
+    );
 }

@@ -7,6 +7,8 @@
 //! Everything here is async and never blocks, so the same code runs in a browser tab.
 //! Native callers drive the futures with `pollster::block_on`.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::GpuError;
@@ -57,6 +59,11 @@ pub struct GpuContext {
     pub limits: wgpu::Limits,
     /// Filled by the device's callbacks once [`Self::watch_device`] installed them.
     pub faults: Arc<DeviceFaults>,
+    /// Bytes of the storage buffers made through this context so far ([`Self::storage`];
+    /// never lowered when one is dropped: what a piece of work allocates is a difference).
+    pub allocated: Arc<AtomicU64>,
+    /// Zeroed buffers bound where a kernel's binding has nothing to read, one per size.
+    pub placeholders: Arc<Mutex<HashMap<u64, wgpu::Buffer>>>,
 }
 
 impl GpuContext {
@@ -152,6 +159,8 @@ impl GpuContext {
             features,
             limits,
             faults: Default::default(),
+            allocated: Default::default(),
+            placeholders: Default::default(),
         };
         ctx.watch_device();
         ctx
@@ -182,18 +191,49 @@ impl GpuContext {
             .min(self.limits.max_buffer_size)
     }
 
+    /// Bytes of the device's own memory (its largest device-local heap) where the backend
+    /// tells it (Vulkan); `None` elsewhere (Metal, DX12 and WebGPU through wgpu do not).
+    pub fn device_memory(&self) -> Option<u64> {
+        #[cfg(any(target_os = "linux", target_os = "windows"))]
+        {
+            // SAFETY: reads the physical device's memory properties and keeps no handle.
+            let hal = unsafe { self.device.as_hal::<wgpu::hal::api::Vulkan>() }?;
+            let props = unsafe {
+                (hal.shared_instance().raw_instance())
+                    .get_physical_device_memory_properties(hal.raw_physical_device())
+            };
+            (props.memory_heaps_as_slice().iter())
+                .filter(|h| h.flags.contains(ash::vk::MemoryHeapFlags::DEVICE_LOCAL))
+                .map(|h| h.size)
+                .max()
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "windows")))]
+        None
+    }
+
     /// A storage buffer of `bytes` bytes (rounded up to 16), zero-filled; it can be bound as a
     /// uniform buffer too (the subgroup matrix kernel reads the head of x through one).
     pub fn storage(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        let size = bytes.max(16).next_multiple_of(16);
+        self.allocated.fetch_add(size, Ordering::Relaxed);
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
-            size: bytes.max(16).next_multiple_of(16),
+            size,
             usage: wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::UNIFORM
                 | wgpu::BufferUsages::COPY_DST
                 | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         })
+    }
+
+    /// A zeroed storage buffer of `bytes` bytes for bindings that read nothing, shared by
+    /// every kernel that binds one of that size (kernels never write it).
+    pub fn placeholder(&self, bytes: u64) -> wgpu::Buffer {
+        let mut p = self.placeholders.lock().unwrap_or_else(|e| e.into_inner());
+        (p.entry(bytes)
+            .or_insert_with(|| self.storage("placeholder", bytes)))
+        .clone()
     }
 
     /// A storage buffer initialised with `data`.

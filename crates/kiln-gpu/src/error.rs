@@ -20,6 +20,8 @@ pub enum GpuError {
         needed: usize,
         max: usize,
     },
+    #[error("device memory: {0}")]
+    Memory(String),
     #[error(transparent)]
     Model(#[from] kiln_model::ModelError),
 }

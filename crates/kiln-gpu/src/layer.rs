@@ -28,6 +28,8 @@ pub(crate) struct Activations {
     pub act: wgpu::Buffer,
     /// A sub-layer's output before its norm; only when some layer writes [`Buf::Proj`].
     pub proj: Option<wgpu::Buffer>,
+    /// Split attention's runs, for every layer ([`ops::attention_runs_bytes`]).
+    pub runs: wgpu::Buffer,
 }
 
 impl Activations {
@@ -267,6 +269,7 @@ impl Layer {
                         k_cache: &kv.k[i],
                         v_cache: &kv.v[i],
                         out: &b.attn,
+                        runs: &b.runs,
                     },
                     ops::SPLIT_TOKENS.min(l.rc.max_tokens as u32),
                 )?),

@@ -12,6 +12,8 @@ mod submit;
 pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};
 
+use std::sync::atomic::Ordering;
+
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
@@ -20,7 +22,7 @@ use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_H
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
-    Launch, WeightStorage,
+    Launch, WeightStorage, gpu_weight_bytes,
 };
 
 /// Sizes the runner allocates for.
@@ -30,8 +32,11 @@ pub struct RunnerConfig {
     pub max_tokens: usize,
     /// Most sequences in one step.
     pub max_seqs: usize,
-    /// GPU KV blocks of `BLOCK_SIZE` tokens.
+    /// GPU KV blocks of `BLOCK_SIZE` tokens (with `memory_budget`, the most).
     pub num_blocks: usize,
+    /// Bytes of device memory the runner may take in all (weights, activations, KV cache):
+    /// the KV cache gets what the rest leaves, up to `num_blocks`. `None`: `num_blocks`.
+    pub memory_budget: Option<u64>,
     /// CPU-tier blocks (0: no CPU tier).
     pub num_cpu_blocks: usize,
     /// Longest sequence, in tokens.
@@ -69,6 +74,8 @@ pub struct ModelRunner {
     penalty_writes: Launch,
     /// Bytes of weights on the GPU.
     pub weight_bytes: u64,
+    /// Bytes of device memory the runner's buffers take (weights, KV cache, step buffers).
+    pub gpu_bytes: u64,
     /// Compute dispatches of the last step's forward pass.
     dispatches: std::cell::Cell<u32>,
     /// The kernel profile, when turned on.
@@ -107,6 +114,7 @@ impl ModelRunner {
             ..rc
         };
         let max_blocks_per_seq = rc.max_model_len.div_ceil(BLOCK_SIZE);
+        let allocated_before = ctx.allocated.load(Ordering::Relaxed);
         let inputs = StepInputs::new(
             ctx,
             StepCapacity {
@@ -119,13 +127,6 @@ impl ModelRunner {
                     .min(penalty_pages(max_seqs, rc.max_model_len)),
             },
         );
-        let kv = KvCache::new(
-            ctx,
-            KvLayout::for_model(c, rc.kv_dtype),
-            rc.num_blocks,
-            rc.num_cpu_blocks,
-        )?;
-
         let tensors = ModelTensors::for_config(c);
         let f32s = |label: &str, n: usize| ctx.storage(label, (n * 4) as u64);
         // A product's input, with room past its rows for the uniform bindings of its head
@@ -141,6 +142,13 @@ impl ModelRunner {
             proj: (tensors.layers.iter())
                 .any(|l| l.ops.iter().any(|op| op.uses(Buf::Proj)))
                 .then(|| f32s("proj", max_tokens * h)),
+            runs: {
+                let split = match ops::is_rowwise(&kernels, d) {
+                    true => 0,
+                    false => ops::SPLIT_TOKENS.min(max_tokens as u32),
+                };
+                ctx.storage("attention runs", ops::attention_runs_bytes(split, nh, d))
+            },
         };
         let x = &bufs.x;
         let normed = x_f32s("normed", max_seqs * h);
@@ -246,6 +254,42 @@ impl ModelRunner {
         );
         progress(1, total);
 
+        // The KV cache, made after everything but the layers' weights, so that a memory
+        // budget knows what the rest takes.
+        let layout = KvLayout::for_model(c, rc.kv_dtype);
+        let rc = match rc.memory_budget {
+            None => rc,
+            Some(budget) => {
+                // The layers' kernels bind these (made once per device).
+                for bytes in [16, X_HEAD_BYTES] {
+                    ctx.placeholder(bytes);
+                }
+                let made = ctx.allocated.load(Ordering::Relaxed) - allocated_before;
+                let (all_weights, _) = gpu_weight_bytes(weights, rc.weights)?;
+                // The gate/up buffer, counted whether or not a layer will need it.
+                let gate_up_used =
+                    (tensors.layers.iter()).any(|l| l.ops.iter().any(|op| op.uses(Buf::GateUp)));
+                let gate_up = if bufs.gate_up.get().is_none() && gate_up_used {
+                    bufs.gate_up_bytes
+                } else {
+                    0
+                };
+                let rest = made + all_weights.saturating_sub(weight_bytes) + gate_up;
+                let num_blocks = layout
+                    .blocks_in(budget.saturating_sub(rest))
+                    .min(rc.num_blocks);
+                if num_blocks == 0 {
+                    return Err(GpuError::Memory(format!(
+                        "a budget of {budget} bytes leaves no KV block of {} bytes: the weights take {all_weights} and the step's buffers {}",
+                        layout.bytes_per_block(),
+                        made - weight_bytes
+                    )));
+                }
+                RunnerConfig { num_blocks, ..rc }
+            }
+        };
+        let kv = KvCache::new(ctx, layout, rc.num_blocks, rc.num_cpu_blocks)?;
+
         let lc = LayerContext {
             ctx,
             kernels: &kernels,
@@ -346,6 +390,7 @@ impl ModelRunner {
             table_writes,
             penalty_writes,
             weight_bytes,
+            gpu_bytes: ctx.allocated.load(Ordering::Relaxed) - allocated_before,
             dispatches: Default::default(),
             profiler: Default::default(),
         })

@@ -330,8 +330,12 @@ impl HostMatrix {
 }
 
 /// Bytes the tensors of `weights` take on the GPU, tensor by tensor (matrices in their
-/// [`WeightFormat`], vectors as f32), and the names of the types widened to f16 on the way.
-pub fn gpu_weight_bytes(weights: &Weights) -> Result<(u64, Vec<String>), GpuError> {
+/// [`WeightFormat`], or f16 where `storage` widens quantized ones; vectors as f32), and the
+/// names of the types widened to f16 on the way.
+pub fn gpu_weight_bytes(
+    weights: &Weights,
+    storage: WeightStorage,
+) -> Result<(u64, Vec<String>), GpuError> {
     let mut bytes = 0u64;
     let mut widened = Vec::new();
     for name in weights.names() {
@@ -339,7 +343,11 @@ pub fn gpu_weight_bytes(weights: &Weights) -> Result<(u64, Vec<String>), GpuErro
         let numel: usize = shape.iter().product();
         bytes += match shape.as_slice() {
             [rows, cols] => {
-                let mut format = WeightFormat::for_dtype(dtype);
+                let mut format = match WeightFormat::for_dtype(dtype) {
+                    f @ (WeightFormat::F16 | WeightFormat::F32) => f,
+                    _ if !storage.keeps_quantized() => WeightFormat::F16,
+                    f => f,
+                };
                 // A wider float matrix with values beyond f16's range stays f32 on the GPU.
                 if matches!(dtype, DType::F32 | DType::BF16) && beyond_f16(&weights.read_f32(name)?)
                 {

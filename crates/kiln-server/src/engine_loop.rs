@@ -57,6 +57,8 @@ pub struct EngineInfo {
     /// share (a request with penalties may reach this many distinct tokens).
     pub max_penalty_entries: usize,
     pub kv_layout: kiln_engine::KvLayout,
+    /// Bytes of device memory the engine takes, and the device's own where it tells it.
+    pub gpu_bytes: (u64, Option<u64>),
 }
 
 /// The handlers' side of the engine thread.
@@ -81,6 +83,7 @@ fn info_of(engine: &Engine) -> EngineInfo {
         max_num_batched_tokens: rc.max_tokens,
         max_penalty_entries: engine.scheduler().config().max_penalty_entries,
         kv_layout: engine.kv_layout(),
+        gpu_bytes: (engine.gpu_bytes(), engine.gpu().device_memory()),
     }
 }
 

@@ -191,6 +191,15 @@ async fn serve_engine(
         info.max_num_seqs,
         info.max_num_batched_tokens
     );
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    match info.gpu_bytes {
+        (used, Some(total)) => tracing::info!(
+            "device memory: the engine takes {:.0} MiB of {:.0} MiB",
+            mib(used),
+            mib(total)
+        ),
+        (used, None) => tracing::info!("device memory: the engine takes {:.0} MiB", mib(used)),
+    }
     let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
     let addr = listener.local_addr()?;
     if let Some(t) = &config.kv_transfer {

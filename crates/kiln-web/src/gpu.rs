@@ -61,6 +61,8 @@ pub async fn open_gpu(default_limits: bool) -> Result<WebGpu, JsValue> {
             features: wgpu::Features::empty(),
             limits,
             faults: Default::default(),
+            allocated: Default::default(),
+            placeholders: Default::default(),
         }
     } else {
         GpuContext::from_adapter(adapter).await.map_err(err)?

@@ -347,20 +347,28 @@ fn logits_match_cpu_reference_tied_embeddings() {
 /// What `kiln info` prints as the weights' GPU bytes (`gpu_weight_bytes`, from the file alone)
 /// equals what the runner uploads, for an f32 folder with one matrix beyond f16's range (kept
 /// f32 on the GPU, so the same folder without that value takes fewer bytes) and for a quantized
-/// GGUF file.
+/// GGUF file, kept quantized or widened to f16.
 #[test]
 fn info_weight_bytes_equal_the_uploaded_ones() {
     let ctx = gpu();
     let cfg = TinyConfig::default();
     let dir = tempfile::tempdir().unwrap();
     write_tiny_llama(dir.path(), &cfg, 7).unwrap();
-    let uploaded = |model: &Model| {
-        // Quantized matrices kept so, as `gpu_weight_bytes` counts them.
-        let ec = on(config(16, false), KernelFamily::Gpu, KvDtype::F16);
+    let uploaded_as = |model: &Model, weights| {
+        let ec = EngineConfig {
+            weights,
+            ..on(config(16, false), KernelFamily::Gpu, KvDtype::F16)
+        };
         engine(&ctx, model, ec).runner().weight_bytes
     };
+    let uploaded = |model: &Model| uploaded_as(model, WeightStorage::Quantized);
+    let counted = |model: &Model| {
+        kiln_gpu::gpu_weight_bytes(&model.weights, WeightStorage::Quantized)
+            .unwrap()
+            .0
+    };
     let model = Model::load(dir.path()).unwrap();
-    let (plain, _) = kiln_gpu::gpu_weight_bytes(&model.weights).unwrap();
+    let plain = counted(&model);
     assert_eq!(plain, uploaded(&model));
     let mut tensors = tiny_tensors(&cfg.model_config(), 7);
     let down = (tensors.iter_mut())
@@ -371,13 +379,16 @@ fn info_weight_bytes_equal_the_uploaded_ones() {
     let st = safetensors_bytes(&tensors, DType::F32);
     std::fs::write(dir.path().join("model.safetensors"), st).unwrap();
     let model = Model::load(dir.path()).unwrap();
-    let (big, _) = kiln_gpu::gpu_weight_bytes(&model.weights).unwrap();
+    let big = counted(&model);
     assert_eq!(big, plain + f16_bytes, "the matrix counted as f32");
     assert_eq!(big, uploaded(&model));
     let path = dir.path().join("tiny.gguf");
     write_tiny_gguf(&path, &cfg, 7, DType::Q4_1).unwrap();
     let model = Model::load(&path).unwrap();
-    let (q, _) = kiln_gpu::gpu_weight_bytes(&model.weights).unwrap();
+    let q = counted(&model);
     assert_eq!(q, uploaded(&model));
     assert!(q < plain, "Q4_1 {q} bytes, f16 {plain}");
+    let (widened, types) = kiln_gpu::gpu_weight_bytes(&model.weights, WeightStorage::F16).unwrap();
+    assert_eq!(widened, uploaded_as(&model, WeightStorage::F16));
+    assert_eq!((widened, types), (plain, vec!["Q4_1".to_string()]));
 }

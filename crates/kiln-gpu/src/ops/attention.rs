@@ -27,6 +27,20 @@ pub struct AttentionBuffers<'a> {
     pub k_cache: &'a wgpu::Buffer,
     pub v_cache: &'a wgpu::Buffer,
     pub out: &'a wgpu::Buffer,
+    /// The split runs' outputs, maxima and sums ([`attention_runs_bytes`]), shared by every
+    /// layer: one layer's runs are combined before the next layer's start.
+    pub runs: &'a wgpu::Buffer,
+}
+
+/// Bytes of the split runs' scratch for steps of at most `split_tokens` tokens (16 when
+/// never split).
+pub fn attention_runs_bytes(split_tokens: u32, num_heads: usize, head_dim: usize) -> u64 {
+    (split_tokens as u64 * (num_heads * (head_dim + 2)) as u64 * SPLITS as u64 * 4).max(16)
+}
+
+/// Whether heads of `head_dim` take the row-wise kernels (which never split the context).
+pub fn is_rowwise(kernels: &Kernels, head_dim: usize) -> bool {
+    kernels.rowwise && head_dim.is_multiple_of(4) && head_dim <= 256
 }
 
 /// Runs of the context one token's attention is split into when the step is small
@@ -97,7 +111,7 @@ pub fn attention(
     split_tokens: u32,
 ) -> Result<Attention, GpuError> {
     let group = num_heads / num_kv_heads.max(1);
-    let rowwise = kernels.rowwise && head_dim % 4 == 0 && head_dim <= 256;
+    let rowwise = is_rowwise(kernels, head_dim);
     let tile = query_tile(group, head_dim);
     if num_kv_heads == 0 || num_heads % num_kv_heads != 0 || (!rowwise && tile.is_none()) {
         return Err(GpuError::Shape {
@@ -123,14 +137,6 @@ pub fn attention(
             query_tile: tile.unwrap_or(1),
         },
     );
-    // The runs' outputs, maxima and sums of split steps (a placeholder when never split).
-    let partial = match split_tokens {
-        0 => ctx.storage("no attention runs", 16),
-        n => ctx.storage(
-            "attention runs",
-            n as u64 * (num_heads * (head_dim + 2)) as u64 * SPLITS as u64 * 4,
-        ),
-    };
     let buffers = [
         step,
         &p,
@@ -142,7 +148,7 @@ pub fn attention(
         b.k_cache,
         b.v_cache,
         b.out,
-        &partial,
+        b.runs,
     ];
     let constants = [kv_dtype.override_constant()];
     if rowwise {
@@ -184,6 +190,17 @@ pub fn attention(
             decode: None,
         });
     }
+    // The row-wise kernels never split; these do.
+    if b.runs.size() < attention_runs_bytes(split_tokens, num_heads, head_dim) {
+        return Err(GpuError::Shape {
+            op: "attention",
+            detail: format!(
+                "{} bytes of split runs, {split_tokens} tokens need {}",
+                b.runs.size(),
+                attention_runs_bytes(split_tokens, num_heads, head_dim)
+            ),
+        });
+    }
     let whole = Launch::new(
         &ctx.device,
         kernels.get_with("attention", &constants),
@@ -207,7 +224,7 @@ pub fn attention(
         let reduce = Launch::new(
             &ctx.device,
             kernels.get_with("attention_reduce", &[splits]),
-            &[step, &p, &partial, b.out],
+            &[step, &p, b.runs, b.out],
             Grid::Tokens {
                 per: 1,
                 y: num_heads as u32,

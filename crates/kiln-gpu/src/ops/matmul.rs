@@ -184,8 +184,8 @@ impl Matmul {
         let align = u64::from(ctx.device.limits().min_uniform_buffer_offset_alignment);
         let x_head_at = x_head_offsets(a.w.cols as u64);
         let bound = x_head_at.map(|at| at % align == 0 && a.x.size() >= at + X_HEAD_BYTES);
-        let x_head_dummy = (subgroup_tiles && bound.contains(&false))
-            .then(|| ctx.storage("no x head", X_HEAD_BYTES));
+        let x_head_dummy =
+            (subgroup_tiles && bound.contains(&false)).then(|| ctx.placeholder(X_HEAD_BYTES));
         let extra: Vec<_> = if subgroup_tiles {
             let binding = |i: usize| match (bound[i], &x_head_dummy) {
                 (false, Some(dummy)) => dummy.as_entire_buffer_binding(),
@@ -253,7 +253,7 @@ impl Matmul {
             ]
         };
         let mut launches: Vec<(u32, Vec<Launch>)> = Vec::new();
-        let no_gain = ctx.storage("no gain", 16);
+        let no_gain = ctx.placeholder(16);
         for c in &a.w.chunks {
             let bias = match a.bias {
                 Some(b) => {
@@ -271,7 +271,7 @@ impl Matmul {
                     ctx.queue.submit([enc.finish()]);
                     slice
                 }
-                None => ctx.storage("no bias", 16),
+                None => ctx.placeholder(16),
             };
             let p = super::params(
                 ctx,

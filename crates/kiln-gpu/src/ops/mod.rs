@@ -14,7 +14,10 @@ mod rope_kv;
 mod sample;
 mod table_writes;
 
-pub use attention::{Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention, query_tile};
+pub use attention::{
+    Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention, attention_runs_bytes, is_rowwise,
+    query_tile,
+};
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;

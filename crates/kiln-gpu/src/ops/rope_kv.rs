@@ -94,7 +94,7 @@ pub fn rope_kv(
             pad: [0; 2],
         },
     );
-    let no_gain = ctx.storage("no qk gain", 16);
+    let no_gain = ctx.placeholder(16);
     Launch::new(
         &ctx.device,
         kernels.get_with("rope_kv", &[r.kv_dtype.override_constant()]),

@@ -121,6 +121,7 @@ fn check_attention(
             k_cache: &kb,
             v_cache: &vb,
             out: &out,
+            runs: &ctx.storage("runs", ops::attention_runs_bytes(split_tokens, nh, d)),
         },
         split_tokens,
     )
