@@ -17,6 +17,7 @@ use kiln_model::ChatMessage;
 use rustyline::error::ReadlineError;
 
 use crate::local::{End, Local, LocalArgs};
+use crate::output_args::OutputArgs;
 use crate::sampling_args::{DEFAULT_MAX_TOKENS, SamplingArgs};
 
 #[derive(clap::Args)]
@@ -26,6 +27,9 @@ pub struct Args {
     system: Option<String>,
     #[command(flatten)]
     sampling: SamplingArgs,
+    /// Every reply under this structured output.
+    #[command(flatten)]
+    output: OutputArgs,
     #[command(flatten)]
     local: LocalArgs,
 }
@@ -73,10 +77,11 @@ impl StopKey {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let grammar = a.output.grammar()?;
     let mut local = Local::open(&a.local)?;
     let spec = local.frontend.resolve(&a.sampling.params(), None)?;
     let key = StopKey::install()?;
-    let reasoning = ReasoningFormat::detect(local.frontend.chat_template.as_ref());
+    let reasoning = local.reasoning;
     let mut history: Vec<ChatMessage> = Vec::new();
     eprintln!("{HELP}");
     let mut typed: Vec<String> = Vec::new();
@@ -135,7 +140,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         key.interrupt.store(false, Ordering::SeqCst);
         key.generating.store(true, Ordering::SeqCst);
         let mut out = Printer::new(reasoning.opened_by_ids(&f.tokenizer, &prompt), reasoning);
-        let reply = local.reply(prompt, &spec, max_tokens, &key.interrupt, &mut |text| {
+        let asked = (&spec, grammar.as_ref());
+        let reply = local.reply(prompt, asked, max_tokens, &key.interrupt, &mut |text| {
             out.push(text, false)
         });
         key.generating.store(false, Ordering::SeqCst);

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use kiln_model::ChatMessage;
 
 use crate::local::{Local, LocalArgs};
+use crate::output_args::OutputArgs;
 use crate::sampling_args::{DEFAULT_MAX_TOKENS, SamplingArgs};
 
 #[derive(clap::Args)]
@@ -22,10 +23,13 @@ pub struct Args {
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
     local: LocalArgs,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let grammar = a.output.grammar()?;
     let mut local = Local::open(&a.local)?;
     let f = &local.frontend;
     let spec = f.resolve(&a.sampling.params(), None)?;
@@ -46,7 +50,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     let reply = local.reply(
         prompt,
-        &spec,
+        (&spec, grammar.as_ref()),
         max_tokens,
         &AtomicBool::new(false),
         &mut |text| {

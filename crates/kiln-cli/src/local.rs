@@ -4,8 +4,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use kiln_engine::{Engine, EngineConfig, FinishReason, KvSize};
-use kiln_frontend::{Frontend, GenSpec};
+use kiln_engine::{
+    Constraint, ConstraintFactory, Engine, EngineConfig, FinishReason, Grammar, KvSize,
+};
+use kiln_frontend::{Frontend, GenSpec, ReasoningFormat};
 use kiln_gpu::GpuContext;
 
 #[derive(clap::Args)]
@@ -27,6 +29,10 @@ pub struct LocalArgs {
 pub struct Local {
     pub engine: Engine,
     pub frontend: Frontend,
+    /// How the model sets its reasoning apart (a grammar holds after it).
+    pub reasoning: ReasoningFormat,
+    /// The grammar compiler, built on first use.
+    constraints: Option<ConstraintFactory>,
     next_id: u64,
 }
 
@@ -94,17 +100,34 @@ impl Local {
         )?;
         Ok(Local {
             engine,
+            reasoning: ReasoningFormat::detect(frontend.chat_template.as_ref()),
             frontend,
+            constraints: None,
             next_id: 0,
         })
     }
 
-    /// Generates one reply to `prompt`, writing its text to `out` as it comes; `interrupt`
-    /// set by another thread stops it at the next step.
+    /// A matcher for `grammar` after the reasoning of a prompt that `opened` it.
+    fn compile(&mut self, grammar: &Grammar, opened: bool) -> anyhow::Result<Constraint> {
+        let f = &self.frontend;
+        let factory = match &mut self.constraints {
+            Some(factory) => factory,
+            none => none.insert(
+                ConstraintFactory::new(&f.tokenizer, &f.eos_token_ids, f.vocab_size)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+        };
+        factory
+            .compile(&self.reasoning.grammar(grammar.clone(), opened))
+            .map_err(|e| anyhow::anyhow!("the grammar cannot be compiled: {e}"))
+    }
+
+    /// Generates one reply to `prompt`, under `grammar` if given, writing its text to `out`
+    /// as it comes; `interrupt` set by another thread stops it at the next step.
     pub fn reply(
         &mut self,
         prompt: Vec<u32>,
-        spec: &GenSpec,
+        (spec, grammar): (&GenSpec, Option<&Grammar>),
         max_tokens: usize,
         interrupt: &AtomicBool,
         out: &mut dyn FnMut(&str) -> std::io::Result<()>,
@@ -113,8 +136,15 @@ impl Local {
         self.next_id += 1;
         let prompt_tokens = prompt.len();
         let seed = spec.seed.unwrap_or_else(rand::random);
+        let opened = (self.reasoning).opened_by_ids(&self.frontend.tokenizer, &prompt);
         let request = self.frontend.request(spec, id, prompt, max_tokens, seed, 0);
-        self.engine.add_request(request)?;
+        match grammar {
+            Some(g) => {
+                let c = self.compile(g, opened)?;
+                self.engine.add_constrained_request(request, c)?
+            }
+            None => self.engine.add_request(request)?,
+        }
         let mut stream = spec.text_stream();
         let (mut generated, mut cached_tokens, mut end) = (0, 0, End::Stop);
         let start = Instant::now();
@@ -141,6 +171,9 @@ impl Local {
                     end = End::Length;
                 }
             }
+        }
+        if let Some((_, why)) = (self.engine.take_failures().into_iter()).find(|(f, _)| *f == id) {
+            anyhow::bail!("the reply failed: {why}");
         }
         let now = Instant::now();
         let first = first.unwrap_or(now);

@@ -7,6 +7,7 @@ mod generate;
 mod info;
 mod local;
 mod model_path;
+mod output_args;
 mod pd_proxy;
 mod sampling_args;
 mod serve;

@@ -1,5 +1,5 @@
 //! The `kiln` binary as a user runs it, on a tiny random model: `generate` with the server's
-//! sampling options, `speed` from a given decode context, and `kiln chat` driven in a real
+//! sampling options and structured outputs, `speed` from a given decode context, and `kiln chat` driven in a real
 //! terminal (tmux): two turns with their speed lines, Ctrl-C stopping a long reply without
 //! quitting, `/exit`.
 
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use kiln_model::testing::{TinyConfig, write_tiny_llama};
+use kiln_model::testing::{TinyConfig, tiny_tokenizer, write_tiny_llama};
 
 /// A tiny model folder; `context` sets its context length.
 fn model(tag: &str, context: usize) -> PathBuf {
@@ -83,6 +83,52 @@ fn generate_takes_the_servers_sampling_options() {
         !ok && err.contains("maximum context length is 512"),
         "{err}"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn generate_holds_to_a_structured_output() {
+    let dir = model("structured", 512);
+    let sampled = ["--temperature", "1", "--seed", "3", "--max-tokens", "40"];
+    let run = |flags: &[&str]| {
+        let (out, err, ok) = generate(&dir, &[&sampled[..], flags].concat());
+        assert!(ok, "{flags:?}: {err}");
+        out.trim_end_matches('\n').to_string()
+    };
+    let free = run(&[]);
+    let picked = run(&["--choice", "yes", "--choice", "no"]);
+    assert!(
+        ["yes", "no"].contains(&picked.as_str()),
+        "{picked:?} (free: {free:?})"
+    );
+    let digits = run(&["--regex", "[0-9]{3}"]);
+    assert!(
+        digits.len() == 3 && digits.chars().all(|c| c.is_ascii_digit()),
+        "{digits:?}"
+    );
+    // A schema from a file, and any JSON object.
+    let schema = dir.join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
+            "required": ["n"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&run(&["--json-schema", &format!("@{}", schema.display())])).unwrap();
+    assert!(v["n"].as_u64().is_some_and(|n| n <= 99), "{v}");
+    let object = run(&["--json"]);
+    assert!(object.starts_with('{'), "{object:?}");
+    // vLLM's token filters: one token allowed, written at every step.
+    let a = (tiny_tokenizer::tokens().iter())
+        .position(|t| t == "a")
+        .unwrap();
+    assert_eq!(run(&["--allowed-token-id", &a.to_string()]), "a".repeat(40));
+    // One kind at a time; a schema that is not JSON is refused naming the flag.
+    let (_, err, ok) = generate(&dir, &["--json", "--regex", "a"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let (_, err, ok) = generate(&dir, &["--json-schema", "{nope"]);
+    assert!(!ok && err.contains("--json-schema"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
