@@ -22,6 +22,9 @@ pub struct LocalArgs {
     /// less); more than either is an error.
     #[arg(long)]
     max_model_len: Option<usize>,
+    /// A chat template instead of the model's: a file, or the Jinja template itself.
+    #[arg(long)]
+    chat_template: Option<String>,
     #[command(flatten)]
     device: crate::device_args::DeviceArgs,
 }
@@ -83,7 +86,8 @@ impl Reply {
 impl Local {
     /// Loads the model and uploads it; prints the adapter.
     pub fn open(a: &LocalArgs) -> anyhow::Result<Local> {
-        let model = crate::model_path::load(a.model.as_deref())?;
+        let model =
+            crate::model_path::load_with_template(a.model.as_deref(), a.chat_template.as_deref())?;
         let ctx = pollster::block_on(GpuContext::new())?;
         eprintln!("adapter: {}", ctx.describe());
         let (frontend, config, weights) = Frontend::split(model);

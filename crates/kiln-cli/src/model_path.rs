@@ -84,6 +84,21 @@ pub fn load(arg: Option<&str>) -> anyhow::Result<Model> {
     Ok(model)
 }
 
+/// [`load`], with the chat template `template` where given: a file's path, or the template
+/// itself where no such file exists (vLLM's `--chat-template`).
+pub fn load_with_template(arg: Option<&str>, template: Option<&str>) -> anyhow::Result<Model> {
+    let mut model = load(arg)?;
+    if let Some(t) = template {
+        let (source, origin) = match std::fs::read_to_string(t) {
+            Ok(source) => (source, t),
+            Err(_) if Path::new(t).exists() => bail!("--chat-template {t}: cannot be read"),
+            Err(_) => (t.to_string(), "--chat-template"),
+        };
+        model.set_chat_template(&source, origin)?;
+    }
+    Ok(model)
+}
+
 /// A progress bar for uploading weights, fed by the engine's `progress(done, total)`.
 fn upload_bar() -> ProgressBar {
     let bar = ProgressBar::new(1);

@@ -73,6 +73,10 @@ pub struct Args {
     /// (replies as written, reasoning in `content`).
     #[arg(long, value_enum, default_value_t = ReasoningArg::Auto)]
     reasoning_parser: ReasoningArg,
+    /// A chat template instead of the model's (vLLM's flag): a file, or the Jinja template
+    /// itself. Tool-call and reasoning formats are read from it.
+    #[arg(long)]
+    chat_template: Option<String>,
     /// Most responses `/v1/responses` keeps in memory for `previous_response_id` and `GET`,
     /// oldest forgotten first (0: none; requests then need `store: false`).
     #[arg(long, default_value_t = 1024)]
@@ -162,7 +166,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .try_init();
     let model_path = crate::model_path::resolve(a.model.as_deref())?;
-    let model = crate::model_path::load(Some(&model_path.to_string_lossy()))?;
+    let model = crate::model_path::load_with_template(
+        Some(&model_path.to_string_lossy()),
+        a.chat_template.as_deref(),
+    )?;
     let path = &model_path;
     let name = a.served_model_name.clone().unwrap_or_else(|| {
         a.model.clone().unwrap_or_else(|| {

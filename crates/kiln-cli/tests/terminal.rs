@@ -132,6 +132,35 @@ fn generate_holds_to_a_structured_output() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The prompt tokens of a speed line.
+fn prefill_tokens(speed: &str) -> usize {
+    let at = speed.find("prefill: ").expect("a speed line") + "prefill: ".len();
+    speed[at..].split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_chat_template_given_replaces_the_models() {
+    let dir = model("template", 512);
+    let once = "{{ messages[-1].content }}";
+    let twice = "{{ messages[-1].content }}{{ messages[-1].content }}";
+    let run = |template: &str| {
+        let (_, err, ok) = generate(
+            &dir,
+            &["--chat", "--max-tokens", "2", "--chat-template", template],
+        );
+        assert!(ok, "{err}");
+        prefill_tokens(&err)
+    };
+    let (n, n2) = (run(once), run(twice));
+    assert!(n > 0 && n2 == 2 * n, "{n} then {n2}");
+    let file = dir.join("template.jinja");
+    std::fs::write(&file, twice).unwrap();
+    assert_eq!(run(file.to_str().unwrap()), n2, "from a file");
+    let (_, err, ok) = generate(&dir, &["--chat", "--chat-template", "{% if %}"]);
+    assert!(!ok && err.contains("--chat-template"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `--keep-special-tokens` writes the special tokens a reply holds, which are otherwise left
 /// out (a logit bias makes every token the special one here); `--stop-token-id` ends the
 /// reply at one.

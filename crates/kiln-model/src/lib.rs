@@ -84,6 +84,24 @@ impl Model {
         )
     }
 
+    /// Replaces the model's chat template with `source` (a Jinja template, as in
+    /// `tokenizer_config.json`; `origin` names it in errors), with the model's own BOS and
+    /// EOS tokens.
+    pub fn set_chat_template(&mut self, source: &str, origin: &str) -> Result<(), ModelError> {
+        let name = |id: Option<u32>| {
+            id.and_then(|i| self.tokenizer.id_to_token(i))
+                .unwrap_or_default()
+        };
+        let template = ChatTemplate::new(
+            source,
+            &name(self.config.bos_token_id),
+            &name(self.config.eos_token_ids.first().copied()),
+            origin,
+        )?;
+        self.chat_template = Some(template);
+        Ok(())
+    }
+
     fn assemble(
         config: ModelConfig,
         weights: Weights,
