@@ -189,6 +189,17 @@ else:
         fails.append(f"'one of' output: {page['choice']}")
     if page["bad_schema"].get("text") is not None or "error" not in (page["bad_schema"].get("error") or ""):
         fails.append(f"a schema that is not JSON was not refused in the chat: {page['bad_schema']}")
+    import re
+    if not re.fullmatch(r"[0-9]{3}", page["regex"].get("text") or "") or page["regex"].get("finished") != "stop":
+        fails.append(f"regular-expression output: {page['regex']}")
+    try:
+        n = json.loads(page["schema"].get("text") or "")["n"]
+        if not (isinstance(n, int) and 0 <= n <= 99) or page["schema"].get("finished") != "stop":
+            raise ValueError(n)
+    except (ValueError, KeyError, TypeError) as e:
+        fails.append(f"JSON-schema output ({e!r}): {page['schema']}")
+    if not (page["json_object"].get("text") or "").startswith("{"):
+        fails.append(f"JSON-object output: {page['json_object']}")
     for i, got in enumerate(page["together"]):
         same(f"chat {i} of two at once", got, want["greedy"])
     if page["stop_button"].get("finished") != "abort":

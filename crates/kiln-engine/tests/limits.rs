@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use common::{chunk, gpu};
 use kiln_core::{PENALTY_PAGE, PenaltyToken, PenaltyWrites, StepBatch};
 use kiln_engine::{Engine, EngineConfig, KvSize};
+use kiln_gpu::GpuContext;
 use kiln_model::Model;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
 
@@ -19,6 +20,10 @@ fn build(max_model_len: Option<usize>, blocks: usize) -> Result<Engine, String> 
 }
 
 fn build_with(max_model_len: Option<usize>, kv: KvSize) -> Result<Engine, String> {
+    build_on(&gpu(), max_model_len, kv)
+}
+
+fn build_on(ctx: &GpuContext, max_model_len: Option<usize>, kv: KvSize) -> Result<Engine, String> {
     let dir = tempfile::tempdir().unwrap();
     write_tiny_llama(dir.path(), &TinyConfig::default(), 3).unwrap();
     let model = Model::load(dir.path()).unwrap();
@@ -29,8 +34,7 @@ fn build_with(max_model_len: Option<usize>, kv: KvSize) -> Result<Engine, String
         max_model_len,
         ..EngineConfig::default()
     };
-    Engine::new(&gpu(), &model.config, &model.weights, ec, &mut |_, _| {})
-        .map_err(|e| e.to_string())
+    Engine::new(ctx, &model.config, &model.weights, ec, &mut |_, _| {}).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -160,17 +164,7 @@ fn a_share_of_device_memory_sizes_the_pool_from_what_the_rest_leaves() {
     // What the engine takes with a pool of 8 blocks, and one block's bytes.
     let made = |kv| {
         let before = ctx.allocated.load(Ordering::Relaxed);
-        let dir = tempfile::tempdir().unwrap();
-        write_tiny_llama(dir.path(), &TinyConfig::default(), 3).unwrap();
-        let model = Model::load(dir.path()).unwrap();
-        let ec = EngineConfig {
-            max_num_batched_tokens: 64,
-            max_num_seqs: 4,
-            kv,
-            ..EngineConfig::default()
-        };
-        let e = Engine::new(&ctx, &model.config, &model.weights, ec, &mut |_, _| {})
-            .map_err(|e| e.to_string());
+        let e = build_on(&ctx, None, kv);
         (e, ctx.allocated.load(Ordering::Relaxed) - before)
     };
     // (The second time: the first also makes the device's shared placeholders.)
