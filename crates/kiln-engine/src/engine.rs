@@ -319,19 +319,26 @@ impl Engine {
     }
 }
 
-/// Bytes of `share` of the device's memory; an error where it is out of (0, 1] or the device
-/// does not report its memory.
+/// Bytes of `share` of the device's memory; an error where it is out of (0, 1], more than
+/// the device has free, or the device does not report its memory.
 fn device_share(ctx: &GpuContext, share: f64) -> Result<u64, EngineError> {
     if !(share > 0.0 && share <= 1.0) {
         return Err(EngineError::Config(format!(
             "the share of device memory must be in (0, 1], not {share}"
         )));
     }
-    let total = ctx.device_memory().ok_or_else(|| {
+    let memory = ctx.device_memory().ok_or_else(|| {
         EngineError::Config(format!(
             "{} ({:?}) does not report its memory to kiln (only Vulkan devices do); size the KV cache in bytes or blocks instead",
             ctx.info.name, ctx.info.backend
         ))
     })?;
-    Ok((total as f64 * share) as u64)
+    let bytes = (memory.total as f64 * share) as u64;
+    match memory.free {
+        Some(free) if free < bytes => Err(EngineError::Config(format!(
+            "{share} of the device's {} bytes is {bytes} bytes, more than the {free} it has free (other processes hold the rest); lower the share",
+            memory.total
+        ))),
+        _ => Ok(bytes),
+    }
 }

@@ -158,9 +158,10 @@ fn penalty_list_writes_that_skip_entries_are_refused() {
 #[test]
 fn a_share_of_device_memory_sizes_the_pool_from_what_the_rest_leaves() {
     let ctx = gpu();
-    let total = ctx
+    let memory = ctx
         .device_memory()
         .expect("the test device (Vulkan) reports its memory");
+    let total = memory.total;
     // What the engine takes with a pool of 8 blocks, and one block's bytes.
     let made = |kv| {
         let before = ctx.allocated.load(Ordering::Relaxed);
@@ -200,6 +201,16 @@ fn a_share_of_device_memory_sizes_the_pool_from_what_the_rest_leaves() {
         e.contains("leaves no KV block") && e.contains("weights take"),
         "{e}"
     );
+    // More than the device has free (where the driver tells it) is refused with both.
+    if let Some(free) = memory.free {
+        let over = (free + (1 << 20)).min(total);
+        if over > free {
+            let e = build_on(&ctx, None, share(over))
+                .err()
+                .expect("more than is free");
+            assert!(e.contains("free") && e.contains(&total.to_string()), "{e}");
+        }
+    }
     for bad in [0.0, -0.5, 1.5, f64::NAN] {
         let e = build_with(None, KvSize::DeviceShare(bad)).err().unwrap();
         assert!(e.contains("(0, 1]"), "{bad}: {e}");

@@ -49,6 +49,15 @@ impl DeviceFaults {
     }
 }
 
+/// A device's own memory, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub total: u64,
+    /// What this process may still take of it (Vulkan's `VK_EXT_memory_budget`: the budget
+    /// less what the process uses), where the driver tells it.
+    pub free: Option<u64>,
+}
+
 /// An opened device with the facts the kernels need about it.
 #[derive(Clone)]
 pub struct GpuContext {
@@ -191,21 +200,42 @@ impl GpuContext {
             .min(self.limits.max_buffer_size)
     }
 
-    /// Bytes of the device's own memory (its largest device-local heap) where the backend
-    /// tells it (Vulkan); `None` elsewhere (Metal, DX12 and WebGPU through wgpu do not).
-    pub fn device_memory(&self) -> Option<u64> {
+    /// The device's own memory (its largest device-local heap) where the backend tells it
+    /// (Vulkan); `None` elsewhere (Metal, DX12 and WebGPU through wgpu do not).
+    pub fn device_memory(&self) -> Option<DeviceMemory> {
         #[cfg(any(target_os = "linux", target_os = "windows"))]
         {
-            // SAFETY: reads the physical device's memory properties and keeps no handle.
+            use ash::vk;
+            // SAFETY: reads the physical device's memory properties and keeps no handle; the
+            // budget query is made only where the instance has Vulkan 1.1 and the device the
+            // extension.
             let hal = unsafe { self.device.as_hal::<wgpu::hal::api::Vulkan>() }?;
-            let props = unsafe {
-                (hal.shared_instance().raw_instance())
-                    .get_physical_device_memory_properties(hal.raw_physical_device())
+            let instance = hal.shared_instance();
+            let phd = hal.raw_physical_device();
+            let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+            let with_budget = instance.instance_api_version() >= vk::API_VERSION_1_1
+                && (hal.enabled_device_extensions()).contains(&ash::ext::memory_budget::NAME);
+            let props = if with_budget {
+                let mut p2 = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+                unsafe {
+                    (instance.raw_instance()).get_physical_device_memory_properties2(phd, &mut p2)
+                };
+                p2.memory_properties
+            } else {
+                unsafe {
+                    instance
+                        .raw_instance()
+                        .get_physical_device_memory_properties(phd)
+                }
             };
-            (props.memory_heaps_as_slice().iter())
-                .filter(|h| h.flags.contains(ash::vk::MemoryHeapFlags::DEVICE_LOCAL))
-                .map(|h| h.size)
-                .max()
+            let (i, heap) = (props.memory_heaps_as_slice().iter().enumerate())
+                .filter(|(_, h)| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+                .max_by_key(|(_, h)| h.size)?;
+            Some(DeviceMemory {
+                total: heap.size,
+                free: with_budget
+                    .then(|| budget.heap_budget[i].saturating_sub(budget.heap_usage[i])),
+            })
         }
         #[cfg(not(any(target_os = "linux", target_os = "windows")))]
         None

@@ -29,7 +29,7 @@ mod step_inputs;
 mod weight_format;
 
 pub use bandwidth::Bandwidth;
-pub use context::{DeviceFaults, GpuContext};
+pub use context::{DeviceFaults, DeviceMemory, GpuContext};
 pub use error::GpuError;
 pub use kernels::{Kernel, KernelFamily, Kernels, PairEpilogue};
 pub use kv_cache::KvCache;

@@ -58,7 +58,7 @@ pub struct EngineInfo {
     pub max_penalty_entries: usize,
     pub kv_layout: kiln_engine::KvLayout,
     /// Bytes of device memory the engine takes, and the device's own where it tells it.
-    pub gpu_bytes: (u64, Option<u64>),
+    pub gpu_bytes: (u64, Option<kiln_gpu::DeviceMemory>),
 }
 
 /// The handlers' side of the engine thread.

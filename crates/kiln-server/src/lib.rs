@@ -193,10 +193,13 @@ async fn serve_engine(
     );
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     match info.gpu_bytes {
-        (used, Some(total)) => tracing::info!(
-            "device memory: the engine takes {:.0} MiB of {:.0} MiB",
+        (used, Some(m)) => tracing::info!(
+            "device memory: the engine takes {:.0} MiB of {:.0} MiB{}",
             mib(used),
-            mib(total)
+            mib(m.total),
+            m.free
+                .map(|f| format!(" ({:.0} MiB still free)", mib(f)))
+                .unwrap_or_default()
         ),
         (used, None) => tracing::info!("device memory: the engine takes {:.0} MiB", mib(used)),
     }
