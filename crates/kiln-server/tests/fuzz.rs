@@ -1,7 +1,7 @@
 //! A request fuzzer (proptest): random and mutated JSON bodies for every endpoint that takes
 //! one (chat completions, completions, their render endpoints, tokenize, detokenize, the
 //! Responses API, Anthropic's Messages API and its token count), streaming or not, with the
-//! structured-output, tool and item fields among the keys. None may get a 5xx, a panic or a
+//! structured-output, tool and item fields and vLLM's own among the keys. None may get a 5xx, a panic or a
 //! dropped connection: each answer is a success or an OpenAI- (or Anthropic-) style error, a
 //! stream ends as its API ends one, and the server still answers at the end. A failing body is shrunk to a small one before it
 //! is reported. `KILN_FUZZ_CASES` sets the count (default 3000); the seed is fixed.
@@ -100,6 +100,20 @@ const FIELDS: &[&str] = &[
     "tool_use_id",
     "thinking",
     "id",
+    "min_tokens",
+    "stop_token_ids",
+    "include_stop_str_in_output",
+    "priority",
+    "truncate_prompt_tokens",
+    "allowed_token_ids",
+    "bad_words",
+    "continuous_usage_stats",
+    "add_generation_prompt",
+    "continue_final_message",
+    "thinking_token_budget",
+    "skip_special_tokens",
+    "cache_salt",
+    "background",
 ];
 
 /// A JSON scalar, biased to edge cases.
