@@ -126,6 +126,19 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     ),
                 );
                 row("Running", format!("{} replies", s.num_running));
+                let (used, device) = m.engine.info.gpu_bytes;
+                let of = match device {
+                    Some(d) => match d.free {
+                        Some(free) => format!(
+                            " of {:.0} MiB ({:.0} MiB free at load)",
+                            mib(d.total),
+                            mib(free)
+                        ),
+                        None => format!(" of {:.0} MiB", mib(d.total)),
+                    },
+                    None => String::new(),
+                };
+                row("GPU memory", format!("{:.0} MiB{of}", mib(used)));
             });
             api_switch(app, ui);
         }

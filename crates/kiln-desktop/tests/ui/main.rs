@@ -34,6 +34,8 @@ fn replies_stream_equal_to_the_engine_and_two_chats_run_together() {
     let mut h = harness(&dir.path().join("store"), Some(model.clone()), true);
     step_until(&mut h, "the model to open", ready);
     h.get_by_label_contains("tiny");
+    // The engine's device memory, of the device's (lavapipe reports its heap).
+    h.get_by_label_contains(" MiB free at load)");
     greedy(&mut h);
     send(&mut h, "hello there");
     assert_eq!(h.state().chats[0].messages[0].text, "hello there");
