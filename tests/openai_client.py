@@ -299,6 +299,20 @@ def test_vllm_token_filters_usage_and_echo(client, model):
     assert cont.choices[0].message.content.startswith("Hello"), cont
 
 
+def test_embeddings(client, model):
+    # The client asks for base64 and decodes it.
+    r = client.embeddings.create(model=model, input=["The capital of France is Paris.", "Paris is in France.",
+                                                     "The capital of France is Paris."])
+    v = [d.embedding for d in r.data]
+    assert [d.index for d in r.data] == [0, 1, 2] and len(v[0]) == 576
+    assert abs(sum(x * x for x in v[0]) - 1) < 1e-4
+    assert max(abs(a - b) for a, b in zip(v[0], v[2])) < 1e-4
+    assert max(abs(a - b) for a, b in zip(v[0], v[1])) > 1e-3
+    assert r.usage.prompt_tokens > 10
+    floats = client.embeddings.create(model=model, input="Paris is in France.", encoding_format="float")
+    assert max(abs(a - b) for a, b in zip(floats.data[0].embedding, v[1])) < 1e-4
+
+
 def test_responses_whole_and_streamed(client, model):
     ask = dict(model=model, instructions="Answer briefly.", input="What is the capital of France?",
                max_output_tokens=4, temperature=0)

@@ -68,6 +68,7 @@ fn tokens(n: usize) -> Vec<SampledToken> {
         logprob: None,
         top_logprobs: Vec::new(),
         rank: None,
+        hidden: None,
     };
     vec![t; n]
 }

@@ -37,6 +37,9 @@ pub struct StepBatch {
     /// the last of its sequence's history and is missing from its penalty list: the
     /// sampler counts it. In increasing order of `index`.
     pub prev_tokens: Vec<PrevToken>,
+    /// Sampler rows whose final hidden state (after the last norm) comes back with their
+    /// token ([`crate::SampledToken::hidden`]: an embedding), in increasing order.
+    pub hidden_rows: Vec<u32>,
 }
 
 /// An input token taken from the previous step's output ([`StepBatch::prev_tokens`]).

@@ -156,4 +156,7 @@ pub struct SampledToken {
     /// For a scored prompt token: its rank by logit in the row (1: the most likely; tokens
     /// tied with it share its rank).
     pub rank: Option<u32>,
+    /// The row's final hidden state (after the last norm), where the batch asked for it
+    /// ([`crate::StepBatch::hidden_rows`]).
+    pub hidden: Option<Vec<f32>>,
 }

@@ -248,6 +248,7 @@ impl Frontend {
             stop_token_ids: spec.stop_token_ids.clone(),
             priority: spec.priority,
             filter: spec.filter.clone(),
+            return_hidden: spec.return_hidden,
             ..Request::new(id, prompt, max_tokens)
         }
     }

@@ -154,6 +154,9 @@ pub struct GenSpec {
     /// Tokens never sampled (`allowed_token_ids`, and `bad_words` as tokens: see
     /// [`crate::Frontend::resolve`]).
     pub filter: TokenFilter,
+    /// The prompt's final hidden state comes back with the first token (an embedding; no
+    /// request field sets it, the embeddings endpoint does).
+    pub return_hidden: bool,
 }
 
 impl GenSpec {
@@ -329,6 +332,7 @@ impl GenerationParams {
                 allowed,
                 banned: Vec::new(),
             },
+            return_hidden: false,
         })
     }
 }

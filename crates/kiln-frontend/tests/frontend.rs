@@ -138,6 +138,7 @@ fn updates(f: &Frontend, ids: &[u32], skip_special: bool, ended_by_token: bool) 
                 logprob: None,
                 top_logprobs: vec![],
                 rank: None,
+                hidden: None,
             }),
             prompt_logprobs: vec![],
             finished: last.then_some(FinishReason::Stop),

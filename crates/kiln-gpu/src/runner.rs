@@ -68,6 +68,10 @@ pub struct ModelRunner {
     /// the one before it is read.
     readback: [wgpu::Buffer; 2],
     next_readback: usize,
+    /// The final norm's output of the sampler rows, and where it is read back (made when a
+    /// step first asks for hidden states).
+    normed: wgpu::Buffer,
+    hidden_readback: Option<[wgpu::Buffer; 2]>,
     /// Inputs taken from the previous step's output.
     prev_tokens: Launch,
     table_writes: Launch,
@@ -386,6 +390,8 @@ impl ModelRunner {
             sample_out,
             readback,
             next_readback: 0,
+            normed,
+            hidden_readback: None,
             prev_tokens,
             table_writes,
             penalty_writes,

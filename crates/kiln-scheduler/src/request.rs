@@ -55,6 +55,9 @@ pub struct Request {
     /// Tokens never sampled (vLLM's `allowed_token_ids` and `bad_words`): the engine masks
     /// them each step; the scheduler does not read it.
     pub filter: TokenFilter,
+    /// The final hidden state at the prompt's last token comes back with the first token
+    /// ([`kiln_core::SampledToken::hidden`]): an embedding of the prompt.
+    pub return_hidden: bool,
 }
 
 impl Request {
@@ -76,6 +79,7 @@ impl Request {
             logit_bias: Vec::new(),
             priority: 0,
             filter: TokenFilter::default(),
+            return_hidden: false,
         }
     }
 }

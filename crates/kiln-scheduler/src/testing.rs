@@ -184,6 +184,7 @@ impl FakeRunner {
                 logprob: None,
                 top_logprobs: Vec::new(),
                 rank: None,
+                hidden: None,
             });
         }
         self.last_sampled = out.iter().map(|t| t.token_id).collect();
@@ -198,6 +199,7 @@ impl FakeRunner {
                     logprob: Some(fake_logprob(&history, target)),
                     top_logprobs: Vec::new(),
                     rank: None,
+                    hidden: None,
                 });
             }
         }

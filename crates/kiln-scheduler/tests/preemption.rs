@@ -139,6 +139,7 @@ fn abort_of_running_and_waiting_requests_frees_everything() {
             logprob: None,
             top_logprobs: vec![],
             rank: None,
+            hidden: None,
         })
         .collect();
     let updates = sim.sched.update(step, &sampled);

@@ -59,6 +59,8 @@ pub struct EngineInfo {
     pub kv_layout: kiln_engine::KvLayout,
     /// Bytes of device memory the engine takes, and the device's own where it tells it.
     pub gpu_bytes: (u64, Option<kiln_gpu::DeviceMemory>),
+    /// The model's hidden size (an embedding's dimensions).
+    pub hidden_size: usize,
 }
 
 /// The handlers' side of the engine thread.
@@ -84,6 +86,7 @@ fn info_of(engine: &Engine) -> EngineInfo {
         max_penalty_entries: engine.scheduler().config().max_penalty_entries,
         kv_layout: engine.kv_layout(),
         gpu_bytes: (engine.gpu_bytes(), engine.gpu().device_memory()),
+        hidden_size: engine.model_config().hidden_size,
     }
 }
 

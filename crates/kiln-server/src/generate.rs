@@ -50,6 +50,8 @@ pub struct Delta {
     pub finish: Option<&'static str>,
     /// The stop string that ended the sequence, on the last delta.
     pub stop_string: Option<String>,
+    /// The prompt's final hidden state, where the request asked for it (on its first token).
+    pub hidden: Option<Vec<f32>>,
 }
 
 impl Delta {
@@ -60,6 +62,7 @@ impl Delta {
         self.logprobs.extend(d.logprobs);
         self.prompt_logprobs.extend(d.prompt_logprobs);
         self.finish = d.finish.or(self.finish);
+        self.hidden = d.hidden.or(self.hidden.take());
     }
 }
 
@@ -120,6 +123,7 @@ impl Sequence {
             let state = self.state.clone();
             let tok = &state.model.tokenizer;
             if let Some(t) = &u.token {
+                delta.hidden = delta.hidden.take().or_else(|| t.hidden.clone());
                 self.num_tokens += 1;
                 delta.tokens += 1;
                 self.first.get_or_insert_with(Instant::now);

@@ -15,11 +15,12 @@ use crate::state::Shared;
 use crate::{demo, kv_transfer, messages, responses, routes};
 
 pub fn router(state: Shared) -> Router {
-    use routes::{chat, completions, misc, render};
+    use routes::{chat, completions, embeddings, misc, render};
     let limit = state.config.max_body_bytes;
     let protected = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/completions", post(completions::completions))
+        .route("/v1/embeddings", post(embeddings::embeddings))
         .route("/v1/chat/completions/render", post(render::render_chat))
         .route("/v1/completions/render", post(render::render_completions))
         .route("/v1/messages", post(messages::create))

@@ -1,5 +1,5 @@
 //! A request fuzzer (proptest): random and mutated JSON bodies for every endpoint that takes
-//! one (chat completions, completions, their render endpoints, tokenize, detokenize, the
+//! one (chat completions, completions, embeddings, their render endpoints, tokenize, detokenize, the
 //! Responses API, Anthropic's Messages API and its token count), streaming or not, with the
 //! structured-output, tool and item fields and vLLM's own among the keys. None may get a 5xx, a panic or a
 //! dropped connection: each answer is a success or an OpenAI- (or Anthropic-) style error, a
@@ -23,9 +23,10 @@ fn server() -> &'static str {
     BASE.get_or_init(|| start_tiny(|sc, _| sc.max_body_bytes = 256 << 10))
 }
 
-const PATHS: [&str; 9] = [
+const PATHS: [&str; 10] = [
     "/v1/chat/completions",
     "/v1/completions",
+    "/v1/embeddings",
     "/tokenize",
     "/detokenize",
     "/v1/chat/completions/render",
@@ -114,6 +115,8 @@ const FIELDS: &[&str] = &[
     "skip_special_tokens",
     "cache_salt",
     "background",
+    "encoding_format",
+    "dimensions",
 ];
 
 /// A JSON scalar, biased to edge cases.

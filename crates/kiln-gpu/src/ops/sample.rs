@@ -177,6 +177,7 @@ pub fn decode_sample_out(words: &[u32], rows: &[(u32, bool)]) -> Vec<SampledToke
                 .take_while(|&(id, _)| id != NO_TOKEN)
                 .collect(),
             rank: scored.then(|| w[SAMPLE_OUT_STRIDE - 1]),
+            hidden: None,
         })
         .collect()
 }

@@ -18,6 +18,8 @@ pub struct SubmittedStep {
     submission: wgpu::SubmissionIndex,
     /// What each sampler row reports (`ops::sampler_rows`).
     rows: Vec<(u32, bool)>,
+    /// Sampler rows whose final hidden state is read back too.
+    hidden_rows: Vec<u32>,
 }
 
 /// A step whose forward pass is submitted and whose sampling waits for its token masks
@@ -28,6 +30,7 @@ pub struct ForwardSubmitted {
     samples: u32,
     tokens: u32,
     rows: Vec<(u32, bool)>,
+    hidden_rows: Vec<u32>,
 }
 
 impl ModelRunner {
@@ -65,7 +68,8 @@ impl ModelRunner {
         match masks {
             None => {
                 let (encoder, pending, s) = self.record(batch, true)?;
-                Ok(self.submit_readback(encoder, pending, s, ops::sampler_rows(batch)))
+                let rows = (ops::sampler_rows(batch), batch.hidden_rows.clone());
+                self.submit_readback(encoder, pending, s, rows)
             }
             Some(masks) => {
                 let forward = self.submit_forward(batch)?;
@@ -85,6 +89,7 @@ impl ModelRunner {
             samples,
             tokens: batch.num_tokens() as u32,
             rows: ops::sampler_rows(batch),
+            hidden_rows: batch.hidden_rows.clone(),
         })
     }
 
@@ -106,30 +111,59 @@ impl ModelRunner {
             });
             Recorded::record(&self.sample, &mut pass, forward.tokens, s);
         }
-        Ok(self.submit_readback(encoder, forward.pending, s, forward.rows))
+        let rows = (forward.rows, forward.hidden_rows);
+        self.submit_readback(encoder, forward.pending, s, rows)
     }
 
-    /// Copies `s` sampler rows to the next readback buffer and submits `encoder`.
+    /// Copies `s` sampler rows (and their hidden states, where `hidden_rows` asks for any) to
+    /// the next readback buffers and submits `encoder`.
     fn submit_readback(
         &mut self,
         mut encoder: wgpu::CommandEncoder,
         pending: Option<PendingSwapOut>,
         s: u32,
-        rows: Vec<(u32, bool)>,
-    ) -> SubmittedStep {
+        (rows, hidden_rows): (Vec<(u32, bool)>, Vec<u32>),
+    ) -> Result<SubmittedStep, GpuError> {
+        if let Some(&r) = hidden_rows.iter().find(|&&r| r >= s) {
+            return Err(GpuError::Batch(format!(
+                "hidden state of sampler row {r} asked for, the step has {s}"
+            )));
+        }
         let readback = self.next_readback;
         self.next_readback = 1 - readback;
         let bytes = (s as usize * SAMPLE_OUT_STRIDE * 4) as u64;
         if bytes > 0 {
             encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.readback[readback], 0, bytes);
         }
+        if !hidden_rows.is_empty() {
+            let hidden = self.hidden_readback()[readback].clone();
+            let bytes = (s as usize * self.config.hidden_size * 4) as u64;
+            encoder.copy_buffer_to_buffer(&self.normed, 0, &hidden, 0, bytes);
+        }
         let submission = self.ctx.queue.submit([encoder.finish()]);
-        SubmittedStep {
+        Ok(SubmittedStep {
             pending,
             readback,
             submission,
             rows,
-        }
+            hidden_rows,
+        })
+    }
+
+    /// The two buffers hidden states are read back through, made on first use.
+    fn hidden_readback(&mut self) -> &[wgpu::Buffer; 2] {
+        let bytes = (self.runner_config.max_seqs * self.config.hidden_size * 4) as u64;
+        let device = &self.ctx.device;
+        self.hidden_readback.get_or_insert_with(|| {
+            [0, 1].map(|_| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("hidden readback"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })
+        })
     }
 
     /// The second half of [`Self::step`]: waits for the step and returns its tokens.
@@ -144,13 +178,26 @@ impl ModelRunner {
         let buffer = &self.readback[step.readback];
         let data = self
             .ctx
-            .map_read_after(buffer, Some(step.submission))
+            .map_read_after(buffer, Some(step.submission.clone()))
             .await?;
+        let mut tokens = ops::decode_sample_out(bytemuck::cast_slice(&data), &step.rows);
+        if let Some(hidden) = self
+            .hidden_readback
+            .as_ref()
+            .filter(|_| !step.hidden_rows.is_empty())
+        {
+            let data = (self.ctx)
+                .map_read_after(&hidden[step.readback], Some(step.submission))
+                .await?;
+            let values: &[f32] = bytemuck::cast_slice(&data);
+            let h = self.config.hidden_size;
+            for &r in &step.hidden_rows {
+                let r = r as usize;
+                tokens[r].hidden = Some(values[r * h..(r + 1) * h].to_vec());
+            }
+        }
         self.collect_profile().await?;
-        Ok(ops::decode_sample_out(
-            bytemuck::cast_slice(&data),
-            &step.rows,
-        ))
+        Ok(tokens)
     }
 
     /// Writes the token masks of a step's `sampled` rows and points each constrained row at

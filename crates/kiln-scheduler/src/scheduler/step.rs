@@ -225,6 +225,8 @@ impl Scheduler {
     fn build_step(&mut self, plan: &[Planned]) -> ScheduledStep {
         let mut batch = StepBatch::default();
         let mut seqs = Vec::with_capacity(plan.len());
+        // Sampled sequences are the sampler's first rows, in batch order.
+        let mut sampler_row = 0;
         for &Planned { id, tokens: n, .. } in plan {
             let st = self.requests.get_mut(&id).unwrap();
             self.rows.assign(&mut st.table);
@@ -246,6 +248,12 @@ impl Scheduler {
                     .push(st.blocks[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32);
             }
             let sampled = st.samples_at(start + n);
+            if sampled {
+                if st.req.return_hidden && st.num_output() == 0 {
+                    batch.hidden_rows.push(sampler_row);
+                }
+                sampler_row += 1;
+            }
             let score = st.prompt_score(start, n);
             let scored = score.as_ref().map_or(0, |s| s.targets.len());
             debug_assert_eq!(st.blocks.len(), blocks_for(start + n));

@@ -3,6 +3,7 @@
 pub mod chat;
 mod chat_tools;
 pub mod completions;
+pub mod embeddings;
 pub mod misc;
 pub mod render;
 

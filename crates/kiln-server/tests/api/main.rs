@@ -1,13 +1,16 @@
 //! The OpenAI surface against the tiny random model: errors (status and shape, and the server
-//! keeps answering), completions, stop strings, prefix caching, tokenize, metrics syntax.
+//! keeps answering), completions, stop strings, prefix caching, tokenize, metrics syntax,
+//! embeddings.
 //!
 //! This file holds the shared server and request helpers; `errors.rs` the errors,
 //! `completions.rs` completions and stop strings, `prefix_cache.rs` prefix caching,
-//! `endpoints.rs` the chat stream, models and tokenize, `metrics.rs` the metrics syntax.
+//! `endpoints.rs` the chat stream, models and tokenize, `metrics.rs` the metrics syntax,
+//! `embeddings.rs` the embeddings endpoint.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod completions;
+mod embeddings;
 mod endpoints;
 mod errors;
 mod metrics;

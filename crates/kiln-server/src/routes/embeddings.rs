@@ -1,0 +1,115 @@
+//! `POST /v1/embeddings`: each input's embedding is the model's final hidden state (after its
+//! last norm) at the input's last token, scaled to unit length: the pooling of decoder-only
+//! embedding models (Qwen3-Embedding's, e5-mistral's). The engine computes it as the prefill
+//! of a one-token request, batched with everything else.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use kiln_frontend::GenerationParams;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::{PromptInput, reject_unknown};
+use crate::error::{ApiError, ApiJson};
+use crate::state::Shared;
+
+#[derive(Deserialize, Debug)]
+pub struct EmbeddingRequest {
+    pub model: Option<String>,
+    pub input: PromptInput,
+    /// `float` (default) or `base64` (little-endian f32s, what OpenAI's clients ask for).
+    pub encoding_format: Option<String>,
+    /// Accepted only as the model's own width (no model kiln runs is trained to be cut).
+    pub dimensions: Option<u64>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+pub async fn embeddings(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<EmbeddingRequest>,
+) -> Result<Response, ApiError> {
+    reject_unknown(&req.extra)?;
+    st.check_model(req.model.as_deref())?;
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return Err(ApiError::bad_param(
+                "encoding_format",
+                format!("encoding_format `{other}` is not one of float, base64"),
+            ));
+        }
+    };
+    let width = st.engine.info.hidden_size;
+    if let Some(d) = req.dimensions.filter(|&d| d != width as u64) {
+        return Err(ApiError::bad_param(
+            "dimensions",
+            format!("this model's embeddings have {width} dimensions, not {d}"),
+        ));
+    }
+    let encode = |s: &str| Ok::<_, ApiError>(st.model.encode(s, true, "input")?);
+    let inputs: Vec<Vec<u32>> = match &req.input {
+        PromptInput::Text(s) => vec![encode(s)?],
+        PromptInput::Texts(v) => v.iter().map(|s| encode(s)).collect::<Result<_, _>>()?,
+        PromptInput::Tokens(t) => vec![t.clone()],
+        PromptInput::TokenLists(v) => v.clone(),
+    };
+    if inputs.is_empty() {
+        return Err(ApiError::bad_param("input", "the input list is empty"));
+    }
+    // Greedy, one token (never sent): only the prefill's last hidden state is kept.
+    let params = GenerationParams {
+        temperature: Some(0.0),
+        ignore_eos: Some(true),
+        ..GenerationParams::default()
+    };
+    let mut spec = st.gen_spec(&params, Some(1), None)?;
+    spec.return_hidden = true;
+    let mut seqs = Vec::with_capacity(inputs.len());
+    let most = st.engine.info.max_len.saturating_sub(1);
+    for (i, ids) in inputs.iter().enumerate() {
+        if ids.len() > most {
+            return Err(ApiError::bad_param(
+                "input",
+                format!(
+                    "input {i} has {} tokens; this model embeds at most {most}",
+                    ids.len()
+                ),
+            ));
+        }
+        (st.model
+            .check_prompt(ids, st.engine.info.max_len, Some(1), None))
+        .map_err(|e| ApiError::bad_param("input", format!("input {i}: {}", e.message)))?;
+        seqs.extend(st.submit(ids, 1, &spec, Vec::new(), false)?);
+    }
+    let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
+    let mut data = Vec::with_capacity(results.len());
+    for (index, r) in results.into_iter().enumerate() {
+        let (_, d) = r?;
+        let mut v = d
+            .hidden
+            .ok_or_else(|| ApiError::internal("the engine returned no hidden state"))?;
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        v.iter_mut().for_each(|x| *x /= norm);
+        let embedding = if base64 {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+        } else {
+            json!(v)
+        };
+        data.push(json!({"object": "embedding", "index": index, "embedding": embedding}));
+    }
+    let tokens: usize = inputs.iter().map(Vec::len).sum();
+    tracing::info!(inputs = inputs.len(), tokens, "embeddings");
+    Ok(axum::Json(json!({
+        "object": "list",
+        "data": data,
+        "model": st.config.served_model_name,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }))
+    .into_response())
+}
