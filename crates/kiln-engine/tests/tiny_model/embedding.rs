@@ -1,9 +1,11 @@
 //! Hidden states for embeddings: a request that asks for one gets, with its first token, the
 //! final norm's output at its prompt's last token; the model's output matrix applied to it
 //! gives the CPU reference's logits there. Asked beside another request (so its sampler row
-//! is not the first) and in a batch with prompts of other lengths.
+//! is not the first) and in a batch with prompts of other lengths, with steps overlapped and
+//! not.
 
 use super::*;
+use kiln_engine::Overlap;
 
 #[test]
 fn the_hidden_state_at_the_last_prompt_token_gives_the_reference_logits() {
@@ -17,16 +19,35 @@ fn the_hidden_state_at_the_last_prompt_token_gives_the_reference_logits() {
     let w = model.weights.read_f32(output).unwrap();
     let ctx = gpu();
     let prompts = [tokens(21, 37, vocab), tokens(22, 5, vocab)];
-    for family in FAMILIES {
-        let mut e = engine(&ctx, &model, on(config(32, true), family, KvDtype::F16));
-        let other = request(9, tokens(23, 12, vocab), 6);
-        let asks: Vec<Request> = (prompts.iter().enumerate())
-            .map(|(i, p)| Request {
+    let runs = FAMILIES.map(|f| (f, Overlap::Off)).into_iter();
+    for (family, overlap) in runs.chain([(KernelFamily::Cpu, Overlap::On)]) {
+        let ec = EngineConfig {
+            overlap,
+            ..on(config(32, true), family, KvDtype::F16)
+        };
+        let mut e = engine(&ctx, &model, ec);
+        // The other request decodes first, so the asks come in while steps overlap.
+        e.add_request(request(9, tokens(23, 12, vocab), 8)).unwrap();
+        let mut out: BTreeMap<u64, Vec<SampledToken>> = BTreeMap::new();
+        let mut step = |e: &mut kiln_engine::Engine| {
+            for u in pollster::block_on(e.step()).unwrap() {
+                out.entry(u.id).or_default().extend(u.token);
+            }
+        };
+        for _ in 0..3 {
+            step(&mut e);
+        }
+        for (i, p) in prompts.iter().enumerate() {
+            let ask = Request {
                 return_hidden: true,
                 ..request(i as u64, p.clone(), 1)
-            })
-            .collect();
-        let out = run(&mut e, [vec![other], asks].concat());
+            };
+            e.add_request(ask).unwrap();
+        }
+        while e.has_unfinished() {
+            step(&mut e);
+        }
+        assert_eq!(e.num_overlapped_steps() > 0, overlap == Overlap::On);
         assert!(out[&9].iter().all(|t| t.hidden.is_none()), "{family}");
         for (i, p) in prompts.iter().enumerate() {
             let hidden = out[&(i as u64)][0].hidden.clone().expect("a hidden state");
