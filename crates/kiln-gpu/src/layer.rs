@@ -10,8 +10,10 @@
 use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
+use crate::weight_format::gpu_format;
 use crate::{
     GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch, Recorded, RunnerConfig, StepInputs,
+    WeightStorage,
 };
 
 /// The step's activations, shared by every layer.
@@ -106,6 +108,47 @@ pub(crate) struct Layer {
 }
 
 /// Reads a norm gain (with the config's offset) and checks its shape.
+/// Whether a product into `dst` followed by `next` may carry the gated activation in its
+/// epilogue (when its gate and up rows pair up).
+fn fuses_glu(dst: Buf, bias: bool, next: Option<&Op>) -> bool {
+    dst == Buf::GateUp && !bias && matches!(next, Some(Op::GatedActivation))
+}
+
+/// Whether some layer will make the step's gate/up buffer: a gate/up product that cannot
+/// carry the activation (a bias, no activation after it, or parts whose GPU formats differ or
+/// whose rows do not pair up), as [`Layer::new`] decides when it uploads them.
+pub(crate) fn needs_gate_up(
+    layers: &[kiln_model::Layer],
+    weights: &Weights,
+    storage: WeightStorage,
+) -> Result<bool, GpuError> {
+    for layer in layers {
+        let mut ops = layer.ops.iter().peekable();
+        while let Some(op) = ops.next() {
+            let Op::NormedProject {
+                weights: parts,
+                bias,
+                dst: Buf::GateUp,
+                ..
+            } = op
+            else {
+                continue;
+            };
+            if !fuses_glu(Buf::GateUp, bias.is_some(), ops.peek().copied()) {
+                return Ok(true);
+            }
+            let formats = (parts.iter())
+                .map(|t| gpu_format(weights, &t.name, storage))
+                .collect::<Result<Vec<_>, _>>()?;
+            let rows: usize = parts.iter().map(|t| t.shape[0]).sum();
+            if formats.windows(2).any(|f| f[0] != f[1]) || !rows.is_multiple_of(2) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 pub(crate) fn gain(w: &Weights, c: &ModelConfig, t: &Tensor) -> Result<Vec<f32>, GpuError> {
     let got = w.shape(&t.name)?;
     if got != t.shape {
@@ -182,9 +225,7 @@ impl Layer {
                     dst,
                 } => {
                     // Gate/up followed by the activation: one launch if the rows pair up.
-                    let gated = *dst == Buf::GateUp
-                        && bias.is_none()
-                        && matches!(ops.peek(), Some(Op::GatedActivation));
+                    let gated = fuses_glu(*dst, bias.is_some(), ops.peek().copied());
                     let order = match *dst {
                         Buf::Qkv => qk_order,
                         Buf::GateUp if gated => RowOrder::GateUp,

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
 
-use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain};
+use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain, needs_gate_up};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
@@ -270,13 +270,12 @@ impl ModelRunner {
                 }
                 let made = ctx.allocated.load(Ordering::Relaxed) - allocated_before;
                 let (all_weights, _) = gpu_weight_bytes(weights, rc.weights)?;
-                // The gate/up buffer, counted whether or not a layer will need it.
-                let gate_up_used =
-                    (tensors.layers.iter()).any(|l| l.ops.iter().any(|op| op.uses(Buf::GateUp)));
-                let gate_up = if bufs.gate_up.get().is_none() && gate_up_used {
-                    bufs.gate_up_bytes
-                } else {
-                    0
+                // The gate/up buffer, where a layer will make it.
+                let gate_up = match bufs.gate_up.get() {
+                    None if needs_gate_up(&tensors.layers, weights, rc.weights)? => {
+                        bufs.gate_up_bytes
+                    }
+                    _ => 0,
                 };
                 let rest = made + all_weights.saturating_sub(weight_bytes) + gate_up;
                 let num_blocks = layout

@@ -329,6 +329,24 @@ impl HostMatrix {
     }
 }
 
+/// The format matrix `name` of `weights` takes on the GPU: its own, f16 where `storage` widens
+/// quantized ones, and f32 for a wider float matrix with values beyond f16's range.
+pub fn gpu_format(
+    weights: &Weights,
+    name: &str,
+    storage: WeightStorage,
+) -> Result<WeightFormat, GpuError> {
+    let dtype = weights.dtype(name)?;
+    if matches!(dtype, DType::F32 | DType::BF16) && beyond_f16(&weights.read_f32(name)?) {
+        return Ok(WeightFormat::F32);
+    }
+    Ok(match WeightFormat::for_dtype(dtype) {
+        f @ (WeightFormat::F16 | WeightFormat::F32) => f,
+        _ if !storage.keeps_quantized() => WeightFormat::F16,
+        f => f,
+    })
+}
+
 /// Bytes the tensors of `weights` take on the GPU, tensor by tensor (matrices in their
 /// [`WeightFormat`], or f16 where `storage` widens quantized ones; vectors as f32), and the
 /// names of the types widened to f16 on the way.
@@ -343,16 +361,7 @@ pub fn gpu_weight_bytes(
         let numel: usize = shape.iter().product();
         bytes += match shape.as_slice() {
             [rows, cols] => {
-                let mut format = match WeightFormat::for_dtype(dtype) {
-                    f @ (WeightFormat::F16 | WeightFormat::F32) => f,
-                    _ if !storage.keeps_quantized() => WeightFormat::F16,
-                    f => f,
-                };
-                // A wider float matrix with values beyond f16's range stays f32 on the GPU.
-                if matches!(dtype, DType::F32 | DType::BF16) && beyond_f16(&weights.read_f32(name)?)
-                {
-                    format = WeightFormat::F32;
-                }
+                let format = gpu_format(weights, name, storage)?;
                 if format.dtype() != dtype && !widened.contains(&dtype.name()) {
                     widened.push(dtype.name());
                 }
