@@ -199,15 +199,13 @@ fn a_share_of_device_memory_sizes_the_pool_from_what_the_rest_leaves() {
         e.contains("leaves no KV block") && e.contains("weights take"),
         "{e}"
     );
-    // More than the device has free (where the driver tells it) is refused with both.
-    if let Some(free) = memory.free {
-        let over = (free + (1 << 20)).min(total);
-        if over > free {
-            let e = build_on(&ctx, None, share(over))
-                .err()
-                .expect("more than is free");
-            assert!(e.contains("free") && e.contains(&total.to_string()), "{e}");
-        }
+    // More than the device has free (where the driver tells it; this process already holds
+    // some of it) is refused with both numbers: all of it.
+    if memory.free.is_some() {
+        let e = build_on(&ctx, None, KvSize::DeviceShare(1.0))
+            .err()
+            .expect("more than is free");
+        assert!(e.contains("free") && e.contains(&total.to_string()), "{e}");
     }
     for bad in [0.0, -0.5, 1.5, f64::NAN] {
         let e = build_with(None, KvSize::DeviceShare(bad)).err().unwrap();
