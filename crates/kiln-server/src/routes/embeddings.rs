@@ -51,16 +51,7 @@ pub async fn embeddings(
             format!("this model's embeddings have {width} dimensions, not {d}"),
         ));
     }
-    let encode = |s: &str| Ok::<_, ApiError>(st.model.encode(s, true, "input")?);
-    let inputs: Vec<Vec<u32>> = match &req.input {
-        PromptInput::Text(s) => vec![encode(s)?],
-        PromptInput::Texts(v) => v.iter().map(|s| encode(s)).collect::<Result<_, _>>()?,
-        PromptInput::Tokens(t) => vec![t.clone()],
-        PromptInput::TokenLists(v) => v.clone(),
-    };
-    if inputs.is_empty() {
-        return Err(ApiError::bad_param("input", "the input list is empty"));
-    }
+    let inputs = super::render::prompt_ids(&st, &req.input, "input")?;
     // Greedy, one token (never sent): only the prefill's last hidden state is kept.
     let params = GenerationParams {
         temperature: Some(0.0),

@@ -16,7 +16,16 @@ use kiln_frontend::GenSpec;
 
 /// The prompts of a completions body, tokenized (text prompts get the special tokens).
 pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec<u32>>, ApiError> {
-    let encode = |s: &str| Ok::<_, ApiError>(st.model.encode(s, true, "prompt")?);
+    prompt_ids(st, prompt, "prompt")
+}
+
+/// Texts or token ids as token ids (texts with the special tokens); errors name `param`.
+pub fn prompt_ids(
+    st: &AppState,
+    prompt: &PromptInput,
+    param: &str,
+) -> Result<Vec<Vec<u32>>, ApiError> {
+    let encode = |s: &str| Ok::<_, ApiError>(st.model.encode(s, true, param)?);
     let prompts: Vec<Vec<u32>> = match prompt {
         PromptInput::Text(s) => vec![encode(s)?],
         PromptInput::Texts(v) => v.iter().map(|s| encode(s)).collect::<Result<_, _>>()?,
@@ -24,7 +33,10 @@ pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec
         PromptInput::TokenLists(v) => v.clone(),
     };
     if prompts.is_empty() {
-        return Err(ApiError::bad_param("prompt", "the prompt list is empty"));
+        return Err(ApiError::bad_param(
+            param,
+            format!("the {param} list is empty"),
+        ));
     }
     Ok(prompts)
 }
