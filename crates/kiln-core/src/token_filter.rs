@@ -1,6 +1,7 @@
 //! [`TokenFilter`]: tokens a request never samples, whatever their logits (vLLM's
 //! `allowed_token_ids` and `bad_words`). The front ends build it from a request; the engine
-//! applies it to the sampled row's [`TokenMask`] each step, beside any grammar.
+//! applies it to the sampled row's [`TokenMask`] each step, beside any grammar: the allow
+//! list's mask (made once) and the bans the output's last tokens call for.
 
 use crate::TokenMask;
 
@@ -20,7 +21,7 @@ impl TokenFilter {
         self.allowed.is_none() && self.banned.is_empty()
     }
 
-    /// How many of the output's last tokens [`TokenFilter::restrict`] reads.
+    /// How many of the output's last tokens [`TokenFilter::ban`] reads.
     pub fn context(&self) -> usize {
         self.banned
             .iter()
@@ -29,20 +30,22 @@ impl TokenFilter {
             .unwrap_or(0)
     }
 
-    /// Clears from `mask` the tokens this filter forbids after an output that ends with
-    /// `recent` (its last [`TokenFilter::context`] tokens, or all of it when shorter).
-    pub fn restrict(&self, mask: &mut TokenMask, recent: &[u32]) {
-        if let Some(allowed) = &self.allowed {
-            let mut keep = vec![0u32; mask.len()];
-            for &t in allowed {
-                if let Some(w) = keep.get_mut(t as usize / 32) {
-                    *w |= 1 << (t % 32);
-                }
-            }
-            for (m, k) in mask.iter_mut().zip(keep) {
-                *m &= k;
+    /// The tokens the allow list lets through, as a mask of `words` words; `None`: all.
+    pub fn allowed_mask(&self, words: usize) -> Option<TokenMask> {
+        let allowed = self.allowed.as_ref()?;
+        let mut keep = vec![0u32; words];
+        for &t in allowed {
+            if let Some(w) = keep.get_mut(t as usize / 32) {
+                *w |= 1 << (t % 32);
             }
         }
+        Some(keep)
+    }
+
+    /// Clears from `mask` the banned sequences' last tokens that would complete them after
+    /// an output that ends with `recent` (its last [`TokenFilter::context`] tokens, or all of
+    /// it when shorter).
+    pub fn ban(&self, mask: &mut TokenMask, recent: &[u32]) {
         for seq in &self.banned {
             let Some((&last, before)) = seq.split_last() else {
                 continue;
@@ -61,6 +64,14 @@ mod tests {
     use super::*;
     use crate::mask_words;
 
+    /// `mask` less what `f` forbids after `recent`.
+    fn restrict(f: &TokenFilter, mask: &mut TokenMask, recent: &[u32]) {
+        if let Some(keep) = f.allowed_mask(mask.len()) {
+            mask.iter_mut().zip(keep).for_each(|(m, k)| *m &= k);
+        }
+        f.ban(mask, recent);
+    }
+
     fn allowed(mask: &TokenMask) -> Vec<u32> {
         (0..mask.len() as u32 * 32)
             .filter(|&t| mask[t as usize / 32] & (1 << (t % 32)) != 0)
@@ -74,13 +85,13 @@ mod tests {
             banned: vec![],
         };
         let mut mask = vec![u32::MAX; mask_words(71)];
-        f.restrict(&mut mask, &[]);
+        restrict(&f, &mut mask, &[]);
         assert_eq!(allowed(&mask), [0, 31, 32, 70]);
         // A grammar's mask narrows it further.
         let mut mask = vec![0; mask_words(71)];
         mask[1] = 1; // token 32
         mask[0] = 1 << 5;
-        f.restrict(&mut mask, &[]);
+        restrict(&f, &mut mask, &[]);
         assert_eq!(allowed(&mask), [32]);
     }
 
@@ -93,7 +104,7 @@ mod tests {
         assert_eq!(f.context(), 2);
         let run = |recent: &[u32]| {
             let mut mask = vec![u32::MAX; 1];
-            f.restrict(&mut mask, recent);
+            restrict(&f, &mut mask, recent);
             (0..10)
                 .filter(|&t| mask[0] & (1 << t) == 0)
                 .collect::<Vec<u32>>()

@@ -133,6 +133,7 @@ impl ConstraintFactory {
             words: mask_words(self.vocab),
             budget,
             filter: TokenFilter::default(),
+            allowed: None,
             recent: Vec::new(),
         })
     }
@@ -146,6 +147,8 @@ pub struct Constraint {
     /// A reasoning budget, with each token's bytes.
     budget: Option<(Budget, Arc<Vec<Vec<u8>>>)>,
     filter: TokenFilter,
+    /// The filter's allow list as a mask, made once.
+    allowed: Option<TokenMask>,
     /// The output's last tokens, as many as the filter reads.
     recent: Vec<u32>,
 }
@@ -153,25 +156,34 @@ pub struct Constraint {
 impl Constraint {
     /// A constraint of `filter` alone, for a vocabulary of `vocab` tokens.
     pub fn filter_only(filter: TokenFilter, vocab: usize) -> Self {
-        Self {
+        let only = Self {
             matcher: None,
             words: mask_words(vocab),
             budget: None,
-            filter,
+            filter: TokenFilter::default(),
+            allowed: None,
             recent: Vec::new(),
-        }
+        };
+        only.with_filter(filter)
     }
 
     /// This constraint with `filter` applied after its grammar.
     pub fn with_filter(self, filter: TokenFilter) -> Self {
-        Self { filter, ..self }
+        Self {
+            allowed: filter.allowed_mask(self.words),
+            filter,
+            ..self
+        }
     }
 
     /// The tokens allowed next (only EOS once the grammar is complete and nothing may
     /// follow), less those the filter forbids.
     pub fn mask(&mut self) -> Result<TokenMask, String> {
         let mut words = self.grammar_mask()?;
-        self.filter.restrict(&mut words, &self.recent);
+        if let Some(keep) = &self.allowed {
+            words.iter_mut().zip(keep).for_each(|(w, k)| *w &= k);
+        }
+        self.filter.ban(&mut words, &self.recent);
         Ok(words)
     }
 

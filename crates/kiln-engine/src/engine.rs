@@ -202,8 +202,9 @@ impl Engine {
         if request.filter.is_empty() {
             return Ok(self.scheduler.add_request(request)?);
         }
-        let filter = Constraint::filter_only(Default::default(), self.runner.config.vocab_size);
-        self.add_constrained_request(request, filter)
+        let unconstrained =
+            Constraint::filter_only(Default::default(), self.runner.config.vocab_size);
+        self.add_constrained_request(request, unconstrained)
     }
 
     /// Adds a request whose output `constraint` (and the request's token filter) governs:

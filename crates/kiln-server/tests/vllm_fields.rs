@@ -99,12 +99,7 @@ async fn bad_stopping_fields_are_refused() {
         (json!({"min_tokens": -1}), "min_tokens"),
         (json!({"min_tokens": 5, "max_tokens": 4}), "min_tokens"),
     ] {
-        let (s, r) = post(server(), "/v1/chat/completions", &ask(extra.clone())).await;
-        assert_eq!(
-            (s, r["error"]["param"].as_str()),
-            (400, Some(param)),
-            "{extra}: {r}"
-        );
+        refused(server(), "/v1/chat/completions", &ask(extra.clone()), param).await;
     }
     // Past the default room (min_tokens above what the context leaves): refused too.
     let (s, r) = post(
@@ -120,12 +115,7 @@ async fn bad_stopping_fields_are_refused() {
 async fn priority_needs_priority_scheduling() {
     let ask = json!({"model": "tiny", "prompt": "the cat sat", "max_tokens": 5, "temperature": 0,
         "ignore_eos": true, "priority": -2});
-    let (s, r) = post(server(), "/v1/completions", &ask).await;
-    assert_eq!(
-        (s, r["error"]["param"].as_str()),
-        (400, Some("priority")),
-        "{r}"
-    );
+    refused(server(), "/v1/completions", &ask, "priority").await;
     let (s, _) = post(
         server(),
         "/v1/completions",
@@ -142,12 +132,7 @@ async fn priority_needs_priority_scheduling() {
     let (_, want) = post(server(), "/v1/completions", &plain).await;
     assert_eq!(high["choices"][0]["text"], want["choices"][0]["text"]);
     let big = json!({"prompt": "x", "priority": 1i64 << 40});
-    let (s, r) = post(&prio, "/v1/completions", &big).await;
-    assert_eq!(
-        (s, r["error"]["param"].as_str()),
-        (400, Some("priority")),
-        "{r}"
-    );
+    refused(&prio, "/v1/completions", &big, "priority").await;
 }
 
 #[tokio::test]
@@ -198,17 +183,13 @@ async fn truncate_prompt_tokens_keeps_the_last_tokens() {
         "truncate_prompt_tokens": 4});
     let (s, r) = post(server(), "/v1/chat/completions", &chat).await;
     assert_eq!((s, &r["usage"]["prompt_tokens"]), (200, &json!(4)), "{r}");
-    let (s, r) = post(
+    refused(
         server(),
         "/v1/completions",
         &ask(json!(ids), json!({"truncate_prompt_tokens": 0})),
+        "truncate_prompt_tokens",
     )
     .await;
-    assert_eq!(
-        (s, r["error"]["param"].as_str()),
-        (400, Some("truncate_prompt_tokens")),
-        "{r}"
-    );
 }
 
 /// The token ids of `text` (no special tokens).
@@ -283,8 +264,7 @@ async fn allowed_token_ids_and_bad_words_keep_tokens_out() {
         body.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        let (s, r) = post(server(), "/v1/completions", &body).await;
-        assert_eq!((s, r["error"]["param"].as_str()), (400, Some(field)), "{r}");
+        refused(server(), "/v1/completions", &body, field).await;
     }
 }
 

@@ -51,6 +51,17 @@ pub async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
     )
 }
 
+/// Posts `body` and asserts a 400 naming request field `param`; returns the error body.
+pub async fn refused(base: &str, path: &str, body: &Value, param: &str) -> Value {
+    let (s, r) = post(base, path, body).await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some(param)),
+        "{body}: {r}"
+    );
+    r
+}
+
 pub async fn get_text(base: &str, path: &str) -> String {
     let r = client()
         .get(format!("{base}{path}"))
