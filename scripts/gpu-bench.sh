@@ -5,9 +5,13 @@
 # reference logits, both kernel families), then `kiln speed` on the default model and on
 # synthetic Llama-3.2-1B- and Llama-3-8B-shaped models (random f16 weights written by kiln's own
 # model writer, 2.5 and 16 GB): decode tokens/s and the fraction of the bandwidth roofline at 1,
-# 8, 32 and 64 sequences, prefill tokens/s at 512 and 4096 tokens, and the default model's
-# device time per operation (`--profile`) at 1 and 32 sequences. Tables on stdout, JSON in
-# target/gpu-bench/ (or $OUT where that is set).
+# 8, 32 and 64 sequences, prefill tokens/s at 512 and 4096 tokens, and the device time per
+# operation (`--profile`) of the default model and the 8B shapes at 1 and 32 sequences; then
+# the 8B shapes kept quantized (KILN_SYNTHETIC_TYPES, default "q4_k q8_0"), and kernel variants
+# set through the environment against the defaults (KILN_VARIANTS, `;`-separated, e.g.
+# "KILN_MATVEC_WORKGROUP=64;KILN_WIDE_LOADS=;KILN_UNBOUNDED_LOOPS=" on the f16 8B). On an H200
+# the whole run without variants took about 7 minutes (2026-12-04), each variant about 40 s.
+# Tables on stdout, JSON in target/gpu-bench/ (or $OUT where that is set).
 #   scripts/gpu-bench.sh                       # everything, built here
 #   KILN_SYNTHETIC=none scripts/gpu-bench.sh   # the default model only (what lavapipe can do)
 #   scripts/gpu-bench.sh --pack DIR            # only build: the binaries and this script into DIR,
@@ -25,7 +29,7 @@ build() { # the release binaries: kiln and the GPU test executables, printed as 
     cargo build --release --workspace --bin kiln >&2 &&
     cargo test --release --workspace --no-run --test kernels --test quant_kernels \
       --test tiny_model --test smollm2 2>&1 >&2 | tee /dev/stderr |
-      sed -n 's/.*Executable tests\/\([a-z_0-9]*\)\.rs (\(.*\))/\1 \2/p')
+      sed -n 's/.*Executable tests\/\([a-z_0-9]*\)\(\/main\)\{0,1\}\.rs (\(.*\))/\1 \3/p')
 }
 
 if [ "${1:-}" = --pack ]; then
@@ -55,9 +59,10 @@ else
   run_test() { cargo test --release --workspace --test "$1" -- --test-threads 4; }
 fi
 mkdir -p "$out"
-for t in "${tests[@]}"; do
+failed=()
+for t in "${tests[@]}"; do # a failing suite is reported at the end; the timings still run
   echo "== test $t"
-  run_test "$t"
+  run_test "$t" || failed+=("$t")
 done
 "$bin/kiln" info | tee "$out/adapter.txt"
 if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
@@ -66,8 +71,33 @@ if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   echo "== default model, where the device time goes"
   "$bin/kiln" speed --profile --concurrency 1,32 --prompt-lens 512 --json "$out/default-profile.json"
 fi
+# The synthetic models are written once to a folder each (`--synthetic-dir`) and read again.
+tmp="${TMPDIR:-/tmp}"
+speed() { # speed NAME SHAPES ARGS...: one `kiln speed` run, its JSON as $out/NAME.json
+  local name="$1" shapes="$2"
+  shift 2
+  echo "== $name"
+  "$bin/kiln" speed --synthetic "$shapes" --synthetic-dir "$tmp/kiln-synthetic-$shapes" \
+    --json "$out/$name.json" "$@"
+}
 for s in $synthetic; do
-  echo "== synthetic $s"
-  "$bin/kiln" speed --synthetic "$s" --json "$out/$s.json" ${KILN_SPEED_ARGS:-}
+  speed "$s" "$s" ${KILN_SPEED_ARGS:-}
 done
+if [[ " $synthetic " == *" llama3-8b "* ]]; then
+  # Where the 8B step's device time goes, and the same shapes kept quantized (issue 9).
+  speed llama3-8b-profile llama3-8b --profile --concurrency 1,32 --prompt-lens 512
+  for t in ${KILN_SYNTHETIC_TYPES:-q4_k q8_0}; do
+    speed "llama3-8b-$t" llama3-8b --synthetic-type "$t" --concurrency 1,8,32 --prompt-lens 512
+  done
+  # Kernel variants against the defaults, for tuning: VARIANT=env settings, `;`-separated.
+  IFS=';' read -ra variants <<<"${KILN_VARIANTS:-}"
+  for v in "${variants[@]}"; do
+    name="llama3-8b-$(echo "$v" | tr -c 'A-Za-z0-9=_-' _)"
+    (export $v && speed "$name" llama3-8b --concurrency 1,32 --prompt-lens 512 --decode-steps 16)
+  done
+fi
 echo "gpu-bench: JSON in $out/"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu-bench: test suites FAILED on this device: ${failed[*]}"
+  exit 1
+fi

@@ -252,29 +252,31 @@ fn put_scores(r0: u32, s: vec4<f32>, lid: u32, rows: u32) {
     }
 }
 
-// Output e's accumulator after a key tile: rescaled by its row's alpha, plus the tile's
-// probabilities times the values. Outputs past the tile's rows (e >= gd) stay as they are.
-fn pv(e: u32, acc: f32, count: u32, kv_width: u32, kb: u32, gd: u32) -> f32 {
-    if (e >= gd) {
+// Outputs e0, e0 + WG, e0 + 2 WG, e0 + 3 WG after a key tile: rescaled by their rows' alpha,
+// plus the tile's probabilities times the values. One pass over the keys loads the four
+// outputs' values together, so the loads of a key are in flight at once rather than each
+// waiting on the one before. Outputs past the tile's rows (e >= gd) stay as they are.
+fn pv4(e0: u32, acc: vec4<f32>, count: u32, kv_width: u32, kb: u32, gd: u32) -> vec4<f32> {
+    if (e0 >= gd) {
         return acc;
     }
     let d = p.head_dim;
-    let r = e / d;
-    var v = acc * alpha[r];
+    let e = vec4<u32>(e0, e0 + WG, e0 + 2u * WG, e0 + 3u * WG);
+    let live = e < vec4<u32>(gd);
+    // A dead output reads row 0 and dimension 0 and keeps its value (alpha 1, no products).
+    let ev = select(vec4<u32>(0u), e, live);
+    let r = ev / d;
+    let col = kb + ev % d;
+    let a = select(vec4<f32>(1.0), vec4<f32>(alpha[r.x], alpha[r.y], alpha[r.z], alpha[r.w]), live);
+    let keep = select(vec4<f32>(0.0), vec4<f32>(1.0), live);
+    var v = acc * a;
     for (var jj = 0u; jj < count; jj++) {
-        v = fma(probs[r * WG + jj], v_at(slots[jj] * kv_width + kb + e % d), v);
+        let row = slots[jj] * kv_width;
+        let vals = vec4<f32>(v_at(row + col.x), v_at(row + col.y), v_at(row + col.z), v_at(row + col.w));
+        let pr = vec4<f32>(probs[r.x * WG + jj], probs[r.y * WG + jj], probs[r.z * WG + jj], probs[r.w * WG + jj]);
+        v = fma(pr * keep, vals, v);
     }
     return v;
-}
-
-// pv for outputs e0, e0 + WG, e0 + 2 WG, e0 + 3 WG.
-fn pv4(e0: u32, acc: vec4<f32>, count: u32, kv_width: u32, kb: u32, gd: u32) -> vec4<f32> {
-    return vec4<f32>(
-        pv(e0, acc.x, count, kv_width, kb, gd),
-        pv(e0 + WG, acc.y, count, kv_width, kb, gd),
-        pv(e0 + 2u * WG, acc.z, count, kv_width, kb, gd),
-        pv(e0 + 3u * WG, acc.w, count, kv_width, kb, gd),
-    );
 }
 
 // Writes output e (row e / D, dimension e % D) of the tile whose first token, KV head and run

@@ -1,7 +1,9 @@
 // Matrix-vector product for decode batches, on adapters with subgroups: the same contract as
 // matmul.wgsl,
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n],
-// for up to MAX_ROWS rows (an override constant, default 64). Each workgroup owns 4 outputs and
+// for up to MAX_ROWS rows (an override constant, default 64). Each workgroup of WG invocations (an
+// override constant: 64, or 256 where subgroups are at least 16 wide, so that a matrix of a few
+// thousand rows still keeps every multiprocessor's loads in flight) owns 4 outputs and
 // walks their weight rows once per block of 8 input rows: the weights come from memory once per
 // step and the later blocks find them in cache, so the cost grows with the rows only as far as
 // the arithmetic does. Weights are read as octets (16-byte loads for f16), x as vec4s, the gain
@@ -36,9 +38,9 @@ struct Params {
 override MAX_ROWS: u32 = 64u;
 const BLOCK: u32 = 8u;   // input rows per pass over the weights
 const OUTS: u32 = 4u;    // outputs per workgroup
-const WG: u32 = 64u;
+override WG: u32 = 64u;  // at most MAX_SUBGROUPS times the subgroup size
 const SLOTS: u32 = 10u;  // vec4s reduced per block: 8 rows' dot products, 2 x 4 sums of squares
-const MAX_SUBGROUPS: u32 = 16u; // WG / the smallest subgroup size (4)
+const MAX_SUBGROUPS: u32 = 16u; // WG / the subgroup size: 64 / 4, or 256 / 16
 
 var<workgroup> partial: array<vec4<f32>, 160>; // (MAX_SUBGROUPS, SLOTS)
 
@@ -62,7 +64,7 @@ fn reduce(slot: u32, sg: u32, lane: u32, v: vec4<f32>) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,

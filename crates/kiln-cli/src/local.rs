@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use kiln_engine::{
-    Constraint, ConstraintFactory, Engine, EngineConfig, FinishReason, Grammar, KvSize,
+    Constraint, Engine, EngineConfig, FinishReason, Grammar, GrammarCompiler, KvSize,
 };
 use kiln_frontend::{Frontend, GenSpec, ReasoningFormat};
 use kiln_gpu::GpuContext;
@@ -35,7 +35,7 @@ pub struct Local {
     /// How the model sets its reasoning apart (a grammar holds after it).
     pub reasoning: ReasoningFormat,
     /// The grammar compiler, built on first use.
-    constraints: Option<ConstraintFactory>,
+    constraints: GrammarCompiler,
     next_id: u64,
 }
 
@@ -106,24 +106,18 @@ impl Local {
             engine,
             reasoning: ReasoningFormat::detect(frontend.chat_template.as_ref()),
             frontend,
-            constraints: None,
+            constraints: GrammarCompiler::default(),
             next_id: 0,
         })
     }
 
     /// A matcher for `grammar` after the reasoning of a prompt that `opened` it.
-    fn compile(&mut self, grammar: &Grammar, opened: bool) -> anyhow::Result<Constraint> {
+    fn compile(&self, grammar: &Grammar, opened: bool) -> anyhow::Result<Constraint> {
         let f = &self.frontend;
-        let factory = match &mut self.constraints {
-            Some(factory) => factory,
-            none => none.insert(
-                ConstraintFactory::new(&f.tokenizer, &f.eos_token_ids, f.vocab_size)
-                    .map_err(anyhow::Error::msg)?,
-            ),
-        };
-        factory
-            .compile(&self.reasoning.grammar(grammar.clone(), opened))
-            .map_err(|e| anyhow::anyhow!("the grammar cannot be compiled: {e}"))
+        let grammar = self.reasoning.grammar(grammar.clone(), opened);
+        (self.constraints)
+            .compile(&grammar, &f.tokenizer, &f.eos_token_ids, f.vocab_size)
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Generates one reply to `prompt`, under `grammar` if given, writing its text to `out`

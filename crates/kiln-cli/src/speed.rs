@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::Context;
 use kiln_engine::{Engine, EngineConfig, KvLayout, KvSize, Request, SamplingParams};
 use kiln_gpu::{Bandwidth, GpuContext, KernelProfile, Kernels};
-use kiln_model::testing::{TinyConfig, write_random_llama};
+use kiln_model::testing::{TinyConfig, write_random_gguf, write_random_llama};
 use kiln_model::{Architecture, DType, Model, ModelConfig};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -31,6 +31,10 @@ pub struct Args {
     /// folder first: about 16 GB for llama3-8b).
     #[arg(long, value_enum)]
     synthetic: Option<Synthetic>,
+    /// The synthetic model's matrix type: f16 (a Hugging Face folder) or a GGUF block type
+    /// (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: a GGUF file, kept quantized on the GPU).
+    #[arg(long, default_value = "f16", value_parser = parse_synthetic_type, requires = "synthetic")]
+    synthetic_type: DType,
     /// Write the synthetic model here and keep it (a later run with the same folder reads it
     /// instead of writing it again), rather than in a temporary folder.
     #[arg(long, requires = "synthetic")]
@@ -120,19 +124,49 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     .path()
                     .to_path_buf()
             });
-            if dir.join("model.safetensors").exists() {
-                eprintln!("reading the random {s:?} model in {}", dir.display());
+            let shapes = s.shapes();
+            let model = if a.synthetic_type == DType::F16 {
+                if dir.join("model.safetensors").exists() {
+                    eprintln!("reading the random {s:?} model in {}", dir.display());
+                } else {
+                    eprintln!("writing a random {s:?} model to {}", dir.display());
+                    write_random_llama(&dir, &shapes, 1)?;
+                }
+                Model::load(&dir)?
             } else {
-                eprintln!("writing a random {s:?} model to {}", dir.display());
-                write_random_llama(&dir, &s.shapes(), 1)?;
-            }
-            let model = Model::load(&dir)?;
+                let t = a.synthetic_type;
+                let path = dir.join(format!("model-{}.gguf", t.name()));
+                if path.exists() {
+                    eprintln!(
+                        "reading the random {s:?} {} model {}",
+                        t.name(),
+                        path.display()
+                    );
+                } else {
+                    eprintln!(
+                        "writing a random {s:?} {} model to {}",
+                        t.name(),
+                        path.display()
+                    );
+                    std::fs::create_dir_all(&dir)?;
+                    write_random_gguf(&path, &shapes, t, 1)?;
+                }
+                Model::load(&path)?
+            };
+            let want = shapes.model_config();
             anyhow::ensure!(
-                model.config == s.shapes().model_config(),
+                (
+                    model.config.architecture,
+                    model.config.hidden_size,
+                    model.config.num_layers
+                ) == (want.architecture, want.hidden_size, want.num_layers)
+                    && model.config.intermediate_size == want.intermediate_size
+                    && model.config.vocab_size == want.vocab_size,
                 "{} holds another model than the synthetic {s:?}: give an empty folder",
                 dir.display()
             );
-            (model, format!("synthetic {s:?}"), temp)
+            let name = format!("synthetic {s:?}, {}", a.synthetic_type.name());
+            (model, name, temp)
         }
         None => {
             let model = crate::model_path::load(a.model.as_deref())?;
@@ -286,6 +320,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// A `--synthetic-type`: F16 or a block type, by its GGML name in any case.
+fn parse_synthetic_type(s: &str) -> Result<DType, String> {
+    DType::ALL
+        .into_iter()
+        .filter(|t| *t == DType::F16 || t.is_quantized())
+        .find(|t| t.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| format!("{s}: not f16 or a GGUF block type (q8_0, q4_k, ...)"))
 }
 
 /// Prints where the device time of `what`'s steps went; returns it as JSON.

@@ -8,6 +8,7 @@ mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod grammar_compiler;
 mod overlap;
 mod reasoning_budget;
 mod step;
@@ -18,6 +19,7 @@ pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
+pub use grammar_compiler::{CompileError, GrammarCompiler};
 pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams, TokenFilter};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};

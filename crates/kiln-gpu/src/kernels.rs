@@ -155,6 +155,7 @@ pub enum PairEpilogue {
 
 kernel_table!(
     FORMATS: "weights_f16",
+    "weights_f16x4",
     "weights_f32",
     "weights_q8_0",
     "weights_q4_0",
@@ -162,6 +163,7 @@ kernel_table!(
     "weights_q5_0",
     "weights_q5_1",
     "weights_q4_k",
+    "weights_q4_kx4",
     "weights_q5_k",
     "weights_q6_k",
 );
@@ -170,8 +172,22 @@ kernel_table!(
 /// their trip counts and unrolls them: on lavapipe that made the row-wise attention about
 /// 1.3x faster for 8 sequences and for prefill, and the plain row-wise matrix tile slower
 /// (BENCHMARKS.md). The subgroup matrix kernel needs it: its tile of accumulators stays in
-/// registers only once the loops over it unroll.
-const UNBOUNDED_LOOPS: &[&str] = &["attention_rowwise_subgroup", "matmul_rowwise_subgroup"];
+/// registers only once the loops over it unroll. On an H200 the GPU family's attention spent
+/// 140 us a layer on one decoding sequence of 32 keys with the guard, each load of its
+/// staging and value loops waiting for the one before (BENCHMARKS.md).
+/// `KILN_UNBOUNDED_LOOPS` (kernel names, comma-separated; empty for none) replaces the list,
+/// for measuring what it gains on a new device.
+const UNBOUNDED_LOOPS: &[&str] = &[
+    "attention_rowwise_subgroup",
+    "matmul_rowwise_subgroup",
+    "attention",
+    "attention_reduce",
+];
+
+/// Kernels that read weights only as whole octets, which take f16 and Q4_K weights through
+/// `weights_f16x4.wgsl` and `weights_q4_kx4.wgsl` (16-byte loads; K is a multiple of 8
+/// wherever they run, and a Q4_K block is nine 16-byte words).
+const OCTET_KERNELS: &[&str] = &["matvec_subgroup"];
 
 /// Compiles kernels on first use and hands out shared handles afterwards.
 pub struct Kernels {
@@ -193,6 +209,15 @@ pub struct Kernels {
     /// through `matmul_rowwise_subgroup.wgsl` (each element of x loaded once for the subgroup)
     /// rather than `matmul_rowwise.wgsl`.
     pub rowwise_subgroups: bool,
+    /// Invocations per workgroup of `matvec_subgroup.wgsl` (its `WG`): 256 where subgroups are
+    /// at least 16 wide, 64 otherwise; `KILN_MATVEC_WORKGROUP` overrides it for tuning.
+    pub matvec_workgroup: u32,
+    /// The formats read 16 bytes at a time in the kernels that read octets (`OCTET_KERNELS`):
+    /// f16 by default; `KILN_WIDE_LOADS=f16,q4_k` (or empty for none) sets them, for measuring
+    /// what they gain. Q4_K's wide reader ran no faster on lavapipe and has not run on a GPU.
+    pub wide_loads: Vec<WeightFormat>,
+    /// Kernels compiled without naga's loop guard (`UNBOUNDED_LOOPS`).
+    unbounded: Vec<String>,
 }
 
 /// Rows up to which `matvec_subgroup.wgsl` beats the tiled matmul; `KILN_MATVEC_MAX_ROWS`
@@ -212,6 +237,14 @@ impl Kernels {
             .and_then(|v| v.parse().ok())
             .unwrap_or(MATVEC_SUBGROUP_ROWS);
         let subgroups = ctx.features.contains(wgpu::Features::SUBGROUP);
+        let env = |name| std::env::var(name).ok();
+        // 256 invocations need subgroups of 16 to stay within the kernel's 16 partial sums.
+        let widest = (ctx.info.subgroup_min_size * 16).min(256);
+        let matvec_workgroup = env("KILN_MATVEC_WORKGROUP")
+            .and_then(|v| v.parse().ok())
+            .filter(|&w: &u32| w.is_multiple_of(ctx.info.subgroup_min_size.max(1)))
+            .unwrap_or(if widest >= 256 { 256 } else { 64 })
+            .clamp(64, widest.max(64));
         Self {
             device: ctx.device.clone(),
             cache: Mutex::new(HashMap::new()),
@@ -221,6 +254,22 @@ impl Kernels {
                 && subgroups
                 && ctx.info.subgroup_min_size >= 8
                 && ctx.limits.max_uniform_buffer_binding_size >= crate::ops::X_HEAD_BYTES,
+            matvec_workgroup,
+            wide_loads: match env("KILN_WIDE_LOADS") {
+                Some(v) => kiln_model::DType::ALL
+                    .into_iter()
+                    .filter(|t| {
+                        v.split(',')
+                            .any(|f| f.trim().eq_ignore_ascii_case(&t.name()))
+                    })
+                    .map(WeightFormat::for_dtype)
+                    .collect(),
+                None => vec![WeightFormat::F16],
+            },
+            unbounded: match env("KILN_UNBOUNDED_LOOPS") {
+                Some(v) => v.split(',').map(|s| s.trim().to_string()).collect(),
+                None => UNBOUNDED_LOOPS.iter().map(|s| s.to_string()).collect(),
+            },
         }
     }
 
@@ -288,7 +337,15 @@ impl Kernels {
                 .unwrap_or_else(|| panic!("no kernel named {name}"))
         };
         let (name, source) = find(SOURCES, name);
-        let weights = format.map(|f| find(FORMATS, f.shader()));
+        let weights = format.map(|f| {
+            let wide = match f {
+                WeightFormat::F16 => Some("weights_f16x4"),
+                WeightFormat::Q4_K => Some("weights_q4_kx4"),
+                _ => None,
+            }
+            .filter(|_| self.wide_loads.contains(&f) && OCTET_KERNELS.contains(&name));
+            find(FORMATS, wide.unwrap_or(f.shader()))
+        });
         let matrix = MATRIX_KERNELS.contains(&name);
         let mut key = weights
             .iter()
@@ -320,7 +377,7 @@ impl Kernels {
                     label: Some(name),
                     source: wgpu::ShaderSource::Wgsl(source.into()),
                 };
-                let module = if UNBOUNDED_LOOPS.contains(&name) {
+                let module = if self.unbounded.iter().any(|u| u == name) {
                     // Bounds checks stay; the guard naga adds to every loop against infinite
                     // ones goes: it hides each loop's trip count from the driver's compiler,
                     // which then unrolls none of them, and arrays indexed in them stay in
@@ -330,7 +387,8 @@ impl Kernels {
                         ..wgpu::ShaderRuntimeChecks::checked()
                     };
                     // SAFETY: the loops of these kernels run counts bounded by uniforms,
-                    // override constants or literals, so none is infinite.
+                    // override constants, literals or the step's positions (which the runner
+                    // writes within the context length), so none is infinite.
                     unsafe { self.device.create_shader_module_trusted(desc, checks) }
                 } else {
                     self.device.create_shader_module(desc)

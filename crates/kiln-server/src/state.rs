@@ -29,7 +29,7 @@ pub struct AppState {
     /// How the model sets its reasoning apart (from its chat template, or configured).
     pub reasoning: ReasoningFormat,
     /// The grammar compiler for structured outputs, built on first use.
-    pub constraints: std::sync::OnceLock<Result<kiln_engine::ConstraintFactory, String>>,
+    pub constraints: kiln_engine::GrammarCompiler,
     /// Names this server's engine in the `kv_transfer_params` it answers as a producer.
     pub kv_engine_id: String,
     /// The port the server listens on.

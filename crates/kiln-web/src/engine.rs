@@ -1,13 +1,13 @@
 //! [`WebEngine`]: a model on the GPU with its scheduler, driven one step at a time from
 //! JavaScript; any number of generations share it.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
-    Constraint, ConstraintFactory, Engine, EngineConfig, KernelFamily, KvDtype, Request,
+    Constraint, Engine, EngineConfig, GrammarCompiler, KernelFamily, KvDtype, Request,
 };
 use kiln_frontend::{ChatExtras, Frontend, ReasoningFormat, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
@@ -41,7 +41,7 @@ pub struct WebEngine {
     pending: Rc<RefCell<VecDeque<Command>>>,
     frontend: Rc<Frontend>,
     /// The grammar compiler for structured outputs, built on first use.
-    constraints: OnceCell<Result<ConstraintFactory, String>>,
+    constraints: GrammarCompiler,
     config: ModelConfig,
     source: String,
     max_len: usize,
@@ -52,14 +52,9 @@ impl WebEngine {
     /// A matcher for `grammar`, from the model's grammar compiler (built on first use).
     fn compile(&self, grammar: &kiln_engine::Grammar) -> Result<Constraint, JsValue> {
         let f = &self.frontend;
-        let factory = self
-            .constraints
-            .get_or_init(|| ConstraintFactory::new(&f.tokenizer, &f.eos_token_ids, f.vocab_size))
-            .as_ref()
-            .map_err(err)?;
-        factory
-            .compile(grammar)
-            .map_err(|e| err(format!("the grammar cannot be compiled: {e}")))
+        (self.constraints)
+            .compile(grammar, &f.tokenizer, &f.eos_token_ids, f.vocab_size)
+            .map_err(|e| err(e.to_string()))
     }
 
     fn build(
@@ -108,7 +103,7 @@ impl WebEngine {
             })),
             pending: Rc::new(RefCell::new(VecDeque::new())),
             frontend: Rc::new(Frontend::new(tokenizer, chat_template, &config)),
-            constraints: OnceCell::new(),
+            constraints: GrammarCompiler::default(),
             config,
             source,
             max_len,

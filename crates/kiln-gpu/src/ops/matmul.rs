@@ -243,7 +243,14 @@ impl Matmul {
             let (few, matvec) = match subgroup_rows {
                 Some(rows) => (
                     rows,
-                    get("matvec_subgroup", f, &[("MAX_ROWS", rows as f64)]),
+                    get(
+                        "matvec_subgroup",
+                        f,
+                        &[
+                            ("MAX_ROWS", rows as f64),
+                            ("WG", kernels.matvec_workgroup as f64),
+                        ],
+                    ),
                 ),
                 None => (MATVEC_MAX_ROWS, get("matvec", f, &[])),
             };

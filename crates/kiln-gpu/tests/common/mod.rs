@@ -104,7 +104,8 @@ pub fn read_u32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
 
 /// Every way of running a weight matrix product: the row-wise family; the tiled family with
 /// `matvec.wgsl` for up to 8 rows; and, where the adapter has subgroups (lavapipe has), the
-/// tiled family with `matvec_subgroup.wgsl` for up to 64 rows. Each with a name for messages.
+/// tiled family with `matvec_subgroup.wgsl` for up to 64 rows, at two workgroup widths and
+/// with f16 and Q4_K weights read 16 and 4 bytes at a time. Each with a name for messages.
 pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
     let mut out = Vec::new();
     let rowwise = kiln_gpu::Kernels::with_rowwise(ctx, true);
@@ -126,7 +127,31 @@ pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
     out.push(("tiled, matvec".to_string(), plain));
     let subgroups = kiln_gpu::Kernels::with_rowwise(ctx, false);
     match subgroups.matvec_rows {
-        Some(rows) => out.push((format!("tiled, subgroup matvec <= {rows}"), subgroups)),
+        Some(rows) => {
+            // The other workgroup width this adapter's subgroups allow (16 partial sums at
+            // most), with f16 and Q4_K weights read 4 bytes at a time rather than 16.
+            let mut other = kiln_gpu::Kernels::with_rowwise(ctx, false);
+            let widest = (ctx.info.subgroup_min_size * 16).min(256);
+            other.matvec_workgroup = if subgroups.matvec_workgroup == 64 && widest > 64 {
+                widest
+            } else {
+                64
+            };
+            other.wide_loads = Vec::new();
+            // The default reads f16 16 bytes at a time; Q4_K's wide reader is tested here.
+            let mut subgroups = subgroups;
+            subgroups.wide_loads = vec![kiln_gpu::WeightFormat::F16, kiln_gpu::WeightFormat::Q4_K];
+            let wg = subgroups.matvec_workgroup;
+            out.push((
+                format!("tiled, subgroup matvec <= {rows}, workgroup {wg}"),
+                subgroups,
+            ));
+            let wg = other.matvec_workgroup;
+            out.push((
+                format!("tiled, subgroup matvec <= {rows}, workgroup {wg}, 4-byte loads"),
+                other,
+            ));
+        }
         None => eprintln!("this adapter has no subgroups: matvec_subgroup.wgsl not tested"),
     }
     out

@@ -84,35 +84,93 @@ impl GgufBuilder {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.header(&[]);
+        let start = out.len();
+        for t in &self.tensors {
+            out.extend(&t.data);
+            out.resize(start + align(out.len() - start), 0);
+        }
+        out
+    }
+
+    /// Metadata and tensor infos (the builder's tensors, then `extra`), padded to where the
+    /// tensor data starts.
+    fn header(&self, extra: &[TensorSpec]) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend(b"GGUF");
         out.extend(3u32.to_le_bytes());
-        out.extend((self.tensors.len() as u64).to_le_bytes());
+        out.extend(((self.tensors.len() + extra.len()) as u64).to_le_bytes());
         out.extend((self.metadata.len() as u64).to_le_bytes());
         for (k, v) in &self.metadata {
             put_str(&mut out, k);
             out.extend(v.type_id().to_le_bytes());
             put_value(&mut out, v);
         }
-        let align = |x: usize| x.div_ceil(DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT;
+        let own = self
+            .tensors
+            .iter()
+            .map(|t| (&t.name, &t.dims, t.ggml_type, t.data.len()));
+        let more = extra
+            .iter()
+            .map(|t| (&t.name, &t.dims, t.ggml_type, t.bytes));
         let mut offset = 0usize;
-        for t in &self.tensors {
-            put_str(&mut out, &t.name);
-            out.extend((t.dims.len() as u32).to_le_bytes());
-            for d in &t.dims {
+        for (name, dims, ggml_type, bytes) in own.chain(more) {
+            put_str(&mut out, name);
+            out.extend((dims.len() as u32).to_le_bytes());
+            for d in dims {
                 out.extend(d.to_le_bytes());
             }
-            out.extend(t.ggml_type.to_le_bytes());
+            out.extend(ggml_type.to_le_bytes());
             out.extend((offset as u64).to_le_bytes());
-            offset = align(offset + t.data.len());
+            offset = align(offset + bytes);
         }
-        let start = align(out.len());
-        out.resize(start, 0);
-        for t in &self.tensors {
-            out.extend(&t.data);
-            out.resize(start + align(out.len() - start), 0);
-        }
+        out.resize(align(out.len()), 0);
         out
+    }
+
+    /// Writes the file with `extra` tensors after the builder's own, their bytes made by
+    /// `fill(index into extra, piece)` in pieces of at most `piece` bytes each: files larger
+    /// than memory, at disk speed.
+    pub fn write_streamed(
+        &self,
+        path: &Path,
+        extra: &[TensorSpec],
+        piece: usize,
+        mut fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<(), ModelError> {
+        use std::io::Write;
+        let err = |e| ModelError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        let file = std::fs::File::create(path).map_err(err)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 22, file);
+        out.write_all(&self.header(extra)).map_err(err)?;
+        let mut written = 0usize;
+        let pad = |out: &mut std::io::BufWriter<_>, written: &mut usize| {
+            let to = align(*written);
+            out.write_all(&vec![0u8; to - *written])?;
+            *written = to;
+            Ok(())
+        };
+        for t in &self.tensors {
+            out.write_all(&t.data).map_err(err)?;
+            written += t.data.len();
+            pad(&mut out, &mut written).map_err(err)?;
+        }
+        let mut buf = vec![0u8; piece];
+        for (i, t) in extra.iter().enumerate() {
+            let mut left = t.bytes;
+            while left > 0 {
+                let n = left.min(piece);
+                fill(i, &mut buf[..n]);
+                out.write_all(&buf[..n]).map_err(err)?;
+                left -= n;
+            }
+            written += t.bytes;
+            pad(&mut out, &mut written).map_err(err)?;
+        }
+        out.flush().map_err(err)
     }
 
     pub fn write(&self, path: &Path) -> Result<(), ModelError> {
@@ -121,6 +179,19 @@ impl GgufBuilder {
             source: e,
         })
     }
+}
+
+fn align(x: usize) -> usize {
+    x.div_ceil(DEFAULT_ALIGNMENT) * DEFAULT_ALIGNMENT
+}
+
+/// A tensor of [`GgufBuilder::write_streamed`], its bytes made while the file is written.
+pub struct TensorSpec {
+    pub name: String,
+    /// Innermost first (GGUF order).
+    pub dims: Vec<u64>,
+    pub ggml_type: u32,
+    pub bytes: usize,
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {

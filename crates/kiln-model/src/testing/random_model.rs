@@ -1,5 +1,6 @@
 //! Random models at full size (billions of parameters) for speed measurements: f16 weights
-//! streamed to a safetensors file from a cheap generator, never held in memory as a whole.
+//! streamed to a safetensors file, or block-quantized ones to a GGUF file, from a cheap
+//! generator, never held in memory as a whole.
 //! The values are only plausible (weights in ±[1/16, 1/8), norm gains near 1); the tiny models
 //! in `mod.rs` are the ones with reference outputs.
 
@@ -8,8 +9,10 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{TinyConfig, io, write_folder_files};
-use crate::{ModelConfig, ModelError};
+use super::gguf_writer::{TensorSpec, model_gguf};
+use super::{TinyConfig, io, quantize, tiny_tokenizer, write_folder_files};
+use crate::gguf::names::hf_to_gguf_name;
+use crate::{DType, ModelConfig, ModelError};
 
 /// Writes a Hugging Face folder like `write_tiny_llama` with random f16 weights in `cfg`'s
 /// shapes (`cfg.dtype` is ignored), at disk speed.
@@ -62,6 +65,66 @@ pub fn write_random_llama(
     Ok(mc)
 }
 
+/// Writes a GGUF file in `cfg`'s shapes whose matrices are `dtype` blocks (norm gains F32 near
+/// 1, as llama.cpp stores them), with the tiny tokenizer padded to the vocabulary. The blocks
+/// are copies of a pool of 4,096 blocks quantized from random values (weights in
+/// ±[1/16, 1/8)), taken in a random order: real scales and codes at disk speed.
+pub fn write_random_gguf(
+    path: &Path,
+    cfg: &TinyConfig,
+    dtype: DType,
+    seed: u64,
+) -> Result<ModelConfig, ModelError> {
+    let mc = cfg.model_config();
+    let specs: Vec<TensorSpec> = crate::validate::expected_tensors(&mc)
+        .into_iter()
+        .map(|(name, shape)| {
+            let cols = *shape.last().unwrap_or(&1);
+            let ty = if shape.len() == 2 && cols % dtype.block_size() == 0 {
+                dtype
+            } else {
+                DType::F32
+            };
+            TensorSpec {
+                name: hf_to_gguf_name(&name, mc.architecture),
+                dims: shape.iter().rev().map(|&d| d as u64).collect(),
+                ggml_type: ty.ggml_id(),
+                bytes: ty.byte_len(shape.iter().product()),
+            }
+        })
+        .collect();
+    let mut state = seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut random = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                f32::from(half::f16::from_bits(random_f16(
+                    splitmix64(&mut state) as u16,
+                    false,
+                )))
+            })
+            .collect()
+    };
+    let block = dtype.block_bytes();
+    let pool = quantize(dtype, &random(4096 * dtype.block_size()));
+    let tokenizer = tiny_tokenizer::gguf_tokenizer();
+    let mut pick = seed;
+    // Pieces of whole blocks, so that every piece of a matrix starts at a block.
+    let piece = block * 4096;
+    model_gguf(&mc, &[], dtype, &tokenizer).write_streamed(path, &specs, piece, |i, out| {
+        if specs[i].ggml_type == DType::F32.ggml_id() {
+            for (k, v) in out.chunks_mut(4).enumerate() {
+                v.copy_from_slice(&(1.0 + (k % 7) as f32 / 64.0).to_le_bytes());
+            }
+        } else {
+            for b in out.chunks_mut(block) {
+                let at = (splitmix64(&mut pick) % 4096) as usize * block;
+                b.copy_from_slice(&pool[at..at + block]);
+            }
+        }
+    })?;
+    Ok(mc)
+}
+
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
@@ -107,6 +170,35 @@ mod tests {
         assert!(distinct.len() > 1000);
         let norm = model.weights.read_f32("model.norm.weight").unwrap();
         assert!(norm.iter().all(|v| (1.0..1.1).contains(v)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_a_loadable_quantized_gguf() {
+        let dir = std::env::temp_dir().join(format!("kiln-random-gguf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = TinyConfig {
+            num_layers: 1,
+            hidden_size: 256,
+            intermediate_size: 512,
+            ..TinyConfig::default()
+        };
+        for dtype in [DType::Q4_K, DType::Q8_0] {
+            let path = dir.join(format!("{dtype:?}.gguf"));
+            let mc = write_random_gguf(&path, &cfg, dtype, 5).unwrap();
+            let model = Model::load(&path).unwrap();
+            assert_eq!(model.config.hidden_size, mc.hidden_size);
+            assert_eq!(model.config.vocab_size, mc.vocab_size);
+            let name = "model.layers.0.mlp.down_proj.weight";
+            assert_eq!(model.weights.dtype(name).unwrap(), dtype);
+            let w = model.weights.read_f32(name).unwrap();
+            assert_eq!(w.len(), mc.hidden_size * mc.intermediate_size);
+            // Quantized from ±[1/16, 1/8): within a block's rounding of that range, varied.
+            assert!(w.iter().all(|v| v.abs() < 0.14), "{dtype:?}");
+            assert!(w.iter().any(|&v| v < -0.05) && w.iter().any(|&v| v > 0.05));
+            let norm = model.weights.read_f32("model.norm.weight").unwrap();
+            assert!(norm.iter().all(|v| (1.0..1.1).contains(v)));
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
