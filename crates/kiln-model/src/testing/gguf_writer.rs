@@ -225,6 +225,17 @@ fn strs(v: &[String]) -> MetaValue {
     MetaValue::Array(v.iter().cloned().map(MetaValue::String).collect())
 }
 
+/// The type a tensor of HF shape `shape` is stored as in a model file of `dtype`: `dtype` for
+/// matrices whose rows hold whole blocks, F32 for the rest (1-D tensors), as llama.cpp does.
+pub(super) fn stored_type(shape: &[usize], dtype: DType) -> DType {
+    let cols = *shape.last().unwrap_or(&1);
+    if shape.len() < 2 || cols % dtype.block_size() != 0 {
+        DType::F32
+    } else {
+        dtype
+    }
+}
+
 /// A builder holding a whole model: config metadata, tokenizer metadata and every tensor.
 /// 2-D tensors are stored as `dtype` (F32 when rows are not a multiple of 32 for block types),
 /// 1-D tensors as F32, as llama.cpp does.
@@ -384,13 +395,7 @@ pub fn model_gguf(
             Some(h) => permute_rows(&t.data, t.shape[0], h),
             None => t.data.clone(),
         };
-        let cols = *t.shape.last().unwrap_or(&1);
-        let ty = if t.shape.len() < 2 || (cols % dtype.block_size() != 0) {
-            DType::F32
-        } else {
-            dtype
-        };
-        b.tensor(&gname, &t.shape, &data, ty);
+        b.tensor(&gname, &t.shape, &data, stored_type(&t.shape, dtype));
     }
     b
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::gguf_writer::{TensorSpec, model_gguf};
+use super::gguf_writer::{TensorSpec, model_gguf, stored_type};
 use super::{TinyConfig, io, quantize, tiny_tokenizer, write_folder_files};
 use crate::gguf::names::hf_to_gguf_name;
 use crate::{DType, ModelConfig, ModelError};
@@ -79,12 +79,7 @@ pub fn write_random_gguf(
     let specs: Vec<TensorSpec> = crate::validate::expected_tensors(&mc)
         .into_iter()
         .map(|(name, shape)| {
-            let cols = *shape.last().unwrap_or(&1);
-            let ty = if shape.len() == 2 && cols % dtype.block_size() == 0 {
-                dtype
-            } else {
-                DType::F32
-            };
+            let ty = stored_type(&shape, dtype);
             TensorSpec {
                 name: hf_to_gguf_name(&name, mc.architecture),
                 dims: shape.iter().rev().map(|&d| d as u64).collect(),
