@@ -6,7 +6,9 @@
 # synthetic Llama-3.2-1B- and Llama-3-8B-shaped models (random f16 weights written by kiln's own
 # model writer, 2.5 and 16 GB): decode tokens/s and the fraction of the bandwidth roofline at 1,
 # 8, 32 and 64 sequences, prefill tokens/s at 512 and 4096 tokens, and the device time per
-# operation (`--profile`) of the default model and the 8B shapes at 1 and 32 sequences; then
+# operation (`--profile`) of the default model and the 8B shapes at 1 and 32 sequences; where
+# the device offers cooperative matrices, the tiny models and the 8B shapes again with products
+# of many rows on them (KILN_COOPERATIVE_MATRIX=1, `matmul_coop.wgsl`); then
 # the 8B shapes kept quantized (KILN_SYNTHETIC_TYPES, default "q4_k q8_0"), and kernel variants
 # set through the environment against the defaults (KILN_VARIANTS, `;`-separated, e.g.
 # "KILN_MATVEC_WORKGROUP=64;KILN_WIDE_LOADS=;KILN_UNBOUNDED_LOOPS=" on the f16 8B). On an H200
@@ -65,6 +67,14 @@ for t in "${tests[@]}"; do # a failing suite is reported at the end; the timings
   run_test "$t" || failed+=("$t")
 done
 "$bin/kiln" info | tee "$out/adapter.txt"
+# Where the device has cooperative matrices, the kernel tests above ran matmul_coop.wgsl
+# already; the models run again with it taking every product of 2 rows or more.
+coop=""
+if grep -q 'matrices:  cooperative' "$out/adapter.txt"; then
+  coop=1
+  echo "== test tiny_model on cooperative matrices"
+  KILN_COOPERATIVE_MATRIX=1 KILN_MATVEC_MAX_ROWS=1 run_test tiny_model || failed+=("tiny_model (coop)")
+fi
 if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   echo "== default model"
   "$bin/kiln" speed --json "$out/default.json" ${KILN_SPEED_ARGS:-}
@@ -86,6 +96,14 @@ done
 if [[ " $synthetic " == *" llama3-8b "* ]]; then
   # Where the 8B step's device time goes, and the same shapes kept quantized (issue 9).
   speed llama3-8b-profile llama3-8b --profile --concurrency 1,32 --prompt-lens 512
+  if [ -n "$coop" ]; then # prefill, and 32 sequences with and without the matvec kernel
+    (export KILN_COOPERATIVE_MATRIX=1 &&
+      speed llama3-8b-coop llama3-8b --concurrency 1,8,32,64 --prompt-lens 512,4096 &&
+      KILN_MATVEC_MAX_ROWS=8 speed llama3-8b-coop-matvec8 llama3-8b --concurrency 32,64 \
+        --prompt-lens 512 --decode-steps 16 &&
+      speed llama3-8b-coop-profile llama3-8b --profile --concurrency 32 --prompt-lens 512 \
+        --decode-steps 8) || failed+=("cooperative-matrix timings")
+  fi
   for t in ${KILN_SYNTHETIC_TYPES:-q4_k q8_0}; do
     speed "llama3-8b-$t" llama3-8b --synthetic-type "$t" --concurrency 1,8,32 --prompt-lens 512
   done

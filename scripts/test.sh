@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: set-up, the default model, every Rust test (GPU
-# tests run on whatever Vulkan device there is; lavapipe here), then the end-to-end suites:
+# tests run on whatever Vulkan device there is; lavapipe here), then the cooperative-matrix
+# kernel on a newer lavapipe that has them (fetched, not installed), the end-to-end suites:
 # the official OpenAI Python client against `kiln serve`, and the browser demo in headless
 # Chromium against the native engine; the desktop app (its window under Xvfb, `cargo check`
 # for Windows and macOS, and the linked Windows build's window under Wine); and the
@@ -20,7 +21,7 @@ export KILN_BUILT=1
 # lavapipe runs on the CPU: one GPU test at a time keeps each one fast.
 cargo test --workspace --no-fail-fast --lib --bins --tests -- --test-threads 1 2>&1 | tee target/cargo-test.log
 read -r passed failed < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' target/cargo-test.log)
-for suite in scripts/test-openai.sh scripts/test-web.sh scripts/test-desktop.sh scripts/test-desktop-windows.sh scripts/check-deploy.sh; do
+for suite in scripts/test-cooperative.sh scripts/test-openai.sh scripts/test-web.sh scripts/test-desktop.sh scripts/test-desktop-windows.sh scripts/check-deploy.sh; do
   echo "== $suite"
   "$suite"
 done

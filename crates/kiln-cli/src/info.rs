@@ -23,6 +23,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "no (f16 weights packed in u32)"
         }
     );
+    println!(
+        "matrices:  {}",
+        match ctx.cooperative_matrix {
+            Some(side) => format!(
+                "cooperative {side}x{side}, f16 in, f32 accumulated (products of many rows on \
+                 them with KILN_COOPERATIVE_MATRIX=1)"
+            ),
+            None => "no cooperative matrices".to_string(),
+        }
+    );
     let l = &ctx.limits;
     println!(
         "limits:    storage binding {} MiB, buffer {} MiB, workgroup storage {} KiB, invocations {}",

@@ -73,6 +73,9 @@ pub struct GpuContext {
     pub allocated: Arc<AtomicU64>,
     /// Zeroed buffers bound where a kernel's binding has nothing to read, one per size.
     pub placeholders: Arc<Mutex<HashMap<u64, wgpu::Buffer>>>,
+    /// The side of the cooperative matrices `matmul_coop.wgsl` runs on (16 or 8), where the
+    /// device was opened with them ([`Self::cooperative_matrix_size`]).
+    pub cooperative_matrix: Option<u32>,
 }
 
 impl GpuContext {
@@ -99,25 +102,60 @@ impl GpuContext {
 
     /// Opens a device on `adapter` with kiln's [`Self::requirements`].
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<Self, GpuError> {
-        let (features, limits) = Self::requirements(&adapter);
+        let (mut features, limits) = Self::requirements(&adapter);
+        let cooperative = Self::cooperative_matrix_size(&adapter);
+        let experimental = if cooperative.is_some() {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: wgpu's cooperative matrices are experimental (its own checks may miss a
+            // misuse); kiln uses them in `matmul_coop.wgsl` only, whose results the kernel
+            // tests compare with the CPU reference on every adapter that offers them.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("kiln"),
                 required_features: features,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                experimental_features: experimental,
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
             .await
             .map_err(|e| GpuError::Device(e.to_string()))?;
-        Ok(Self::from_device(
-            adapter.get_info(),
-            device,
-            queue,
-            features,
-            limits,
-        ))
+        let mut ctx = Self::from_device(adapter.get_info(), device, queue, features, limits);
+        ctx.cooperative_matrix = cooperative;
+        Ok(ctx)
+    }
+
+    /// The side of the square cooperative matrices (f16 inputs, f32 accumulation, a
+    /// subgroup's) kiln can use on `adapter`: 16 where it lists 16 x 16 x 16 (NVIDIA, AMD),
+    /// else 8 where it lists 8 x 8 x 8 (Apple, lavapipe); none without shader-f16 and
+    /// subgroups, or where the subgroup size may vary (`matmul_coop.wgsl` counts on four
+    /// subgroups of a fixed size), or in the browser; nor a side whose tiles the workgroup
+    /// memory cannot hold.
+    pub fn cooperative_matrix_size(adapter: &wgpu::Adapter) -> Option<u32> {
+        let needed = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+            | wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP;
+        let info = adapter.get_info();
+        if cfg!(target_arch = "wasm32")
+            || !adapter.features().contains(needed)
+            || info.subgroup_min_size != info.subgroup_max_size
+        {
+            return None;
+        }
+        let listed = adapter.cooperative_matrix_properties();
+        let workgroup_bytes = adapter.limits().max_compute_workgroup_storage_size;
+        [16, 8].into_iter().find(|&side| {
+            crate::ops::coop_workgroup_bytes(side) <= workgroup_bytes
+                && listed.iter().any(|m| {
+                    (m.m_size, m.n_size, m.k_size) == (side, side, side)
+                        && m.ab_type == wgpu::CooperativeScalarType::F16
+                        && m.cr_type == wgpu::CooperativeScalarType::F32
+                })
+        })
     }
 
     /// What kiln asks of a device on `adapter`: the adapter's own storage and uniform binding
@@ -170,6 +208,7 @@ impl GpuContext {
             faults: Default::default(),
             allocated: Default::default(),
             placeholders: Default::default(),
+            cooperative_matrix: None,
         };
         ctx.watch_device();
         ctx

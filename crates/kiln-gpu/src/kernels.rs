@@ -1,65 +1,15 @@
 //! The kernel table: one WGSL file per kernel under `shaders/`, compiled once per device and
-//! cached by name, weight format and pipeline-override constants; and the choice of kernel
-//! family. Kernels that read a weight matrix get their format's file (`shaders/weights_*.wgsl`,
-//! which declares the weight binding and its `w_pair` / `w_octet` readers) appended to their
-//! source, and the matrix kernels their epilogue ([`PairEpilogue`]): WGSL has no includes, and
-//! this keeps one kernel file for every format and epilogue.
+//! cached by name, weight format and pipeline-override constants, with the choices of kernel
+//! that follow from the device, the family and the tuning variables. Kernels that read a
+//! weight matrix get their format's file (`shaders/weights_*.wgsl`, which declares the weight
+//! binding and its `w_pair` / `w_octet` readers) appended to their source, and the matrix
+//! kernels their epilogue ([`PairEpilogue`]): WGSL has no includes, and this keeps one kernel
+//! file for every format and epilogue.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use crate::WeightFormat;
-
-/// Which family of matmul and attention kernels a device runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum KernelFamily {
-    /// By device type: `cpu` on CPU-backed adapters (lavapipe, SwiftShader), `gpu` elsewhere.
-    #[default]
-    Auto,
-    /// The tiled kernels (`matvec.wgsl`, `matmul.wgsl`, `attention.wgsl`): workgroup memory
-    /// and barriers, built for real GPUs.
-    Gpu,
-    /// The row-wise kernels (`*_rowwise.wgsl`): no workgroup memory, no barriers, one output
-    /// row or tile per invocation; faster where a workgroup is a loop over SIMD lanes.
-    Cpu,
-}
-
-impl KernelFamily {
-    /// Whether this choice runs the row-wise kernels on a device of `device_type`.
-    pub fn rowwise(self, device_type: wgpu::DeviceType) -> bool {
-        match self {
-            KernelFamily::Auto => device_type == wgpu::DeviceType::Cpu,
-            KernelFamily::Gpu => false,
-            KernelFamily::Cpu => true,
-        }
-    }
-}
-
-impl fmt::Display for KernelFamily {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KernelFamily::Auto => "auto",
-            KernelFamily::Gpu => "gpu",
-            KernelFamily::Cpu => "cpu",
-        })
-    }
-}
-
-impl FromStr for KernelFamily {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(KernelFamily::Auto),
-            "gpu" => Ok(KernelFamily::Gpu),
-            "cpu" => Ok(KernelFamily::Cpu),
-            _ => Err(format!(
-                "unknown kernel family `{s}`: expected auto, gpu or cpu"
-            )),
-        }
-    }
-}
+use crate::{KernelFamily, WeightFormat};
 
 /// A compiled compute pipeline and the name of its WGSL file.
 pub struct Kernel {
@@ -106,6 +56,7 @@ kernel_table!(
     SOURCES:
     "embedding",
     "matmul",
+    "matmul_coop",
     "matvec",
     "matvec_subgroup",
     "matvec_rowwise",
@@ -127,8 +78,9 @@ kernel_table!(
 
 /// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` and one pair epilogue
 /// (appended like a format).
-const MATRIX_KERNELS: [&str; 6] = [
+const MATRIX_KERNELS: [&str; 7] = [
     "matmul",
+    "matmul_coop",
     "matvec",
     "matvec_subgroup",
     "matvec_rowwise",
@@ -187,7 +139,7 @@ const UNBOUNDED_LOOPS: &[&str] = &[
 /// Kernels that read weights only as whole octets, which take f16 and Q4_K weights through
 /// `weights_f16x4.wgsl` and `weights_q4_kx4.wgsl` (16-byte loads; K is a multiple of 8
 /// wherever they run, and a Q4_K block is nine 16-byte words).
-const OCTET_KERNELS: &[&str] = &["matvec_subgroup"];
+const OCTET_KERNELS: &[&str] = &["matvec_subgroup", "matmul_coop"];
 
 /// Compiles kernels on first use and hands out shared handles afterwards.
 pub struct Kernels {
@@ -216,6 +168,11 @@ pub struct Kernels {
     /// f16 by default; `KILN_WIDE_LOADS=f16,q4_k` (or empty for none) sets them, for measuring
     /// what they gain. Q4_K's wide reader ran no faster on lavapipe and has not run on a GPU.
     pub wide_loads: Vec<WeightFormat>,
+    /// The side of the cooperative matrices the tiled family's product of many rows runs on
+    /// (`matmul_coop.wgsl`, in place of `matmul.wgsl`), where the device has them
+    /// ([`crate::GpuContext::cooperative_matrix`]) and `KILN_COOPERATIVE_MATRIX=1` asks for
+    /// them: off by default until the kernel has been measured on a GPU.
+    pub cooperative: Option<u32>,
     /// Kernels compiled without naga's loop guard (`UNBOUNDED_LOOPS`).
     unbounded: Vec<String>,
 }
@@ -266,6 +223,9 @@ impl Kernels {
                     .collect(),
                 None => vec![WeightFormat::F16],
             },
+            cooperative: ctx
+                .cooperative_matrix
+                .filter(|_| !rowwise && env("KILN_COOPERATIVE_MATRIX").as_deref() == Some("1")),
             unbounded: match env("KILN_UNBOUNDED_LOOPS") {
                 Some(v) => v.split(',').map(|s| s.trim().to_string()).collect(),
                 None => UNBOUNDED_LOOPS.iter().map(|s| s.to_string()).collect(),
@@ -353,6 +313,15 @@ impl Kernels {
         if matrix {
             key = format!("{key}+{pairs:?}");
         }
+        let coop = (name == "matmul_coop").then(|| {
+            let side = self
+                .cooperative
+                .expect("matmul_coop needs cooperative matrices");
+            coop_sizes(side)
+        });
+        if let Some(sizes) = &coop {
+            key = format!("{key}+{sizes}");
+        }
         let key = constants
             .iter()
             .fold(key, |k, (c, v)| format!("{k} {c}={v}"));
@@ -370,7 +339,7 @@ impl Kernels {
                     _ if name == "glu" => &[ACTIVATION],
                     _ => &[],
                 };
-                for f in fragments {
+                for f in fragments.iter().chain(&coop.as_deref()) {
                     source = format!("{source}\n{f}");
                 }
                 let desc = wgpu::ShaderModuleDescriptor {
@@ -410,4 +379,13 @@ impl Kernels {
             })
             .clone()
     }
+}
+
+/// The matrix types and side `matmul_coop.wgsl` is compiled with, for matrices of `side`.
+fn coop_sizes(side: u32) -> String {
+    let ty = format!("coop_mat{side}x{side}");
+    format!(
+        "alias CoopA = {ty}<f16, A>;\nalias CoopB = {ty}<f16, B>;\n\
+         alias CoopC = {ty}<f32, C>;\nconst CM: u32 = {side}u;\n"
+    )
 }

@@ -15,6 +15,7 @@
 mod bandwidth;
 mod context;
 mod error;
+mod kernel_family;
 mod kernels;
 mod kv_cache;
 mod kv_layout;
@@ -31,7 +32,8 @@ mod weight_format;
 pub use bandwidth::Bandwidth;
 pub use context::{DeviceFaults, DeviceMemory, GpuContext};
 pub use error::GpuError;
-pub use kernels::{Kernel, KernelFamily, Kernels, PairEpilogue};
+pub use kernel_family::KernelFamily;
+pub use kernels::{Kernel, Kernels, PairEpilogue};
 pub use kv_cache::KvCache;
 pub use kv_layout::{KvDtype, KvLayout};
 pub use launch::{Grid, Launch, Recorded};

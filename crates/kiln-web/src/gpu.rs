@@ -63,6 +63,7 @@ pub async fn open_gpu(default_limits: bool) -> Result<WebGpu, JsValue> {
             faults: Default::default(),
             allocated: Default::default(),
             placeholders: Default::default(),
+            cooperative_matrix: None,
         }
     } else {
         GpuContext::from_adapter(adapter).await.map_err(err)?

@@ -14,7 +14,7 @@ use super::Rotary;
 pub use super::matmul_tiles::X_HEAD_BYTES;
 use super::matmul_tiles::{SUBGROUP_TILES, X_HEAD_BINDINGS, x_head_offsets};
 use crate::kernels::{Kernel, PairEpilogue};
-use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch, Recorded};
+use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch, Recorded, WeightFormat};
 
 /// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
 /// [`Kernels::matvec_rows`]).
@@ -44,6 +44,14 @@ const GELU: u32 = 32;
 /// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,
 /// `BLOCK` rows), as its grid needs them.
 const ROWWISE_TILE: (u32, u32) = (64 * 8, 32);
+
+/// Workgroup memory `matmul_coop.wgsl` takes with cooperative matrices of `side`: the staged
+/// f16 tiles of x and w (4 `side` rows of 40), the f32 accumulators (4 `side` squared) and
+/// the rows' scales.
+pub fn coop_workgroup_bytes(side: u32) -> u32 {
+    let t = 4 * side;
+    2 * t * 40 * 2 + t * t * 4 + t * 4
+}
 
 /// Outputs per workgroup of `matvec_rowwise.wgsl` (16 invocations of 4 outputs).
 const ROWWISE_MATVEC_OUTPUTS: u32 = 16 * 4;
@@ -171,6 +179,8 @@ impl Matmul {
         let rowwise = kernels.rowwise && a.w.cols.is_multiple_of(8);
         // The subgroup kernel reads octets, so K must be a multiple of 8.
         let subgroup_rows = kernels.matvec_rows.filter(|_| a.w.cols.is_multiple_of(8));
+        // So does the cooperative-matrix kernel.
+        let coop = kernels.cooperative.filter(|_| a.w.cols.is_multiple_of(8));
         // The (few rows, many rows) kernels for a chunk's format: the chunks of a stacked
         // matrix may differ.
         let get = |name, f, extra: &[(&'static str, f64)]| {
@@ -254,9 +264,20 @@ impl Matmul {
                 ),
                 None => (MATVEC_MAX_ROWS, get("matvec", f, &[])),
             };
+            // Many rows on cooperative matrices where the device has them (a tile of 4
+            // matrices a side, four subgroups a workgroup), else the tiled kernel.
+            let many = match coop {
+                // f32 matrices hold weights beyond f16's range.
+                Some(side) if f != WeightFormat::F32 => {
+                    let wg = 4 * ctx.info.subgroup_min_size;
+                    let kernel = get("matmul_coop", f, &[("WG", wg as f64)]);
+                    (kernel, tiles(n.div_ceil(4 * side), 4 * side))
+                }
+                _ => (get("matmul", f, &[]), tiles(n.div_ceil(64), 32)),
+            };
             vec![
                 (few, matvec, Grid::Fixed([n.div_ceil(4), 1, 1])),
-                (u32::MAX, get("matmul", f, &[]), tiles(n.div_ceil(64), 32)),
+                (u32::MAX, many.0, many.1),
             ]
         };
         let mut launches: Vec<(u32, Vec<Launch>)> = Vec::new();

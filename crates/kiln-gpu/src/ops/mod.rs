@@ -23,6 +23,7 @@ pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
 pub use matmul::{
     MATVEC_MAX_ROWS, Matmul, MatmulArgs, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,
+    coop_workgroup_bytes,
 };
 pub use prev_tokens::prev_tokens;
 pub use residual_rmsnorm::residual_rmsnorm;

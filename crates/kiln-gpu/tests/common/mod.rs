@@ -105,7 +105,8 @@ pub fn read_u32(ctx: &GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
 /// Every way of running a weight matrix product: the row-wise family; the tiled family with
 /// `matvec.wgsl` for up to 8 rows; and, where the adapter has subgroups (lavapipe has), the
 /// tiled family with `matvec_subgroup.wgsl` for up to 64 rows, at two workgroup widths and
-/// with f16 and Q4_K weights read 16 and 4 bytes at a time. Each with a name for messages.
+/// with f16 and Q4_K weights read 16 and 4 bytes at a time; and, where the device has
+/// cooperative matrices, `matmul_coop.wgsl` from 2 rows. Each with a name for messages.
 pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
     let mut out = Vec::new();
     let rowwise = kiln_gpu::Kernels::with_rowwise(ctx, true);
@@ -154,7 +155,43 @@ pub fn matmul_variants(ctx: &GpuContext) -> Vec<(String, kiln_gpu::Kernels)> {
         }
         None => eprintln!("this adapter has no subgroups: matvec_subgroup.wgsl not tested"),
     }
+    match ctx.cooperative_matrix {
+        Some(listed) => {
+            // Every product of 2 rows or more on cooperative matrices: of the side the adapter
+            // lists, and on a CPU adapter (lavapipe, which lists 8 x 8 but runs any side) also
+            // of the 16 x 16 that NVIDIA's and AMD's drivers list, wider than its subgroups.
+            let sides = if ctx.cpu_adapter() && listed != 16 {
+                vec![listed, 16]
+            } else {
+                vec![listed]
+            };
+            for side in sides {
+                let mut coop = kiln_gpu::Kernels::with_rowwise(ctx, false);
+                coop.cooperative = Some(side);
+                coop.matvec_rows = coop.matvec_rows.map(|_| 1);
+                out.push((format!("cooperative matrices {side}x{side}"), coop));
+            }
+        }
+        None => {
+            // scripts/test-cooperative.sh runs these suites on a lavapipe that has them.
+            let expected = std::env::var_os("KILN_EXPECT_COOPERATIVE_MATRIX").is_some();
+            assert!(
+                !expected,
+                "KILN_EXPECT_COOPERATIVE_MATRIX: the adapter has none"
+            );
+            eprintln!("no cooperative matrices on this adapter: matmul_coop.wgsl not tested");
+        }
+    }
     out
+}
+
+/// The tolerance of a product checked against the f32 reference with `kernels`: wider where
+/// they multiply on cooperative matrices, whose inputs are rounded to f16.
+pub fn tolerance(kernels: &kiln_gpu::Kernels, atol: f32, rtol: f32) -> (f32, f32) {
+    match kernels.cooperative {
+        Some(_) => (atol.max(2e-2), rtol.max(1e-2)),
+        None => (atol, rtol),
+    }
 }
 
 /// `y = x w^T` for random `x` of each row count in `rows`, with every kernel variant, against
@@ -196,8 +233,8 @@ pub fn check_plain_product(
                 &format!("{what} {name} rows={rows}"),
                 &got,
                 &want,
-                atol,
-                rtol,
+                tolerance(&kernels, atol, rtol).0,
+                tolerance(&kernels, atol, rtol).1,
             );
         }
     }
