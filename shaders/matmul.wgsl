@@ -7,24 +7,9 @@
 // Tile: 32 rows x 64 outputs x 32 k; 128 invocations, each owning 4 x 4 outputs.
 // Grid: (ceil(N / 64), ceil(rows / 32), 1).
 
-struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params {
-    k: u32,          // input width
-    n: u32,          // outputs in this weight chunk
-    out_offset: u32, // first output column written by this chunk
-    ldy: u32,        // row stride of y
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues (matmul_epilogue.wgsl)
-    eps: f32,
-    so: u32,         // where the weight scales start, in u32s (quantized formats)
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
+// bindings 0, 1, 4, 5 (step, p, bias, y) and their structs: matmul_epilogue.wgsl, appended
 @group(0) @binding(2) var<storage, read> x: array<f32>;          // (rows, K)
 // binding 3: the weights `w` (N, K), declared by the format file the loader appends
-@group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
 @group(0) @binding(6) var<storage, read> gain: array<f32>;      // (K) RMSNorm gain, or a dummy
 
 const BT: u32 = 32u;

@@ -1,10 +1,30 @@
-// The epilogue every matrix kernel shares (matmul, matvec, matvec_subgroup, matmul_rowwise,
-// matvec_rowwise): the loader appends this file to each, after the weight format's, and then
+// The epilogue every matrix kernel shares (matmul, matmul_coop, matvec, matvec_subgroup,
+// matmul_rowwise, matmul_rowwise_subgroup, matvec_rowwise): the loader appends this file to
+// each, after the weight format's, and then
 // one pair epilogue, which defines `store_pair`: epilogue_glu.wgsl (a gated activation) or
 // epilogue_rotary.wgsl (rotary embedding and the KV cache write). So an output is finished the
-// same way whichever kernel computed it. It reads the kernel's `p`, `bias` and `y`. Flags:
+// same way whichever kernel computed it. It declares what every matrix kernel binds alike
+// (the step's counts, the parameters, the bias and the output; each kernel declares its x and
+// gain, whose element types differ, and the format file its weights). Flags:
 // 2 adds bias[n]; 4 adds into y (a residual); 16 hands outputs (2j, 2j + 1) of a row to
 // `store_pair` together, its pair epilogue deciding what becomes of them.
+
+struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
+struct Params {
+    k: u32,          // input width
+    n: u32,          // outputs in this weight chunk
+    out_offset: u32, // first output column written by this chunk
+    ldy: u32,        // row stride of y
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32: the epilogues below
+    eps: f32,
+    so: u32,         // where the weight scales start, in u32s (quantized formats)
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
 
 // Whether the outputs go to store_pair two by two.
 fn paired() -> bool {
