@@ -9,10 +9,12 @@
 # operation (`--profile`) of the default model and the 8B shapes at 1 and 32 sequences; where
 # the device offers cooperative matrices, the tiny models and the 8B shapes again with products
 # of many rows on them (KILN_COOPERATIVE_MATRIX=1, `matmul_coop.wgsl`); then
-# the 8B shapes kept quantized (KILN_SYNTHETIC_TYPES, default "q4_k q8_0"), and kernel variants
-# set through the environment against the defaults (KILN_VARIANTS, `;`-separated, e.g.
+# the 8B shapes kept quantized (KILN_SYNTHETIC_TYPES, default "q4_k q8_0", empty for none), and
+# kernel variants set through the environment against the defaults (KILN_VARIANTS, `;`-separated, e.g.
 # "KILN_MATVEC_WORKGROUP=64;KILN_WIDE_LOADS=;KILN_UNBOUNDED_LOOPS=" on the f16 8B). On an H200
-# the whole run without variants took about 7 minutes (2026-12-04), each variant about 40 s.
+# the whole run without variants took about 7 minutes (2026-12-04), each variant about 40 s;
+# the cooperative-matrix runs add about 2 minutes (estimated), so to stay within a 10-minute
+# call: KILN_SYNTHETIC=llama3-8b KILN_SYNTHETIC_TYPES= DIR/gpu-bench.sh
 # Tables on stdout, JSON in target/gpu-bench/ (or $OUT where that is set).
 #   scripts/gpu-bench.sh                       # everything, built here
 #   KILN_SYNTHETIC=none scripts/gpu-bench.sh   # the default model only (what lavapipe can do)
@@ -50,7 +52,7 @@ if [ -x "$here/kiln" ]; then # packed: the binaries are beside this script
   cd "$here/.."
   out="${OUT:-gpu-bench}"
   tests=(kernels quant_kernels tiny_model) # smollm2 reads files at the build machine's paths
-  run_test() { "$bin/$1" --test-threads 4; }
+  run_test() { "$bin/$1" --test-threads 4 "${@:2}"; }
 else
   cd "$here/.."
   scripts/fetch-model.sh
@@ -58,7 +60,7 @@ else
   out="${OUT:-target/gpu-bench}"
   build >/dev/null
   tests=(kernels quant_kernels tiny_model smollm2)
-  run_test() { cargo test --release --workspace --test "$1" -- --test-threads 4; }
+  run_test() { cargo test --release --workspace --test "$1" -- --test-threads 4 "${@:2}"; }
 fi
 mkdir -p "$out"
 failed=()
@@ -72,8 +74,11 @@ done
 coop=""
 if grep -q 'matrices:  cooperative' "$out/adapter.txt"; then
   coop=1
+  # (the reference tests: those comparing a batch with each request alone would see the f16
+  # inputs of a batch's products against the f32 ones of a single row's)
   echo "== test tiny_model on cooperative matrices"
-  KILN_COOPERATIVE_MATRIX=1 KILN_MATVEC_MAX_ROWS=1 run_test tiny_model || failed+=("tiny_model (coop)")
+  KILN_COOPERATIVE_MATRIX=1 KILN_MATVEC_MAX_ROWS=1 run_test tiny_model reference:: ||
+    failed+=("tiny_model (coop)")
 fi
 if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   echo "== default model"
@@ -104,7 +109,7 @@ if [[ " $synthetic " == *" llama3-8b "* ]]; then
       speed llama3-8b-coop-profile llama3-8b --profile --concurrency 32 --prompt-lens 512 \
         --decode-steps 8) || failed+=("cooperative-matrix timings")
   fi
-  for t in ${KILN_SYNTHETIC_TYPES:-q4_k q8_0}; do
+  for t in ${KILN_SYNTHETIC_TYPES-q4_k q8_0}; do
     speed "llama3-8b-$t" llama3-8b --synthetic-type "$t" --concurrency 1,8,32 --prompt-lens 512
   done
   # Kernel variants against the defaults, for tuning: VARIANT=env settings, `;`-separated.
