@@ -4,11 +4,11 @@ enable wgpu_cooperative_matrix;
 // Matrix multiply for many rows on cooperative matrices (tensor cores, simdgroup matrices):
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]
 // the same product, flags and epilogue as matmul.wgsl, with f16 inputs and f32 accumulation.
-// Each K step stages a tile of x (scaled by the row's 1 / rms, so that f16 holds normalized
-// values) and a tile of w (dequantized by the format's w_octet and multiplied by the norm's
-// gain) in workgroup memory as f16; each of the workgroup's four subgroups multiplies its
-// quarter of the tile as 2 x 2 matrices of CM x CM. The accumulators go through workgroup
-// memory to the shared epilogue.
+// Each K step stages a tile of x (normalized: times the row's 1 / rms and the norm's gain, so
+// that f16 holds normalized values) and a tile of w (dequantized by the format's w_octet, so
+// f16 weights stay exact) in workgroup memory as f16; each of the workgroup's four subgroups
+// multiplies its quarter of the tile as 2 x 2 matrices of CM x CM. The accumulators go
+// through workgroup memory to the shared epilogue.
 // The loader appends, after the format and epilogue files, the matrix size the adapter offers:
 //   alias CoopA = coop_matCMxCM<f16, A>; alias CoopB = ...<f16, B>; alias CoopC = ...<f32, C>;
 //   const CM: u32 = 8u or 16u;
@@ -18,7 +18,7 @@ enable wgpu_cooperative_matrix;
 // bindings 0, 1, 4, 5 (step, p, bias, y) and their structs: matmul_epilogue.wgsl, appended
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // (rows, K)
 // binding 3: the weights `w` (N, K), declared by the format file the loader appends
-@group(0) @binding(6) var<storage, read> gain: array<f32>;      // (K) RMSNorm gain, or a dummy
+@group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
 
 override WG: u32 = 128u; // four subgroups
 
@@ -95,6 +95,10 @@ fn main(
                 let at = (t * p.k + k) / 4u;
                 a = x[at] * row_scale[r];
                 b = x[at + 1u] * row_scale[r];
+                if (norm) {
+                    a *= gain[k / 4u];
+                    b *= gain[k / 4u + 1u];
+                }
             }
             put_x(r * LDS + 8u * c, vec4<f16>(a), vec4<f16>(b));
         }
@@ -107,10 +111,6 @@ fn main(
             var o = Octet(vec4<f32>(0.0), vec4<f32>(0.0));
             if (n < p.n && k < p.k) {
                 o = w_octet(n, k / 8u, p.k, p.so);
-                if (norm) {
-                    o.a *= vec4<f32>(gain[k], gain[k + 1u], gain[k + 2u], gain[k + 3u]);
-                    o.b *= vec4<f32>(gain[k + 4u], gain[k + 5u], gain[k + 6u], gain[k + 7u]);
-                }
             }
             put_w(r * LDS + 8u * c, vec4<f16>(o.a), vec4<f16>(o.b));
         }
