@@ -29,10 +29,13 @@ apt=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/
      -o "Dir::State::Lists=$work/lists" -o Dir::Cache="$work/cache" -o APT::Sandbox::User=root)
 mkdir -p "$work/cache/archives/partial"
 apt-get "${apt[@]}" update -qq
-# lavapipe from backports; what it links against from trixie (every library
-# `ld.so --list` names below must resolve inside the folder).
+# lavapipe from backports, with the LLVM it was built against; what they link against from
+# trixie (every library `ld.so --list` names below must resolve inside the folder).
+llvm="$(apt-cache "${apt[@]}" show mesa-vulkan-drivers/trixie-backports | awk '
+  /^Depends:/ && !found && match($0, /libllvm[0-9]+/) { print substr($0, RSTART, RLENGTH); found = 1 }')"
+[ -n "$llvm" ] || { echo "fetch-lavapipe-coop: no LLVM among Mesa's dependencies" >&2; exit 1; }
 (cd "$work/debs" && apt-get "${apt[@]}" download -qq \
-  mesa-vulkan-drivers/trixie-backports libllvm19 libvulkan1 \
+  mesa-vulkan-drivers/trixie-backports "$llvm" libvulkan1 \
   libc6 libstdc++6 libgcc-s1 zlib1g libzstd1 libdrm2 libexpat1 libxcb1 libxcb-randr0 \
   libx11-xcb1 libx11-6 libxcb-dri3-0 libxcb-present0 libxcb-xfixes0 libxcb-sync1 libxcb-shm0 \
   libxshmfence1 libwayland-client0 libdisplay-info2 libxau6 libxdmcp6 libbsd0 libmd0 \
