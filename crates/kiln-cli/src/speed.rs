@@ -192,6 +192,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     )?;
     let c = model.config.clone();
     let weight_bytes = engine.runner().weight_bytes as f64;
+    let cooperative_matrix = engine.runner().cooperative_matrix;
+    if let Some(side) = cooperative_matrix {
+        eprintln!("products of many rows on cooperative matrices {side}x{side}");
+    }
     let step_weight_bytes = weight_bytes * read_share(&c);
     let kv_token_bytes = KvLayout::for_model(&c, a.device.kv_dtype).bytes_per_token() as f64;
     println!(
@@ -311,6 +315,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(path) = &a.json {
         let out: Value = json!({
             "model": name, "adapter": ctx.describe(), "kernels": a.device.kernels.to_string(),
+            "cooperative_matrix": cooperative_matrix,
             "kv_dtype": a.device.kv_dtype.to_string(), "weight_bytes": weight_bytes,
             "bytes_read_per_step_weights": step_weight_bytes, "bandwidth_bytes_per_s": bandwidth,
             "copy_bandwidth_bytes_per_s": measured.copy, "read_bandwidth_bytes_per_s": measured.read,

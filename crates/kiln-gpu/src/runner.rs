@@ -80,6 +80,8 @@ pub struct ModelRunner {
     pub weight_bytes: u64,
     /// Bytes of device memory the runner's buffers take (weights, KV cache, step buffers).
     pub gpu_bytes: u64,
+    /// The side of the cooperative matrices products of many rows run on, if they do.
+    pub cooperative_matrix: Option<u32>,
     /// Compute dispatches of the last step's forward pass.
     dispatches: std::cell::Cell<u32>,
     /// The kernel profile, when turned on.
@@ -396,6 +398,7 @@ impl ModelRunner {
             penalty_writes,
             weight_bytes,
             gpu_bytes: ctx.allocated.load(Ordering::Relaxed) - allocated_before,
+            cooperative_matrix: kernels.cooperative,
             dispatches: Default::default(),
             profiler: Default::default(),
         })
