@@ -12,23 +12,9 @@ fn nibbles4(word: u32, sh: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(word) >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(15u));
 }
 
-// Byte j of the 12 scale bytes of the block at word `base`.
-fn scale_byte(base: u32, j: u32) -> u32 {
-    return (w[base + 1u + j / 4u] >> (8u * (j % 4u))) & 255u;
-}
-
-// (d * scale, dmin * min) of sub-block s (0..8) of the block at word `base`.
-fn sub_scale(base: u32, s: u32) -> vec2<f32> {
-    var sc: u32;
-    var mn: u32;
-    if (s < 4u) {
-        sc = scale_byte(base, s) & 63u;
-        mn = scale_byte(base, s + 4u) & 63u;
-    } else {
-        sc = (scale_byte(base, s + 4u) & 15u) | ((scale_byte(base, s - 4u) >> 6u) << 4u);
-        mn = (scale_byte(base, s + 4u) >> 4u) | ((scale_byte(base, s) >> 6u) << 4u);
-    }
-    return unpack2x16float(w[base]) * vec2<f32>(f32(sc), f32(mn));
+// The block's first 16 bytes: d, dmin and the scale bytes (kquant_scales.wgsl reads them).
+fn block_head(base: u32) -> vec4<u32> {
+    return vec4<u32>(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
 }
 
 // Where element e of row n lives: the block's first word, the word of its nibble byte, and
@@ -41,7 +27,7 @@ fn place(n: u32, e: u32, k: u32) -> Place {
     let g = i / 64u;
     let hi = (i % 64u) / 32u;
     let byte = 32u * g + i % 32u;
-    return Place(base + 4u + byte / 4u, 8u * (byte % 4u) + 4u * hi, sub_scale(base, 2u * g + hi));
+    return Place(base + 4u + byte / 4u, 8u * (byte % 4u) + 4u * hi, k_sub_scale(block_head(base), 2u * g + hi));
 }
 
 fn w_pair(n: u32, i: u32, k: u32, so: u32) -> vec2<f32> {

@@ -13,25 +13,6 @@ fn nibbles4(word: u32, sh: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(word) >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(15u));
 }
 
-// Byte j (0..12) of the scale bytes in a block's first word h.
-fn scale_byte(h: vec4<u32>, j: u32) -> u32 {
-    return (h[1u + j / 4u] >> (8u * (j % 4u))) & 255u;
-}
-
-// (d * scale, dmin * min) of sub-block s (0..8) of the block whose first word is h.
-fn sub_scale(h: vec4<u32>, s: u32) -> vec2<f32> {
-    var sc: u32;
-    var mn: u32;
-    if (s < 4u) {
-        sc = scale_byte(h, s) & 63u;
-        mn = scale_byte(h, s + 4u) & 63u;
-    } else {
-        sc = (scale_byte(h, s + 4u) & 15u) | ((scale_byte(h, s - 4u) >> 6u) << 4u);
-        mn = (scale_byte(h, s + 4u) >> 4u) | ((scale_byte(h, s) >> 6u) << 4u);
-    }
-    return unpack2x16float(h.x) * vec2<f32>(f32(sc), f32(mn));
-}
-
 // Element e of row n's block: its first word, the nibble byte's offset in the nibbles, the
 // nibble's shift (0 or 4) and its sub-block.
 struct Place { block: u32, byte: u32, sh: u32, sub: u32 }
@@ -45,7 +26,7 @@ fn place(n: u32, e: u32, k: u32) -> Place {
 
 fn w_pair(n: u32, i: u32, k: u32, so: u32) -> vec2<f32> {
     let pl = place(n, 2u * i, k);
-    let dm = sub_scale(w[pl.block], pl.sub);
+    let dm = k_sub_scale(w[pl.block], pl.sub);
     let word = w[pl.block + 1u + pl.byte / 16u][(pl.byte % 16u) / 4u];
     let sh = 8u * (pl.byte % 4u) + pl.sh;
     let q = vec2<f32>(vec2<u32>(word >> sh, word >> (sh + 8u)) & vec2<u32>(15u));
@@ -54,7 +35,7 @@ fn w_pair(n: u32, i: u32, k: u32, so: u32) -> vec2<f32> {
 
 fn w_octet(n: u32, c: u32, k: u32, so: u32) -> Octet {
     let pl = place(n, 8u * c, k); // an octet's nibbles are 8 aligned bytes: half a word
-    let dm = sub_scale(w[pl.block], pl.sub);
+    let dm = k_sub_scale(w[pl.block], pl.sub);
     let q = w[pl.block + 1u + pl.byte / 16u];
     var lo = q.xy;
     if (pl.byte % 16u != 0u) {

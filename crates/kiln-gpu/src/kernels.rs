@@ -120,6 +120,10 @@ kernel_table!(
     "weights_q6_k",
 );
 
+/// The format files that decode sub-block scales through `shaders/kquant_scales.wgsl`.
+const K_QUANT_FORMATS: [&str; 3] = ["weights_q4_k", "weights_q4_kx4", "weights_q5_k"];
+const K_QUANT_SCALES: &str = include_str!("../../../shaders/kquant_scales.wgsl");
+
 /// Kernels compiled without naga's guard against infinite loops, so that the driver sees
 /// their trip counts and unrolls them: on lavapipe that made the row-wise attention about
 /// 1.3x faster for 8 sequences and for prefill, and the plain row-wise matrix tile slower
@@ -329,6 +333,10 @@ impl Kernels {
             .entry(key)
             .or_insert_with(|| {
                 let mut source = match weights {
+                    // The K-quants' formats share their scale decoding.
+                    Some((f, w)) if K_QUANT_FORMATS.contains(&f) => {
+                        format!("{source}\n{w}\n{K_QUANT_SCALES}")
+                    }
                     Some((_, w)) => format!("{source}\n{w}"),
                     None => source.to_string(),
                 };

@@ -229,13 +229,9 @@ pub fn check_plain_product(
                 .flat_map(|t| kiln_gpu::reference::matvec(w, &x[t * k..(t + 1) * k]))
                 .collect();
             let got = read_f32(ctx, &yb, want.len());
-            assert_close(
-                &format!("{what} {name} rows={rows}"),
-                &got,
-                &want,
-                tolerance(&kernels, atol, rtol).0,
-                tolerance(&kernels, atol, rtol).1,
-            );
+            let (atol, rtol) = tolerance(&kernels, atol, rtol);
+            let what = format!("{what} {name} rows={rows}");
+            assert_close(&what, &got, &want, atol, rtol);
         }
     }
 }
