@@ -152,6 +152,7 @@ fn decode_batch(seqs: usize, context: usize, whole: bool, penalty: bool) -> Step
                 table_from: if whole { 0 } else { table.len() as u32 },
                 table_tail: if whole { table.clone() } else { Vec::new() },
                 score: None,
+                drafts: 0,
                 sample: Some(SampleSpec {
                     params,
                     seed: 0,
@@ -184,6 +185,7 @@ fn runner(c: &mut Criterion) {
         RunnerConfig {
             max_tokens: BUDGET,
             max_seqs,
+            sampler_rows: max_seqs,
             num_blocks: 4096 / BLOCK_SIZE,
             memory_budget: None,
             num_cpu_blocks: 0,

@@ -1,7 +1,7 @@
-//! The device-side engine flags `generate` and `serve` share: kernel family, weights, KV cache
-//! type and overlapped steps.
+//! The engine flags `generate`, `chat`, `serve` and `speed` share: kernel family, weights, KV
+//! cache type, overlapped steps and speculative decoding.
 
-use kiln_engine::{EngineConfig, KernelFamily, KvDtype, Overlap, WeightStorage};
+use kiln_engine::{EngineConfig, KernelFamily, KvDtype, Overlap, Speculation, WeightStorage};
 
 #[derive(clap::Args, Clone, Copy)]
 pub struct DeviceArgs {
@@ -20,6 +20,19 @@ pub struct DeviceArgs {
     /// adapters such as lavapipe, where it measured slower), on or off. Outputs are the same.
     #[arg(long, default_value = "auto")]
     pub overlap: Overlap,
+    /// Speculative decoding by prompt lookup: each decode carries up to this many guesses of
+    /// its next tokens, taken from what followed the latest earlier occurrence of its last
+    /// tokens in its prompt and output, and keeps those the model's draws confirm (outputs
+    /// are the same; requests with penalties, grammars or token filters are not guessed
+    /// for). 0: off.
+    #[arg(long, default_value_t = 0)]
+    pub speculative_tokens: usize,
+    /// Shortest run of last tokens looked up for guesses.
+    #[arg(long, default_value_t = 2)]
+    pub prompt_lookup_min: usize,
+    /// Longest run of last tokens looked up for guesses (longer runs are tried first).
+    #[arg(long, default_value_t = 4)]
+    pub prompt_lookup_max: usize,
 }
 
 impl DeviceArgs {
@@ -30,6 +43,11 @@ impl DeviceArgs {
             kv_dtype: self.kv_dtype,
             weights: self.weights,
             overlap: self.overlap,
+            speculation: (self.speculative_tokens > 0).then_some(Speculation {
+                num_tokens: self.speculative_tokens,
+                lookup_min: self.prompt_lookup_min,
+                lookup_max: self.prompt_lookup_max,
+            }),
             ..ec
         }
     }

@@ -61,6 +61,9 @@ pub struct Reply {
     pub prefill_s: f64,
     /// First token to last.
     pub decode_s: f64,
+    /// Guesses of next tokens the reply's steps computed and those confirmed (speculative
+    /// decoding; both 0 without it).
+    pub guesses: (u64, u64),
 }
 
 impl Reply {
@@ -71,8 +74,12 @@ impl Reply {
             0 => String::new(),
             n => format!(", {n} cached"),
         };
+        let guesses = match self.guesses {
+            (0, _) => String::new(),
+            (made, confirmed) => format!("; guesses: {confirmed} of {made} confirmed"),
+        };
         format!(
-            "prefill: {} tokens{cached} in {:.2} s ({:.1} tokens/s); decode: {} tokens in {:.2} s ({:.1} tokens/s)",
+            "prefill: {} tokens{cached} in {:.2} s ({:.1} tokens/s); decode: {} tokens in {:.2} s ({:.1} tokens/s){guesses}",
             self.prompt_tokens,
             self.prefill_s,
             self.prompt_tokens as f64 / self.prefill_s.max(1e-9),
@@ -146,6 +153,7 @@ impl Local {
         let mut stream = spec.text_stream();
         let (mut generated, mut cached_tokens, mut end) = (0, 0, End::Stop);
         let start = Instant::now();
+        let before = self.engine.stats();
         let mut first = None;
         while self.engine.has_unfinished() {
             if interrupt.swap(false, Ordering::SeqCst) {
@@ -163,7 +171,9 @@ impl Local {
                 let piece = stream.update(&self.frontend.tokenizer, &u)?;
                 out(&piece.text)?;
                 if piece.stopped {
+                    // Later tokens of this step (confirmed guesses) come after the stop.
                     self.engine.abort(id);
+                    break;
                 }
                 if u.finished == Some(FinishReason::Length) {
                     end = End::Length;
@@ -175,6 +185,11 @@ impl Local {
         }
         let now = Instant::now();
         let first = first.unwrap_or(now);
+        let after = self.engine.stats();
+        let guesses = (
+            after.spec_draft_tokens - before.spec_draft_tokens,
+            after.spec_accepted_tokens - before.spec_accepted_tokens,
+        );
         Ok(Reply {
             end,
             prompt_tokens,
@@ -182,6 +197,7 @@ impl Local {
             generated,
             prefill_s: (first - start).as_secs_f64(),
             decode_s: (now - first).as_secs_f64(),
+            guesses,
         })
     }
 }

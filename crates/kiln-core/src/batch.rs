@@ -77,9 +77,26 @@ pub struct SeqInBatch {
     pub table_tail: Vec<u32>,
     /// Sample a token from the logits of this segment's last token, if set.
     pub sample: Option<SampleSpec>,
+    /// Speculative tokens at the end of the segment (a decode's guesses of the tokens that
+    /// follow its input): its last `drafts + 1` rows are all sampled with `sample`, row `i`
+    /// of them drawing output token `draw_index + i`. Only with `sample`, and without
+    /// penalties (each row would count the guesses before it).
+    pub drafts: u32,
     /// Score prompt tokens: the log-probabilities of the tokens that follow some of this
     /// segment's rows (prompt logprobs), if set.
     pub score: Option<PromptScore>,
+}
+
+impl SeqInBatch {
+    /// Rows of the sampler this segment's sampling takes: its last `drafts + 1` rows when
+    /// sampled, else none.
+    pub fn sampled_rows(&self) -> usize {
+        if self.sample.is_some() {
+            1 + self.drafts as usize
+        } else {
+            0
+        }
+    }
 }
 
 /// Rows of a segment whose logits score the prompt token that follows them: row
@@ -109,9 +126,9 @@ impl StepBatch {
         self.token_ids.len()
     }
 
-    /// Number of sequences that will be sampled.
+    /// Number of sampled rows: one per sampled sequence and one per speculative token.
     pub fn num_samples(&self) -> usize {
-        self.seqs.iter().filter(|s| s.sample.is_some()).count()
+        self.seqs.iter().map(SeqInBatch::sampled_rows).sum()
     }
 
     /// Number of scored prompt rows.
@@ -153,6 +170,16 @@ impl StepBatch {
                 spec.penalties
                     .validate()
                     .map_err(|e| format!("sequence {i}: {e}"))?;
+            }
+            if s.drafts > 0 {
+                let penalties = s.sample.as_ref().map(|p| p.params.has_penalties());
+                if penalties != Some(false) || s.score.is_some() || s.drafts >= s.query_len {
+                    return Err(format!(
+                        "sequence {i}: {} speculative tokens in a segment of {} that is not a \
+                         plain sampled one",
+                        s.drafts, s.query_len
+                    ));
+                }
             }
             if let Some(score) = &s.score {
                 // A sampled segment's last row is sampled, not scored.

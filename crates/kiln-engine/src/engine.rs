@@ -14,7 +14,9 @@ use kiln_gpu::{
     GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig, WeightStorage,
 };
 use kiln_model::{ModelConfig, Weights};
-use kiln_scheduler::{Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats};
+use kiln_scheduler::{
+    Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats, Speculation,
+};
 
 use crate::step::Launched;
 use crate::{Constraint, EngineError, Overlap};
@@ -50,6 +52,10 @@ pub struct EngineConfig {
     /// Whether each step is scheduled and submitted while the one before it runs (`step.rs`);
     /// outputs are the same either way.
     pub overlap: Overlap,
+    /// Speculative decoding by prompt lookup (`None`: off, the default): each decode carries
+    /// up to that many guesses of its next tokens from its own history, and keeps those the
+    /// model's draws confirm. Outputs are the same either way.
+    pub speculation: Option<Speculation>,
 }
 
 impl Default for EngineConfig {
@@ -65,6 +71,7 @@ impl Default for EngineConfig {
             kv_dtype: KvDtype::F16,
             weights: WeightStorage::Quantized,
             overlap: Overlap::Auto,
+            speculation: None,
         }
     }
 }
@@ -107,6 +114,9 @@ impl Engine {
                 "max_model_len {m} exceeds the model's context length of {model_len} tokens"
             )));
         }
+        if let Some(s) = ec.speculation {
+            s.validate().map_err(EngineError::Config)?;
+        }
         let layout = KvLayout::for_model(config, ec.kv_dtype);
         let most = layout.max_blocks(ctx.max_binding());
         let (num_blocks, memory_budget) = match ec.kv {
@@ -143,6 +153,10 @@ impl Engine {
             RunnerConfig {
                 max_tokens: ec.max_num_batched_tokens,
                 max_seqs: ec.max_num_seqs,
+                // Room for the guesses of up to 16 sequences' decodes beyond a row each.
+                sampler_rows: ec.max_num_seqs
+                    + ec.speculation
+                        .map_or(0, |s| s.num_tokens * ec.max_num_seqs.min(16)),
                 num_blocks,
                 memory_budget,
                 num_cpu_blocks,
@@ -174,12 +188,13 @@ impl Engine {
         // The runner may have lowered the step budget; that only loosens `limits.max_len()`.
         let scheduler = Scheduler::new(SchedulerConfig {
             max_penalty_entries: cap.penalty_pages * PENALTY_PAGE,
-            max_sampler_rows: cap.seqs,
+            max_sampler_rows: cap.rows,
             max_num_batched_tokens: rc.max_tokens,
             max_num_seqs: rc.max_seqs,
             num_cpu_blocks,
             enable_prefix_caching: ec.enable_prefix_caching,
             max_model_len,
+            speculation: ec.speculation,
             ..limits
         });
         Ok(Self {
@@ -215,6 +230,11 @@ impl Engine {
         constraint: Constraint,
     ) -> Result<(), EngineError> {
         let (id, filter) = (request.id, request.filter.clone());
+        // Its masks follow its tokens one at a time.
+        let request = Request {
+            speculative: false,
+            ..request
+        };
         self.scheduler.add_request(request)?;
         self.constraints.insert(id, constraint.with_filter(filter));
         Ok(())

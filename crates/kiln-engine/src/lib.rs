@@ -22,6 +22,8 @@ pub use fault::FaultPlan;
 pub use grammar_compiler::{CompileError, GrammarCompiler};
 pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams, TokenFilter};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
-pub use kiln_scheduler::{FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats};
+pub use kiln_scheduler::{
+    FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats, Speculation,
+};
 pub use overlap::Overlap;
 pub use transfer::ExportedBlocks;

@@ -39,7 +39,7 @@ enum Submission {
 /// A step scheduled and submitted, whose tokens have not been read back.
 pub(crate) struct Launched {
     step: ScheduledStep,
-    /// Ids of its sampled requests, in batch order.
+    /// Ids of its sampled requests, in batch order, one per sampler row.
     sampled_ids: Vec<u64>,
     submitted: Submission,
     /// Requests whose grammar matcher failed while their masks were computed.
@@ -71,7 +71,8 @@ impl Engine {
                 None => return Ok(Vec::new()),
             },
         };
-        let next = if self.overlap && current.overlappable {
+        // A decode that may guess its next tokens needs this step's tokens first.
+        let next = if self.overlap && current.overlappable && !self.scheduler.speculating() {
             self.launch(true).unwrap_or_else(|e| {
                 self.deferred = Some(e);
                 None
@@ -124,13 +125,15 @@ impl Engine {
             return Ok(None);
         };
         self.num_steps += 1;
+        // One per sampled row: a decode with guesses has a row for each.
         let sampled_ids: Vec<u64> = (step.seqs.iter().filter(|s| s.sampled))
-            .map(|s| s.id)
+            .flat_map(|s| std::iter::repeat_n(s.id, 1 + s.drafts))
             .collect();
         let mut mask_failures = Vec::new();
         match self.submit(&step.batch, &sampled_ids, &mut mask_failures, ahead) {
             Ok(submitted) => {
-                let overlappable = step.batch.swap_out.is_empty();
+                let guesses = step.seqs.iter().any(|s| s.drafts > 0);
+                let overlappable = step.batch.swap_out.is_empty() && !guesses;
                 Ok(Some(Launched {
                     step,
                     sampled_ids,

@@ -1,7 +1,8 @@
 //! The real default model (SmolLM2-135M-Instruct, GGUF Q4_1) on the GPU against the
 //! Hugging Face transformers reference in tests/reference/. The reference test runs both
 //! kernel families with the default f16 KV cache, and the row-wise family with f32 KV; the
-//! prompt logprobs of the reference's greedy continuations rank its tokens first.
+//! prompt logprobs of the reference's greedy continuations rank its tokens first; decodes
+//! with guesses of their next tokens (speculative decoding) keep the reference's tokens.
 
 mod common;
 
@@ -60,6 +61,34 @@ fn last_logits_and_greedy_tokens_match_reference() {
             start.elapsed().as_secs_f64()
         );
     }
+}
+
+/// With speculative decoding by prompt lookup, the greedy tokens are still the reference's,
+/// and some guesses are confirmed along the way.
+#[test]
+fn guessed_decodes_keep_the_reference_greedy_tokens() {
+    let ctx = gpu();
+    let model = default_model();
+    let ec = EngineConfig {
+        speculation: Some(kiln_engine::Speculation {
+            num_tokens: 5,
+            lookup_min: 1,
+            lookup_max: 4,
+        }),
+        ..small_config()
+    };
+    let mut engine = engine(&ctx, &model, ec);
+    check_reference(&model, &reference(), &mut engine, "guessing");
+    let s = engine.stats();
+    assert!(
+        s.spec_accepted_tokens > 0,
+        "no guess confirmed ({} made)",
+        s.spec_draft_tokens
+    );
+    eprintln!(
+        "{} of {} guesses confirmed",
+        s.spec_accepted_tokens, s.spec_draft_tokens
+    );
 }
 
 /// Every reference prompt: the top-20 last logits within 0.05 and 32 greedy tokens equal.

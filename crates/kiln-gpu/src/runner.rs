@@ -32,6 +32,10 @@ pub struct RunnerConfig {
     pub max_tokens: usize,
     /// Most sequences in one step.
     pub max_seqs: usize,
+    /// Rows of the sampler one step may use: its sampled sequences, their guesses of next
+    /// tokens (speculative decoding) and scored prompt rows. Fewer than `max_seqs` counts as
+    /// `max_seqs`. Each row takes a vocabulary's logits.
+    pub sampler_rows: usize,
     /// GPU KV blocks of `BLOCK_SIZE` tokens (with `memory_budget`, the most).
     pub num_blocks: usize,
     /// Bytes of device memory the runner may take in all (weights, activations, KV cache):
@@ -113,10 +117,13 @@ impl ModelRunner {
         // Activation buffers must each fit one binding: cap the step's tokens if needed.
         let widest = [h, qkv_width, 2 * inter].into_iter().max().unwrap_or(h) * 4;
         let max_tokens = rc.max_tokens.min(max_binding / widest);
-        let max_seqs = rc.max_seqs.min(max_binding / (vocab * 4)).min(max_tokens);
+        let max_logit_rows = (max_binding / (vocab * 4)).min(max_tokens);
+        let max_seqs = rc.max_seqs.min(max_logit_rows);
+        let max_rows = rc.sampler_rows.max(max_seqs).min(max_logit_rows);
         let rc = RunnerConfig {
             max_tokens,
             max_seqs,
+            sampler_rows: max_rows,
             ..rc
         };
         let max_blocks_per_seq = rc.max_model_len.div_ceil(BLOCK_SIZE);
@@ -126,6 +133,7 @@ impl ModelRunner {
             StepCapacity {
                 tokens: max_tokens,
                 seqs: max_seqs,
+                rows: max_rows,
                 blocks_per_seq: max_blocks_per_seq,
                 penalty_pages: penalty_pages(max_seqs, rc.max_model_len),
                 // A list holds each token once.
@@ -157,14 +165,14 @@ impl ModelRunner {
             },
         };
         let x = &bufs.x;
-        let normed = x_f32s("normed", max_seqs * h);
-        let logits = f32s("logits", max_seqs * vocab);
-        let masks = ctx.storage("token_masks", (max_seqs * mask_words(vocab) * 4) as u64);
-        let sample_out = ctx.storage("sample_out", (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64);
+        let normed = x_f32s("normed", max_rows * h);
+        let logits = f32s("logits", max_rows * vocab);
+        let masks = ctx.storage("token_masks", (max_rows * mask_words(vocab) * 4) as u64);
+        let sample_out = ctx.storage("sample_out", (max_rows * SAMPLE_OUT_STRIDE * 4) as u64);
         let readback = [0, 1].map(|_| {
             ctx.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("sample readback"),
-                size: (max_seqs * SAMPLE_OUT_STRIDE * 4) as u64,
+                size: (max_rows * SAMPLE_OUT_STRIDE * 4) as u64,
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             })

@@ -31,6 +31,9 @@ pub struct StepUniform {
 pub struct StepCapacity {
     pub tokens: usize,
     pub seqs: usize,
+    /// Rows of the sampler: sampled sequences with their guesses, and scored prompt rows
+    /// (at least `seqs`).
+    pub rows: usize,
     /// Entries of a block-table row: the blocks of the longest sequence.
     pub blocks_per_seq: usize,
     /// Pages of [`kiln_core::PENALTY_PAGE`] entries in the penalty pool, which the running
@@ -89,10 +92,10 @@ impl StepInputs {
                 "table_writes",
                 1 + 3 * cap.seqs + cap.seqs * cap.blocks_per_seq,
             ),
-            sample_rows: u32s("sample_rows", cap.seqs),
+            sample_rows: u32s("sample_rows", cap.rows),
             sampling: ctx.storage(
                 "sampling",
-                (cap.seqs * std::mem::size_of::<SampleUniform>()) as u64,
+                (cap.rows * std::mem::size_of::<SampleUniform>()) as u64,
             ),
             penalties: PenaltyStore::new(
                 ctx,
@@ -160,16 +163,20 @@ impl StepInputs {
             ]);
             if let Some(spec) = &seq.sample {
                 let last = seq.query_start + seq.query_len - 1;
-                sample_rows.push(last);
                 let page_table = seq.table_row * self.cap.penalty_pages_per_seq as u32;
-                let mut u = SampleUniform::new(spec, page_table);
+                // A speculative token's row draws the output token after the rows before it.
+                for i in 0..=seq.drafts {
+                    sample_rows.push(last - seq.drafts + i);
+                    let mut u = SampleUniform::new(spec, page_table);
+                    u.draw_index += i;
+                    sampling.push(u);
+                }
                 let from_previous = (batch.prev_tokens)
                     .binary_search_by_key(&last, |p| p.index)
                     .is_ok();
                 if spec.params.has_penalties() && from_previous {
-                    u.pending = last;
+                    sampling.last_mut().unwrap().pending = last;
                 }
-                sampling.push(u);
                 lists.push((seq.table_row, &spec.penalties));
             }
         }
@@ -181,7 +188,7 @@ impl StepInputs {
                 sampling.push(SampleUniform::scored(score, target));
             }
         }
-        check("sampler rows", sample_rows.len(), self.cap.seqs)?;
+        check("sampler rows", sample_rows.len(), self.cap.rows)?;
         // At most one per sequence: a sequence's pending token is its last.
         check(
             "inputs from the previous step",

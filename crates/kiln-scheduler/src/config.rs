@@ -1,6 +1,8 @@
 //! Scheduler configuration and errors.
 
 use kiln_core::BLOCK_SIZE;
+
+use crate::Speculation;
 use thiserror::Error;
 
 /// Limits and switches of one [`crate::Scheduler`].
@@ -32,6 +34,9 @@ pub struct SchedulerConfig {
     /// next token. `None` (a model with any global layer, such as Gemma 3): a request keeps
     /// every block of its context.
     pub sliding_window: Option<usize>,
+    /// Guesses of a decode's next tokens from its own history (`speculation.rs`); `None`
+    /// decodes one token per step.
+    pub speculation: Option<Speculation>,
 }
 
 impl Default for SchedulerConfig {
@@ -46,6 +51,7 @@ impl Default for SchedulerConfig {
             max_penalty_entries: usize::MAX,
             max_sampler_rows: 256,
             sliding_window: None,
+            speculation: None,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! - `kv_events`: what the prefix cache gains and loses, for routers (off unless enabled).
 //! - `table_rows`: the runner's block-table rows, sent by difference.
 //! - `penalty_list`: a request's penalised and biased tokens, counted as they come.
+//! - `speculation`: guesses of a decode's next tokens from its own history (prompt lookup).
 //! - `request`, `scheduler`, `output`, `stats`, `config`: the public face (`scheduler/`:
 //!   failed steps, sliding windows, blocks pinned for and imported from another server).
 //! - [`testing`]: a fake runner for deterministic simulations.
@@ -27,6 +28,7 @@ mod penalty_list;
 mod prefix_hash;
 mod request;
 mod scheduler;
+mod speculation;
 mod stats;
 mod table_rows;
 pub mod testing;
@@ -37,4 +39,5 @@ pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use penalty_list::BANNED;
 pub use request::Request;
 pub use scheduler::{PinnedBlocks, Scheduler};
+pub use speculation::Speculation;
 pub use stats::SchedulerStats;

@@ -28,6 +28,9 @@ pub struct ScheduledSeq {
     pub is_decode: bool,
     /// Prompt rows this step scores (prompt logprobs).
     pub scored: usize,
+    /// Guesses of the next tokens the step computes after the request's last token
+    /// (speculative decoding; counted in `num_tokens`), each with a sampled row.
+    pub drafts: usize,
 }
 
 impl ScheduledStep {

@@ -58,6 +58,10 @@ pub struct Request {
     /// The final hidden state at the prompt's last token comes back with the first token
     /// ([`kiln_core::SampledToken::hidden`]): an embedding of the prompt.
     pub return_hidden: bool,
+    /// Whether a decode may carry guesses of the next tokens when the scheduler speculates
+    /// (`speculation.rs`; never with penalties, which would count each guess). The engine
+    /// clears it for a request whose tokens a grammar or token filter constrains.
+    pub speculative: bool,
 }
 
 impl Request {
@@ -80,6 +84,7 @@ impl Request {
             priority: 0,
             filter: TokenFilter::default(),
             return_hidden: false,
+            speculative: true,
         }
     }
 }
@@ -104,6 +109,12 @@ pub(crate) struct RequestState {
     /// Set while the last of `tokens` is a placeholder for the token that the committed,
     /// unresolved step samples in this sampler row (`scheduler/overlap.rs`).
     pub pending_row: Option<u32>,
+    /// Guesses of the tokens after the last, planned for the step being built.
+    pub drafts: Vec<u32>,
+    /// Set while the committed, unresolved step carries guesses of this request's next
+    /// tokens: how far it gets is known only with the step's tokens, so no step is
+    /// scheduled for it until then.
+    pub guessing: bool,
     /// Set when the committed step ends the request by its length: it runs no more and holds
     /// no blocks, and its final update waits for the step's tokens.
     pub finishing: Option<FinishReason>,
@@ -156,6 +167,8 @@ impl RequestState {
             num_cached_tokens: None,
             num_scored: 0,
             pending_row: None,
+            drafts: Vec::new(),
+            guessing: false,
             finishing: None,
             table: TableSync::default(),
             arrival: 0,
@@ -244,7 +257,43 @@ impl RequestState {
             self.req.id
         );
         *self.tokens.last_mut().unwrap() = token;
+        self.is_stop(token)
+    }
+
+    /// Appends a token drawn at a guess's row, the guess (the token before it) having been
+    /// confirmed: that guess is now computed. Says whether the request ends with it.
+    pub fn append_confirmed(&mut self, token: u32, max_len: usize) -> Option<FinishReason> {
+        self.tokens.push(token);
+        self.num_computed += 1;
+        self.output_len += 1;
+        if self.is_stop(token) {
+            Some(FinishReason::Stop)
+        } else {
+            (self.output_len >= self.req.max_tokens || self.tokens.len() >= max_len)
+                .then_some(FinishReason::Length)
+        }
+    }
+
+    /// Whether `token` ends the request: EOS unless ignored, or a stop token id.
+    fn is_stop(&self, token: u32) -> bool {
         let r = &self.req;
         (!r.ignore_eos && r.eos_token_ids.contains(&token)) || r.stop_token_ids.contains(&token)
+    }
+
+    /// Most guesses a decode of this request may carry now (0: none): when the scheduler
+    /// speculates, its last token is known and it has no penalties, a guess being one output
+    /// token it may still produce, and every row on the same side of `min_tokens`.
+    pub fn draft_limit(&self, max_len: usize) -> usize {
+        if !self.req.speculative || self.req.sampling.has_penalties() || self.pending_row.is_some()
+        {
+            return 0;
+        }
+        let out = self.output_len;
+        let mut limit = (self.req.max_tokens.saturating_sub(out + 1))
+            .min(max_len.saturating_sub(self.tokens.len() + 1));
+        if out < self.req.min_tokens {
+            limit = limit.min(self.req.min_tokens - out - 1);
+        }
+        limit
     }
 }

@@ -31,7 +31,8 @@
 //! results in two halves so the next step can be scheduled while it runs, `failure.rs` undoes one
 //! the runner could not run, `window.rs` gives blocks back behind a sliding window,
 //! `transfer.rs` pins and imports blocks for a prefill/decode split, `score.rs` picks the
-//! prompt rows a step scores (prompt logprobs).
+//! prompt rows a step scores (prompt logprobs), `draft.rs` gives decodes guesses of their
+//! next tokens and keeps those confirmed (speculative decoding).
 //!
 //! Cost of a step: O(running + admitted) requests plus O(tokens scheduled + blocks allocated);
 //! a prefix lookup is O(hit blocks * BLOCK_SIZE); preemption and finishing are O(blocks held +
@@ -49,6 +50,7 @@ use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
 use crate::table_rows::TableRows;
 
+mod draft;
 mod failure;
 mod overlap;
 mod score;
@@ -281,6 +283,15 @@ impl Scheduler {
     /// Tokens of a request already in the KV cache.
     pub fn num_computed(&self, id: u64) -> Option<usize> {
         self.requests.get(&id).map(|s| s.num_computed)
+    }
+
+    /// Whether a running request's next decode may carry guesses of its next tokens
+    /// (speculative decoding): then the next step is best scheduled once this one's tokens
+    /// are known, since a guess follows the last of them. O(running).
+    pub fn speculating(&self) -> bool {
+        self.cfg.speculation.is_some()
+            && (self.running.iter().map(|id| &self.requests[id].req))
+                .any(|r| r.speculative && !r.sampling.has_penalties())
     }
 
     /// Ids of running requests, in admission order.

@@ -42,6 +42,11 @@ pub struct SchedulerStats {
     pub kv_blocks_pinned: usize,
     /// Blocks fetched from a prefill server stored in the CPU tier, since start.
     pub imported_blocks: u64,
+    /// Guesses of decodes' next tokens computed (speculative decoding), since start.
+    pub spec_draft_tokens: u64,
+    /// Of those, guesses the model's own draws confirmed (each one more token for the step
+    /// that computed it), since start.
+    pub spec_accepted_tokens: u64,
     /// Pages of the runner's penalty pool held by running requests' penalty lists.
     pub penalty_pages_used: usize,
 }

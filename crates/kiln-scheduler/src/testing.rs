@@ -19,12 +19,41 @@ use crate::{FinishReason, Request, RequestUpdate, ScheduledStep, Scheduler};
 pub const FIRST_TOKEN: u32 = 100;
 pub const VOCAB: u32 = 1000;
 
+/// A fake model: the next token as a pure function of the history (prompt + output so far)
+/// and the seed.
+pub type FakeModel = fn(&[u32], u64) -> u32;
+
 /// The fake model: a pure function of the full history (prompt + output so far) and seed.
 pub fn next_token(history: &[u32], seed: u64) -> u32 {
     let mut h = DefaultHasher::new();
     history.hash(&mut h);
     seed.hash(&mut h);
     FIRST_TOKEN + (h.finish() % VOCAB as u64) as u32
+}
+
+/// A fake model that mostly copies: the token that followed the latest earlier occurrence of
+/// the last two tokens (else of the last one); one time in eight a token from anywhere in the
+/// history, one in eight a fresh [`next_token`] (the history and seed's hash decides). Its
+/// output repeats what came before, as a quoting model's does, so guesses from the history
+/// (speculative decoding) are often right, not always.
+pub fn copying_token(history: &[u32], seed: u64) -> u32 {
+    let t = next_token(history, seed);
+    let n = history.len();
+    let anywhere = history[t as usize % n];
+    match t % 8 {
+        0 => return t,
+        1 => return anywhere,
+        _ => {}
+    }
+    for k in [2, 1] {
+        let Some(last) = history.get(n.saturating_sub(k)..).filter(|_| n > k) else {
+            continue;
+        };
+        if let Some(at) = history[..n - 1].windows(k).rposition(|w| w == last) {
+            return history[at + k];
+        }
+    }
+    anywhere
 }
 
 /// The fake model's log-probability of `target` after `history` (a scored prompt row).
@@ -45,20 +74,21 @@ pub fn reference_prompt_logprobs(prompt: &[u32]) -> Vec<(u32, f32)> {
 
 /// What `req` generates when it runs alone with no limit but its own (no scheduler involved).
 pub fn reference_output(req: &Request, max_len: usize) -> (Vec<u32>, FinishReason) {
-    reference_output_in_window(req, max_len, None)
+    reference_output_in_window(req, max_len, None, next_token)
 }
 
-/// [`reference_output`] of a fake model that sees only the latest `window` tokens.
+/// [`reference_output`] of the fake `model` seeing only the latest `window` tokens.
 pub fn reference_output_in_window(
     req: &Request,
     max_len: usize,
     window: Option<usize>,
+    model: FakeModel,
 ) -> (Vec<u32>, FinishReason) {
     let mut history = req.prompt.clone();
     let mut out = Vec::new();
     loop {
         let seen = history.len().saturating_sub(window.unwrap_or(usize::MAX));
-        let t = next_token(&history[seen..], req.seed);
+        let t = model(&history[seen..], req.seed);
         history.push(t);
         out.push(t);
         if (!req.ignore_eos && req.eos_token_ids.contains(&t)) || req.stop_token_ids.contains(&t) {
@@ -83,6 +113,8 @@ pub struct FakeRunner {
     last_sampled: Vec<u32>,
     tables: BlockTables,
     penalties: PenaltyLists,
+    /// The model it runs ([`next_token`] unless set).
+    pub model: FakeModel,
 }
 
 impl FakeRunner {
@@ -94,6 +126,7 @@ impl FakeRunner {
             last_sampled: Vec::new(),
             tables: BlockTables::default(),
             penalties: PenaltyLists::default(),
+            model: next_token,
         }
     }
 
@@ -178,14 +211,17 @@ impl FakeRunner {
                 let history = self.read(table, 0, end - usize::from(pending));
                 check_penalty_list(&list, &history, end - spec.draw_index as usize);
             }
-            let history = self.read(table, self.first_read(end - 1), end);
-            out.push(SampledToken {
-                token_id: next_token(&history, spec.seed),
-                logprob: None,
-                top_logprobs: Vec::new(),
-                rank: None,
-                hidden: None,
-            });
+            // A decode with guesses draws at each of its last rows.
+            for row_end in end - s.drafts as usize..=end {
+                let history = self.read(table, self.first_read(row_end - 1), row_end);
+                out.push(SampledToken {
+                    token_id: (self.model)(&history, spec.seed),
+                    logprob: None,
+                    top_logprobs: Vec::new(),
+                    rank: None,
+                    hidden: None,
+                });
+            }
         }
         self.last_sampled = out.iter().map(|t| t.token_id).collect();
         for (s, table) in batch.seqs.iter().zip(&tables) {
@@ -278,7 +314,10 @@ impl Sim {
                 (step, sampled)
             }
         };
-        let next = if self.overlap {
+        // As the engine: a step with guesses, or one before a decode that may guess, is not
+        // overlapped (the scheduler would only hold that request back).
+        let guesses = step.seqs.iter().any(|s| s.drafts > 0);
+        let next = if self.overlap && !guesses && !self.sched.speculating() {
             self.sched.check_invariants().expect("scheduler invariants");
             self.sched.schedule().map(|s| {
                 let sampled = self.runner.execute(&s.batch);

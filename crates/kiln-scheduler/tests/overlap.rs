@@ -10,7 +10,7 @@ mod common;
 use common::{assert_clean, below, cfg, tokens};
 use kiln_core::SamplingParams;
 use kiln_scheduler::testing::{
-    FIRST_TOKEN, FakeRunner, Sim, reference_output_in_window, reference_prompt_logprobs,
+    FIRST_TOKEN, FakeRunner, Sim, next_token, reference_output_in_window, reference_prompt_logprobs,
 };
 use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
 
@@ -73,7 +73,7 @@ fn run_overlapped(c: SchedulerConfig, reqs: &[Request]) -> (Sim, usize) {
     let max_len = sim.sched.max_len();
     for r in reqs {
         if r.max_tokens > 0 {
-            let (out, why) = reference_output_in_window(r, max_len, window);
+            let (out, why) = reference_output_in_window(r, max_len, window, next_token);
             assert_eq!(sim.outputs[&r.id], out, "request {}", r.id);
             assert_eq!(sim.finished[&r.id].0, why, "request {}", r.id);
         }
@@ -175,7 +175,7 @@ fn requests_aborted_while_their_step_runs_leave_nothing_behind() {
         .iter()
         .filter(|r| !aborted.contains(&r.id) && r.max_tokens > 0)
     {
-        let (out, why) = reference_output_in_window(r, max_len, None);
+        let (out, why) = reference_output_in_window(r, max_len, None, next_token);
         assert_eq!(sim.outputs[&r.id], out, "request {}", r.id);
         assert_eq!(sim.finished[&r.id].0, why, "request {}", r.id);
     }
@@ -215,7 +215,7 @@ fn a_failed_step_and_the_step_scheduled_after_it_fail_alone() {
     let max_len = sim.sched.max_len();
     let survivors = reqs.iter().filter(|r| !failed.contains(&r.id));
     for r in survivors.filter(|r| r.max_tokens > 0) {
-        let (out, why) = reference_output_in_window(r, max_len, None);
+        let (out, why) = reference_output_in_window(r, max_len, None, next_token);
         assert_eq!(
             sim.outputs[&r.id],
             out[out.len() - sim.outputs[&r.id].len()..]

@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_clean, cfg, tokens};
 use kiln_core::{BLOCK_SIZE, NO_BLOCK};
-use kiln_scheduler::testing::{Sim, reference_output_in_window};
+use kiln_scheduler::testing::{Sim, next_token, reference_output_in_window};
 use kiln_scheduler::{FinishReason, Request, Scheduler, SchedulerConfig};
 
 const WINDOW: usize = 40;
@@ -28,7 +28,7 @@ fn run(c: SchedulerConfig, reqs: &[Request]) -> Sim {
     sim.run_to_completion(10_000);
     let max_len = sim.sched.max_len();
     for r in reqs {
-        let (out, why) = reference_output_in_window(r, max_len, Some(WINDOW));
+        let (out, why) = reference_output_in_window(r, max_len, Some(WINDOW), next_token);
         assert_eq!(sim.outputs[&r.id], out, "request {}", r.id);
         assert_eq!(sim.finished[&r.id].0, why, "request {}", r.id);
     }
@@ -117,7 +117,7 @@ fn a_long_request_holds_only_its_window() {
     );
     assert_eq!(
         sim.outputs[&1],
-        reference_output_in_window(&r, 1000, Some(WINDOW)).0
+        reference_output_in_window(&r, 1000, Some(WINDOW), next_token).0
     );
     assert_eq!(sim.finished[&1].0, FinishReason::Length);
     assert_eq!(sim.sched.stats().num_preemptions, 0);
@@ -162,7 +162,7 @@ fn a_cached_prefix_behind_the_window_is_not_taken() {
     sim.run_to_completion(20);
     assert_eq!(
         sim.outputs[&2],
-        reference_output_in_window(&second, 1000, Some(WINDOW)).0
+        reference_output_in_window(&second, 1000, Some(WINDOW), next_token).0
     );
     assert_clean(&sim.sched);
 }

@@ -260,6 +260,18 @@ impl Metrics {
             s.window_released_blocks as f64,
         );
         metric(
+            "kiln_spec_decode_num_draft_tokens_total",
+            "counter",
+            "Guesses of decodes' next tokens computed (speculative decoding by prompt lookup).",
+            s.spec_draft_tokens as f64,
+        );
+        metric(
+            "kiln_spec_decode_num_accepted_tokens_total",
+            "counter",
+            "Guesses the model's own draws confirmed.",
+            s.spec_accepted_tokens as f64,
+        );
+        metric(
             "kiln_cpu_blocks_stored_total",
             "counter",
             "KV blocks copied to the CPU tier.",

@@ -7,7 +7,8 @@
 //! caching on and off; KV blocks evicted to the CPU tier and restored giving the same tokens
 //! and log-probs as a fresh engine that never evicted; blocks given back behind a sliding
 //! window. `prompt_logprobs`: a scored prompt against the CPU reference. `overlap` and
-//! `profile`: overlapped steps and the kernel profile changing no output. `embedding`: the
+//! `profile`: overlapped steps and the kernel profile changing no output; `speculation`:
+//! decodes with guesses of their next tokens changing no output. `embedding`: the
 //! hidden state a request asks for against the reference's logits. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
 //! f16 KV cache; the reference and CPU-tier tests with the f32 cache too.
 
@@ -20,6 +21,7 @@ mod profile;
 mod prompt_logprobs;
 mod reference;
 mod serving;
+mod speculation;
 
 use std::collections::BTreeMap;
 

@@ -157,8 +157,13 @@ pub fn sample(
 /// What each row of a step's sampler output reports: `(alternatives, scored)`, sampled rows
 /// first, then scored prompt rows (which report their forced token's log-probability).
 pub fn sampler_rows(batch: &StepBatch) -> Vec<(u32, bool)> {
-    let sampled = (batch.seqs.iter().filter_map(|q| q.sample.as_ref()))
-        .map(|q| (q.params.top_logprobs.min(20), false));
+    let sampled = (batch.seqs.iter()).flat_map(|q| {
+        let alternatives = q
+            .sample
+            .as_ref()
+            .map_or(0, |p| p.params.top_logprobs.min(20));
+        std::iter::repeat_n((alternatives, false), q.sampled_rows())
+    });
     let scored = (batch.seqs.iter().filter_map(|q| q.score.as_ref()))
         .flat_map(|q| std::iter::repeat_n((q.top_logprobs.min(20), true), q.targets.len()));
     sampled.chain(scored).collect()

@@ -152,7 +152,7 @@ impl ModelRunner {
 
     /// The two buffers hidden states are read back through, made on first use.
     fn hidden_readback(&mut self) -> &[wgpu::Buffer; 2] {
-        let bytes = (self.runner_config.max_seqs * self.config.hidden_size * 4) as u64;
+        let bytes = (self.runner_config.sampler_rows * self.config.hidden_size * 4) as u64;
         let device = &self.ctx.device;
         self.hidden_readback.get_or_insert_with(|| {
             [0, 1].map(|_| {

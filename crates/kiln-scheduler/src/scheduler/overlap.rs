@@ -23,7 +23,7 @@
 
 use kiln_core::{BLOCK_SIZE, SampledToken};
 
-use super::{Scheduler, window};
+use super::{Scheduler, draft, window};
 use crate::kv_cache::KvCache;
 use crate::output::{FinishReason, RequestUpdate, ScheduledStep};
 use crate::prefix_hash::{NewBlock, Registered};
@@ -46,9 +46,10 @@ impl Scheduler {
         step.committed = true;
         let mut rows = 0u32;
         for s in &step.seqs {
+            // A decode with guesses takes a row for each; its placeholder is the first's.
             let row = s.sampled.then(|| {
-                rows += 1;
-                rows - 1
+                rows += 1 + s.drafts as u32;
+                rows - 1 - s.drafts as u32
             });
             let Some(st) = self.requests.get_mut(&s.id) else {
                 continue;
@@ -58,8 +59,10 @@ impl Scheduler {
                 "request {} changed during the step",
                 s.id
             );
-            st.num_computed += s.num_tokens;
+            // Guesses count as computed only once confirmed (`resolve`).
+            st.num_computed += s.num_tokens - s.drafts;
             st.num_scored += s.scored;
+            st.guessing = s.drafts > 0;
             let ends = match row {
                 Some(row) => st.append_pending(row, self.max_len),
                 // A request that only scores its prompt ends with it.
@@ -82,7 +85,9 @@ impl Scheduler {
             "resolve() of a step that is not the committed one"
         );
         self.unresolved = false;
-        let expected = step.seqs.iter().filter(|s| s.sampled).count();
+        let expected: usize = (step.seqs.iter().filter(|s| s.sampled))
+            .map(|s| 1 + s.drafts)
+            .sum();
         let scored: usize = step.seqs.iter().map(|s| s.scored).sum();
         assert_eq!(
             sampled.len(),
@@ -93,20 +98,27 @@ impl Scheduler {
         let (sampled, scored) = sampled.split_at(expected);
         let (mut tokens, mut scored) = (sampled.iter(), scored.iter());
         let mut updates = Vec::new();
-        for s in &step.seqs {
-            let token = if s.sampled {
-                tokens.next().cloned()
-            } else {
-                None
-            };
+        for (s, seq) in step.seqs.iter().zip(&step.batch.seqs) {
+            let rows = if s.sampled { 1 + s.drafts } else { 0 };
+            let drawn: Vec<SampledToken> = tokens.by_ref().take(rows).cloned().collect();
             let prompt_logprobs: Vec<SampledToken> =
                 scored.by_ref().take(s.scored).cloned().collect();
             let Some(st) = self.requests.get_mut(&s.id) else {
                 continue;
             };
-            let stop = token
-                .as_ref()
+            st.guessing = false;
+            let stop = drawn
+                .first()
                 .is_some_and(|t| st.resolve_pending(t.token_id));
+            // The guesses were the inputs of the segment's last rows.
+            let end = (seq.query_start + seq.query_len) as usize;
+            let guesses = &step.batch.token_ids[end - s.drafts..end];
+            let (kept, finished) = draft::accepted(st, s, drawn, guesses, stop, self.max_len);
+            if s.drafts > 0 {
+                self.stats.spec_accepted_tokens += kept.len() as u64 - 1;
+                self.trim_to_computed(s.id);
+            }
+            let st = self.requests.get_mut(&s.id).unwrap();
             if self.cfg.enable_prefix_caching {
                 register_computed(&mut self.kv, st);
             }
@@ -114,22 +126,24 @@ impl Scheduler {
                 self.stats.window_released_blocks +=
                     window::release_behind_window(&mut self.kv, st, w) as u64;
             }
-            let finished = if stop {
-                Some(FinishReason::Stop)
-            } else {
-                st.finishing
-            };
-            if token.is_none() && prompt_logprobs.is_empty() && finished.is_none() {
+            if kept.is_empty() && prompt_logprobs.is_empty() && finished.is_none() {
                 continue;
             }
-            updates.push(RequestUpdate {
-                id: s.id,
-                token,
-                prompt_logprobs,
-                finished,
-                ended_by_token: stop,
-                num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
-            });
+            // One update per kept token (or one without, for scores or a finish), in order;
+            // the last says how the request ended.
+            let n = kept.len().max(1);
+            let (mut kept, mut prompt_logprobs) = (kept.into_iter(), Some(prompt_logprobs));
+            for i in 0..n {
+                let ends = if i + 1 == n { finished } else { None };
+                updates.push(RequestUpdate {
+                    id: s.id,
+                    token: kept.next(),
+                    prompt_logprobs: prompt_logprobs.take().unwrap_or_default(),
+                    finished: ends,
+                    ended_by_token: ends == Some(FinishReason::Stop),
+                    num_cached_tokens: st.num_cached_tokens.unwrap_or(0),
+                });
+            }
             if finished.is_some() {
                 self.finish(s.id);
             }

@@ -18,17 +18,17 @@ fn penalty_pages(st: &mut RequestState, sampled: bool) -> usize {
 
 /// A request's chunk in the step being built, and what it spends.
 #[derive(Clone, Copy)]
-struct Planned {
-    id: u64,
-    tokens: usize,
-    rows: usize,
+pub(super) struct Planned {
+    pub id: u64,
+    pub tokens: usize,
+    pub rows: usize,
 }
 
 /// What is left of a step's limits.
 #[derive(Clone, Copy)]
-struct Budget {
-    tokens: usize,
-    rows: usize,
+pub(super) struct Budget {
+    pub tokens: usize,
+    pub rows: usize,
 }
 
 impl Budget {
@@ -68,8 +68,8 @@ impl Scheduler {
             if budget.tokens == 0 {
                 break;
             }
-            if !self.running.contains(&id) {
-                continue; // preempted earlier in this step
+            if !self.running.contains(&id) || self.requests[&id].guessing {
+                continue; // preempted earlier in this step, or waiting for its guesses' fate
             }
             let left = remaining(self, &id).min(budget.tokens);
             let st = self.requests.get_mut(&id).unwrap();
@@ -106,6 +106,9 @@ impl Scheduler {
                 }
             }
         }
+
+        // Guesses for the decodes (speculative decoding), then waiting requests.
+        self.add_drafts(&mut plan, &mut budget);
 
         // Waiting requests, in queue order, while budget, seats and blocks last.
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
@@ -233,12 +236,16 @@ impl Scheduler {
             let table = st.table.write(&st.blocks);
             let start = st.num_computed;
             let query_start = batch.token_ids.len() as u32;
+            let drafts = std::mem::take(&mut st.drafts);
             for p in start..start + n {
                 match st.pending_row.filter(|_| p + 1 == st.tokens.len()) {
                     Some(row) => {
                         let index = batch.token_ids.len() as u32;
                         batch.prev_tokens.push(PrevToken { index, row });
                         batch.token_ids.push(0);
+                    }
+                    None if p >= st.tokens.len() => {
+                        batch.token_ids.push(drafts[p - st.tokens.len()]);
                     }
                     None => batch.token_ids.push(st.tokens[p]),
                 }
@@ -247,14 +254,16 @@ impl Scheduler {
                     .slot_mapping
                     .push(st.blocks[p / BLOCK_SIZE] * BLOCK_SIZE as u32 + (p % BLOCK_SIZE) as u32);
             }
-            let sampled = st.samples_at(start + n);
+            // Past the guesses, the tokens the request has.
+            let known = n - drafts.len();
+            let sampled = st.samples_at(start + known);
             if sampled {
                 if st.req.return_hidden && st.num_output() == 0 {
                     batch.hidden_rows.push(sampler_row);
                 }
-                sampler_row += 1;
+                sampler_row += 1 + drafts.len() as u32;
             }
-            let score = st.prompt_score(start, n);
+            let score = st.prompt_score(start, known);
             let scored = score.as_ref().map_or(0, |s| s.targets.len());
             debug_assert_eq!(st.blocks.len(), blocks_for(start + n));
             batch.seqs.push(SeqInBatch {
@@ -265,9 +274,10 @@ impl Scheduler {
                 table_from: table.from,
                 table_tail: table.tail,
                 sample: sampled.then(|| st.sample_spec()),
+                drafts: drafts.len() as u32,
                 score,
             });
-            let is_decode = n == 1 && sampled && st.num_output() > 0;
+            let is_decode = known == 1 && sampled && st.num_output() > 0;
             seqs.push(ScheduledSeq {
                 id,
                 num_computed_before: start,
@@ -275,6 +285,7 @@ impl Scheduler {
                 sampled,
                 is_decode,
                 scored,
+                drafts: drafts.len(),
             });
         }
         (batch.swap_in, batch.swap_out) = self.kv.take_copies();

@@ -17,6 +17,7 @@ pub fn cfg(
         max_penalty_entries: usize::MAX,
         max_sampler_rows: max_num_seqs,
         sliding_window: None,
+        speculation: None,
     }
 }
 

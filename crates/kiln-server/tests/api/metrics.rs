@@ -65,6 +65,8 @@ async fn metrics_are_prometheus_text() {
         "kiln_prefix_cache_hits_total",
         "kiln_num_preemptions_total",
         "kiln_kv_blocks_window_released_total",
+        "kiln_spec_decode_num_draft_tokens_total",
+        "kiln_spec_decode_num_accepted_tokens_total",
         "kiln_cpu_blocks_stored_total",
         "kiln_cpu_blocks_restored_total",
         "kiln_generation_tokens_total",

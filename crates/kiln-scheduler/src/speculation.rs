@@ -1,0 +1,122 @@
+//! Speculative decoding by prompt lookup: guesses of a decode's next tokens, taken from the
+//! request's own history.
+//!
+//! Output often repeats what came before: an agent's edit quotes the file it was shown, a
+//! JSON reply repeats keys, a summary copies phrases. When the last `n` tokens of a request
+//! occurred earlier in its prompt or output, the tokens that followed them then are likely to
+//! follow now. A decode carries up to `num_tokens` such guesses after its input; the forward
+//! pass computes all of them at once (on a GPU, decode reads every weight once per step
+//! whatever the number of rows, so the guesses cost little), and the sampler draws a token
+//! at every row.
+//!
+//! Acceptance keeps the output distribution exact. Row `i` draws the token at output
+//! position `j + i` as a plain step would (same logits, given the guesses before it as
+//! input; same seeded draw). Its token is kept when every guess before it equals the token
+//! drawn at the row before; so the first drawn token is always kept, and each guess that
+//! the model would have drawn anyway lets one more row through. The tokens kept are the
+//! tokens the request would have produced one step at a time, greedy or sampled with a
+//! seed; what a wrong guess costs is its row's compute.
+
+/// Prompt lookup settings (vLLM's `ngram` method: `num_speculative_tokens`,
+/// `prompt_lookup_min`, `prompt_lookup_max`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Speculation {
+    /// Most guesses a decode carries.
+    pub num_tokens: usize,
+    /// Shortest suffix of the history looked up.
+    pub lookup_min: usize,
+    /// Longest suffix looked up; longer matches are tried first.
+    pub lookup_max: usize,
+}
+
+impl Speculation {
+    /// Checks the settings; the message names the one that is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.num_tokens == 0 {
+            return Err("the number of speculative tokens must be at least 1".into());
+        }
+        if self.lookup_min == 0 || self.lookup_min > self.lookup_max {
+            return Err(format!(
+                "prompt lookup needs 1 <= min ({}) <= max ({})",
+                self.lookup_min, self.lookup_max
+            ));
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` tokens that followed the latest earlier occurrence of the history's last
+    /// `n` tokens, for the largest `n` in `lookup_min..=lookup_max` that occurs earlier
+    /// (empty if none does). O(history * lookup_max).
+    pub fn propose<'a>(&self, history: &'a [u32], limit: usize) -> &'a [u32] {
+        let len = history.len();
+        if limit == 0 {
+            return &[];
+        }
+        for n in (self.lookup_min..=self.lookup_max.min(len.saturating_sub(1))).rev() {
+            let suffix = &history[len - n..];
+            // An occurrence ending before the last token, so that a token follows it.
+            let found = history[..len - 1].windows(n).rposition(|w| w == suffix);
+            if let Some(at) = found {
+                let from = at + n;
+                return &history[from..(from + limit).min(len)];
+            }
+        }
+        &[]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOOKUP: Speculation = Speculation {
+        num_tokens: 4,
+        lookup_min: 2,
+        lookup_max: 3,
+    };
+
+    #[test]
+    fn proposes_what_followed_the_latest_longest_match() {
+        // "1 2 3" occurred at 0 (followed by 9) and "2 3" later at 5 (followed by 7 8): the
+        // 3-token match wins although the 2-token one is later.
+        let h = [1, 2, 3, 9, 4, 2, 3, 7, 8, 1, 2, 3];
+        assert_eq!(LOOKUP.propose(&h, 4), &[9, 4, 2, 3]);
+        assert_eq!(LOOKUP.propose(&h, 2), &[9, 4]);
+        // Only "2 3" matches: the latest occurrence is at 5.
+        let h = [2, 3, 9, 4, 2, 3, 7, 8, 5, 2, 3];
+        assert_eq!(LOOKUP.propose(&h, 4), &[7, 8, 5, 2]);
+    }
+
+    #[test]
+    fn stops_at_the_end_of_the_history_and_finds_overlaps() {
+        // "5 5" occurs earlier only at 0, overlapping the suffix: the last token follows it.
+        let h = [5, 5, 5];
+        assert_eq!(LOOKUP.propose(&h, 4), &[5]);
+        let h = [1, 2, 8, 1, 2];
+        assert_eq!(LOOKUP.propose(&h, 4), &[8, 1, 2]);
+    }
+
+    #[test]
+    fn proposes_nothing_without_a_match_or_room() {
+        assert!(LOOKUP.propose(&[1, 2, 3, 4], 4).is_empty());
+        assert!(LOOKUP.propose(&[1], 4).is_empty());
+        assert!(LOOKUP.propose(&[], 4).is_empty());
+        assert!(LOOKUP.propose(&[1, 2, 1, 2], 0).is_empty());
+        // A single repeated token is below the shortest lookup.
+        assert!(LOOKUP.propose(&[7, 1, 7], 4).is_empty());
+    }
+
+    #[test]
+    fn checks_its_settings() {
+        assert!(LOOKUP.validate().is_ok());
+        let bad = [(0, 1, 2), (3, 0, 2), (3, 3, 2)];
+        for (num_tokens, lookup_min, lookup_max) in bad {
+            let s = Speculation {
+                num_tokens,
+                lookup_min,
+                lookup_max,
+            };
+            assert!(s.validate().is_err(), "{s:?}");
+        }
+    }
+}
