@@ -5,6 +5,8 @@
 //! 1 ms with 256 sequences. The runner's part is measured on a model of SmolLM2-135M's depth
 //! (30 layers, so the same dispatches per step) with tiny random weights; what it records does
 //! not depend on the weights' size.
+//! Also the prompt lookup a decode's guesses of its next tokens take (speculative decoding),
+//! per sequence, where the history holds no earlier run of its last token (the whole scan).
 //! Run: `WGPU_BACKEND=vulkan cargo bench -p kiln-benches --bench host_step`.
 
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use kiln_core::{
 };
 use kiln_gpu::{KernelFamily, KvDtype, ModelRunner, RunnerConfig, WeightStorage};
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
-use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
+use kiln_scheduler::{Request, Scheduler, SchedulerConfig, Speculation};
 
 /// Steps a scheduler state is used for before it is rebuilt, so the context stays within
 /// this many tokens of the nominal one.
@@ -239,5 +241,30 @@ fn runner(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, scheduler, runner);
+fn prompt_lookup(c: &mut Criterion) {
+    let mut g = c.benchmark_group("prompt lookup, one sequence");
+    let lookup = Speculation {
+        num_tokens: 5,
+        lookup_min: 2,
+        lookup_max: 4,
+    };
+    for context in [4096, 32768] {
+        // Distinct tokens but the last, which occurs every 64 positions (a token the scan
+        // finds often, followed by runs that never match).
+        let mut history: Vec<u32> = (0..context as u32).map(|i| 1000 + i).collect();
+        for i in (0..context).step_by(64) {
+            history[i] = 7;
+        }
+        history[context - 1] = 7;
+        g.bench_function(format!("context {context}, no match"), |b| {
+            b.iter(|| {
+                let guesses = lookup.propose(std::hint::black_box(&history), 5);
+                assert!(guesses.is_empty());
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, scheduler, runner, prompt_lookup);
 criterion_main!(benches);

@@ -79,8 +79,9 @@ pub struct SeqInBatch {
     pub sample: Option<SampleSpec>,
     /// Speculative tokens at the end of the segment (a decode's guesses of the tokens that
     /// follow its input): its last `drafts + 1` rows are all sampled with `sample`, row `i`
-    /// of them drawing output token `draw_index + i`. Only with `sample`, and without
-    /// penalties (each row would count the guesses before it).
+    /// of them drawing output token `draw_index + i`. Only with `sample`, and without a
+    /// penalty list (each row would count the guesses before it, and the rows would share the
+    /// list's per-entry state on the runner).
     pub drafts: u32,
     /// Score prompt tokens: the log-probabilities of the tokens that follow some of this
     /// segment's rows (prompt logprobs), if set.
@@ -172,8 +173,9 @@ impl StepBatch {
                     .map_err(|e| format!("sequence {i}: {e}"))?;
             }
             if s.drafts > 0 {
-                let penalties = s.sample.as_ref().map(|p| p.params.has_penalties());
-                if penalties != Some(false) || s.score.is_some() || s.drafts >= s.query_len {
+                let list =
+                    (s.sample.as_ref()).map(|p| p.params.has_penalties() || p.penalties.len > 0);
+                if list != Some(false) || s.score.is_some() || s.drafts >= s.query_len {
                     return Err(format!(
                         "sequence {i}: {} speculative tokens in a segment of {} that is not a \
                          plain sampled one",

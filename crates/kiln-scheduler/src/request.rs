@@ -59,8 +59,8 @@ pub struct Request {
     /// ([`kiln_core::SampledToken::hidden`]): an embedding of the prompt.
     pub return_hidden: bool,
     /// Whether a decode may carry guesses of the next tokens when the scheduler speculates
-    /// (`speculation.rs`; never with penalties, which would count each guess). The engine
-    /// clears it for a request whose tokens a grammar or token filter constrains.
+    /// (`speculation.rs`; never with penalties, a logit bias or `min_tokens`' ban). The
+    /// engine clears it for a request whose tokens a grammar or token filter constrains.
     pub speculative: bool,
 }
 
@@ -280,20 +280,22 @@ impl RequestState {
         (!r.ignore_eos && r.eos_token_ids.contains(&token)) || r.stop_token_ids.contains(&token)
     }
 
-    /// Most guesses a decode of this request may carry now (0: none): when the scheduler
-    /// speculates, its last token is known and it has no penalties, a guess being one output
-    /// token it may still produce, and every row on the same side of `min_tokens`.
+    /// Whether this request's decodes may carry guesses: not when a grammar or token filter
+    /// constrains it (`Request::speculative`), nor when it holds a penalty list (penalties,
+    /// a logit bias or `min_tokens`' ban), since the rows of one decode would share the
+    /// list's per-entry state on the runner, and each would have to count the guesses
+    /// before it.
+    pub fn may_guess(&self) -> bool {
+        self.req.speculative && self.penalties.is_none()
+    }
+
+    /// Most guesses a decode of this request may carry now (0: none): when it may guess and
+    /// its last token is known, a guess being one output token it may still produce.
     pub fn draft_limit(&self, max_len: usize) -> usize {
-        if !self.req.speculative || self.req.sampling.has_penalties() || self.pending_row.is_some()
-        {
+        if !self.may_guess() || self.pending_row.is_some() {
             return 0;
         }
-        let out = self.output_len;
-        let mut limit = (self.req.max_tokens.saturating_sub(out + 1))
-            .min(max_len.saturating_sub(self.tokens.len() + 1));
-        if out < self.req.min_tokens {
-            limit = limit.min(self.req.min_tokens - out - 1);
-        }
-        limit
+        (self.req.max_tokens.saturating_sub(self.output_len + 1))
+            .min(max_len.saturating_sub(self.tokens.len() + 1))
     }
 }

@@ -290,8 +290,7 @@ impl Scheduler {
     /// are known, since a guess follows the last of them. O(running).
     pub fn speculating(&self) -> bool {
         self.cfg.speculation.is_some()
-            && (self.running.iter().map(|id| &self.requests[id].req))
-                .any(|r| r.speculative && !r.sampling.has_penalties())
+            && (self.running.iter()).any(|id| self.requests[id].may_guess())
     }
 
     /// Ids of running requests, in admission order.

@@ -46,23 +46,53 @@ impl Speculation {
 
     /// Up to `limit` tokens that followed the latest earlier occurrence of the history's last
     /// `n` tokens, for the largest `n` in `lookup_min..=lookup_max` that occurs earlier
-    /// (empty if none does). O(history * lookup_max).
+    /// (empty if none does). One pass back over the history, comparing one token at each
+    /// position and more only where it matches the last: O(history) in the worst case, and
+    /// it stops at the latest occurrence of the longest run.
     pub fn propose<'a>(&self, history: &'a [u32], limit: usize) -> &'a [u32] {
         let len = history.len();
-        if limit == 0 {
+        let longest = self.lookup_max.min(len.saturating_sub(1));
+        if limit == 0 || longest < self.lookup_min {
             return &[];
         }
-        for n in (self.lookup_min..=self.lookup_max.min(len.saturating_sub(1))).rev() {
-            let suffix = &history[len - n..];
-            // An occurrence ending before the last token, so that a token follows it.
-            let found = history[..len - 1].windows(n).rposition(|w| w == suffix);
-            if let Some(at) = found {
-                let from = at + n;
-                return &history[from..(from + limit).min(len)];
+        let last = history[len - 1];
+        // (run length, end of the occurrence): the longest found so far, the latest on ties.
+        let mut best = (0, 0);
+        // An occurrence ends at `end` (exclusive), before the last token, so a token follows.
+        for end in ends_of(&history[..len - 1], last) {
+            let run = (1..=longest)
+                .take_while(|&n| n <= end && history[end - n] == history[len - n])
+                .count();
+            if run > best.0 {
+                best = (run, end);
+                if run == longest {
+                    break;
+                }
             }
         }
-        &[]
+        match best {
+            (run, end) if run >= self.lookup_min => &history[end..(end + limit).min(len)],
+            _ => &[],
+        }
     }
+}
+
+/// The positions just past each occurrence of `token` in `hay`, latest first. Blocks of 16
+/// are tested with one branch-free comparison each (which the compiler vectorizes), so a
+/// token that occurs once in a few hundred costs about a compare per position.
+fn ends_of(hay: &[u32], token: u32) -> impl Iterator<Item = usize> + '_ {
+    const BLOCK: usize = 16;
+    let whole = hay.len() / BLOCK * BLOCK;
+    let tail = (whole..hay.len()).rev();
+    let blocks = (0..whole / BLOCK).rev().flat_map(move |b| {
+        let block = &hay[b * BLOCK..(b + 1) * BLOCK];
+        let any = block.iter().fold(false, |a, &t| a | (t == token));
+        let first = b * BLOCK;
+        (first..if any { first + BLOCK } else { first }).rev()
+    });
+    tail.chain(blocks)
+        .filter(move |&i| hay[i] == token)
+        .map(|i| i + 1)
 }
 
 #[cfg(test)]
@@ -104,6 +134,45 @@ mod tests {
         assert!(LOOKUP.propose(&[1, 2, 1, 2], 0).is_empty());
         // A single repeated token is below the shortest lookup.
         assert!(LOOKUP.propose(&[7, 1, 7], 4).is_empty());
+    }
+
+    /// The definition, one suffix length at a time.
+    fn plain<'a>(s: &Speculation, history: &'a [u32], limit: usize) -> &'a [u32] {
+        let len = history.len();
+        for n in (s.lookup_min..=s.lookup_max.min(len.saturating_sub(1))).rev() {
+            let suffix = &history[len - n..];
+            if let Some(at) = history[..len - 1].windows(n).rposition(|w| w == suffix) {
+                return &history[at + n..(at + n + limit).min(len)];
+            }
+        }
+        &[]
+    }
+
+    #[test]
+    fn agrees_with_the_definition_on_random_histories() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |below: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % below
+        };
+        for _ in 0..3000 {
+            let s = Speculation {
+                num_tokens: 5,
+                lookup_min: 1 + next(3) as usize,
+                lookup_max: 3 + next(3) as usize,
+            };
+            // A small alphabet, so runs repeat.
+            let alphabet = 2 + next(6);
+            let history: Vec<u32> = (0..next(60)).map(|_| next(alphabet) as u32).collect();
+            let limit = next(7) as usize;
+            assert_eq!(
+                s.propose(&history, limit),
+                plain(&s, &history, limit),
+                "{s:?} {history:?} {limit}"
+            );
+        }
     }
 
     #[test]

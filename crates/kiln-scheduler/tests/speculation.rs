@@ -1,7 +1,7 @@
 //! Speculative decoding by prompt lookup: decodes carry guesses of their next tokens from
 //! their own history, and keep those the model's draws confirm. Every output and finish
 //! reason must equal the fake model's run alone, one token at a time, with stop tokens,
-//! `min_tokens`, penalties (never guessed for), preemption, the prefix cache and sliding
+//! `min_tokens` and penalties (never guessed for), preemption, the prefix cache and sliding
 //! windows in the mix; guesses must be made, and some must fail.
 
 mod common;
@@ -72,6 +72,7 @@ fn run(c: SchedulerConfig, reqs: &[Request], overlap: bool) -> Sim {
         for s in step.batch.seqs.iter().filter(|s| s.drafts > 0) {
             let spec = s.sample.as_ref().expect("guesses are sampled");
             assert!(!spec.params.has_penalties(), "guesses with penalties");
+            assert_eq!(spec.penalties.len, 0, "guesses with a penalty list");
         }
         assert!(sim.steps < 20_000, "not finished");
     }
