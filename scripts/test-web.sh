@@ -102,6 +102,13 @@ else:
     for key in ("prompt_ids", "output_ids", "single_ids", "penalised_ids"):
         if web.get(key) != native.get(key):
             fails.append(f"{key} differ:\n  native {native.get(key)}\n  web    {web.get(key)}")
+    # Guessing each decode's next tokens (speculative decoding) changes no id, and guesses
+    # were made and some confirmed.
+    if web.get("speculative_ids") != web.get("output_ids"):
+        fails.append(f"speculative decoding changed the ids:\n  {web.get('speculative_ids')}")
+    g = web.get("guesses") or {}
+    if not (0 < g.get("confirmed", 0) <= g.get("made", 0)):
+        fails.append(f"speculative decoding in the page: {g}")
     # The penalties must change the greedy reply, or the comparison above proves nothing.
     if native.get("penalised_ids") == native.get("single_ids", [])[:24]:
         fails.append("the penalties did not change the greedy ids")
@@ -137,6 +144,7 @@ if web.get("limits"):
     print(f"web device limits: {web['limits']['device']}")
 print(f"output ids (native): {native['output_ids']}")
 print(f"output ids (web):    {web.get('output_ids')}")
+print(f"speculative decoding in the page: {web.get('guesses')} guesses, the same ids")
 print(f"penalised ids (native): {native['penalised_ids']}")
 print(f"penalised ids (web):    {web.get('penalised_ids')}")
 print(f"structured outputs in the page: {web.get('constrained')}")

@@ -136,11 +136,15 @@ impl DesktopApp {
             api.stop();
         }
         let repaint = self.repaint.clone();
-        let kv_bytes = self.settings.kv_memory_mib << 20;
-        let events =
-            crate::model::load(path.clone(), kv_bytes, self.shared_gpu.clone(), move || {
-                repaint.request_repaint()
-            });
+        let s = &self.settings;
+        let (kv, guesses, gpu) = (
+            s.kv_memory_mib << 20,
+            s.speculative_tokens,
+            &self.shared_gpu,
+        );
+        let events = crate::model::load(path.clone(), kv, guesses, gpu.clone(), move || {
+            repaint.request_repaint()
+        });
         self.path_input = path.display().to_string();
         self.model = ModelState::Loading {
             path,

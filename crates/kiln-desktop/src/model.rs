@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kiln_engine::{EngineConfig, KvSize};
+use kiln_engine::{EngineConfig, KvSize, Speculation};
 use kiln_frontend::Frontend;
 use kiln_gpu::GpuContext;
 use kiln_model::Model;
@@ -47,11 +47,13 @@ pub enum LoadEvent {
     Done(Result<Loaded, String>),
 }
 
-/// Starts loading `path` with a KV cache of `kv_bytes`, on `shared` (the window's device) or
-/// on a device of its own; `repaint` is called after each event.
+/// Starts loading `path` with a KV cache of `kv_bytes` and up to `guesses` guesses per
+/// decode (speculative decoding; 0: off), on `shared` (the window's device) or on a device
+/// of its own; `repaint` is called after each event.
 pub fn load(
     path: PathBuf,
     kv_bytes: u64,
+    guesses: usize,
     shared: Option<GpuContext>,
     repaint: impl Fn() + Send + Sync + 'static,
 ) -> flume::Receiver<LoadEvent> {
@@ -60,7 +62,8 @@ pub fn load(
     std::thread::Builder::new()
         .name("kiln-load".into())
         .spawn(move || {
-            let r = open(&path, kv_bytes, shared, &tx, &repaint).map_err(|e| format!("{e:#}"));
+            let r = open(&path, (kv_bytes, guesses), shared, &tx, &repaint)
+                .map_err(|e| format!("{e:#}"));
             let _ = tx.send(LoadEvent::Done(r));
             repaint();
         })
@@ -70,7 +73,7 @@ pub fn load(
 
 fn open(
     path: &Path,
-    kv_bytes: u64,
+    (kv_bytes, guesses): (u64, usize),
     shared: Option<GpuContext>,
     tx: &flume::Sender<LoadEvent>,
     repaint: &Wake,
@@ -103,6 +106,7 @@ fn open(
     let ec = EngineConfig {
         max_num_seqs: 16,
         kv: KvSize::Bytes(kv_bytes),
+        speculation: (guesses > 0).then(|| Speculation::prompt_lookup(guesses)),
         ..EngineConfig::default()
     };
     let wake = repaint.clone();

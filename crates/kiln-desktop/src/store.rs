@@ -137,6 +137,9 @@ pub struct Settings {
     pub font_size: f32,
     /// GPU memory for the KV cache, in MiB.
     pub kv_memory_mib: u64,
+    /// Guesses of each decode's next tokens from the chat so far (speculative decoding by
+    /// prompt lookup); 0: off.
+    pub speculative_tokens: usize,
     /// Where the local API listens when switched on.
     pub api_port: u16,
     /// Run the engine on the window's wgpu device (read at start).
@@ -151,6 +154,7 @@ impl Default for Settings {
             dark: true,
             font_size: 14.0,
             kv_memory_mib: 256,
+            speculative_tokens: 0,
             api_port: 8000,
             share_device: false,
         }

@@ -30,6 +30,16 @@ pub struct Speculation {
 }
 
 impl Speculation {
+    /// Up to `num_tokens` guesses, looking up the last 4 down to 2 tokens (the defaults of
+    /// `kiln`'s `--prompt-lookup-max` and `--prompt-lookup-min`).
+    pub fn prompt_lookup(num_tokens: usize) -> Speculation {
+        Speculation {
+            num_tokens,
+            lookup_min: 2,
+            lookup_max: 4,
+        }
+    }
+
     /// Checks the settings; the message names the one that is wrong.
     pub fn validate(&self) -> Result<(), String> {
         if self.num_tokens == 0 {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
-    Constraint, Engine, EngineConfig, GrammarCompiler, KernelFamily, KvDtype, Request,
+    Constraint, Engine, EngineConfig, GrammarCompiler, KernelFamily, KvDtype, Request, Speculation,
 };
 use kiln_frontend::{ChatExtras, Frontend, ReasoningFormat, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
@@ -67,6 +67,7 @@ impl WebEngine {
         let max_seqs = num(options, "maxSeqs")?.unwrap_or(8.0) as usize;
         let kernels = parsed::<KernelFamily>(options, "kernels")?.unwrap_or_default();
         let kv_dtype = parsed::<KvDtype>(options, "kvDtype")?.unwrap_or_default();
+        let guesses = num(options, "speculativeTokens")?.unwrap_or(0.0) as usize;
         let mut report = |done: usize, total: usize| {
             if let Some(f) = &progress {
                 let _ = f.call2(
@@ -83,6 +84,7 @@ impl WebEngine {
             EngineConfig {
                 kernels,
                 kv_dtype,
+                speculation: (guesses > 0).then(|| Speculation::prompt_lookup(guesses)),
                 ..engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs)
             },
             &mut report,
@@ -167,6 +169,9 @@ impl WebEngine {
         set(&o, "maxSeqs", rc.max_seqs as f64);
         set(&o, "maxBatchedTokens", rc.max_tokens as f64);
         set(&o, "kvBlocks", rc.num_blocks as f64);
+        let stats = inner.engine.stats();
+        set(&o, "guessesMade", stats.spec_draft_tokens as f64);
+        set(&o, "guessesConfirmed", stats.spec_accepted_tokens as f64);
         set(&o, "hasChatTemplate", self.frontend.chat_template.is_some());
         o
     }

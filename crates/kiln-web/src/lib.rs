@@ -41,7 +41,7 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         // The next step is submitted while the page reads this one's tokens (not on a
         // CPU-backed adapter, such as SwiftShader).
         overlap: Overlap::Auto,
-        // Not offered in the page yet.
+        // Speculative decoding: `speculativeTokens` in `load`'s options (engine.rs).
         speculation: None,
     }
 }

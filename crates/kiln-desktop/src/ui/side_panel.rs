@@ -315,6 +315,19 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
     })
     .response
     .on_hover_text("Used when a model is opened next.");
+    ui.horizontal(|ui| {
+        let label = ui.label("Speculative tokens (0: off)");
+        let r = ui
+            .add(egui::DragValue::new(&mut app.settings.speculative_tokens).range(0..=16))
+            .labelled_by(label.id);
+        changed |= r.changed();
+    })
+    .response
+    .on_hover_text(
+        "Guesses of each reply's next tokens, taken from the chat so far and kept where the \
+         model confirms them: the same replies, faster where they quote. Used when a model is \
+         opened next.",
+    );
     changed |= ui
         .checkbox(
             &mut app.settings.share_device,
