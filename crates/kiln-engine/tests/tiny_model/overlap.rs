@@ -31,6 +31,30 @@ pub(super) fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, 
     out
 }
 
+/// Every request's tokens, scored prompt tokens and finish equal, and log-probs within 1e-4.
+pub(super) fn assert_same_outcomes(
+    got: &BTreeMap<u64, Outcome>,
+    want: &BTreeMap<u64, Outcome>,
+    what: &str,
+) {
+    for (id, w) in want {
+        let g = &got[id];
+        let what = format!("{what} request {id}");
+        let ids = |v: &[(u32, f32)]| v.iter().map(|t| t.0).collect::<Vec<_>>();
+        assert_eq!(ids(&g.0), ids(&w.0), "{what}: tokens");
+        assert_eq!(ids(&g.1), ids(&w.1), "{what}: scored tokens");
+        assert_eq!(g.2, w.2, "{what}: finish");
+        for (a, b) in g.0.iter().chain(&g.1).zip(w.0.iter().chain(&w.1)) {
+            assert!(
+                (a.1 - b.1).abs() < 1e-4,
+                "{what}: log-prob {} vs {}",
+                a.1,
+                b.1
+            );
+        }
+    }
+}
+
 /// 12 requests, half sharing a 32-token prefix, in a pool too small for all of them
 /// (preemption): greedy and seeded sampling, stop tokens, penalties (the sampler counts the
 /// pending token on the GPU), prompt scoring and a score-only request.
@@ -105,22 +129,7 @@ fn overlapped_steps_give_the_same_outputs() {
         );
         let stops = want.values().filter(|o| o.2 == Some(FinishReason::Stop));
         assert!(stops.count() > 0, "no request stopped on a token");
-        for (id, w) in &want {
-            let g = &got[id];
-            let what = format!("kernels {family} request {id}");
-            let ids = |v: &[(u32, f32)]| v.iter().map(|t| t.0).collect::<Vec<_>>();
-            assert_eq!(ids(&g.0), ids(&w.0), "{what}: tokens");
-            assert_eq!(ids(&g.1), ids(&w.1), "{what}: scored tokens");
-            assert_eq!(g.2, w.2, "{what}: finish");
-            for (a, b) in g.0.iter().chain(&g.1).zip(w.0.iter().chain(&w.1)) {
-                assert!(
-                    (a.1 - b.1).abs() < 1e-4,
-                    "{what}: log-prob {} vs {}",
-                    a.1,
-                    b.1
-                );
-            }
-        }
+        assert_same_outcomes(&got, &want, &format!("kernels {family}"));
         eprintln!(
             "kernels {family}: {n} of {} steps overlapped, {} without overlap",
             overlapped.num_steps(),

@@ -6,7 +6,7 @@
 
 use kiln_engine::{Engine, Speculation};
 
-use super::overlap::{run_outcomes, workload};
+use super::overlap::{assert_same_outcomes, run_outcomes, workload};
 use super::*;
 
 /// The overlap test's workload, plus requests whose prompts repeat a phrase.
@@ -66,22 +66,7 @@ fn guesses_change_no_output() {
             stats.spec_draft_tokens,
             stats.num_preemptions
         );
-        for (id, w) in &want {
-            let g = &got[id];
-            let what = format!("kernels {family} request {id}");
-            let ids = |v: &[(u32, f32)]| v.iter().map(|t| t.0).collect::<Vec<_>>();
-            assert_eq!(ids(&g.0), ids(&w.0), "{what}: tokens");
-            assert_eq!(ids(&g.1), ids(&w.1), "{what}: scored tokens");
-            assert_eq!(g.2, w.2, "{what}: finish");
-            for (a, b) in g.0.iter().chain(&g.1).zip(w.0.iter().chain(&w.1)) {
-                assert!(
-                    (a.1 - b.1).abs() < 1e-4,
-                    "{what}: log-prob {} vs {}",
-                    a.1,
-                    b.1
-                );
-            }
-        }
+        assert_same_outcomes(&got, &want, &format!("kernels {family}"));
         eprintln!(
             "kernels {family}: {} of {} guesses confirmed; {} steps, {} without guesses",
             stats.spec_accepted_tokens,
