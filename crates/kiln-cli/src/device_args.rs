@@ -28,10 +28,10 @@ pub struct DeviceArgs {
     #[arg(long, default_value_t = 0)]
     pub speculative_tokens: usize,
     /// Shortest run of last tokens looked up for guesses.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = Speculation::prompt_lookup(0).lookup_min)]
     pub prompt_lookup_min: usize,
     /// Longest run of last tokens looked up for guesses (longer runs are tried first).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = Speculation::prompt_lookup(0).lookup_max)]
     pub prompt_lookup_max: usize,
 }
 

@@ -31,7 +31,7 @@ pub struct Speculation {
 
 impl Speculation {
     /// Up to `num_tokens` guesses, looking up the last 4 down to 2 tokens (the defaults of
-    /// `kiln`'s `--prompt-lookup-max` and `--prompt-lookup-min`).
+    /// `kiln`'s `--prompt-lookup-max` and `--prompt-lookup-min`, taken from here).
     pub fn prompt_lookup(num_tokens: usize) -> Speculation {
         Speculation {
             num_tokens,

@@ -55,6 +55,7 @@ async fn guesses_change_no_reply() {
         "one two three one two three one two",
         "hello world",
     ];
+    let mut cut_by_stop = 0;
     for prompt in prompts {
         for (temperature, seed) in [(0.0, 0), (0.8, 7)] {
             let body = json!({"model": "tiny", "prompt": prompt, "max_tokens": 40,
@@ -82,10 +83,12 @@ async fn guesses_change_no_reply() {
                         cut,
                         "{what}, stop {stop:?}"
                     );
+                    cut_by_stop += usize::from(cut.1 == "stop");
                 }
             }
         }
     }
+    assert!(cut_by_stop > 0, "no reply was cut by its stop string");
     let text = get_text(&guessing, "/metrics").await;
     let made = metric(&text, "kiln_spec_decode_num_draft_tokens_total");
     let confirmed = metric(&text, "kiln_spec_decode_num_accepted_tokens_total");

@@ -11,11 +11,11 @@
 //! back the blocks it took for guesses that were not. A step with guesses is never
 //! overlapped with the next (which could only guess once this one's tokens are known).
 
-use kiln_core::SampledToken;
+use kiln_core::{BLOCK_SIZE, SampledToken};
 
 use super::step::{Budget, Planned};
 use super::{Scheduler, blocks_for};
-use crate::output::{FinishReason, ScheduledSeq};
+use crate::output::FinishReason;
 use crate::request::RequestState;
 
 impl Scheduler {
@@ -41,7 +41,7 @@ impl Scheduler {
                 match self.kv.allocate(need) {
                     Some(new) => st.blocks.extend(new),
                     // Only as many as the blocks it holds have room for.
-                    None => guesses.truncate(st.blocks.len() * kiln_core::BLOCK_SIZE - start - 1),
+                    None => guesses.truncate(st.blocks.len() * BLOCK_SIZE - start - 1),
                 }
             }
             let k = guesses.len();
@@ -68,26 +68,22 @@ impl Scheduler {
 /// The draws a request keeps from its rows of a step, and how it ends with them: the first
 /// draw fills its placeholder; each next one is kept while the draw before it equals the
 /// guess that was its row's input (`guesses`), up to a draw that ends the request.
-/// `stop`: whether the first draw is a stop token.
 pub(super) fn accepted(
     st: &mut RequestState,
-    s: &ScheduledSeq,
     drawn: Vec<SampledToken>,
     guesses: &[u32],
-    stop: bool,
     max_len: usize,
 ) -> (Vec<SampledToken>, Option<FinishReason>) {
     let mut drawn = drawn.into_iter();
     let Some(first) = drawn.next() else {
         return (Vec::new(), st.finishing);
     };
-    let mut finished = if stop {
+    let mut finished = if st.resolve_pending(first.token_id) {
         Some(FinishReason::Stop)
     } else {
         st.finishing
     };
     let mut kept = vec![first];
-    debug_assert_eq!(guesses.len(), s.drafts);
     if st.table.row().is_none() {
         // Preempted meanwhile: it recomputes its history and draws the rest again.
         return (kept, finished);

@@ -107,13 +107,10 @@ impl Scheduler {
                 continue;
             };
             st.guessing = false;
-            let stop = drawn
-                .first()
-                .is_some_and(|t| st.resolve_pending(t.token_id));
             // The guesses were the inputs of the segment's last rows.
             let end = (seq.query_start + seq.query_len) as usize;
             let guesses = &step.batch.token_ids[end - s.drafts..end];
-            let (kept, finished) = draft::accepted(st, s, drawn, guesses, stop, self.max_len);
+            let (kept, finished) = draft::accepted(st, drawn, guesses, self.max_len);
             if s.drafts > 0 {
                 self.stats.spec_accepted_tokens += kept.len() as u64 - 1;
                 self.trim_to_computed(s.id);
