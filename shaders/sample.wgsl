@@ -4,9 +4,10 @@
 //  1. penalties on the row's history: repetition (divide positive logits, multiply negative
 //     ones, for tokens seen in prompt or output), presence and frequency (output counts); the
 //     row's penalty list (kept between steps in pages of a pool, entry i in page
-//     page_table[i / PAGE]) holds the history the host knows, and `pending` names the row's
-//     input token when it came
-//     from the previous step on the GPU (overlapped steps): one more output occurrence;
+//     page_table[i / PAGE]) holds the history the host knows, and the step's input tokens
+//     token_ids[unlisted .. unlisted + unlisted_count] are output tokens the list lacks
+//     (the row's input when it came from the previous step on the GPU, in overlapped steps;
+//     the guesses before a speculative row): one more output occurrence each;
 //     then each listed token's bias (the request's `logit_bias`) is added;
 //  2. temperature and exclusion: a token is left out (as if its probability were 0) when the
 //     row's allowed-token mask clears its bit or its logit is not finite (-inf, +inf, NaN;
@@ -48,7 +49,8 @@ struct Sampling {
     mask_row: u32,
     raw_logprobs: u32,
     forced: u32,  // NONE, or the token a scored row reports
-    pending: u32, // NONE, or the index in token_ids of an output token not in the penalty list
+    unlisted: u32,       // index in token_ids of the first output token not in the penalty list
+    unlisted_count: u32, // how many follow it there (at most MAX_UNLISTED)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -67,10 +69,11 @@ const BISECT_STEPS: u32 = 32u;
 const NO_MASK: u32 = 0xffffffffu;
 const NONE: u32 = 0xffffffffu;
 const PAGE: u32 = 128u; // entries per page of the penalty pool (kiln_core::PENALTY_PAGE)
+const MAX_UNLISTED: u32 = 16u; // kiln_gpu::ops::MAX_UNLISTED
 
 var<workgroup> found: f32;
-var<workgroup> pend_entry: u32;  // the pool entry of the pending token in the penalty list, or NONE
-var<workgroup> pend_raw: f32;    // the pending token's logit before penalties
+var<workgroup> unlisted_found: array<u32, MAX_UNLISTED>; // 1 where the list holds unlisted token j
+var<workgroup> unlisted_raw: array<f32, MAX_UNLISTED>;   // unlisted token j's logit before penalties
 
 var<workgroup> red_v: array<f32, 256>;
 var<workgroup> red_i: array<u32, 256>;
@@ -253,7 +256,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
 
     // 1. Penalties: each history token appears once in the list, so no two invocations race.
-    // The raw value is kept for the raw log-prob of the chosen token.
+    // A listed token that is also among the unlisted output tokens counts them too. The raw
+    // value is kept for the raw log-prob of the chosen token (rows of one request that
+    // share a list never both read it: the host guesses for no such row).
+    let n_unlisted = min(sp.unlisted_count, MAX_UNLISTED);
+    if (lid < MAX_UNLISTED) {
+        unlisted_found[lid] = 0u;
+    }
+    workgroupBarrier();
+    let keep_raw = raw && sp.top_logprobs > 0u;
     for (var e = lid; e < sp.penalty_count; e += WG) {
         let entry = pool_entry(sp, e);
         let w = entry_word(entry);
@@ -264,44 +275,43 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let packed = penalties[w + 1u];
         let bias = bitcast<f32>(penalties[w + 2u]);
         let l = logits[base + tok];
-        penalty_raw[entry] = l;
-        logits[base + tok] = penalized(sp, l, (packed >> 31u) != 0u, packed & 0x7fffffffu) + bias;
+        var seen = (packed >> 31u) != 0u;
+        var count = packed & 0x7fffffffu;
+        for (var j = 0u; j < n_unlisted; j++) {
+            if (token_ids[sp.unlisted + j] == tok) {
+                unlisted_found[j] = 1u;
+                unlisted_raw[j] = l;
+                seen = true;
+                count += 1u;
+            }
+        }
+        if (keep_raw) {
+            penalty_raw[entry] = l;
+        }
+        logits[base + tok] = penalized(sp, l, seen, count) + bias;
+    }
+    workgroupBarrier();
+    // Unlisted tokens the list lacks: penalised as seen, once per occurrence among them.
+    if (lid == 0u) {
+        for (var j = 0u; j < n_unlisted; j++) {
+            let tok = token_ids[sp.unlisted + j];
+            if (tok >= v_count || unlisted_found[j] != 0u) {
+                continue;
+            }
+            let l = logits[base + tok];
+            var count = 0u;
+            for (var i = j; i < n_unlisted; i++) {
+                if (token_ids[sp.unlisted + i] == tok) {
+                    unlisted_found[i] = 1u;
+                    unlisted_raw[i] = l;
+                    count += 1u;
+                }
+            }
+            logits[base + tok] = penalized(sp, l, true, count);
+        }
     }
     storageBarrier();
     workgroupBarrier();
-    // The pending token: penalised again from its raw logit with one more occurrence if it is
-    // listed, else penalised as seen once.
-    var pend = NONE;
-    if (sp.pending != NONE) {
-        pend = token_ids[sp.pending];
-    }
-    if (pend < v_count) {
-        if (lid == 0u) {
-            pend_entry = NONE;
-        }
-        workgroupBarrier();
-        for (var e = lid; e < sp.penalty_count; e += WG) {
-            let entry = pool_entry(sp, e);
-            if (penalties[entry_word(entry)] == pend) {
-                pend_entry = entry;
-            }
-        }
-        workgroupBarrier();
-        if (lid == 0u) {
-            var l = logits[base + pend];
-            var count = 1u;
-            var bias = 0.0;
-            if (pend_entry != NONE) {
-                l = penalty_raw[pend_entry];
-                count += penalties[entry_word(pend_entry) + 1u] & 0x7fffffffu;
-                bias = bitcast<f32>(penalties[entry_word(pend_entry) + 2u]);
-            }
-            pend_raw = l;
-            logits[base + pend] = penalized(sp, l, true, count) + bias;
-        }
-        storageBarrier();
-        workgroupBarrier();
-    }
 
     // 2. Temperature and exclusion (excluded tokens hold NEG, below every threshold), the
     // row's maximum and log-sum-exp over the kept tokens.
@@ -431,8 +441,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 found = penalty_raw[entry];
             }
         }
-        if (lid == 0u && pend < v_count && pend == chosen && pend_entry == NONE) {
-            found = pend_raw;
+        if (lid == 0u) {
+            for (var j = 0u; j < n_unlisted; j++) {
+                if (token_ids[sp.unlisted + j] == chosen) {
+                    found = unlisted_raw[j];
+                }
+            }
         }
         workgroupBarrier();
         chosen_lp = found - lse_raw;

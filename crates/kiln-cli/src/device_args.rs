@@ -23,8 +23,9 @@ pub struct DeviceArgs {
     /// Speculative decoding by prompt lookup: each decode carries up to this many guesses of
     /// its next tokens, taken from what followed the latest earlier occurrence of its last
     /// tokens in its prompt and output, and keeps those the model's draws confirm (outputs
-    /// are the same; requests with penalties, a logit bias, min_tokens, grammars or token
-    /// filters are not guessed for). 0: off.
+    /// are the same; requests with grammars or token filters are not guessed for, nor those
+    /// reporting raw log-probabilities with penalties, a logit bias or min_tokens). 0: off;
+    /// at most 15.
     #[arg(long, default_value_t = 0)]
     pub speculative_tokens: usize,
     /// Shortest run of last tokens looked up for guesses.

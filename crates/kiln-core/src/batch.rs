@@ -11,6 +11,9 @@ pub const BLOCK_SIZE: usize = 16;
 /// them (their block went back to the pool).
 pub const NO_BLOCK: u32 = u32::MAX;
 
+/// Most speculative tokens one segment may carry ([`SeqInBatch::drafts`]).
+pub const MAX_DRAFTS: u32 = 15;
+
 /// Everything the model runner needs to run one forward pass.
 ///
 /// Tokens are flattened: sequence `s` owns `token_ids[seqs[s].query_start ..
@@ -79,9 +82,10 @@ pub struct SeqInBatch {
     pub sample: Option<SampleSpec>,
     /// Speculative tokens at the end of the segment (a decode's guesses of the tokens that
     /// follow its input): its last `drafts + 1` rows are all sampled with `sample`, row `i`
-    /// of them drawing output token `draw_index + i`. Only with `sample`, and without a
-    /// penalty list (each row would count the guesses before it, and the rows would share the
-    /// list's per-entry state on the runner).
+    /// of them drawing output token `draw_index + i`, its penalties counting the guesses
+    /// before it. Only with `sample`, at most [`MAX_DRAFTS`], and not with a penalty list
+    /// when raw log-probabilities are reported (the rows would share the list's per-entry
+    /// scratch for raw logits on the runner).
     pub drafts: u32,
     /// Score prompt tokens: the log-probabilities of the tokens that follow some of this
     /// segment's rows (prompt logprobs), if set.
@@ -173,9 +177,15 @@ impl StepBatch {
                     .map_err(|e| format!("sequence {i}: {e}"))?;
             }
             if s.drafts > 0 {
-                let list =
-                    (s.sample.as_ref()).map(|p| p.params.has_penalties() || p.penalties.len > 0);
-                if list != Some(false) || s.score.is_some() || s.drafts >= s.query_len {
+                let shared_scratch = (s.sample.as_ref()).map(|p| {
+                    p.params.reports_raw_logprobs()
+                        && (p.params.has_penalties() || p.penalties.len > 0)
+                });
+                if shared_scratch != Some(false)
+                    || s.score.is_some()
+                    || s.drafts >= s.query_len
+                    || s.drafts > MAX_DRAFTS
+                {
                     return Err(format!(
                         "sequence {i}: {} speculative tokens in a segment of {} that is not a \
                          plain sampled one",

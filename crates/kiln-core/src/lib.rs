@@ -14,7 +14,8 @@ mod sampling;
 mod token_filter;
 
 pub use batch::{
-    BLOCK_SIZE, BlockCopy, BlockTables, NO_BLOCK, PrevToken, PromptScore, SeqInBatch, StepBatch,
+    BLOCK_SIZE, BlockCopy, BlockTables, MAX_DRAFTS, NO_BLOCK, PrevToken, PromptScore, SeqInBatch,
+    StepBatch,
 };
 pub use grammar::Grammar;
 pub use penalties::{PENALTY_PAGE, PenaltyLists, PenaltyToken, PenaltyWrites};

@@ -74,6 +74,12 @@ impl SamplingParams {
             || self.frequency_penalty != 0.0
     }
 
+    /// Whether the sampler reports log-probabilities of the raw logits, for which it keeps
+    /// each penalised token's raw logit in per-entry scratch of the penalty list.
+    pub fn reports_raw_logprobs(&self) -> bool {
+        self.logprobs_mode == LogprobsMode::Raw && self.top_logprobs > 0
+    }
+
     /// Checks ranges; the message names the offending parameter.
     pub fn validate(&self) -> Result<(), String> {
         let checks: [(&str, bool, &str); 6] = [

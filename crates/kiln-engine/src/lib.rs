@@ -20,7 +20,7 @@ pub use error::EngineError;
 #[cfg(feature = "fault-injection")]
 pub use fault::FaultPlan;
 pub use grammar_compiler::{CompileError, GrammarCompiler};
-pub use kiln_core::{Grammar, LogprobsMode, SampledToken, SamplingParams, TokenFilter};
+pub use kiln_core::{Grammar, LogprobsMode, MAX_DRAFTS, SampledToken, SamplingParams, TokenFilter};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{
     FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats, Speculation,

@@ -163,19 +163,25 @@ impl StepInputs {
             ]);
             if let Some(spec) = &seq.sample {
                 let last = seq.query_start + seq.query_len - 1;
+                let first = last - seq.drafts;
                 let page_table = seq.table_row * self.cap.penalty_pages_per_seq as u32;
+                // The first sampled row's input, when it comes from the previous step, is
+                // an output token the penalty list lacks; so are the guesses before a row
+                // (at most MAX_DRAFTS, as the batch's check holds them: MAX_UNLISTED).
+                let from_previous = (batch.prev_tokens)
+                    .binary_search_by_key(&first, |p| p.index)
+                    .is_ok();
+                let unlisted = first + u32::from(!from_previous);
                 // A speculative token's row draws the output token after the rows before it.
                 for i in 0..=seq.drafts {
-                    sample_rows.push(last - seq.drafts + i);
+                    sample_rows.push(first + i);
                     let mut u = SampleUniform::new(spec, page_table);
                     u.draw_index += i;
+                    if spec.params.has_penalties() {
+                        u.unlisted = unlisted;
+                        u.unlisted_count = first + i + 1 - unlisted;
+                    }
                     sampling.push(u);
-                }
-                let from_previous = (batch.prev_tokens)
-                    .binary_search_by_key(&last, |p| p.index)
-                    .is_ok();
-                if spec.params.has_penalties() && from_previous {
-                    sampling.last_mut().unwrap().pending = last;
                 }
                 lists.push((seq.table_row, &spec.penalties));
             }

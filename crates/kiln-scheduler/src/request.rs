@@ -282,20 +282,30 @@ impl RequestState {
 
     /// Whether this request's decodes may carry guesses: not when a grammar or token filter
     /// constrains it (`Request::speculative`), nor when it holds a penalty list (penalties,
-    /// a logit bias or `min_tokens`' ban), since the rows of one decode would share the
-    /// list's per-entry state on the runner, and each would have to count the guesses
-    /// before it.
+    /// a logit bias or `min_tokens`' ban) and reports raw log-probabilities, since the rows
+    /// of one decode would share the list's per-entry scratch for raw logits on the runner.
+    /// (Each row's penalties count the guesses before it.)
     pub fn may_guess(&self) -> bool {
-        self.req.speculative && self.penalties.is_none()
+        self.req.speculative
+            && !(self.penalties.is_some() && self.req.sampling.reports_raw_logprobs())
     }
 
     /// Most guesses a decode of this request may carry now (0: none): when it may guess and
-    /// its last token is known, a guess being one output token it may still produce.
+    /// its last token is known, a guess being one output token it may still produce. While
+    /// `min_tokens` bans the end tokens, only as many as keep every row under the ban (the
+    /// list, and so the ban, is the same for all rows of a decode).
     pub fn draft_limit(&self, max_len: usize) -> usize {
         if !self.may_guess() || self.pending_row.is_some() {
             return 0;
         }
+        let banned = (self.penalties.as_ref()).is_some_and(|list| list.is_banning());
+        let under_ban = if banned {
+            self.req.min_tokens.saturating_sub(self.output_len + 1)
+        } else {
+            usize::MAX
+        };
         (self.req.max_tokens.saturating_sub(self.output_len + 1))
             .min(max_len.saturating_sub(self.tokens.len() + 1))
+            .min(under_ban)
     }
 }

@@ -17,6 +17,8 @@
 //! tokens the request would have produced one step at a time, greedy or sampled with a
 //! seed; what a wrong guess costs is its row's compute.
 
+use kiln_core::MAX_DRAFTS;
+
 /// Prompt lookup settings (vLLM's `ngram` method: `num_speculative_tokens`,
 /// `prompt_lookup_min`, `prompt_lookup_max`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +44,11 @@ impl Speculation {
 
     /// Checks the settings; the message names the one that is wrong.
     pub fn validate(&self) -> Result<(), String> {
-        if self.num_tokens == 0 {
-            return Err("the number of speculative tokens must be at least 1".into());
+        if self.num_tokens == 0 || self.num_tokens > MAX_DRAFTS as usize {
+            return Err(format!(
+                "the number of speculative tokens must be 1 to {MAX_DRAFTS}, not {}",
+                self.num_tokens
+            ));
         }
         if self.lookup_min == 0 || self.lookup_min > self.lookup_max {
             return Err(format!(

@@ -205,11 +205,13 @@ impl FakeRunner {
             let list = self.penalties.apply(s.table_row, &spec.penalties);
             if spec.params.has_penalties() && self.window.is_none() {
                 // The list counts the known history: all of it but an input the sampler
-                // takes from the previous step, which it counts itself.
-                let last = s.query_start + s.query_len - 1;
-                let pending = batch.prev_tokens.iter().any(|p| p.index == last);
-                let history = self.read(table, 0, end - usize::from(pending));
-                check_penalty_list(&list, &history, end - spec.draw_index as usize);
+                // takes from the previous step and the guesses, which it counts itself.
+                let drafts = s.drafts as usize;
+                let first = s.query_start + s.query_len - 1 - s.drafts;
+                let pending = batch.prev_tokens.iter().any(|p| p.index == first);
+                let history = self.read(table, 0, end - drafts - usize::from(pending));
+                let prompt_len = end - drafts - spec.draw_index as usize;
+                check_penalty_list(&list, &history, prompt_len);
             }
             // A decode with guesses draws at each of its last rows.
             for row_end in end - s.drafts as usize..=end {

@@ -1,7 +1,7 @@
 //! Speculative decoding by prompt lookup: decodes carry guesses of their next tokens from
 //! their own history, and keep those the model's draws confirm. Every output and finish
 //! reason must equal the fake model's run alone, one token at a time, with stop tokens,
-//! `min_tokens` and penalties (never guessed for), preemption, the prefix cache and sliding
+//! `min_tokens` (no decode's rows straddling its end) and penalties, preemption, the prefix cache and sliding
 //! windows in the mix; guesses must be made, and some must fail.
 
 mod common;
@@ -68,13 +68,31 @@ fn run(c: SchedulerConfig, reqs: &[Request], overlap: bool) -> Sim {
     for r in reqs {
         sim.sched.add_request(r.clone()).unwrap();
     }
+    let mut penalised_guesses = 0;
     while let Some((step, _)) = sim.step() {
-        for s in step.batch.seqs.iter().filter(|s| s.drafts > 0) {
+        for (s, seq) in step.batch.seqs.iter().zip(&step.seqs) {
+            if s.drafts == 0 {
+                continue;
+            }
             let spec = s.sample.as_ref().expect("guesses are sampled");
-            assert!(!spec.params.has_penalties(), "guesses with penalties");
-            assert_eq!(spec.penalties.len, 0, "guesses with a penalty list");
+            penalised_guesses += usize::from(spec.params.has_penalties());
+            // min_tokens' ban is the same for every row of a decode: all under it or none.
+            let r = &reqs[seq.id as usize];
+            let (first, last) = (
+                spec.draw_index as usize,
+                (spec.draw_index + s.drafts) as usize,
+            );
+            assert!(
+                first >= r.min_tokens || last < r.min_tokens,
+                "request {}: rows drawing outputs {first}..={last} across min_tokens {}",
+                r.id,
+                r.min_tokens
+            );
         }
         assert!(sim.steps < 20_000, "not finished");
+    }
+    if sim.sched.stats().spec_draft_tokens > 0 {
+        assert!(penalised_guesses > 0, "no request with penalties guessed");
     }
     let max_len = sim.sched.max_len();
     for r in reqs {

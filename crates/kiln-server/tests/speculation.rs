@@ -1,6 +1,6 @@
 //! Speculative decoding through the server: a server whose decodes carry guesses of their
-//! next tokens answers every request as one without them does (greedy and seeded, streamed
-//! and not, cut by stop strings that end inside a run of confirmed guesses), and reports its
+//! next tokens answers every request as one without them does (greedy and seeded, with
+//! penalties, streamed and not, cut by stop strings that end inside a run of confirmed guesses), and reports its
 //! guesses in the metrics.
 
 mod common;
@@ -57,9 +57,12 @@ async fn guesses_change_no_reply() {
     ];
     let mut cut_by_stop = 0;
     for prompt in prompts {
-        for (temperature, seed) in [(0.0, 0), (0.8, 7)] {
+        // Greedy, seeded, and greedy with penalties (each guess's row counting the guesses
+        // before it).
+        for (temperature, seed, penalty) in [(0.0, 0, 0.0), (0.8, 7, 0.0), (0.0, 0, 0.05)] {
             let body = json!({"model": "tiny", "prompt": prompt, "max_tokens": 40,
                 "temperature": temperature, "seed": seed, "ignore_eos": true,
+                "repetition_penalty": 1.0 + penalty, "frequency_penalty": penalty,
                 "stream_options": {"include_usage": true}});
             let want = complete(&plain, &body).await;
             // A stop string from the middle of the reply: it ends the reply there, with
@@ -73,7 +76,8 @@ async fn guesses_change_no_reply() {
             for stream in [false, true] {
                 let mut body = body.clone();
                 body["stream"] = json!(stream);
-                let what = format!("{prompt:?} at {temperature}, streamed: {stream}");
+                let what =
+                    format!("{prompt:?} at {temperature}, penalty {penalty}, streamed: {stream}");
                 assert_eq!(complete(&guessing, &body).await, want, "{what}");
                 if let Some(stop) = stop.as_ref().filter(|s| !s.trim().is_empty()) {
                     body["stop"] = json!([stop]);

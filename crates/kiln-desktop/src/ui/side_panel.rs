@@ -318,7 +318,10 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
     ui.horizontal(|ui| {
         let label = ui.label("Speculative tokens (0: off)");
         let r = ui
-            .add(egui::DragValue::new(&mut app.settings.speculative_tokens).range(0..=16))
+            .add(
+                egui::DragValue::new(&mut app.settings.speculative_tokens)
+                    .range(0..=kiln_engine::MAX_DRAFTS as usize),
+            )
             .labelled_by(label.id);
         changed |= r.changed();
     })

@@ -6,7 +6,9 @@ use kiln_engine::{Engine, FinishReason, LogprobsMode, Overlap};
 
 use super::*;
 
-/// What a request produced: tokens with their log-probs, prompt scores, and why it ended.
+/// What a request produced: tokens with their log-probs, each followed by its top
+/// alternatives (so a shifted normaliser shows even where the chosen token's log-prob is
+/// near 0), prompt scores, and why it ended.
 type Outcome = (Vec<(u32, f32)>, Vec<(u32, f32)>, Option<FinishReason>);
 
 pub(super) fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, Outcome> {
@@ -20,6 +22,7 @@ pub(super) fn run_outcomes(e: &mut Engine, reqs: Vec<Request>) -> BTreeMap<u64, 
             let o = out.get_mut(&u.id).unwrap();
             if let Some(t) = u.token {
                 o.0.push((t.token_id, t.logprob.unwrap_or(0.0)));
+                o.0.extend(&t.top_logprobs);
             }
             let scored = u.prompt_logprobs.iter();
             o.1.extend(scored.map(|t| (t.token_id, t.logprob.unwrap())));

@@ -47,10 +47,17 @@ pub struct SampleUniform {
     pub raw_logprobs: u32,
     /// [`NO_TOKEN`], or the token a scored prompt row reports.
     pub forced: u32,
-    /// [`NO_TOKEN`], or the index in the step's input tokens of an output token of this row
-    /// that its penalty list lacks (an input taken from the previous step's output).
-    pub pending: u32,
+    /// Index in the step's input tokens of the first of `unlisted_count` output tokens of
+    /// this row that its penalty list lacks (an input taken from the previous step's output;
+    /// the guesses before a speculative row), each counted as one more occurrence.
+    pub unlisted: u32,
+    /// At most [`MAX_UNLISTED`].
+    pub unlisted_count: u32,
 }
+
+/// Most output tokens a sampled row may count beyond its penalty list (the kernel's
+/// `MAX_UNLISTED`): a pending input and the guesses before the row.
+pub const MAX_UNLISTED: usize = 1 + kiln_core::MAX_DRAFTS as usize;
 
 impl SampleUniform {
     /// Packs `spec`, whose penalty list's page table starts at word `penalty_start` of the
@@ -74,7 +81,8 @@ impl SampleUniform {
             mask_row: NO_MASK,
             raw_logprobs: u32::from(p.logprobs_mode == LogprobsMode::Raw),
             forced: NO_TOKEN,
-            pending: NO_TOKEN,
+            unlisted: 0,
+            unlisted_count: 0,
         }
     }
 

@@ -4,12 +4,14 @@
 //! CPU-computed kept set and renormalised probabilities for temperature, top-k, top-p and
 //! min-p; repetition / presence / frequency penalties against the CPU formula; token masks,
 //! -inf and NaN logits left out of greedy, top-k/top-p and the draw; raw and processed
-//! log-probs; scored prompt rows (a forced token) among sampled ones; an output token that
-//! the penalty list lacks (an input taken from the previous step, `SampleUniform::pending`).
+//! log-probs; scored prompt rows (a forced token) among sampled ones; output tokens that
+//! the penalty list lacks (an input taken from the previous step, the guesses before a
+//! speculative row: `SampleUniform::unlisted`).
 //!
 //! This file holds the harness; `draws.rs` greedy and seeded draws, `penalties.rs` the
 //! penalties, `pages.rs` penalty lists spanning pages of the pool, `masks.rs` token masks
-//! and non-finite logits, `scored.rs` raw log-probs and scored rows.
+//! and non-finite logits, `scored.rs` raw log-probs and scored rows, `unlisted.rs` output
+//! tokens the list lacks.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -18,6 +20,7 @@ mod masks;
 mod pages;
 mod penalties;
 mod scored;
+mod unlisted;
 
 use common::*;
 use kiln_core::{
@@ -81,7 +84,7 @@ fn sample_masked(
 }
 
 /// One dispatch of the sampler over packed rows, with the step's input tokens `inputs` (read
-/// by rows with a pending token).
+/// by rows with output tokens their lists lack).
 #[allow(clippy::too_many_arguments)]
 fn dispatch(
     ctx: &kiln_gpu::GpuContext,
