@@ -3,8 +3,9 @@
 # token ids as the native engine (lavapipe, WGPU_BACKEND=vulkan) for a tiny random GGUF model,
 # with two generations running at once on one engine, then one alone (timed), then one with
 # repetition, presence and frequency penalties; then the demo page itself, driven through its
-# controls (web-demo/test/demo.html): its greedy and penalised replies must be the native
-# front end's, a stop string must cut the reply, and so on.
+# controls (web-demo/test/demo.html): its greedy and penalised replies, made with guesses of
+# their next tokens, must be the native front end's, a stop string must cut the reply, the
+# model file must be kept in the browser and read from there the next time, and so on.
 #
 # Usage: scripts/test-web.sh            (builds with scripts/build-web.sh first)
 #   SKIP_BUILD=1           reuse web-demo/pkg
@@ -174,7 +175,7 @@ PY
 demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","stop":sys.argv[1]}))' "$stop")
 run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
 python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
-import json, sys
+import json, re, sys
 native, page = (json.load(open(p)) for p in sys.argv[1:3])
 stop = sys.argv[3]
 want = native["demo"]
@@ -186,6 +187,20 @@ def same(key, got, expected):
 if not page.get("ok"):
     fails.append(f"page failed: {page.get('error')}")
 else:
+    # The model file: downloaded and kept, read from the browser's store, then downloaded
+    # again once the store was emptied by "Forget kept models".
+    loads = [l["status"] for l in page["loads"]]
+    origins = ["(downloaded, kept in this browser)", "(from this browser's store, not downloaded)",
+               "(downloaded, kept in this browser)"]
+    if any(o not in l for o, l in zip(origins, loads)) or page["forgotten"] != "none kept":
+        fails.append(f"keeping the model in the browser: loads {loads}, after forgetting {page['forgotten']!r}")
+    if page["gets"].get("/tiny.gguf") != 2:
+        fails.append(f"the model file was fetched {page['gets'].get('/tiny.gguf')} times, not 2: {page['gets']}")
+    # Every reply was made with guesses (the panel's speculative tokens), some confirmed.
+    confirmed = [int(m[1]) for r in (page["greedy"], page["penalised"], *page["together"], page["thinking"])
+                 if (m := re.search(r"guesses (\d+) of \d+ confirmed", r.get("stats") or ""))]
+    if not confirmed or max(confirmed) == 0:
+        fails.append(f"no guesses confirmed in the demo page: {page['greedy'].get('stats')}")
     same("greedy reply", page["greedy"], want["greedy"])
     same("penalised reply", page["penalised"], want["penalised"])
     if want["penalised"]["text"] == want["greedy"]["text"]:

@@ -1,4 +1,6 @@
-import { openGpu, describeAdapter, fetchBytes, loadModel, Driver, KilnError } from './kiln.js';
+import {
+  openGpu, describeAdapter, fetchModelFile, keptModels, forgetModels, canKeepModels, loadModel, Driver, KilnError,
+} from './kiln.js';
 
 const $ = (id) => document.getElementById(id);
 let gpu = null, engine = null, driver = null;
@@ -130,6 +132,10 @@ class Chat {
       const ttft = tFirst === null ? '–' : `${(tFirst - t0).toFixed(0)} ms`;
       const rate = n > 1 ? ((n - 1) / ((now - tFirst) / 1000)).toFixed(1) : '–';
       this.stats.textContent = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens`;
+      const info = engine.info();
+      if (info.guessesMade > 0) {
+        this.stats.textContent += ` · guesses ${info.guessesConfirmed} of ${info.guessesMade} confirmed (all chats)`;
+      }
       if (ev.finished) {
         this.stats.textContent += ` · finished: ${ev.finished}`;
         const turn = { role: 'assistant', content: reply };
@@ -161,7 +167,11 @@ async function installModel(src, sizeNote) {
     const t0 = performance.now();
     engine?.free();
     engine = null;
-    engine = loadModel(gpu, src, { kvMiB: Number($('kv-mib').value), maxSeqs: 8 },
+    const speculativeTokens = Number($('spec-tokens').value);
+    if (!Number.isInteger(speculativeTokens) || speculativeTokens < 0) {
+      throw new KilnError(`speculative tokens must be a whole number from 0, not ${$('spec-tokens').value}`);
+    }
+    engine = loadModel(gpu, src, { kvMiB: Number($('kv-mib').value), maxSeqs: 8, speculativeTokens },
       (done, total) => { $('progress-bar').style.width = `${(100 * done / total).toFixed(1)}%`; });
     driver = new Driver(gpu, engine, fatal);
     const info = engine.info();
@@ -177,26 +187,47 @@ async function installModel(src, sizeNote) {
 async function loadFromUrl() {
   const url = $('model-url').value.trim();
   const status = $('model-status');
+  const keep = $('keep-models').checked;
   try {
     let src;
     const progress = (d, t) => {
       $('progress-bar').style.width = t ? `${(100 * d / t).toFixed(1)}%` : '0';
-      setStatus(status, `Downloading ${url}: ${(d / 2 ** 20).toFixed(1)} MiB`);
+      setStatus(status, `Reading ${url}: ${(d / 2 ** 20).toFixed(1)} MiB`);
+    };
+    // Where the files came from: all from this browser's store, or downloaded (and kept?).
+    const fetched = [];
+    const file = async (u, p) => {
+      const f = await fetchModelFile(u, p, keep);
+      fetched.push(f);
+      return f.bytes;
     };
     if (url.endsWith('/')) {
       const files = {};
-      for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) files[f] = await fetchBytes(url + f, progress);
+      for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) files[f] = await file(url + f, progress);
       for (const f of ['tokenizer_config.json', 'generation_config.json']) {
-        try { files[f] = await fetchBytes(url + f); } catch { /* optional */ }
+        try { files[f] = await file(url + f); } catch { /* optional */ }
       }
       src = { files, name: url };
     } else {
-      src = { gguf: await fetchBytes(url, progress), name: url.split('/').pop() };
+      src = { gguf: await file(url, progress), name: url.split('/').pop() };
     }
-    await installModel(src, '');
+    let origin = '';
+    if (fetched.every((f) => f.fromCache)) origin = " (from this browser's store, not downloaded)";
+    else if (keep && fetched.every((f) => f.kept)) origin = ' (downloaded, kept in this browser)';
+    else if (keep) origin = ` (downloaded, not kept: ${fetched.find((f) => f.note)?.note || 'this page cannot keep files'})`;
+    await installModel(src, origin);
+    await showKept();
   } catch (e) {
     setStatus(status, `Loading ${url} failed: ${e.message ?? e}`, true);
   }
+}
+
+/// Lists the model files this browser keeps next to the "Forget kept models" button.
+async function showKept() {
+  const kept = canKeepModels() ? await keptModels() : null;
+  $('kept-models').textContent = kept === null ? 'this page cannot keep files (not a secure context)'
+    : kept.length ? `kept: ${kept.map((u) => decodeURIComponent(u.split('/').pop())).join(', ')}` : 'none kept';
+  $('forget-models').disabled = !kept?.length;
 }
 
 async function loadFromDisk(fileList) {
@@ -232,6 +263,8 @@ async function main() {
   $('gpu-features').textContent = `Adapter features: ${feats.length ? feats.join(', ') : '(none)'} · ` +
     `kiln uses: ${gpu.device_features().join(', ') || 'no optional features'}`;
   $('load-url').addEventListener('click', loadFromUrl);
+  $('forget-models').addEventListener('click', async () => { await forgetModels(); await showKept(); });
+  await showKept();
   $('model-files').addEventListener('change', (e) => loadFromDisk(e.target.files));
 }
 

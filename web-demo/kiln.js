@@ -37,10 +37,15 @@ export function describeAdapter(gpu) {
   return [parts, desc && `(${desc})`].filter(Boolean).join(' ') || 'unnamed WebGPU adapter';
 }
 
-/// Fetches a URL as bytes, reporting progress(doneBytes, totalBytes).
-export async function fetchBytes(url, progress) {
-  const resp = await fetch(url);
+/// Fetches a URL as bytes, reporting progress(doneBytes, totalBytes); `init` as fetch's.
+export async function fetchBytes(url, progress, init = {}) {
+  const resp = await fetch(url, init);
   if (!resp.ok) throw new KilnError(`${url}: HTTP ${resp.status}`);
+  return readBody(resp, progress);
+}
+
+/// The body of `resp` as bytes, reporting progress(doneBytes, totalBytes).
+async function readBody(resp, progress) {
   const total = Number(resp.headers.get('content-length')) || 0;
   if (!resp.body || !progress) return new Uint8Array(await resp.arrayBuffer());
   const reader = resp.body.getReader();
@@ -57,6 +62,51 @@ export async function fetchBytes(url, progress) {
   let at = 0;
   for (const c of chunks) { out.set(c, at); at += c.length; }
   return out;
+}
+
+/// The browser's Cache Storage bucket that keeps downloaded model files.
+const MODEL_CACHE = 'kiln-models';
+
+/// Whether this page can keep model files (Cache Storage exists only in secure contexts:
+/// https, or http on localhost).
+export function canKeepModels() {
+  return typeof caches !== 'undefined';
+}
+
+/// Fetches a model file by URL as `fetchBytes` does, through the browser's Cache Storage: a
+/// URL kept before is read from there (no download); a new one is downloaded and, with
+/// `keep`, kept for the next load. Resolves to `{bytes, fromCache, kept, note}`: `kept` says
+/// whether this download was kept, `note` why not when keeping failed (the storage quota).
+/// A file changed on the server under the same URL is not noticed: `forgetModels()`.
+export async function fetchModelFile(url, progress, keep = true) {
+  const cache = keep && canKeepModels() ? await caches.open(MODEL_CACHE) : null;
+  const hit = await cache?.match(url);
+  if (hit) return { bytes: await readBody(hit, progress), fromCache: true, kept: true, note: '' };
+  // A file to keep bypasses the HTTP cache: it would be stored twice.
+  const bytes = await fetchBytes(url, progress, cache ? { cache: 'no-store' } : {});
+  let kept = false, note = '';
+  if (cache) {
+    const headers = { 'content-type': 'application/octet-stream', 'content-length': `${bytes.length}` };
+    try {
+      await cache.put(url, new Response(bytes, { headers }));
+      kept = true;
+    } catch (e) {
+      note = `${e.message ?? e}`;
+    }
+  }
+  return { bytes, fromCache: false, kept, note };
+}
+
+/// The URLs of the model files this browser keeps.
+export async function keptModels() {
+  if (!canKeepModels() || !(await caches.has(MODEL_CACHE))) return [];
+  const cache = await caches.open(MODEL_CACHE);
+  return (await cache.keys()).map((r) => r.url);
+}
+
+/// Deletes every kept model file; resolves to whether there were any.
+export async function forgetModels() {
+  return canKeepModels() && caches.delete(MODEL_CACHE);
 }
 
 /// Loads a model: `{gguf: Uint8Array, name}` or `{files: {name: Uint8Array}}`.

@@ -126,6 +126,15 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     ),
                 );
                 row("Running", format!("{} replies", s.num_running));
+                if s.spec_draft_tokens > 0 {
+                    row(
+                        "Guesses",
+                        format!(
+                            "{} of {} confirmed",
+                            s.spec_accepted_tokens, s.spec_draft_tokens
+                        ),
+                    );
+                }
                 let (used, device) = m.engine.info.gpu_bytes;
                 let of = match device {
                     Some(d) => match d.free {

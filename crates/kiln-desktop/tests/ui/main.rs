@@ -4,7 +4,7 @@
 //! generate at once, chats survive a restart, a bad model file shows its error, a dropped
 //! model file opens, and Chinese and Japanese text is drawn with the system's fonts. The
 //! accessibility check is on: every control must have a label. `fonts.rs` draws text and
-//! icons egui's bundled fonts lack.
+//! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use kiln_desktop::{DesktopApp, ModelState};
 #[path = "../common/mod.rs"]
 mod common;
 mod fonts;
+mod speculation;
 
 use common::*;
 
