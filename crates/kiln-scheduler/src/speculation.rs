@@ -193,7 +193,11 @@ mod tests {
     #[test]
     fn checks_its_settings() {
         assert!(LOOKUP.validate().is_ok());
-        assert!(Speculation::prompt_lookup(MAX_DRAFTS as usize).validate().is_ok());
+        assert!(
+            Speculation::prompt_lookup(MAX_DRAFTS as usize)
+                .validate()
+                .is_ok()
+        );
         let too_many = MAX_DRAFTS as usize + 1;
         let bad = [(0, 1, 2), (too_many, 1, 2), (3, 0, 2), (3, 3, 2)];
         for (num_tokens, lookup_min, lookup_max) in bad {
