@@ -132,6 +132,24 @@ else:
             fails.append(f"structured output {key} in the page: {out}")
     if "cannot be compiled" not in c.get("bad_grammar", ""):
         fails.append(f"a bad grammar was not refused: {c.get('bad_grammar')}")
+    # OpenAI's chat completions in the page (openai.js): the greedy reply to "Hello" is the
+    # native front end's, whole and streamed, with its usage; unserved fields are refused by
+    # name; an aborted stream ends with an AbortError.
+    o = web.get("openai") or {}
+    reply = native["demo"]["greedy"]["text"]
+    for how in ("whole", "streamed"):
+        got = o.get(how) or {}
+        u = got.get("usage") or {}
+        if (got.get("content") != reply or got.get("finish") != "length" or got.get("role") != "assistant"
+                or u.get("completion_tokens") != 16 or u.get("total_tokens") != u.get("prompt_tokens", 0) + 16):
+            fails.append(f"chat completion ({how}) in the page: {got}, native reply {reply!r}")
+    if (o.get("whole") or {}).get("object") != "chat.completion" or (o.get("streamed") or {}).get("chunks", 0) < 4:
+        fails.append(f"chat completion objects in the page: {o}")
+    for field, refusal in (o.get("refused") or {}).items():
+        if not refusal or field not in refusal:
+            fails.append(f"`{field}` was not refused by name in the page: {refusal}")
+    if len(o.get("refused") or {}) != 3 or o.get("aborted") != "AbortError":
+        fails.append(f"chat completions in the page: refusals {o.get('refused')}, abort {o.get('aborted')}")
     # A reply after a prompt that opened a <think> block: all reasoning, equal to the same
     # reply not split.
     r = web.get("reasoning") or {}
@@ -150,6 +168,7 @@ print(f"penalised ids (native): {native['penalised_ids']}")
 print(f"penalised ids (web):    {web.get('penalised_ids')}")
 print(f"structured outputs in the page: {web.get('constrained')}")
 print(f"reasoning in the page: {web.get('reasoning')}")
+print(f"chat completions in the page: {web.get('openai')}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
           f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")
