@@ -150,6 +150,10 @@ else:
             fails.append(f"`{field}` was not refused by name in the page: {refusal}")
     if len(o.get("refused") or {}) != 3 or o.get("aborted") != "AbortError":
         fails.append(f"chat completions in the page: refusals {o.get('refused')}, abort {o.get('aborted')}")
+    lp = o.get("logprobs") or {}
+    if (lp.get("content") != reply or lp.get("count") != 16 or lp.get("streamed") != 16
+            or not lp.get("greedy_first") or not lp.get("bytes") or lp.get("without") is not None):
+        fails.append(f"log-probabilities in the page's chat completions: {lp}")
     # A reply after a prompt that opened a <think> block: all reasoning, equal to the same
     # reply not split.
     r = web.get("reasoning") or {}

@@ -7,8 +7,9 @@ import { KilnError } from './kiln.js';
 /// A client over `engine` (a loaded WebEngine) stepped by `driver` (kiln.js's Driver, shared
 /// with any other use of the engine); `model` is the name requests may give in `model`.
 /// `create(params, {signal})`: `params` takes `messages`, `stream`, `stream_options`
-/// (`include_usage`), `model`, `max_completion_tokens` and every generation field of the
-/// engine's `start()` (an unknown one is an error, never ignored); aborting `signal` stops
+/// (`include_usage`), `model`, `max_completion_tokens` and every field of the engine's
+/// `start()`, `logprobs` and `top_logprobs` among them (an unknown one is an error, never
+/// ignored); aborting `signal` stops
 /// the generation, which then rejects (or ends the stream) with an `AbortError`.
 export function openaiClient(engine, driver, model) {
   let serial = 0;
@@ -38,25 +39,29 @@ export function openaiClient(engine, driver, model) {
     signal?.addEventListener('abort', abort, { once: true });
     driver.kick();
     const usage = (n) => ({ prompt_tokens: prompt.length, completion_tokens: n, total_tokens: prompt.length + n });
+    // Each event's token entry (`start()` checked the fields), as chat's `logprobs.content`.
+    const logprobs = (entries) => (fields.logprobs ? { content: entries } : null);
     if (!stream) {
       let content = '', reasoning = '';
+      const entries = [];
       for (;;) {
         const ev = await events.next();
         content += ev.text;
         reasoning += ev.reasoning;
+        if (ev.logprobs) entries.push(ev.logprobs);
         if (ev.finished) {
           signal?.removeEventListener('abort', abort);
           const message = { role: 'assistant', content, ...(reasoning ? { reasoning_content: reasoning } : {}) };
           return {
             ...head, object: 'chat.completion',
-            choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason(ev.finished) }],
+            choices: [{ index: 0, message, logprobs: logprobs(entries), finish_reason: finishReason(ev.finished) }],
             usage: usage(ev.numTokens),
           };
         }
       }
     }
-    const chunk = (delta, finish = null) => ({
-      ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    const chunk = (delta, finish = null, lp = null) => ({
+      ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta, logprobs: lp, finish_reason: finish }],
     });
     return {
       async* [Symbol.asyncIterator]() {
@@ -66,7 +71,7 @@ export function openaiClient(engine, driver, model) {
           for (;;) {
             const ev = await events.next();
             if (ev.reasoning) yield chunk({ reasoning_content: ev.reasoning });
-            if (ev.text) yield chunk({ content: ev.text });
+            if (ev.text || ev.logprobs) yield chunk({ content: ev.text }, null, ev.logprobs && logprobs([ev.logprobs]));
             if (ev.finished) {
               finished = true;
               yield chunk({}, finishReason(ev.finished));

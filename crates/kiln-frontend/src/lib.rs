@@ -1,11 +1,13 @@
 //! kiln-frontend: what every way of talking to kiln shares, so the server, the CLI, the
 //! browser crate and the desktop app behave alike: generation parameters checked and filled
 //! from the model's own defaults ([`GenerationParams`] to [`GenSpec`]), prompt checks and chat
-//! rendering ([`Frontend`]), structured-output requests ([`requested_grammar`]), and generated text ([`TextStream`]: incremental detokenization and
+//! rendering ([`Frontend`]), structured-output requests ([`requested_grammar`]), log-probabilities
+//! as OpenAI writes them ([`logprob_entry`]), and generated text ([`TextStream`]: incremental detokenization and
 //! stop strings; [`ReasoningStream`]: reasoning set apart from the answer). No GPU, no threads, no I/O; builds for wasm32.
 
 mod detokenize;
 mod frontend;
+mod logprobs;
 mod params;
 mod reasoning;
 mod stop;
@@ -15,6 +17,7 @@ mod token_fields;
 
 pub use detokenize::IncrementalDecoder;
 pub use frontend::{ChatExtras, Ending, Frontend};
+pub use logprobs::{chat_logprobs, logprob_entry, token_name, token_text};
 pub use params::{
     GenSpec, GenerationParams, MAX_N, MAX_TOP_LOGPROBS, ParamError, StopSpec, base_sampling,
 };

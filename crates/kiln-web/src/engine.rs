@@ -9,7 +9,7 @@ use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
     Constraint, Engine, EngineConfig, GrammarCompiler, KernelFamily, KvDtype, Request, Speculation,
 };
-use kiln_frontend::{ChatExtras, Frontend, ReasoningFormat, requested_grammar};
+use kiln_frontend::{ChatExtras, Frontend, ReasoningFormat, chat_logprobs, requested_grammar};
 use kiln_model::{ChatMessage, Model, ModelConfig};
 use wasm_bindgen::prelude::*;
 
@@ -212,7 +212,9 @@ impl WebEngine {
     /// structured-output fields `response_format` and `structured_outputs` (the output is then
     /// constrained to match on the GPU, after the reasoning of a model that reasons), and
     /// `reasoning` (`think` or `none`: whether a `<think>` block goes to `event.reasoning`
-    /// apart from `event.text`; by default where the chat template knows the tags); unset ones
+    /// apart from `event.text`; by default where the chat template knows the tags), and chat's
+    /// `logprobs` and `top_logprobs` (`event.logprobs`: the token's entry as OpenAI's chat
+    /// writes it, with its alternatives); unset ones
     /// come from the model's generation config, then kiln's defaults; an unknown field is an
     /// error. `on_token(event)` is called for every new token and once at the end
     /// (`event.finished` set). It starts at the next `step()`.
@@ -224,7 +226,8 @@ impl WebEngine {
     ) -> Result<f64, JsValue> {
         let params = start_params(&params)?;
         let f = &self.frontend;
-        let spec = f.resolve(&params.generation, None).map_err(err)?;
+        let logprobs = chat_logprobs(params.logprobs, params.top_logprobs).map_err(err)?;
+        let spec = f.resolve(&params.generation, logprobs).map_err(err)?;
         if spec.n != 1 {
             return Err(err("n must be 1: start one generation per call"));
         }
@@ -273,6 +276,7 @@ impl WebEngine {
             split: reasoning.stream(opened),
             callback: on_token,
             num_tokens: 0,
+            logprobs,
         };
         self.pending
             .borrow_mut()
@@ -351,6 +355,7 @@ impl WebEngine {
                                     reasoning: String::new(),
                                     finished: Some(format!("error: {e}")),
                                     num_tokens: 0,
+                                    logprobs: None,
                                     callback: chat.callback,
                                 }),
                             }

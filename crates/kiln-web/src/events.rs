@@ -1,5 +1,5 @@
 //! What one step means to JavaScript: each engine update of a generation becomes an
-//! [`Event`] `{id, tokenId, text, reasoning, finished, numTokens}` for its callback, its text
+//! [`Event`] `{id, tokenId, text, reasoning, finished, numTokens, logprobs}` for its callback, its text
 //! cut at the generation's stop strings and its reasoning (a `<think>` block) set apart from
 //! the answer (`text`).
 
@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use js_sys::{Function, Object};
 use kiln_engine::{Engine, FinishReason, RequestUpdate};
-use kiln_frontend::{Frontend, ReasoningStream, TextStream};
+use kiln_frontend::{Frontend, ReasoningStream, TextStream, logprob_entry};
 use wasm_bindgen::prelude::*;
 
 use crate::set;
@@ -18,6 +18,8 @@ pub(crate) struct Chat {
     pub split: ReasoningStream,
     pub callback: Option<Function>,
     pub num_tokens: u32,
+    /// Alternatives reported per token, when log-probabilities were asked for.
+    pub logprobs: Option<u32>,
 }
 
 /// One token of one generation, ready for JavaScript.
@@ -28,6 +30,8 @@ pub(crate) struct Event {
     pub reasoning: String,
     pub finished: Option<String>,
     pub num_tokens: u32,
+    /// The token's log-probability entry as OpenAI's chat writes it, when asked for.
+    pub logprobs: Option<serde_json::Value>,
     pub callback: Option<Function>,
 }
 
@@ -51,6 +55,11 @@ impl Event {
                 .unwrap_or(JsValue::NULL),
         );
         set(&o, "numTokens", self.num_tokens);
+        let logprobs = match &self.logprobs {
+            Some(v) => js_sys::JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL),
+            None => JsValue::NULL,
+        };
+        set(&o, "logprobs", logprobs);
         o
     }
 }
@@ -104,6 +113,17 @@ pub(crate) fn handle(
         engine.abort(u.id);
         finished = Some(FinishReason::Stop);
     }
+    // The sampler reports a token's log-probability whenever alternatives were asked for.
+    let logprobs = chat.logprobs.zip(u.token.as_ref()).and_then(|(n, t)| {
+        let top = &t.top_logprobs[..t.top_logprobs.len().min(n as usize)];
+        let lp = t.logprob?;
+        Some(logprob_entry(
+            &frontend.tokenizer,
+            (t.token_id, lp),
+            top,
+            false,
+        ))
+    });
     let split = chat.split.push(&piece.text, finished.is_some());
     let (num_tokens, callback) = (chat.num_tokens, chat.callback.clone());
     if finished.is_some() {
@@ -116,6 +136,7 @@ pub(crate) fn handle(
         reasoning: split.reasoning,
         finished: finished.map(|f| finish_name(f).to_string()),
         num_tokens,
+        logprobs,
         callback,
     });
 }

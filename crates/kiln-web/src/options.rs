@@ -56,6 +56,10 @@ pub(crate) struct StartParams {
     /// `think` or `none`: whether the reply's `<think>` block is set apart (default: where the
     /// model's chat template knows the tags).
     pub reasoning: Option<String>,
+    /// Chat's `logprobs` and `top_logprobs`: each event's token with its log-probability and
+    /// this many alternatives.
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<u32>,
     #[serde(flatten)]
     extra: std::collections::BTreeMap<String, serde_json::Value>,
 }

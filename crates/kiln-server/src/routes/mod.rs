@@ -9,7 +9,6 @@ pub mod render;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kiln_model::Tokenizer;
 use serde_json::{Map, Value, json};
 
 use crate::generate::TokenLogprob;
@@ -25,33 +24,11 @@ pub fn random_id(prefix: &str) -> String {
     format!("{prefix}-{:016x}", rand::random::<u64>())
 }
 
-/// A token's text for logprobs (special tokens included).
-pub fn token_text(tok: &Tokenizer, id: u32) -> String {
-    tok.decode(&[id], false).unwrap_or_default()
-}
+pub use kiln_frontend::{token_name, token_text};
 
-/// How log-probabilities name a token: its text, or `token_id:{id}` when the request set
-/// `return_tokens_as_token_ids`.
-pub fn token_name(tok: &Tokenizer, id: u32, as_ids: bool) -> String {
-    if as_ids {
-        format!("token_id:{id}")
-    } else {
-        token_text(tok, id)
-    }
-}
-
-/// A sampled token's log-probability as OpenAI writes it (chat's `logprobs.content`, the
-/// Responses API's `output_text.logprobs`): token, log-probability, UTF-8 bytes, and its
-/// alternatives in the same form.
+/// A sampled token's log-probability as OpenAI writes it (kiln-frontend's entry).
 pub fn logprob_entry(st: &Shared, l: &TokenLogprob, as_ids: bool) -> Value {
-    let tok = &st.model.tokenizer;
-    let entry = |id: u32, lp: f32| {
-        let t = token_text(tok, id);
-        json!({"token": token_name(tok, id, as_ids), "logprob": lp, "bytes": t.as_bytes()})
-    };
-    let mut e = entry(l.id, l.logprob);
-    e["top_logprobs"] = l.top.iter().map(|&(id, lp)| entry(id, lp)).collect();
-    e
+    kiln_frontend::logprob_entry(&st.model.tokenizer, (l.id, l.logprob), &l.top, as_ids)
 }
 
 /// vLLM's `prompt_logprobs`: `null` for the prompt's first token, then for each scored one

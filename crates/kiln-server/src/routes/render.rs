@@ -161,16 +161,7 @@ pub fn checked_chat(
 ) -> Result<(GenSpec, Option<ToolPlan>, Vec<u32>, usize), ApiError> {
     st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
-    let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
-        (true, t) => Some(t.unwrap_or(0)),
-        (false, Some(t)) if t > 0 => {
-            return Err(ApiError::bad_param(
-                "top_logprobs",
-                "top_logprobs requires logprobs to be true",
-            ));
-        }
-        (false, _) => None,
-    };
+    let logprobs = kiln_frontend::chat_logprobs(req.logprobs, req.top_logprobs)?;
     let mut spec = st.gen_spec(
         &req.sampling,
         req.max_completion_tokens.or(req.sampling.max_tokens),
