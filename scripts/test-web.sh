@@ -150,6 +150,10 @@ else:
             fails.append(f"`{field}` was not refused by name in the page: {refusal}")
     if len(o.get("refused") or {}) != 3 or o.get("aborted") != "AbortError":
         fails.append(f"chat completions in the page: refusals {o.get('refused')}, abort {o.get('aborted')}")
+    # The same reply from the engine in a dedicated worker; a bad file's error comes back.
+    wk = web.get("worker") or {}
+    if wk.get("content") != reply or wk.get("streamed") != reply or "bad.gguf" not in (wk.get("bad") or ""):
+        fails.append(f"the engine in a worker: {wk}, native reply {reply!r}")
     lp = o.get("logprobs") or {}
     if (lp.get("content") != reply or lp.get("count") != 16 or lp.get("streamed") != 16
             or not lp.get("greedy_first") or not lp.get("bytes") or lp.get("without") is not None):
@@ -173,6 +177,7 @@ print(f"penalised ids (web):    {web.get('penalised_ids')}")
 print(f"structured outputs in the page: {web.get('constrained')}")
 print(f"reasoning in the page: {web.get('reasoning')}")
 print(f"chat completions in the page: {web.get('openai')}")
+print(f"the engine in a worker: {web.get('worker')}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
           f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")

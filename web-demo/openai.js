@@ -4,8 +4,10 @@
 // so code written for a server's API runs on the tab's GPU instead.
 import { KilnError } from './kiln.js';
 
-/// A client over `engine` (a loaded WebEngine) stepped by `driver` (kiln.js's Driver, shared
-/// with any other use of the engine); `model` is the name requests may give in `model`.
+/// A client over `engine` (a loaded WebEngine, or worker-client.js's WorkerEngine, whose
+/// calls answer asynchronously) stepped by `driver` (kiln.js's Driver, shared with any other
+/// use of the engine, or the WorkerEngine's `driver`); `model` is the name requests may give
+/// in `model`.
 /// `create(params, {signal})`: `params` takes `messages`, `stream`, `stream_options`
 /// (`include_usage`), `model`, `max_completion_tokens` and every field of the engine's
 /// `start()`, `logprobs` and `top_logprobs` among them (an unknown one is an error, never
@@ -31,10 +33,10 @@ export function openaiClient(engine, driver, model) {
       delete fields.max_completion_tokens;
     }
     signal?.throwIfAborted();
-    const prompt = engine.chat_tokens(JSON.stringify(messages));
+    const prompt = await engine.chat_tokens(JSON.stringify(messages));
     const head = { id: `chatcmpl-kiln-${Date.now().toString(36)}-${serial++}`, created: Math.floor(Date.now() / 1000), model };
     const events = new EventQueue(driver);
-    const id = engine.start(prompt, fields, (ev) => events.push(ev));
+    const id = await engine.start(prompt, fields, (ev) => events.push(ev));
     const abort = () => { engine.stop(id); driver.kick(); };
     signal?.addEventListener('abort', abort, { once: true });
     driver.kick();

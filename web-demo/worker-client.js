@@ -1,0 +1,92 @@
+// The page's side of worker.js: a kiln engine running in a dedicated worker, with the calls
+// of the engine itself (answered asynchronously) and a driver-like handle, so openai.js's
+// client works over it as over an engine on the page's thread.
+import { KilnError } from './kiln.js';
+
+export class WorkerEngine {
+  /// Starts the worker and opens the GPU in it (`gpuOptions` as kiln.js's `openGpu`).
+  static async create(gpuOptions = {}) {
+    const w = new WorkerEngine(new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }));
+    w.gpu = await w.call('open', { options: gpuOptions });
+    return w;
+  }
+
+  constructor(worker) {
+    this.worker = worker;
+    this.calls = new Map();
+    this.callbacks = new Map();
+    this.serial = 0;
+    this.onProgress = null;
+    // What openai.js reads of a driver: kick() (the worker steps by itself) and `dead`.
+    this.driver = { kick() {}, dead: null };
+    worker.onmessage = ({ data }) => this.receive(data);
+    worker.onerror = (e) => this.die(`the engine's worker failed: ${e.message ?? e}`);
+  }
+
+  receive(data) {
+    if (data.call !== undefined) {
+      const { resolve, reject } = this.calls.get(data.call);
+      this.calls.delete(data.call);
+      if (data.ok) resolve(data.value); else reject(new KilnError(data.error));
+    } else if (data.event !== undefined) {
+      const cb = this.callbacks.get(data.event);
+      if (data.ev.finished) this.callbacks.delete(data.event);
+      cb?.(data.ev);
+    } else if (data.progress) {
+      this.onProgress?.(...data.progress);
+    } else if (data.fatal) {
+      this.die(data.fatal);
+    }
+  }
+
+  die(message) {
+    this.driver.dead = message;
+    for (const { reject } of this.calls.values()) reject(new KilnError(message));
+    this.calls.clear();
+  }
+
+  call(op, args = {}) {
+    if (this.driver.dead) return Promise.reject(new KilnError(this.driver.dead));
+    const call = this.serial++;
+    return new Promise((resolve, reject) => {
+      this.calls.set(call, { resolve, reject });
+      this.worker.postMessage({ call, op, ...args });
+    });
+  }
+
+  /// Loads a GGUF model by URL (fetched and kept by the worker, `keep` as kiln.js's
+  /// `fetchModelFile`) or from `bytes` (moved to the worker); resolves to the engine's info
+  /// with `fromCache`. `options` as kiln.js's `loadModel`; `progress(done, total)` while
+  /// the file is read.
+  load({ url, bytes, name, keep = true }, options = {}, progress = null) {
+    this.onProgress = progress;
+    const transfer = bytes ? [bytes.buffer] : [];
+    const args = { url, bytes, name, keep, options };
+    if (this.driver.dead) return Promise.reject(new KilnError(this.driver.dead));
+    const call = this.serial++;
+    return new Promise((resolve, reject) => {
+      this.calls.set(call, { resolve, reject });
+      this.worker.postMessage({ call, op: 'load', ...args }, transfer);
+    });
+  }
+
+  /// The prompt tokens of a chat (`messages` as JSON text, as the engine's `chat_tokens`).
+  chat_tokens(messages) { return this.call('chat_tokens', { messages }); }
+
+  info() { return this.call('info'); }
+
+  /// Starts a generation (as the engine's `start`); resolves to its id. `onEvent(ev)` gets
+  /// its events.
+  async start(prompt, params, onEvent) {
+    const id = await this.call('start', { prompt: Array.from(prompt), params });
+    this.callbacks.set(id, onEvent);
+    return id;
+  }
+
+  stop(id) { this.call('stop', { id }).catch(() => {}); }
+
+  terminate() {
+    this.worker.terminate();
+    this.die('the engine\'s worker was ended');
+  }
+}

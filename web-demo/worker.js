@@ -1,0 +1,60 @@
+// The engine in a dedicated worker: the GPU, the model and the step loop live here, so the
+// page's thread only draws (tokenizing, scheduling, recording the GPU's work and reading its
+// results never block it). The page talks to it through worker-client.js; each message
+// `{call, op, ...}` is answered `{call, ok, value | error}`, and a generation's events come as
+// `{event: generation id, ev}`.
+import { openGpu, describeAdapter, fetchModelFile, loadModel, Driver } from './kiln.js';
+
+let gpu = null, engine = null, driver = null;
+
+const ops = {
+  /// Opens the GPU; the adapter as the page would describe it.
+  async open({ options }) {
+    gpu = await openGpu(options);
+    return { adapter: describeAdapter(gpu), features: gpu.device_features() };
+  },
+
+  /// Loads a GGUF model, fetched here by URL (kept in the browser as kiln.js keeps it) or
+  /// given as bytes; the engine's info, with where the file came from.
+  async load({ url, bytes, name, options, keep }) {
+    let fromCache = false;
+    if (url !== undefined) {
+      const f = await fetchModelFile(url, (done, total) => postMessage({ progress: [done, total] }), keep);
+      ({ bytes, fromCache } = f);
+      name ??= url.split('/').pop();
+    }
+    engine?.free();
+    engine = null;
+    engine = loadModel(gpu, { gguf: bytes, name }, options);
+    driver = new Driver(gpu, engine, (message) => postMessage({ fatal: message }));
+    return { ...engine.info(), fromCache };
+  },
+
+  chat_tokens: ({ messages }) => engine.chat_tokens(messages),
+
+  info: () => engine.info(),
+
+  /// Starts a generation; its events follow as `{event: id, ev}` messages, from the next
+  /// step on (after this call's answer).
+  start({ prompt, params }) {
+    const id = engine.start(prompt, params, (ev) => postMessage({ event: id, ev }));
+    driver.kick();
+    return id;
+  },
+
+  stop({ id }) {
+    engine.stop(id);
+    driver.kick();
+  },
+};
+
+onmessage = async ({ data }) => {
+  const { call, op } = data;
+  try {
+    if (op !== 'open' && op !== 'load' && !engine) throw new Error('no model is loaded');
+    const value = await ops[op](data);
+    postMessage({ call, ok: true, value });
+  } catch (e) {
+    postMessage({ call, ok: false, error: `${e.message ?? e}` });
+  }
+};
