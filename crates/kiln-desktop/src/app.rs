@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use eframe::egui;
 
 use crate::api::Api;
+use crate::attach::{self, Attachment};
 use crate::model::{LoadEvent, Loaded};
 use crate::reply::{Generation, Poll};
 use crate::store::{Chat, Message, Settings, Store};
@@ -39,6 +40,8 @@ pub struct DesktopApp {
     pub generating: HashMap<String, Generation>,
     /// The message being written.
     pub input: String,
+    /// Text files to send with it.
+    pub attachments: Vec<Attachment>,
     /// The model path field.
     pub path_input: String,
     /// Problems to show in the window (a chat file unreadable, a reply failed).
@@ -81,6 +84,7 @@ impl DesktopApp {
             model: ModelState::None,
             generating: HashMap::new(),
             input: String::new(),
+            attachments: Vec::new(),
             path_input: String::new(),
             notices,
             renaming: None,
@@ -224,14 +228,22 @@ impl DesktopApp {
 
     /// Sends the input as the current chat's next user message.
     pub fn send(&mut self) {
-        let text = self.input.trim().to_string();
+        let text = attach::compose(&self.input, &self.attachments);
         if text.is_empty() || self.is_generating() || self.loaded().is_none() {
             return;
         }
         let chat = &mut self.chats[self.current];
         if chat.messages.is_empty() && chat.title == "New chat" {
-            chat.title = text.chars().take(40).collect();
+            let input = self.input.trim();
+            let first = self.attachments.first().map(|a| a.name.as_str());
+            let title = if input.is_empty() {
+                first.unwrap_or("")
+            } else {
+                input
+            };
+            chat.title = title.chars().take(40).collect();
         }
+        self.attachments.clear();
         chat.messages.push(Message {
             role: "user".into(),
             text,
@@ -239,6 +251,15 @@ impl DesktopApp {
         });
         self.input.clear();
         self.start_reply();
+    }
+
+    /// Attaches the text file at `path` to the message being written, or says in the window
+    /// why it cannot.
+    pub fn attach(&mut self, path: &std::path::Path) {
+        match attach::read(path) {
+            Ok(a) => self.attachments.push(a),
+            Err(e) => self.notices.push(e),
+        }
     }
 
     /// Starts the assistant's reply to the current chat as it stands.

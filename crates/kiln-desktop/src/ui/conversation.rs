@@ -1,6 +1,6 @@
 //! The conversation: messages (replies as Markdown, with their speed line, and their
 //! reasoning folded under "Thinking"), copy, edit and regenerate, and the message box with
-//! Send / Stop.
+//! Send / Stop and the files attached to it.
 
 use eframe::egui;
 
@@ -74,7 +74,9 @@ enum Action {
 fn notices(app: &mut DesktopApp, ui: &mut egui::Ui) {
     let mut dismiss = None;
     for (i, n) in app.notices.iter().enumerate() {
-        ui.horizontal(|ui| {
+        // Wrapped: a long notice (a path) must not widen the panel past the window, which
+        // would push the Send button out of it.
+        ui.horizontal_wrapped(|ui| {
             ui.colored_label(ui.visuals().error_fg_color, n);
             if ui.small_button("Dismiss").clicked() {
                 dismiss = Some(i);
@@ -90,6 +92,7 @@ fn composer(app: &mut DesktopApp, ui: &mut egui::Ui) {
     ui.add_space(6.0);
     let ready = app.loaded().is_some();
     let generating = app.is_generating();
+    attachments(app, ui);
     let label = ui.label("Message");
     let mut clicked = false;
     let mut enter = false;
@@ -103,11 +106,23 @@ fn composer(app: &mut DesktopApp, ui: &mut egui::Ui) {
             .labelled_by(label.id);
         enter =
             edit.has_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter) && !i.modifiers.shift);
-        clicked = if generating {
-            ui.button("Stop").clicked()
-        } else {
-            ui.add_enabled(ready, egui::Button::new("Send")).clicked()
-        };
+        ui.vertical(|ui| {
+            clicked = if generating {
+                ui.button("Stop").clicked()
+            } else {
+                ui.add_enabled(ready, egui::Button::new("Send")).clicked()
+            };
+            let attach = ui
+                .small_button("Attach")
+                .on_hover_text("Attach text files (or drop them on the window)");
+            if attach.clicked()
+                && let Some(paths) = rfd::FileDialog::new().pick_files()
+            {
+                for p in paths {
+                    app.attach(&p);
+                }
+            }
+        });
     });
     if enter && app.input.ends_with('\n') {
         // The key also typed a newline.
@@ -119,4 +134,24 @@ fn composer(app: &mut DesktopApp, ui: &mut egui::Ui) {
         app.send();
     }
     ui.add_space(6.0);
+}
+
+/// The files waiting to go with the next message, each with a button that removes it.
+fn attachments(app: &mut DesktopApp, ui: &mut egui::Ui) {
+    let mut remove = None;
+    ui.horizontal_wrapped(|ui| {
+        for (i, a) in app.attachments.iter().enumerate() {
+            ui.label(format!(
+                "{} ({:.1} KiB)",
+                a.name,
+                a.text.len() as f64 / 1024.0
+            ));
+            if ui.small_button(format!("Remove {}", a.name)).clicked() {
+                remove = Some(i);
+            }
+        }
+    });
+    if let Some(i) = remove {
+        app.attachments.remove(i);
+    }
 }

@@ -9,19 +9,24 @@ mod sidebar;
 use eframe::egui;
 
 use crate::app::DesktopApp;
+use crate::attach::is_model;
 
 /// One frame.
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     app.poll();
-    // A model file or folder dropped on the window opens it.
-    let dropped = ui.ctx().input(|i| {
-        i.raw
-            .dropped_files
-            .iter()
+    // A model file or folder dropped on the window opens it; other files are attached to
+    // the message being written.
+    let dropped: Vec<_> = ui.ctx().input(|i| {
+        (i.raw.dropped_files.iter())
             .map(|f| f.path().to_path_buf())
-            .find(|p| !p.as_os_str().is_empty())
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
     });
-    if let Some(path) = dropped {
+    let (models, files): (Vec<_>, Vec<_>) = dropped.into_iter().partition(|p| is_model(p));
+    for path in &files {
+        app.attach(path);
+    }
+    if let Some(path) = models.into_iter().next() {
         app.open_model(path);
     }
     egui::Panel::left("chats")

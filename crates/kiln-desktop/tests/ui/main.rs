@@ -4,7 +4,8 @@
 //! generate at once, chats survive a restart, a bad model file shows its error, a dropped
 //! model file opens, and Chinese and Japanese text is drawn with the system's fonts. The
 //! accessibility check is on: every control must have a label. `fonts.rs` draws text and
-//! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings.
+//! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings;
+//! `attach.rs` sends text files with a message.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use egui_kittest::kittest::Queryable;
 use kiln_desktop::store::Store;
 use kiln_desktop::{DesktopApp, ModelState};
 
+mod attach;
 #[path = "../common/mod.rs"]
 mod common;
 mod fonts;

@@ -4,6 +4,34 @@
 
 use super::*;
 
+/// `list` with one more output occurrence of `token` (seen from then on).
+fn count_output(list: &mut Vec<PenaltyToken>, token: u32) {
+    match list.iter_mut().find(|p| p.token_id == token) {
+        Some(p) => {
+            p.output_count += 1;
+            p.seen = true;
+        }
+        None => list.push(PenaltyToken {
+            token_id: token,
+            output_count: 1,
+            seen: true,
+            bias: 0.0,
+        }),
+    }
+}
+
+/// The same id, chosen log-prob (within 1e-6) and top-5 as `want`.
+fn assert_same_row(got: &Out, want: &Out, what: &str) {
+    assert_eq!(got.id, want.id, "{what}: id");
+    assert!(
+        (got.logprob - want.logprob).abs() < 1e-6,
+        "{what}: log-prob {} vs {}",
+        got.logprob,
+        want.logprob
+    );
+    assert_eq!(got.top[..5], want.top[..5], "{what}: top-5");
+}
+
 /// A row whose last output token is pending (`SampleUniform::unlisted`: the host's penalty
 /// list lacks it, the kernel reads it from the step's inputs) samples as the same row with
 /// the token counted in its list: ids, chosen and top-5 log-probs in both modes, with the
@@ -48,13 +76,7 @@ fn a_pending_output_token_is_penalised_as_if_listed() {
             }
             known.sort_by_key(|p| p.token_id);
             let mut full = known.clone();
-            match full.iter_mut().find(|p| p.token_id == pending) {
-                Some(p) => {
-                    p.output_count += 1;
-                    p.seen = true;
-                }
-                None => full.push(hist(pending, 1, true)),
-            }
+            count_output(&mut full, pending);
             full.sort_by_key(|p| p.token_id);
             let listed = SampleSpec {
                 draw_index: 4,
@@ -88,14 +110,7 @@ fn a_pending_output_token_is_penalised_as_if_listed() {
             );
             let what = format!("{mode:?} case {case}");
             assert_eq!(out[0].id, 3, "{what}: the penalty should move the choice");
-            assert_eq!(out[1].id, out[0].id, "{what}: id");
-            assert!(
-                (out[1].logprob - out[0].logprob).abs() < 1e-6,
-                "{what}: log-prob {} vs {}",
-                out[1].logprob,
-                out[0].logprob
-            );
-            assert_eq!(out[1].top[..5], out[0].top[..5], "{what}: top-5");
+            assert_same_row(&out[1], &out[0], &what);
             checked += 1;
         }
     }
@@ -145,18 +160,7 @@ fn unlisted_output_tokens_are_penalised_as_if_listed() {
                     .collect();
                 let mut full = known.clone();
                 for &t in &extra {
-                    match full.iter_mut().find(|p| p.token_id == t) {
-                        Some(p) => {
-                            p.output_count += 1;
-                            p.seen = true;
-                        }
-                        None => full.push(PenaltyToken {
-                            token_id: t,
-                            output_count: 1,
-                            seen: true,
-                            bias: 0.0,
-                        }),
-                    }
+                    count_output(&mut full, t);
                 }
                 known.shuffle(&mut r);
                 full.shuffle(&mut r);
@@ -197,14 +201,7 @@ fn unlisted_output_tokens_are_penalised_as_if_listed() {
             );
             for (pair, &(_, n)) in out.chunks(2).zip(&unlisted) {
                 let what = format!("{mode:?}, temperature {temperature}, {n} unlisted");
-                assert_eq!(pair[1].id, pair[0].id, "{what}: id");
-                assert!(
-                    (pair[1].logprob - pair[0].logprob).abs() < 1e-6,
-                    "{what}: log-prob {} vs {}",
-                    pair[1].logprob,
-                    pair[0].logprob
-                );
-                assert_eq!(pair[1].top[..5], pair[0].top[..5], "{what}: top-5");
+                assert_same_row(&pair[1], &pair[0], &what);
                 checked += 1;
             }
         }
