@@ -33,7 +33,7 @@ fn dropped_text_files_go_with_the_message() {
     // Attached, then removed with its button, then attached again with a file that is not
     // text, which the window refuses by name.
     drop_files(&mut h, &[&notes]);
-    assert_eq!(h.state().attachments, [attached.clone()]);
+    assert_eq!(h.state().attachments, std::slice::from_ref(&attached));
     h.get_by_label("Remove notes.txt").click();
     h.run_ok();
     assert!(h.state().attachments.is_empty());
