@@ -1,9 +1,11 @@
-import {
-  openGpu, describeAdapter, fetchModelFile, keptModels, forgetModels, canKeepModels, loadModel, Driver, KilnError,
-} from './kiln.js';
+// The demo page. The engine runs in a dedicated worker (worker.js, through
+// worker-client.js), so tokenizing, scheduling and recording the GPU's work never hold the
+// page's frames; the page fetches (and keeps) model files and draws the chats.
+import { fetchModelFile, keptModels, forgetModels, canKeepModels, KilnError } from './kiln.js';
+import { WorkerEngine } from './worker-client.js';
 
 const $ = (id) => document.getElementById(id);
-let gpu = null, engine = null, driver = null;
+let worker = null, loaded = false;
 const chats = [];
 
 function setStatus(el, text, error = false) {
@@ -67,7 +69,8 @@ class Chat {
     this.input.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); this.send(); }
     });
-    this.stopBtn.addEventListener('click', () => { if (this.id !== null) { engine.stop(this.id); driver.kick(); } });
+    // `id` is 'starting' until the worker has answered with the generation's number.
+    this.stopBtn.addEventListener('click', () => { if (typeof this.id === 'number') worker.stop(this.id); });
     node.querySelector('.clear').addEventListener('click', () => {
       if (this.id !== null) return;
       this.messages = []; this.log.textContent = '';
@@ -84,20 +87,25 @@ class Chat {
   }
 
   setBusy(busy, disabled = false) {
-    this.sendBtn.disabled = busy || disabled || !engine;
+    this.sendBtn.disabled = busy || disabled || !loaded;
     this.stopBtn.disabled = !busy || disabled;
   }
 
-  send() {
+  async send() {
     const text = this.input.value.trim();
-    if (!text || !engine || this.id !== null) return;
+    if (!text || !loaded || this.id !== null) return;
     this.input.value = '';
     this.messages.push({ role: 'user', content: text });
     this.addMessage('user', text);
+    // Busy from here: the engine answers asynchronously.
+    this.id = 'starting';
+    this.setBusy(true);
     let prompt;
     try {
-      prompt = engine.chat_tokens(JSON.stringify(this.messages));
+      prompt = await worker.chat_tokens(JSON.stringify(this.messages));
     } catch (e) {
+      this.id = null;
+      this.setBusy(false);
       this.messages.pop();
       this.addMessage('system', `error: ${e.message ?? e}`);
       return;
@@ -131,50 +139,50 @@ class Chat {
       this.log.scrollTop = this.log.scrollHeight;
       const ttft = tFirst === null ? '–' : `${(tFirst - t0).toFixed(0)} ms`;
       const rate = n > 1 ? ((n - 1) / ((now - tFirst) / 1000)).toFixed(1) : '–';
-      this.stats.textContent = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens`;
-      const info = engine.info();
-      if (info.guessesMade > 0) {
-        this.stats.textContent += ` · guesses ${info.guessesConfirmed} of ${info.guessesMade} confirmed (all chats)`;
-      }
-      if (ev.finished) {
-        this.stats.textContent += ` · finished: ${ev.finished}`;
-        const turn = { role: 'assistant', content: reply };
-        if (reasoning) turn.reasoning_content = reasoning;
-        this.messages.push(turn);
-        this.id = null;
-        this.setBusy(false);
-      }
+      const line = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens`;
+      this.stats.textContent = line;
+      if (ev.finished) this.finish(line, reply, reasoning, ev.finished);
     };
     try {
-      this.id = engine.start(prompt, samplingParams(), onToken);
+      this.id = await worker.start(prompt, samplingParams(), onToken);
     } catch (e) {
+      this.id = null;
+      this.setBusy(false);
       out.remove();
       this.messages.pop();
       this.addMessage('system', `error: ${e.message ?? e}`);
-      return;
     }
-    this.setBusy(true);
-    driver.kick();
+  }
+
+  /// Ends a reply: the engine's guess counts (when it guesses) and how it finished.
+  async finish(line, reply, reasoning, finished) {
+    const turn = { role: 'assistant', content: reply };
+    if (reasoning) turn.reasoning_content = reasoning;
+    this.messages.push(turn);
+    const info = await worker.info().catch(() => null);
+    const guesses = info?.guessesMade > 0
+      ? ` · guesses ${info.guessesConfirmed} of ${info.guessesMade} confirmed (all chats)` : '';
+    this.stats.textContent = `${line}${guesses} · finished: ${finished}`;
+    this.id = null;
+    this.setBusy(false);
   }
 }
 
 async function installModel(src, sizeNote) {
   const status = $('model-status');
-  if (driver?.running) { setStatus(status, 'Wait for the running chats to finish.', true); return; }
+  if (chats.some((c) => c.id !== null)) { setStatus(status, 'Wait for the running chats to finish.', true); return; }
   setStatus(status, `Uploading ${src.name ?? 'model'} to the GPU…`);
-  await new Promise((r) => setTimeout(r, 0));
   try {
     const t0 = performance.now();
-    engine?.free();
-    engine = null;
     const speculativeTokens = Number($('spec-tokens').value);
     if (!Number.isInteger(speculativeTokens) || speculativeTokens < 0) {
       throw new KilnError(`speculative tokens must be a whole number from 0, not ${$('spec-tokens').value}`);
     }
-    engine = loadModel(gpu, src, { kvMiB: Number($('kv-mib').value), maxSeqs: 8, speculativeTokens },
+    loaded = false;
+    for (const c of chats) c.setBusy(false);
+    const info = await worker.load(src, { kvMiB: Number($('kv-mib').value), maxSeqs: 8, speculativeTokens },
       (done, total) => { $('progress-bar').style.width = `${(100 * done / total).toFixed(1)}%`; });
-    driver = new Driver(gpu, engine, fatal);
-    const info = engine.info();
+    loaded = true;
     setStatus(status, `Loaded ${info.source}${sizeNote}: ${info.architecture}, ${info.layers} layers, hidden ${info.hidden}, ` +
       `vocab ${info.vocab}, context ${info.maxLen}, ${info.kvBlocks} KV blocks ` +
       `(${((performance.now() - t0) / 1000).toFixed(1)} s)${info.hasChatTemplate ? '' : ' — no chat template: ChatML is used'}`);
@@ -245,23 +253,25 @@ async function loadFromDisk(fileList) {
 async function main() {
   chats.push(new Chat('Chat A'), new Chat('Chat B'));
   try {
-    gpu = await openGpu({ defaultLimits: new URLSearchParams(location.search).has('default-limits') });
+    worker = await WorkerEngine.create({ defaultLimits: new URLSearchParams(location.search).has('default-limits') });
   } catch (e) {
     setStatus($('gpu-status'), e instanceof KilnError ? e.message : `${e}`, true);
     $('load-url').disabled = true;
     return;
   }
+  worker.onFatal = fatal;
+  const gpu = worker.gpu;
   $('default-limits').checked = new URLSearchParams(location.search).has('default-limits');
   $('default-limits').addEventListener('change', (e) => {
     const q = e.target.checked ? '?default-limits' : '';
     location.search = q;
   });
-  const lim = gpu.limits().device;
-  setStatus($('gpu-status'), `Adapter: ${describeAdapter(gpu)} · storage binding ${(lim.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB · ` +
+  const lim = gpu.limits.device;
+  setStatus($('gpu-status'), `Adapter: ${gpu.adapter} (in a worker) · storage binding ${(lim.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB · ` +
     `${lim.maxComputeInvocationsPerWorkgroup} invocations/workgroup · ${(lim.maxComputeWorkgroupStorageSize / 1024).toFixed(0)} KiB workgroup storage`);
-  const feats = gpu.adapter_features();
+  const feats = gpu.adapterFeatures;
   $('gpu-features').textContent = `Adapter features: ${feats.length ? feats.join(', ') : '(none)'} · ` +
-    `kiln uses: ${gpu.device_features().join(', ') || 'no optional features'}`;
+    `kiln uses: ${gpu.deviceFeatures.join(', ') || 'no optional features'}`;
   $('load-url').addEventListener('click', loadFromUrl);
   $('forget-models').addEventListener('click', async () => { await forgetModels(); await showKept(); });
   await showKept();

@@ -17,6 +17,8 @@ export class WorkerEngine {
     this.callbacks = new Map();
     this.serial = 0;
     this.onProgress = null;
+    /// Called with the message when the worker's engine fails for good (a lost device).
+    this.onFatal = null;
     // What openai.js reads of a driver: kick() (the worker steps by itself) and `dead`.
     this.driver = { kick() {}, dead: null };
     worker.onmessage = ({ data }) => this.receive(data);
@@ -40,6 +42,7 @@ export class WorkerEngine {
   }
 
   die(message) {
+    if (!this.driver.dead) this.onFatal?.(message);
     this.driver.dead = message;
     for (const { reject } of this.calls.values()) reject(new KilnError(message));
     this.calls.clear();
@@ -54,14 +57,15 @@ export class WorkerEngine {
     });
   }
 
-  /// Loads a GGUF model by URL (fetched and kept by the worker, `keep` as kiln.js's
-  /// `fetchModelFile`) or from `bytes` (moved to the worker); resolves to the engine's info
-  /// with `fromCache`. `options` as kiln.js's `loadModel`; `progress(done, total)` while
-  /// the file is read.
-  load({ url, bytes, name, keep = true }, options = {}, progress = null) {
+  /// Loads a model: a GGUF file by URL (fetched and kept by the worker, `keep` as kiln.js's
+  /// `fetchModelFile`) or from `gguf` bytes, or a Hugging Face folder's `files` (`{name:
+  /// bytes}`), the bytes moved to the worker; resolves to the engine's info with
+  /// `fromCache`. `options` as kiln.js's `loadModel`; `progress(done, total)` while the file
+  /// is read and uploaded.
+  load({ url, gguf, files, name, keep = true }, options = {}, progress = null) {
     this.onProgress = progress;
-    const transfer = bytes ? [bytes.buffer] : [];
-    const args = { url, bytes, name, keep, options };
+    const transfer = [gguf, ...Object.values(files ?? {})].filter(Boolean).map((b) => b.buffer);
+    const args = { url, bytes: gguf, files, name, keep, options };
     if (this.driver.dead) return Promise.reject(new KilnError(this.driver.dead));
     const call = this.serial++;
     return new Promise((resolve, reject) => {

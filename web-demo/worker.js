@@ -8,24 +8,33 @@ import { openGpu, describeAdapter, fetchModelFile, loadModel, Driver } from './k
 let gpu = null, engine = null, driver = null;
 
 const ops = {
-  /// Opens the GPU; the adapter as the page would describe it.
+  /// Opens the GPU; the adapter as the page would describe it, its features and limits.
   async open({ options }) {
     gpu = await openGpu(options);
-    return { adapter: describeAdapter(gpu), features: gpu.device_features() };
+    return {
+      adapter: describeAdapter(gpu),
+      adapterFeatures: gpu.adapter_features(),
+      deviceFeatures: gpu.device_features(),
+      limits: gpu.limits(),
+    };
   },
 
-  /// Loads a GGUF model, fetched here by URL (kept in the browser as kiln.js keeps it) or
-  /// given as bytes; the engine's info, with where the file came from.
-  async load({ url, bytes, name, options, keep }) {
+  /// Loads a model: a GGUF file fetched here by URL (kept in the browser as kiln.js keeps
+  /// it) or given as bytes, or a Hugging Face folder's files (`{name: bytes}`); the engine's
+  /// info, with whether the file came from the browser's store.
+  async load({ url, bytes, files, name, options, keep }) {
+    const progress = (done, total) => postMessage({ progress: [done, total] });
     let fromCache = false;
     if (url !== undefined) {
-      const f = await fetchModelFile(url, (done, total) => postMessage({ progress: [done, total] }), keep);
-      ({ bytes, fromCache } = f);
+      ({ bytes, fromCache } = await fetchModelFile(url, progress, keep));
       name ??= url.split('/').pop();
     }
+    // The step loop may still be finishing a step (its last events already sent): the
+    // engine cannot be freed while that step holds it.
+    while (driver?.running) await new Promise((resolve) => setTimeout(resolve, 5));
     engine?.free();
     engine = null;
-    engine = loadModel(gpu, { gguf: bytes, name }, options);
+    engine = loadModel(gpu, files ? { files, name } : { gguf: bytes, name }, options, progress);
     driver = new Driver(gpu, engine, (message) => postMessage({ fatal: message }));
     return { ...engine.info(), fromCache };
   },

@@ -1,7 +1,7 @@
 //! [`WebEngine`]: a model on the GPU with its scheduler, driven one step at a time from
 //! JavaScript; any number of generations share it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
@@ -34,6 +34,17 @@ struct Inner {
     chats: HashMap<u64, Chat>,
 }
 
+/// What `info()` reports of the engine, kept outside it: a step in flight holds the engine
+/// (`Inner`) across its await, and `info()` may be called meanwhile.
+#[derive(Clone, Copy, Default)]
+struct Sizes {
+    max_seqs: usize,
+    max_tokens: usize,
+    num_blocks: usize,
+    /// Guesses made and confirmed so far (speculative decoding), as of the last step.
+    guesses: (u64, u64),
+}
+
 /// A model on the GPU with its scheduler; any number of generations share it.
 #[wasm_bindgen]
 pub struct WebEngine {
@@ -45,6 +56,7 @@ pub struct WebEngine {
     config: ModelConfig,
     source: String,
     max_len: usize,
+    sizes: Rc<Cell<Sizes>>,
     next_id: u64,
 }
 
@@ -91,6 +103,13 @@ impl WebEngine {
         )
         .map_err(err)?;
         let max_len = engine.max_len();
+        let rc = engine.runner_config();
+        let sizes = Sizes {
+            max_seqs: rc.max_seqs,
+            max_tokens: rc.max_tokens,
+            num_blocks: rc.num_blocks,
+            guesses: (0, 0),
+        };
         let Model {
             config,
             tokenizer,
@@ -109,6 +128,7 @@ impl WebEngine {
             config,
             source,
             max_len,
+            sizes: Rc::new(Cell::new(sizes)),
             next_id: 1,
         })
     }
@@ -154,11 +174,11 @@ impl WebEngine {
         Self::build(gpu, model, &options, progress)
     }
 
-    /// A description of the loaded model and the engine's sizes.
+    /// A description of the loaded model and the engine's sizes (callable at any time, a
+    /// step in flight included).
     pub fn info(&self) -> Object {
         let c = &self.config;
-        let inner = self.inner.borrow();
-        let rc = inner.engine.runner_config();
+        let sizes = self.sizes.get();
         let o = Object::new();
         set(&o, "source", self.source.as_str());
         set(&o, "architecture", format!("{:?}", c.architecture));
@@ -166,12 +186,11 @@ impl WebEngine {
         set(&o, "hidden", c.hidden_size as f64);
         set(&o, "vocab", c.vocab_size as f64);
         set(&o, "maxLen", self.max_len as f64);
-        set(&o, "maxSeqs", rc.max_seqs as f64);
-        set(&o, "maxBatchedTokens", rc.max_tokens as f64);
-        set(&o, "kvBlocks", rc.num_blocks as f64);
-        let stats = inner.engine.stats();
-        set(&o, "guessesMade", stats.spec_draft_tokens as f64);
-        set(&o, "guessesConfirmed", stats.spec_accepted_tokens as f64);
+        set(&o, "maxSeqs", sizes.max_seqs as f64);
+        set(&o, "maxBatchedTokens", sizes.max_tokens as f64);
+        set(&o, "kvBlocks", sizes.num_blocks as f64);
+        set(&o, "guessesMade", sizes.guesses.0 as f64);
+        set(&o, "guessesConfirmed", sizes.guesses.1 as f64);
         set(&o, "hasChatTemplate", self.frontend.chat_template.is_some());
         o
     }
@@ -323,6 +342,7 @@ impl WebEngine {
         let inner = self.inner.clone();
         let pending = self.pending.clone();
         let frontend = self.frontend.clone();
+        let sizes = self.sizes.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let events = {
                 let Ok(mut guard) = inner.try_borrow_mut() else {
@@ -381,6 +401,12 @@ impl WebEngine {
                 if let Some(e) = GPU_ERROR.lock().unwrap().clone() {
                     return Err(err(format!("GPU error: {e}")));
                 }
+                let stats = engine.stats();
+                let guesses = (stats.spec_draft_tokens, stats.spec_accepted_tokens);
+                sizes.set(Sizes {
+                    guesses,
+                    ..sizes.get()
+                });
                 let first = events.len();
                 for u in updates {
                     handle(u, chats, engine, &frontend, &mut events);
