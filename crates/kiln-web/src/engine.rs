@@ -18,6 +18,8 @@ use crate::gpu::{DEVICE_LOST, GPU_ERROR, WebGpu};
 use crate::options::{DEFAULT_MAX_TOKENS, num, parsed, start_params};
 use crate::{engine_config, err, set};
 
+mod step;
+
 struct Start {
     request: Request,
     chat: Chat,
@@ -331,107 +333,5 @@ impl WebEngine {
             Ok(inner) => inner.chats.len(),
             Err(_) => 0,
         }
-    }
-
-    /// Runs one step (one forward pass for every active generation) and resolves to the array
-    /// of its events. Rejects if a step is already in flight or the GPU fails.
-    // The RefCell borrow held across the step's await is the guard against a second step
-    // starting meanwhile (the page is single-threaded; `try_borrow_mut` refuses it).
-    #[allow(clippy::await_holding_refcell_ref)]
-    pub fn step(&self) -> js_sys::Promise {
-        let inner = self.inner.clone();
-        let pending = self.pending.clone();
-        let frontend = self.frontend.clone();
-        let sizes = self.sizes.clone();
-        wasm_bindgen_futures::future_to_promise(async move {
-            let events = {
-                let Ok(mut guard) = inner.try_borrow_mut() else {
-                    return Err(err("a step is already running; await it before the next"));
-                };
-                let Inner { engine, chats } = &mut *guard;
-                let mut events = Vec::new();
-                let commands: Vec<Command> = pending.borrow_mut().drain(..).collect();
-                for c in commands {
-                    match c {
-                        Command::Start(start) => {
-                            let Start {
-                                request,
-                                chat,
-                                constraint,
-                            } = *start;
-                            let id = request.id;
-                            let added = match constraint {
-                                Some(c) => engine.add_constrained_request(request, c),
-                                None => engine.add_request(request),
-                            };
-                            match added {
-                                Ok(()) => {
-                                    chats.insert(id, chat);
-                                }
-                                Err(e) => events.push(Event {
-                                    id,
-                                    token_id: None,
-                                    text: String::new(),
-                                    reasoning: String::new(),
-                                    finished: Some(format!("error: {e}")),
-                                    num_tokens: 0,
-                                    logprobs: None,
-                                    callback: chat.callback,
-                                }),
-                            }
-                        }
-                        Command::Stop(id) => {
-                            if let Some(u) = engine.abort(id) {
-                                handle(u, chats, engine, &frontend, &mut events);
-                            }
-                        }
-                    }
-                }
-                let updates = engine.step().await;
-                let updates = match updates {
-                    Ok(u) => u,
-                    Err(e) => {
-                        let lost = DEVICE_LOST.lock().unwrap().clone();
-                        return Err(err(match lost {
-                            Some(l) => format!("the GPU device was lost ({l}): {e}"),
-                            None => format!("step failed: {e}"),
-                        }));
-                    }
-                };
-                if let Some(e) = GPU_ERROR.lock().unwrap().clone() {
-                    return Err(err(format!("GPU error: {e}")));
-                }
-                let stats = engine.stats();
-                let guesses = (stats.spec_draft_tokens, stats.spec_accepted_tokens);
-                sizes.set(Sizes {
-                    guesses,
-                    ..sizes.get()
-                });
-                let first = events.len();
-                for u in updates {
-                    handle(u, chats, engine, &frontend, &mut events);
-                }
-                // A generation failed by its output constraint ends with the error.
-                let failures: HashMap<u64, String> = engine.take_failures().into_iter().collect();
-                for e in &mut events[first..] {
-                    if let (Some(why), Some(_)) = (failures.get(&e.id), &e.finished) {
-                        e.finished = Some(format!("error: {why}"));
-                    }
-                }
-                events
-            };
-            // The engine is released: callbacks may call start/stop.
-            let out = Array::new();
-            for e in &events {
-                let obj = e.to_js();
-                if let Some(f) = &e.callback
-                    && let Err(x) = f.call1(&JsValue::NULL, &obj)
-                {
-                    web_log(&format!("on_token callback threw: {x:?}"));
-                }
-                out.push(&obj);
-            }
-            Ok(out.into())
-        })
     }
 }
