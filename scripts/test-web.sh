@@ -107,6 +107,8 @@ else:
     # were made and some confirmed.
     if web.get("speculative_ids") != web.get("output_ids"):
         fails.append(f"speculative decoding changed the ids:\n  {web.get('speculative_ids')}")
+    if "speculativeTokens" not in (web.get("bad_count") or ""):
+        fails.append(f"speculativeTokens 2.5 was not refused: {web.get('bad_count')}")
     g = web.get("guesses") or {}
     if not (0 < g.get("confirmed", 0) <= g.get("made", 0)):
         fails.append(f"speculative decoding in the page: {g}")

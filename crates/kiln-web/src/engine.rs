@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::events::{Chat, Event, handle, web_log};
 use crate::gpu::{DEVICE_LOST, GPU_ERROR, WebGpu};
-use crate::options::{DEFAULT_MAX_TOKENS, num, parsed, start_params};
+use crate::options::{DEFAULT_MAX_TOKENS, count, parsed, start_params};
 use crate::{engine_config, err, set};
 
 mod step;
@@ -77,11 +77,11 @@ impl WebEngine {
         options: &JsValue,
         progress: Option<Function>,
     ) -> Result<WebEngine, JsValue> {
-        let kv_mib = num(options, "kvMiB")?.unwrap_or(128.0).max(1.0);
-        let max_seqs = num(options, "maxSeqs")?.unwrap_or(8.0) as usize;
+        let kv_mib = count(options, "kvMiB", 1)?.unwrap_or(128);
+        let max_seqs = count(options, "maxSeqs", 1)?.unwrap_or(8);
         let kernels = parsed::<KernelFamily>(options, "kernels")?.unwrap_or_default();
         let kv_dtype = parsed::<KvDtype>(options, "kvDtype")?.unwrap_or_default();
-        let guesses = num(options, "speculativeTokens")?.unwrap_or(0.0) as usize;
+        let guesses = count(options, "speculativeTokens", 0)?.unwrap_or(0);
         let mut report = |done: usize, total: usize| {
             if let Some(f) = &progress {
                 let _ = f.call2(
@@ -99,7 +99,7 @@ impl WebEngine {
                 kernels,
                 kv_dtype,
                 speculation: (guesses > 0).then(|| Speculation::prompt_lookup(guesses)),
-                ..engine_config((kv_mib * (1 << 20) as f64) as u64, max_seqs)
+                ..engine_config((kv_mib as u64) << 20, max_seqs)
             },
             &mut report,
         )

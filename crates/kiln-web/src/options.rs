@@ -20,6 +20,20 @@ pub(crate) fn num(obj: &JsValue, key: &str) -> Result<Option<f64>, JsValue> {
         .ok_or_else(|| err(format!("{key} must be a number")))
 }
 
+/// A whole-number option of at least `min`; `None` when absent. A fraction, a negative
+/// number or one below `min` is an error, never rounded or clamped.
+pub(crate) fn count(obj: &JsValue, key: &str, min: usize) -> Result<Option<usize>, JsValue> {
+    match num(obj, key)? {
+        None => Ok(None),
+        Some(v) if v.fract() == 0.0 && v >= min as f64 && v <= u32::MAX as f64 => {
+            Ok(Some(v as usize))
+        }
+        Some(v) => Err(err(format!(
+            "{key} must be a whole number of at least {min}, not {v}"
+        ))),
+    }
+}
+
 /// A string option parsed with `FromStr`; `None` when absent.
 pub(crate) fn parsed<T: std::str::FromStr<Err = String>>(
     obj: &JsValue,
