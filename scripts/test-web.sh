@@ -52,6 +52,7 @@ mkdir "$work/site"
 for f in web-demo/*; do ln -s "$root/$f" "$work/site/"; done
 ln -s "$work/tiny.gguf" "$work/site/tiny.gguf"
 ln -s "$work/tiny-think.gguf" "$work/site/tiny-think.gguf"
+ln -s "$work/tiny-hf" "$work/site/tiny-hf"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
@@ -202,7 +203,7 @@ if pick is None:
 print(pick)
 PY
 )
-demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","stop":sys.argv[1]}))' "$stop")
+demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","stop":sys.argv[1]}))' "$stop")
 run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
 python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
 import json, re, sys
@@ -259,6 +260,10 @@ else:
         fails.append(f"the Stop button did not abort the reply: {page['stop_button']}")
     # The random model never closes the block its prompt opened: all of it is reasoning.
     same("reply of a model that reasons", page["thinking"], want["thinking"])
+    # A Hugging Face folder (config, tokenizer, safetensors) loaded by its URL.
+    same("reply of a Hugging Face folder", page["hf"], want["hf"])
+    if want["hf"]["text"] == want["greedy"]["text"]:
+        fails.append("the folder's model replies as the GGUF one does: the check proves nothing")
     if not want["thinking"]["reasoning"] or want["thinking"]["text"]:
         fails.append(f"the native reply of the reasoning model is not all reasoning: {want['thinking']}")
 print(f"demo page: {page.get('loaded')}")

@@ -109,7 +109,7 @@ export async function forgetModels() {
   return canKeepModels() && caches.delete(MODEL_CACHE);
 }
 
-/// Loads a model: `{gguf: Uint8Array, name}` or `{files: {name: Uint8Array}}`.
+/// Loads a model: `{gguf: Uint8Array, name}` or `{files: {fileName: Uint8Array}, name}` (a folder).
 /// `options`: `{kvMiB, maxSeqs, kernels: 'auto'|'gpu'|'cpu', kvDtype: 'f16'|'f32',
 /// speculativeTokens}` (`speculativeTokens`: guesses of each decode's next tokens from its
 /// own history, speculative decoding by prompt lookup; 0 or absent: off).
@@ -117,7 +117,7 @@ export function loadModel(gpu, src, options = {}, progress = null) {
   const opts = { kvMiB: options.kvMiB ?? 128, maxSeqs: options.maxSeqs ?? 8, kernels: options.kernels, kvDtype: options.kvDtype,
     speculativeTokens: options.speculativeTokens ?? 0 };
   if (src.gguf) return WebEngine.load_gguf(gpu, src.gguf, src.name ?? 'model.gguf', opts, progress);
-  return WebEngine.load_hf(gpu, src.files, opts, progress);
+  return WebEngine.load_hf(gpu, src.files, src.name ?? 'model folder', opts, progress);
 }
 
 /// One step loop for one engine; every chat calls kick() after start()/stop().

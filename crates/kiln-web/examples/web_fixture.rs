@@ -7,7 +7,8 @@
 //! "penalised_ids", "decode_tokens_per_s", "demo"}` (`penalised_ids`: the first prompt with
 //! repetition, presence and frequency penalties, greedy; `demo`: the demo page's replies to
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
-//! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, as
+//! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
+//! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors), as
 //! `{text, reasoning, finished}`).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
@@ -18,7 +19,7 @@ use kiln_engine::{Engine, FinishReason, Request, SamplingParams};
 use kiln_frontend::{Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
 use kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE;
-use kiln_model::testing::{TinyConfig, write_tiny_gguf};
+use kiln_model::testing::{TinyConfig, write_tiny_gguf, write_tiny_llama};
 use kiln_model::{ChatMessage, DType, Model};
 
 fn main() {
@@ -97,10 +98,13 @@ fn main() {
         ..TinyConfig::default()
     };
     write_tiny_gguf(&think, &think_cfg, 7, DType::Q8_0).expect("write tiny think gguf");
+    let hf = out_dir.join("tiny-hf");
+    write_tiny_llama(&hf, &TinyConfig::default(), 11).expect("write tiny hf folder");
     let demo = serde_json::json!({
         "greedy": demo_reply(&ctx, &path, DEMO_GREEDY),
         "penalised": demo_reply(&ctx, &path, DEMO_PENALISED),
         "thinking": demo_reply(&ctx, &think, DEMO_GREEDY),
+        "hf": demo_reply(&ctx, &hf, DEMO_GREEDY),
     });
     let json = serde_json::json!({
         "adapter": ctx.describe(),

@@ -153,10 +153,12 @@ impl WebEngine {
     }
 
     /// Loads a Hugging Face model from an object mapping file names (`config.json`,
-    /// `tokenizer.json`, `model.safetensors`, ...) to `Uint8Array`s.
+    /// `tokenizer.json`, `model.safetensors`, ...) to `Uint8Array`s; `name` (the folder's URL,
+    /// say) is the model's source in `info()`.
     pub fn load_hf(
         gpu: &WebGpu,
         files: Object,
+        name: &str,
         options: JsValue,
         progress: Option<Function>,
     ) -> Result<WebEngine, JsValue> {
@@ -172,7 +174,8 @@ impl WebEngine {
                 .to_vec();
             map.insert(name, bytes);
         }
-        let model = Model::from_hf_bytes(map).map_err(err)?;
+        let mut model = Model::from_hf_bytes(map).map_err(err)?;
+        model.source = name.to_string();
         Self::build(gpu, model, &options, progress)
     }
 
