@@ -48,12 +48,13 @@ export class WorkerEngine {
     this.calls.clear();
   }
 
-  call(op, args = {}) {
+  /// Asks the worker to run `op` with `args` (the buffers in `transfer` moved, not copied).
+  call(op, args = {}, transfer = []) {
     if (this.driver.dead) return Promise.reject(new KilnError(this.driver.dead));
     const call = this.serial++;
     return new Promise((resolve, reject) => {
       this.calls.set(call, { resolve, reject });
-      this.worker.postMessage({ call, op, ...args });
+      this.worker.postMessage({ call, op, ...args }, transfer);
     });
   }
 
@@ -65,13 +66,7 @@ export class WorkerEngine {
   load({ url, gguf, files, name, keep = true }, options = {}, progress = null) {
     this.onProgress = progress;
     const transfer = [gguf, ...Object.values(files ?? {})].filter(Boolean).map((b) => b.buffer);
-    const args = { url, bytes: gguf, files, name, keep, options };
-    if (this.driver.dead) return Promise.reject(new KilnError(this.driver.dead));
-    const call = this.serial++;
-    return new Promise((resolve, reject) => {
-      this.calls.set(call, { resolve, reject });
-      this.worker.postMessage({ call, op: 'load', ...args }, transfer);
-    });
+    return this.call('load', { url, bytes: gguf, files, name, keep, options }, transfer);
   }
 
   /// The prompt tokens of a chat (`messages` as JSON text, as the engine's `chat_tokens`).
