@@ -157,6 +157,25 @@ else:
     wk = web.get("worker") or {}
     if wk.get("content") != reply or wk.get("streamed") != reply or "bad.gguf" not in (wk.get("bad") or ""):
         fails.append(f"the engine in a worker: {wk}, native reply {reply!r}")
+    # Tool calling through openai.js (`start_chat`): the required call, whole and streamed,
+    # and the reply after the tool's result are the native front end's; a tool message
+    # answering no call is refused by its field.
+    t, want = web.get("tools") or {}, native["demo"]["tools"]
+    as_msg = lambda m: [m.get("content"), m.get("calls"), m.get("finish")]
+    if not want["required"]["calls"]:
+        fails.append(f"the native reply under tool_choice required made no call: {want['required']}")
+    for how in ("whole", "streamed"):
+        if as_msg(t.get(how) or {}) != as_msg(want["required"]):
+            fails.append(f"tool call ({how}) in the page: {t.get(how)}, native {want['required']}")
+    st = t.get("streamed") or {}
+    if not st.get("ids") or st.get("chunks", 0) < 4 or not str(t.get("call_id") or "").startswith("call-"):
+        fails.append(f"tool call deltas in the page: {st}, call id {t.get('call_id')}")
+    if as_msg(t.get("follow") or {}) != as_msg(want["follow"]):
+        fails.append(f"the reply after the tool's result in the page: {t.get('follow')}, native {want['follow']}")
+    if "tool_call_id" not in (t.get("unanswered") or ""):
+        fails.append(f"a tool message answering no call was not refused in the page: {t.get('unanswered')}")
+    if (wk.get("tools") or {}).get("calls") != want["required"]["calls"]:
+        fails.append(f"tool call from the engine in a worker: {wk.get('tools')}, native {want['required']}")
     lp = o.get("logprobs") or {}
     if (lp.get("content") != reply or lp.get("count") != 16 or lp.get("streamed") != 16
             or not lp.get("greedy_first") or not lp.get("bytes") or lp.get("without") is not None):
@@ -181,6 +200,7 @@ print(f"structured outputs in the page: {web.get('constrained')}")
 print(f"reasoning in the page: {web.get('reasoning')}")
 print(f"chat completions in the page: {web.get('openai')}")
 print(f"the engine in a worker: {web.get('worker')}")
+print(f"tool calls in the page: {web.get('tools')}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
           f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")

@@ -10,8 +10,10 @@ import { KilnError } from './kiln.js';
 /// in `model`.
 /// `create(params, {signal})`: `params` takes `messages`, `stream`, `stream_options`
 /// (`include_usage`), `model`, `max_completion_tokens` and every field of the engine's
-/// `start()`, `logprobs` and `top_logprobs` among them (an unknown one is an error, never
-/// ignored); aborting `signal` stops
+/// `start_chat()`: `start()`'s (`logprobs` and `top_logprobs` among them) and `tools`,
+/// `tool_choice` and `parallel_tool_calls` (replies then carry `tool_calls`, whole or as
+/// streamed deltas, read by the same code as the server's); an unknown field is an error,
+/// never ignored. Aborting `signal` stops
 /// the generation, which then rejects (or ends the stream) with an `AbortError`.
 export function openaiClient(engine, driver, model) {
   let serial = 0;
@@ -33,14 +35,13 @@ export function openaiClient(engine, driver, model) {
       delete fields.max_completion_tokens;
     }
     signal?.throwIfAborted();
-    const prompt = await engine.chat_tokens(JSON.stringify(messages));
     const head = { id: `chatcmpl-kiln-${Date.now().toString(36)}-${serial++}`, created: Math.floor(Date.now() / 1000), model };
     const events = new EventQueue(driver);
-    const id = await engine.start(prompt, fields, (ev) => events.push(ev));
+    const id = await engine.start_chat(JSON.stringify(messages), fields, (ev) => events.push(ev));
     const abort = () => { engine.stop(id); driver.kick(); };
     signal?.addEventListener('abort', abort, { once: true });
     driver.kick();
-    const usage = (n) => ({ prompt_tokens: prompt.length, completion_tokens: n, total_tokens: prompt.length + n });
+    const usage = (ev) => ({ prompt_tokens: ev.promptTokens, completion_tokens: ev.numTokens, total_tokens: ev.promptTokens + ev.numTokens });
     // Each event's token entry (`start()` checked the fields), as chat's `logprobs.content`.
     const logprobs = (entries) => (fields.logprobs ? { content: entries } : null);
     if (!stream) {
@@ -53,11 +54,18 @@ export function openaiClient(engine, driver, model) {
         if (ev.logprobs) entries.push(ev.logprobs);
         if (ev.finished) {
           signal?.removeEventListener('abort', abort);
+          // Under tools the engine parsed the whole reply into content and calls.
+          let finish = finishReason(ev.finished);
           const message = { role: 'assistant', content, ...(reasoning ? { reasoning_content: reasoning } : {}) };
+          if (ev.reply) {
+            message.content = ev.reply.content;
+            if (ev.reply.tool_calls.length > 0) message.tool_calls = ev.reply.tool_calls;
+            finish = ev.reply.finish_reason;
+          }
           return {
             ...head, object: 'chat.completion',
-            choices: [{ index: 0, message, logprobs: logprobs(entries), finish_reason: finishReason(ev.finished) }],
-            usage: usage(ev.numTokens),
+            choices: [{ index: 0, message, logprobs: logprobs(entries), finish_reason: finish }],
+            usage: usage(ev),
           };
         }
       }
@@ -70,14 +78,20 @@ export function openaiClient(engine, driver, model) {
         let finished = false;
         try {
           yield chunk({ role: 'assistant', content: '' });
+          // Token entries whose text no chunk has carried yet (held back under tools).
+          let unsent = [];
           for (;;) {
             const ev = await events.next();
+            if (ev.logprobs) unsent.push(ev.logprobs);
+            const take = () => { const lp = unsent.length ? logprobs(unsent) : null; unsent = []; return lp; };
             if (ev.reasoning) yield chunk({ reasoning_content: ev.reasoning });
-            if (ev.text || ev.logprobs) yield chunk({ content: ev.text }, null, ev.logprobs && logprobs([ev.logprobs]));
+            // Under tools, the deltas the engine parsed from the answer; else its text.
+            const deltas = ev.deltas ?? (ev.text || ev.logprobs ? [{ content: ev.text }] : []);
+            for (const delta of deltas) yield chunk(delta, null, take());
             if (ev.finished) {
               finished = true;
-              yield chunk({}, finishReason(ev.finished));
-              if (includeUsage) yield { ...head, object: 'chat.completion.chunk', choices: [], usage: usage(ev.numTokens) };
+              yield chunk({}, finishReason(ev.finished), take());
+              if (includeUsage) yield { ...head, object: 'chat.completion.chunk', choices: [], usage: usage(ev) };
               return;
             }
           }
@@ -94,7 +108,7 @@ export function openaiClient(engine, driver, model) {
 
 /// OpenAI's finish reason for an event's `finished`; throws for an abort or an error.
 function finishReason(finished) {
-  if (finished === 'stop' || finished === 'length') return finished;
+  if (finished === 'stop' || finished === 'length' || finished === 'tool_calls') return finished;
   if (finished === 'abort') throw new DOMException('The generation was aborted', 'AbortError');
   throw new KilnError(finished);
 }

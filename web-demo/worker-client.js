@@ -82,6 +82,14 @@ export class WorkerEngine {
     return id;
   }
 
+  /// Starts a chat reply (as the engine's `start_chat`, `messages` as JSON text); resolves
+  /// to its id. `onEvent(ev)` gets its events.
+  async start_chat(messages, params, onEvent) {
+    const id = await this.call('start_chat', { messages, params });
+    this.callbacks.set(id, onEvent);
+    return id;
+  }
+
   stop(id) { this.call('stop', { id }).catch(() => {}); }
 
   terminate() {

@@ -51,6 +51,13 @@ const ops = {
     return id;
   },
 
+  /// Starts a chat reply (as the engine's `start_chat`); its events follow as `start`'s.
+  start_chat({ messages, params }) {
+    const id = engine.start_chat(messages, params, (ev) => postMessage({ event: id, ev }));
+    driver.kick();
+    return id;
+  },
+
   stop({ id }) {
     engine.stop(id);
     driver.kick();

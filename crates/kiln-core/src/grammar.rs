@@ -1,7 +1,7 @@
 //! [`Grammar`]: what a constrained request's output must match. The front ends read it from
 //! requests; the engine compiles it into a matcher per sequence.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Grammar {
@@ -32,4 +32,21 @@ impl Grammar {
     pub fn any_text() -> Grammar {
         Grammar::Lark("start: /(?s:.*)/\n".into())
     }
+}
+
+/// The JSON layout kiln asks for: compact separators with one space, no free whitespace, so
+/// a small model cannot run away in indentation.
+pub fn compact_schema(mut schema: Value) -> Value {
+    if let Value::Object(m) = &mut schema {
+        m.insert(
+            "x-guidance".into(),
+            json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
+        );
+    }
+    schema
+}
+
+/// A Lark string literal for `s`.
+pub fn lark_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
 }

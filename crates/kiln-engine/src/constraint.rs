@@ -7,31 +7,14 @@
 
 use std::sync::Arc;
 
-use kiln_core::{Grammar, TokenFilter, TokenMask, mask_words};
+use kiln_core::{Grammar, TokenFilter, TokenMask, compact_schema, lark_string, mask_words};
 use kiln_model::Tokenizer;
 use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::reasoning_budget::Budget;
-
-/// The JSON layout kiln asks for: compact separators with one space, no free whitespace, so
-/// a small model cannot run away in indentation.
-pub fn compact_schema(mut schema: Value) -> Value {
-    if let Value::Object(m) = &mut schema {
-        m.insert(
-            "x-guidance".into(),
-            json!({"whitespace_flexible": false, "item_separator": ", ", "key_separator": ": "}),
-        );
-    }
-    schema
-}
-
-/// A Lark string literal for `s`.
-pub fn lark_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
-}
 
 /// The llguidance grammar of `g` (JSON with compact separators).
 fn to_llguidance(g: &Grammar) -> TopLevelGrammar {

@@ -14,7 +14,7 @@ mod reasoning_budget;
 mod step;
 mod transfer;
 
-pub use constraint::{Constraint, ConstraintFactory, compact_schema, lark_string};
+pub use constraint::{Constraint, ConstraintFactory};
 pub use engine::{Engine, EngineConfig, KvSize};
 pub use error::EngineError;
 #[cfg(feature = "fault-injection")]

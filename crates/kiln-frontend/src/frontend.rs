@@ -9,6 +9,7 @@ use kiln_model::{
 use kiln_scheduler::Request;
 use serde_json::{Map, Value};
 
+use crate::tools::ToolFormat;
 use crate::{GenSpec, ParamError};
 
 /// The text of the final message, which must be the assistant's, to continue it.
@@ -56,6 +57,8 @@ pub struct Frontend {
     pub defaults: GenerationDefaults,
     pub eos_token_ids: Vec<u32>,
     pub vocab_size: usize,
+    /// How the model writes tool calls (from its chat template).
+    pub tool_format: ToolFormat,
 }
 
 impl Frontend {
@@ -65,6 +68,7 @@ impl Frontend {
         config: &ModelConfig,
     ) -> Self {
         Self {
+            tool_format: ToolFormat::detect(chat_template.as_ref(), &tokenizer),
             tokenizer,
             chat_template,
             defaults: config.generation,

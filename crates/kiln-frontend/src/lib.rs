@@ -1,7 +1,9 @@
 //! kiln-frontend: what every way of talking to kiln shares, so the server, the CLI, the
 //! browser crate and the desktop app behave alike: generation parameters checked and filled
 //! from the model's own defaults ([`GenerationParams`] to [`GenSpec`]), prompt checks and chat
-//! rendering ([`Frontend`]), structured-output requests ([`requested_grammar`]), log-probabilities
+//! rendering ([`Frontend`]), structured-output requests ([`requested_grammar`]), tool calls ([`tools`]: the plan,
+//! each model's call syntax, a conversation's past calls, replies read as calls, whole or as
+//! they stream; [`ReplyReader`]), log-probabilities
 //! as OpenAI writes them ([`logprob_entry`]), and generated text ([`TextStream`]: incremental detokenization and
 //! stop strings; [`ReasoningStream`]: reasoning set apart from the answer). No GPU, no threads, no I/O; builds for wasm32.
 
@@ -10,10 +12,12 @@ mod frontend;
 mod logprobs;
 mod params;
 mod reasoning;
+mod reply;
 mod stop;
 mod structured;
 mod text;
 mod token_fields;
+pub mod tools;
 
 pub use detokenize::IncrementalDecoder;
 pub use frontend::{ChatExtras, Ending, Frontend};
@@ -22,6 +26,7 @@ pub use params::{
     GenSpec, GenerationParams, MAX_N, MAX_TOP_LOGPROBS, ParamError, StopSpec, base_sampling,
 };
 pub use reasoning::{ReasoningFormat, ReasoningStream, Split};
+pub use reply::{ReplyPart, ReplyReader};
 pub use stop::{StopMatcher, StopOutput, partial_suffix};
 pub use structured::requested_grammar;
 pub use text::{Piece, TextStream};

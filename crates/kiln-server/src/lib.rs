@@ -25,15 +25,11 @@ pub mod kv_transfer;
 mod messages;
 mod metrics;
 pub mod pd_proxy;
-mod reply;
 mod responses;
 mod router;
 mod routes;
 mod sse;
 mod state;
-mod tool_format;
-mod tool_stream;
-mod tools;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,7 +42,6 @@ pub use kiln_frontend::Frontend;
 
 use kiln_frontend::ReasoningFormat;
 use state::AppState;
-use tool_format::ToolFormat;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -219,13 +214,12 @@ async fn serve_engine(
     let reasoning = config
         .reasoning
         .unwrap_or_else(|| ReasoningFormat::detect(model.chat_template.as_ref()));
-    let tool_format = ToolFormat::detect(model.chat_template.as_ref(), &model.tokenizer);
     tracing::info!(
-        "chat: tool calls in the {tool_format:?} format, reasoning parser {reasoning:?}"
+        "chat: tool calls in the {:?} format, reasoning parser {reasoning:?}",
+        model.tool_format
     );
     let state = Arc::new(AppState {
         config,
-        tool_format,
         reasoning,
         model,
         engine,

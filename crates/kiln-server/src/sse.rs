@@ -122,3 +122,27 @@ pub fn choices(
     });
     stream::select_all(per_seq).boxed()
 }
+
+/// Answers a one-sequence reply that `on` writes: for each delta, the events it makes and,
+/// on the last, the finished body. Streamed: `head` and then every event, as typed SSE events;
+/// whole: the body once finished, or the reply's error.
+pub async fn respond(
+    mut items: BoxStream<'static, ChoiceItem>,
+    streamed: bool,
+    head: Vec<Value>,
+    mut on: impl FnMut(ChoiceItem) -> (Vec<Value>, Option<Value>) + Send + 'static,
+) -> Result<Response, ApiError> {
+    if streamed {
+        let body = items.flat_map(move |item| stream::iter(on(item).0));
+        return Ok(sse_typed(stream::iter(head).chain(body)));
+    }
+    let mut done = None;
+    while let Some(item) = items.next().await {
+        if let Err(e) = &item.result {
+            return Err(e.clone());
+        }
+        done = on(item).1.or(done);
+    }
+    let body = done.ok_or_else(|| ApiError::internal("the reply ended unfinished"))?;
+    Ok(axum::Json(body).into_response())
+}

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use kiln_frontend::{ChatExtras, Ending, Frontend, GenSpec, GenerationParams};
-use kiln_model::ChatMessage;
+use kiln_frontend::tools::{ChatTurn, ToolPlan};
+use kiln_frontend::{Ending, Frontend, GenSpec, GenerationParams, ReasoningFormat};
 use serde_json::{Map, Value};
 
 use crate::ServerConfig;
@@ -13,9 +13,6 @@ use crate::engine_loop::EngineHandle;
 use crate::error::ApiError;
 use crate::generate::Sequence;
 use crate::metrics::Metrics;
-use crate::tool_format::ToolFormat;
-use crate::tools::ToolPlan;
-use kiln_frontend::ReasoningFormat;
 
 pub struct AppState {
     pub config: ServerConfig,
@@ -24,8 +21,6 @@ pub struct AppState {
     pub engine: Arc<EngineHandle>,
     pub metrics: Metrics,
     pub created: u64,
-    /// How the model writes tool calls (from its chat template).
-    pub tool_format: ToolFormat,
     /// How the model sets its reasoning apart (from its chat template, or configured).
     pub reasoning: ReasoningFormat,
     /// The grammar compiler for structured outputs, built on first use.
@@ -88,11 +83,11 @@ impl AppState {
         self.render_chat_with(messages, None, None, Ending::NewTurn)
     }
 
-    /// Renders chat messages with the tools of `plan`: given to a template that renders them,
-    /// or described in the system message (the generic format). Assistant turns' past calls
-    /// go to a native template as data, and are written as the generic format's JSON
-    /// otherwise. `kwargs`: the request's `chat_template_kwargs`; `ending`: how the rendered
-    /// conversation ends.
+    /// Renders chat messages with the tools of `plan` (the shared front end's
+    /// [`Frontend::render_turns`]: the tools given to a template that renders them or described
+    /// in the system message, past calls as the template's data or the generic format's JSON).
+    /// `kwargs`: the request's `chat_template_kwargs`; `ending`: how the rendered conversation
+    /// ends.
     pub fn render_chat_with(
         &self,
         messages: &[ChatMessageIn],
@@ -100,65 +95,20 @@ impl AppState {
         kwargs: Option<&Map<String, Value>>,
         ending: Ending,
     ) -> Result<String, ApiError> {
-        let native = self.tool_format.is_native();
-        let mut msgs = Vec::with_capacity(messages.len() + 1);
-        // Tool call ids the assistant turns so far made, with their function names.
-        let mut calls_made = std::collections::HashMap::new();
-        for m in messages {
-            let mut msg = ChatMessage {
-                role: m.role.clone(),
-                content: message_text(m)?,
-                tool_calls: None,
-                tool_call_id: m.tool_call_id.clone(),
-                name: m.name.clone(),
-                reasoning_content: m.reasoning_content.clone(),
-            };
-            if m.reasoning_content.is_some() && m.role != "assistant" {
-                return Err(ApiError::bad_param(
-                    "messages",
-                    format!(
-                        "only assistant messages carry reasoning_content, not {} messages",
-                        m.role
-                    ),
-                ));
-            }
-            if let Some(calls) = m.tool_calls.as_deref().filter(|c| !c.is_empty()) {
-                if m.role != "assistant" {
-                    return Err(ApiError::bad_param(
-                        "messages",
-                        "only assistant messages carry tool_calls",
-                    ));
-                }
-                let mut calls = crate::tools::past_calls(calls)?;
-                for c in &mut calls {
-                    calls_made.insert(c.id.clone(), c.function.name.clone());
-                    c.id = self.tool_format.template_call_id(&c.id);
-                }
-                if native {
-                    msg.tool_calls = Some(calls);
-                } else {
-                    msg.content = Some(crate::tools::calls_as_text(&calls));
-                }
-            }
-            crate::tools::check_tool_reply(m, &calls_made)?;
-            msg.tool_call_id = msg
-                .tool_call_id
-                .map(|id| self.tool_format.template_call_id(&id));
-            if !native && msg.content.is_none() {
-                // Templates without tools concatenate content as a string.
-                msg.content = Some(String::new());
-            }
-            msgs.push(msg);
-        }
-        let system = plan.and_then(ToolPlan::system_prompt);
-        let tools = plan.and_then(ToolPlan::template_tools);
-        let extras = ChatExtras {
-            system: system.as_deref(),
-            tools: tools.as_deref(),
-            kwargs,
-            ending,
-        };
-        Ok(self.model.render_chat(msgs, &extras)?)
+        let turns = messages
+            .iter()
+            .map(|m| {
+                Ok(ChatTurn {
+                    role: m.role.clone(),
+                    content: message_text(m)?,
+                    tool_calls: m.tool_calls.clone(),
+                    tool_call_id: m.tool_call_id.clone(),
+                    name: m.name.clone(),
+                    reasoning_content: m.reasoning_content.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        Ok(self.model.render_turns(turns, plan, kwargs, ending)?)
     }
 
     /// Queues `spec.n` requests for `prompt`, each with its matcher from `constraints` when

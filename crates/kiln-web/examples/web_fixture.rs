@@ -9,14 +9,16 @@
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
 //! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
 //! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors), as
-//! `{text, reasoning, finished}`).
+//! `{text, reasoning, finished}`; `demo.tools`: the tool call `web-demo/test.html` requires,
+//! and the reply after its result, as `{content, calls, finish}`).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kiln_engine::{Engine, FinishReason, Request, SamplingParams};
-use kiln_frontend::{Frontend, GenerationParams, ReasoningFormat};
+use kiln_engine::{Engine, FinishReason, GrammarCompiler, Request, SamplingParams};
+use kiln_frontend::tools::{ChatTurn, ToolPlan};
+use kiln_frontend::{Ending, Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
 use kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE;
 use kiln_model::testing::{TinyConfig, write_tiny_gguf, write_tiny_llama};
@@ -38,7 +40,13 @@ fn main() {
     std::fs::create_dir_all(&out_dir).expect("out dir");
     let path = model_path.unwrap_or_else(|| {
         let p = out_dir.join("tiny.gguf");
-        write_tiny_gguf(&p, &TinyConfig::default(), 7, DType::Q8_0).expect("write tiny gguf");
+        // Room for a conversation with tools (the generic format's system message is about
+        // 500 of the byte-level tokenizer's tokens).
+        let config = TinyConfig {
+            max_position_embeddings: 2048,
+            ..TinyConfig::default()
+        };
+        write_tiny_gguf(&p, &config, 7, DType::Q8_0).expect("write tiny gguf");
         p
     });
     let model = Model::load(&path).expect("load model");
@@ -105,6 +113,10 @@ fn main() {
         "penalised": demo_reply(&ctx, &path, DEMO_PENALISED),
         "thinking": demo_reply(&ctx, &think, DEMO_GREEDY),
         "hf": demo_reply(&ctx, &hf, DEMO_GREEDY),
+        "tools": {
+            "required": tool_reply(&ctx, &path, TOOL_TURNS, TOOL_REQUIRED),
+            "follow": tool_reply(&ctx, &path, &follow_turns(&ctx, &path), TOOL_AUTO),
+        },
     });
     let json = serde_json::json!({
         "adapter": ctx.describe(),
@@ -164,4 +176,108 @@ fn demo_reply(ctx: &GpuContext, path: &std::path::Path, params: &str) -> serde_j
         _ => "stop",
     };
     serde_json::json!({"text": text, "reasoning": thought, "finished": finished})
+}
+
+/// `web-demo/test.html`'s tool-call request (`TOOL_ASK`): its conversation, and its fields
+/// with a call required and with `auto` (the conversation continued after the call).
+const TOOL_TURNS: &str = r#"[{"role": "user", "content": "What is the weather in Paris?"}]"#;
+const TOOL_REQUIRED: &str = r#"{"temperature": 0, "max_tokens": 120, "tool_choice": "required",
+    "parallel_tool_calls": false, "tools": [{"type": "function", "function": {"name": "get_weather",
+    "description": "The weather in a city", "parameters": {"type": "object",
+    "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}}}]}"#;
+const TOOL_AUTO: &str = r#"{"temperature": 0, "max_tokens": 24, "tools": [{"type": "function",
+    "function": {"name": "get_weather", "description": "The weather in a city", "parameters":
+    {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}}}]}"#;
+
+/// The page's conversation after the required call: the call (its id is not in the generic
+/// format's prompt) and the tool's result.
+fn follow_turns(ctx: &GpuContext, path: &std::path::Path) -> String {
+    let call = tool_reply(ctx, path, TOOL_TURNS, TOOL_REQUIRED);
+    let calls: Vec<serde_json::Value> = call["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| serde_json::json!({"id": "call-1", "type": "function", "function": {"name": c[0], "arguments": c[1]}}))
+        .collect();
+    serde_json::json!([
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": call["content"], "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call-1", "content": "18 degrees and sunny"},
+    ])
+    .to_string()
+}
+
+/// The whole reply to chat `turns` (JSON) with tool request `fields` (JSON), as the page's
+/// `start_chat` makes it through the shared front end: the conversation rendered with the
+/// tools, the reply held to their grammar and parsed; `{content, calls: [[name, arguments]],
+/// finish}`.
+fn tool_reply(
+    ctx: &GpuContext,
+    path: &std::path::Path,
+    turns: &str,
+    fields: &str,
+) -> serde_json::Value {
+    let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
+    let mut fields: serde_json::Value = serde_json::from_str(fields).expect("fields");
+    let obj = fields.as_object_mut().expect("an object");
+    let plan = ToolPlan::parse(
+        obj.remove("tools").as_ref(),
+        obj.remove("tool_choice").as_ref(),
+        obj.remove("parallel_tool_calls").and_then(|v| v.as_bool()),
+        frontend.tool_format,
+    )
+    .expect("tools")
+    .filter(ToolPlan::active)
+    .expect("tools offered");
+    let params: GenerationParams = serde_json::from_value(fields).expect("params");
+    let spec = frontend.resolve(&params, None).expect("spec");
+    let turns: Vec<ChatTurn> = serde_json::from_str(turns).expect("turns");
+    let text = frontend
+        .render_turns(turns, Some(&plan), None, Ending::NewTurn)
+        .expect("render");
+    let prompt = frontend.encode(&text, false, "messages").expect("encode");
+    let reasoning = ReasoningFormat::detect(frontend.chat_template.as_ref());
+    let opened = reasoning.opened_by_ids(&frontend.tokenizer, &prompt);
+    let constraint = GrammarCompiler::default()
+        .compile(
+            &reasoning.grammar(plan.grammar(), opened),
+            &frontend.tokenizer,
+            &frontend.eos_token_ids,
+            frontend.vocab_size,
+        )
+        .expect("grammar");
+    let mut engine = Engine::new(
+        ctx,
+        &config,
+        &weights,
+        kiln_web::engine_config(64 << 20, 8),
+        &mut |_, _| {},
+    )
+    .expect("engine");
+    let max_tokens = spec.max_tokens.expect("max_tokens");
+    let request = frontend.request(&spec, 1, prompt, max_tokens, 0, 0);
+    engine
+        .add_constrained_request(request, constraint)
+        .expect("add_request");
+    let mut split = reasoning.stream(opened);
+    let (mut stream, mut answer, mut finished) = (spec.text_stream(), String::new(), None);
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).expect("step") {
+            let piece = stream.update(&frontend.tokenizer, &u).expect("text");
+            answer += &split.push(&piece.text, u.finished.is_some()).content;
+            finished = finished.or(u.finished);
+        }
+    }
+    let (content, calls, finish) = match finished {
+        Some(FinishReason::Length) => (Some(answer), Vec::new(), "length"),
+        _ => {
+            let (content, calls) = plan.parse_reply(&answer);
+            let finish = match calls.is_empty() {
+                true => "stop",
+                false => plan.finish_reason(),
+            };
+            (content, calls, finish)
+        }
+    };
+    serde_json::json!({"content": content, "calls": calls, "finish": finish})
 }

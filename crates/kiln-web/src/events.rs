@@ -1,13 +1,17 @@
 //! What one step means to JavaScript: each engine update of a generation becomes an
-//! [`Event`] `{id, tokenId, text, reasoning, finished, numTokens, logprobs}` for its callback, its text
-//! cut at the generation's stop strings and its reasoning (a `<think>` block) set apart from
-//! the answer (`text`).
+//! [`Event`] `{id, tokenId, text, reasoning, finished, numTokens, promptTokens, logprobs}`
+//! for its callback, its text cut at the generation's stop strings and its reasoning (a
+//! `<think>` block) set apart from the answer (`text`); under tools also `deltas` (the chat
+//! deltas the answer adds, calls parsed as they are written) and, at the end, `reply` (the
+//! whole answer parsed).
 
 use std::collections::HashMap;
 
 use js_sys::{Function, Object};
 use kiln_engine::{Engine, FinishReason, RequestUpdate};
+use kiln_frontend::tools::{ToolPlan, ToolStream};
 use kiln_frontend::{Frontend, ReasoningStream, TextStream, logprob_entry};
+use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
 
 use crate::set;
@@ -18,11 +22,66 @@ pub(crate) struct Chat {
     pub split: ReasoningStream,
     pub callback: Option<Function>,
     pub num_tokens: u32,
+    pub prompt_tokens: u32,
     /// Alternatives reported per token, when log-probabilities were asked for.
     pub logprobs: Option<u32>,
+    /// The request's tools, where it offers them.
+    pub tools: Option<ChatTools>,
+}
+
+/// A reply under tools: the plan, its answer parsed as it grows, and the answer so far.
+pub(crate) struct ChatTools {
+    plan: ToolPlan,
+    stream: ToolStream,
+    answer: String,
+}
+
+impl ChatTools {
+    pub fn new(plan: ToolPlan) -> Self {
+        ChatTools {
+            stream: ToolStream::new(plan.format),
+            plan,
+            answer: String::new(),
+        }
+    }
+
+    /// Takes the answer's next text; returns the chat deltas it adds and, once `finish` is
+    /// given, the finish reason (the calls' once it called) and the whole reply parsed.
+    fn push(&mut self, text: &str, finish: Option<&str>) -> (Vec<Value>, Option<(String, Value)>) {
+        let ChatTools {
+            plan,
+            stream,
+            answer,
+        } = self;
+        answer.push_str(text);
+        let deltas = stream.push(text, || plan.format.new_call_id());
+        let Some(finish) = finish else {
+            return (deltas, None);
+        };
+        // A reply cut by max_tokens stays `length`, calls or not.
+        let streamed = match stream.called() && finish == "stop" {
+            true => plan.finish_reason(),
+            false => finish,
+        };
+        let (content, calls) = match finish {
+            "stop" => plan.parse_reply(answer),
+            _ => (Some(answer.clone()), Vec::new()),
+        };
+        let whole = match calls.is_empty() {
+            true => finish,
+            false => plan.finish_reason(),
+        };
+        let calls: Vec<Value> = calls
+            .into_iter()
+            .map(|(name, args)| json!({"id": plan.format.new_call_id(), "type": "function", "function": {"name": name, "arguments": args}}))
+            .collect();
+        let reply = json!({"content": content, "tool_calls": calls, "finish_reason": whole});
+        (deltas, Some((streamed.to_string(), reply)))
+    }
 }
 
 /// One token of one generation, ready for JavaScript.
+#[derive(Default)]
 pub(crate) struct Event {
     pub id: u64,
     pub token_id: Option<u32>,
@@ -30,9 +89,19 @@ pub(crate) struct Event {
     pub reasoning: String,
     pub finished: Option<String>,
     pub num_tokens: u32,
+    pub prompt_tokens: u32,
     /// The token's log-probability entry as OpenAI's chat writes it, when asked for.
-    pub logprobs: Option<serde_json::Value>,
+    pub logprobs: Option<Value>,
+    /// Under tools: the chat deltas this token's text adds.
+    pub deltas: Option<Vec<Value>>,
+    /// Under tools, on the last event: the whole reply parsed.
+    pub reply: Option<Value>,
     pub callback: Option<Function>,
+}
+
+/// `v` as a JavaScript value.
+fn js(v: &Value) -> JsValue {
+    js_sys::JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL)
 }
 
 impl Event {
@@ -55,11 +124,13 @@ impl Event {
                 .unwrap_or(JsValue::NULL),
         );
         set(&o, "numTokens", self.num_tokens);
-        let logprobs = match &self.logprobs {
-            Some(v) => js_sys::JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL),
-            None => JsValue::NULL,
-        };
-        set(&o, "logprobs", logprobs);
+        set(&o, "promptTokens", self.prompt_tokens);
+        let or_null = |v: Option<&Value>| v.map(js).unwrap_or(JsValue::NULL);
+        set(&o, "logprobs", or_null(self.logprobs.as_ref()));
+        if let Some(d) = &self.deltas {
+            set(&o, "deltas", js(&Value::Array(d.clone())));
+            set(&o, "reply", or_null(self.reply.as_ref()));
+        }
         o
     }
 }
@@ -125,7 +196,17 @@ pub(crate) fn handle(
         ))
     });
     let split = chat.split.push(&piece.text, finished.is_some());
+    let mut finished = finished.map(|f| finish_name(f).to_string());
+    let (mut deltas, mut reply) = (None, None);
+    if let Some(t) = &mut chat.tools {
+        let (d, end) = t.push(&split.content, finished.as_deref());
+        deltas = Some(d);
+        if let Some((finish, whole)) = end {
+            (finished, reply) = (Some(finish), Some(whole));
+        }
+    }
     let (num_tokens, callback) = (chat.num_tokens, chat.callback.clone());
+    let prompt_tokens = chat.prompt_tokens;
     if finished.is_some() {
         chats.remove(&u.id);
     }
@@ -134,9 +215,12 @@ pub(crate) fn handle(
         token_id,
         text: split.content,
         reasoning: split.reasoning,
-        finished: finished.map(|f| finish_name(f).to_string()),
+        finished,
         num_tokens,
+        prompt_tokens,
         logprobs,
+        deltas,
+        reply,
         callback,
     });
 }

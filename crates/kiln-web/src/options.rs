@@ -57,8 +57,8 @@ pub(crate) fn parsed<T: std::str::FromStr<Err = String>>(
 /// Tokens a generation gets when `max_tokens` is not given (fewer if the context is shorter).
 pub(crate) const DEFAULT_MAX_TOKENS: usize = 256;
 
-/// `start`'s parameters: the server's generation fields and structured-output fields,
-/// nothing else.
+/// `start`'s parameters: the server's generation fields and structured-output fields, and
+/// (for `start_chat`) chat's tool fields; nothing else.
 #[derive(serde::Deserialize, Default)]
 pub(crate) struct StartParams {
     #[serde(flatten)]
@@ -74,8 +74,25 @@ pub(crate) struct StartParams {
     /// this many alternatives.
     pub logprobs: Option<bool>,
     pub top_logprobs: Option<u32>,
+    /// Chat's tools (`start_chat` only): `tools`, `tool_choice`, `parallel_tool_calls`.
+    pub tools: Option<serde_json::Value>,
+    pub tool_choice: Option<serde_json::Value>,
+    pub parallel_tool_calls: Option<bool>,
     #[serde(flatten)]
     extra: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl StartParams {
+    /// The first tool field given, if any.
+    pub fn tool_field(&self) -> Option<&'static str> {
+        [
+            ("tools", self.tools.is_some()),
+            ("tool_choice", self.tool_choice.is_some()),
+            ("parallel_tool_calls", self.parallel_tool_calls.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, given)| given.then_some(name))
+    }
 }
 
 pub(crate) fn start_params(obj: &JsValue) -> Result<StartParams, JsValue> {

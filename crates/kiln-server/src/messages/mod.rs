@@ -18,12 +18,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiJson};
-use crate::reply::{self, ReplyReader};
 use crate::responses::random_id;
 use crate::routes::chat::chat_constraints;
 use crate::routes::render::checked_chat;
 use crate::sse::{Usage, choices};
 use crate::state::Shared;
+use kiln_frontend::ReplyReader;
 use request::MessagesRequest;
 use writer::Writer;
 
@@ -115,7 +115,7 @@ pub async fn create(State(st): State<Shared>, body: Body) -> Result<Response, Me
         (writer.take_events(), Some(message))
     };
     let items = choices(seqs, 1, usage);
-    Ok(reply::respond(items, chat.stream.unwrap_or(false), start, on).await?)
+    Ok(crate::sse::respond(items, chat.stream.unwrap_or(false), start, on).await?)
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's tokens, as the request would be served.

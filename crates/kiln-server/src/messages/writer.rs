@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::reply::Piece;
+use kiln_frontend::ReplyPart as Piece;
 
 pub struct Writer {
     message: Value,

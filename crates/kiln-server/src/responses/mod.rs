@@ -28,13 +28,13 @@ pub use request::ResponsesRequest;
 pub use store::ResponseStore;
 
 use crate::error::{ApiError, ApiJson};
-use crate::reply::{self, ReplyReader};
 use crate::routes::chat::chat_constraints;
 use crate::routes::render::checked_chat;
 use crate::routes::{logprob_entry, now_s};
 use crate::sse::{ChoiceItem, Usage, choices, sse_typed};
 use crate::state::Shared;
 use background::Background;
+use kiln_frontend::ReplyReader;
 use request::renamed;
 use store::Stored;
 use writer::Writer;
@@ -145,7 +145,7 @@ pub async fn create(
             false => axum::Json(head).into_response(),
         });
     }
-    reply::respond(items, streamed, events, move |item| turn.on(item)).await
+    crate::sse::respond(items, streamed, events, move |item| turn.on(item)).await
 }
 
 /// One response being written.

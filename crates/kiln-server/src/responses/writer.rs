@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::random_id;
 use crate::error::ApiError;
-pub use crate::reply::Piece;
+pub use kiln_frontend::ReplyPart as Piece;
 
 pub struct Writer {
     response: Value,

@@ -18,8 +18,8 @@ use crate::generate::TokenLogprob;
 use crate::kv_transfer;
 use crate::sse::{Usage, choices, running_usage, sse};
 use crate::state::Shared;
-use crate::tools::ToolPlan;
 use kiln_engine::Constraint;
+use kiln_frontend::tools::ToolPlan;
 use kiln_frontend::{Split, requested_grammar};
 
 pub async fn chat_completions(

@@ -14,8 +14,8 @@ use crate::error::ApiError;
 use crate::generate::{Sequence, TokenLogprob};
 use crate::sse::{Usage, choices, running_usage, sse};
 use crate::state::Shared;
-use crate::tool_stream::ToolStream;
-use crate::tools::ToolPlan;
+use kiln_frontend::tools::ToolPlan;
+use kiln_frontend::tools::ToolStream;
 
 /// What a reply under tools reports besides its text, where asked: its tokens'
 /// log-probabilities (`as_ids`: named by id) and its prompt's.

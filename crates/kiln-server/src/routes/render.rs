@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 use crate::api::{ChatRequest, CompletionRequest, PromptInput, reject_unknown};
 use crate::error::{ApiError, ApiJson};
 use crate::state::{AppState, Shared};
-use crate::tools::ToolPlan;
 use kiln_frontend::GenSpec;
+use kiln_frontend::tools::ToolPlan;
 
 /// The prompts of a completions body, tokenized (text prompts get the special tokens).
 pub fn completion_prompts(st: &AppState, prompt: &PromptInput) -> Result<Vec<Vec<u32>>, ApiError> {
@@ -66,7 +66,7 @@ pub fn chat_prompt(
         req.tools.as_ref(),
         req.tool_choice.as_ref(),
         req.parallel_tool_calls,
-        st.tool_format,
+        st.model.tool_format,
     )?
     .filter(ToolPlan::active);
     if let Some(k) = &req.chat_template_kwargs

@@ -42,13 +42,9 @@ impl WebEngine {
                                 }
                                 Err(e) => events.push(Event {
                                     id,
-                                    token_id: None,
-                                    text: String::new(),
-                                    reasoning: String::new(),
                                     finished: Some(format!("error: {e}")),
-                                    num_tokens: 0,
-                                    logprobs: None,
                                     callback: chat.callback,
+                                    ..Event::default()
                                 }),
                             }
                         }

@@ -7,11 +7,11 @@
 
 mod mistral;
 
-use kiln_engine::{Grammar, compact_schema};
+use kiln_core::{Grammar, compact_schema, lark_string};
 use kiln_model::{ChatTemplate, Tokenizer};
 use serde_json::{Value, json};
 
-use crate::tools::compact_json;
+use super::compact_json;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolFormat {
@@ -170,8 +170,8 @@ impl ToolFormat {
         let schema = compact_schema(self.call_schema(offered));
         match self {
             ToolFormat::Hermes => {
-                let open = kiln_engine::lark_string(&format!("{HERMES_OPEN}\n"));
-                let close = kiln_engine::lark_string(&format!("\n{HERMES_CLOSE}"));
+                let open = lark_string(&format!("{HERMES_OPEN}\n"));
+                let close = lark_string(&format!("\n{HERMES_CLOSE}"));
                 let more = if parallel { r#" ("\n" call)*"# } else { "" };
                 let start = if auto {
                     // Text without the opener, or text up to the first opener (a lazy lexeme,

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tool_format::{MISTRAL_ARGS, MISTRAL_OPEN, ToolFormat};
+use super::format::{MISTRAL_ARGS, MISTRAL_OPEN, ToolFormat};
 
 /// A reply's prefix, parsed: its content so far and its calls so far (a call's name once
 /// complete, its arguments' raw JSON text so far).
@@ -199,7 +199,7 @@ fn json_value_end(s: &str) -> Option<usize> {
 
 /// `text` without a tail that could be the start of `opener`.
 fn held_back<'a>(text: &'a str, opener: &str) -> &'a str {
-    &text[..text.len() - kiln_frontend::partial_suffix(text, opener)]
+    &text[..text.len() - crate::partial_suffix(text, opener)]
 }
 
 /// One streamed choice: its text so far and what of it has been sent.

@@ -3,7 +3,7 @@
 //! (Mistral Small 3.1 on, Devstral, Magistral, Ministral 3): text, then for each call
 //! `[TOOL_CALLS]`, the function's name, `[ARGS]` and its arguments as a JSON object.
 
-use kiln_engine::{Grammar, compact_schema, lark_string};
+use kiln_core::{Grammar, compact_schema, lark_string};
 use serde_json::{Value, json};
 
 use super::{MISTRAL_ARGS, MISTRAL_OPEN, Reply, regex_escape};

@@ -1,4 +1,5 @@
-//! Tool calling on `/v1/chat/completions`. A model whose chat template renders tools gets
+//! Tool calling, for every front end that offers tools (the server's chat, Responses and
+//! Messages APIs, the browser's chat). A model whose chat template renders tools gets
 //! them through its template and writes calls in its own syntax ([`ToolFormat`]); `required`
 //! and named calls are constrained to that syntax, and `auto` replies to free text in which
 //! a call, once opened, must be well-formed. Other models
@@ -8,16 +9,19 @@
 //! (`auto`), or to tool calls only (`required`, a named function). Either way the reply is
 //! parsed back into OpenAI `tool_calls`.
 
-use std::collections::HashMap;
+mod format;
+mod stream;
+mod turns;
 
-use kiln_engine::Grammar;
+use kiln_core::Grammar;
 use kiln_model::{FunctionCall, ToolCall};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::ChatMessageIn;
-use crate::error::ApiError;
-use crate::tool_format::{Reply, ToolFormat};
+use crate::ParamError;
+pub use format::{MISTRAL_ARGS, MISTRAL_OPEN, Reply, ToolFormat};
+pub use stream::{Partial, Piece, ToolStream, partial};
+pub use turns::ChatTurn;
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -58,8 +62,8 @@ pub struct ToolPlan {
     pub format: ToolFormat,
 }
 
-fn bad(param: &str, m: impl Into<String>) -> ApiError {
-    ApiError::bad_param(param, m)
+fn bad(param: &str, m: impl Into<String>) -> ParamError {
+    ParamError::new(param, m)
 }
 
 impl ToolPlan {
@@ -70,7 +74,7 @@ impl ToolPlan {
         choice: Option<&Value>,
         parallel: Option<bool>,
         format: ToolFormat,
-    ) -> Result<Option<ToolPlan>, ApiError> {
+    ) -> Result<Option<ToolPlan>, ParamError> {
         let raw: Vec<Value> = match tools {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a.clone(),
@@ -289,7 +293,7 @@ impl ToolPlan {
 
 /// An assistant message's `tool_calls`, their arguments parsed back to JSON values (so a
 /// template or the generic format does not encode them twice).
-pub fn past_calls(calls: &[Value]) -> Result<Vec<ToolCall>, ApiError> {
+pub fn past_calls(calls: &[Value]) -> Result<Vec<ToolCall>, ParamError> {
     calls
         .iter()
         .map(|c| {
@@ -355,34 +359,5 @@ impl serde_json::ser::Formatter for SpacedFormatter {
     }
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         w.write_all(b": ")
-    }
-}
-
-/// A `tool` message must answer a call that an earlier assistant message made (its
-/// `tool_call_id`), and its `name`, when given, must be that call's function. `tool_call_id` on
-/// other roles, and `name` on them (a participant name), are refused rather than ignored.
-pub fn check_tool_reply(
-    m: &ChatMessageIn,
-    calls_made: &HashMap<String, String>,
-) -> Result<(), ApiError> {
-    let bad = |why: String| Err(ApiError::bad_param("messages", why));
-    match (m.role.as_str(), &m.tool_call_id) {
-        ("tool", Some(id)) => match (calls_made.get(id), &m.name) {
-            (None, _) => bad(format!(
-                "a tool message answers tool_call_id `{id}`, which no earlier assistant message made"
-            )),
-            (Some(f), Some(name)) if name != f => bad(format!(
-                "the tool message for call `{id}` names `{name}`, but that call was to `{f}`"
-            )),
-            _ => Ok(()),
-        },
-        ("tool", None) => bad("a tool message needs the tool_call_id it answers".into()),
-        (role, Some(_)) => bad(format!(
-            "only tool messages carry tool_call_id, not {role} messages"
-        )),
-        (role, None) if m.name.is_some() => {
-            bad(format!("`name` on a {role} message is not supported"))
-        }
-        _ => Ok(()),
     }
 }
