@@ -176,6 +176,28 @@ else:
         fails.append(f"a tool message answering no call was not refused in the page: {t.get('unanswered')}")
     if (wk.get("tools") or {}).get("calls") != want["required"]["calls"]:
         fails.append(f"tool call from the engine in a worker: {wk.get('tools')}, native {want['required']}")
+    # Text completions and embeddings through openai.js: the native front end's greedy
+    # completion of "Hello" and its embedding (unit length, within 1e-3 of the native one:
+    # SwiftShader and lavapipe round differently), from the page and from a worker.
+    c, demo = web.get("completions") or {}, native["demo"]
+    for how in ("completion", "streamed"):
+        got = c.get(how) or {}
+        u = got.get("usage") or {}
+        if (got.get("text") != demo["completion"]["text"] or got.get("finish") != "length"
+                or got.get("object") != "text_completion" or u.get("completion_tokens") != 16):
+            fails.append(f"text completion ({how}) in the page: {got}, native {demo['completion']}")
+    e = c.get("embeddings") or {}
+    near = lambda v: v is not None and len(v) == len(demo["embedding"]) and max(
+        abs(a - b) for a, b in zip(v, demo["embedding"])) < 1e-3
+    if (not near(e.get("first")) or e.get("count") != 2 or not e.get("differ") or not e.get("base64_equal")
+            or any(abs(n - 1) > 1e-4 for n in e.get("norms") or [0])
+            or (e.get("usage") or {}).get("prompt_tokens", 0) < 2):
+        fails.append(f"embeddings in the page: {e}, native {demo['embedding'][:4]}...")
+    if not near(wk.get("embedding")):
+        fails.append(f"an embedding from the engine in a worker: {(wk.get('embedding') or [])[:4]}")
+    for field, refusal in (c.get("refused") or {}).items():
+        if not refusal or field not in refusal:
+            fails.append(f"`{field}` was not refused by name in the page's completions or embeddings: {refusal}")
     lp = o.get("logprobs") or {}
     if (lp.get("content") != reply or lp.get("count") != 16 or lp.get("streamed") != 16
             or not lp.get("greedy_first") or not lp.get("bytes") or lp.get("without") is not None):
@@ -201,6 +223,7 @@ print(f"reasoning in the page: {web.get('reasoning')}")
 print(f"chat completions in the page: {web.get('openai')}")
 print(f"the engine in a worker: {web.get('worker')}")
 print(f"tool calls in the page: {web.get('tools')}")
+print(f"completions and embeddings in the page: {json.dumps(web.get('completions'))[:600]}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "
           f"(TTFT {web['single']['ttft_ms']:.0f} ms) vs native {native['decode_tokens_per_s']:.1f} tok/s")

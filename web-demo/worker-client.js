@@ -74,6 +74,9 @@ export class WorkerEngine {
 
   info() { return this.call('info'); }
 
+  /// Token ids of `text` (as the engine's `tokenize`).
+  tokenize(text, special) { return this.call('tokenize', { text, special }); }
+
   /// Starts a generation (as the engine's `start`); resolves to its id. `onEvent(ev)` gets
   /// its events.
   async start(prompt, params, onEvent) {
@@ -86,6 +89,14 @@ export class WorkerEngine {
   /// to its id. `onEvent(ev)` gets its events.
   async start_chat(messages, params, onEvent) {
     const id = await this.call('start_chat', { messages, params });
+    this.callbacks.set(id, onEvent);
+    return id;
+  }
+
+  /// Starts embedding `input` (token ids; as the engine's `start_embedding`); resolves to
+  /// its id. `onEvent(ev)` gets its event.
+  async start_embedding(input, onEvent) {
+    const id = await this.call('start_embedding', { input: Array.from(input) });
     this.callbacks.set(id, onEvent);
     return id;
   }

@@ -41,6 +41,8 @@ const ops = {
 
   chat_tokens: ({ messages }) => engine.chat_tokens(messages),
 
+  tokenize: ({ text, special }) => engine.tokenize(text, special),
+
   info: () => engine.info(),
 
   /// Starts a generation; its events follow as `{event: id, ev}` messages, from the next
@@ -54,6 +56,13 @@ const ops = {
   /// Starts a chat reply (as the engine's `start_chat`); its events follow as `start`'s.
   start_chat({ messages, params }) {
     const id = engine.start_chat(messages, params, (ev) => postMessage({ event: id, ev }));
+    driver.kick();
+    return id;
+  },
+
+  /// Starts embedding `input` (as the engine's `start_embedding`).
+  start_embedding({ input }) {
+    const id = engine.start_embedding(input, (ev) => postMessage({ event: id, ev }));
     driver.kick();
     return id;
   },

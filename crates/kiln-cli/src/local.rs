@@ -118,6 +118,36 @@ impl Local {
         })
     }
 
+    /// The embeddings of `inputs` (token ids, checked) with `spec` (the front end's
+    /// embedding spec), by input index: each input's prefill, batched as the engine fits them.
+    pub fn embed(
+        &mut self,
+        spec: &GenSpec,
+        inputs: Vec<Vec<u32>>,
+    ) -> anyhow::Result<std::collections::HashMap<u64, Vec<f32>>> {
+        let first = self.next_id;
+        let count = inputs.len() as u64;
+        for prompt in inputs {
+            let request = self.frontend.request(spec, self.next_id, prompt, 1, 0, 0);
+            self.next_id += 1;
+            self.engine.add_request(request)?;
+        }
+        let mut out = std::collections::HashMap::new();
+        while self.engine.has_unfinished() {
+            for u in pollster::block_on(self.engine.step())? {
+                if let Some(h) = u.token.and_then(|t| t.hidden) {
+                    out.insert(u.id - first, kiln_frontend::unit_length(h));
+                }
+            }
+        }
+        anyhow::ensure!(
+            out.len() as u64 == count,
+            "the engine returned {} embeddings for {count} inputs",
+            out.len()
+        );
+        Ok(out)
+    }
+
     /// A matcher for `grammar` after the reasoning of a prompt that `opened` it.
     fn compile(&self, grammar: &Grammar, opened: bool) -> anyhow::Result<Constraint> {
         let f = &self.frontend;

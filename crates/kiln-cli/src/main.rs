@@ -3,6 +3,7 @@
 mod bench;
 mod chat;
 mod device_args;
+mod embed;
 mod generate;
 mod info;
 mod local;
@@ -34,6 +35,8 @@ enum Command {
     Chat(chat::Args),
     /// Print the GPU adapter and, with --model, the model's shape and memory needs.
     Info(info::Args),
+    /// Embed texts (one JSON line per input: the model's last hidden state, unit length).
+    Embed(embed::Args),
     /// Serve the OpenAI-compatible HTTP API.
     Serve(serve::Args),
     /// Benchmark an OpenAI-compatible server (kiln's or any other).
@@ -51,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         Command::Generate(a) => generate::run(a),
         Command::Chat(a) => chat::run(a),
         Command::Info(a) => info::run(a),
+        Command::Embed(a) => embed::run(a),
         Command::Speed(a) => speed::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),

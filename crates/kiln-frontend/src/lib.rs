@@ -8,6 +8,7 @@
 //! stop strings; [`ReasoningStream`]: reasoning set apart from the answer). No GPU, no threads, no I/O; builds for wasm32.
 
 mod detokenize;
+mod embedding;
 mod frontend;
 mod logprobs;
 mod params;
@@ -20,6 +21,7 @@ mod token_fields;
 pub mod tools;
 
 pub use detokenize::IncrementalDecoder;
+pub use embedding::unit_length;
 pub use frontend::{ChatExtras, Ending, Frontend};
 pub use logprobs::{chat_logprobs, logprob_entry, token_name, token_text};
 pub use params::{

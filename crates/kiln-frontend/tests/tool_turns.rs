@@ -44,7 +44,7 @@ fn past_calls_and_results_render_in_the_generic_format() {
                 {"role": "user", "content": "Weather in Oslo?"},
                 {"role": "assistant", "content": null, "tool_calls": [{"id": "call-7", "type": "function",
                     "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
-                {"role": "tool", "tool_call_id": "call-7", "content": "-3 degrees"},
+                {"role": "tool", "tool_call_id": "call-7", "content": [{"type": "text", "text": "-3 "}, {"type": "text", "text": "degrees"}]},
             ])),
             Some(&plan),
             None,
@@ -76,21 +76,35 @@ fn malformed_turns_are_refused_by_name() {
         "function": {"name": "get_weather", "arguments": "{}"}}]});
     let user = json!({"role": "user", "content": "Hi"});
     let m = refused(json!([user, {"role": "tool", "tool_call_id": "c1", "content": "x"}]));
-    assert!(m.contains("`c1`") && m.contains("no earlier assistant"), "{m}");
+    assert!(
+        m.contains("`c1`") && m.contains("no earlier assistant"),
+        "{m}"
+    );
     let m = refused(json!([user, call, {"role": "tool", "content": "x"}]));
     assert!(m.contains("needs the tool_call_id"), "{m}");
-    let m = refused(json!([user, call, {"role": "tool", "tool_call_id": "c1", "name": "other", "content": "x"}]));
+    let m = refused(
+        json!([user, call, {"role": "tool", "tool_call_id": "c1", "name": "other", "content": "x"}]),
+    );
     assert!(m.contains("`other`") && m.contains("get_weather"), "{m}");
     let m = refused(json!([{"role": "user", "content": "Hi", "tool_calls": call["tool_calls"]}]));
-    assert!(m.contains("only assistant messages carry tool_calls"), "{m}");
+    assert!(
+        m.contains("only assistant messages carry tool_calls"),
+        "{m}"
+    );
     let m = refused(json!([{"role": "user", "content": "Hi", "reasoning_content": "hm"}]));
     assert!(m.contains("reasoning_content"), "{m}");
     let bad_args = json!({"role": "assistant", "tool_calls": [{"id": "c2", "type": "function",
         "function": {"name": "get_weather", "arguments": "{not json"}}]});
     let m = refused(json!([user, bad_args]));
     assert!(m.contains("not JSON"), "{m}");
+    let m = refused(
+        json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+    );
+    assert!(m.contains("`image_url`"), "{m}");
     // A field OpenAI's messages do not have is an error, not ignored.
-    let e = serde_json::from_value::<Vec<ChatTurn>>(json!([{"role": "user", "content": "Hi", "colour": 1}]))
-        .unwrap_err();
+    let e = serde_json::from_value::<Vec<ChatTurn>>(
+        json!([{"role": "user", "content": "Hi", "colour": 1}]),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("colour"), "{e}");
 }

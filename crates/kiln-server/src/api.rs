@@ -74,19 +74,7 @@ impl StreamOptions {
     }
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(untagged)]
-pub enum MessageContent {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-#[derive(Deserialize, Debug, Clone)]
-pub struct ContentPart {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub text: Option<String>,
-}
+pub use kiln_frontend::tools::MessageContent;
 
 #[derive(Deserialize, Debug, Clone)]
 pub struct ChatMessageIn {

@@ -100,7 +100,7 @@ impl AppState {
             .map(|m| {
                 Ok(ChatTurn {
                     role: m.role.clone(),
-                    content: message_text(m)?,
+                    content: m.content.clone(),
                     tool_calls: m.tool_calls.clone(),
                     tool_call_id: m.tool_call_id.clone(),
                     name: m.name.clone(),
@@ -178,23 +178,5 @@ impl AppState {
 
 /// A message's text: a string, or text parts joined; `None` when it has no content.
 pub(crate) fn message_text(m: &ChatMessageIn) -> Result<Option<String>, ApiError> {
-    Ok(match &m.content {
-        None => None,
-        Some(MessageContent::Text(t)) => Some(t.clone()),
-        Some(MessageContent::Parts(parts)) => {
-            let mut s = String::new();
-            for p in parts {
-                match (&*p.kind, &p.text) {
-                    ("text", Some(t)) => s.push_str(t),
-                    _ => {
-                        return Err(ApiError::bad_param(
-                            "messages",
-                            format!("content parts of type `{}` are not supported", p.kind),
-                        ));
-                    }
-                }
-            }
-            Some(s)
-        }
-    })
+    Ok(m.content.as_ref().map(MessageContent::text).transpose()?)
 }

@@ -9,7 +9,8 @@
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
 //! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
 //! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors), as
-//! `{text, reasoning, finished}`; `demo.tools`: the tool call `web-demo/test.html` requires,
+//! `{text, reasoning, finished}`; `demo.completion`: the text completion of "Hello", greedy;
+//! `demo.embedding`: the embedding of "Hello"; `demo.tools`: the tool call `web-demo/test.html` requires,
 //! and the reply after its result, as `{content, calls, finish}`).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
@@ -110,6 +111,8 @@ fn main() {
     write_tiny_llama(&hf, &TinyConfig::default(), 11).expect("write tiny hf folder");
     let demo = serde_json::json!({
         "greedy": demo_reply(&ctx, &path, DEMO_GREEDY),
+        "completion": completion_reply(&ctx, &path),
+        "embedding": embedding(&ctx, &path, "Hello"),
         "penalised": demo_reply(&ctx, &path, DEMO_PENALISED),
         "thinking": demo_reply(&ctx, &think, DEMO_GREEDY),
         "hf": demo_reply(&ctx, &hf, DEMO_GREEDY),
@@ -141,12 +144,58 @@ const DEMO_PENALISED: &str = r#"{"temperature": 0, "top_p": 1, "top_k": 0, "min_
 /// chat template, the shared front end's request, text stream and reasoning split, the page's
 /// engine sizes.
 fn demo_reply(ctx: &GpuContext, path: &std::path::Path, params: &str) -> serde_json::Value {
+    reply(ctx, path, params, |f| {
+        f.chat_tokens(vec![ChatMessage::new("user", "Hello")], None)
+            .expect("chat prompt")
+    })
+}
+
+/// The text completion of "Hello" in `web-demo/test.html` (greedy, 16 tokens, the end token
+/// ignored).
+fn completion_reply(ctx: &GpuContext, path: &std::path::Path) -> serde_json::Value {
+    let params = r#"{"temperature": 0, "max_tokens": 16, "ignore_eos": true}"#;
+    reply(ctx, path, params, |f| {
+        f.encode("Hello", true, "prompt").expect("encode")
+    })
+}
+
+/// The embedding of `text` as the server and the page compute it (unit length).
+fn embedding(ctx: &GpuContext, path: &std::path::Path, text: &str) -> Vec<f32> {
+    let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
+    let prompt = frontend.encode(text, true, "input").expect("encode");
+    let mut engine = Engine::new(
+        ctx,
+        &config,
+        &weights,
+        kiln_web::engine_config(64 << 20, 8),
+        &mut |_, _| {},
+    )
+    .expect("engine");
+    let spec = frontend.embedding_spec();
+    engine
+        .add_request(frontend.request(&spec, 1, prompt, 1, 0, 0))
+        .expect("add_request");
+    let mut hidden = None;
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).expect("step") {
+            hidden = hidden.or(u.token.and_then(|t| t.hidden));
+        }
+    }
+    kiln_frontend::unit_length(hidden.expect("a hidden state"))
+}
+
+/// The reply to the prompt `prompt` makes with `params`, through the shared front end's
+/// request, text stream and reasoning split, at the page's engine sizes.
+fn reply(
+    ctx: &GpuContext,
+    path: &std::path::Path,
+    params: &str,
+    prompt: impl FnOnce(&Frontend) -> Vec<u32>,
+) -> serde_json::Value {
     let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
     let params: GenerationParams = serde_json::from_str(params).expect("params");
     let spec = frontend.resolve(&params, None).expect("spec");
-    let prompt = frontend
-        .chat_tokens(vec![ChatMessage::new("user", "Hello")], None)
-        .expect("chat prompt");
+    let prompt = prompt(&frontend);
     let max_tokens = spec.max_tokens.expect("max_tokens");
     let mut engine = Engine::new(
         ctx,

@@ -20,6 +20,7 @@ use crate::options::{DEFAULT_MAX_TOKENS, StartParams, count, parsed, start_param
 use crate::{engine_config, err, set};
 
 mod chat;
+mod embed;
 mod step;
 
 struct Start {
@@ -308,7 +309,10 @@ impl WebEngine {
             ));
         }
         // Calls in a format marked by special tokens are read from text that keeps them.
-        if plan.as_ref().is_some_and(|p| p.format.keeps_special_tokens()) {
+        if plan
+            .as_ref()
+            .is_some_and(|p| p.format.keeps_special_tokens())
+        {
             spec.skip_special_tokens = false;
         }
         spec.truncate(&mut prompt);
@@ -364,6 +368,7 @@ impl WebEngine {
             prompt_tokens,
             logprobs,
             tools: plan.map(ChatTools::new),
+            embedding: false,
         };
         self.pending
             .borrow_mut()

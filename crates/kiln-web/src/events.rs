@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use js_sys::{Function, Object};
 use kiln_engine::{Engine, FinishReason, RequestUpdate};
 use kiln_frontend::tools::{ToolPlan, ToolStream};
-use kiln_frontend::{Frontend, ReasoningStream, TextStream, logprob_entry};
+use kiln_frontend::{Frontend, ReasoningStream, TextStream, logprob_entry, unit_length};
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
 
@@ -27,6 +27,8 @@ pub(crate) struct Chat {
     pub logprobs: Option<u32>,
     /// The request's tools, where it offers them.
     pub tools: Option<ChatTools>,
+    /// An embedding request: its one event carries the embedding, not the token's text.
+    pub embedding: bool,
 }
 
 /// A reply under tools: the plan, its answer parsed as it grows, and the answer so far.
@@ -96,6 +98,8 @@ pub(crate) struct Event {
     pub deltas: Option<Vec<Value>>,
     /// Under tools, on the last event: the whole reply parsed.
     pub reply: Option<Value>,
+    /// An embedding request's embedding (unit length).
+    pub embedding: Option<Vec<f32>>,
     pub callback: Option<Function>,
 }
 
@@ -127,6 +131,9 @@ impl Event {
         set(&o, "promptTokens", self.prompt_tokens);
         let or_null = |v: Option<&Value>| v.map(js).unwrap_or(JsValue::NULL);
         set(&o, "logprobs", or_null(self.logprobs.as_ref()));
+        if let Some(e) = &self.embedding {
+            set(&o, "embedding", js_sys::Float32Array::from(e.as_slice()));
+        }
         if let Some(d) = &self.deltas {
             set(&o, "deltas", js(&Value::Array(d.clone())));
             set(&o, "reply", or_null(self.reply.as_ref()));
@@ -195,7 +202,17 @@ pub(crate) fn handle(
             false,
         ))
     });
-    let split = chat.split.push(&piece.text, finished.is_some());
+    let mut split = chat.split.push(&piece.text, finished.is_some());
+    let mut embedding = None;
+    if chat.embedding {
+        // The token exists only to carry the prefill's hidden state.
+        split.content.clear();
+        embedding = u
+            .token
+            .as_ref()
+            .and_then(|t| t.hidden.clone())
+            .map(unit_length);
+    }
     let mut finished = finished.map(|f| finish_name(f).to_string());
     let (mut deltas, mut reply) = (None, None);
     if let Some(t) = &mut chat.tools {
@@ -221,6 +238,7 @@ pub(crate) fn handle(
         logprobs,
         deltas,
         reply,
+        embedding,
         callback,
     });
 }

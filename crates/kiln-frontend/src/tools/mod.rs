@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::ParamError;
 pub use format::{MISTRAL_ARGS, MISTRAL_OPEN, Reply, ToolFormat};
 pub use stream::{Partial, Piece, ToolStream, partial};
-pub use turns::ChatTurn;
+pub use turns::{ChatTurn, ContentPart, MessageContent};
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]

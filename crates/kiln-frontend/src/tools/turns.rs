@@ -11,12 +11,12 @@ use serde_json::{Map, Value};
 use super::{ToolPlan, calls_as_text, past_calls};
 use crate::{ChatExtras, Ending, Frontend, ParamError};
 
-/// One chat message as OpenAI's API writes it, its content already text.
+/// One chat message as OpenAI's API writes it.
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ChatTurn {
     pub role: String,
-    pub content: Option<String>,
+    pub content: Option<MessageContent>,
     /// An assistant turn's tool calls (`{"id", "type", "function": {"name", "arguments"}}`).
     pub tool_calls: Option<Vec<Value>>,
     /// The call a `tool` message answers.
@@ -24,6 +24,40 @@ pub struct ChatTurn {
     pub name: Option<String>,
     /// An assistant turn's reasoning, as replies carry it (for templates that render it).
     pub reasoning_content: Option<String>,
+}
+
+/// A message's content: text, or OpenAI's content parts, of which kiln reads text parts.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+}
+
+impl MessageContent {
+    /// The text: the string, or the text parts joined; another kind of part is an error.
+    pub fn text(&self) -> Result<String, ParamError> {
+        match self {
+            MessageContent::Text(t) => Ok(t.clone()),
+            MessageContent::Parts(parts) => parts
+                .iter()
+                .map(|p| match (&*p.kind, &p.text) {
+                    ("text", Some(t)) => Ok(t.as_str()),
+                    _ => Err(bad(format!(
+                        "content parts of type `{}` are not supported",
+                        p.kind
+                    ))),
+                })
+                .collect(),
+        }
+    }
 }
 
 fn bad(why: impl Into<String>) -> ParamError {
@@ -62,7 +96,7 @@ impl Frontend {
             check_tool_reply(&t, &calls_made)?;
             let mut msg = ChatMessage {
                 role: t.role,
-                content: t.content,
+                content: t.content.as_ref().map(MessageContent::text).transpose()?,
                 tool_calls: None,
                 tool_call_id: t.tool_call_id.map(|id| format.template_call_id(&id)),
                 name: t.name,

@@ -1,14 +1,13 @@
-//! `POST /v1/embeddings`: each input's embedding is the model's final hidden state (after its
-//! last norm) at the input's last token, scaled to unit length: the pooling of decoder-only
-//! embedding models (Qwen3-Embedding's, e5-mistral's). The engine computes it as the prefill
-//! of a one-token request, batched with everything else.
+//! `POST /v1/embeddings`: each input's embedding as kiln-frontend's `embedding.rs` computes it
+//! (the final hidden state at the input's last token, scaled to unit length), as the prefill
+//! of a one-token request batched with everything else.
 
 use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use kiln_frontend::GenerationParams;
+use kiln_frontend::unit_length;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -52,40 +51,21 @@ pub async fn embeddings(
         ));
     }
     let inputs = super::render::prompt_ids(&st, &req.input, "input")?;
-    // Greedy, one token (never sent): only the prefill's last hidden state is kept.
-    let params = GenerationParams {
-        temperature: Some(0.0),
-        ignore_eos: Some(true),
-        ..GenerationParams::default()
-    };
-    let mut spec = st.gen_spec(&params, Some(1), None)?;
-    spec.return_hidden = true;
+    let spec = st.model.embedding_spec();
     let mut seqs = Vec::with_capacity(inputs.len());
-    let most = st.engine.info.max_len.saturating_sub(1);
     for (i, ids) in inputs.iter().enumerate() {
-        if ids.len() > most {
-            return Err(ApiError::bad_param(
-                "input",
-                format!(
-                    "input {i} has {} tokens; this model embeds at most {most}",
-                    ids.len()
-                ),
-            ));
-        }
-        (st.model
-            .check_prompt(ids, st.engine.info.max_len, Some(1), None))
-        .map_err(|e| ApiError::bad_param("input", format!("input {i}: {}", e.message)))?;
+        st.model
+            .check_embedding_input(ids, st.engine.info.max_len, i)?;
         seqs.extend(st.submit(ids, 1, &spec, Vec::new(), false)?);
     }
     let results = futures_util::future::join_all(seqs.into_iter().map(|s| s.collect())).await;
     let mut data = Vec::with_capacity(results.len());
     for (index, r) in results.into_iter().enumerate() {
         let (_, d) = r?;
-        let mut v = d
-            .hidden
-            .ok_or_else(|| ApiError::internal("the engine returned no hidden state"))?;
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        v.iter_mut().for_each(|x| *x /= norm);
+        let v = unit_length(
+            d.hidden
+                .ok_or_else(|| ApiError::internal("the engine returned no hidden state"))?,
+        );
         let embedding = if base64 {
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
             json!(base64::engine::general_purpose::STANDARD.encode(bytes))
