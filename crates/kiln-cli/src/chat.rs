@@ -1,7 +1,8 @@
 //! `kiln chat`: an interactive chat in the terminal. Each line is a user turn; the reply
 //! streams as it is generated, followed by its speed line. The whole conversation is the
 //! prompt of every turn (the prefix cache keeps the earlier turns' KV, so only the new turn
-//! is prefilled). The input line is edited with rustyline (arrow keys, Home/End, word moves;
+//! is prefilled); once it outgrows the context, its oldest exchanges are left out of the
+//! prompt (said on stderr), the latest always kept. The input line is edited with rustyline (arrow keys, Home/End, word moves;
 //! Up and Down recall this session's earlier messages). Ctrl-C stops a reply (what was written
 //! stays in the history); at the prompt it quits, as do Ctrl-D and `/exit`. `/reset` starts a
 //! new conversation. A model that reasons in `<think>` blocks has its reasoning shown apart
@@ -118,19 +119,33 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         history.push(ChatMessage::new("user", message));
         let f = &local.frontend;
+        // A conversation longer than the context leaves its oldest exchanges out of the
+        // prompt (the history keeps them), with room for the reply.
+        let max_len = local.engine.max_len();
+        let room = spec
+            .max_tokens
+            .unwrap_or(DEFAULT_MAX_TOKENS.min(max_len / 4));
         let checked = f
-            .chat_tokens(history.clone(), a.system.as_deref())
-            .and_then(|prompt| {
+            .fit_chat(history.clone(), a.system.as_deref(), max_len, room)
+            .and_then(|fitted| {
                 let room = f.check_prompt(
-                    &prompt,
-                    local.engine.max_len(),
+                    &fitted.prompt,
+                    max_len,
                     spec.max_tokens,
                     Some(DEFAULT_MAX_TOKENS),
                 )?;
-                Ok((prompt, room))
+                Ok((fitted, room))
             });
         let (prompt, max_tokens) = match checked {
-            Ok(x) => x,
+            Ok((fitted, room)) => {
+                if fitted.dropped > 0 {
+                    eprintln!(
+                        "({} earlier messages left out to fit the context of {max_len} tokens)",
+                        fitted.dropped
+                    );
+                }
+                (fitted.prompt, room)
+            }
             Err(e) => {
                 history.pop();
                 eprintln!("error: {e} (/reset starts a new conversation)");

@@ -432,6 +432,31 @@ fn chat_in_a_terminal_keeps_history_and_quits_on_ctrl_c_at_the_prompt() {
 }
 
 #[test]
+fn chat_in_a_terminal_outgrowing_the_context_leaves_out_its_oldest_turns() {
+    let dir = model("chat-fit", 128);
+    let t = chat("fit", &dir, "--max-tokens 8");
+    let long = "tell me more about the cat that sat on the mat";
+    for turn in 1..=3 {
+        t.keys(&[long, "Enter"]);
+        t.wait_for("[cut at the token limit; prefill:", turn);
+        t.wait_prompts(turn + 1);
+    }
+    // Three turns of about 60 tokens each outgrow 128: the reply still comes, from a prompt
+    // that left the oldest exchanges out.
+    let screen = t.screen();
+    assert!(
+        screen.contains("earlier messages left out to fit the context of 128 tokens"),
+        "{screen}"
+    );
+    let sizes = prefill_sizes(&screen);
+    assert!(sizes.iter().all(|&n| n + 8 <= 128), "{sizes:?}\n{screen}");
+    assert!(!screen.contains("error:"), "{screen}");
+    t.keys(&["/exit", "Enter"]);
+    t.wait_for("kiln-exited", 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn chat_in_a_terminal_stops_a_reply_on_ctrl_c() {
     let dir = model("stop", 8192);
     let t = chat("stop", &dir, "--max-tokens 6000");

@@ -27,6 +27,8 @@ pub struct Generation {
     prompt_tokens: usize,
     cached_tokens: usize,
     generated: usize,
+    /// Earlier messages left out of the prompt to fit the context.
+    left_out: usize,
 }
 
 /// What a poll found.
@@ -61,8 +63,10 @@ fn relay(events: flume::Receiver<SeqEvent>, wake: Wake) -> flume::Receiver<SeqEv
 }
 
 impl Generation {
-    /// Queues the reply to `chat`'s messages; an error (a bad setting, a conversation longer
-    /// than the context) is for the user to read.
+    /// Queues the reply to `chat`'s messages; an error (a bad setting, a latest message
+    /// longer than the context) is for the user to read. A conversation too long for the
+    /// context leaves its oldest exchanges out of the prompt (the chat keeps them), keeping
+    /// room for the reply: the chat's max tokens, or up to a quarter of the context.
     pub fn start(model: &Loaded, chat: &Chat) -> Result<Generation, String> {
         let f = &model.frontend;
         let spec = f.resolve(&chat.sampling, None).map_err(|e| e.to_string())?;
@@ -76,7 +80,12 @@ impl Generation {
             })
             .collect();
         let system = Some(chat.system.as_str()).filter(|s| !s.trim().is_empty());
-        let prompt = f.chat_tokens(messages, system).map_err(|e| e.to_string())?;
+        let max_len = model.engine.info.max_len;
+        let room = spec
+            .max_tokens
+            .unwrap_or(DEFAULT_MAX_TOKENS.min(max_len / 4));
+        let fitted = (f.fit_chat(messages, system, max_len, room)).map_err(|e| e.to_string())?;
+        let prompt = fitted.prompt;
         let max_tokens = f
             .check_prompt(
                 &prompt,
@@ -102,6 +111,7 @@ impl Generation {
             prompt_tokens,
             cached_tokens: 0,
             generated: 0,
+            left_out: fitted.dropped,
         })
     }
 
@@ -162,6 +172,7 @@ impl Generation {
             ttft_s: (first - self.started).as_secs_f64(),
             decode_s: (now - first).as_secs_f64(),
             end: end.into(),
+            left_out: self.left_out,
         }
     }
 }

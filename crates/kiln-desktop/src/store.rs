@@ -21,6 +21,13 @@ pub struct ReplyStats {
     pub decode_s: f64,
     /// `stop`, `length` or `stopped` (the stop button).
     pub end: String,
+    /// Earlier messages left out of the prompt to fit the model's context.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_out: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl ReplyStats {
@@ -34,8 +41,13 @@ impl ReplyStats {
             "stopped" => " · stopped",
             _ => "",
         };
+        let left_out = match self.left_out {
+            0 => String::new(),
+            1 => " · 1 earlier message left out to fit the context".into(),
+            n => format!(" · {n} earlier messages left out to fit the context"),
+        };
         format!(
-            "{:.1} tokens/s · {:.2} s to first token · {} tokens · {} prompt tokens, {} from cache{end}",
+            "{:.1} tokens/s · {:.2} s to first token · {} tokens · {} prompt tokens, {} from cache{left_out}{end}",
             self.tokens_per_s(),
             self.ttft_s,
             self.generated,

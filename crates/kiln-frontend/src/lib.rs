@@ -9,6 +9,7 @@
 
 mod detokenize;
 mod embedding;
+mod fit;
 mod frontend;
 mod logprobs;
 mod params;
@@ -22,6 +23,7 @@ pub mod tools;
 
 pub use detokenize::IncrementalDecoder;
 pub use embedding::unit_length;
+pub use fit::Fitted;
 pub use frontend::{ChatExtras, Ending, Frontend};
 pub use logprobs::{chat_logprobs, logprob_entry, token_name, token_text};
 pub use params::{

@@ -271,3 +271,56 @@ fn min_tokens_finds_a_stop_string_that_ends_after_them() {
     );
     assert_eq!(stream_after(&f, text, &["t s"], k), (text.into(), false));
 }
+
+#[test]
+fn a_long_conversation_leaves_out_its_oldest_exchanges_to_fit() {
+    let f = frontend();
+    let mut messages = vec![ChatMessage::new("system", "Be brief.")];
+    for i in 0..6 {
+        messages.push(ChatMessage::new(
+            "user",
+            format!("question {i} {}", "x".repeat(40)),
+        ));
+        messages.push(ChatMessage::new(
+            "assistant",
+            format!("answer {i} {}", "y".repeat(40)),
+        ));
+    }
+    messages.push(ChatMessage::new("user", "the last question"));
+    let whole = f.chat_tokens(messages.clone(), Some("Extra.")).unwrap();
+    // Room for everything: nothing left out.
+    let all = f
+        .fit_chat(messages.clone(), Some("Extra."), whole.len() + 10, 10)
+        .unwrap();
+    assert_eq!((all.dropped, all.prompt.len()), (0, whole.len()));
+    // 150 tokens short: the fewest whole exchanges go, the system messages and the last stay.
+    let max_len = whole.len() - 150 + 10;
+    let fitted = f
+        .fit_chat(messages.clone(), Some("Extra."), max_len, 10)
+        .unwrap();
+    assert!(fitted.prompt.len() + 10 <= max_len);
+    assert!(
+        fitted.dropped > 0 && fitted.dropped % 2 == 0,
+        "{}",
+        fitted.dropped
+    );
+    let text = f.tokenizer.decode(&fitted.prompt, false).unwrap();
+    assert!(
+        text.contains("Be brief.") && text.contains("Extra.") && text.contains("the last question")
+    );
+    let first_kept = fitted.dropped / 2;
+    assert!(text.contains(&format!("question {first_kept} ")), "{text}");
+    assert!(
+        !text.contains(&format!("question {} ", first_kept - 1)),
+        "{text}"
+    );
+    // One exchange fewer left out would not have fit.
+    let mut one_more: Vec<ChatMessage> = vec![messages[0].clone()];
+    one_more.extend_from_slice(&messages[1 + fitted.dropped - 2..]);
+    let longer = f.chat_tokens(one_more, Some("Extra.")).unwrap();
+    assert!(longer.len() + 10 > max_len);
+    // The latest exchange alone too long for the context: an error with the numbers.
+    let e = f.fit_chat(messages, Some("Extra."), 40, 10).unwrap_err();
+    assert_eq!(e.param, "messages");
+    assert!(e.message.contains("context of 40 tokens"), "{e}");
+}

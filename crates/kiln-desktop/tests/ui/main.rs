@@ -5,7 +5,8 @@
 //! model file opens, and Chinese and Japanese text is drawn with the system's fonts. The
 //! accessibility check is on: every control must have a label. `fonts.rs` draws text and
 //! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings;
-//! `attach.rs` sends text files with a message.
+//! `attach.rs` sends text files with a message; `context.rs` keeps a chat longer than the
+//! context going.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use kiln_desktop::{DesktopApp, ModelState};
 mod attach;
 #[path = "../common/mod.rs"]
 mod common;
+mod context;
 mod fonts;
 mod speculation;
 

@@ -1,0 +1,95 @@
+//! A chat longer than the model's context keeps going: its oldest exchanges are left out of
+//! the prompt (the chat keeps them), the reply is the engine's greedy reply to the fitted
+//! conversation, and the line under it says how many messages were left out.
+
+use kiln_desktop::store::Message;
+use kiln_engine::{Engine, EngineConfig, KvSize};
+use kiln_frontend::{Frontend, GenerationParams};
+use kiln_model::testing::TinyConfig;
+use kiln_model::{ChatMessage, Model};
+
+use super::*;
+
+/// The engine's greedy reply to `messages` fitted to a context of `max_len` with room for
+/// the reply, and how many messages were left out.
+fn fitted_reply(model: &Path, messages: Vec<ChatMessage>, max_len: usize) -> (String, usize) {
+    let (frontend, config, weights) = Frontend::split(Model::load(model).unwrap());
+    let ctx = pollster::block_on(kiln_gpu::GpuContext::new()).expect("a GPU adapter (lavapipe)");
+    let ec = EngineConfig {
+        kv: KvSize::Blocks(64),
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(&ctx, &config, &weights, ec, &mut |_, _| {}).unwrap();
+    let params = GenerationParams {
+        temperature: Some(0.0),
+        max_tokens: Some(MAX_TOKENS),
+        ..Default::default()
+    };
+    let spec = frontend.resolve(&params, None).unwrap();
+    let room = MAX_TOKENS as usize;
+    let fitted = frontend.fit_chat(messages, None, max_len, room).unwrap();
+    let request = frontend.request(&spec, 1, fitted.prompt, room, 0, 0);
+    engine.add_request(request).unwrap();
+    let mut stream = spec.text_stream();
+    let mut text = String::new();
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).unwrap() {
+            text += &stream.update(&frontend.tokenizer, &u).unwrap().text;
+        }
+    }
+    (text, fitted.dropped)
+}
+
+#[test]
+fn a_chat_longer_than_the_context_leaves_out_its_oldest_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let context = 256;
+    let tc = TinyConfig {
+        max_position_embeddings: context,
+        ..TinyConfig::default()
+    };
+    let model = tiny_model_with(dir.path(), &tc);
+    let mut earlier = Vec::new();
+    for i in 0..6 {
+        earlier.push(("user", format!("question {i}: {}", "why ".repeat(10))));
+        earlier.push(("assistant", format!("answer {i}: {}", "because ".repeat(6))));
+    }
+    let last = "and now?";
+    let mut messages: Vec<ChatMessage> = (earlier.iter())
+        .map(|(role, text)| ChatMessage::new(*role, text.as_str()))
+        .collect();
+    messages.push(ChatMessage::new("user", last));
+    let (expected, dropped) = fitted_reply(&model, messages, context);
+    assert!(dropped >= 2, "the conversation must not fit whole");
+
+    let mut h = harness(&dir.path().join("store"), Some(model), true);
+    step_until(&mut h, "the model to open", ready);
+    greedy(&mut h);
+    {
+        let app = h.state_mut();
+        let chat = &mut app.chats[app.current];
+        chat.messages = (earlier.iter())
+            .map(|(role, text)| Message {
+                role: role.to_string(),
+                text: text.clone(),
+                ..Message::default()
+            })
+            .collect();
+    }
+    send(&mut h, last);
+    step_until(&mut h, "the reply", |a| a.generating.is_empty());
+    assert!(h.state().notices.is_empty(), "{:?}", h.state().notices);
+    let reply = last_reply(h.state(), 0);
+    assert_eq!(reply.text, expected);
+    let stats = reply.stats.clone().expect("the reply's line");
+    assert_eq!(stats.left_out, dropped);
+    assert!(stats.prompt_tokens + MAX_TOKENS as usize <= context);
+    // The chat keeps every message; the line under the reply says what the prompt left out.
+    assert_eq!(h.state().chats[0].messages.len(), earlier.len() + 2);
+    let line = stats.line();
+    assert!(
+        line.contains(&format!("{dropped} earlier messages left out")),
+        "{line}"
+    );
+    h.get_by_label_contains("earlier messages left out to fit the context");
+}
