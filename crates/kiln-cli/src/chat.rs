@@ -13,7 +13,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kiln_frontend::ReasoningFormat;
+use kiln_frontend::{ChatExtras, ReasoningFormat};
 use kiln_model::ChatMessage;
 use rustyline::error::ReadlineError;
 
@@ -122,11 +122,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         // A conversation longer than the context leaves its oldest exchanges out of the
         // prompt (the history keeps them), with room for the reply.
         let max_len = local.engine.max_len();
+        let extras = ChatExtras {
+            system: a.system.as_deref(),
+            ..ChatExtras::default()
+        };
         let room = spec
             .max_tokens
             .unwrap_or(DEFAULT_MAX_TOKENS.min(max_len / 4));
         let checked = f
-            .fit_chat(history.clone(), a.system.as_deref(), max_len, room)
+            .fit_chat(history.clone(), &extras, max_len, room)
             .and_then(|fitted| {
                 let room = f.check_prompt(
                     &fitted.prompt,

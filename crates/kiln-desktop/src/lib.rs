@@ -11,6 +11,7 @@ pub mod attach;
 pub mod device;
 pub mod fonts;
 pub mod model;
+mod replies;
 pub mod reply;
 pub mod script;
 pub mod store;

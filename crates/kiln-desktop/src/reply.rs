@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use kiln_engine::FinishReason;
-use kiln_frontend::{ReasoningFormat, ReasoningStream, Split, TextStream};
+use kiln_frontend::{ChatExtras, Ending, ReasoningFormat, ReasoningStream, Split, TextStream};
 use kiln_model::ChatMessage;
 use kiln_server::SeqEvent;
 
@@ -67,7 +67,8 @@ impl Generation {
     /// longer than the context) is for the user to read. A conversation too long for the
     /// context leaves its oldest exchanges out of the prompt (the chat keeps them), keeping
     /// room for the reply: the chat's max tokens, or up to a quarter of the context.
-    pub fn start(model: &Loaded, chat: &Chat) -> Result<Generation, String> {
+    /// `continuing`: the chat's last message is a reply that this one goes on writing.
+    pub fn start(model: &Loaded, chat: &Chat, continuing: bool) -> Result<Generation, String> {
         let f = &model.frontend;
         let spec = f.resolve(&chat.sampling, None).map_err(|e| e.to_string())?;
         let messages: Vec<ChatMessage> = chat
@@ -84,7 +85,15 @@ impl Generation {
         let room = spec
             .max_tokens
             .unwrap_or(DEFAULT_MAX_TOKENS.min(max_len / 4));
-        let fitted = (f.fit_chat(messages, system, max_len, room)).map_err(|e| e.to_string())?;
+        let extras = ChatExtras {
+            system,
+            ending: match continuing {
+                true => Ending::ContinueLast,
+                false => Ending::NewTurn,
+            },
+            ..ChatExtras::default()
+        };
+        let fitted = (f.fit_chat(messages, &extras, max_len, room)).map_err(|e| e.to_string())?;
         let prompt = fitted.prompt;
         let max_tokens = f
             .check_prompt(

@@ -5,7 +5,7 @@
 
 use kiln_model::ChatMessage;
 
-use crate::{Frontend, ParamError};
+use crate::{ChatExtras, Frontend, ParamError};
 
 /// A conversation's prompt, fitted.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,8 +16,8 @@ pub struct Fitted {
 }
 
 impl Frontend {
-    /// The tokens of `messages` (after `system`, as [`Frontend::chat_tokens`]) with at least
-    /// `room` tokens left for the reply in a context of `max_len`. Where the whole
+    /// The tokens of `messages` rendered with `extras` (as [`Frontend::render_chat`]) with at
+    /// least `room` tokens left for the reply in a context of `max_len`. Where the whole
     /// conversation leaves less, its oldest exchanges (a user message and every message up to
     /// the next) are left out, as few as fit; leading system messages and the latest
     /// exchange are always kept, and an error says so with the numbers when those alone do
@@ -25,12 +25,16 @@ impl Frontend {
     pub fn fit_chat(
         &self,
         messages: Vec<ChatMessage>,
-        system: Option<&str>,
+        extras: &ChatExtras,
         max_len: usize,
         room: usize,
     ) -> Result<Fitted, ParamError> {
         let fits = |p: &[u32]| p.len() + room <= max_len;
-        let whole = self.chat_tokens(messages.clone(), system)?;
+        let tokens = |m: Vec<ChatMessage>| {
+            let text = self.render_chat(m, extras)?;
+            self.encode(&text, false, "messages")
+        };
+        let whole = tokens(messages.clone())?;
         if fits(&whole) {
             return Ok(Fitted {
                 prompt: whole,
@@ -49,7 +53,7 @@ impl Frontend {
                 .chain(&messages[cut..])
                 .cloned()
                 .collect();
-            self.chat_tokens(kept, system).map(|p| (p, cut - head))
+            tokens(kept).map(|p| (p, cut - head))
         };
         let last = starts.len().saturating_sub(1);
         let (shortest, dropped) = without(last)?;

@@ -288,16 +288,18 @@ fn a_long_conversation_leaves_out_its_oldest_exchanges_to_fit() {
     }
     messages.push(ChatMessage::new("user", "the last question"));
     let whole = f.chat_tokens(messages.clone(), Some("Extra.")).unwrap();
+    let extras = ChatExtras {
+        system: Some("Extra."),
+        ..ChatExtras::default()
+    };
     // Room for everything: nothing left out.
     let all = f
-        .fit_chat(messages.clone(), Some("Extra."), whole.len() + 10, 10)
+        .fit_chat(messages.clone(), &extras, whole.len() + 10, 10)
         .unwrap();
     assert_eq!((all.dropped, all.prompt.len()), (0, whole.len()));
     // 150 tokens short: the fewest whole exchanges go, the system messages and the last stay.
     let max_len = whole.len() - 150 + 10;
-    let fitted = f
-        .fit_chat(messages.clone(), Some("Extra."), max_len, 10)
-        .unwrap();
+    let fitted = f.fit_chat(messages.clone(), &extras, max_len, 10).unwrap();
     assert!(fitted.prompt.len() + 10 <= max_len);
     assert!(
         fitted.dropped > 0 && fitted.dropped % 2 == 0,
@@ -320,7 +322,7 @@ fn a_long_conversation_leaves_out_its_oldest_exchanges_to_fit() {
     let longer = f.chat_tokens(one_more, Some("Extra.")).unwrap();
     assert!(longer.len() + 10 > max_len);
     // The latest exchange alone too long for the context: an error with the numbers.
-    let e = f.fit_chat(messages, Some("Extra."), 40, 10).unwrap_err();
+    let e = f.fit_chat(messages, &extras, 40, 10).unwrap_err();
     assert_eq!(e.param, "messages");
     assert!(e.message.contains("context of 40 tokens"), "{e}");
 }

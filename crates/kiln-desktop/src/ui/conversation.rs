@@ -1,5 +1,5 @@
 //! The conversation: messages (replies as Markdown, with their speed line, and their
-//! reasoning folded under "Thinking"), copy, edit and regenerate, and the message box with
+//! reasoning folded under "Thinking"), copy, edit, regenerate and continue, and the message box with
 //! Send / Stop and the files attached to it.
 
 use eframe::egui;
@@ -56,12 +56,22 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     {
                         action = Some(Action::Regenerate);
                     }
+                    let cut = m.stats.as_ref().is_some_and(|s| s.end != "stop");
+                    if !generating
+                        && i == last
+                        && m.role == "assistant"
+                        && cut
+                        && ui.small_button("Continue").clicked()
+                    {
+                        action = Some(Action::Continue);
+                    }
                 });
             }
         });
     match action {
         Some(Action::Edit(i)) => app.edit(i),
         Some(Action::Regenerate) => app.regenerate(),
+        Some(Action::Continue) => app.continue_reply(),
         None => {}
     }
 }
@@ -69,6 +79,7 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
 enum Action {
     Edit(usize),
     Regenerate,
+    Continue,
 }
 
 fn notices(app: &mut DesktopApp, ui: &mut egui::Ui) {

@@ -4,7 +4,7 @@
 
 use kiln_desktop::store::Message;
 use kiln_engine::{Engine, EngineConfig, KvSize};
-use kiln_frontend::{Frontend, GenerationParams};
+use kiln_frontend::{ChatExtras, Frontend, GenerationParams};
 use kiln_model::testing::TinyConfig;
 use kiln_model::{ChatMessage, Model};
 
@@ -27,7 +27,8 @@ fn fitted_reply(model: &Path, messages: Vec<ChatMessage>, max_len: usize) -> (St
     };
     let spec = frontend.resolve(&params, None).unwrap();
     let room = MAX_TOKENS as usize;
-    let fitted = frontend.fit_chat(messages, None, max_len, room).unwrap();
+    let extras = ChatExtras::default();
+    let fitted = frontend.fit_chat(messages, &extras, max_len, room).unwrap();
     let request = frontend.request(&spec, 1, fitted.prompt, room, 0, 0);
     engine.add_request(request).unwrap();
     let mut stream = spec.text_stream();

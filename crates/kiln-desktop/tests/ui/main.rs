@@ -6,7 +6,7 @@
 //! accessibility check is on: every control must have a label. `fonts.rs` draws text and
 //! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings;
 //! `attach.rs` sends text files with a message; `context.rs` keeps a chat longer than the
-//! context going.
+//! context going; `continuing.rs` continues a cut reply.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ mod attach;
 #[path = "../common/mod.rs"]
 mod common;
 mod context;
+mod continuing;
 mod fonts;
 mod speculation;
 
