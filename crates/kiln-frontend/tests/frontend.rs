@@ -302,7 +302,7 @@ fn a_long_conversation_leaves_out_its_oldest_exchanges_to_fit() {
     let fitted = f.fit_chat(messages.clone(), &extras, max_len, 10).unwrap();
     assert!(fitted.prompt.len() + 10 <= max_len);
     assert!(
-        fitted.dropped > 0 && fitted.dropped % 2 == 0,
+        fitted.dropped > 0 && fitted.dropped.is_multiple_of(2),
         "{}",
         fitted.dropped
     );
