@@ -299,6 +299,11 @@ else:
         fails.append(f"JSON-object output: {page['json_object']}")
     for i, got in enumerate(page["together"]):
         same(f"chat {i} of two at once", got, want["greedy"])
+    # A chat longer than the context: the second long message's prompt left the first
+    # exchange out, and the reply is the native one to that message alone.
+    same("reply in a chat longer than the context", page["fitted"], want["fitted"])
+    if "2 earlier messages left out" not in (page["fitted"].get("stats") or ""):
+        fails.append(f"the chat longer than the context did not say what it left out: {page['fitted']}")
     if page["stop_button"].get("finished") != "abort":
         fails.append(f"the Stop button did not abort the reply: {page['stop_button']}")
     # The random model never closes the block its prompt opened: all of it is reasoning.
@@ -310,7 +315,7 @@ else:
     if not want["thinking"]["reasoning"] or want["thinking"]["text"]:
         fails.append(f"the native reply of the reasoning model is not all reasoning: {want['thinking']}")
 print(f"demo page: {page.get('loaded')}")
-print(f"demo page replies: {json.dumps({k: v for k, v in page.items() if k not in ('ok', 'loaded')}, ensure_ascii=False)}")
+print(f"demo page replies: {json.dumps({k: v for k, v in page.items() if k not in ('ok', 'loaded', 'long_first')}, ensure_ascii=False)}")
 for f in fails:
     print("MISMATCH: " + f, file=sys.stderr)
 print(f"demo page: {0 if fails else 1} passed, {len(fails)} failed")

@@ -100,9 +100,12 @@ class Chat {
     // Busy from here: the engine answers asynchronously.
     this.id = 'starting';
     this.setBusy(true);
-    let prompt;
+    // A chat longer than the context leaves its oldest exchanges out of the prompt.
+    let prompt, leftOut;
     try {
-      prompt = await worker.chat_tokens(JSON.stringify(this.messages));
+      const asked = samplingParams().max_tokens;
+      const room = asked > 0 ? asked : null;
+      ({ tokens: prompt, leftOut } = await worker.fit_chat(JSON.stringify(this.messages), room));
     } catch (e) {
       this.id = null;
       this.setBusy(false);
@@ -139,7 +142,8 @@ class Chat {
       this.log.scrollTop = this.log.scrollHeight;
       const ttft = tFirst === null ? '–' : `${(tFirst - t0).toFixed(0)} ms`;
       const rate = n > 1 ? ((n - 1) / ((now - tFirst) / 1000)).toFixed(1) : '–';
-      const line = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens`;
+      const dropped = leftOut ? ` (${leftOut} earlier messages left out to fit the context)` : '';
+      const line = `TTFT ${ttft} · ${rate} tok/s · ${n} tokens · prompt ${prompt.length} tokens${dropped}`;
       this.stats.textContent = line;
       if (ev.finished) this.finish(line, reply, reasoning, ev.finished);
     };

@@ -72,6 +72,10 @@ export class WorkerEngine {
   /// The prompt tokens of a chat (`messages` as JSON text, as the engine's `chat_tokens`).
   chat_tokens(messages) { return this.call('chat_tokens', { messages }); }
 
+  /// A chat's prompt fitted to the context with `room` for the reply (as the engine's
+  /// `fit_chat`): `{tokens, leftOut}`.
+  fit_chat(messages, room) { return this.call('fit_chat', { messages, room }); }
+
   info() { return this.call('info'); }
 
   /// Token ids of `text` (as the engine's `tokenize`).

@@ -41,6 +41,8 @@ const ops = {
 
   chat_tokens: ({ messages }) => engine.chat_tokens(messages),
 
+  fit_chat: ({ messages, room }) => engine.fit_chat(messages, room),
+
   tokenize: ({ text, special }) => engine.tokenize(text, special),
 
   info: () => engine.info(),

@@ -13,6 +13,7 @@ pub mod fonts;
 pub mod model;
 mod replies;
 pub mod reply;
+pub mod reply_format;
 pub mod script;
 pub mod store;
 mod ui;

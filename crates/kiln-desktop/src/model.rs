@@ -36,6 +36,8 @@ pub struct Loaded {
     pub info: ModelInfo,
     /// Called when a reply has news, so the window draws only then.
     pub wake: Wake,
+    /// The grammar compiler for replies held to a format, built on first use.
+    pub constraints: kiln_engine::GrammarCompiler,
 }
 
 pub enum LoadEvent {
@@ -138,5 +140,6 @@ fn open(
         engine: Arc::new(engine),
         info,
         wake,
+        constraints: Default::default(),
     })
 }

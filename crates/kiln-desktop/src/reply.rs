@@ -107,9 +107,24 @@ impl Generation {
         let seed = spec.seed.unwrap_or_else(rand::random);
         let prompt_tokens = prompt.len();
         let reasoning = ReasoningFormat::detect(f.chat_template.as_ref());
-        let split = reasoning.stream(reasoning.opened_by_ids(&f.tokenizer, &prompt));
+        let opened = reasoning.opened_by_ids(&f.tokenizer, &prompt);
+        let split = reasoning.stream(opened);
+        // A reply format is a grammar the reply is held to, after any reasoning.
+        let constraint = match chat.format.grammar()? {
+            Some(g) => Some(
+                (model.constraints)
+                    .compile(
+                        &reasoning.grammar(g, opened),
+                        &f.tokenizer,
+                        &f.eos_token_ids,
+                        f.vocab_size,
+                    )
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
         let request = f.request(&spec, id, prompt, max_tokens, seed, 0);
-        let updates = relay(model.engine.add(request, None), model.wake.clone());
+        let updates = relay(model.engine.add(request, constraint), model.wake.clone());
         Ok(Generation {
             id,
             updates,

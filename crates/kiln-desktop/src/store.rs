@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use kiln_frontend::GenerationParams;
+
+use crate::reply_format::{FormatKind, ReplyFormat};
 use serde::{Deserialize, Serialize};
 
 /// How a reply went: shown under it.
@@ -80,8 +82,15 @@ pub struct Chat {
     /// config, then kiln's).
     #[serde(default)]
     pub sampling: GenerationParams,
+    /// Free text, or JSON (held to by a grammar).
+    #[serde(default, skip_serializing_if = "is_text")]
+    pub format: ReplyFormat,
     #[serde(default)]
     pub messages: Vec<Message>,
+}
+
+fn is_text(f: &ReplyFormat) -> bool {
+    f.kind == FormatKind::Text
 }
 
 impl Default for Chat {
@@ -101,12 +110,13 @@ impl Chat {
             title: "New chat".into(),
             system: String::new(),
             sampling: GenerationParams::default(),
+            format: ReplyFormat::default(),
             messages: Vec::new(),
         }
     }
 
     /// The chat as an OpenAI chat-completions request body for `model`: the system prompt,
-    /// the messages and the chat's sampling settings, to replay against `kiln serve` or any
+    /// the messages, the chat's sampling settings and its reply format, to replay against `kiln serve` or any
     /// OpenAI-compatible server.
     pub fn to_request(&self, model: &str) -> serde_json::Value {
         let system = (!self.system.is_empty()).then_some(("system", self.system.as_str()));
@@ -121,6 +131,9 @@ impl Chat {
         let mut body = serde_json::json!({"model": model, "messages": messages});
         if let Ok(serde_json::Value::Object(knobs)) = serde_json::to_value(&self.sampling) {
             body.as_object_mut().unwrap().extend(knobs);
+        }
+        if let Ok(Some(rf)) = self.format.response_format() {
+            body["response_format"] = rf;
         }
         body
     }

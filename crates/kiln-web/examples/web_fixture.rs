@@ -9,7 +9,9 @@
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
 //! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
 //! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors), as
-//! `{text, reasoning, finished}`; `demo.completion`: the text completion of "Hello", greedy;
+//! `{text, reasoning, finished}`; `demo.fitted`: the greedy reply to a user message of 1,100
+//! `y`s alone (what the page's chat leaves of a conversation too long for the context);
+//! `demo.completion`: the text completion of "Hello", greedy;
 //! `demo.embedding`: the embedding of "Hello"; `demo.tools`: the tool call `web-demo/test.html` requires,
 //! and the reply after its result, as `{content, calls, finish}`).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
@@ -114,6 +116,11 @@ fn main() {
         "completion": completion_reply(&ctx, &path),
         "embedding": embedding(&ctx, &path, "Hello"),
         "penalised": demo_reply(&ctx, &path, DEMO_PENALISED),
+        "fitted": reply(&ctx, &path, DEMO_GREEDY, |f| {
+            let long = "y".repeat(1100);
+            f.chat_tokens(vec![ChatMessage::new("user", long)], None)
+                .expect("chat prompt")
+        }),
         "thinking": demo_reply(&ctx, &think, DEMO_GREEDY),
         "hf": demo_reply(&ctx, &hf, DEMO_GREEDY),
         "tools": {

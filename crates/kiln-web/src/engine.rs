@@ -233,6 +233,27 @@ impl WebEngine {
         self.frontend.chat_tokens(messages, None).map_err(err)
     }
 
+    /// The tokens of a chat (`[{role, content}, ...]` as JSON) ready for generation, with at
+    /// least `room` tokens left for the reply (default: 256, or a quarter of the context if
+    /// less): where the whole chat leaves less, its oldest exchanges are left out (the system
+    /// messages and the latest exchange kept). `{tokens, leftOut}`: the prompt and how many
+    /// messages were left out.
+    pub fn fit_chat(&self, messages_json: &str, room: Option<u32>) -> Result<Object, JsValue> {
+        let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
+        let room = room.map_or(DEFAULT_MAX_TOKENS.min(self.max_len / 4), |r| r as usize);
+        let fitted = (self.frontend)
+            .fit_chat(messages, &ChatExtras::default(), self.max_len, room)
+            .map_err(err)?;
+        let o = Object::new();
+        set(
+            &o,
+            "tokens",
+            js_sys::Uint32Array::from(fitted.prompt.as_slice()),
+        );
+        set(&o, "leftOut", fitted.dropped as f64);
+        Ok(o)
+    }
+
     /// Starts a generation of `prompt` (token ids) and returns its id. `params` takes the
     /// server's generation fields: `{temperature, top_p, top_k, min_p, repetition_penalty,
     /// presence_penalty, frequency_penalty, seed, max_tokens, stop, ignore_eos}`, and the

@@ -4,6 +4,7 @@
 use eframe::egui;
 
 use crate::app::{DesktopApp, ModelState};
+use crate::reply_format::{FormatKind, ReplyFormat};
 use kiln_frontend::{GenerationParams, StopSpec};
 
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
@@ -231,9 +232,46 @@ fn chat_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
     changed |= knob(ui, "Max tokens", &mut s.max_tokens, 512, 1..=131072, 4.0);
     changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
     changed |= stop_strings(ui, &chat.id, &mut s.stop);
+    changed |= reply_format(ui, &chat.id, &mut chat.format);
     if changed {
         app.save_current();
     }
+}
+
+/// The reply format: a choice of text, JSON object or JSON schema, and for a schema its text
+/// (a JSON error shown under it). Returns whether it changed or its editing ended (to save).
+fn reply_format(ui: &mut egui::Ui, chat_id: &str, format: &mut ReplyFormat) -> bool {
+    let mut changed = false;
+    ui.horizontal(|ui| {
+        let label = ui.label("Reply format");
+        egui::ComboBox::from_id_salt(("reply format", chat_id))
+            .selected_text(format.kind.label())
+            .show_ui(ui, |ui| {
+                for kind in FormatKind::ALL {
+                    changed |= ui
+                        .selectable_value(&mut format.kind, kind, kind.label())
+                        .changed();
+                }
+            })
+            .response
+            .labelled_by(label.id);
+    });
+    if format.kind == FormatKind::JsonSchema {
+        let label = ui.label("JSON schema");
+        let r = ui
+            .add(
+                egui::TextEdit::multiline(&mut format.schema)
+                    .code_editor()
+                    .hint_text(r#"{"type": "object", ...}"#)
+                    .desired_rows(3),
+            )
+            .labelled_by(label.id);
+        changed |= r.lost_focus();
+        if let Err(e) = format.response_format() {
+            ui.colored_label(ui.visuals().error_fg_color, e);
+        }
+    }
+    changed
 }
 
 /// Stop strings, one per line (none: unset), edited in a buffer kept per chat so that a new,

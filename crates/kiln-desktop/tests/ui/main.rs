@@ -6,7 +6,8 @@
 //! accessibility check is on: every control must have a label. `fonts.rs` draws text and
 //! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings;
 //! `attach.rs` sends text files with a message; `context.rs` keeps a chat longer than the
-//! context going; `continuing.rs` continues a cut reply.
+//! context going; `continuing.rs` continues a cut reply;
+//! `reply_format.rs` holds replies to a JSON schema.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ mod common;
 mod context;
 mod continuing;
 mod fonts;
+mod reply_format;
 mod speculation;
 
 use common::*;
