@@ -30,6 +30,15 @@ pub fn tiny_model_with(dir: &Path, tc: &TinyConfig) -> PathBuf {
 
 /// The engine's greedy reply to one user message, decoded by the shared front end.
 pub fn greedy_reply(model: &Path, user: &str) -> String {
+    greedy_to(model, |f| {
+        f.chat_tokens(vec![ChatMessage::new("user", user)], None)
+            .unwrap()
+    })
+}
+
+/// The engine's greedy reply (at most `MAX_TOKENS`) to the prompt `prompt` makes with the
+/// model's front end, decoded by it.
+pub fn greedy_to(model: &Path, prompt: impl FnOnce(&Frontend) -> Vec<u32>) -> String {
     let (frontend, config, weights) = Frontend::split(Model::load(model).unwrap());
     let ctx = pollster::block_on(kiln_gpu::GpuContext::new()).expect("a GPU adapter (lavapipe)");
     let ec = EngineConfig {
@@ -43,9 +52,7 @@ pub fn greedy_reply(model: &Path, user: &str) -> String {
         ..Default::default()
     };
     let spec = frontend.resolve(&params, None).unwrap();
-    let prompt = frontend
-        .chat_tokens(vec![ChatMessage::new("user", user)], None)
-        .unwrap();
+    let prompt = prompt(&frontend);
     let request = frontend.request(&spec, 1, prompt, MAX_TOKENS as usize, 0, 0);
     engine.add_request(request).unwrap();
     let mut stream = spec.text_stream();

@@ -3,43 +3,11 @@
 //! conversation, and the line under it says how many messages were left out.
 
 use kiln_desktop::store::Message;
-use kiln_engine::{Engine, EngineConfig, KvSize};
-use kiln_frontend::{ChatExtras, Frontend, GenerationParams};
+use kiln_frontend::ChatExtras;
+use kiln_model::ChatMessage;
 use kiln_model::testing::TinyConfig;
-use kiln_model::{ChatMessage, Model};
 
 use super::*;
-
-/// The engine's greedy reply to `messages` fitted to a context of `max_len` with room for
-/// the reply, and how many messages were left out.
-fn fitted_reply(model: &Path, messages: Vec<ChatMessage>, max_len: usize) -> (String, usize) {
-    let (frontend, config, weights) = Frontend::split(Model::load(model).unwrap());
-    let ctx = pollster::block_on(kiln_gpu::GpuContext::new()).expect("a GPU adapter (lavapipe)");
-    let ec = EngineConfig {
-        kv: KvSize::Blocks(64),
-        ..EngineConfig::default()
-    };
-    let mut engine = Engine::new(&ctx, &config, &weights, ec, &mut |_, _| {}).unwrap();
-    let params = GenerationParams {
-        temperature: Some(0.0),
-        max_tokens: Some(MAX_TOKENS),
-        ..Default::default()
-    };
-    let spec = frontend.resolve(&params, None).unwrap();
-    let room = MAX_TOKENS as usize;
-    let extras = ChatExtras::default();
-    let fitted = frontend.fit_chat(messages, &extras, max_len, room).unwrap();
-    let request = frontend.request(&spec, 1, fitted.prompt, room, 0, 0);
-    engine.add_request(request).unwrap();
-    let mut stream = spec.text_stream();
-    let mut text = String::new();
-    while engine.has_unfinished() {
-        for u in pollster::block_on(engine.step()).unwrap() {
-            text += &stream.update(&frontend.tokenizer, &u).unwrap().text;
-        }
-    }
-    (text, fitted.dropped)
-}
 
 #[test]
 fn a_chat_longer_than_the_context_leaves_out_its_oldest_messages() {
@@ -60,7 +28,15 @@ fn a_chat_longer_than_the_context_leaves_out_its_oldest_messages() {
         .map(|(role, text)| ChatMessage::new(*role, text.as_str()))
         .collect();
     messages.push(ChatMessage::new("user", last));
-    let (expected, dropped) = fitted_reply(&model, messages, context);
+    // The engine's greedy reply to the conversation fitted with room for `MAX_TOKENS`.
+    let mut dropped = 0;
+    let expected = greedy_to(&model, |f| {
+        let room = MAX_TOKENS as usize;
+        let fitted = f.fit_chat(messages, &ChatExtras::default(), context, room);
+        let fitted = fitted.unwrap();
+        dropped = fitted.dropped;
+        fitted.prompt
+    });
     assert!(dropped >= 2, "the conversation must not fit whole");
 
     let mut h = harness(&dir.path().join("store"), Some(model), true);
