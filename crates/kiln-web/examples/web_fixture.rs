@@ -25,7 +25,7 @@ use kiln_frontend::{Ending, Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
 use kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE;
 use kiln_model::testing::{TinyConfig, write_tiny_gguf, write_tiny_llama};
-use kiln_model::{ChatMessage, DType, Model};
+use kiln_model::{ChatMessage, DType, Model, ModelConfig, Weights};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,14 +60,7 @@ fn main() {
         .collect();
 
     let run = |prompts: &[Vec<u32>], n: usize, sampling: SamplingParams| -> (Vec<Vec<u32>>, f64) {
-        let mut engine = Engine::new(
-            &ctx,
-            &model.config,
-            &model.weights,
-            kiln_web::engine_config(64 << 20, 8),
-            &mut |_, _| {},
-        )
-        .expect("engine");
+        let mut engine = page_engine(&ctx, &model.config, &model.weights);
         let mut outs = vec![Vec::new(); prompts.len()];
         for (i, p) in prompts.iter().enumerate() {
             engine
@@ -170,14 +163,7 @@ fn completion_reply(ctx: &GpuContext, path: &std::path::Path) -> serde_json::Val
 fn embedding(ctx: &GpuContext, path: &std::path::Path, text: &str) -> Vec<f32> {
     let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
     let prompt = frontend.encode(text, true, "input").expect("encode");
-    let mut engine = Engine::new(
-        ctx,
-        &config,
-        &weights,
-        kiln_web::engine_config(64 << 20, 8),
-        &mut |_, _| {},
-    )
-    .expect("engine");
+    let mut engine = page_engine(ctx, &config, &weights);
     let spec = frontend.embedding_spec();
     engine
         .add_request(frontend.request(&spec, 1, prompt, 1, 0, 0))
@@ -204,14 +190,7 @@ fn reply(
     let spec = frontend.resolve(&params, None).expect("spec");
     let prompt = prompt(&frontend);
     let max_tokens = spec.max_tokens.expect("max_tokens");
-    let mut engine = Engine::new(
-        ctx,
-        &config,
-        &weights,
-        kiln_web::engine_config(64 << 20, 8),
-        &mut |_, _| {},
-    )
-    .expect("engine");
+    let mut engine = page_engine(ctx, &config, &weights);
     engine
         .add_request(frontend.request(&spec, 1, prompt.clone(), max_tokens, 0, 0))
         .expect("add_request");
@@ -302,14 +281,7 @@ fn tool_reply(
             frontend.vocab_size,
         )
         .expect("grammar");
-    let mut engine = Engine::new(
-        ctx,
-        &config,
-        &weights,
-        kiln_web::engine_config(64 << 20, 8),
-        &mut |_, _| {},
-    )
-    .expect("engine");
+    let mut engine = page_engine(ctx, &config, &weights);
     let max_tokens = spec.max_tokens.expect("max_tokens");
     let request = frontend.request(&spec, 1, prompt, max_tokens, 0, 0);
     engine
@@ -336,4 +308,16 @@ fn tool_reply(
         }
     };
     serde_json::json!({"content": content, "calls": calls, "finish": finish})
+}
+
+/// An engine of the page's sizes (so both run the same schedule).
+fn page_engine(ctx: &GpuContext, config: &ModelConfig, weights: &Weights) -> Engine {
+    Engine::new(
+        ctx,
+        config,
+        weights,
+        kiln_web::engine_config(64 << 20, 8),
+        &mut |_, _| {},
+    )
+    .expect("engine")
 }
