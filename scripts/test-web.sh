@@ -53,6 +53,7 @@ for f in web-demo/*; do ln -s "$root/$f" "$work/site/"; done
 ln -s "$work/tiny.gguf" "$work/site/tiny.gguf"
 ln -s "$work/tiny-think.gguf" "$work/site/tiny-think.gguf"
 ln -s "$work/tiny-hf" "$work/site/tiny-hf"
+ln -s "$work/tiny-tools.gguf" "$work/site/tiny-tools.gguf"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
@@ -61,7 +62,7 @@ webgpu_flags=${CHROMIUM_WEBGPU_FLAGS-"--enable-unsafe-webgpu --use-webgpu-adapte
 # Runs test.html for model $1 (a path under the site) and leaves the page's JSON in $2.
 run_page() {
   local model=$1 out=$2 timeout=$3 query
-  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64"}))' "$model" "$prompts_json" "$N")
+  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64","tools_model":"tiny-tools.gguf"}))' "$model" "$prompts_json" "$N")
   run_url "test.html?$query" "$out" "$timeout" "$model"
 }
 
@@ -174,6 +175,13 @@ else:
         fails.append(f"the reply after the tool's result in the page: {t.get('follow')}, native {want['follow']}")
     if "tool_call_id" not in (t.get("unanswered") or ""):
         fails.append(f"a tool message answering no call was not refused in the page: {t.get('unanswered')}")
+    # The same call from a model whose template renders tools: Hermes `<tool_call>` blocks.
+    h = web.get("hermes") or {}
+    for how in ("whole", "streamed"):
+        if as_msg(h.get(how) or {}) != as_msg(want["hermes"]):
+            fails.append(f"Hermes tool call ({how}) in the page: {h.get(how)}, native {want['hermes']}")
+    if not want["hermes"]["calls"] or "<tool_call>" not in (h.get("raw") or ""):
+        fails.append(f"the Hermes model's reply is not a <tool_call> block: {h}, native {want['hermes']}")
     if (wk.get("tools") or {}).get("calls") != want["required"]["calls"]:
         fails.append(f"tool call from the engine in a worker: {wk.get('tools')}, native {want['required']}")
     # Text completions and embeddings through openai.js: the native front end's greedy
@@ -223,6 +231,7 @@ print(f"reasoning in the page: {web.get('reasoning')}")
 print(f"chat completions in the page: {web.get('openai')}")
 print(f"the engine in a worker: {web.get('worker')}")
 print(f"tool calls in the page: {web.get('tools')}")
+print(f"Hermes tool calls in the page: {web.get('hermes')}")
 print(f"completions and embeddings in the page: {json.dumps(web.get('completions'))[:600]}")
 if web.get("single"):
     print(f"tiny model decode, one chat: web {web['single']['decode_tokens_per_s']:.1f} tok/s "

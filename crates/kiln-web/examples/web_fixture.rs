@@ -13,7 +13,8 @@
 //! `y`s alone (what the page's chat leaves of a conversation too long for the context);
 //! `demo.completion`: the text completion of "Hello", greedy;
 //! `demo.embedding`: the embedding of "Hello"; `demo.tools`: the tool call `web-demo/test.html` requires,
-//! and the reply after its result, as `{content, calls, finish}`).
+//! and the reply after its result, as `{content, calls, finish}`, and the same call from
+//! `OUT_DIR/tiny-tools.gguf`, whose template renders tools and reads Hermes `<tool_call>`s).
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
 use std::path::PathBuf;
@@ -102,6 +103,14 @@ fn main() {
         ..TinyConfig::default()
     };
     write_tiny_gguf(&think, &think_cfg, 7, DType::Q8_0).expect("write tiny think gguf");
+    // A model whose template renders tools: calls in its own syntax (Hermes `<tool_call>`).
+    let tools = out_dir.join("tiny-tools.gguf");
+    let tools_cfg = TinyConfig {
+        chat_template: Some(HERMES_TEMPLATE.into()),
+        max_position_embeddings: 2048,
+        ..TinyConfig::default()
+    };
+    write_tiny_gguf(&tools, &tools_cfg, 7, DType::Q8_0).expect("write tiny tools gguf");
     let hf = out_dir.join("tiny-hf");
     write_tiny_llama(&hf, &TinyConfig::default(), 11).expect("write tiny hf folder");
     let demo = serde_json::json!({
@@ -119,6 +128,7 @@ fn main() {
         "tools": {
             "required": tool_reply(&ctx, &path, TOOL_TURNS, TOOL_REQUIRED),
             "follow": tool_reply(&ctx, &path, &follow_turns(&ctx, &path), TOOL_AUTO),
+            "hermes": tool_reply(&ctx, &tools, TOOL_TURNS, TOOL_REQUIRED),
         },
     });
     let json = serde_json::json!({
@@ -213,16 +223,28 @@ fn reply(
     serde_json::json!({"text": text, "reasoning": thought, "finished": finished})
 }
 
+/// ChatML that renders tools and past calls as Hermes `<tool_call>` blocks (no reasoning
+/// block, so the reply under the tools' grammar is the call).
+const HERMES_TEMPLATE: &str = concat!(
+    "{%- if tools -%}{{ '<|im_start|>system\\n' + tools|tojson + ' <tool_call><|im_end|>\\n' }}{%- endif -%}",
+    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') }}",
+    "{%- for c in m.tool_calls or [] -%}{{ '<tool_call>\\n' + c.function|tojson + '\\n</tool_call>' }}{%- endfor -%}",
+    "{{ '<|im_end|>\\n' }}{%- endfor -%}",
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}",
+);
+
 /// `web-demo/test.html`'s tool-call request (`TOOL_ASK`): its conversation, and its fields
 /// with a call required and with `auto` (the conversation continued after the call).
 const TOOL_TURNS: &str = r#"[{"role": "user", "content": "What is the weather in Paris?"}]"#;
 const TOOL_REQUIRED: &str = r#"{"temperature": 0, "max_tokens": 120, "tool_choice": "required",
     "parallel_tool_calls": false, "tools": [{"type": "function", "function": {"name": "get_weather",
     "description": "The weather in a city", "parameters": {"type": "object",
-    "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}}}]}"#;
+    "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"],
+    "additionalProperties": false}}}]}"#;
 const TOOL_AUTO: &str = r#"{"temperature": 0, "max_tokens": 24, "tools": [{"type": "function",
     "function": {"name": "get_weather", "description": "The weather in a city", "parameters":
-    {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}}}]}"#;
+    {"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"],
+    "additionalProperties": false}}}]}"#;
 
 /// The page's conversation after the required call: the call (its id is not in the generic
 /// format's prompt) and the tool's result.
