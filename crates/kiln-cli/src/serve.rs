@@ -81,6 +81,10 @@ pub struct Args {
     /// oldest forgotten first (0: none; requests then need `store: false`).
     #[arg(long, default_value_t = 1024)]
     responses_store: usize,
+    /// Also write stored responses to this directory and read them back from it: they
+    /// outlive a restart, and servers given the same directory share them.
+    #[arg(long)]
+    responses_dir: Option<std::path::PathBuf>,
     /// `fcfs` serves requests in arrival order; `priority` orders waiting requests by their
     /// `priority` field (lower first, then arrival) and preempts the lowest first.
     #[arg(long, value_enum, default_value_t = SchedulingPolicy::Fcfs)]
@@ -236,6 +240,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ReasoningArg::None => Some(ReasoningFormat::None),
         },
         responses_store: a.responses_store,
+        responses_dir: a.responses_dir,
         priority_scheduling: a.scheduling_policy == SchedulingPolicy::Priority,
         ..ServerConfig::default()
     };

@@ -68,9 +68,12 @@ pub struct ServerConfig {
     /// How replies' reasoning is set apart (`reasoning_content`); `None`: read from the
     /// model's chat template.
     pub reasoning: Option<kiln_frontend::ReasoningFormat>,
-    /// Most responses `/v1/responses` keeps for `previous_response_id` (oldest forgotten
-    /// first; 0 keeps none).
+    /// Most responses `/v1/responses` keeps in memory for `previous_response_id` (oldest
+    /// forgotten first; 0 keeps none there).
     pub responses_store: usize,
+    /// Where stored responses are also written and read back from (they outlive a restart
+    /// and are shared by servers given the same directory); `None`: memory only.
+    pub responses_dir: Option<std::path::PathBuf>,
     /// Whether requests may set `priority` (vLLM's `--scheduling-policy priority`); the
     /// scheduler orders by it either way, all requests having 0 otherwise.
     pub priority_scheduling: bool,
@@ -92,6 +95,7 @@ impl Default for ServerConfig {
             kv_transfer: None,
             reasoning: None,
             responses_store: 1024,
+            responses_dir: None,
             priority_scheduling: false,
         }
     }
@@ -209,7 +213,8 @@ async fn serve_engine(
         );
     }
     let timeout = config.shutdown_timeout;
-    let responses_store = config.responses_store;
+    let responses =
+        responses::ResponseStore::new(config.responses_store, config.responses_dir.clone())?;
     let health = engine.health.clone();
     let reasoning = config
         .reasoning
@@ -228,7 +233,7 @@ async fn serve_engine(
         constraints: Default::default(),
         kv_engine_id: format!("kiln-{:016x}", rand::random::<u64>()),
         port: addr.port(),
-        responses: responses::ResponseStore::new(responses_store),
+        responses,
     });
     let app = router::router(state);
     tracing::info!("serving on http://{addr}");

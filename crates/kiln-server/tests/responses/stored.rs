@@ -132,3 +132,53 @@ async fn a_stored_response_is_continued_from_the_prefix_cache() {
         "{e}"
     );
 }
+
+/// Stored responses written to `--responses-dir` outlive the server: another server over the
+/// same directory continues one, its conversation whole, and fetches and deletes it.
+#[tokio::test]
+async fn stored_responses_outlive_a_restart_with_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let first_server = start_tiny(|sc, _| sc.responses_dir = Some(path.clone()));
+    let first = respond_on(
+        &first_server,
+        json!({"input": "Name a color.", "max_output_tokens": 6, "temperature": 0}),
+    )
+    .await;
+    let id = first["id"].as_str().unwrap().to_string();
+    assert!(dir.path().join(format!("{id}.json")).exists());
+    // A second server over the same directory (the first's memory is not shared).
+    let second_server = start_tiny(|sc, _| sc.responses_dir = Some(path.clone()));
+    let (s, fetched) = get(&second_server, &format!("/v1/responses/{id}")).await;
+    let fetched: Value = serde_json::from_str(&fetched).unwrap();
+    assert_eq!(s, 200, "{fetched}");
+    assert_eq!(fetched["output"], first["output"]);
+    let next = respond_on(
+        &second_server,
+        json!({"input": "Another one?", "max_output_tokens": 6, "temperature": 0, "previous_response_id": id}),
+    )
+    .await;
+    let items = format!(
+        "/v1/responses/{}/input_items?order=asc",
+        next["id"].as_str().unwrap()
+    );
+    let (_, list) = get(&second_server, &items).await;
+    let list: Value = serde_json::from_str(&list).unwrap();
+    let texts: Vec<&str> = (list["data"].as_array().unwrap().iter())
+        .map(|i| i["content"][0]["text"].as_str().unwrap())
+        .collect();
+    let answer = first["output"][0]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(texts, ["Name a color.", answer, "Another one?"]);
+    // Deleted on one server: gone from the directory, so from a third server too.
+    let deleted = client()
+        .delete(format!("{second_server}/v1/responses/{id}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    assert!(!dir.path().join(format!("{id}.json")).exists());
+    let third_server = start_tiny(|sc, _| sc.responses_dir = Some(path.clone()));
+    let (s, _) = get(&third_server, &format!("/v1/responses/{id}")).await;
+    assert_eq!(s, 404);
+}
