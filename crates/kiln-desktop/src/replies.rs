@@ -1,5 +1,6 @@
 //! What the user does with a chat's replies: send a message (with its attachments), stop,
-//! regenerate, edit and resend, and continue a reply cut at its token limit or stopped.
+//! regenerate (earlier replies kept as versions to go back to), edit and resend, and continue
+//! a reply cut at its token limit or stopped.
 
 use crate::app::{DesktopApp, ModelState};
 use crate::attach;
@@ -101,11 +102,37 @@ impl DesktopApp {
             return;
         }
         let chat = &mut self.chats[self.current];
-        if chat.messages.last().is_some_and(|m| m.role == "assistant") {
-            chat.messages.pop();
-        }
+        let old = match chat.messages.last() {
+            Some(m) if m.role == "assistant" => chat.messages.pop(),
+            _ => None,
+        };
         if chat.messages.last().is_some_and(|m| m.role == "user") {
             self.start_reply();
+        }
+        // The new reply is the last of the old one's versions; where none started (an
+        // error, said in a notice), the old reply stays as it was.
+        if let Some(old) = old {
+            let generating = self.is_generating();
+            let chat = &mut self.chats[self.current];
+            match chat.messages.last_mut() {
+                Some(new) if generating && new.role == "assistant" => {
+                    new.versions = old.all_versions();
+                    new.version = new.versions.len();
+                }
+                _ => chat.messages.push(old),
+            }
+            self.save_current();
+        }
+    }
+
+    /// Shows version `index` of the current chat's last reply (one regenerated).
+    pub fn show_version(&mut self, index: usize) {
+        if self.is_generating() {
+            return;
+        }
+        if let Some(m) = self.chats[self.current].messages.last_mut() {
+            m.show_version(index);
+            self.save_current();
         }
     }
 

@@ -70,6 +70,53 @@ pub struct Message {
     pub reasoning: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<ReplyStats>,
+    /// A regenerated reply's other versions, in order; the one shown (the fields above) is
+    /// number `version` of them all, counting from 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<Version>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub version: usize,
+}
+
+/// One version of a reply that was regenerated.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Version {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<ReplyStats>,
+}
+
+impl Message {
+    /// How many versions the reply has (1 unless regenerated).
+    pub fn version_count(&self) -> usize {
+        self.versions.len() + 1
+    }
+
+    /// Every version, the one shown in its place.
+    pub fn all_versions(&self) -> Vec<Version> {
+        let mut all = self.versions.clone();
+        let shown = Version {
+            text: self.text.clone(),
+            reasoning: self.reasoning.clone(),
+            stats: self.stats.clone(),
+        };
+        all.insert(self.version.min(all.len()), shown);
+        all
+    }
+
+    /// Shows version `index` (counting from 0) in place of the one shown.
+    pub fn show_version(&mut self, index: usize) {
+        let mut all = self.all_versions();
+        if index >= all.len() {
+            return;
+        }
+        let v = all.remove(index);
+        (self.text, self.reasoning, self.stats) = (v.text, v.reasoning, v.stats);
+        self.versions = all;
+        self.version = index;
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

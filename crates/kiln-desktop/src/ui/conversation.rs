@@ -56,6 +56,25 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     {
                         action = Some(Action::Regenerate);
                     }
+                    let versions = m.version_count();
+                    if i == last && versions > 1 {
+                        let at = m.version;
+                        let back = ui.add_enabled(
+                            !generating && at > 0,
+                            egui::Button::new("Previous").small(),
+                        );
+                        ui.small(format!("version {} of {versions}", at + 1));
+                        let on = ui.add_enabled(
+                            !generating && at + 1 < versions,
+                            egui::Button::new("Next").small(),
+                        );
+                        if back.clicked() {
+                            action = Some(Action::Version(at - 1));
+                        }
+                        if on.clicked() {
+                            action = Some(Action::Version(at + 1));
+                        }
+                    }
                     let cut = m.stats.as_ref().is_some_and(|s| s.end != "stop");
                     if !generating
                         && i == last
@@ -72,6 +91,7 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
         Some(Action::Edit(i)) => app.edit(i),
         Some(Action::Regenerate) => app.regenerate(),
         Some(Action::Continue) => app.continue_reply(),
+        Some(Action::Version(v)) => app.show_version(v),
         None => {}
     }
 }
@@ -80,6 +100,7 @@ enum Action {
     Edit(usize),
     Regenerate,
     Continue,
+    Version(usize),
 }
 
 fn notices(app: &mut DesktopApp, ui: &mut egui::Ui) {

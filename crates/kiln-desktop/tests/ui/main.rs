@@ -7,7 +7,7 @@
 //! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings;
 //! `attach.rs` sends text files with a message; `context.rs` keeps a chat longer than the
 //! context going; `continuing.rs` continues a cut reply;
-//! `reply_format.rs` holds replies to a JSON schema.
+//! `reply_format.rs` holds replies to a JSON schema; `versions.rs` keeps regenerated replies.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,6 +26,7 @@ mod continuing;
 mod fonts;
 mod reply_format;
 mod speculation;
+mod versions;
 
 use common::*;
 
