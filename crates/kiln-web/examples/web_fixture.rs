@@ -318,17 +318,14 @@ fn tool_reply(
             finished = finished.or(u.finished);
         }
     }
-    let (content, calls, finish) = match finished {
-        Some(FinishReason::Length) => (Some(answer), Vec::new(), "length"),
-        _ => {
-            let (content, calls) = plan.parse_reply(&answer);
-            let finish = match calls.is_empty() {
-                true => "stop",
-                false => plan.finish_reason(),
-            };
-            (content, calls, finish)
-        }
+    let finish = match finished {
+        Some(FinishReason::Length) => "length",
+        _ => "stop",
     };
+    let (content, calls, finish) = plan.finished_reply(&answer, finish);
+    let calls: Vec<_> = (calls.iter())
+        .map(|c| [&c["function"]["name"], &c["function"]["arguments"]])
+        .collect();
     serde_json::json!({"content": content, "calls": calls, "finish": finish})
 }
 

@@ -60,23 +60,8 @@ impl ChatTools {
         let Some(finish) = finish else {
             return (deltas, None);
         };
-        // A reply cut by max_tokens stays `length`, calls or not.
-        let streamed = match stream.called() && finish == "stop" {
-            true => plan.finish_reason(),
-            false => finish,
-        };
-        let (content, calls) = match finish {
-            "stop" => plan.parse_reply(answer),
-            _ => (Some(answer.clone()), Vec::new()),
-        };
-        let whole = match calls.is_empty() {
-            true => finish,
-            false => plan.finish_reason(),
-        };
-        let calls: Vec<Value> = calls
-            .into_iter()
-            .map(|(name, args)| json!({"id": plan.format.new_call_id(), "type": "function", "function": {"name": name, "arguments": args}}))
-            .collect();
+        let streamed = plan.streamed_finish(stream.called(), finish);
+        let (content, calls, whole) = plan.finished_reply(answer, finish);
         let reply = json!({"content": content, "tool_calls": calls, "finish_reason": whole});
         (deltas, Some((streamed.to_string(), reply)))
     }

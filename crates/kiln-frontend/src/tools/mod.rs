@@ -289,6 +289,39 @@ impl ToolPlan {
             "tool_calls"
         }
     }
+
+    /// A finished reply as chat answers it whole: its content, its calls as OpenAI's
+    /// `tool_calls` (each with a fresh id) and its finish reason, the calls' where it called.
+    /// A reply that did not end by itself (`finish` other than `stop`: cut by `max_tokens`)
+    /// is its text as written.
+    pub fn finished_reply<'a>(
+        &self,
+        text: &str,
+        finish: &'a str,
+    ) -> (Option<String>, Vec<Value>, &'a str) {
+        let (content, calls) = match finish {
+            "stop" => self.parse_reply(text),
+            _ => (Some(text.to_string()), Vec::new()),
+        };
+        let calls: Vec<Value> = calls
+            .into_iter()
+            .map(|(name, args)| json!({"id": self.format.new_call_id(), "type": "function", "function": {"name": name, "arguments": args}}))
+            .collect();
+        let finish = match calls.is_empty() {
+            true => finish,
+            false => self.finish_reason(),
+        };
+        (content, calls, finish)
+    }
+
+    /// The finish reason of a streamed reply that `called` a tool or not: the calls' once it
+    /// called and ended by itself; a reply cut by `max_tokens` stays `length`, calls or not.
+    pub fn streamed_finish<'a>(&self, called: bool, finish: &'a str) -> &'a str {
+        match called && finish == "stop" {
+            true => self.finish_reason(),
+            false => finish,
+        }
+    }
 }
 
 /// An assistant message's `tool_calls`, their arguments parsed back to JSON values (so a

@@ -59,21 +59,8 @@ pub(super) async fn tools_reply(
         let lp = reported.logprobs(&d.logprobs);
         usage.lock().unwrap().add(index / n, &seq);
         usage.lock().unwrap().reasoning_tokens += thought;
-        let finish = d.finish.unwrap_or("stop");
-        let (content, calls) = if finish == "stop" {
-            plan.parse_reply(&split.content)
-        } else {
-            (Some(split.content), Vec::new())
-        };
-        let calls: Vec<Value> = calls
-            .into_iter()
-            .map(|(name, args)| json!({"id": plan.format.new_call_id(), "type": "function", "function": {"name": name, "arguments": args}}))
-            .collect();
-        let finish = if calls.is_empty() {
-            finish
-        } else {
-            plan.finish_reason()
-        };
+        let (content, calls, finish) =
+            plan.finished_reply(&split.content, d.finish.unwrap_or("stop"));
         choices_out.push((index, split.reasoning, content, calls, finish, lp));
     }
     let usage = usage.lock().unwrap().json();
@@ -155,12 +142,7 @@ pub(super) fn stream_tools(
                     events.push(chunk2(json!({"index": item.index, "delta": delta, "logprobs": null, "finish_reason": null})));
                 }
                 if let Some(finish) = d.finish {
-                    // A reply cut by max_tokens stays `length`, calls or not.
-                    let finish = if s.called() && finish == "stop" {
-                        plan.finish_reason()
-                    } else {
-                        finish
-                    };
+                    let finish = plan.streamed_finish(s.called(), finish);
                     events.push(chunk2(json!({"index": item.index, "delta": {}, "logprobs": null, "finish_reason": finish})));
                 }
                 // The first chunk carries what the tokens before it report.
