@@ -64,6 +64,8 @@ class Chat {
     this.sendBtn = node.querySelector('.send');
     this.stopBtn = node.querySelector('.stop');
     this.messages = [];
+    // Messages the prompt leaves out to fit the context (kept while the rest fits).
+    this.cut = 0;
     this.id = null;
     node.querySelector('form').addEventListener('submit', (e) => { e.preventDefault(); this.send(); });
     this.input.addEventListener('keydown', (e) => {
@@ -73,7 +75,7 @@ class Chat {
     this.stopBtn.addEventListener('click', () => { if (typeof this.id === 'number') worker.stop(this.id); });
     node.querySelector('.clear').addEventListener('click', () => {
       if (this.id !== null) return;
-      this.messages = []; this.log.textContent = '';
+      this.messages = []; this.cut = 0; this.log.textContent = '';
     });
   }
 
@@ -105,7 +107,8 @@ class Chat {
     try {
       const asked = samplingParams().max_tokens;
       const room = asked > 0 ? asked : null;
-      ({ tokens: prompt, leftOut } = await worker.fit_chat(JSON.stringify(this.messages), room));
+      ({ tokens: prompt, leftOut } = await worker.fit_chat(JSON.stringify(this.messages), room, this.cut));
+      this.cut = leftOut;
     } catch (e) {
       this.id = null;
       this.setBusy(false);

@@ -73,8 +73,8 @@ export class WorkerEngine {
   chat_tokens(messages) { return this.call('chat_tokens', { messages }); }
 
   /// A chat's prompt fitted to the context with `room` for the reply (as the engine's
-  /// `fit_chat`): `{tokens, leftOut}`.
-  fit_chat(messages, room) { return this.call('fit_chat', { messages, room }); }
+  /// `fit_chat`, `kept` the last turn's `leftOut`): `{tokens, leftOut}`.
+  fit_chat(messages, room, kept) { return this.call('fit_chat', { messages, room, kept }); }
 
   info() { return this.call('info'); }
 

@@ -41,7 +41,7 @@ const ops = {
 
   chat_tokens: ({ messages }) => engine.chat_tokens(messages),
 
-  fit_chat: ({ messages, room }) => engine.fit_chat(messages, room),
+  fit_chat: ({ messages, room, kept }) => engine.fit_chat(messages, room, kept),
 
   tokenize: ({ text, special }) => engine.tokenize(text, special),
 

@@ -84,6 +84,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let key = StopKey::install()?;
     let reasoning = local.reasoning;
     let mut history: Vec<ChatMessage> = Vec::new();
+    // Messages the prompt leaves out (kept while the rest fits, so turns extend one prompt).
+    let mut cut = 0;
     eprintln!("{HELP}");
     let mut typed: Vec<String> = Vec::new();
     loop {
@@ -112,6 +114,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
             "/reset" => {
                 history.clear();
+                cut = 0;
                 eprintln!("(new conversation)");
                 continue;
             }
@@ -130,7 +133,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .max_tokens
             .unwrap_or(DEFAULT_MAX_TOKENS.min(max_len / 4));
         let checked = f
-            .fit_chat(history.clone(), &extras, max_len, room)
+            .fit_chat(history.clone(), &extras, max_len, room, cut)
             .and_then(|fitted| {
                 let room = f.check_prompt(
                     &fitted.prompt,
@@ -142,12 +145,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             });
         let (prompt, max_tokens) = match checked {
             Ok((fitted, room)) => {
-                if fitted.dropped > 0 {
+                if fitted.dropped > cut {
                     eprintln!(
                         "({} earlier messages left out to fit the context of {max_len} tokens)",
                         fitted.dropped
                     );
                 }
+                cut = fitted.dropped;
                 (fitted.prompt, room)
             }
             Err(e) => {

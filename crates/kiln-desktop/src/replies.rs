@@ -56,6 +56,7 @@ impl DesktopApp {
         match Generation::start(model, self.chat(), false) {
             Ok(g) => {
                 let chat = &mut self.chats[self.current];
+                chat.context_cut = g.left_out();
                 chat.messages.push(Message {
                     role: "assistant".into(),
                     ..Message::default()
@@ -151,6 +152,8 @@ impl DesktopApp {
         }
         match Generation::start(model, chat, true) {
             Ok(g) => {
+                let chat = &mut self.chats[self.current];
+                chat.context_cut = g.left_out();
                 self.generating.insert(chat.id.clone(), g);
             }
             Err(e) => self.notices.push(e),

@@ -93,7 +93,8 @@ impl Generation {
             },
             ..ChatExtras::default()
         };
-        let fitted = (f.fit_chat(messages, &extras, max_len, room)).map_err(|e| e.to_string())?;
+        let fitted = (f.fit_chat(messages, &extras, max_len, room, chat.context_cut))
+            .map_err(|e| e.to_string())?;
         let prompt = fitted.prompt;
         let max_tokens = f
             .check_prompt(
@@ -137,6 +138,11 @@ impl Generation {
             generated: 0,
             left_out: fitted.dropped,
         })
+    }
+
+    /// Messages its prompt left out to fit the context (the chat's cut from now on).
+    pub fn left_out(&self) -> usize {
+        self.left_out
     }
 
     /// Takes what has arrived, without waiting.

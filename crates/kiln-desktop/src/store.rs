@@ -132,6 +132,10 @@ pub struct Chat {
     /// Free text, or JSON (held to by a grammar).
     #[serde(default, skip_serializing_if = "is_text")]
     pub format: ReplyFormat,
+    /// Messages the last reply's prompt left out to fit the context (kept while the rest
+    /// fits, so the replies after a cut extend one prompt the prefix cache holds).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_cut: usize,
     #[serde(default)]
     pub messages: Vec<Message>,
 }
@@ -158,6 +162,7 @@ impl Chat {
             system: String::new(),
             sampling: GenerationParams::default(),
             format: ReplyFormat::default(),
+            context_cut: 0,
             messages: Vec::new(),
         }
     }

@@ -287,20 +287,25 @@ fn a_long_conversation_leaves_out_its_oldest_exchanges_to_fit() {
         ));
     }
     messages.push(ChatMessage::new("user", "the last question"));
-    let whole = f.chat_tokens(messages.clone(), Some("Extra.")).unwrap();
     let extras = ChatExtras {
         system: Some("Extra."),
         ..ChatExtras::default()
     };
+    let whole = f.chat_tokens(messages.clone(), Some("Extra.")).unwrap();
+    let fit = |m: &[ChatMessage], max_len, kept| f.fit_chat(m.to_vec(), &extras, max_len, 10, kept);
     // Room for everything: nothing left out.
-    let all = f
-        .fit_chat(messages.clone(), &extras, whole.len() + 10, 10)
-        .unwrap();
+    let all = fit(&messages, whole.len() + 10, 0).unwrap();
     assert_eq!((all.dropped, all.prompt.len()), (0, whole.len()));
-    // 150 tokens short: the fewest whole exchanges go, the system messages and the last stay.
+    // 150 tokens short: whole exchanges go, the fewest that leave a quarter of the space
+    // free; the system messages and the last stay.
     let max_len = whole.len() - 150 + 10;
-    let fitted = f.fit_chat(messages.clone(), &extras, max_len, 10).unwrap();
-    assert!(fitted.prompt.len() + 10 <= max_len);
+    let space = max_len - 10;
+    let fitted = fit(&messages, max_len, 0).unwrap();
+    assert!(
+        fitted.prompt.len() <= space - space / 4,
+        "{} of {space}",
+        fitted.prompt.len()
+    );
     assert!(
         fitted.dropped > 0 && fitted.dropped.is_multiple_of(2),
         "{}",
@@ -312,17 +317,45 @@ fn a_long_conversation_leaves_out_its_oldest_exchanges_to_fit() {
     );
     let first_kept = fitted.dropped / 2;
     assert!(text.contains(&format!("question {first_kept} ")), "{text}");
-    assert!(
-        !text.contains(&format!("question {} ", first_kept - 1)),
-        "{text}"
-    );
-    // One exchange fewer left out would not have fit.
+    // One exchange fewer left out would not have left the quarter free.
     let mut one_more: Vec<ChatMessage> = vec![messages[0].clone()];
     one_more.extend_from_slice(&messages[1 + fitted.dropped - 2..]);
     let longer = f.chat_tokens(one_more, Some("Extra.")).unwrap();
-    assert!(longer.len() + 10 > max_len);
+    assert!(longer.len() > space - space / 4);
+    // The next turns keep that cut while the rest fits after it: the prompt only grows, so
+    // the prefix cache serves every turn before.
+    let mut convo = messages.clone();
+    let mut prompt = fitted.prompt.clone();
+    let mut cut = fitted.dropped;
+    let (mut moved, mut kept) = (false, 0);
+    for turn in 0..6 {
+        convo.push(ChatMessage::new(
+            "assistant",
+            format!("reply {turn} {}", "z".repeat(30)),
+        ));
+        convo.push(ChatMessage::new("user", format!("more {turn}")));
+        let next = fit(&convo, max_len, cut).unwrap();
+        assert!(next.prompt.len() + 10 <= max_len);
+        if next.dropped == cut {
+            assert_eq!(
+                next.prompt[..prompt.len() - 3],
+                prompt[..prompt.len() - 3],
+                "turn {turn}"
+            );
+            kept += 1;
+        } else {
+            assert!(next.dropped > cut, "turn {turn}");
+            moved = true;
+        }
+        (prompt, cut) = (next.prompt, next.dropped);
+    }
+    assert!(moved, "six more exchanges must move the cut");
+    assert!(
+        kept >= 2,
+        "the cut must hold for turns after it: held {kept} of 6"
+    );
     // The latest exchange alone too long for the context: an error with the numbers.
-    let e = f.fit_chat(messages, &extras, 40, 10).unwrap_err();
+    let e = fit(&messages, 40, 0).unwrap_err();
     assert_eq!(e.param, "messages");
     assert!(e.message.contains("context of 40 tokens"), "{e}");
 }

@@ -237,13 +237,25 @@ impl WebEngine {
     /// The tokens of a chat (`[{role, content}, ...]` as JSON) ready for generation, with at
     /// least `room` tokens left for the reply (default: 256, or a quarter of the context if
     /// less): where the whole chat leaves less, its oldest exchanges are left out (the system
-    /// messages and the latest exchange kept). `{tokens, leftOut}`: the prompt and how many
-    /// messages were left out.
-    pub fn fit_chat(&self, messages_json: &str, room: Option<u32>) -> Result<Object, JsValue> {
+    /// messages and the latest exchange kept; `kept`: the last turn's `leftOut`, kept while the
+    /// rest fits, so the turns after a cut extend one prompt). `{tokens, leftOut}`: the prompt
+    /// and how many messages were left out.
+    pub fn fit_chat(
+        &self,
+        messages_json: &str,
+        room: Option<u32>,
+        kept: Option<u32>,
+    ) -> Result<Object, JsValue> {
         let messages: Vec<ChatMessage> = serde_json::from_str(messages_json).map_err(err)?;
         let room = room.map_or(DEFAULT_MAX_TOKENS.min(self.max_len / 4), |r| r as usize);
         let fitted = (self.frontend)
-            .fit_chat(messages, &ChatExtras::default(), self.max_len, room)
+            .fit_chat(
+                messages,
+                &ChatExtras::default(),
+                self.max_len,
+                room,
+                kept.unwrap_or(0) as usize,
+            )
             .map_err(err)?;
         let o = Object::new();
         set(

@@ -32,7 +32,7 @@ fn a_chat_longer_than_the_context_leaves_out_its_oldest_messages() {
     let mut dropped = 0;
     let expected = greedy_to(&model, |f| {
         let room = MAX_TOKENS as usize;
-        let fitted = f.fit_chat(messages, &ChatExtras::default(), context, room);
+        let fitted = f.fit_chat(messages, &ChatExtras::default(), context, room, 0);
         let fitted = fitted.unwrap();
         dropped = fitted.dropped;
         fitted.prompt
