@@ -11,7 +11,7 @@ use super::*;
 #[wasm_bindgen]
 impl WebEngine {
     /// Starts the assistant's reply to a chat and returns its id. `messages_json`: OpenAI's
-    /// chat messages as JSON text (`role`, `content` as text, an assistant turn's
+    /// chat messages as JSON text (`role`, `content` as text or text parts, an assistant turn's
     /// `tool_calls` and `reasoning_content`, a tool message's `tool_call_id`); `params`:
     /// `start`'s fields and chat's `tools`, `tool_choice` and `parallel_tool_calls`. Events are
     /// `start`'s, with `promptTokens`; where tools are offered, each event's `deltas` are the
