@@ -1,13 +1,12 @@
-//! `kiln chat`: an interactive chat in the terminal. Each line is a user turn; the reply
-//! streams as it is generated, followed by its speed line. The whole conversation is the
-//! prompt of every turn (the prefix cache keeps the earlier turns' KV, so only the new turn
-//! is prefilled); once it outgrows the context, its oldest exchanges are left out of the
-//! prompt (said on stderr), the latest always kept. The input line is edited with rustyline
-//! (arrow keys, Home/End, word moves; Up and Down recall this session's earlier messages). Ctrl-C stops a reply (what was written
-//! stays in the history); at the prompt it quits, as do Ctrl-D and `/exit`. `/reset` starts a
-//! new conversation. A model that reasons in `<think>` blocks has its reasoning shown apart
-//! (after `thinking:`, dimmed in a terminal) and kept in the history as the turn's
-//! `reasoning_content`.
+//! `kiln chat`: an interactive chat in the terminal. Each line is a user turn; the reply streams as
+//! it is generated, followed by its speed line. The whole conversation is the prompt of every turn
+//! (the prefix cache keeps the earlier turns' KV, so only the new turn is prefilled); once it
+//! outgrows the context, its oldest exchanges are left out of the prompt (said on stderr), the
+//! latest always kept. The input line is edited with rustyline (arrow keys, Home/End, word moves;
+//! Up and Down recall this session's earlier messages). Ctrl-C stops a reply (what was written
+//! stays in the history); at the prompt it quits, as do Ctrl-D and `/exit`. `/reset` starts a new
+//! conversation. A model that reasons in `<think>` blocks has its reasoning shown apart (after
+//! `thinking:`, dimmed in a terminal) and kept in the history as the turn's `reasoning_content`.
 
 use std::io::Write;
 use std::sync::Arc;

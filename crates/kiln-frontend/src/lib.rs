@@ -1,11 +1,13 @@
-//! kiln-frontend: what every way of talking to kiln shares, so the server, the CLI, the
-//! browser crate and the desktop app behave alike: generation parameters checked and filled
-//! from the model's own defaults ([`GenerationParams`] to [`GenSpec`]), prompt checks and chat
-//! rendering ([`Frontend`]), structured-output requests ([`requested_grammar`]), tool calls ([`tools`]: the plan,
-//! each model's call syntax, a conversation's past calls, replies read as calls, whole or as
-//! they stream; [`ReplyReader`]), log-probabilities
-//! as OpenAI writes them ([`logprob_entry`]), and generated text ([`TextStream`]: incremental detokenization and
-//! stop strings; [`ReasoningStream`]: reasoning set apart from the answer). No GPU, no threads, no I/O; builds for wasm32.
+//! kiln-frontend: what every way of talking to kiln shares, so the server, the CLI, the browser
+//! crate and the desktop app behave alike: generation parameters checked and filled from the
+//! model's own defaults ([`GenerationParams`] to [`GenSpec`]), prompt checks and chat rendering
+//! ([`Frontend`]), structured-output requests ([`requested_grammar`]), tool calls ([`tools`]: the
+//! plan, each model's call syntax, a conversation's past calls, replies read as calls, whole or as
+//! they stream; [`ReplyReader`]), log-probabilities as OpenAI writes them ([`logprob_entry`]), and
+//! generated text ([`TextStream`]: incremental detokenization and stop strings;
+//! [`ReasoningStream`]: reasoning set apart from the answer), a long conversation fitted to
+//! the context ([`Fitted`]) and embeddings ([`unit_length`]). No GPU, no threads, no I/O; builds
+//! for wasm32.
 
 mod detokenize;
 mod embedding;

@@ -1,6 +1,6 @@
-//! The conversation: messages (replies as Markdown, with their speed line, and their
-//! reasoning folded under "Thinking"), copy, edit, regenerate and continue, and the message box with
-//! Send / Stop and the files attached to it.
+//! The conversation: messages (replies as Markdown, with their speed line, and their reasoning
+//! folded under "Thinking"), copy, edit, regenerate and continue, and the message box with Send /
+//! Stop and the files attached to it.
 
 use eframe::egui;
 
