@@ -87,6 +87,17 @@ pub fn harness(
     h
 }
 
+/// The app over a store in `dir/store` with the tiny model (written in `dir`) open, the
+/// current chat greedy with a token limit; the store's folder, to read back.
+pub fn app_with_tiny_model(dir: &Path) -> (Harness<'static, DesktopApp>, PathBuf) {
+    let model = tiny_model(dir);
+    let store = dir.join("store");
+    let mut h = harness(&store, Some(model), true);
+    step_until(&mut h, "the model to open", ready);
+    greedy(&mut h);
+    (h, store)
+}
+
 /// Steps the UI until `done` holds (a real-time bound: the engine runs on its own thread).
 pub fn step_until(h: &mut Harness<'_, DesktopApp>, what: &str, done: impl Fn(&DesktopApp) -> bool) {
     let start = Instant::now();

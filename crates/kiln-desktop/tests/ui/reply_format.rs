@@ -10,11 +10,7 @@ use super::*;
 #[test]
 fn a_json_schema_holds_the_reply() {
     let dir = tempfile::tempdir().unwrap();
-    let model = tiny_model(dir.path());
-    let store = dir.path().join("store");
-    let mut h = harness(&store, Some(model), true);
-    step_until(&mut h, "the model to open", ready);
-    greedy(&mut h);
+    let (mut h, store) = app_with_tiny_model(dir.path());
     let schema = r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["n"], "additionalProperties": false}"#;
     {
         let app = h.state_mut();

@@ -9,11 +9,7 @@ use super::*;
 #[test]
 fn regenerate_keeps_earlier_replies_as_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let model = tiny_model(dir.path());
-    let store = dir.path().join("store");
-    let mut h = harness(&store, Some(model), true);
-    step_until(&mut h, "the model to open", ready);
-    greedy(&mut h);
+    let (mut h, store) = app_with_tiny_model(dir.path());
     {
         // Sampled, so the versions differ.
         let app = h.state_mut();
