@@ -70,6 +70,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 format!("the model's defaults: {}", sampling.join(", "))
             }
         );
+        let template = model.chat_template.as_ref();
+        println!(
+            "chat:      {}; tool calls in {}; reasoning {}",
+            match template {
+                Some(_) => "the model's chat template",
+                None => "no chat template (ChatML is used)",
+            },
+            kiln_frontend::tools::ToolFormat::detect(template, &model.tokenizer).describe(),
+            match kiln_frontend::ReasoningFormat::detect(template) {
+                kiln_frontend::ReasoningFormat::Think => "in <think> blocks, set apart",
+                kiln_frontend::ReasoningFormat::None => "not set apart (no <think> tags)",
+            }
+        );
         let params = c.param_count() as f64;
         let (file_bytes, types) = model.weights.stored_bytes();
         let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();

@@ -220,8 +220,8 @@ async fn serve_engine(
         .reasoning
         .unwrap_or_else(|| ReasoningFormat::detect(model.chat_template.as_ref()));
     tracing::info!(
-        "chat: tool calls in the {:?} format, reasoning parser {reasoning:?}",
-        model.tool_format
+        "chat: tool calls in {}, reasoning parser {reasoning:?}",
+        model.tool_format.describe()
     );
     let state = Arc::new(AppState {
         config,

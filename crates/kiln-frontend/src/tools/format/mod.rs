@@ -127,6 +127,17 @@ impl ToolFormat {
         }
     }
 
+    /// The syntax in words, for `kiln info` and the server's log.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ToolFormat::Generic => "kiln's generic JSON (the template has no tools)",
+            ToolFormat::Hermes => "Hermes <tool_call> blocks",
+            ToolFormat::Llama3 => "Llama 3 JSON calls",
+            ToolFormat::Mistral { .. } => "Mistral [TOOL_CALLS] arrays",
+            ToolFormat::MistralArgs { .. } => "Mistral [TOOL_CALLS]name[ARGS] calls",
+        }
+    }
+
     /// Whether the template is given the tools and the assistant's past calls as data.
     pub fn is_native(self) -> bool {
         self != ToolFormat::Generic
