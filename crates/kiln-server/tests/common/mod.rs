@@ -234,6 +234,17 @@ pub async fn get(base: &str, path: &str) -> (u16, String) {
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
+/// `DELETE path`: status and body text.
+pub async fn delete(base: &str, path: &str) -> (u16, String) {
+    let r = client()
+        .delete(format!("{base}{path}"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
 /// Sends a streaming request; returns the status and the `data:` payloads (`[DONE]` included).
 pub async fn stream_raw(base: &str, path: &str, body: &Value) -> (u16, Vec<String>) {
     let r = send(base, path, body).await;

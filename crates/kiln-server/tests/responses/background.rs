@@ -164,13 +164,7 @@ async fn a_cancelled_background_response_stops_and_frees_its_sequence() {
     // Deleted while running: cancelled, then gone.
     let r = respond_on(base, long).await;
     let path = format!("/v1/responses/{}", r["id"].as_str().unwrap());
-    let d = client()
-        .delete(format!("{base}{path}"))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(d.status().as_u16(), 200);
+    assert_eq!(delete(base, &path).await.0, 200);
     assert_eq!(get(base, &path).await.0, 404);
 
     // Neither goes on running.

@@ -90,20 +90,9 @@ async fn a_stored_response_is_continued_from_the_prefix_cache() {
         (s, serde_json::from_str::<Value>(&got).unwrap()),
         (200, first.clone())
     );
-    let url = format!(
-        "{}/v1/responses/{}",
-        server(),
-        first["id"].as_str().unwrap()
-    );
-    let del: Value = client()
-        .delete(&url)
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let path = format!("/v1/responses/{}", first["id"].as_str().unwrap());
+    let (_, del) = delete(server(), &path).await;
+    let del: Value = serde_json::from_str(&del).unwrap();
     assert_eq!(
         del,
         json!({"id": first["id"], "object": "response.deleted", "deleted": true})
@@ -170,13 +159,8 @@ async fn stored_responses_outlive_a_restart_with_a_directory() {
     let answer = first["output"][0]["content"][0]["text"].as_str().unwrap();
     assert_eq!(texts, ["Name a color.", answer, "Another one?"]);
     // Deleted on one server: gone from the directory, so from a third server too.
-    let deleted = client()
-        .delete(format!("{second_server}/v1/responses/{id}"))
-        .bearer_auth(API_KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 200);
+    let (s, _) = delete(&second_server, &format!("/v1/responses/{id}")).await;
+    assert_eq!(s, 200);
     assert!(!dir.path().join(format!("{id}.json")).exists());
     let third_server = start_tiny(|sc, _| sc.responses_dir = Some(path.clone()));
     let (s, _) = get(&third_server, &format!("/v1/responses/{id}")).await;
