@@ -88,9 +88,10 @@ pub(crate) struct Event {
     pub callback: Option<Function>,
 }
 
-/// `v` as a JavaScript value.
-fn js(v: &Value) -> JsValue {
-    js_sys::JSON::parse(&v.to_string()).unwrap_or(JsValue::NULL)
+/// `v` (any JSON-serializable value) as a JavaScript value.
+fn js(v: &impl serde::Serialize) -> JsValue {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    js_sys::JSON::parse(&text).unwrap_or(JsValue::NULL)
 }
 
 impl Event {
@@ -120,7 +121,7 @@ impl Event {
             set(&o, "embedding", js_sys::Float32Array::from(e.as_slice()));
         }
         if let Some(d) = &self.deltas {
-            set(&o, "deltas", js(&Value::Array(d.clone())));
+            set(&o, "deltas", js(d));
             set(&o, "reply", or_null(self.reply.as_ref()));
         }
         o
