@@ -35,6 +35,14 @@ pub struct Args {
     /// Bytes of host memory for the CPU tier of cold KV blocks (0: off).
     #[arg(long, default_value_t = 0)]
     cpu_kv_bytes: u64,
+    /// Also keep cached KV blocks in files here, below the CPU tier: a prompt's blocks
+    /// evicted from memory, or computed before a restart, are read back instead of computed
+    /// again (needs --cpu-kv-bytes, through which they come back).
+    #[arg(long)]
+    kv_disk_dir: Option<std::path::PathBuf>,
+    /// Most bytes the KV disk tier keeps, least recently used removed first.
+    #[arg(long, default_value_t = 16 << 30, requires = "kv_disk_dir")]
+    kv_disk_bytes: u64,
     #[arg(long)]
     no_prefix_caching: bool,
     /// The model name clients use (default: the model file or folder name).
@@ -163,6 +171,14 @@ fn kv_transfer(a: &Args) -> anyhow::Result<Option<KvTransferConfig>> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let kv_transfer = kv_transfer(&a)?;
+    anyhow::ensure!(
+        a.kv_disk_dir.is_none() || a.cpu_kv_bytes > 0,
+        "--kv-disk-dir brings blocks back through the CPU tier: set --cpu-kv-bytes too (e.g. 4294967296)"
+    );
+    anyhow::ensure!(
+        a.kv_disk_dir.is_none() || !a.no_prefix_caching,
+        "--kv-disk-dir keeps the prefix cache's blocks: it needs prefix caching (drop --no-prefix-caching)"
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -188,6 +204,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         model.config.num_layers,
         model.config.vocab_size
     );
+    let kv_disk = match &a.kv_disk_dir {
+        Some(dir) => Some(kiln_engine::disk_tier::DiskTierConfig {
+            dir: dir.clone(),
+            max_bytes: a.kv_disk_bytes,
+            model_id: kiln_engine::disk_tier::model_files_id(&model_path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", model_path.display()))?,
+        }),
+        None => None,
+    };
     let (info, config, weights) = Frontend::split(model);
     let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
@@ -242,6 +267,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         responses_store: a.responses_store,
         responses_dir: a.responses_dir,
         priority_scheduling: a.scheduling_policy == SchedulingPolicy::Priority,
+        kv_disk,
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

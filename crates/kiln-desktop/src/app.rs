@@ -141,12 +141,14 @@ impl DesktopApp {
         }
         let repaint = self.repaint.clone();
         let s = &self.settings;
-        let (kv, guesses, gpu) = (
-            s.kv_memory_mib << 20,
-            s.speculative_tokens,
-            &self.shared_gpu,
-        );
-        let events = crate::model::load(path.clone(), kv, guesses, gpu.clone(), move || {
+        let options = crate::model::EngineOptions {
+            kv_bytes: s.kv_memory_mib << 20,
+            guesses: s.speculative_tokens,
+            kv_disk: (s.kv_disk_mib > 0)
+                .then(|| (self.store.dir().join("kv-cache"), s.kv_disk_mib << 20)),
+        };
+        let gpu = self.shared_gpu.clone();
+        let events = crate::model::load(path.clone(), options, gpu, move || {
             repaint.request_repaint()
         });
         self.path_input = path.display().to_string();

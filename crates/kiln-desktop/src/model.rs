@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kiln_engine::disk_tier::{DiskTierConfig, model_files_id};
 use kiln_engine::{EngineConfig, KvSize, Speculation};
 use kiln_frontend::Frontend;
 use kiln_gpu::GpuContext;
@@ -49,13 +50,23 @@ pub enum LoadEvent {
     Done(Result<Loaded, String>),
 }
 
-/// Starts loading `path` with a KV cache of `kv_bytes` and up to `guesses` guesses per
-/// decode (speculative decoding; 0: off), on `shared` (the window's device) or on a device
+/// How the engine of a model being opened is set up.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// GPU memory for the KV cache.
+    pub kv_bytes: u64,
+    /// Guesses per decode (speculative decoding by prompt lookup; 0: off).
+    pub guesses: usize,
+    /// The folder and size of the KV cache kept on disk (`None`: off). Its blocks come
+    /// back through a CPU tier as large as the GPU's KV cache.
+    pub kv_disk: Option<(PathBuf, u64)>,
+}
+
+/// Starts loading `path` with `options`, on `shared` (the window's device) or on a device
 /// of its own; `repaint` is called after each event.
 pub fn load(
     path: PathBuf,
-    kv_bytes: u64,
-    guesses: usize,
+    options: EngineOptions,
     shared: Option<GpuContext>,
     repaint: impl Fn() + Send + Sync + 'static,
 ) -> flume::Receiver<LoadEvent> {
@@ -64,8 +75,7 @@ pub fn load(
     std::thread::Builder::new()
         .name("kiln-load".into())
         .spawn(move || {
-            let r = open(&path, (kv_bytes, guesses), shared, &tx, &repaint)
-                .map_err(|e| format!("{e:#}"));
+            let r = open(&path, options, shared, &tx, &repaint).map_err(|e| format!("{e:#}"));
             let _ = tx.send(LoadEvent::Done(r));
             repaint();
         })
@@ -75,7 +85,7 @@ pub fn load(
 
 fn open(
     path: &Path,
-    (kv_bytes, guesses): (u64, usize),
+    options: EngineOptions,
     shared: Option<GpuContext>,
     tx: &flume::Sender<LoadEvent>,
     repaint: &Wake,
@@ -105,10 +115,23 @@ fn open(
         context: c.max_position_embeddings,
     };
     let (frontend, config, weights) = Frontend::split(model);
+    let kv_disk = match options.kv_disk {
+        Some((dir, max_bytes)) => Some(DiskTierConfig {
+            dir,
+            max_bytes,
+            model_id: model_files_id(path)?,
+        }),
+        None => None,
+    };
     let ec = EngineConfig {
         max_num_seqs: 16,
-        kv: KvSize::Bytes(kv_bytes),
-        speculation: (guesses > 0).then(|| Speculation::prompt_lookup(guesses)),
+        kv: KvSize::Bytes(options.kv_bytes),
+        cpu_kv_bytes: if kv_disk.is_some() {
+            options.kv_bytes
+        } else {
+            0
+        },
+        speculation: (options.guesses > 0).then(|| Speculation::prompt_lookup(options.guesses)),
         ..EngineConfig::default()
     };
     let wake = repaint.clone();
@@ -134,7 +157,7 @@ fn open(
             &mut progress,
         )?)
     });
-    let engine = EngineHandle::spawn(factory, None)?;
+    let engine = EngineHandle::spawn(factory, None, kv_disk)?;
     Ok(Loaded {
         frontend: Arc::new(frontend),
         engine: Arc::new(engine),

@@ -217,6 +217,9 @@ pub struct Settings {
     /// Guesses of each decode's next tokens from the chat so far (speculative decoding by
     /// prompt lookup); 0: off.
     pub speculative_tokens: usize,
+    /// Disk space for KV blocks kept between sessions (in the data directory's `kv-cache`),
+    /// in MiB; 0: off.
+    pub kv_disk_mib: u64,
     /// Where the local API listens when switched on.
     pub api_port: u16,
     /// Run the engine on the window's wgpu device (read at start).
@@ -232,6 +235,7 @@ impl Default for Settings {
             font_size: 14.0,
             kv_memory_mib: 256,
             speculative_tokens: 0,
+            kv_disk_mib: 2048,
             api_port: 8000,
             share_device: false,
         }

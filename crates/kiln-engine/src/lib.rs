@@ -1,9 +1,12 @@
 //! kiln's engine: one [`Engine::step`] is the three calls of a serving step, schedule,
 //! run on the GPU, and post-process. The engine has no threads and never blocks (the GPU
 //! readback is awaited), so the same code runs on a server's engine thread (driven by
-//! `pollster`) and in a browser tab.
+//! `pollster`) and in a browser tab. Natively, `disk_tier` keeps cached KV blocks in files
+//! below the CPU tier.
 
 mod constraint;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod disk_tier;
 mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
@@ -26,4 +29,4 @@ pub use kiln_scheduler::{
     FinishReason, KvEvent, Medium, Request, RequestUpdate, SchedulerStats, Speculation,
 };
 pub use overlap::Overlap;
-pub use transfer::ExportedBlocks;
+pub use transfer::{ExportedBlocks, SavedBlock};

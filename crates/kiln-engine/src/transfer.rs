@@ -1,8 +1,23 @@
-//! Prefill on one server, decode on another, as the engine sees it: the bytes of a finished
-//! request's pinned blocks go out, blocks received from a prefill server come into the CPU
-//! tier (the scheduler's `scheduler/transfer.rs` keeps the books).
+//! Blocks that leave or enter the engine's cache, as bytes: a finished request's pinned
+//! blocks go out to a decode server, blocks received from a prefill server come into the CPU
+//! tier, and cached blocks are read by key for the disk tier, which brings them back the same
+//! way (the scheduler's `scheduler/transfer.rs` keeps the books).
+
+use kiln_core::BLOCK_SIZE;
+use kiln_scheduler::BlockPlace;
 
 use crate::{Engine, EngineError};
+
+/// A cached block's bytes, read by key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedBlock {
+    pub key: u64,
+    /// The key of the block before it (`None` at a prompt's start).
+    pub parent: Option<u64>,
+    pub tokens: [u32; BLOCK_SIZE],
+    /// `layout.bytes_per_block()` bytes, laid out as in [`ExportedBlocks`].
+    pub data: Vec<u8>,
+}
 
 /// A finished request's pinned blocks, read back from the GPU.
 #[derive(Clone, Debug)]
@@ -53,25 +68,78 @@ impl Engine {
         salt: Option<&str>,
         data: &[u8],
     ) -> Result<usize, EngineError> {
+        self.import_blocks_after(0, keys, tokens, salt, data)
+    }
+
+    /// [`Self::import_blocks`] for a chain whose first `cached` blocks are cached here
+    /// already: `data` holds the bytes of the blocks after them only (the chain stops at the
+    /// first of those `cached` blocks that is not cached).
+    pub fn import_blocks_after(
+        &mut self,
+        cached: usize,
+        keys: &[u64],
+        tokens: &[u32],
+        salt: Option<&str>,
+        data: &[u8],
+    ) -> Result<usize, EngineError> {
         let per_block = self.kv_layout().bytes_per_block() as usize;
-        if data.len() != keys.len() * per_block
-            || tokens.len() != keys.len() * kiln_core::BLOCK_SIZE
-        {
+        let sent = keys.len().saturating_sub(cached);
+        if data.len() != sent * per_block || tokens.len() != keys.len() * BLOCK_SIZE {
             return Err(EngineError::Config(format!(
-                "received {} blocks with {} tokens and {} bytes; this cache takes {} tokens and {per_block} bytes per block",
+                "received {} blocks with {} tokens and {} bytes for {sent} of them; this cache takes {BLOCK_SIZE} tokens and {per_block} bytes per block",
                 keys.len(),
                 tokens.len(),
                 data.len(),
-                kiln_core::BLOCK_SIZE
             )));
         }
         let (scheduler, runner) = self.parts();
-        let stored = scheduler.import_blocks(tokens, keys, salt);
+        let stored = scheduler.import_blocks(tokens, keys, salt, cached);
         for &(i, cpu) in &stored {
-            runner
-                .kv
-                .fill_cpu(cpu, &data[i * per_block..(i + 1) * per_block])?;
+            let at = (i - cached) * per_block;
+            runner.kv.fill_cpu(cpu, &data[at..at + per_block])?;
         }
         Ok(stored.len())
+    }
+
+    /// Reads the cached blocks under `keys`. Returns the blocks read and the keys still
+    /// cached but not readable now: a block in the CPU tier while a step is in flight (that
+    /// step's moves to the CPU tier land when it ends). Keys no longer cached are dropped.
+    /// GPU blocks are read after the work already submitted, which wrote them.
+    pub async fn read_cached(
+        &mut self,
+        keys: &[u64],
+    ) -> Result<(Vec<SavedBlock>, Vec<u64>), EngineError> {
+        let in_flight = self.step_in_flight();
+        let (scheduler, runner) = self.parts();
+        let (mut saved, mut later, mut gpu) = (Vec::new(), Vec::new(), Vec::new());
+        for &key in keys {
+            let Some(b) = scheduler.cached_block(key) else {
+                continue;
+            };
+            let block = |data| SavedBlock {
+                key,
+                parent: b.parent,
+                tokens: b.tokens,
+                data,
+            };
+            match b.place {
+                BlockPlace::Gpu(g) => {
+                    gpu.push(g);
+                    saved.push(block(Vec::new()));
+                }
+                BlockPlace::Cpu(c) => match runner.kv.cpu_block(c) {
+                    Some(data) if !in_flight => saved.push(block(data.to_vec())),
+                    _ => later.push(key),
+                },
+            }
+        }
+        let ctx = runner.context();
+        let data = runner.kv.read_blocks(ctx, &gpu).await?;
+        let per_block = runner.kv.bytes_per_block() as usize;
+        let mut chunks = data.chunks_exact(per_block);
+        for s in saved.iter_mut().filter(|s| s.data.is_empty()) {
+            s.data = chunks.next().expect("one chunk per GPU block").to_vec();
+        }
+        Ok((saved, later))
     }
 }

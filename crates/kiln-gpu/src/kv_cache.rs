@@ -200,6 +200,13 @@ impl KvCache {
         Ok(())
     }
 
+    /// The bytes of CPU-tier block `id` (as [`Self::read_blocks`] lays them out), `None` if
+    /// it was never filled.
+    pub fn cpu_block(&self, id: u32) -> Option<&[u8]> {
+        let data = self.cpu.get(id as usize)?;
+        (data.len() as u64 == self.layout.bytes_per_block()).then_some(&data[..])
+    }
+
     /// Stores the blocks of a submitted swap-out into the CPU tier.
     pub async fn finish_swap_out(
         &mut self,

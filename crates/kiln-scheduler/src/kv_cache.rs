@@ -277,6 +277,11 @@ impl KvCache {
         }
     }
 
+    /// The index entry under `key`.
+    pub fn entry(&self, key: u64) -> Option<&crate::prefix_hash::Entry> {
+        self.index.get(key)
+    }
+
     /// Every cached block: `(key, parent key, tokens, medium)`.
     pub fn cached_blocks(&self) -> Vec<(u64, Option<u64>, [u32; BLOCK_SIZE], Medium)> {
         self.index

@@ -58,7 +58,7 @@ mod step;
 mod transfer;
 mod window;
 
-pub use transfer::PinnedBlocks;
+pub use transfer::{BlockPlace, CachedBlock, PinnedBlocks, prefix_keys};
 
 pub(crate) fn blocks_for(tokens: usize) -> usize {
     tokens.div_ceil(BLOCK_SIZE)

@@ -37,7 +37,7 @@ fn consumer(cpu: usize) -> Sim {
 /// were stored.
 fn transfer(p: &Sim, c: &mut Sim, keys: &[u64], salt: Option<&str>) -> usize {
     let pin = p.sched.pinned(1).unwrap();
-    let stored = c.sched.import_blocks(&pin.tokens, keys, salt);
+    let stored = c.sched.import_blocks(&pin.tokens, keys, salt, 0);
     for &(i, cpu) in &stored {
         c.runner
             .fill_cpu_block(cpu, &p.runner.gpu_block(pin.blocks[i]));
@@ -149,4 +149,53 @@ fn pinned_blocks_are_never_evicted() {
         "the pinned prefix, less the block request 2 took"
     );
     assert_clean(&p.sched);
+}
+
+/// What the disk tier reads: the keys a prompt's blocks are cached under, where each block's
+/// bytes are, and an import of the blocks after those cached already.
+#[test]
+fn cached_blocks_are_found_by_key_and_the_tail_imported_after_them() {
+    let prompt = tokens(4, 100);
+    let p = producer(&prompt);
+    let pin = p.sched.pinned(1).unwrap().clone();
+    assert_eq!(kiln_scheduler::prefix_keys(&prompt, None), pin.keys);
+    assert_ne!(
+        kiln_scheduler::prefix_keys(&prompt, Some("tenant")),
+        pin.keys
+    );
+    assert_eq!(p.sched.cached_prefix_blocks(&prompt, None), 6);
+    assert_eq!(p.sched.cached_prefix_blocks(&prompt, Some("tenant")), 0);
+    let b = p.sched.cached_block(pin.keys[3]).unwrap();
+    assert_eq!(b.place, kiln_scheduler::BlockPlace::Gpu(pin.blocks[3]));
+    assert_eq!(
+        (b.parent, &b.tokens[..]),
+        (Some(pin.keys[2]), &prompt[48..64])
+    );
+    assert!(p.sched.cached_block(pin.keys[3] ^ 1).is_none());
+
+    // The consumer computes the first 2 blocks itself, then takes the other 4.
+    let mut c = consumer(16);
+    c.sched
+        .add_request(req(5, prompt[..40].to_vec(), 1))
+        .unwrap();
+    c.run_to_completion(100);
+    assert_eq!(c.sched.cached_prefix_blocks(&prompt, None), 2);
+    let stored = c.sched.import_blocks(&pin.tokens, &pin.keys, None, 2);
+    assert_eq!(stored.iter().map(|s| s.0).collect::<Vec<_>>(), [2, 3, 4, 5]);
+    for &(i, cpu) in &stored {
+        c.runner
+            .fill_cpu_block(cpu, &p.runner.gpu_block(pin.blocks[i]));
+    }
+    let at = c.sched.cached_block(pin.keys[4]).unwrap().place;
+    assert!(matches!(at, kiln_scheduler::BlockPlace::Cpu(_)), "{at:?}");
+    assert_eq!(c.sched.cached_prefix_blocks(&prompt, None), 6);
+    assert_eq!(decode(&mut c, 7, &prompt), 96);
+    // Blocks said to be cached that are not stop the import.
+    let mut c = consumer(16);
+    assert!(
+        c.sched
+            .import_blocks(&pin.tokens, &pin.keys, None, 1)
+            .is_empty()
+    );
+    assert_clean(&c.sched);
 }

@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kiln_engine::disk_tier::{DiskTierConfig, DiskTierStats};
 use kiln_engine::{Constraint, Engine, EngineError, Request, RequestUpdate, SchedulerStats};
 
+use crate::disk_tier::DiskLoop;
 use crate::health::Health;
 use crate::kv_transfer::pins::{Pins, TransferCommand};
 
@@ -33,6 +35,8 @@ pub enum Command {
     Abort(u64),
     /// Prefill/decode split: pins, exports, imports (`kv_transfer`).
     Transfer(TransferCommand),
+    /// Writes every block waiting for the disk tier, then answers (a shutdown's last step).
+    FlushDisk(flume::Sender<()>),
 }
 
 #[derive(Debug)]
@@ -70,6 +74,7 @@ pub struct EngineHandle {
     /// Adds sent but not yet taken by the engine thread.
     pending: Arc<AtomicUsize>,
     stats: Arc<Mutex<SchedulerStats>>,
+    disk_stats: Arc<Mutex<Option<DiskTierStats>>>,
     pub health: Arc<Health>,
     pub info: EngineInfo,
 }
@@ -101,6 +106,8 @@ struct Loop {
     kv_events: Option<KvEventTx>,
     /// When the blocks pinned for a decode server expire.
     pins: Pins,
+    /// Cached blocks kept on disk, when configured.
+    disk: DiskLoop,
 }
 
 /// Where the engine thread sends each step's KV-cache events.
@@ -109,10 +116,12 @@ pub type KvEventTx = flume::Sender<Vec<kiln_engine::KvEvent>>;
 impl EngineHandle {
     /// Starts the engine thread and waits until the engine is built. When `kv_events` is set,
     /// the engine records KV-cache events and sends each step's batch there (a rebuilt engine
-    /// starts again with `AllBlocksCleared`).
+    /// starts again with `AllBlocksCleared`). With `kv_disk` cached blocks are also kept in
+    /// files there (`disk_tier`).
     pub fn spawn(
         factory: EngineFactory,
         kv_events: Option<KvEventTx>,
+        kv_disk: Option<DiskTierConfig>,
     ) -> anyhow::Result<EngineHandle> {
         let (tx, rx) = flume::unbounded();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -127,7 +136,9 @@ impl EngineHandle {
             health: health.clone(),
             kv_events,
             pins: Pins::default(),
+            disk: DiskLoop::new(kv_disk),
         };
+        let disk_stats = lp.disk.stats();
         std::thread::Builder::new()
             .name("kiln-engine".into())
             .spawn(move || {
@@ -138,7 +149,10 @@ impl EngineHandle {
                         return;
                     }
                 };
-                lp.start(&mut engine);
+                if let Err(e) = lp.start(&mut engine) {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
                 let _ = ready_tx.send(Ok(info_of(&engine)));
                 loop {
                     let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
@@ -163,6 +177,7 @@ impl EngineHandle {
             next_id: AtomicU64::new(1),
             pending,
             stats,
+            disk_stats,
             health,
             info,
         })
@@ -208,6 +223,24 @@ impl EngineHandle {
     pub fn stats(&self) -> SchedulerStats {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Waits (up to `within`) until the disk tier has written every block waiting; false if
+    /// the time ran out or the engine thread is gone.
+    pub async fn flush_disk(&self, within: Duration) -> bool {
+        let (tx, rx) = flume::bounded(1);
+        if self.commands.send(Command::FlushDisk(tx)).is_err() {
+            return false;
+        }
+        matches!(
+            tokio::time::timeout(within, rx.recv_async()).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// The disk tier's counters, when there is one.
+    pub fn disk_stats(&self) -> Option<DiskTierStats> {
+        *self.disk_stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Loop {
@@ -219,6 +252,7 @@ impl Loop {
                 updates,
             } => {
                 self.pending.fetch_sub(1, Ordering::SeqCst);
+                self.disk.restore(engine, &request);
                 let id = request.id;
                 let added = match constraint {
                     Some(c) => engine.add_constrained_request(request, *c),
@@ -239,25 +273,38 @@ impl Loop {
                 }
             }
             Command::Transfer(t) => self.pins.handle(engine, t),
+            Command::FlushDisk(done) => {
+                self.publish(engine);
+                self.disk.when_idle(engine, || false);
+                let _ = done.send(());
+            }
         }
     }
 
-    /// Sets up a freshly built engine: KV events on when they are published, stats.
-    fn start(&self, engine: &mut Engine) {
+    /// Sets up a freshly built engine: KV events on when they are published, the disk
+    /// tier's folder, stats.
+    fn start(&mut self, engine: &mut Engine) -> anyhow::Result<()> {
         if self.kv_events.is_some() {
             engine.enable_kv_events();
         }
+        self.disk.start(engine)?;
         self.publish(engine);
+        Ok(())
     }
 
-    /// Publishes the scheduler's counters and the KV-cache events since the last call.
-    fn publish(&self, engine: &mut Engine) {
+    /// Publishes the scheduler's counters and the KV-cache events since the last call (to
+    /// their subscribers and the disk tier).
+    fn publish(&mut self, engine: &mut Engine) {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = engine.stats();
-        if let Some(tx) = &self.kv_events {
-            let events = engine.take_kv_events();
-            if !events.is_empty() {
-                let _ = tx.send(events);
-            }
+        if self.kv_events.is_none() && !self.disk.enabled() {
+            return;
+        }
+        let events = engine.take_kv_events();
+        self.disk.note(&events);
+        if let Some(tx) = &self.kv_events
+            && !events.is_empty()
+        {
+            let _ = tx.send(events);
         }
     }
 
@@ -267,6 +314,8 @@ impl Loop {
         loop {
             if self.active.is_empty() && !engine.has_unfinished() {
                 self.publish(engine);
+                let rx = &self.rx;
+                self.disk.when_idle(engine, || !rx.is_empty());
                 let cmd = match self.pins.next_deadline() {
                     Some(d) => self
                         .rx
@@ -357,6 +406,7 @@ impl Loop {
                 }
             }
             self.publish(engine);
+            self.disk.after_step(engine);
         }
     }
 
@@ -382,13 +432,16 @@ impl Loop {
             }
         }
         self.pins.clear();
+        self.disk.stop();
         drop(engine);
         let mut pause = Duration::from_millis(100);
         loop {
             match catch_unwind(AssertUnwindSafe(factory)) {
                 Ok(Ok(mut engine)) => {
                     self.health.engine_restarts.fetch_add(1, Ordering::Relaxed);
-                    self.start(&mut engine);
+                    if let Err(e) = self.start(&mut engine) {
+                        tracing::error!("the rebuilt engine goes on without it: {e:#}");
+                    }
                     self.health.set_up();
                     tracing::info!("the engine is rebuilt and serving again");
                     return engine;

@@ -7,7 +7,8 @@
 //!
 //! Files: `api` (request types), `error` (OpenAI errors, JSON extractor), `state` (shared
 //! state, validation), `metrics` (Prometheus text), `health` (up/down/draining, reliability
-//! counters), `kv_events` (KV-cache events over ZeroMQ).
+//! counters), `kv_events` (KV-cache events over ZeroMQ), `disk_tier` (cached KV blocks
+//! kept on disk).
 //!
 //! Shutdown is graceful: on SIGTERM/SIGINT (or [`ShutdownHandle::shutdown`]) `/health` and new
 //! generation requests answer 503 at once, running sequences finish (bounded by
@@ -16,6 +17,7 @@
 mod api;
 mod compile;
 mod demo;
+mod disk_tier;
 mod engine_loop;
 mod error;
 mod generate;
@@ -77,6 +79,9 @@ pub struct ServerConfig {
     /// Whether requests may set `priority` (vLLM's `--scheduling-policy priority`); the
     /// scheduler orders by it either way, all requests having 0 otherwise.
     pub priority_scheduling: bool,
+    /// Where cached KV blocks are also kept on disk (they outlive their eviction from memory
+    /// and the process); `None`: memory only.
+    pub kv_disk: Option<kiln_engine::disk_tier::DiskTierConfig>,
 }
 
 impl Default for ServerConfig {
@@ -97,6 +102,7 @@ impl Default for ServerConfig {
             responses_store: 1024,
             responses_dir: None,
             priority_scheduling: false,
+            kv_disk: None,
         }
     }
 }
@@ -154,7 +160,9 @@ pub async fn start(
         Some(c) => Some(kv_events::start(c.clone()).await?),
         None => None,
     };
-    let engine = tokio::task::spawn_blocking(move || EngineHandle::spawn(factory, kv_tx)).await??;
+    let kv_disk = config.kv_disk.clone();
+    let engine =
+        tokio::task::spawn_blocking(move || EngineHandle::spawn(factory, kv_tx, kv_disk)).await??;
     serve_engine(config, Arc::new(model), Arc::new(engine)).await
 }
 
@@ -168,6 +176,10 @@ pub async fn start_on(
     anyhow::ensure!(
         config.kv_events.is_none(),
         "KV-cache events are published by an engine the server starts itself"
+    );
+    anyhow::ensure!(
+        config.kv_disk.is_none(),
+        "the KV disk tier belongs to an engine the server starts itself"
     );
     serve_engine(config, model, engine).await
 }
@@ -216,6 +228,7 @@ async fn serve_engine(
     let responses =
         responses::ResponseStore::new(config.responses_store, config.responses_dir.clone())?;
     let health = engine.health.clone();
+    let flusher = engine.clone();
     let reasoning = config
         .reasoning
         .unwrap_or_else(|| ReasoningFormat::detect(model.chat_template.as_ref()));
@@ -259,6 +272,14 @@ async fn serve_engine(
                 "shutdown timeout: {} sequences still running are cut",
                 health.num_in_flight()
             );
+        }
+        if flusher.disk_stats().is_some() {
+            let ok = flusher.flush_disk(timeout).await;
+            let written = flusher.disk_stats().map_or(0, |d| d.blocks_written);
+            match ok {
+                true => tracing::info!("KV disk tier flushed ({written} blocks written)"),
+                false => tracing::warn!("KV disk tier not flushed within {timeout:?}"),
+            }
         }
         st.notify_one();
         // Responses still being written get a moment; then the connections are cut.

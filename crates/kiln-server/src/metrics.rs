@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::sync::Mutex;
 
 use kiln_engine::SchedulerStats;
+use kiln_engine::disk_tier::DiskTierStats;
 
 use crate::engine_loop::EngineInfo;
 use crate::health::Health;
@@ -116,7 +117,13 @@ impl Metrics {
         m.e2e.observe(e2e_s);
     }
 
-    pub fn render(&self, s: &SchedulerStats, info: &EngineInfo, health: &Health) -> String {
+    pub fn render(
+        &self,
+        s: &SchedulerStats,
+        disk: Option<DiskTierStats>,
+        info: &EngineInfo,
+        health: &Health,
+    ) -> String {
         let m = self.inner.lock().unwrap();
         let mut out = String::new();
         // The cache geometry for the gateway's prefix-aware routing (vLLM's cache_config_info).
@@ -289,6 +296,44 @@ impl Metrics {
             "KV blocks held by the CPU tier.",
             s.cpu_blocks_resident as f64,
         );
+        if let Some(d) = disk {
+            metric(
+                "kiln_kv_disk_blocks_written_total",
+                "counter",
+                "KV blocks written to the disk tier.",
+                d.blocks_written as f64,
+            );
+            metric(
+                "kiln_kv_disk_blocks_restored_total",
+                "counter",
+                "KV blocks read back from the disk tier into the CPU tier.",
+                d.blocks_restored as f64,
+            );
+            metric(
+                "kiln_kv_disk_blocks_evicted_total",
+                "counter",
+                "KV block files removed to keep the disk tier within its size.",
+                d.blocks_evicted as f64,
+            );
+            metric(
+                "kiln_kv_disk_blocks_resident",
+                "gauge",
+                "KV blocks held by the disk tier.",
+                d.blocks_resident as f64,
+            );
+            metric(
+                "kiln_kv_disk_bytes_resident",
+                "gauge",
+                "Bytes of the disk tier's files.",
+                d.bytes_resident as f64,
+            );
+            metric(
+                "kiln_kv_disk_blocks_pending",
+                "gauge",
+                "Cached KV blocks waiting to be written to the disk tier.",
+                d.pending as f64,
+            );
+        }
         metric(
             "kiln_prompt_tokens_total",
             "counter",

@@ -363,6 +363,19 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
     .response
     .on_hover_text("Used when a model is opened next.");
     ui.horizontal(|ui| {
+        let label = ui.label("KV cache on disk (MiB, 0: off)");
+        let r = ui
+            .add(egui::DragValue::new(&mut app.settings.kv_disk_mib).range(0..=1 << 20))
+            .labelled_by(label.id);
+        changed |= r.changed();
+    })
+    .response
+    .on_hover_text(
+        "Chats' computed prompts kept on disk, so a long chat goes on at once after the \
+         model is opened again instead of reading it all again. Used when a model is opened \
+         next.",
+    );
+    ui.horizontal(|ui| {
         let label = ui.label("Speculative tokens (0: off)");
         let r = ui
             .add(

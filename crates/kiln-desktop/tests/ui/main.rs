@@ -7,7 +7,8 @@
 //! icons egui's bundled fonts lack; `speculation.rs` turns on guesses from the settings;
 //! `attach.rs` sends text files with a message; `context.rs` keeps a chat longer than the
 //! context going; `continuing.rs` continues a cut reply;
-//! `reply_format.rs` holds replies to a JSON schema; `versions.rs` keeps regenerated replies.
+//! `reply_format.rs` holds replies to a JSON schema; `versions.rs` keeps regenerated replies;
+//! `kv_disk.rs` serves a chat's prompt from disk after the app is opened again.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ mod common;
 mod context;
 mod continuing;
 mod fonts;
+mod kv_disk;
 mod reply_format;
 mod speculation;
 mod versions;

@@ -1,4 +1,6 @@
-//! Prefill on one server, decode on another. The producer keeps a finished request's full
+//! Blocks that leave or enter this scheduler's cache: prefill on one server and decode on
+//! another, and the disk tier below the CPU tier (which reads cached blocks by key and brings
+//! them back by import). The producer keeps a finished request's full
 //! blocks (pinned: still counted as used, never evicted) until a decode server has fetched
 //! them or their time is up; the consumer stores fetched blocks in its CPU tier under its own
 //! prefix-cache keys, where the lookup of the request that follows finds them like any cold
@@ -12,7 +14,7 @@ use kiln_core::{BLOCK_SIZE, NO_BLOCK};
 
 use super::Scheduler;
 use crate::kv_cache::Imported;
-use crate::prefix_hash::{NewBlock, block_key};
+use crate::prefix_hash::{Loc, NewBlock, block_key};
 use crate::request::RequestState;
 
 /// A finished request's blocks held for transfer.
@@ -26,7 +28,57 @@ pub struct PinnedBlocks {
     pub tokens: Vec<u32>,
 }
 
+/// Where a cached block's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockPlace {
+    /// This GPU block.
+    Gpu(u32),
+    /// This CPU-tier id (its bytes land there at the end of the step that moved it).
+    Cpu(u32),
+}
+
+/// A cached block, as [`Scheduler::cached_block`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedBlock {
+    /// The key of the block before it (`None` at a prompt's start).
+    pub parent: Option<u64>,
+    pub tokens: [u32; BLOCK_SIZE],
+    pub place: BlockPlace,
+}
+
+/// The prefix-cache keys of the full blocks of `tokens` under `salt`, as the scheduler
+/// computes them.
+pub fn prefix_keys(tokens: &[u32], salt: Option<&str>) -> Vec<u64> {
+    let mut keys: Vec<u64> = Vec::with_capacity(tokens.len() / BLOCK_SIZE);
+    for t in tokens.chunks_exact(BLOCK_SIZE) {
+        keys.push(block_key(keys.last().copied(), t, salt));
+    }
+    keys
+}
+
 impl Scheduler {
+    /// How many leading full blocks of `tokens` under `salt` are cached (on the GPU or in
+    /// the CPU tier) and would be found by a request's lookup.
+    pub fn cached_prefix_blocks(&self, tokens: &[u32], salt: Option<&str>) -> usize {
+        let keys = prefix_keys(tokens, salt);
+        self.kv.lookup(&keys, tokens, salt, keys.len()).len()
+    }
+
+    /// The cached block under `key`, if there is one and its bytes are in place.
+    pub fn cached_block(&self, key: u64) -> Option<CachedBlock> {
+        let e = self.kv.entry(key)?;
+        let place = match e.loc {
+            Loc::Gpu(b) => BlockPlace::Gpu(b),
+            Loc::Cpu(c) => BlockPlace::Cpu(c),
+            Loc::Moving => return None,
+        };
+        Some(CachedBlock {
+            parent: e.parent_key,
+            tokens: e.tokens,
+            place,
+        })
+    }
+
     /// Ends a finished request: its blocks go back to the pool, except, for a request that
     /// asked for it, its full computed blocks, which stay pinned under its id. A request that
     /// gave blocks back behind a sliding window pins none (its prefix is incomplete).
@@ -77,12 +129,15 @@ impl Scheduler {
     /// them: a block whose key differs from this scheduler's own key of its tokens and
     /// `salt` is refused, and so is everything after it. Returns `(block index, CPU id)` for
     /// each block whose bytes the runner must now fill; blocks already cached here are
-    /// skipped. At most the CPU tier's capacity is stored, so no import evicts itself.
+    /// skipped. At most the CPU tier's capacity is stored, so no import evicts itself. The
+    /// first `cached` blocks come without bytes: they must be cached here already, and the
+    /// chain stops at the first that is not.
     pub fn import_blocks(
         &mut self,
         tokens: &[u32],
         keys: &[u64],
         salt: Option<&str>,
+        cached: usize,
     ) -> Vec<(usize, u32)> {
         let salt: Option<Arc<str>> = salt.map(Arc::from);
         let n = keys
@@ -104,6 +159,14 @@ impl Scheduler {
                 tokens: t,
                 salt: salt.as_ref(),
             };
+            if i < cached {
+                match self.kv.entry(key) {
+                    Some(e) if e.matches(parent, t, salt.as_deref()) => parent = Some(e.id),
+                    _ => break,
+                }
+                parent_key = Some(key);
+                continue;
+            }
             match self.kv.import(block) {
                 Imported::Cached(entry) => parent = Some(entry),
                 Imported::Stored { entry, cpu } => {

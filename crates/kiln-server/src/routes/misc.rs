@@ -33,9 +33,12 @@ pub async fn health(State(st): State<Shared>) -> Result<&'static str, ApiError> 
 }
 
 pub async fn metrics(State(st): State<Shared>) -> Response {
-    let text = st
-        .metrics
-        .render(&st.engine.stats(), &st.engine.info, &st.engine.health);
+    let text = st.metrics.render(
+        &st.engine.stats(),
+        st.engine.disk_stats(),
+        &st.engine.info,
+        &st.engine.health,
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -1,0 +1,45 @@
+//! The KV cache on disk (a setting, on by default): a chat's computed prompt is written to the
+//! store's `kv-cache` folder, and after the app is closed and opened again, regenerating the
+//! reply serves the prompt from there: the same reply, its prompt tokens counted as cached.
+
+use super::*;
+
+fn disk_stats(app: &DesktopApp) -> Option<kiln_engine::disk_tier::DiskTierStats> {
+    match &app.model {
+        ModelState::Ready(l) => l.engine.disk_stats(),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_chat_goes_on_from_disk_after_the_app_is_opened_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, store) = app_with_tiny_model(dir.path());
+    send(&mut h, &"tell me a story about the sea. ".repeat(12));
+    step_until(&mut h, "the reply", |a| a.generating.is_empty());
+    let first = last_reply(h.state(), 0).clone();
+    let stats = first.stats.as_ref().unwrap();
+    assert_eq!(stats.cached_tokens, 0);
+    assert!(stats.prompt_tokens >= 32, "{stats:?}");
+    step_until(&mut h, "the blocks on disk", |a| {
+        disk_stats(a).is_some_and(|s| s.pending == 0 && s.blocks_written >= 2)
+    });
+    drop(h);
+    assert!(store.join("kv-cache").is_dir());
+
+    let mut h = harness(&store, None, true);
+    step_until(&mut h, "the model to open again", ready);
+    assert!(disk_stats(h.state()).unwrap().blocks_resident >= 2);
+    h.get_by_label("Regenerate").click();
+    h.step();
+    step_until(&mut h, "the regenerated reply", |a| a.generating.is_empty());
+    let again = last_reply(h.state(), 0);
+    assert_eq!(again.text, first.text);
+    let cached = again.stats.as_ref().unwrap().cached_tokens;
+    assert!(
+        cached >= 32 && cached < stats.prompt_tokens,
+        "the prompt's full blocks came from disk: {cached} of {}",
+        stats.prompt_tokens
+    );
+    assert!(disk_stats(h.state()).unwrap().blocks_restored >= 2);
+}

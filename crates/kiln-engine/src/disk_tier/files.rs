@@ -1,0 +1,274 @@
+//! The disk tier's files: one file per KV block, named by its prefix-cache key, in a folder
+//! per model and engine, least recently used removed first when the folder outgrows its size.
+//!
+//! A file is written whole under a temporary name and renamed, so a reader never sees half a
+//! block; it carries its key, its parent's key, its tokens and a hash of its bytes, and one
+//! that does not check out (damaged, truncated, another layout) is deleted, never loaded.
+//!
+//! Cost: `contains` is O(1); `write` and `read` are one file each plus O(log n) for the
+//! recency order; opening reads the folder's listing, not the files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use kiln_core::BLOCK_SIZE;
+
+use crate::SavedBlock;
+
+const MAGIC: &[u8; 8] = b"KILNKVB1";
+/// Magic, key, parent flag and key, tokens, data length, data hash.
+const HEADER: usize = 8 + 8 + 1 + 8 + 4 * BLOCK_SIZE + 8 + 8;
+const EXT: &str = "kvb";
+
+pub(crate) struct BlockFiles {
+    dir: PathBuf,
+    max_bytes: u64,
+    bytes: u64,
+    /// Key to (file length, last use).
+    files: HashMap<u64, (u64, u64)>,
+    /// Last use to key, oldest first.
+    recency: BTreeMap<u64, u64>,
+    tick: u64,
+    pub evicted: u64,
+}
+
+impl BlockFiles {
+    /// Opens (creating) `dir`, lists the blocks already there, oldest first by modification
+    /// time, and removes what a crash left half written.
+    pub fn open(dir: &Path, max_bytes: u64) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".tmp") {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            let Some(key) = name
+                .strip_suffix(&format!(".{EXT}"))
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+            else {
+                continue;
+            };
+            let meta = entry.metadata()?;
+            let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+            found.push((modified, key, meta.len()));
+        }
+        found.sort();
+        let mut files = Self {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            bytes: 0,
+            files: HashMap::new(),
+            recency: BTreeMap::new(),
+            tick: 0,
+            evicted: 0,
+        };
+        for (_, key, len) in found {
+            files.add(key, len);
+        }
+        files.evict();
+        Ok(files)
+    }
+
+    pub fn contains(&self, key: u64) -> bool {
+        self.files.contains_key(&key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn path(&self, key: u64) -> PathBuf {
+        self.dir.join(format!("{key:016x}.{EXT}"))
+    }
+
+    fn add(&mut self, key: u64, len: u64) {
+        self.tick += 1;
+        if let Some((old_len, used)) = self.files.insert(key, (len, self.tick)) {
+            self.recency.remove(&used);
+            self.bytes -= old_len;
+        }
+        self.recency.insert(self.tick, key);
+        self.bytes += len;
+    }
+
+    fn forget(&mut self, key: u64) {
+        if let Some((len, used)) = self.files.remove(&key) {
+            self.recency.remove(&used);
+            self.bytes -= len;
+        }
+        let _ = std::fs::remove_file(self.path(key));
+    }
+
+    /// Removes the least recently used files until the folder fits its size.
+    fn evict(&mut self) {
+        while self.bytes > self.max_bytes {
+            let Some((_, key)) = self.recency.pop_first() else {
+                break;
+            };
+            self.forget(key);
+            self.evicted += 1;
+        }
+    }
+
+    /// Writes `b` as the newest file (a block larger than the whole folder is not kept).
+    pub fn write(&mut self, b: &SavedBlock) -> io::Result<()> {
+        let bytes = encode(b);
+        let path = self.path(b.key);
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, &path)?;
+        self.add(b.key, bytes.len() as u64);
+        self.evict();
+        Ok(())
+    }
+
+    /// Reads the block under `key` if it is here and whole with `data_len` bytes of KV; a file
+    /// that does not check out is deleted. A block read becomes the most recently used.
+    pub fn read(&mut self, key: u64, data_len: usize) -> Option<SavedBlock> {
+        if !self.contains(key) {
+            return None;
+        }
+        let block = std::fs::read(self.path(key))
+            .ok()
+            .and_then(|bytes| decode(&bytes, key, data_len));
+        match &block {
+            Some(_) => {
+                let len = self.files[&key].0;
+                self.add(key, len);
+                // The recency order outlives a restart through the modification time.
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(self.path(key))
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            }
+            None => self.forget(key),
+        }
+        block
+    }
+}
+
+fn data_hash(data: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(data);
+    h.finish()
+}
+
+fn encode(b: &SavedBlock) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + b.data.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&b.key.to_le_bytes());
+    out.push(b.parent.is_some() as u8);
+    out.extend_from_slice(&b.parent.unwrap_or(0).to_le_bytes());
+    for t in b.tokens {
+        out.extend_from_slice(&t.to_le_bytes());
+    }
+    out.extend_from_slice(&(b.data.len() as u64).to_le_bytes());
+    out.extend_from_slice(&data_hash(&b.data).to_le_bytes());
+    out.extend_from_slice(&b.data);
+    out
+}
+
+fn decode(bytes: &[u8], key: u64, data_len: usize) -> Option<SavedBlock> {
+    if bytes.len() != HEADER + data_len || &bytes[..8] != MAGIC {
+        return None;
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    if u64_at(8) != key || u64_at(HEADER - 16) != data_len as u64 {
+        return None;
+    }
+    let parent = match bytes[16] {
+        0 => None,
+        1 => Some(u64_at(17)),
+        _ => return None,
+    };
+    let mut tokens = [0u32; BLOCK_SIZE];
+    for (i, t) in tokens.iter_mut().enumerate() {
+        let at = 25 + 4 * i;
+        *t = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    }
+    let data = &bytes[HEADER..];
+    (data_hash(data) == u64_at(HEADER - 8)).then(|| SavedBlock {
+        key,
+        parent,
+        tokens,
+        data: data.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(key: u64, fill: u8) -> SavedBlock {
+        SavedBlock {
+            key,
+            parent: key.checked_sub(1),
+            tokens: std::array::from_fn(|i| key as u32 * 100 + i as u32),
+            data: vec![fill; 100],
+        }
+    }
+
+    #[test]
+    fn blocks_round_trip_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = BlockFiles::open(dir.path(), 1 << 20).unwrap();
+        f.write(&block(0, 7)).unwrap();
+        f.write(&block(1, 9)).unwrap();
+        assert_eq!(f.read(1, 100), Some(block(1, 9)));
+        assert_eq!(f.read(1, 99), None, "another layout's block is refused");
+        assert!(!f.contains(1), "and deleted");
+        let mut again = BlockFiles::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!((again.len(), again.bytes()), (1, (HEADER + 100) as u64));
+        assert_eq!(again.read(0, 100), Some(block(0, 7)));
+    }
+
+    #[test]
+    fn a_damaged_or_half_written_file_is_never_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = BlockFiles::open(dir.path(), 1 << 20).unwrap();
+        f.write(&block(5, 1)).unwrap();
+        f.write(&block(6, 1)).unwrap();
+        let path = f.path(5);
+        let mut bytes = std::fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(f.read(5, 100), None);
+        assert!(!path.exists());
+        // A file renamed to another key's name does not pass as that block.
+        std::fs::rename(f.path(6), f.path(8)).unwrap();
+        std::fs::write(dir.path().join("0000000000000009.tmp"), b"half").unwrap();
+        let mut f = BlockFiles::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(f.read(8, 100), None);
+        assert!(!dir.path().join("0000000000000009.tmp").exists());
+        assert_eq!(f.len(), 0);
+    }
+
+    #[test]
+    fn the_least_recently_used_files_go_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = (HEADER + 100) as u64;
+        let mut f = BlockFiles::open(dir.path(), 3 * one).unwrap();
+        for k in 0..3 {
+            f.write(&block(k, 0)).unwrap();
+        }
+        assert!(f.read(0, 100).is_some()); // 0 is now the newest
+        f.write(&block(3, 0)).unwrap();
+        assert!(!f.contains(1) && f.contains(0) && f.contains(2) && f.contains(3));
+        assert_eq!((f.evicted, f.bytes()), (1, 3 * one));
+        assert!(!f.path(1).exists());
+        // A smaller limit on reopening trims the folder.
+        let f = BlockFiles::open(dir.path(), 2 * one).unwrap();
+        assert_eq!(f.len(), 2);
+    }
+}

@@ -1,0 +1,105 @@
+//! The disk tier: a prompt's blocks written by one engine come back into a fresh engine's CPU
+//! tier from the files (those after the blocks it computed itself), and its request then gives the same tokens and log-probs as an engine
+//! that computes everything; another cache salt or another KV layout finds nothing.
+
+use kiln_engine::Engine;
+use kiln_engine::disk_tier::{DiskTier, DiskTierConfig};
+
+use super::*;
+
+fn disk_engine(ctx: &kiln_gpu::GpuContext, model: &Model, ec: EngineConfig) -> Engine {
+    let per_block = KvLayout::for_model(&model.config, ec.kv_dtype).bytes_per_block();
+    let mut e = engine(
+        ctx,
+        model,
+        EngineConfig {
+            cpu_kv_bytes: 16 * per_block,
+            ..ec
+        },
+    );
+    e.enable_kv_events();
+    e
+}
+
+/// Saves every block the engine has announced.
+fn save_all(tier: &mut DiskTier, e: &mut Engine) {
+    tier.note(&e.take_kv_events());
+    while tier.stats().pending > 0 {
+        pollster::block_on(tier.save(e, 2)).unwrap();
+    }
+}
+
+#[test]
+fn blocks_saved_by_one_engine_serve_the_next() {
+    for (family, dtype) in [
+        (KernelFamily::Gpu, KvDtype::F16),
+        (KernelFamily::Cpu, KvDtype::F32),
+    ] {
+        let what = format!("kernels {family} kv {dtype}");
+        let (_model_dir, model) = tiny(&TinyConfig::qwen2(), 11);
+        let ctx = gpu();
+        let vocab = model.config.vocab_size;
+        let first = tokens(400, 3 * BLOCK_SIZE + 6, vocab); // 3 full blocks
+        let again = [&first[..], &tokens(401, 10, vocab)[..]].concat();
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = DiskTierConfig {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 1 << 30,
+            model_id: "tiny".into(),
+        };
+        let ec = on(config(32, true), family, dtype);
+
+        let mut writer = disk_engine(&ctx, &model, ec.clone());
+        let mut tier = DiskTier::open(&cfg, &writer).unwrap();
+        run(&mut writer, vec![request(1, first.clone(), 4)]);
+        save_all(&mut tier, &mut writer);
+        let written = tier.stats().blocks_written;
+        assert!(written >= 3, "{what}: {:?}", tier.stats());
+        drop(writer);
+
+        let mut reader = disk_engine(&ctx, &model, ec.clone());
+        let mut tier = DiskTier::open(&cfg, &reader).unwrap();
+        assert_eq!(tier.stats().blocks_resident as u64, written, "{what}");
+        let salted = tier.restore(&mut reader, &again, Some("tenant")).unwrap();
+        assert_eq!(
+            salted, 0,
+            "{what}: another cache salt's keys are not on disk"
+        );
+        // The first two blocks computed here; the third comes from disk after them.
+        run(
+            &mut reader,
+            vec![request(5, first[..2 * BLOCK_SIZE + 5].to_vec(), 1)],
+        );
+        assert_eq!(
+            tier.restore(&mut reader, &again, None).unwrap(),
+            1,
+            "{what}"
+        );
+        assert_eq!(
+            tier.restore(&mut reader, &again, None).unwrap(),
+            0,
+            "{what}: blocks cached in memory are not read again"
+        );
+        let got = run(&mut reader, vec![request(2, again.clone(), 6)])
+            .remove(&2)
+            .unwrap();
+        let s = reader.stats();
+        assert_eq!(s.cpu_blocks_restored, 1, "{what}: {s:?}");
+        assert_eq!(s.prefix_cache_hits, 3 * BLOCK_SIZE as u64, "{what}: {s:?}");
+
+        let mut fresh = engine(&ctx, &model, on(config(32, false), family, dtype));
+        let want = run(&mut fresh, vec![request(2, again, 6)])
+            .remove(&2)
+            .unwrap();
+        assert_same(&format!("{what}: restored from disk"), &got, &want);
+
+        let other = match dtype {
+            KvDtype::F16 => KvDtype::F32,
+            KvDtype::F32 => KvDtype::F16,
+        };
+        let e = disk_engine(&ctx, &model, on(config(32, true), family, other));
+        let elsewhere = DiskTier::open(&cfg, &e).unwrap();
+        assert_ne!(elsewhere.dir(), tier.dir(), "{what}");
+        assert_eq!(elsewhere.stats().blocks_resident, 0, "{what}");
+    }
+}
