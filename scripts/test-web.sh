@@ -182,6 +182,13 @@ else:
             fails.append(f"Hermes tool call ({how}) in the page: {h.get(how)}, native {want['hermes']}")
     if not want["hermes"]["calls"] or "<tool_call>" not in (h.get("raw") or ""):
         fails.append(f"the Hermes model's reply is not a <tool_call> block: {h}, native {want['hermes']}")
+    # Template variables reach the template: the dated prompt is the native one's length.
+    dated = want["dated_prompt_tokens"]
+    if h.get("datedPromptTokens") != dated or not (h.get("plainPromptTokens") or dated) < dated:
+        fails.append(f"chat_template_kwargs in the page: {h.get('datedPromptTokens')} prompt tokens "
+                     f"(without: {h.get('plainPromptTokens')}), native {dated}")
+    if "chat_template_kwargs" not in (h.get("kwargsInStart") or ""):
+        fails.append(f"start() took chat_template_kwargs: {h.get('kwargsInStart')}")
     if (wk.get("tools") or {}).get("calls") != want["required"]["calls"]:
         fails.append(f"tool call from the engine in a worker: {wk.get('tools')}, native {want['required']}")
     # Text completions and embeddings through openai.js: the native front end's greedy

@@ -13,9 +13,10 @@ import { KilnError } from './kiln.js';
 /// stream) with an `AbortError`.
 /// - `chat.completions`: `messages`, `stream`, `stream_options` (`include_usage`),
 ///   `max_completion_tokens` and every field of the engine's `start_chat()`: `start()`'s
-///   (`logprobs` and `top_logprobs` among them) and `tools`, `tool_choice` and
+///   (`logprobs` and `top_logprobs` among them), `tools`, `tool_choice` and
 ///   `parallel_tool_calls` (replies then carry `tool_calls`, whole or as streamed deltas, read
-///   by the same code as the server's).
+///   by the same code as the server's) and `chat_template_kwargs` (the template's variables:
+///   Qwen3's `enable_thinking`, Llama 3's `date_string`).
 /// - `completions`: `prompt` (one text, or token ids), `stream`, `stream_options` and
 ///   `start()`'s fields but `logprobs` (completions' own log-probabilities are the server's).
 /// - `embeddings`: `input` (a text, token ids, or a list of either), `encoding_format`

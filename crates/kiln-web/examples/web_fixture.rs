@@ -129,6 +129,7 @@ fn main() {
             "required": tool_reply(&ctx, &path, TOOL_TURNS, TOOL_REQUIRED),
             "follow": tool_reply(&ctx, &path, &follow_turns(&ctx, &path), TOOL_AUTO),
             "hermes": tool_reply(&ctx, &tools, TOOL_TURNS, TOOL_REQUIRED),
+            "dated_prompt_tokens": dated_prompt_tokens(&tools),
         },
     });
     let json = serde_json::json!({
@@ -224,14 +225,29 @@ fn reply(
 }
 
 /// ChatML that renders tools and past calls as Hermes `<tool_call>` blocks (no reasoning
-/// block, so the reply under the tools' grammar is the call).
+/// block, so the reply under the tools' grammar is the call), and a system turn with the
+/// date when the template variable `date_string` is given (as Llama 3's templates take it).
 const HERMES_TEMPLATE: &str = concat!(
+    "{%- if date_string is defined -%}{{ '<|im_start|>system\\nToday is ' + date_string + '<|im_end|>\\n' }}{%- endif -%}",
     "{%- if tools -%}{{ '<|im_start|>system\\n' + tools|tojson + ' <tool_call><|im_end|>\\n' }}{%- endif -%}",
     "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' + (m.content or '') }}",
     "{%- for c in m.tool_calls or [] -%}{{ '<tool_call>\\n' + c.function|tojson + '\\n</tool_call>' }}{%- endfor -%}",
     "{{ '<|im_end|>\\n' }}{%- endfor -%}",
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}",
 );
+
+/// Prompt tokens of `TOOL_TURNS` rendered with the template variable `date_string` (which
+/// the Hermes template writes into a system turn), as `web-demo/test.html` asks the page.
+fn dated_prompt_tokens(path: &std::path::Path) -> usize {
+    let frontend = Frontend::split(Model::load(path).expect("load model")).0;
+    let turns: Vec<ChatTurn> = serde_json::from_str(TOOL_TURNS).expect("turns");
+    let kwargs = serde_json::json!({"date_string": "5 Dec 2026"});
+    let text = frontend
+        .render_turns(turns, None, kwargs.as_object(), Ending::NewTurn)
+        .expect("render");
+    assert!(text.contains("Today is 5 Dec 2026"), "{text}");
+    frontend.encode(&text, false, "messages").expect("encode").len()
+}
 
 /// `web-demo/test.html`'s tool-call request (`TOOL_ASK`): its conversation, and its fields
 /// with a call required and with `auto` (the conversation continued after the call).

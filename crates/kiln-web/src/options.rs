@@ -58,7 +58,7 @@ pub(crate) fn parsed<T: std::str::FromStr<Err = String>>(
 pub(crate) const DEFAULT_MAX_TOKENS: usize = 256;
 
 /// `start`'s parameters: the server's generation fields and structured-output fields, and
-/// (for `start_chat`) chat's tool fields; nothing else.
+/// (for `start_chat`) chat's tool fields and template variables; nothing else.
 #[derive(serde::Deserialize, Default)]
 pub(crate) struct StartParams {
     #[serde(flatten)]
@@ -78,17 +78,21 @@ pub(crate) struct StartParams {
     pub tools: Option<serde_json::Value>,
     pub tool_choice: Option<serde_json::Value>,
     pub parallel_tool_calls: Option<bool>,
+    /// Variables for the chat template (`start_chat` only), as the server's chat takes them:
+    /// Qwen3's `enable_thinking`, Llama 3's `date_string`, ...
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(flatten)]
     extra: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl StartParams {
-    /// The first tool field given, if any.
-    pub fn tool_field(&self) -> Option<&'static str> {
+    /// The first field only a chat takes (tools, template variables), if any is given.
+    pub fn chat_field(&self) -> Option<&'static str> {
         [
             ("tools", self.tools.is_some()),
             ("tool_choice", self.tool_choice.is_some()),
             ("parallel_tool_calls", self.parallel_tool_calls.is_some()),
+            ("chat_template_kwargs", self.chat_template_kwargs.is_some()),
         ]
         .into_iter()
         .find_map(|(name, given)| given.then_some(name))

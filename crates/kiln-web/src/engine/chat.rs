@@ -13,7 +13,8 @@ impl WebEngine {
     /// Starts the assistant's reply to a chat and returns its id. `messages_json`: OpenAI's
     /// chat messages as JSON text (`role`, `content` as text or text parts, an assistant turn's
     /// `tool_calls` and `reasoning_content`, a tool message's `tool_call_id`); `params`:
-    /// `start`'s fields and chat's `tools`, `tool_choice` and `parallel_tool_calls`. Events are
+    /// `start`'s fields and chat's `tools`, `tool_choice`, `parallel_tool_calls` and
+    /// `chat_template_kwargs` (variables for the chat template). Events are
     /// `start`'s, with `promptTokens`; where tools are offered, each event's `deltas` are the
     /// chat deltas its text adds (`{content}` or `{tool_calls: [{index, id, type, function}]}`,
     /// as the server streams them; `text` stays the raw reply), `finished` is `tool_calls`
@@ -38,8 +39,9 @@ impl WebEngine {
         )
         .map_err(err)?
         .filter(ToolPlan::active);
+        let kwargs = params.chat_template_kwargs.take();
         let text = f
-            .render_turns(turns, plan.as_ref(), None, Ending::NewTurn)
+            .render_turns(turns, plan.as_ref(), kwargs.as_ref(), Ending::NewTurn)
             .map_err(err)?;
         let prompt = f.encode(&text, false, "messages").map_err(err)?;
         self.begin(prompt, params, plan, on_token)

@@ -16,8 +16,8 @@ impl WebEngine {
     /// `logprobs` and `top_logprobs` (`event.logprobs`: the token's entry as OpenAI's chat
     /// writes it, with its alternatives); unset ones
     /// come from the model's generation config, then kiln's defaults; an unknown field is an
-    /// error (tools too: they go to [`WebEngine::start_chat`], which renders them into the
-    /// prompt). `on_token(event)` is called for every new token and once at the end
+    /// error (tools and `chat_template_kwargs` too: they go to [`WebEngine::start_chat`],
+    /// which renders them into the prompt). `on_token(event)` is called for every new token and once at the end
     /// (`event.finished` set). It starts at the next `step()`.
     pub fn start(
         &mut self,
@@ -26,9 +26,9 @@ impl WebEngine {
         on_token: Option<Function>,
     ) -> Result<f64, JsValue> {
         let params = start_params(&params)?;
-        if let Some(field) = params.tool_field() {
+        if let Some(field) = params.chat_field() {
             return Err(err(format!(
-                "{field}: tools are given to start_chat, which renders them into the prompt"
+                "{field}: a chat's field, given to start_chat, which renders it into the prompt"
             )));
         }
         self.begin(prompt, params, None, on_token)
