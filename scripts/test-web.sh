@@ -322,6 +322,14 @@ else:
         fails.append(f"the chat longer than the context did not say what it left out: {page['fitted']}")
     if page["stop_button"].get("finished") != "abort":
         fails.append(f"the Stop button did not abort the reply: {page['stop_button']}")
+    # The page's tools: the first reply's call is the native one, run in the page (its
+    # result shown after the call), and the tool loop ended.
+    tools = page.get("tools") or {}
+    native_call = (want["tools"]["demo_page"]["calls"] or [[None, None]])[0]
+    first = (tools.get("results") or [""])[0]
+    if (not native_call[0] or not first.startswith(f"{native_call[0]}({native_call[1]}) → ")
+            or first.endswith("→ ") or "finished:" not in (tools.get("stats") or "")):
+        fails.append(f"the demo page's tool call: {tools}, native {want['tools']['demo_page']}")
     # The random model never closes the block its prompt opened: all of it is reasoning.
     same("reply of a model that reasons", page["thinking"], want["thinking"])
     # A Hugging Face folder (config, tokenizer, safetensors) loaded by its URL.

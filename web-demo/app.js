@@ -3,6 +3,10 @@
 // page's frames; the page fetches (and keeps) model files and draws the chats.
 import { fetchModelFile, keptModels, forgetModels, canKeepModels, KilnError } from './kiln.js';
 import { WorkerEngine } from './worker-client.js';
+import { DEMO_TOOLS, runTool } from './tools.js';
+
+/// Replies one message may take while the model calls tools, results fed back each time.
+const MAX_TOOL_ROUNDS = 4;
 
 const $ = (id) => document.getElementById(id);
 let worker = null, loaded = false;
@@ -102,6 +106,8 @@ class Chat {
     // Busy from here: the engine answers asynchronously.
     this.id = 'starting';
     this.setBusy(true);
+    const choice = $('tool-choice').value;
+    if (choice !== 'off') return this.sendWithTools(choice);
     // A chat longer than the context leaves its oldest exchanges out of the prompt.
     let prompt, leftOut;
     try {
@@ -161,11 +167,69 @@ class Chat {
     }
   }
 
-  /// Ends a reply: the engine's guess counts (when it guesses) and how it finished.
+  /// The reply with the page's tools offered (`choice`: `auto`, or `required` for the first
+  /// reply): each call the reply makes is run in the page and its result added to the chat,
+  /// which goes on until a reply calls nothing (at most MAX_TOOL_ROUNDS replies). The whole
+  /// chat is the prompt (not fitted to the context: a chat too long for it is an error).
+  async sendWithTools(choice) {
+    const t0 = performance.now();
+    let n = 0, tFirst = null, line = '';
+    for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
+      const params = { ...samplingParams(), tools: DEMO_TOOLS, tool_choice: round === 0 ? choice : 'auto' };
+      const out = this.addMessage('assistant', '');
+      let shown = '', promptTokens = 0;
+      const ev = await new Promise((resolve, reject) => {
+        const onEvent = (ev) => {
+          if (ev.tokenId !== null) { n++; tFirst ??= performance.now(); }
+          promptTokens = ev.promptTokens ?? promptTokens;
+          for (const d of ev.deltas ?? []) {
+            if (d.content) shown += d.content;
+            for (const c of d.tool_calls ?? []) if (c.function?.name) shown += `[calling ${c.function.name}]`;
+          }
+          out.textContent = shown;
+          this.log.scrollTop = this.log.scrollHeight;
+          const rate = n > 1 ? ((n - 1) / ((performance.now() - tFirst) / 1000)).toFixed(1) : '–';
+          line = `TTFT ${tFirst === null ? '–' : `${(tFirst - t0).toFixed(0)} ms`} · ${rate} tok/s · ${n} tokens · prompt ${promptTokens} tokens · tool round ${round + 1}`;
+          this.stats.textContent = line;
+          if (ev.finished) resolve(ev);
+        };
+        worker.start_chat(JSON.stringify(this.messages), params, onEvent)
+          .then((id) => { this.id = id; }, reject);
+      }).catch((e) => {
+        out.remove();
+        this.addMessage('system', `error: ${e.message ?? e}`);
+        return null;
+      });
+      if (!ev) {
+        if (round === 0) this.messages.pop();
+        this.id = null;
+        this.setBusy(false);
+        return;
+      }
+      const reply = ev.reply ?? { content: shown, tool_calls: [], finish_reason: ev.finished };
+      const calls = reply.tool_calls ?? [];
+      out.textContent = reply.content ?? '';
+      if (!reply.content) out.remove();
+      this.messages.push({ role: 'assistant', content: reply.content, ...(calls.length ? { tool_calls: calls } : {}) });
+      if (calls.length === 0 || ev.finished === 'abort') {
+        return this.finish(line, null, '', reply.finish_reason ?? ev.finished);
+      }
+      for (const c of calls) {
+        const result = runTool(c.function.name, c.function.arguments);
+        this.addMessage('tool', `${c.function.name}(${c.function.arguments}) → ${result}`);
+        this.messages.push({ role: 'tool', tool_call_id: c.id, content: result });
+      }
+    }
+    this.addMessage('system', `stopped after ${MAX_TOOL_ROUNDS} replies that called tools`);
+    this.finish(line, null, '', 'tool_calls');
+  }
+
+  /// Ends a reply: the engine's guess counts (when it guesses) and how it finished. `reply`
+  /// (with its `reasoning`) is added to the chat; `null` when the chat has it already.
   async finish(line, reply, reasoning, finished) {
     const turn = { role: 'assistant', content: reply };
     if (reasoning) turn.reasoning_content = reasoning;
-    this.messages.push(turn);
+    if (reply !== null) this.messages.push(turn);
     const info = await worker.info().catch(() => null);
     const guesses = info?.guessesMade > 0
       ? ` · guesses ${info.guessesConfirmed} of ${info.guessesMade} confirmed (all chats)` : '';

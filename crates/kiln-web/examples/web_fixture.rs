@@ -130,6 +130,7 @@ fn main() {
             "follow": tool_reply(&ctx, &path, &follow_turns(&ctx, &path), TOOL_AUTO),
             "hermes": tool_reply(&ctx, &tools, TOOL_TURNS, TOOL_REQUIRED),
             "dated_prompt_tokens": dated_prompt_tokens(&tools),
+            "demo_page": tool_reply(&ctx, &path, r#"[{"role": "user", "content": "Hello"}]"#, &demo_tools()),
         },
     });
     let json = serde_json::json!({
@@ -236,6 +237,18 @@ const HERMES_TEMPLATE: &str = concat!(
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}",
 );
 
+/// The demo page's first reply to "Hello" with its own tools (`web-demo/tools.json`) and a
+/// call required: the greedy panel with room for a call.
+fn demo_tools() -> String {
+    let mut fields: serde_json::Value = serde_json::from_str(DEMO_GREEDY).expect("fields");
+    let tools: serde_json::Value =
+        serde_json::from_str(include_str!("../../../web-demo/tools.json")).expect("tools.json");
+    fields["tools"] = tools;
+    fields["tool_choice"] = "required".into();
+    fields["max_tokens"] = 160.into();
+    fields.to_string()
+}
+
 /// Prompt tokens of `TOOL_TURNS` rendered with the template variable `date_string` (which
 /// the Hermes template writes into a system turn), as `web-demo/test.html` asks the page.
 fn dated_prompt_tokens(path: &std::path::Path) -> usize {
@@ -246,7 +259,10 @@ fn dated_prompt_tokens(path: &std::path::Path) -> usize {
         .render_turns(turns, None, kwargs.as_object(), Ending::NewTurn)
         .expect("render");
     assert!(text.contains("Today is 5 Dec 2026"), "{text}");
-    frontend.encode(&text, false, "messages").expect("encode").len()
+    frontend
+        .encode(&text, false, "messages")
+        .expect("encode")
+        .len()
 }
 
 /// `web-demo/test.html`'s tool-call request (`TOOL_ASK`): its conversation, and its fields
