@@ -1,7 +1,8 @@
 //! The KV disk tier through the server: a prompt's blocks written by one server (at the
 //! latest as it shuts down) are read back by the next one started on the same folder, and by the same
-//! server once its engine is rebuilt after a lost device; the reply is the same, usage counts
-//! the prompt tokens they served, and the metrics count the blocks.
+//! server once its engine is rebuilt after a lost device, and by a server sharing the folder;
+//! the reply is the same, usage counts the prompt tokens they served, and the metrics count
+//! the blocks.
 
 mod common;
 
@@ -111,4 +112,20 @@ async fn blocks_outlive_a_lost_device() {
     wait_metric(base, "kiln_up", 1.0).await;
     let (again, cached) = complete(base, &prompt(3)).await;
     assert_eq!((again, cached), (text, 144));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_sharing_a_folder_share_their_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        start_tiny(on_disk(dir.path())),
+        start_tiny(on_disk(dir.path())),
+    );
+    let (text, _) = complete(&a, &prompt(5)).await;
+    wait_metric(&a, "kiln_kv_disk_blocks_written_total", 9.0).await;
+    // `b` listed the folder before `a` wrote: it finds the files by their names.
+    let (again, cached) = complete(&b, &prompt(5)).await;
+    assert_eq!((again, cached), (text, 144));
+    let m = get_text(&b, "/metrics").await;
+    assert_eq!(metric(&m, "kiln_kv_disk_blocks_written_total"), 0.0, "{m}");
 }

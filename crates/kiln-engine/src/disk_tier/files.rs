@@ -5,8 +5,13 @@
 //! block; it carries its key, its parent's key, its tokens and a hash of its bytes, and one
 //! that does not check out (damaged, truncated, another layout) is deleted, never loaded.
 //!
-//! Cost: `contains` is O(1); `write` and `read` are one file each plus O(log n) for the
-//! recency order; opening reads the folder's listing, not the files.
+//! Engines may share a folder: a block another one wrote after the listing is found by its
+//! name when asked for (`present`), and one it removed is forgotten when its read fails.
+//! Each keeps the folder within its size over the files it knows of.
+//!
+//! Cost: `contains` is O(1), `present` one `stat` when the block is not listed; `write` and
+//! `read` are one file each plus O(log n) for the recency order; opening reads the folder's
+//! listing, not the files.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hasher};
@@ -80,6 +85,22 @@ impl BlockFiles {
         self.files.contains_key(&key)
     }
 
+    /// Whether the block under `key` is here: listed, or written since the listing by
+    /// another engine sharing the folder (then listed from now on, as the newest).
+    pub fn present(&mut self, key: u64) -> bool {
+        if self.contains(key) {
+            return true;
+        }
+        match std::fs::metadata(self.path(key)) {
+            Ok(meta) if meta.is_file() => {
+                self.add(key, meta.len());
+                self.evict();
+                self.contains(key)
+            }
+            _ => false,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.files.len()
     }
@@ -134,9 +155,10 @@ impl BlockFiles {
     }
 
     /// Reads the block under `key` if it is here and whole with `data_len` bytes of KV; a file
-    /// that does not check out is deleted. A block read becomes the most recently used.
+    /// that does not check out is deleted, and one gone (removed by another engine sharing
+    /// the folder) is forgotten. A block read becomes the most recently used.
     pub fn read(&mut self, key: u64, data_len: usize) -> Option<SavedBlock> {
-        if !self.contains(key) {
+        if !self.present(key) {
             return None;
         }
         let block = std::fs::read(self.path(key))
@@ -252,6 +274,21 @@ mod tests {
         assert_eq!(f.read(8, 100), None);
         assert!(!dir.path().join("0000000000000009.tmp").exists());
         assert_eq!(f.len(), 0);
+    }
+
+    #[test]
+    fn blocks_another_engine_writes_or_removes_are_found_or_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mine = BlockFiles::open(dir.path(), 1 << 20).unwrap();
+        let mut theirs = BlockFiles::open(dir.path(), 1 << 20).unwrap();
+        theirs.write(&block(3, 4)).unwrap();
+        assert!(!mine.contains(3));
+        assert_eq!(mine.read(3, 100), Some(block(3, 4)));
+        assert_eq!((mine.len(), mine.bytes()), (1, (HEADER + 100) as u64));
+        theirs.forget(3);
+        assert_eq!(mine.read(3, 100), None);
+        assert_eq!((mine.len(), mine.bytes()), (0, 0));
+        assert!(!mine.present(4));
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl DiskTier {
             match e {
                 KvEvent::BlockStored { hashes, .. } => {
                     for &key in hashes {
-                        if !self.files.contains(key) && self.queued.insert(key) {
+                        if !self.files.present(key) && self.queued.insert(key) {
                             self.queue.push_back(key);
                         }
                     }
@@ -145,7 +145,7 @@ impl DiskTier {
                 break;
             };
             self.queued.remove(&key);
-            if !self.files.contains(key) {
+            if !self.files.present(key) {
                 keys.push(key);
             }
         }
@@ -178,7 +178,7 @@ impl DiskTier {
         let per_block = engine.kv_layout().bytes_per_block() as usize;
         let mut data = Vec::new();
         let mut n = cached;
-        while n < keys.len() && n - cached < room && self.files.contains(keys[n]) {
+        while n < keys.len() && n - cached < room && self.files.present(keys[n]) {
             let parent = n.checked_sub(1).map(|p| keys[p]);
             match self.files.read(keys[n], per_block) {
                 Some(b)
