@@ -1,20 +1,33 @@
 //! The engine thread's side of the disk tier (`kiln_engine::disk_tier`): a request's blocks
-//! are brought back from disk as it is added; cached blocks are saved between steps in
+//! are brought back from disk as it is added; cached blocks are read back between steps in
 //! batches once enough wait, and all of them while the engine idles (between an agent's
-//! turns), a batch at a time so a new request is taken between batches.
+//! turns), a batch at a time so a new request is taken between batches. The files are
+//! encoded and written on a thread of their own, so the steps never wait for the disk's
+//! writes (at most two batches wait for it; then the engine thread does).
 
 use std::sync::{Arc, Mutex};
 
-use kiln_engine::disk_tier::{DiskTier, DiskTierConfig, DiskTierStats};
-use kiln_engine::{Engine, KvEvent, Request};
+use kiln_engine::disk_tier::{DiskTier, DiskTierConfig, DiskTierStats, DiskWriter};
+use kiln_engine::{Engine, KvEvent, Request, SavedBlock};
 
-/// Blocks read back and written per save.
+/// Blocks read back and written per batch.
 const BATCH: usize = 64;
+
+/// What the writer thread is asked.
+enum Job {
+    Write(Vec<SavedBlock>),
+    /// Answers once every batch sent before it is written.
+    Flush(flume::Sender<()>),
+}
+
+type SharedStats = Arc<Mutex<Option<DiskTierStats>>>;
 
 pub struct DiskLoop {
     config: Option<DiskTierConfig>,
     tier: Option<DiskTier>,
-    stats: Arc<Mutex<Option<DiskTierStats>>>,
+    /// To the writer thread of the open tier (it ends when this is dropped).
+    jobs: Option<flume::Sender<Job>>,
+    stats: SharedStats,
 }
 
 impl DiskLoop {
@@ -22,12 +35,13 @@ impl DiskLoop {
         Self {
             config,
             tier: None,
+            jobs: None,
             stats: Arc::default(),
         }
     }
 
     /// The counters the metrics read, updated as the tier works.
-    pub fn stats(&self) -> Arc<Mutex<Option<DiskTierStats>>> {
+    pub fn stats(&self) -> SharedStats {
         self.stats.clone()
     }
 
@@ -36,7 +50,7 @@ impl DiskLoop {
     }
 
     /// Opens the tier's folder for a newly built engine (a rebuilt one may be another
-    /// adapter's) and turns the engine's KV events on.
+    /// adapter's), turns the engine's KV events on and starts the writer thread.
     pub fn start(&mut self, engine: &mut Engine) -> anyhow::Result<()> {
         let Some(config) = &self.config else {
             return Ok(());
@@ -54,12 +68,19 @@ impl DiskLoop {
             tier.stats().bytes_resident >> 20,
             tier.dir().display()
         );
+        let (tx, rx) = flume::bounded(2);
+        let (writer, stats) = (tier.writer(), self.stats.clone());
+        std::thread::Builder::new()
+            .name("kiln-kv-disk".into())
+            .spawn(move || write_jobs(&rx, &writer, &stats))?;
+        self.jobs = Some(tx);
         self.tier = Some(tier);
         self.publish();
         Ok(())
     }
 
-    /// The engine is gone: the blocks it had not saved are lost.
+    /// The engine is gone: the blocks it had not read back are lost (those read are still
+    /// written).
     pub fn stop(&mut self) {
         if let Some(t) = &mut self.tier {
             t.forget_queue();
@@ -97,7 +118,7 @@ impl DiskLoop {
         }
     }
 
-    /// Between steps: saves a batch once a whole one waits.
+    /// Between steps: sends a batch to the writer once a whole one waits.
     pub fn after_step(&mut self, engine: &mut Engine) {
         if self
             .tier
@@ -108,8 +129,8 @@ impl DiskLoop {
         }
     }
 
-    /// While the engine idles (or the server shuts down, `busy` never true): saves what
-    /// waits, a batch at a time, until `busy` says work arrived.
+    /// While the engine idles (or the server shuts down, `busy` never true): sends what
+    /// waits to the writer, a batch at a time, until `busy` says work arrived.
     pub fn when_idle(&mut self, engine: &mut Engine, busy: impl Fn() -> bool) {
         while self.tier.as_ref().is_some_and(|t| t.stats().pending > 0) && !busy() {
             if !self.save(engine) {
@@ -118,22 +139,58 @@ impl DiskLoop {
         }
     }
 
-    /// Saves one batch; false when it made no progress (what waits can only be read later)
-    /// or failed (the queue is given up).
+    /// Sends everything waiting to the writer; `done` is answered once it is written.
+    pub fn flush(&mut self, engine: &mut Engine, done: flume::Sender<()>) {
+        self.when_idle(engine, || false);
+        match &self.jobs {
+            Some(jobs) => {
+                let _ = jobs.send(Job::Flush(done));
+            }
+            None => {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Reads one batch back and sends it to the writer; false when that made no progress
+    /// (what waits can only be read later) or failed (the queue is given up).
     fn save(&mut self, engine: &mut Engine) -> bool {
-        let Some(tier) = &mut self.tier else {
+        let (Some(tier), Some(jobs)) = (&mut self.tier, &self.jobs) else {
             return false;
         };
         let before = tier.stats().pending;
-        let saved = pollster::block_on(tier.save(engine, BATCH));
+        let read = pollster::block_on(tier.read_batch(engine, BATCH));
         let after = tier.stats().pending;
-        self.publish();
-        match saved {
-            Ok(n) => n > 0 || after < before,
+        let progress = match read {
+            Ok(blocks) if blocks.is_empty() => after < before,
+            Ok(blocks) => jobs.send(Job::Write(blocks)).is_ok(),
             Err(e) => {
-                tracing::warn!("writing KV blocks to disk failed: {e}; the queue is dropped");
-                self.stop();
+                tracing::warn!(
+                    "reading KV blocks back for the disk failed: {e}; the queue is dropped"
+                );
+                tier.forget_queue();
                 false
+            }
+        };
+        self.publish();
+        progress
+    }
+}
+
+/// The writer thread: writes each batch, and after each updates the shared counters.
+fn write_jobs(jobs: &flume::Receiver<Job>, writer: &DiskWriter, stats: &SharedStats) {
+    for job in jobs.iter() {
+        match job {
+            Job::Write(blocks) => {
+                if let Err(e) = writer.write(&blocks) {
+                    tracing::warn!("writing KV blocks to disk failed: {e}");
+                }
+                if let Some(s) = stats.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    writer.fill(s);
+                }
+            }
+            Job::Flush(done) => {
+                let _ = done.send(());
             }
         }
     }

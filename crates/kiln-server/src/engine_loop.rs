@@ -275,8 +275,7 @@ impl Loop {
             Command::Transfer(t) => self.pins.handle(engine, t),
             Command::FlushDisk(done) => {
                 self.publish(engine);
-                self.disk.when_idle(engine, || false);
-                let _ = done.send(());
+                self.disk.flush(engine, done);
             }
         }
     }

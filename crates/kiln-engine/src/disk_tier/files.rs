@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kiln_core::BLOCK_SIZE;
 
@@ -143,15 +144,17 @@ impl BlockFiles {
     }
 
     /// Writes `b` as the newest file (a block larger than the whole folder is not kept).
+    #[cfg(test)]
     pub fn write(&mut self, b: &SavedBlock) -> io::Result<()> {
-        let bytes = encode(b);
-        let path = self.path(b.key);
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, &bytes)?;
-        std::fs::rename(&tmp, &path)?;
-        self.add(b.key, bytes.len() as u64);
-        self.evict();
+        let len = write_file(&self.dir, b)?;
+        self.written(b.key, len);
         Ok(())
+    }
+
+    /// Lists a block [`write_file`] wrote, `len` bytes, as the newest.
+    pub fn written(&mut self, key: u64, len: u64) {
+        self.add(key, len);
+        self.evict();
     }
 
     /// Reads the block under `key` if it is here and whole with `data_len` bytes of KV; a file
@@ -178,6 +181,25 @@ impl BlockFiles {
         }
         block
     }
+}
+
+/// Writes `b`'s file into `dir` (whole, then renamed); returns its length. Lists nothing:
+/// the caller tells the folder's [`BlockFiles`] ([`BlockFiles::written`]), so the encoding and
+/// the writing need not hold it.
+pub(crate) fn write_file(dir: &Path, b: &SavedBlock) -> io::Result<u64> {
+    let bytes = encode(b);
+    static SERIAL: AtomicU64 = AtomicU64::new(0);
+    let path = dir.join(format!("{:016x}.{EXT}", b.key));
+    // A name of its own, so writers sharing the folder never write into one file.
+    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(
+        "{:016x}.{}-{serial}.tmp",
+        b.key,
+        std::process::id()
+    ));
+    std::fs::write(&tmp, &bytes)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(bytes.len() as u64)
 }
 
 fn data_hash(data: &[u8]) -> u64 {

@@ -4,9 +4,10 @@
 //! computing its prompt again.
 //!
 //! Blocks reach the disk by write-behind: the KV events of the prefix cache name each block
-//! as it is cached ([`DiskTier::note`]), and [`DiskTier::save`] reads queued blocks by key,
-//! from the GPU or the CPU tier, wherever they are still cached, and writes them (a block
-//! evicted before its turn is skipped). They come back by [`DiskTier::restore`] when a
+//! as it is cached ([`DiskTier::note`]), and [`DiskTier::read_batch`] reads queued blocks by
+//! key, from the GPU or the CPU tier, wherever they are still cached (a block evicted before
+//! its turn is skipped), for a [`DiskWriter`] to write, on another thread if the caller
+//! likes ([`DiskTier::save`] does both). They come back by [`DiskTier::restore`] when a
 //! request is added: the prompt's full blocks after those cached in memory, as far as the
 //! files go on, are imported into the CPU tier, where the request's lookup finds them and the
 //! scheduler restores them as it does any cold block. So the CPU tier must be on; at most its
@@ -24,11 +25,13 @@ use std::collections::{HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read, Seek};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use kiln_core::BLOCK_SIZE;
 use kiln_scheduler::{KvEvent, prefix_keys};
 
-use crate::{Engine, EngineError};
+use crate::{Engine, EngineError, SavedBlock};
 use files::BlockFiles;
 
 /// Most keys waiting to be saved; older ones are dropped beyond it.
@@ -56,12 +59,46 @@ pub struct DiskTierStats {
 }
 
 pub struct DiskTier {
-    files: BlockFiles,
-    dir: PathBuf,
+    writer: DiskWriter,
     queue: VecDeque<u64>,
     queued: HashSet<u64>,
-    written: u64,
     restored: u64,
+}
+
+/// Writes blocks read by [`DiskTier::read_batch`] into the folder; cloned onto another
+/// thread, it keeps the encoding and the writing off the engine's.
+#[derive(Clone)]
+pub struct DiskWriter {
+    files: Arc<Mutex<BlockFiles>>,
+    dir: PathBuf,
+    written: Arc<AtomicU64>,
+}
+
+impl DiskWriter {
+    fn files(&self) -> MutexGuard<'_, BlockFiles> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `blocks`, each as the newest file; stops at the first that fails.
+    pub fn write(&self, blocks: &[SavedBlock]) -> io::Result<()> {
+        for b in blocks {
+            let len = files::write_file(&self.dir, b)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dir.display())))?;
+            self.files().written(b.key, len);
+            self.written.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Fills in what the folder holds and what was written: every field of `s` but
+    /// `blocks_restored` and `pending`.
+    pub fn fill(&self, s: &mut DiskTierStats) {
+        let files = self.files();
+        s.blocks_written = self.written.load(Ordering::Relaxed);
+        s.blocks_evicted = files.evicted;
+        s.blocks_resident = files.len();
+        s.bytes_resident = files.bytes();
+    }
 }
 
 impl DiskTier {
@@ -83,29 +120,35 @@ impl DiskTier {
         let files = BlockFiles::open(&dir, cfg.max_bytes)?;
         std::fs::write(dir.join("engine.txt"), numerics)?;
         Ok(Self {
-            files,
-            dir,
+            writer: DiskWriter {
+                files: Arc::new(Mutex::new(files)),
+                dir,
+                written: Arc::default(),
+            },
             queue: VecDeque::new(),
             queued: HashSet::new(),
-            written: 0,
             restored: 0,
         })
     }
 
     /// The folder this engine's blocks are kept in.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.writer.dir
+    }
+
+    /// The folder's writer, to write the batches [`Self::read_batch`] reads elsewhere.
+    pub fn writer(&self) -> DiskWriter {
+        self.writer.clone()
     }
 
     pub fn stats(&self) -> DiskTierStats {
-        DiskTierStats {
-            blocks_written: self.written,
+        let mut s = DiskTierStats {
             blocks_restored: self.restored,
-            blocks_evicted: self.files.evicted,
-            blocks_resident: self.files.len(),
-            bytes_resident: self.files.bytes(),
             pending: self.queue.len(),
-        }
+            ..DiskTierStats::default()
+        };
+        self.writer.fill(&mut s);
+        s
     }
 
     /// Queues the blocks the events announce cached that are not on disk yet. The engine's
@@ -115,7 +158,7 @@ impl DiskTier {
             match e {
                 KvEvent::BlockStored { hashes, .. } => {
                     for &key in hashes {
-                        if !self.files.present(key) && self.queued.insert(key) {
+                        if !self.writer.files().present(key) && self.queued.insert(key) {
                             self.queue.push_back(key);
                         }
                     }
@@ -136,17 +179,24 @@ impl DiskTier {
         self.queued.clear();
     }
 
-    /// Saves up to `most` queued blocks; returns how many were written. Blocks in the CPU
-    /// tier while a step is in flight wait in the queue.
-    pub async fn save(&mut self, engine: &mut Engine, most: usize) -> Result<usize, EngineError> {
+    /// Reads up to `most` queued blocks that are still cached, for the writer. Blocks in the
+    /// CPU tier while a step is in flight wait in the queue.
+    pub async fn read_batch(
+        &mut self,
+        engine: &mut Engine,
+        most: usize,
+    ) -> Result<Vec<SavedBlock>, EngineError> {
         let mut keys = Vec::new();
-        while keys.len() < most {
-            let Some(key) = self.queue.pop_front() else {
-                break;
-            };
-            self.queued.remove(&key);
-            if !self.files.present(key) {
-                keys.push(key);
+        {
+            let mut files = self.writer.files();
+            while keys.len() < most {
+                let Some(key) = self.queue.pop_front() else {
+                    break;
+                };
+                self.queued.remove(&key);
+                if !files.present(key) {
+                    keys.push(key);
+                }
             }
         }
         let (blocks, later) = engine.read_cached(&keys).await?;
@@ -155,12 +205,15 @@ impl DiskTier {
                 self.queue.push_back(key);
             }
         }
-        for b in &blocks {
-            self.files
-                .write(b)
-                .map_err(|e| EngineError::Config(format!("{}: {e}", self.dir.display())))?;
-            self.written += 1;
-        }
+        Ok(blocks)
+    }
+
+    /// Reads up to `most` queued blocks and writes them here; returns how many were written.
+    pub async fn save(&mut self, engine: &mut Engine, most: usize) -> Result<usize, EngineError> {
+        let blocks = self.read_batch(engine, most).await?;
+        self.writer
+            .write(&blocks)
+            .map_err(|e| EngineError::Config(e.to_string()))?;
         Ok(blocks.len())
     }
 
@@ -178,9 +231,10 @@ impl DiskTier {
         let per_block = engine.kv_layout().bytes_per_block() as usize;
         let mut data = Vec::new();
         let mut n = cached;
-        while n < keys.len() && n - cached < room && self.files.present(keys[n]) {
+        let mut files = self.writer.files();
+        while n < keys.len() && n - cached < room && files.present(keys[n]) {
             let parent = n.checked_sub(1).map(|p| keys[p]);
-            match self.files.read(keys[n], per_block) {
+            match files.read(keys[n], per_block) {
                 Some(b)
                     if b.parent == parent
                         && b.tokens[..] == tokens[n * BLOCK_SIZE..][..BLOCK_SIZE] =>
@@ -191,6 +245,7 @@ impl DiskTier {
             }
             n += 1;
         }
+        drop(files);
         if n == cached {
             return Ok(0);
         }
