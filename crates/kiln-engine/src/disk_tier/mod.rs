@@ -291,3 +291,38 @@ pub fn model_files_id(path: &Path) -> io::Result<String> {
     }
     Ok(format!("{:016x}", h.finish()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_is_named_by_its_bytes_not_its_place() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for d in [&a, &b] {
+            std::fs::write(d.path().join("model.gguf"), &bytes).unwrap();
+        }
+        let id = |p: &Path| model_files_id(p).unwrap();
+        let file = id(&a.path().join("model.gguf"));
+        assert_eq!(file, id(&b.path().join("model.gguf")));
+        assert_eq!(id(a.path()), id(b.path()), "a folder, by its files");
+        // A change in the header, the tail or the length names another model.
+        let n = bytes.len();
+        for (at, len) in [(Some(100), n), (Some(n - 10), n), (None, n - 1)] {
+            let mut other = bytes[..len].to_vec();
+            if let Some(at) = at {
+                other[at] ^= 1;
+            }
+            std::fs::write(b.path().join("model.gguf"), &other).unwrap();
+            assert_ne!(
+                file,
+                id(&b.path().join("model.gguf")),
+                "{at:?}, length {len}"
+            );
+        }
+        std::fs::write(b.path().join("model.gguf"), &bytes).unwrap();
+        std::fs::write(b.path().join("config.json"), b"{}").unwrap();
+        assert_ne!(id(a.path()), id(b.path()), "another file in the folder");
+    }
+}
