@@ -94,6 +94,8 @@ pub struct Engine {
     pub(crate) deferred: Option<EngineError>,
     /// Steps submitted while the step before them ran.
     pub(crate) num_overlapped: u64,
+    /// Blocks the CPU tier dropped, with their bytes, while spilling is on (`transfer.rs`).
+    pub(crate) spilled: Option<Vec<crate::SavedBlock>>,
 }
 
 impl Engine {
@@ -209,6 +211,7 @@ impl Engine {
             in_flight: None,
             deferred: None,
             num_overlapped: 0,
+            spilled: None,
         })
     }
 

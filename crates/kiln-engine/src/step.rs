@@ -48,6 +48,13 @@ pub(crate) struct Launched {
     overlappable: bool,
 }
 
+impl Launched {
+    /// Whether it moves blocks to the CPU tier (their bytes land there when it ends).
+    pub(crate) fn moves_to_cpu(&self) -> bool {
+        !self.step.batch.swap_out.is_empty()
+    }
+}
+
 impl Engine {
     /// Runs one step: schedule, forward pass and sampling, post-process. Returns what happened
     /// to each request that ran (new tokens, finishes). Empty when there is nothing to do.
@@ -124,6 +131,8 @@ impl Engine {
         let Some(step) = self.scheduler.schedule() else {
             return Ok(None);
         };
+        // Blocks the CPU tier dropped: their bytes are overwritten when this step ends.
+        self.keep_spilled();
         self.num_steps += 1;
         // One per sampled row: a decode with guesses has a row for each.
         let sampled_ids: Vec<u64> = (step.seqs.iter().filter(|s| s.sampled))

@@ -73,7 +73,9 @@ impl Engine {
 
     /// [`Self::import_blocks`] for a chain whose first `cached` blocks are cached here
     /// already: `data` holds the bytes of the blocks after them only (the chain stops at the
-    /// first of those `cached` blocks that is not cached).
+    /// first of those `cached` blocks that is not cached). Nothing is imported (0) while a
+    /// step in flight moves blocks to the CPU tier: its copies land in CPU ids an import
+    /// could take; try again after [`Self::step`].
     pub fn import_blocks_after(
         &mut self,
         cached: usize,
@@ -92,13 +94,56 @@ impl Engine {
                 data.len(),
             )));
         }
-        let (scheduler, runner) = self.parts();
-        let stored = scheduler.import_blocks(tokens, keys, salt, cached);
+        if !self.can_import() {
+            return Ok(0);
+        }
+        let stored = self.scheduler.import_blocks(tokens, keys, salt, cached);
+        self.keep_spilled();
+        let runner = &mut self.runner;
         for &(i, cpu) in &stored {
             let at = (i - cached) * per_block;
             runner.kv.fill_cpu(cpu, &data[at..at + per_block])?;
         }
         Ok(stored.len())
+    }
+
+    /// Keeps the blocks the CPU tier drops to make room, with their bytes, for a tier below it
+    /// ([`Self::take_spilled`]).
+    pub fn enable_spill(&mut self) {
+        self.scheduler.enable_spill();
+        self.spilled.get_or_insert_with(Vec::new);
+    }
+
+    /// The blocks the CPU tier dropped since the last call, with their bytes.
+    pub fn take_spilled(&mut self) -> Vec<SavedBlock> {
+        self.spilled
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Copies out the bytes of the blocks the scheduler just dropped from the CPU tier, before
+    /// the step (or import) that dropped them overwrites them.
+    pub(crate) fn keep_spilled(&mut self) {
+        let Some(kept) = &mut self.spilled else {
+            return;
+        };
+        for s in self.scheduler.take_spilled() {
+            if let Some(data) = self.runner.kv.cpu_block(s.cpu) {
+                kept.push(SavedBlock {
+                    key: s.key,
+                    parent: s.parent,
+                    tokens: s.tokens,
+                    data: data.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// Whether blocks can be imported now: not while a step in flight moves blocks to the CPU
+    /// tier.
+    pub fn can_import(&self) -> bool {
+        !self.in_flight.as_ref().is_some_and(|l| l.moves_to_cpu())
     }
 
     /// Reads the cached blocks under `keys`. Returns the blocks read and the keys still

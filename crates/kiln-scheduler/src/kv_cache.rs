@@ -48,6 +48,18 @@ pub(crate) struct KvCache {
     pub cpu_stored_total: u64,
     pub cpu_restored_total: u64,
     pub events: KvEventSink,
+    /// Blocks dropped from the CPU tier to make room, while recorded (for a tier below it).
+    pub spilled: Option<Vec<Spilled>>,
+}
+
+/// A block dropped from the CPU tier whose bytes are still in its CPU id until the step that
+/// dropped it ends (or the import that did fills it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spilled {
+    pub key: u64,
+    pub parent: Option<u64>,
+    pub tokens: [u32; BLOCK_SIZE],
+    pub cpu: u32,
 }
 
 impl KvCache {
@@ -61,6 +73,7 @@ impl KvCache {
             cpu_stored_total: 0,
             cpu_restored_total: 0,
             events: KvEventSink::default(),
+            spilled: None,
         }
     }
 
@@ -187,8 +200,7 @@ impl KvCache {
             match self.cpu.store(key) {
                 Some((c, displaced)) => {
                     if let Some(d) = displaced {
-                        self.index.remove(d);
-                        self.events.removed(d, Medium::Cpu);
+                        self.drop_from_cpu(d, c);
                     }
                     let e = self.index.get_mut(key).expect("cached block without entry");
                     e.loc = Loc::Cpu(c);
@@ -223,8 +235,7 @@ impl KvCache {
             return Imported::Refused;
         };
         if let Some(d) = displaced {
-            self.index.remove(d);
-            self.events.removed(d, Medium::Cpu);
+            self.drop_from_cpu(d, c);
         }
         match self.index.insert(b, Loc::Cpu(c)) {
             Registered::New(entry) => {
@@ -234,6 +245,21 @@ impl KvCache {
             }
             _ => unreachable!("the key was checked absent"),
         }
+    }
+
+    /// Forgets block `key`, displaced from CPU id `cpu`; recorded as spilled when asked.
+    fn drop_from_cpu(&mut self, key: u64, cpu: u32) {
+        if let Some(e) = self.index.remove(key)
+            && let Some(spilled) = &mut self.spilled
+        {
+            spilled.push(Spilled {
+                key,
+                parent: e.parent_key,
+                tokens: e.tokens,
+                cpu,
+            });
+        }
+        self.events.removed(key, Medium::Cpu);
     }
 
     /// Most blocks the CPU tier holds.

@@ -34,6 +34,7 @@ mod table_rows;
 pub mod testing;
 
 pub use config::{SchedulerConfig, SchedulerError};
+pub use kv_cache::Spilled;
 pub use kv_events::{KvEvent, Medium};
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use penalty_list::BANNED;

@@ -1,14 +1,15 @@
-//! The engine thread's side of the disk tier (`kiln_engine::disk_tier`): a request's blocks
-//! are brought back from disk as it is added; cached blocks are read back between steps in
+//! The engine thread's side of the disk tier (`kiln_engine::disk_tier`): the blocks of the
+//! requests about to be admitted are brought back from disk before each step; cached blocks are read back between steps in
 //! batches once enough wait, and all of them while the engine idles (between an agent's
-//! turns), a batch at a time so a new request is taken between batches. The files are
+//! turns), a batch at a time so a new request is taken between batches; blocks the CPU tier
+//! drops are written as they fall out of memory. The files are
 //! encoded and written on a thread of their own, so the steps never wait for the disk's
 //! writes (at most two batches wait for it; then the engine thread does).
 
 use std::sync::{Arc, Mutex};
 
 use kiln_engine::disk_tier::{DiskTier, DiskTierConfig, DiskTierStats, DiskWriter};
-use kiln_engine::{Engine, KvEvent, Request, SavedBlock};
+use kiln_engine::{Engine, KvEvent, SavedBlock};
 
 /// Blocks read back and written per batch.
 const BATCH: usize = 64;
@@ -60,6 +61,7 @@ impl DiskLoop {
             "the KV disk tier brings blocks back through the CPU tier: give it host memory (--cpu-kv-bytes)"
         );
         engine.enable_kv_events();
+        engine.enable_spill();
         let tier = DiskTier::open(config, engine)
             .map_err(|e| anyhow::anyhow!("KV disk tier at {}: {e}", config.dir.display()))?;
         tracing::info!(
@@ -92,27 +94,33 @@ impl DiskLoop {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = stats;
     }
 
-    /// Brings `request`'s blocks that only the disk holds into the CPU tier.
-    pub fn restore(&mut self, engine: &mut Engine, request: &Request) {
+    /// Before a step: brings the blocks of the requests about to be admitted that only the
+    /// disk holds into the CPU tier.
+    pub fn before_step(&mut self, engine: &mut Engine) {
         let Some(tier) = &mut self.tier else {
             return;
         };
-        let salt = request.cache_salt.as_deref();
-        match tier.restore(engine, &request.prompt, salt) {
+        match tier.restore_waiting(engine) {
             Ok(0) => {}
             Ok(n) => {
-                tracing::debug!(id = request.id, blocks = n, "KV blocks read from disk");
+                tracing::debug!(blocks = n, "KV blocks read from disk");
                 self.publish();
             }
             Err(e) => tracing::warn!("reading KV blocks from disk failed: {e}"),
         }
     }
 
-    /// Queues the blocks the step's events announce cached.
-    pub fn note(&mut self, events: &[KvEvent]) {
-        if let Some(t) = &mut self.tier
-            && !events.is_empty()
-        {
+    /// Queues the blocks the step's events announce cached, and sends those the CPU tier
+    /// dropped to the writer.
+    pub fn note(&mut self, engine: &mut Engine, events: &[KvEvent]) {
+        let (Some(t), Some(jobs)) = (&mut self.tier, &self.jobs) else {
+            return;
+        };
+        let spilled = t.spilled(engine.take_spilled());
+        if !spilled.is_empty() {
+            let _ = jobs.send(Job::Write(spilled));
+        }
+        if !events.is_empty() {
             t.note(events);
             self.publish();
         }

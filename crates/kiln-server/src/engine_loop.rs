@@ -252,7 +252,6 @@ impl Loop {
                 updates,
             } => {
                 self.pending.fetch_sub(1, Ordering::SeqCst);
-                self.disk.restore(engine, &request);
                 let id = request.id;
                 let added = match constraint {
                     Some(c) => engine.add_constrained_request(request, *c),
@@ -299,7 +298,7 @@ impl Loop {
             return;
         }
         let events = engine.take_kv_events();
-        self.disk.note(&events);
+        self.disk.note(engine, &events);
         if let Some(tx) = &self.kv_events
             && !events.is_empty()
         {
@@ -343,6 +342,7 @@ impl Loop {
             if !engine.has_unfinished() {
                 continue;
             }
+            self.disk.before_step(engine);
             let steps = engine.num_steps();
             let resolves = engine.step_in_flight();
             match pollster::block_on(engine.step()) {

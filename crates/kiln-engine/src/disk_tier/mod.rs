@@ -7,9 +7,13 @@
 //! as it is cached ([`DiskTier::note`]), and [`DiskTier::read_batch`] reads queued blocks by
 //! key, from the GPU or the CPU tier, wherever they are still cached (a block evicted before
 //! its turn is skipped), for a [`DiskWriter`] to write, on another thread if the caller
-//! likes ([`DiskTier::save`] does both). They come back by [`DiskTier::restore`] when a
-//! request is added: the prompt's full blocks after those cached in memory, as far as the
-//! files go on, are imported into the CPU tier, where the request's lookup finds them and the
+//! likes ([`DiskTier::save`] does both). Under memory pressure a block can fall out of the
+//! CPU tier before its turn: the engine hands over the blocks the CPU tier drops, with their
+//! bytes ([`Engine::enable_spill`]), and those not on disk are written then
+//! ([`DiskTier::spilled`]), so the disk holds what memory lets go. They come back by
+//! [`DiskTier::restore`] (for the requests at the head of the waiting queue, before each
+//! step: [`DiskTier::restore_waiting`]): the prompt's full blocks after those cached in
+//! memory, as far as the files go on, are imported into the CPU tier, where the request's lookup finds them and the
 //! scheduler restores them as it does any cold block. So the CPU tier must be on; at most its
 //! capacity comes back per request.
 //!
@@ -173,6 +177,17 @@ impl DiskTier {
         }
     }
 
+    /// Of the blocks the CPU tier dropped (the engine's [`Engine::take_spilled`]), those not
+    /// on disk yet, for the writer: a block falling out of memory is written then, whether
+    /// or not its turn in the queue came.
+    pub fn spilled(&mut self, blocks: Vec<SavedBlock>) -> Vec<SavedBlock> {
+        let mut files = self.writer.files();
+        blocks
+            .into_iter()
+            .filter(|b| !files.present(b.key))
+            .collect()
+    }
+
     /// Drops the queue (the engine was rebuilt: its blocks are gone).
     pub fn forget_queue(&mut self) {
         self.queue.clear();
@@ -215,6 +230,32 @@ impl DiskTier {
             .write(&blocks)
             .map_err(|e| EngineError::Config(e.to_string()))?;
         Ok(blocks.len())
+    }
+
+    /// Brings back from disk the blocks of the requests about to be admitted (those at the
+    /// head of the waiting queue, as many as half the CPU tier holds): done before each step,
+    /// so blocks come back when their request is about to use them, not while it waits behind
+    /// others whose imports would push them out again. Returns how many were imported.
+    pub fn restore_waiting(&mut self, engine: &mut Engine) -> Result<usize, EngineError> {
+        if !engine.can_import() {
+            return Ok(0);
+        }
+        // The first request always; the ones after it while half the CPU tier holds them.
+        let mut budget = engine.runner_config().num_cpu_blocks / 2;
+        let mut heads: Vec<(Vec<u32>, Option<String>)> = Vec::new();
+        for (_, tokens, salt) in engine.scheduler().waiting_prompts() {
+            let blocks = tokens.len() / BLOCK_SIZE;
+            if !heads.is_empty() && blocks > budget {
+                break;
+            }
+            budget = budget.saturating_sub(blocks);
+            heads.push((tokens.to_vec(), salt.map(str::to_string)));
+        }
+        let mut restored = 0;
+        for (tokens, salt) in heads {
+            restored += self.restore(engine, &tokens, salt.as_deref())?;
+        }
+        Ok(restored)
     }
 
     /// Brings back from disk the full blocks of `tokens` (under `salt`) that follow those

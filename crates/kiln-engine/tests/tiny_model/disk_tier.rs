@@ -103,3 +103,45 @@ fn blocks_saved_by_one_engine_serve_the_next() {
         assert_eq!(elsewhere.stats().blocks_resident, 0, "{what}");
     }
 }
+
+/// Under memory pressure: a prompt's blocks pushed from the GPU to a CPU tier of 2 blocks and
+/// out of it again are handed over with the bytes they had on the GPU, their keys, parents and
+/// tokens, for the disk to keep.
+#[test]
+fn blocks_the_cpu_tier_drops_are_handed_over_with_their_bytes() {
+    let (_model_dir, model) = tiny(&TinyConfig::qwen2(), 12);
+    let ctx = gpu();
+    let vocab = model.config.vocab_size;
+    let per_block = KvLayout::for_model(&model.config, KvDtype::F16).bytes_per_block();
+    let mut e = engine(
+        &ctx,
+        &model,
+        EngineConfig {
+            cpu_kv_bytes: 2 * per_block,
+            ..on(config(8, true), KernelFamily::Gpu, KvDtype::F16)
+        },
+    );
+    e.enable_spill();
+    let first = tokens(500, 3 * BLOCK_SIZE + 6, vocab);
+    run(&mut e, vec![request(1, first.clone(), 4)]);
+    let keys = kiln_scheduler::prefix_keys(&first, None);
+    let (on_gpu, later) = pollster::block_on(e.read_cached(&keys)).unwrap();
+    assert!(later.is_empty());
+    assert_eq!(on_gpu.len(), 3);
+    assert!(e.take_spilled().is_empty(), "nothing dropped yet");
+    // Two prompts that need the whole pool: the first's blocks go to the CPU tier, then out.
+    for (i, salt) in [(2, 501), (3, 502)] {
+        run(
+            &mut e,
+            vec![request(i, tokens(salt, 8 * BLOCK_SIZE - 4, vocab), 4)],
+        );
+    }
+    let spilled = e.take_spilled();
+    for want in &on_gpu {
+        let got = spilled.iter().find(|b| b.key == want.key);
+        assert_eq!(got, Some(want), "block {:x}", want.key);
+    }
+    assert_eq!(on_gpu[1].parent, Some(keys[0]));
+    assert_eq!(on_gpu[2].tokens[..], first[2 * BLOCK_SIZE..3 * BLOCK_SIZE]);
+    assert!(e.take_spilled().is_empty(), "handed over once");
+}

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use kiln_core::{BLOCK_SIZE, NO_BLOCK};
 
 use super::Scheduler;
-use crate::kv_cache::Imported;
+use crate::kv_cache::{Imported, Spilled};
 use crate::prefix_hash::{Loc, NewBlock, block_key};
 use crate::request::RequestState;
 
@@ -77,6 +77,32 @@ impl Scheduler {
             tokens: e.tokens,
             place,
         })
+    }
+
+    /// The waiting requests in the order they will be admitted: id, known tokens (a
+    /// preempted request's output included) and cache salt.
+    pub fn waiting_prompts(&self) -> impl Iterator<Item = (u64, &[u32], Option<&str>)> + '_ {
+        self.waiting.iter().map(|&id| {
+            let st = &self.requests[&id];
+            (id, &st.tokens[..st.known_len()], st.salt.as_deref())
+        })
+    }
+
+    /// Records the blocks the CPU tier drops to make room ([`Self::take_spilled`]), so a
+    /// tier below it can keep them.
+    pub fn enable_spill(&mut self) {
+        self.kv.spilled.get_or_insert_with(Vec::new);
+    }
+
+    /// The blocks dropped from the CPU tier since the last call. Their bytes are in their
+    /// CPU ids until the step that dropped them ends (or the import that did fills them):
+    /// read them before.
+    pub fn take_spilled(&mut self) -> Vec<Spilled> {
+        self.kv
+            .spilled
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Ends a finished request: its blocks go back to the pool, except, for a request that
