@@ -1,0 +1,233 @@
+//! The engine layer: ONE std::thread owns the [`Engine`] and drives `step()` with
+//! `pollster::block_on`. Handlers talk to it through a flume channel of [`Command`]s; each
+//! request's updates go back on its own channel. The thread blocks on the command channel
+//! when there is nothing to run. A request whose update receiver is gone (client disconnected)
+//! is aborted before the next step, which frees its KV blocks.
+//!
+//! The thread supervises the engine: a failed step fails only that step's requests (each gets
+//! a clear error) and the loop goes on; a lost device or a panic fails every request in flight,
+//! marks the server down (`/health` 503 with the reason) and rebuilds the engine with the
+//! factory, after which the server is up again. This file is the handlers' side and the
+//! thread's start; `thread.rs` is the thread's loop.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kiln_engine::disk_tier::{DiskTierConfig, DiskTierStats};
+use kiln_engine::{Constraint, Engine, Request, RequestUpdate, SchedulerStats};
+
+use crate::disk_tier::DiskLoop;
+use crate::health::Health;
+use crate::kv_transfer::pins::{Pins, TransferCommand};
+
+mod thread;
+use thread::Loop;
+
+/// Builds the engine on the engine thread (so the engine never has to be `Send`); called again
+/// to rebuild it after a lost device.
+pub type EngineFactory = Box<dyn Fn() -> anyhow::Result<Engine> + Send>;
+
+pub enum Command {
+    Add {
+        request: Request,
+        constraint: Option<Box<Constraint>>,
+        updates: flume::Sender<SeqEvent>,
+    },
+    Abort(u64),
+    /// Prefill/decode split: pins, exports, imports (`kv_transfer`).
+    Transfer(TransferCommand),
+    /// Writes every block waiting for the disk tier, then answers (a shutdown's last step).
+    FlushDisk(flume::Sender<()>),
+}
+
+#[derive(Debug)]
+pub enum SeqEvent {
+    Update(RequestUpdate),
+    /// The engine refused the request (an admission rule): a client error.
+    Rejected(String),
+    /// The engine failed while running the request.
+    Error(String),
+}
+
+/// What the engine settled on, reported once at start.
+#[derive(Clone, Debug)]
+pub struct EngineInfo {
+    pub adapter: String,
+    pub max_len: usize,
+    pub num_gpu_blocks: usize,
+    pub num_cpu_blocks: usize,
+    pub max_num_seqs: usize,
+    pub max_num_batched_tokens: usize,
+    /// Entries of the runner's penalty pool, which the penalty lists of running requests
+    /// share (a request with penalties may reach this many distinct tokens).
+    pub max_penalty_entries: usize,
+    pub kv_layout: kiln_engine::KvLayout,
+    /// Bytes of device memory the engine takes, and the device's own where it tells it.
+    pub gpu_bytes: (u64, Option<kiln_gpu::DeviceMemory>),
+    /// The model's hidden size (an embedding's dimensions).
+    pub hidden_size: usize,
+}
+
+/// The handlers' side of the engine thread.
+pub struct EngineHandle {
+    pub(crate) commands: flume::Sender<Command>,
+    next_id: AtomicU64,
+    /// Adds sent but not yet taken by the engine thread.
+    pending: Arc<AtomicUsize>,
+    stats: Arc<Mutex<SchedulerStats>>,
+    disk_stats: Arc<Mutex<Option<DiskTierStats>>>,
+    pub health: Arc<Health>,
+    pub info: EngineInfo,
+}
+
+fn info_of(engine: &Engine) -> EngineInfo {
+    let rc = engine.runner_config();
+    EngineInfo {
+        adapter: engine.gpu().describe(),
+        max_len: engine.max_len(),
+        num_gpu_blocks: rc.num_blocks,
+        num_cpu_blocks: rc.num_cpu_blocks,
+        max_num_seqs: rc.max_seqs,
+        max_num_batched_tokens: rc.max_tokens,
+        max_penalty_entries: engine.scheduler().config().max_penalty_entries,
+        kv_layout: engine.kv_layout(),
+        gpu_bytes: (engine.gpu_bytes(), engine.gpu().device_memory()),
+        hidden_size: engine.model_config().hidden_size,
+    }
+}
+
+/// Where the engine thread sends each step's KV-cache events.
+pub type KvEventTx = flume::Sender<Vec<kiln_engine::KvEvent>>;
+
+impl EngineHandle {
+    /// Starts the engine thread and waits until the engine is built. When `kv_events` is set,
+    /// the engine records KV-cache events and sends each step's batch there (a rebuilt engine
+    /// starts again with `AllBlocksCleared`). With `kv_disk` cached blocks are also kept in
+    /// files there (`disk_tier`).
+    pub fn spawn(
+        factory: EngineFactory,
+        kv_events: Option<KvEventTx>,
+        kv_disk: Option<DiskTierConfig>,
+    ) -> anyhow::Result<EngineHandle> {
+        let (tx, rx) = flume::unbounded();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let stats = Arc::new(Mutex::new(SchedulerStats::default()));
+        let health = Arc::new(Health::default());
+        let mut lp = Loop {
+            rx,
+            active: HashMap::new(),
+            pending: pending.clone(),
+            stats: stats.clone(),
+            health: health.clone(),
+            kv_events,
+            pins: Pins::default(),
+            disk: DiskLoop::new(kv_disk),
+        };
+        let disk_stats = lp.disk.stats();
+        std::thread::Builder::new()
+            .name("kiln-engine".into())
+            .spawn(move || {
+                let mut engine = match factory() {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                if let Err(e) = lp.start(&mut engine) {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+                let _ = ready_tx.send(Ok(info_of(&engine)));
+                loop {
+                    let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
+                        Ok(None) => return, // every handle is gone
+                        Ok(Some(reason)) => reason,
+                        Err(panic) => {
+                            let what = panic
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+                            format!("the engine panicked: {}", what.unwrap_or_default())
+                        }
+                    };
+                    engine = lp.restart(engine, &factory, &reason);
+                }
+            })?;
+        let info = ready_rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the engine thread died while starting"))??;
+        Ok(EngineHandle {
+            commands: tx,
+            next_id: AtomicU64::new(1),
+            pending,
+            stats,
+            disk_stats,
+            health,
+            info,
+        })
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Queues a request, with the matcher that constrains its output when given; its updates
+    /// arrive on the returned channel.
+    pub fn add(
+        &self,
+        request: Request,
+        constraint: Option<Constraint>,
+    ) -> flume::Receiver<SeqEvent> {
+        let (tx, rx) = flume::unbounded();
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self
+            .commands
+            .send(Command::Add {
+                request,
+                constraint: constraint.map(Box::new),
+                updates: tx,
+            })
+            .is_err()
+        {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+        rx
+    }
+
+    pub fn abort(&self, id: u64) {
+        let _ = self.commands.send(Command::Abort(id));
+    }
+
+    /// Requests queued: waiting in the scheduler plus adds not yet taken.
+    pub fn queued(&self) -> usize {
+        self.stats().num_waiting + self.pending.load(Ordering::SeqCst)
+    }
+
+    /// The scheduler's counters as of the end of the last step.
+    pub fn stats(&self) -> SchedulerStats {
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits (up to `within`) until the disk tier has written every block waiting; false if
+    /// the time ran out or the engine thread is gone.
+    pub async fn flush_disk(&self, within: Duration) -> bool {
+        let (tx, rx) = flume::bounded(1);
+        if self.commands.send(Command::FlushDisk(tx)).is_err() {
+            return false;
+        }
+        matches!(
+            tokio::time::timeout(within, rx.recv_async()).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// The disk tier's counters, when there is one.
+    pub fn disk_stats(&self) -> Option<DiskTierStats> {
+        *self.disk_stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
