@@ -163,8 +163,13 @@ fn cached_blocks_are_found_by_key_and_the_tail_imported_after_them() {
         kiln_scheduler::prefix_keys(&prompt, Some("tenant")),
         pin.keys
     );
-    assert_eq!(p.sched.cached_prefix_blocks(&prompt, None), 6);
-    assert_eq!(p.sched.cached_prefix_blocks(&prompt, Some("tenant")), 0);
+    let salted = kiln_scheduler::prefix_keys(&prompt, Some("tenant"));
+    assert_eq!(p.sched.cached_prefix_blocks(&pin.keys, &prompt, None), 6);
+    assert_eq!(
+        p.sched
+            .cached_prefix_blocks(&salted, &prompt, Some("tenant")),
+        0
+    );
     let b = p.sched.cached_block(pin.keys[3]).unwrap();
     assert_eq!(b.place, kiln_scheduler::BlockPlace::Gpu(pin.blocks[3]));
     assert_eq!(
@@ -179,7 +184,7 @@ fn cached_blocks_are_found_by_key_and_the_tail_imported_after_them() {
         .add_request(req(5, prompt[..40].to_vec(), 1))
         .unwrap();
     c.run_to_completion(100);
-    assert_eq!(c.sched.cached_prefix_blocks(&prompt, None), 2);
+    assert_eq!(c.sched.cached_prefix_blocks(&pin.keys, &prompt, None), 2);
     let stored = c.sched.import_blocks(&pin.tokens, &pin.keys, None, 2);
     assert_eq!(stored.iter().map(|s| s.0).collect::<Vec<_>>(), [2, 3, 4, 5]);
     for &(i, cpu) in &stored {
@@ -188,7 +193,7 @@ fn cached_blocks_are_found_by_key_and_the_tail_imported_after_them() {
     }
     let at = c.sched.cached_block(pin.keys[4]).unwrap().place;
     assert!(matches!(at, kiln_scheduler::BlockPlace::Cpu(_)), "{at:?}");
-    assert_eq!(c.sched.cached_prefix_blocks(&prompt, None), 6);
+    assert_eq!(c.sched.cached_prefix_blocks(&pin.keys, &prompt, None), 6);
     assert_eq!(decode(&mut c, 7, &prompt), 96);
     // Blocks said to be cached that are not stop the import.
     let mut c = consumer(16);

@@ -25,7 +25,7 @@
 
 mod files;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read, Seek};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,8 @@ use files::BlockFiles;
 
 /// Most keys waiting to be saved; older ones are dropped beyond it.
 const MAX_QUEUE: usize = 1 << 16;
+/// Most waiting requests whose blocks are read back before a step.
+const HEADS: usize = 8;
 
 /// Where the disk tier keeps its files and how much it may keep.
 #[derive(Clone, Debug)]
@@ -67,6 +69,9 @@ pub struct DiskTier {
     queue: VecDeque<u64>,
     queued: HashSet<u64>,
     restored: u64,
+    /// The prefix keys of the waiting requests last read back for, by id: (known tokens
+    /// they were computed for, keys).
+    head_keys: HashMap<u64, (usize, Vec<u64>)>,
 }
 
 /// Writes blocks read by [`DiskTier::read_batch`] into the folder; cloned onto another
@@ -132,6 +137,7 @@ impl DiskTier {
             queue: VecDeque::new(),
             queued: HashSet::new(),
             restored: 0,
+            head_keys: HashMap::new(),
         })
     }
 
@@ -233,27 +239,38 @@ impl DiskTier {
     }
 
     /// Brings back from disk the blocks of the requests about to be admitted (those at the
-    /// head of the waiting queue, as many as half the CPU tier holds): done before each step,
+    /// head of the waiting queue: the first, and up to 8 in all while half the CPU tier holds
+    /// them): done before each step,
     /// so blocks come back when their request is about to use them, not while it waits behind
     /// others whose imports would push them out again. Returns how many were imported.
     pub fn restore_waiting(&mut self, engine: &mut Engine) -> Result<usize, EngineError> {
         if !engine.can_import() {
             return Ok(0);
         }
-        // The first request always; the ones after it while half the CPU tier holds them.
+        // The first request always; up to HEADS after it while half the CPU tier holds them.
         let mut budget = engine.runner_config().num_cpu_blocks / 2;
-        let mut heads: Vec<(Vec<u32>, Option<String>)> = Vec::new();
-        for (_, tokens, salt) in engine.scheduler().waiting_prompts() {
+        let mut heads: Vec<(u64, Vec<u32>, Option<String>)> = Vec::new();
+        for (id, tokens, salt) in engine.scheduler().waiting_prompts().take(HEADS) {
             let blocks = tokens.len() / BLOCK_SIZE;
             if !heads.is_empty() && blocks > budget {
                 break;
             }
             budget = budget.saturating_sub(blocks);
-            heads.push((tokens.to_vec(), salt.map(str::to_string)));
+            heads.push((id, tokens.to_vec(), salt.map(str::to_string)));
         }
+        // Keys are computed once per request and length, not every step it waits.
+        self.head_keys
+            .retain(|id, _| heads.iter().any(|(h, ..)| h == id));
         let mut restored = 0;
-        for (tokens, salt) in heads {
-            restored += self.restore(engine, &tokens, salt.as_deref())?;
+        for (id, tokens, salt) in heads {
+            let salt = salt.as_deref();
+            let memo = self.head_keys.entry(id).or_default();
+            if memo.0 != tokens.len() || memo.1.is_empty() {
+                *memo = (tokens.len(), prefix_keys(&tokens, salt));
+            }
+            let keys = std::mem::take(&mut memo.1);
+            restored += self.restore_keys(engine, &keys, &tokens, salt)?;
+            self.head_keys.insert(id, (tokens.len(), keys));
         }
         Ok(restored)
     }
@@ -266,8 +283,18 @@ impl DiskTier {
         tokens: &[u32],
         salt: Option<&str>,
     ) -> Result<usize, EngineError> {
-        let keys = prefix_keys(tokens, salt);
-        let cached = engine.scheduler().cached_prefix_blocks(tokens, salt);
+        self.restore_keys(engine, &prefix_keys(tokens, salt), tokens, salt)
+    }
+
+    /// [`Self::restore`] with the prompt's `keys` ([`prefix_keys`]) given.
+    fn restore_keys(
+        &mut self,
+        engine: &mut Engine,
+        keys: &[u64],
+        tokens: &[u32],
+        salt: Option<&str>,
+    ) -> Result<usize, EngineError> {
+        let cached = engine.scheduler().cached_prefix_blocks(keys, tokens, salt);
         let room = engine.runner_config().num_cpu_blocks;
         let per_block = engine.kv_layout().bytes_per_block() as usize;
         let mut data = Vec::new();

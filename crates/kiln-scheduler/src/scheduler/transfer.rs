@@ -57,11 +57,11 @@ pub fn prefix_keys(tokens: &[u32], salt: Option<&str>) -> Vec<u64> {
 }
 
 impl Scheduler {
-    /// How many leading full blocks of `tokens` under `salt` are cached (on the GPU or in
-    /// the CPU tier) and would be found by a request's lookup.
-    pub fn cached_prefix_blocks(&self, tokens: &[u32], salt: Option<&str>) -> usize {
-        let keys = prefix_keys(tokens, salt);
-        self.kv.lookup(&keys, tokens, salt, keys.len()).len()
+    /// How many leading full blocks of `tokens` under `salt` (whose keys are `keys`, from
+    /// [`prefix_keys`]) are cached, on the GPU or in the CPU tier, and would be found by a
+    /// request's lookup.
+    pub fn cached_prefix_blocks(&self, keys: &[u64], tokens: &[u32], salt: Option<&str>) -> usize {
+        self.kv.lookup(keys, tokens, salt, keys.len()).len()
     }
 
     /// The cached block under `key`, if there is one and its bytes are in place.
