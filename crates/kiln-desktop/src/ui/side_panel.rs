@@ -126,6 +126,17 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
                         s.kv_blocks_cached
                     ),
                 );
+                if let Some(d) = m.engine.disk_stats() {
+                    row(
+                        "On disk",
+                        format!(
+                            "{} blocks ({:.0} MiB), {} read back",
+                            d.blocks_resident,
+                            mib(d.bytes_resident),
+                            d.blocks_restored
+                        ),
+                    );
+                }
                 row("Running", format!("{} replies", s.num_running));
                 if s.spec_draft_tokens > 0 {
                     row(

@@ -41,5 +41,9 @@ fn a_chat_goes_on_from_disk_after_the_app_is_opened_again() {
         "the prompt's full blocks came from disk: {cached} of {}",
         stats.prompt_tokens
     );
-    assert!(disk_stats(h.state()).unwrap().blocks_restored >= 2);
+    let restored = disk_stats(h.state()).unwrap().blocks_restored;
+    assert!(restored >= 2);
+    // The model panel says what the disk holds and gave back.
+    h.run_ok();
+    h.get_by_label_contains(&format!("{restored} read back"));
 }
