@@ -107,6 +107,18 @@ impl Engine {
         Ok(stored.len())
     }
 
+    /// Keeps waiting request `id` from being admitted while blocks of its prompt are on their
+    /// way into the cache (read from disk); the requests behind it are admitted meanwhile.
+    /// False if it is not waiting.
+    pub fn hold_request(&mut self, id: u64) -> bool {
+        self.scheduler.hold(id)
+    }
+
+    /// Lets a request held by [`Self::hold_request`] be admitted.
+    pub fn release_request(&mut self, id: u64) {
+        self.scheduler.release(id)
+    }
+
     /// Keeps the blocks the CPU tier drops to make room, with their bytes, for a tier below it
     /// ([`Self::take_spilled`]).
     pub fn enable_spill(&mut self) {

@@ -115,6 +115,9 @@ pub(crate) struct RequestState {
     /// tokens: how far it gets is known only with the step's tokens, so no step is
     /// scheduled for it until then.
     pub guessing: bool,
+    /// Set while the request waits for blocks on their way into the cache (read from disk):
+    /// it is not admitted until they are in ([`crate::Scheduler::hold`]).
+    pub held: bool,
     /// Set when the committed step ends the request by its length: it runs no more and holds
     /// no blocks, and its final update waits for the step's tokens.
     pub finishing: Option<FinishReason>,
@@ -169,6 +172,7 @@ impl RequestState {
             pending_row: None,
             drafts: Vec::new(),
             guessing: false,
+            held: false,
             finishing: None,
             table: TableSync::default(),
             arrival: 0,

@@ -8,7 +8,8 @@
 //! (possibly itself; with equal priorities, the most recently admitted): its blocks are freed
 //! (full ones stay cached) and it goes back to its place in the waiting queue (the front, with
 //! equal priorities), to be recomputed from prompt + output. No request is admitted in a step
-//! that preempted. [`Scheduler::update`] applies the runner's
+//! that preempted, nor one held while its blocks come in from disk ([`Scheduler::hold`]; the
+//! requests behind it are). [`Scheduler::update`] applies the runner's
 //! sampled tokens, caches newly computed full blocks and retires finished requests, whose
 //! blocks return to the pool at once.
 //!
@@ -30,9 +31,10 @@
 //! Files: `scheduler/step.rs` builds a step (admission, preemption), `overlap.rs` applies its
 //! results in two halves so the next step can be scheduled while it runs, `failure.rs` undoes one
 //! the runner could not run, `window.rs` gives blocks back behind a sliding window,
-//! `transfer.rs` pins and imports blocks for a prefill/decode split, `score.rs` picks the
-//! prompt rows a step scores (prompt logprobs), `draft.rs` gives decodes guesses of their
-//! next tokens and keeps those confirmed (speculative decoding).
+//! `transfer.rs` pins and imports blocks for a prefill/decode split and the disk tier (and
+//! holds requests while they come), `score.rs` picks the prompt rows a step scores (prompt
+//! logprobs), `draft.rs` gives decodes guesses of their next tokens and keeps those confirmed
+//! (speculative decoding).
 //!
 //! Cost of a step: O(running + admitted) requests plus O(tokens scheduled + blocks allocated);
 //! a prefix lookup is O(hit blocks * BLOCK_SIZE); preemption and finishing are O(blocks held +
@@ -331,6 +333,9 @@ impl Scheduler {
                     "request {id} is in {queues} queues (finishing: {:?})",
                     st.finishing
                 ));
+            }
+            if st.held && !self.waiting.contains(id) {
+                return Err(format!("request {id} is held but not waiting"));
             }
             if running {
                 if st.blocks.len() < blocks_for(st.num_computed) {

@@ -1,15 +1,19 @@
 //! The engine thread's side of the disk tier (`kiln_engine::disk_tier`): the blocks of the
-//! requests about to be admitted are brought back from disk before each step; cached blocks are read back between steps in
-//! batches once enough wait, and all of them while the engine idles (between an agent's
-//! turns), a batch at a time so a new request is taken between batches; blocks the CPU tier
-//! drops are written as they fall out of memory. The files are
-//! encoded and written on a thread of their own, so the steps never wait for the disk's
-//! writes (at most two batches wait for it; then the engine thread does).
+//! requests about to be admitted are brought back from disk, read on a thread of their own
+//! while steps run (each such request held meanwhile, the others admitted), and imported
+//! when read, the engine thread woken by a command; cached blocks are read from the cache
+//! between steps in batches once enough wait, and all of them while the engine idles
+//! (between an agent's turns), a batch at a time so a new request is taken between batches;
+//! blocks the CPU tier drops are written as they fall out of memory. The files are encoded
+//! and written on another thread, so the steps never wait for the disk's writes (at most two
+//! batches wait for it; then the engine thread does).
 
 use std::sync::{Arc, Mutex};
 
-use kiln_engine::disk_tier::{DiskTier, DiskTierConfig, DiskTierStats, DiskWriter};
+use kiln_engine::disk_tier::{DiskFiles, DiskTier, DiskTierConfig, DiskTierStats, Loaded, ReadJob};
 use kiln_engine::{Engine, KvEvent, SavedBlock};
+
+use crate::engine_loop::Command;
 
 /// Blocks read back and written per batch.
 const BATCH: usize = 64;
@@ -28,15 +32,22 @@ pub struct DiskLoop {
     tier: Option<DiskTier>,
     /// To the writer thread of the open tier (it ends when this is dropped).
     jobs: Option<flume::Sender<Job>>,
+    /// To the reader thread of the open tier (likewise).
+    reads: Option<flume::Sender<ReadJob>>,
+    /// The engine thread's commands, where the reader sends what it read
+    /// ([`Command::DiskRead`]); weak, so the thread still ends with the last handle.
+    wake: flume::WeakSender<Command>,
     stats: SharedStats,
 }
 
 impl DiskLoop {
-    pub fn new(config: Option<DiskTierConfig>) -> Self {
+    pub fn new(config: Option<DiskTierConfig>, wake: flume::WeakSender<Command>) -> Self {
         Self {
             config,
             tier: None,
             jobs: None,
+            reads: None,
+            wake,
             stats: Arc::default(),
         }
     }
@@ -71,11 +82,17 @@ impl DiskLoop {
             tier.dir().display()
         );
         let (tx, rx) = flume::bounded(2);
-        let (writer, stats) = (tier.writer(), self.stats.clone());
+        let (files, stats) = (tier.files(), self.stats.clone());
         std::thread::Builder::new()
             .name("kiln-kv-disk".into())
-            .spawn(move || write_jobs(&rx, &writer, &stats))?;
+            .spawn(move || write_jobs(&rx, &files, &stats))?;
+        let (read_tx, read_rx) = flume::unbounded();
+        let (files, wake) = (tier.files(), self.wake.clone());
+        std::thread::Builder::new()
+            .name("kiln-kv-read".into())
+            .spawn(move || read_jobs(&read_rx, &files, &wake))?;
         self.jobs = Some(tx);
+        self.reads = Some(read_tx);
         self.tier = Some(tier);
         self.publish();
         Ok(())
@@ -94,19 +111,37 @@ impl DiskLoop {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = stats;
     }
 
-    /// Before a step: brings the blocks of the requests about to be admitted that only the
-    /// disk holds into the CPU tier.
+    /// Before a step: imports the blocks read for held requests, and sends the reader the
+    /// jobs of the requests about to be admitted whose blocks only the disk holds.
     pub fn before_step(&mut self, engine: &mut Engine) {
+        let (Some(tier), Some(reads)) = (&mut self.tier, &self.reads) else {
+            return;
+        };
+        for job in tier.plan_reads(engine) {
+            let _ = reads.send(job);
+        }
+        self.import(engine);
+    }
+
+    /// Takes blocks the reader read, and imports them if it can now.
+    pub fn loaded(&mut self, engine: &mut Engine, loaded: Loaded) {
+        if let Some(tier) = &mut self.tier {
+            tier.loaded(loaded);
+            self.import(engine);
+        }
+    }
+
+    fn import(&mut self, engine: &mut Engine) {
         let Some(tier) = &mut self.tier else {
             return;
         };
-        match tier.restore_waiting(engine) {
+        match tier.import_loaded(engine) {
             Ok(0) => {}
             Ok(n) => {
                 tracing::debug!(blocks = n, "KV blocks read from disk");
                 self.publish();
             }
-            Err(e) => tracing::warn!("reading KV blocks from disk failed: {e}"),
+            Err(e) => tracing::warn!("importing KV blocks read from disk failed: {e}"),
         }
     }
 
@@ -185,8 +220,26 @@ impl DiskLoop {
     }
 }
 
+/// The reader thread: reads each job's files and hands the blocks to the engine thread,
+/// until the tier or the engine thread is gone.
+fn read_jobs(
+    jobs: &flume::Receiver<ReadJob>,
+    files: &DiskFiles,
+    wake: &flume::WeakSender<Command>,
+) {
+    for job in jobs.iter() {
+        let loaded = files.read_job(job);
+        let Some(engine) = wake.upgrade() else {
+            return;
+        };
+        if engine.send(Command::DiskRead(loaded)).is_err() {
+            return;
+        }
+    }
+}
+
 /// The writer thread: writes each batch, and after each updates the shared counters.
-fn write_jobs(jobs: &flume::Receiver<Job>, writer: &DiskWriter, stats: &SharedStats) {
+fn write_jobs(jobs: &flume::Receiver<Job>, writer: &DiskFiles, stats: &SharedStats) {
     for job in jobs.iter() {
         match job {
             Job::Write(blocks) => {

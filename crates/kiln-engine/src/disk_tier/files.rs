@@ -9,8 +9,11 @@
 //! name when asked for (`present`), and one it removed is forgotten when its read fails.
 //! Each keeps the folder within its size over the files it knows of.
 //!
-//! Cost: `contains` is O(1), `present` one `stat` when the block is not listed; `write` and
-//! `read` are one file each plus O(log n) for the recency order; opening reads the folder's
+//! Files are written and read without holding the listing ([`write_file`], [`read_file`]),
+//! which is told after ([`BlockFiles::written`], [`BlockFiles::was_read`]).
+//!
+//! Cost: `contains` is O(1), `present` one `stat` when the block is not listed; a write and
+//! a read are one file each plus O(log n) for the recency order; opening reads the folder's
 //! listing, not the files.
 
 use std::collections::{BTreeMap, HashMap};
@@ -157,30 +160,44 @@ impl BlockFiles {
         self.evict();
     }
 
-    /// Reads the block under `key` if it is here and whole with `data_len` bytes of KV; a file
-    /// that does not check out is deleted, and one gone (removed by another engine sharing
-    /// the folder) is forgotten. A block read becomes the most recently used.
+    /// Reads the block under `key` if it is here and whole with `data_len` bytes of KV
+    /// ([`Self::locate`], [`read_file`], [`Self::was_read`] in one).
+    #[cfg(test)]
     pub fn read(&mut self, key: u64, data_len: usize) -> Option<SavedBlock> {
-        if !self.present(key) {
-            return None;
-        }
-        let block = std::fs::read(self.path(key))
-            .ok()
-            .and_then(|bytes| decode(&bytes, key, data_len));
-        match &block {
-            Some(_) => {
-                let len = self.files[&key].0;
-                self.add(key, len);
-                // The recency order outlives a restart through the modification time.
-                let _ = std::fs::File::options()
-                    .write(true)
-                    .open(self.path(key))
-                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-            }
-            None => self.forget(key),
-        }
+        let path = self.locate(key)?;
+        let block = read_file(&path, key, data_len);
+        self.was_read(key, block.is_some());
         block
     }
+
+    /// The file of the block under `key`, if it is here; for [`read_file`], which needs
+    /// no hold on the listing, and then [`Self::was_read`].
+    pub fn locate(&mut self, key: u64) -> Option<PathBuf> {
+        self.present(key).then(|| self.path(key))
+    }
+
+    /// After [`read_file`]: a block read becomes the most recently used; a file that did not
+    /// check out is deleted, and one gone (removed by another engine sharing the folder) is
+    /// forgotten.
+    pub fn was_read(&mut self, key: u64, ok: bool) {
+        if !ok {
+            return self.forget(key);
+        }
+        if let Some(&(len, _)) = self.files.get(&key) {
+            self.add(key, len);
+            // The recency order outlives a restart through the modification time.
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(self.path(key))
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        }
+    }
+}
+
+/// Reads the block file at `path` if it is whole, under `key`, with `data_len` bytes of KV.
+pub(crate) fn read_file(path: &Path, key: u64, data_len: usize) -> Option<SavedBlock> {
+    let bytes = std::fs::read(path).ok()?;
+    decode(&bytes, key, data_len)
 }
 
 /// Writes `b`'s file into `dir` (whole, then renamed); returns its length. Lists nothing:

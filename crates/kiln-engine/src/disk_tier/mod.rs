@@ -6,16 +6,15 @@
 //! Blocks reach the disk by write-behind: the KV events of the prefix cache name each block
 //! as it is cached ([`DiskTier::note`]), and [`DiskTier::read_batch`] reads queued blocks by
 //! key, from the GPU or the CPU tier, wherever they are still cached (a block evicted before
-//! its turn is skipped), for a [`DiskWriter`] to write, on another thread if the caller
-//! likes ([`DiskTier::save`] does both). Under memory pressure a block can fall out of the
+//! its turn is skipped), for the folder's [`DiskFiles`] to write, on another thread if the
+//! caller likes ([`DiskTier::save`] does both). Under memory pressure a block can fall out of the
 //! CPU tier before its turn: the engine hands over the blocks the CPU tier drops, with their
 //! bytes ([`Engine::enable_spill`]), and those not on disk are written then
-//! ([`DiskTier::spilled`]), so the disk holds what memory lets go. They come back by
-//! [`DiskTier::restore`] (for the requests at the head of the waiting queue, before each
-//! step: [`DiskTier::restore_waiting`]): the prompt's full blocks after those cached in
-//! memory, as far as the files go on, are imported into the CPU tier, where the request's lookup finds them and the
-//! scheduler restores them as it does any cold block. So the CPU tier must be on; at most its
-//! capacity comes back per request.
+//! ([`DiskTier::spilled`]), so the disk holds what memory lets go. They come back for the
+//! requests at the head of the waiting queue (`restore.rs`): the prompt's full blocks after
+//! those cached in memory, as far as the files go on, are imported into the CPU tier, where
+//! the request's lookup finds them and the scheduler restores them as it does any cold
+//! block. So the CPU tier must be on; at most its capacity comes back per request.
 //!
 //! Files are kept per model and engine (`dir/<fingerprint>/`): the model's identity, kiln's
 //! version, the adapter and driver, the kernel family, the KV layout and the weights' storage,
@@ -24,6 +23,7 @@
 //! only if its key, its parent's key, its tokens and a hash of its bytes all check out.
 
 mod files;
+mod restore;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -32,16 +32,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use kiln_core::BLOCK_SIZE;
-use kiln_scheduler::{KvEvent, prefix_keys};
+use kiln_scheduler::KvEvent;
 
 use crate::{Engine, EngineError, SavedBlock};
 use files::BlockFiles;
+pub use restore::{Loaded, ReadJob};
 
 /// Most keys waiting to be saved; older ones are dropped beyond it.
 const MAX_QUEUE: usize = 1 << 16;
-/// Most waiting requests whose blocks are read back before a step.
-const HEADS: usize = 8;
 
 /// Where the disk tier keeps its files and how much it may keep.
 #[derive(Clone, Debug)]
@@ -65,25 +63,30 @@ pub struct DiskTierStats {
 }
 
 pub struct DiskTier {
-    writer: DiskWriter,
+    files: DiskFiles,
     queue: VecDeque<u64>,
     queued: HashSet<u64>,
     restored: u64,
     /// The prefix keys of the waiting requests last read back for, by id: (known tokens
     /// they were computed for, keys).
     head_keys: HashMap<u64, (usize, Vec<u64>)>,
+    /// Held requests whose blocks are being read ([`DiskTier::plan_reads`]).
+    reading: HashSet<u64>,
+    /// Blocks read for them, waiting to be imported ([`DiskTier::import_loaded`]).
+    loaded: Vec<Loaded>,
 }
 
-/// Writes blocks read by [`DiskTier::read_batch`] into the folder; cloned onto another
-/// thread, it keeps the encoding and the writing off the engine's.
+/// The folder's files: writes the blocks [`DiskTier::read_batch`] reads from the cache, and
+/// reads the blocks [`DiskTier::plan_reads`] asks for; cloned onto other threads, it keeps
+/// the encoding, the writing and the reading off the engine's.
 #[derive(Clone)]
-pub struct DiskWriter {
+pub struct DiskFiles {
     files: Arc<Mutex<BlockFiles>>,
     dir: PathBuf,
     written: Arc<AtomicU64>,
 }
 
-impl DiskWriter {
+impl DiskFiles {
     fn files(&self) -> MutexGuard<'_, BlockFiles> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -129,7 +132,7 @@ impl DiskTier {
         let files = BlockFiles::open(&dir, cfg.max_bytes)?;
         std::fs::write(dir.join("engine.txt"), numerics)?;
         Ok(Self {
-            writer: DiskWriter {
+            files: DiskFiles {
                 files: Arc::new(Mutex::new(files)),
                 dir,
                 written: Arc::default(),
@@ -138,17 +141,20 @@ impl DiskTier {
             queued: HashSet::new(),
             restored: 0,
             head_keys: HashMap::new(),
+            reading: HashSet::new(),
+            loaded: Vec::new(),
         })
     }
 
     /// The folder this engine's blocks are kept in.
     pub fn dir(&self) -> &Path {
-        &self.writer.dir
+        &self.files.dir
     }
 
-    /// The folder's writer, to write the batches [`Self::read_batch`] reads elsewhere.
-    pub fn writer(&self) -> DiskWriter {
-        self.writer.clone()
+    /// The folder's files, to write the batches [`Self::read_batch`] reads, and read the
+    /// jobs [`Self::plan_reads`] plans, elsewhere.
+    pub fn files(&self) -> DiskFiles {
+        self.files.clone()
     }
 
     pub fn stats(&self) -> DiskTierStats {
@@ -157,7 +163,7 @@ impl DiskTier {
             pending: self.queue.len(),
             ..DiskTierStats::default()
         };
-        self.writer.fill(&mut s);
+        self.files.fill(&mut s);
         s
     }
 
@@ -168,7 +174,7 @@ impl DiskTier {
             match e {
                 KvEvent::BlockStored { hashes, .. } => {
                     for &key in hashes {
-                        if !self.writer.files().present(key) && self.queued.insert(key) {
+                        if !self.files.files().present(key) && self.queued.insert(key) {
                             self.queue.push_back(key);
                         }
                     }
@@ -187,7 +193,7 @@ impl DiskTier {
     /// on disk yet, for the writer: a block falling out of memory is written then, whether
     /// or not its turn in the queue came.
     pub fn spilled(&mut self, blocks: Vec<SavedBlock>) -> Vec<SavedBlock> {
-        let mut files = self.writer.files();
+        let mut files = self.files.files();
         blocks
             .into_iter()
             .filter(|b| !files.present(b.key))
@@ -209,7 +215,7 @@ impl DiskTier {
     ) -> Result<Vec<SavedBlock>, EngineError> {
         let mut keys = Vec::new();
         {
-            let mut files = self.writer.files();
+            let mut files = self.files.files();
             while keys.len() < most {
                 let Some(key) = self.queue.pop_front() else {
                     break;
@@ -232,100 +238,10 @@ impl DiskTier {
     /// Reads up to `most` queued blocks and writes them here; returns how many were written.
     pub async fn save(&mut self, engine: &mut Engine, most: usize) -> Result<usize, EngineError> {
         let blocks = self.read_batch(engine, most).await?;
-        self.writer
+        self.files
             .write(&blocks)
             .map_err(|e| EngineError::Config(e.to_string()))?;
         Ok(blocks.len())
-    }
-
-    /// Brings back from disk the blocks of the requests about to be admitted (those at the
-    /// head of the waiting queue: the first, and up to 8 in all while half the CPU tier holds
-    /// them): done before each step,
-    /// so blocks come back when their request is about to use them, not while it waits behind
-    /// others whose imports would push them out again. Returns how many were imported.
-    pub fn restore_waiting(&mut self, engine: &mut Engine) -> Result<usize, EngineError> {
-        if !engine.can_import() {
-            return Ok(0);
-        }
-        // The first request always; up to HEADS after it while half the CPU tier holds them.
-        let mut budget = engine.runner_config().num_cpu_blocks / 2;
-        let mut heads: Vec<(u64, Vec<u32>, Option<String>)> = Vec::new();
-        for (id, tokens, salt) in engine.scheduler().waiting_prompts().take(HEADS) {
-            let blocks = tokens.len() / BLOCK_SIZE;
-            if !heads.is_empty() && blocks > budget {
-                break;
-            }
-            budget = budget.saturating_sub(blocks);
-            heads.push((id, tokens.to_vec(), salt.map(str::to_string)));
-        }
-        // Keys are computed once per request and length, not every step it waits.
-        self.head_keys
-            .retain(|id, _| heads.iter().any(|(h, ..)| h == id));
-        let mut restored = 0;
-        for (id, tokens, salt) in heads {
-            let salt = salt.as_deref();
-            let memo = self.head_keys.entry(id).or_default();
-            if memo.0 != tokens.len() || memo.1.is_empty() {
-                *memo = (tokens.len(), prefix_keys(&tokens, salt));
-            }
-            let keys = std::mem::take(&mut memo.1);
-            restored += self.restore_keys(engine, &keys, &tokens, salt)?;
-            self.head_keys.insert(id, (tokens.len(), keys));
-        }
-        Ok(restored)
-    }
-
-    /// Brings back from disk the full blocks of `tokens` (under `salt`) that follow those
-    /// cached in memory, into the CPU tier; returns how many were imported.
-    pub fn restore(
-        &mut self,
-        engine: &mut Engine,
-        tokens: &[u32],
-        salt: Option<&str>,
-    ) -> Result<usize, EngineError> {
-        self.restore_keys(engine, &prefix_keys(tokens, salt), tokens, salt)
-    }
-
-    /// [`Self::restore`] with the prompt's `keys` ([`prefix_keys`]) given.
-    fn restore_keys(
-        &mut self,
-        engine: &mut Engine,
-        keys: &[u64],
-        tokens: &[u32],
-        salt: Option<&str>,
-    ) -> Result<usize, EngineError> {
-        let cached = engine.scheduler().cached_prefix_blocks(keys, tokens, salt);
-        let room = engine.runner_config().num_cpu_blocks;
-        let per_block = engine.kv_layout().bytes_per_block() as usize;
-        let mut data = Vec::new();
-        let mut n = cached;
-        let mut files = self.writer.files();
-        while n < keys.len() && n - cached < room && files.present(keys[n]) {
-            let parent = n.checked_sub(1).map(|p| keys[p]);
-            match files.read(keys[n], per_block) {
-                Some(b)
-                    if b.parent == parent
-                        && b.tokens[..] == tokens[n * BLOCK_SIZE..][..BLOCK_SIZE] =>
-                {
-                    data.extend_from_slice(&b.data)
-                }
-                _ => break,
-            }
-            n += 1;
-        }
-        drop(files);
-        if n == cached {
-            return Ok(0);
-        }
-        let stored = engine.import_blocks_after(
-            cached,
-            &keys[..n],
-            &tokens[..n * BLOCK_SIZE],
-            salt,
-            &data,
-        )?;
-        self.restored += stored as u64;
-        Ok(stored)
     }
 }
 

@@ -70,9 +70,25 @@ fn blocks_saved_by_one_engine_serve_the_next() {
             &mut reader,
             vec![request(5, first[..2 * BLOCK_SIZE + 5].to_vec(), 1)],
         );
-        // The request waits at the head of the queue: its blocks come back before the step.
+        // The request waits at the head of the queue: it is held while its blocks are
+        // read, then they come back before it is admitted.
         reader.add_request(request(2, again.clone(), 6)).unwrap();
-        assert_eq!(tier.restore_waiting(&mut reader).unwrap(), 1, "{what}");
+        let jobs = tier.plan_reads(&mut reader);
+        assert_eq!(jobs.len(), 1, "{what}");
+        assert!(
+            tier.plan_reads(&mut reader).is_empty(),
+            "{what}: being read"
+        );
+        pollster::block_on(reader.step()).unwrap();
+        assert_eq!(
+            reader.scheduler().blocks_of(2),
+            Some(&[][..]),
+            "{what}: held"
+        );
+        let loaded = tier.files().read_job(jobs.into_iter().next().unwrap());
+        assert_eq!(loaded.len(), 1, "{what}");
+        tier.loaded(loaded);
+        assert_eq!(tier.import_loaded(&mut reader).unwrap(), 1, "{what}");
         assert_eq!(
             tier.restore(&mut reader, &again, None).unwrap(),
             0,

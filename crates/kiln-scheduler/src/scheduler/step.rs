@@ -110,14 +110,16 @@ impl Scheduler {
         // Guesses for the decodes (speculative decoding), then waiting requests.
         self.add_drafts(&mut plan, &mut budget);
 
-        // Waiting requests, in queue order, while budget, seats and blocks last.
+        // Waiting requests, in queue order (passing over those held), while budget, seats
+        // and blocks last.
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
-            let Some(&id) = self.waiting.front() else {
+            let Some(at) = (self.waiting.iter()).position(|id| !self.requests[id].held) else {
                 break;
             };
+            let id = self.waiting[at];
             match self.admit(id, budget) {
                 Some(planned) => {
-                    self.waiting.pop_front();
+                    self.waiting.remove(at);
                     self.running.push(id);
                     plan.push(planned);
                     budget.spend(&planned);

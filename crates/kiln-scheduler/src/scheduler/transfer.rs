@@ -88,6 +88,24 @@ impl Scheduler {
         })
     }
 
+    /// Keeps waiting request `id` from being admitted until [`Self::release`], while blocks
+    /// of its prompt are on their way into the cache (read from disk); the requests behind it
+    /// are admitted meanwhile. False if `id` is not waiting.
+    pub fn hold(&mut self, id: u64) -> bool {
+        if !self.waiting.contains(&id) {
+            return false;
+        }
+        self.requests.get_mut(&id).expect("waiting").held = true;
+        true
+    }
+
+    /// Lets a held request be admitted again (nothing if it is gone).
+    pub fn release(&mut self, id: u64) {
+        if let Some(st) = self.requests.get_mut(&id) {
+            st.held = false;
+        }
+    }
+
     /// Records the blocks the CPU tier drops to make room ([`Self::take_spilled`]), so a
     /// tier below it can keep them.
     pub fn enable_spill(&mut self) {

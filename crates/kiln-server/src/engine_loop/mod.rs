@@ -41,6 +41,8 @@ pub enum Command {
     Transfer(TransferCommand),
     /// Writes every block waiting for the disk tier, then answers (a shutdown's last step).
     FlushDisk(flume::Sender<()>),
+    /// Blocks the disk tier's reader read for a held request (sent by that thread).
+    DiskRead(kiln_engine::disk_tier::Loaded),
 }
 
 #[derive(Debug)]
@@ -125,7 +127,7 @@ impl EngineHandle {
             health: health.clone(),
             kv_events,
             pins: Pins::default(),
-            disk: DiskLoop::new(kv_disk),
+            disk: DiskLoop::new(kv_disk, tx.downgrade()),
         };
         let disk_stats = lp.disk.stats();
         std::thread::Builder::new()

@@ -63,6 +63,7 @@ impl Loop {
                 self.publish(engine);
                 self.disk.flush(engine, done);
             }
+            Command::DiskRead(loaded) => self.disk.loaded(engine, loaded),
         }
     }
 
