@@ -107,8 +107,8 @@ impl Engine {
         Ok(stored.len())
     }
 
-    /// Keeps waiting request `id` from being admitted while blocks of its prompt are on their
-    /// way into the cache (read from disk); the requests behind it are admitted meanwhile.
+    /// Keeps waiting request `id` (and those behind it) from being admitted while blocks of
+    /// its prompt are on their way into the cache (read from disk); running requests go on.
     /// False if it is not waiting.
     pub fn hold_request(&mut self, id: u64) -> bool {
         self.scheduler.hold(id)

@@ -116,7 +116,8 @@ pub(crate) struct RequestState {
     /// scheduled for it until then.
     pub guessing: bool,
     /// Set while the request waits for blocks on their way into the cache (read from disk):
-    /// it is not admitted until they are in ([`crate::Scheduler::hold`]).
+    /// neither it nor those behind it are admitted until they are in
+    /// ([`crate::Scheduler::hold`]).
     pub held: bool,
     /// Set when the committed step ends the request by its length: it runs no more and holds
     /// no blocks, and its final update waits for the step's tokens.

@@ -8,8 +8,8 @@
 //! (possibly itself; with equal priorities, the most recently admitted): its blocks are freed
 //! (full ones stay cached) and it goes back to its place in the waiting queue (the front, with
 //! equal priorities), to be recomputed from prompt + output. No request is admitted in a step
-//! that preempted, nor one held while its blocks come in from disk ([`Scheduler::hold`]; the
-//! requests behind it are). [`Scheduler::update`] applies the runner's
+//! that preempted, and admission stops at a request held while its blocks come in from disk
+//! ([`Scheduler::hold`]: those behind it keep their places). [`Scheduler::update`] applies the runner's
 //! sampled tokens, caches newly computed full blocks and retires finished requests, whose
 //! blocks return to the pool at once.
 //!

@@ -1,6 +1,6 @@
 //! The engine thread's side of the disk tier (`kiln_engine::disk_tier`): the blocks of the
 //! requests about to be admitted are brought back from disk, read on a thread of their own
-//! while steps run (each such request held meanwhile, the others admitted), and imported
+//! while steps run (admission held at each such request meanwhile), and imported
 //! when read, the engine thread woken by a command; cached blocks are read from the cache
 //! between steps in batches once enough wait, and all of them while the engine idles
 //! (between an agent's turns), a batch at a time so a new request is taken between batches;
@@ -118,7 +118,10 @@ impl DiskLoop {
             return;
         };
         for job in tier.plan_reads(engine) {
-            let _ = reads.send(job);
+            // Read here if the reader is gone, rather than hold the request for ever.
+            if let Err(flume::SendError(job)) = reads.send(job) {
+                tier.loaded(tier.files().read_job(job));
+            }
         }
         self.import(engine);
     }

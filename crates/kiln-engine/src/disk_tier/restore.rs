@@ -4,7 +4,7 @@
 //!
 //! In three parts, so the files can be read on another thread while steps run:
 //! [`DiskTier::plan_reads`] picks the requests at the head of the waiting queue whose next
-//! blocks are on disk, holds each (the scheduler admits the requests behind it meanwhile) and
+//! blocks are on disk, holds each (admission stops at it; running requests go on) and
 //! names what to read ([`ReadJob`]); [`DiskFiles::read_job`] reads it ([`Loaded`]), on any
 //! thread; [`DiskTier::import_loaded`] imports what was read into the CPU tier and lets the
 //! request go. [`DiskTier::restore`] reads one prompt's blocks in place.

@@ -110,16 +110,18 @@ impl Scheduler {
         // Guesses for the decodes (speculative decoding), then waiting requests.
         self.add_drafts(&mut plan, &mut budget);
 
-        // Waiting requests, in queue order (passing over those held), while budget, seats
-        // and blocks last.
+        // Waiting requests, in queue order, while budget, seats and blocks last, up to the
+        // first held one.
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
-            let Some(at) = (self.waiting.iter()).position(|id| !self.requests[id].held) else {
+            let Some(&id) = self.waiting.front() else {
                 break;
             };
-            let id = self.waiting[at];
+            if self.requests[&id].held {
+                break;
+            }
             match self.admit(id, budget) {
                 Some(planned) => {
-                    self.waiting.remove(at);
+                    self.waiting.pop_front();
                     self.running.push(id);
                     plan.push(planned);
                     budget.spend(&planned);

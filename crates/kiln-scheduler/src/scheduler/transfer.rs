@@ -88,9 +88,9 @@ impl Scheduler {
         })
     }
 
-    /// Keeps waiting request `id` from being admitted until [`Self::release`], while blocks
-    /// of its prompt are on their way into the cache (read from disk); the requests behind it
-    /// are admitted meanwhile. False if `id` is not waiting.
+    /// Keeps waiting request `id`, and the requests behind it in the queue, from being
+    /// admitted until [`Self::release`], while blocks of its prompt are on their way into the
+    /// cache (read from disk); running requests go on. False if `id` is not waiting.
     pub fn hold(&mut self, id: u64) -> bool {
         if !self.waiting.contains(&id) {
             return false;
