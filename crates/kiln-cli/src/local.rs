@@ -1,5 +1,6 @@
-//! A local engine for one user at a time, shared by `generate` and `chat`: the model and its
-//! front end, the engine on the machine's GPU, and one reply streamed as it is generated.
+//! A local engine for one user at a time, shared by `generate`, `chat` and `embed`: the model
+//! and its front end, the engine on the machine's GPU, one reply streamed as it is generated,
+//! and with `--kv-disk-dir` the KV cache's blocks kept in files between runs (`local_disk.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -9,6 +10,8 @@ use kiln_engine::{
 };
 use kiln_frontend::{Frontend, GenSpec, ReasoningFormat};
 use kiln_gpu::GpuContext;
+
+use crate::local_disk::LocalDisk;
 
 #[derive(clap::Args)]
 pub struct LocalArgs {
@@ -25,6 +28,14 @@ pub struct LocalArgs {
     /// A chat template instead of the model's: a file, or the Jinja template itself.
     #[arg(long)]
     chat_template: Option<String>,
+    /// Keep the KV cache's blocks in files here: a later run whose prompt starts the same
+    /// reads them back instead of computing them. They come back through a CPU tier as large
+    /// as --kv-memory.
+    #[arg(long)]
+    kv_disk_dir: Option<std::path::PathBuf>,
+    /// Most bytes the KV disk tier keeps, least recently used removed first.
+    #[arg(long, default_value_t = 16 << 30, requires = "kv_disk_dir")]
+    kv_disk_bytes: u64,
     #[command(flatten)]
     device: crate::device_args::DeviceArgs,
 }
@@ -37,6 +48,8 @@ pub struct Local {
     /// The grammar compiler, built on first use.
     constraints: GrammarCompiler,
     next_id: u64,
+    /// Blocks kept in files (`--kv-disk-dir`).
+    disk: Option<LocalDisk>,
 }
 
 /// How a reply ended.
@@ -64,15 +77,18 @@ pub struct Reply {
     /// Guesses of next tokens the reply's steps computed and those confirmed (speculative
     /// decoding; both 0 without it).
     pub guesses: (u64, u64),
+    /// Blocks of the prompt read back from disk (`--kv-disk-dir`).
+    pub disk_blocks: usize,
 }
 
 impl Reply {
     /// The speed line printed after a reply.
     pub fn speed_line(&self) -> String {
         let decoded = self.generated.saturating_sub(1);
-        let cached = match self.cached_tokens {
-            0 => String::new(),
-            n => format!(", {n} cached"),
+        let cached = match (self.cached_tokens, self.disk_blocks) {
+            (0, _) => String::new(),
+            (n, 0) => format!(", {n} cached"),
+            (n, b) => format!(", {n} cached ({b} blocks from disk)"),
         };
         let guesses = match self.guesses {
             (0, _) => String::new(),
@@ -93,28 +109,46 @@ impl Reply {
 impl Local {
     /// Loads the model and uploads it; prints the adapter.
     pub fn open(a: &LocalArgs) -> anyhow::Result<Local> {
-        let model =
-            crate::model_path::load_with_template(a.model.as_deref(), a.chat_template.as_deref())?;
+        let model_path = crate::model_path::resolve(a.model.as_deref())?;
+        let model = crate::model_path::load_with_template(
+            Some(&model_path.to_string_lossy()),
+            a.chat_template.as_deref(),
+        )?;
         let ctx = pollster::block_on(GpuContext::new())?;
         eprintln!("adapter: {}", ctx.describe());
         let (frontend, config, weights) = Frontend::split(model);
-        let engine = crate::model_path::build_engine(
+        let mut engine = crate::model_path::build_engine(
             &ctx,
             &config,
             &weights,
             a.device.apply(EngineConfig {
                 max_num_seqs: 1,
                 kv: KvSize::Bytes(a.kv_memory),
+                cpu_kv_bytes: if a.kv_disk_dir.is_some() {
+                    a.kv_memory
+                } else {
+                    0
+                },
                 max_model_len: a.max_model_len,
                 ..EngineConfig::default()
             }),
         )?;
+        let disk = match &a.kv_disk_dir {
+            Some(dir) => Some(LocalDisk::open(
+                dir.clone(),
+                a.kv_disk_bytes,
+                &model_path,
+                &mut engine,
+            )?),
+            None => None,
+        };
         Ok(Local {
             engine,
             reasoning: ReasoningFormat::detect(frontend.chat_template.as_ref()),
             frontend,
             constraints: GrammarCompiler::default(),
             next_id: 0,
+            disk,
         })
     }
 
@@ -130,15 +164,29 @@ impl Local {
         for prompt in inputs {
             let request = self.frontend.request(spec, self.next_id, prompt, 1, 0, 0);
             self.next_id += 1;
+            if let Some(d) = &mut self.disk {
+                d.restore(
+                    &mut self.engine,
+                    &request.prompt,
+                    request.cache_salt.as_deref(),
+                );
+            }
             self.engine.add_request(request)?;
         }
         let mut out = std::collections::HashMap::new();
         while self.engine.has_unfinished() {
-            for u in pollster::block_on(self.engine.step())? {
+            let updates = pollster::block_on(self.engine.step())?;
+            if let Some(d) = &mut self.disk {
+                d.after_step(&mut self.engine);
+            }
+            for u in updates {
                 if let Some(h) = u.token.and_then(|t| t.hidden) {
                     out.insert(u.id - first, kiln_frontend::unit_length(h));
                 }
             }
+        }
+        if let Some(d) = &mut self.disk {
+            d.save(&mut self.engine);
         }
         anyhow::ensure!(
             out.len() as u64 == count,
@@ -173,6 +221,14 @@ impl Local {
         let seed = spec.seed.unwrap_or_else(rand::random);
         let opened = (self.reasoning).opened_by_ids(&self.frontend.tokenizer, &prompt);
         let request = self.frontend.request(spec, id, prompt, max_tokens, seed, 0);
+        let disk_blocks = match &mut self.disk {
+            Some(d) => d.restore(
+                &mut self.engine,
+                &request.prompt,
+                request.cache_salt.as_deref(),
+            ),
+            None => 0,
+        };
         match grammar {
             Some(g) => {
                 let c = self.compile(g, opened)?;
@@ -191,7 +247,11 @@ impl Local {
                 end = End::Interrupted;
                 break;
             }
-            for u in pollster::block_on(self.engine.step())? {
+            let updates = pollster::block_on(self.engine.step())?;
+            if let Some(d) = &mut self.disk {
+                d.after_step(&mut self.engine);
+            }
+            for u in updates {
                 cached_tokens = u.num_cached_tokens;
                 let token = u.token.as_ref().map(|t| t.token_id);
                 if token.is_some() {
@@ -214,6 +274,9 @@ impl Local {
             anyhow::bail!("the reply failed: {why}");
         }
         let now = Instant::now();
+        if let Some(d) = &mut self.disk {
+            d.save(&mut self.engine);
+        }
         let first = first.unwrap_or(now);
         let after = self.engine.stats();
         let guesses = (
@@ -228,6 +291,7 @@ impl Local {
             prefill_s: (first - start).as_secs_f64(),
             decode_s: (now - first).as_secs_f64(),
             guesses,
+            disk_blocks,
         })
     }
 }

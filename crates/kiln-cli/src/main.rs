@@ -7,6 +7,7 @@ mod embed;
 mod generate;
 mod info;
 mod local;
+mod local_disk;
 mod model_path;
 mod output_args;
 mod pd_proxy;
