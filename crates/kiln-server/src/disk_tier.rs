@@ -99,11 +99,12 @@ impl DiskLoop {
     }
 
     /// The engine is gone: the blocks it had not read back are lost (those read are still
-    /// written).
+    /// written: the writer ends once it has written what it was sent), and so are the reads
+    /// for its requests. The next engine opens the tier again ([`Self::start`]).
     pub fn stop(&mut self) {
-        if let Some(t) = &mut self.tier {
-            t.forget_queue();
-        }
+        self.tier = None;
+        self.jobs = None;
+        self.reads = None;
     }
 
     fn publish(&self) {
