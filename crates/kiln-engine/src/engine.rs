@@ -255,6 +255,13 @@ impl Engine {
         self.scheduler.abort(id)
     }
 
+    /// Empties the prefix cache of every block no request holds, on the GPU and in the CPU
+    /// tier (vLLM's `reset_prefix_cache`); returns the GPU and CPU blocks dropped. Blocks of
+    /// running requests and pins stay cached.
+    pub fn reset_prefix_cache(&mut self) -> (usize, usize) {
+        self.scheduler.reset_prefix_cache()
+    }
+
     /// Steps run since the engine was built.
     pub fn num_steps(&self) -> u64 {
         self.num_steps

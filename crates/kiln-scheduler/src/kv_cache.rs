@@ -303,6 +303,30 @@ impl KvCache {
         }
     }
 
+    /// Drops every cached block no request holds, on the GPU and in the CPU tier (not
+    /// recorded as spilled: they are let go, not pushed down); blocks in use stay cached.
+    /// Returns how many GPU and CPU blocks were dropped.
+    pub fn reset(&mut self) -> (usize, usize) {
+        let free: Vec<u32> = self.pool.free_blocks().collect();
+        let mut gpu = 0;
+        for b in free {
+            if let Some(key) = self.pool.take_hash(b) {
+                self.index.remove(key);
+                self.events.removed(key, Medium::Gpu);
+                gpu += 1;
+            }
+        }
+        let mut cpu = 0;
+        for c in 0..self.cpu.capacity() as u32 {
+            if let Some(key) = self.cpu.discard(c) {
+                self.index.remove(key);
+                self.events.removed(key, Medium::Cpu);
+                cpu += 1;
+            }
+        }
+        (gpu, cpu)
+    }
+
     /// The index entry under `key`.
     pub fn entry(&self, key: u64) -> Option<&crate::prefix_hash::Entry> {
         self.index.get(key)

@@ -260,6 +260,18 @@ impl Scheduler {
         }
     }
 
+    /// Empties the prefix cache of every block no request holds (vLLM's
+    /// `reset_prefix_cache`), on the GPU and in the CPU tier; blocks running requests or pins
+    /// hold stay cached. Returns the GPU and CPU blocks dropped. Not between
+    /// [`Self::schedule`] and [`Self::commit`].
+    pub fn reset_prefix_cache(&mut self) -> (usize, usize) {
+        assert!(
+            !self.scheduled,
+            "reset_prefix_cache() while a step is being scheduled"
+        );
+        self.kv.reset()
+    }
+
     /// Starts recording KV-cache events (see [`KvEvent`]); the first is `AllBlocksCleared`.
     pub fn enable_kv_events(&mut self) {
         self.kv.events.enable();

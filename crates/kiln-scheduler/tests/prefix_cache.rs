@@ -194,3 +194,39 @@ fn a_block_moved_to_the_cpu_tier_this_step_is_recomputed_not_restored() {
     assert_eq!(sim.finished[&4].1, 48);
     assert_clean(&sim.sched);
 }
+
+/// Resetting the prefix cache lets go of every block no request holds, on the GPU and in the
+/// CPU tier, announced as removed; a running request keeps its blocks, and the same prompt
+/// afterwards is computed again with the same output.
+#[test]
+fn a_reset_drops_every_cached_block_no_request_holds() {
+    let c = SchedulerConfig {
+        num_cpu_blocks: 64,
+        max_model_len: 1024,
+        ..cfg(40, 2048, 16)
+    };
+    let mut sim = Sim::new(Scheduler::new(c));
+    sim.sched.enable_kv_events();
+    let (out_a, _) = run_one(&mut sim, req(1, tokens(1, 512), 1));
+    run_one(&mut sim, req(2, tokens(2, 512), 1));
+    // A request running through the reset keeps what it holds.
+    sim.sched.add_request(req(4, tokens(4, 40), 8)).unwrap();
+    sim.step().unwrap();
+    let held = sim.sched.blocks_of(4).unwrap().to_vec();
+    let s = sim.sched.stats();
+    assert!(s.cpu_blocks_resident > 0 && s.kv_blocks_cached > 2, "{s:?}");
+    sim.sched.take_kv_events();
+    let (gpu, cpu) = sim.sched.reset_prefix_cache();
+    assert_eq!((gpu, cpu), (s.kv_blocks_cached - 2, s.cpu_blocks_resident));
+    let removed = sim.sched.take_kv_events().len();
+    assert_eq!(removed, gpu + cpu, "one removal each");
+    let s = sim.sched.stats();
+    assert_eq!(s.cpu_blocks_resident, 0);
+    assert_eq!(s.kv_blocks_cached, 2, "request 4's two full blocks");
+    assert_eq!(sim.sched.blocks_of(4).unwrap(), held);
+    sim.sched.check_invariants().unwrap();
+    sim.run_to_completion(1000);
+    let (out, cached) = run_one(&mut sim, req(3, tokens(1, 512), 1));
+    assert_eq!((out, cached), (out_a, 0), "computed again");
+    assert_clean(&sim.sched);
+}

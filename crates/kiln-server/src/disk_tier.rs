@@ -199,6 +199,26 @@ impl DiskLoop {
         }
     }
 
+    /// Forgets what waits to be written, lets the writer finish what it was sent, then
+    /// removes every block file in the folder; returns how many (0 without a disk tier).
+    pub fn clear(&mut self) -> Result<usize, String> {
+        let Some(tier) = &mut self.tier else {
+            return Ok(0);
+        };
+        tier.forget_queue();
+        if let Some(jobs) = &self.jobs {
+            let (tx, rx) = flume::bounded(1);
+            if jobs.send(Job::Flush(tx)).is_ok() {
+                let _ = rx.recv();
+            }
+        }
+        let removed = tier
+            .clear()
+            .map_err(|e| format!("{}: {e}", tier.dir().display()));
+        self.publish();
+        removed
+    }
+
     /// Reads one batch back and sends it to the writer; false when that made no progress
     /// (what waits can only be read later) or failed (the queue is given up).
     fn save(&mut self, engine: &mut Engine) -> bool {

@@ -39,6 +39,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/models/{id}", get(misc::model))
         .route("/tokenize", post(misc::tokenize))
         .route("/detokenize", post(misc::detokenize))
+        .route("/reset_prefix_cache", post(misc::reset_prefix_cache))
         .route(
             "/v1/kv_transfer/{request_id}",
             get(kv_transfer::export_blocks),

@@ -129,3 +129,22 @@ async fn servers_sharing_a_folder_share_their_blocks() {
     let m = get_text(&b, "/metrics").await;
     assert_eq!(metric(&m, "kiln_kv_disk_blocks_written_total"), 0.0, "{m}");
 }
+
+/// `POST /reset_prefix_cache` lets go of every cached block, the disk tier's files too: the
+/// same prompt is then computed again, with the same reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_empties_the_cache_and_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = start_tiny(on_disk(dir.path()));
+    let (text, _) = complete(&base, &prompt(6)).await;
+    wait_metric(&base, "kiln_kv_disk_blocks_written_total", 9.0).await;
+    let (s, r) = post(&base, "/reset_prefix_cache", &json!({})).await;
+    assert_eq!(s, 200, "{r}");
+    let count = |k: &str| r[k].as_u64().unwrap();
+    assert_eq!(count("disk_blocks"), 9, "{r}");
+    assert_eq!(count("gpu_blocks") + count("cpu_blocks"), 9, "{r}");
+    let m = get_text(&base, "/metrics").await;
+    assert_eq!(metric(&m, "kiln_kv_disk_blocks_resident"), 0.0, "{m}");
+    let (again, cached) = complete(&base, &prompt(6)).await;
+    assert_eq!((again, cached), (text, 0));
+}

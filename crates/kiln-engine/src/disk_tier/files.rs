@@ -160,6 +160,26 @@ impl BlockFiles {
         self.evict();
     }
 
+    /// Removes every block file in the folder, those other engines sharing it wrote too;
+    /// returns how many.
+    pub fn clear(&mut self) -> io::Result<usize> {
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == EXT) {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.files.clear();
+        self.recency.clear();
+        self.bytes = 0;
+        Ok(removed)
+    }
+
     /// Reads the block under `key` if it is here and whole with `data_len` bytes of KV
     /// ([`Self::locate`], [`read_file`], [`Self::was_read`] in one).
     #[cfg(test)]
@@ -328,6 +348,14 @@ mod tests {
         assert_eq!(mine.read(3, 100), None);
         assert_eq!((mine.len(), mine.bytes()), (0, 0));
         assert!(!mine.present(4));
+        // Clearing removes every block file, another engine's too, and nothing else.
+        theirs.write(&block(5, 1)).unwrap();
+        mine.write(&block(6, 1)).unwrap();
+        std::fs::write(dir.path().join("engine.txt"), b"kept").unwrap();
+        assert_eq!(mine.clear().unwrap(), 2);
+        assert_eq!((mine.len(), mine.bytes()), (0, 0));
+        assert!(!mine.present(5) && !mine.present(6));
+        assert!(dir.path().join("engine.txt").exists());
     }
 
     #[test]

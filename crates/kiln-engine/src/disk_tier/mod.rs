@@ -200,6 +200,15 @@ impl DiskTier {
             .collect()
     }
 
+    /// Removes every block file in the folder (with the prefix cache's reset) and forgets
+    /// what waits to be written; returns how many files were removed. Reads in flight find
+    /// nothing.
+    pub fn clear(&mut self) -> io::Result<usize> {
+        self.forget_queue();
+        self.head_keys.clear();
+        self.files.files().clear()
+    }
+
     /// Drops the queue (the engine was rebuilt: its blocks are gone).
     pub fn forget_queue(&mut self) {
         self.queue.clear();

@@ -43,6 +43,17 @@ pub enum Command {
     FlushDisk(flume::Sender<()>),
     /// Blocks the disk tier's reader read for a held request (sent by that thread).
     DiskRead(kiln_engine::disk_tier::Loaded),
+    /// Empties the prefix cache (and the disk tier's folder), then answers what it dropped.
+    ResetPrefixCache(flume::Sender<Result<CacheReset, String>>),
+}
+
+/// What `POST /reset_prefix_cache` let go of: cached blocks no request held.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct CacheReset {
+    pub gpu_blocks: usize,
+    pub cpu_blocks: usize,
+    /// Block files removed from the disk tier's folder.
+    pub disk_blocks: usize,
 }
 
 #[derive(Debug)]
@@ -226,6 +237,17 @@ impl EngineHandle {
             tokio::time::timeout(within, rx.recv_async()).await,
             Ok(Ok(()))
         )
+    }
+
+    /// Empties the prefix cache of every block no request holds, on the GPU, in the CPU tier
+    /// and on disk; what a running request holds stays.
+    pub async fn reset_prefix_cache(&self) -> Result<CacheReset, String> {
+        let (tx, rx) = flume::bounded(1);
+        let gone = || "the engine thread is gone".to_string();
+        (self.commands)
+            .send(Command::ResetPrefixCache(tx))
+            .map_err(|_| gone())?;
+        rx.recv_async().await.map_err(|_| gone())?
     }
 
     /// The disk tier's counters, when there is one.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kiln_engine::{Engine, EngineError, SchedulerStats};
 
-use super::{Command, EngineFactory, KvEventTx, SeqEvent};
+use super::{CacheReset, Command, EngineFactory, KvEventTx, SeqEvent};
 use crate::disk_tier::DiskLoop;
 use crate::health::Health;
 use crate::kv_transfer::pins::Pins;
@@ -64,6 +64,18 @@ impl Loop {
                 self.disk.flush(engine, done);
             }
             Command::DiskRead(loaded) => self.disk.loaded(engine, loaded),
+            Command::ResetPrefixCache(done) => {
+                // What waits for the disk goes to the writer first, so the clearing removes it.
+                self.publish(engine);
+                let (gpu_blocks, cpu_blocks) = engine.reset_prefix_cache();
+                let reset = self.disk.clear().map(|disk_blocks| CacheReset {
+                    gpu_blocks,
+                    cpu_blocks,
+                    disk_blocks,
+                });
+                self.publish(engine);
+                let _ = done.send(reset);
+            }
         }
     }
 

@@ -1,4 +1,5 @@
-//! `GET /v1/models`, `GET /health`, `GET /metrics`, `POST /tokenize`, `POST /detokenize`.
+//! `GET /v1/models`, `GET /health`, `GET /metrics`, `POST /tokenize`, `POST /detokenize`,
+//! `POST /reset_prefix_cache`.
 
 use axum::extract::{Path, State};
 use axum::http::header;
@@ -88,4 +89,19 @@ pub async fn detokenize(
         .decode(&req.tokens, false)
         .map_err(|e| ApiError::bad_param("tokens", e.to_string()))?;
     Ok(axum::Json(json!({"prompt": text})).into_response())
+}
+
+/// Empties the prefix cache of every block no request holds, on the GPU, in the CPU tier and
+/// in the disk tier's folder (vLLM's route); answers what was dropped.
+pub async fn reset_prefix_cache(State(st): State<Shared>) -> Result<Response, ApiError> {
+    let reset = st.engine.reset_prefix_cache().await;
+    let reset =
+        reset.map_err(|e| ApiError::internal(format!("resetting the prefix cache: {e}")))?;
+    tracing::info!(
+        "prefix cache reset: {} GPU, {} CPU and {} disk blocks dropped",
+        reset.gpu_blocks,
+        reset.cpu_blocks,
+        reset.disk_blocks
+    );
+    Ok(axum::Json(reset).into_response())
 }
