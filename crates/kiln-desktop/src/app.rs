@@ -55,6 +55,10 @@ pub struct DesktopApp {
     pub shared_gpu: Option<kiln_gpu::GpuContext>,
     /// A scripted run's steps (`--prompt`, `--screenshot`).
     pub script: Option<crate::script::Script>,
+    /// The answer to "Empty the KV cache", while it is on its way.
+    emptying: Option<flume::Receiver<Result<kiln_server::CacheReset, String>>>,
+    /// What the last "Empty the KV cache" let go of.
+    pub emptied: Option<kiln_server::CacheReset>,
     repaint: egui::Context,
 }
 
@@ -92,6 +96,8 @@ impl DesktopApp {
             api: None,
             shared_gpu,
             script: None,
+            emptying: None,
+            emptied: None,
             repaint: ctx.clone(),
             settings,
         };
@@ -160,8 +166,37 @@ impl DesktopApp {
         };
     }
 
+    /// Empties the engine's KV cache of every block no reply holds, in memory and in the
+    /// disk cache's folder; `emptied` says what it let go (a notice, what went wrong).
+    pub fn empty_kv_cache(&mut self) {
+        let ModelState::Ready(m) = &self.model else {
+            return;
+        };
+        let (engine, repaint) = (m.engine.clone(), self.repaint.clone());
+        let (tx, rx) = flume::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(pollster::block_on(engine.reset_prefix_cache()));
+            repaint.request_repaint();
+        });
+        self.emptying = Some(rx);
+    }
+
+    /// Whether "Empty the KV cache" is still on its way.
+    pub fn emptying(&self) -> bool {
+        self.emptying.is_some()
+    }
+
     /// Takes load progress and reply text that arrived since the last frame.
     pub fn poll(&mut self) {
+        if let Some(answer) = self.emptying.as_ref().and_then(|rx| rx.try_recv().ok()) {
+            self.emptying = None;
+            match answer {
+                Ok(r) => self.emptied = Some(r),
+                Err(e) => self
+                    .notices
+                    .push(format!("emptying the KV cache failed: {e}")),
+            }
+        }
         if let ModelState::Loading {
             path,
             events,

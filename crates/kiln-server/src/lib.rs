@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use demo::DemoFiles;
-pub use engine_loop::{EngineFactory, EngineHandle, EngineInfo, SeqEvent};
+pub use engine_loop::{CacheReset, EngineFactory, EngineHandle, EngineInfo, SeqEvent};
 pub use error::ApiError;
 pub use kiln_frontend::Frontend;
 

@@ -4,8 +4,6 @@
 use eframe::egui;
 
 use crate::app::{DesktopApp, ModelState};
-use crate::reply_format::{FormatKind, ReplyFormat};
-use kiln_frontend::{GenerationParams, StopSpec};
 
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     egui::ScrollArea::vertical().show(ui, |ui| {
@@ -14,7 +12,7 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
         model_state(app, ui);
         ui.separator();
         ui.heading("Chat settings");
-        chat_settings(app, ui);
+        super::chat_settings::show(app, ui);
         ui.separator();
         ui.heading("App");
         app_settings(app, ui);
@@ -161,6 +159,25 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
                 };
                 row("GPU memory", format!("{:.0} MiB{of}", mib(used)));
             });
+            ui.horizontal_wrapped(|ui| {
+                let empty = egui::Button::new("Empty the KV cache");
+                if ui
+                    .add_enabled(!app.emptying(), empty)
+                    .on_hover_text(
+                        "Lets go of every cached block no reply holds, in memory and on disk",
+                    )
+                    .clicked()
+                {
+                    app.empty_kv_cache();
+                }
+                if let Some(r) = &app.emptied {
+                    ui.weak(format!(
+                        "emptied: {} blocks, {} files",
+                        r.gpu_blocks + r.cpu_blocks,
+                        r.disk_blocks
+                    ));
+                }
+            });
             api_switch(app, ui);
         }
     }
@@ -197,154 +214,6 @@ fn api_switch(app: &mut DesktopApp, ui: &mut egui::Ui) {
     if let Some(api) = &app.api {
         ui.label(format!("http://{}/v1", api.addr));
     }
-}
-
-fn chat_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
-    let chat = &mut app.chats[app.current];
-    let mut changed = false;
-    let label = ui.label("System prompt");
-    let r = ui
-        .add(
-            egui::TextEdit::multiline(&mut chat.system)
-                .hint_text("(none)")
-                .desired_rows(2),
-        )
-        .labelled_by(label.id);
-    changed |= r.lost_focus();
-    let s: &mut GenerationParams = &mut chat.sampling;
-    changed |= knob(ui, "Temperature", &mut s.temperature, 0.7, 0.0..=2.0, 0.01);
-    changed |= knob(ui, "Top-p", &mut s.top_p, 0.9, 0.0..=1.0, 0.01);
-    changed |= knob(ui, "Top-k", &mut s.top_k, 40, 0..=1000, 1.0);
-    changed |= knob(ui, "Min-p", &mut s.min_p, 0.05, 0.0..=1.0, 0.01);
-    changed |= knob(
-        ui,
-        "Repetition penalty",
-        &mut s.repetition_penalty,
-        1.1,
-        1.0..=2.0,
-        0.01,
-    );
-    changed |= knob(
-        ui,
-        "Presence penalty",
-        &mut s.presence_penalty,
-        0.5,
-        -2.0..=2.0,
-        0.01,
-    );
-    changed |= knob(
-        ui,
-        "Frequency penalty",
-        &mut s.frequency_penalty,
-        0.5,
-        -2.0..=2.0,
-        0.01,
-    );
-    changed |= knob(ui, "Max tokens", &mut s.max_tokens, 512, 1..=131072, 4.0);
-    changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
-    changed |= stop_strings(ui, &chat.id, &mut s.stop);
-    changed |= reply_format(ui, &chat.id, &mut chat.format);
-    if changed {
-        app.save_current();
-    }
-}
-
-/// The reply format: a choice of text, JSON object or JSON schema, and for a schema its text
-/// (a JSON error shown under it). Returns whether it changed or its editing ended (to save).
-fn reply_format(ui: &mut egui::Ui, chat_id: &str, format: &mut ReplyFormat) -> bool {
-    let mut changed = false;
-    ui.horizontal(|ui| {
-        let label = ui.label("Reply format");
-        egui::ComboBox::from_id_salt(("reply format", chat_id))
-            .selected_text(format.kind.label())
-            .show_ui(ui, |ui| {
-                for kind in FormatKind::ALL {
-                    changed |= ui
-                        .selectable_value(&mut format.kind, kind, kind.label())
-                        .changed();
-                }
-            })
-            .response
-            .labelled_by(label.id);
-    });
-    if format.kind == FormatKind::JsonSchema {
-        let label = ui.label("JSON schema");
-        let r = ui
-            .add(
-                egui::TextEdit::multiline(&mut format.schema)
-                    .code_editor()
-                    .hint_text(r#"{"type": "object", ...}"#)
-                    .desired_rows(3),
-            )
-            .labelled_by(label.id);
-        changed |= r.lost_focus();
-        if let Err(e) = format.response_format() {
-            ui.colored_label(ui.visuals().error_fg_color, e);
-        }
-    }
-    changed
-}
-
-/// Stop strings, one per line (none: unset), edited in a buffer kept per chat so that a new,
-/// still empty line survives the frame. Returns whether editing ended (to save).
-fn stop_strings(ui: &mut egui::Ui, chat_id: &str, stop: &mut Option<StopSpec>) -> bool {
-    let id = ui.scope_id().with(("stop strings", chat_id));
-    let mut text = ui
-        .data_mut(|d| d.get_temp::<String>(id))
-        .unwrap_or_else(|| {
-            let lines = stop.clone().map(StopSpec::into_vec).unwrap_or_default();
-            lines.join("\n")
-        });
-    let label = ui.label("Stop strings (one per line)");
-    let r = ui
-        .add(
-            egui::TextEdit::multiline(&mut text)
-                .hint_text("(none)")
-                .desired_rows(1),
-        )
-        .labelled_by(label.id);
-    if r.changed() {
-        let lines: Vec<String> = text
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect();
-        *stop = (!lines.is_empty()).then_some(StopSpec::Many(lines));
-    }
-    ui.data_mut(|d| d.insert_temp(id, text));
-    r.lost_focus()
-}
-
-/// A knob that is either the model's default (unchecked) or a value.
-fn knob<T: egui::emath::Numeric>(
-    ui: &mut egui::Ui,
-    label: &str,
-    value: &mut Option<T>,
-    first: T,
-    range: std::ops::RangeInclusive<T>,
-    speed: f64,
-) -> bool {
-    let mut changed = false;
-    ui.horizontal(|ui| {
-        let mut set = value.is_some();
-        let check = ui.checkbox(&mut set, label);
-        if check.changed() {
-            *value = set.then_some(first);
-            changed = true;
-        }
-        match value {
-            Some(v) => {
-                let r = ui
-                    .add(egui::DragValue::new(v).range(range).speed(speed))
-                    .labelled_by(check.id);
-                changed |= r.changed();
-            }
-            None => {
-                ui.weak("model default");
-            }
-        }
-    });
-    changed
 }
 
 fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {

@@ -47,3 +47,35 @@ fn a_chat_goes_on_from_disk_after_the_app_is_opened_again() {
     h.run_ok();
     h.get_by_label_contains(&format!("{restored} read back"));
 }
+
+/// "Empty the KV cache" lets go of the chat's blocks in memory and their files: the panel
+/// says how many, and the regenerated reply's prompt is computed again.
+#[test]
+fn emptying_the_kv_cache_lets_go_of_memory_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut h, _store) = app_with_tiny_model(dir.path());
+    send(&mut h, &"tell me a story about the sea. ".repeat(12));
+    step_until(&mut h, "the reply", |a| a.generating.is_empty());
+    step_until(&mut h, "the blocks on disk", |a| {
+        disk_stats(a).is_some_and(|s| s.pending == 0 && s.blocks_written >= 2)
+    });
+    let written = disk_stats(h.state()).unwrap().blocks_resident;
+    h.get_by_label("Empty the KV cache").click();
+    h.step();
+    step_until(&mut h, "the cache emptied", |a| a.emptied.is_some());
+    let r = h.state().emptied.unwrap();
+    assert_eq!(r.disk_blocks, written, "{r:?}");
+    assert!(r.gpu_blocks + r.cpu_blocks >= 2, "{r:?}");
+    assert_eq!(disk_stats(h.state()).unwrap().blocks_resident, 0);
+    h.run_ok();
+    h.get_by_label_contains(&format!("{} files", r.disk_blocks));
+    h.get_by_label("Regenerate").click();
+    h.step();
+    step_until(&mut h, "the regenerated reply", |a| a.generating.is_empty());
+    let again = last_reply(h.state(), 0);
+    assert_eq!(
+        again.stats.as_ref().unwrap().cached_tokens,
+        0,
+        "computed again"
+    );
+}
