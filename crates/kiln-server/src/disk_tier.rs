@@ -1,7 +1,7 @@
 //! The engine thread's side of the disk tier (`kiln_engine::disk_tier`): the blocks of the
 //! requests about to be admitted are brought back from disk, read on a thread of their own
-//! while steps run (admission held at each such request meanwhile), and imported
-//! when read, the engine thread woken by a command; cached blocks are read from the cache
+//! while steps run (admission held at each such request meanwhile; on the engine thread when
+//! nothing runs), and imported when read, the engine thread woken by a command; cached blocks are read from the cache
 //! between steps in batches once enough wait, and all of them while the engine idles
 //! (between an agent's turns), a batch at a time so a new request is taken between batches;
 //! blocks the CPU tier drops are written as they fall out of memory. The files are encoded
@@ -112,17 +112,25 @@ impl DiskLoop {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = stats;
     }
 
-    /// Before a step: imports the blocks read for held requests, and sends the reader the
-    /// jobs of the requests about to be admitted whose blocks only the disk holds.
+    /// Before a step: sends the reader the jobs of the requests about to be admitted whose
+    /// blocks only the disk holds, and imports the blocks read. With no request running
+    /// there is no step for the reading to hold up, and the files are read here, so the
+    /// request is admitted in this step rather than the next.
     pub fn before_step(&mut self, engine: &mut Engine) {
         let (Some(tier), Some(reads)) = (&mut self.tier, &self.reads) else {
             return;
         };
+        let idle = engine.scheduler().running_ids().is_empty();
         for job in tier.plan_reads(engine) {
-            // Read here if the reader is gone, rather than hold the request for ever.
-            if let Err(flume::SendError(job)) = reads.send(job) {
-                tier.loaded(tier.files().read_job(job));
-            }
+            // Read here also if the reader is gone, rather than hold the request for ever.
+            let job = match idle {
+                true => job,
+                false => match reads.send(job) {
+                    Ok(()) => continue,
+                    Err(flume::SendError(job)) => job,
+                },
+            };
+            tier.loaded(tier.files().read_job(job));
         }
         self.import(engine);
     }

@@ -148,3 +148,38 @@ async fn a_reset_empties_the_cache_and_the_folder() {
     let (again, cached) = complete(&base, &prompt(6)).await;
     assert_eq!((again, cached), (text, 0));
 }
+
+/// While another request decodes, a prompt's files are read on the reader thread, the request
+/// held until its blocks are in: the same reply and cached tokens as on an idle server, and
+/// the decoding request goes on to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_come_back_while_another_request_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = start_tiny_faulty(on_disk(dir.path()), |_| FaultPlan::default());
+    let (text, _) = complete(&first.base, &prompt(7)).await;
+    first.shutdown.shutdown();
+    tokio::task::spawn_blocking(move || first.stopped.recv().unwrap())
+        .await
+        .unwrap();
+
+    let base = start_tiny(on_disk(dir.path()));
+    let long = json!({"prompt": &prompt(8)[..20], "max_tokens": 480, "ignore_eos": true});
+    let decoding = {
+        let base = base.clone();
+        tokio::spawn(async move { post(&base, "/v1/completions", &long).await })
+    };
+    wait_metric(&base, "kiln_num_requests_running", 1.0).await;
+    let again = prompt(7);
+    let restored = tokio::time::timeout(Duration::from_secs(60), complete(&base, &again));
+    let (again, cached) = restored.await.expect("the held request was let go");
+    assert_eq!((again, cached), (text, 144));
+    let m = get_text(&base, "/metrics").await;
+    assert_eq!(
+        metric(&m, "kiln_num_requests_running"),
+        1.0,
+        "still decoding: {m}"
+    );
+    let (s, b) = decoding.await.unwrap();
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["usage"]["completion_tokens"], 480);
+}
