@@ -61,14 +61,14 @@ impl LocalDisk {
     pub fn save(&mut self, engine: &mut Engine) {
         self.after_step(engine);
         loop {
-            let before = self.tier.stats().pending;
+            let before = self.tier.pending();
             if before == 0 {
                 return;
             }
             if let Err(e) = pollster::block_on(self.tier.save(engine, 64)) {
                 return warn("writing", e);
             }
-            if self.tier.stats().pending >= before {
+            if self.tier.pending() >= before {
                 return; // what waits cannot be read now
             }
         }

@@ -4,7 +4,7 @@
 //! way (the scheduler's `scheduler/transfer.rs` keeps the books).
 
 use kiln_core::BLOCK_SIZE;
-use kiln_scheduler::BlockPlace;
+use kiln_scheduler::{BlockPlace, WaitingHead};
 
 use crate::{Engine, EngineError};
 
@@ -105,6 +105,12 @@ impl Engine {
             runner.kv.fill_cpu(cpu, &data[at..at + per_block])?;
         }
         Ok(stored.len())
+    }
+
+    /// The first `n` waiting requests, in the order they will be admitted, with their prefix
+    /// keys and how many of their blocks are cached ([`kiln_scheduler::Scheduler::waiting_heads`]).
+    pub fn waiting_heads(&mut self, n: usize) -> Vec<WaitingHead<'_>> {
+        self.scheduler.waiting_heads(n)
     }
 
     /// Keeps waiting request `id` (and those behind it) from being admitted while blocks of

@@ -39,6 +39,6 @@ pub use kv_events::{KvEvent, Medium};
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use penalty_list::BANNED;
 pub use request::Request;
-pub use scheduler::{BlockPlace, CachedBlock, PinnedBlocks, Scheduler, prefix_keys};
+pub use scheduler::{BlockPlace, CachedBlock, PinnedBlocks, Scheduler, WaitingHead, prefix_keys};
 pub use speculation::Speculation;
 pub use stats::SchedulerStats;

@@ -60,7 +60,7 @@ mod step;
 mod transfer;
 mod window;
 
-pub use transfer::{BlockPlace, CachedBlock, PinnedBlocks, prefix_keys};
+pub use transfer::{BlockPlace, CachedBlock, PinnedBlocks, WaitingHead, prefix_keys};
 
 pub(crate) fn blocks_for(tokens: usize) -> usize {
     tokens.div_ceil(BLOCK_SIZE)

@@ -228,7 +228,19 @@ fn a_held_request_waits_for_its_blocks_while_running_ones_go_on() {
         let (step, _) = c.step().unwrap();
         assert_eq!(step.summary(), [(8, 1)], "only the running request");
     }
+    let before = c
+        .sched
+        .waiting_heads(8)
+        .iter()
+        .map(|h| (h.id, h.cached_blocks))
+        .collect::<Vec<_>>();
+    assert_eq!(before, [(7, 0), (10, 0)]);
     assert_eq!(transfer(&p, &mut c, &pin.keys, None), 6);
+    let heads = c.sched.waiting_heads(1);
+    assert_eq!(
+        (heads[0].id, heads[0].keys, heads[0].cached_blocks),
+        (7, &pin.keys[..], 6)
+    );
     c.sched.release(7);
     c.run_to_completion(100);
     assert_eq!(c.outputs[&7], expected);

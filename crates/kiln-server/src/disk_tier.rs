@@ -175,11 +175,7 @@ impl DiskLoop {
 
     /// Between steps: sends a batch to the writer once a whole one waits.
     pub fn after_step(&mut self, engine: &mut Engine) {
-        if self
-            .tier
-            .as_ref()
-            .is_some_and(|t| t.stats().pending >= BATCH)
-        {
+        if self.tier.as_ref().is_some_and(|t| t.pending() >= BATCH) {
             self.save(engine);
         }
     }
@@ -187,7 +183,7 @@ impl DiskLoop {
     /// While the engine idles (or the server shuts down, `busy` never true): sends what
     /// waits to the writer, a batch at a time, until `busy` says work arrived.
     pub fn when_idle(&mut self, engine: &mut Engine, busy: impl Fn() -> bool) {
-        while self.tier.as_ref().is_some_and(|t| t.stats().pending > 0) && !busy() {
+        while self.tier.as_ref().is_some_and(|t| t.pending() > 0) && !busy() {
             if !self.save(engine) {
                 break;
             }
@@ -207,13 +203,12 @@ impl DiskLoop {
         }
     }
 
-    /// Forgets what waits to be written, lets the writer finish what it was sent, then
+    /// Lets the writer finish what it was sent, then forgets what waits to be written and
     /// removes every block file in the folder; returns how many (0 without a disk tier).
     pub fn clear(&mut self) -> Result<usize, String> {
         let Some(tier) = &mut self.tier else {
             return Ok(0);
         };
-        tier.forget_queue();
         if let Some(jobs) = &self.jobs {
             let (tx, rx) = flume::bounded(1);
             if jobs.send(Job::Flush(tx)).is_ok() {
@@ -233,9 +228,9 @@ impl DiskLoop {
         let (Some(tier), Some(jobs)) = (&mut self.tier, &self.jobs) else {
             return false;
         };
-        let before = tier.stats().pending;
+        let before = tier.pending();
         let read = pollster::block_on(tier.read_batch(engine, BATCH));
-        let after = tier.stats().pending;
+        let after = tier.pending();
         let progress = match read {
             Ok(blocks) if blocks.is_empty() => after < before,
             Ok(blocks) => jobs.send(Job::Write(blocks)).is_ok(),

@@ -25,7 +25,7 @@
 mod files;
 mod restore;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read, Seek};
 use std::path::{Path, PathBuf};
@@ -67,9 +67,6 @@ pub struct DiskTier {
     queue: VecDeque<u64>,
     queued: HashSet<u64>,
     restored: u64,
-    /// The prefix keys of the waiting requests last read back for, by id: (known tokens
-    /// they were computed for, keys).
-    head_keys: HashMap<u64, (usize, Vec<u64>)>,
     /// Held requests whose blocks are being read ([`DiskTier::plan_reads`]).
     reading: HashSet<u64>,
     /// Blocks read for them, waiting to be imported ([`DiskTier::import_loaded`]).
@@ -140,7 +137,6 @@ impl DiskTier {
             queue: VecDeque::new(),
             queued: HashSet::new(),
             restored: 0,
-            head_keys: HashMap::new(),
             reading: HashSet::new(),
             loaded: Vec::new(),
         })
@@ -155,6 +151,11 @@ impl DiskTier {
     /// jobs [`Self::plan_reads`] plans, elsewhere.
     pub fn files(&self) -> DiskFiles {
         self.files.clone()
+    }
+
+    /// Keys waiting to be saved.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
     }
 
     pub fn stats(&self) -> DiskTierStats {
@@ -173,8 +174,9 @@ impl DiskTier {
         for e in events {
             match e {
                 KvEvent::BlockStored { hashes, .. } => {
+                    let mut files = self.files.files();
                     for &key in hashes {
-                        if !self.files.files().present(key) && self.queued.insert(key) {
+                        if !files.present(key) && self.queued.insert(key) {
                             self.queue.push_back(key);
                         }
                     }
@@ -205,7 +207,6 @@ impl DiskTier {
     /// nothing.
     pub fn clear(&mut self) -> io::Result<usize> {
         self.forget_queue();
-        self.head_keys.clear();
         self.files.files().clear()
     }
 

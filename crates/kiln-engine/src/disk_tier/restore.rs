@@ -96,69 +96,49 @@ impl DiskTier {
     /// returned, to be read by [`DiskFiles::read_job`] and handed back by [`Self::loaded`].
     /// A request already being read for is passed over.
     pub fn plan_reads(&mut self, engine: &mut Engine) -> Vec<ReadJob> {
+        let room = engine.runner_config().num_cpu_blocks;
+        let per_block = engine.kv_layout().bytes_per_block() as usize;
         // The first request always; up to HEADS after it while half the CPU tier holds them.
-        let mut budget = engine.runner_config().num_cpu_blocks / 2;
-        let mut heads: Vec<(u64, Vec<u32>, Option<String>)> = Vec::new();
-        for (id, tokens, salt) in engine.scheduler().waiting_prompts().take(HEADS) {
-            let blocks = tokens.len() / BLOCK_SIZE;
-            if !heads.is_empty() && blocks > budget {
+        let mut budget = room / 2;
+        let mut jobs = Vec::new();
+        for (i, h) in engine.waiting_heads(HEADS).into_iter().enumerate() {
+            if i > 0 && h.keys.len() > budget {
                 break;
             }
-            budget = budget.saturating_sub(blocks);
-            if !self.reading.contains(&id) {
-                heads.push((id, tokens.to_vec(), salt.map(str::to_string)));
+            budget = budget.saturating_sub(h.keys.len());
+            if !self.reading.contains(&h.id) {
+                let cached = (h.cached_blocks, room, per_block);
+                jobs.extend(self.job_for(h.id, h.keys, h.tokens, h.salt, cached));
             }
         }
-        // Keys are computed once per request and length, not every step it waits.
-        let reading = &self.reading;
-        self.head_keys
-            .retain(|id, _| reading.contains(id) || heads.iter().any(|(h, ..)| h == id));
-        let mut jobs = Vec::new();
-        for (id, tokens, salt) in heads {
-            let memo = self.head_keys.entry(id).or_default();
-            if memo.0 != tokens.len() || memo.1.is_empty() {
-                *memo = (tokens.len(), prefix_keys(&tokens, salt.as_deref()));
-            }
-            let keys = memo.1.clone();
-            if let Some(job) = self.job_for(engine, id, keys, tokens, salt)
-                && engine.hold_request(id)
-            {
-                self.reading.insert(id);
-                jobs.push(job);
-            }
-        }
+        jobs.retain(|j| engine.hold_request(j.id));
+        self.reading.extend(jobs.iter().map(|j| j.id));
         jobs
     }
 
-    /// The job that reads the blocks of `tokens` after those cached in memory, as far as the
-    /// files go on (at most the CPU tier's capacity); `None` if the disk has none of them.
+    /// The job that reads the blocks of `tokens` after the `cached` ones in memory, as far
+    /// as the files go on (at most `room`, the CPU tier's capacity); `None` if the disk has
+    /// none of them.
     fn job_for(
-        &mut self,
-        engine: &Engine,
+        &self,
         id: u64,
-        mut keys: Vec<u64>,
-        mut tokens: Vec<u32>,
-        salt: Option<String>,
+        keys: &[u64],
+        tokens: &[u32],
+        salt: Option<&str>,
+        (cached, room, per_block): (usize, usize, usize),
     ) -> Option<ReadJob> {
-        let cached = (engine.scheduler()).cached_prefix_blocks(&keys, &tokens, salt.as_deref());
-        let room = engine.runner_config().num_cpu_blocks;
         let mut n = cached;
         let mut files = self.files.files();
         while n < keys.len() && n - cached < room && files.present(keys[n]) {
             n += 1;
         }
-        if n == cached {
-            return None;
-        }
-        keys.truncate(n);
-        tokens.truncate(n * BLOCK_SIZE);
-        Some(ReadJob {
+        (n > cached).then(|| ReadJob {
             id,
-            keys,
-            tokens,
-            salt,
+            keys: keys[..n].to_vec(),
+            tokens: tokens[..n * BLOCK_SIZE].to_vec(),
+            salt: salt.map(str::to_string),
             cached,
-            per_block: engine.kv_layout().bytes_per_block() as usize,
+            per_block,
         })
     }
 
@@ -214,8 +194,10 @@ impl DiskTier {
             return Ok(0);
         }
         let keys = prefix_keys(tokens, salt);
-        let salt = salt.map(str::to_string);
-        match self.job_for(engine, u64::MAX, keys, tokens.to_vec(), salt) {
+        let cached = engine.scheduler().cached_prefix_blocks(&keys, tokens, salt);
+        let room = engine.runner_config().num_cpu_blocks;
+        let per_block = engine.kv_layout().bytes_per_block() as usize;
+        match self.job_for(u64::MAX, &keys, tokens, salt, (cached, room, per_block)) {
             Some(job) => {
                 let loaded = self.files.read_job(job);
                 self.import(engine, &loaded)

@@ -46,6 +46,19 @@ pub struct CachedBlock {
     pub place: BlockPlace,
 }
 
+/// A waiting request, as [`Scheduler::waiting_heads`] reports it.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitingHead<'a> {
+    pub id: u64,
+    /// Its known tokens (a preempted request's output included).
+    pub tokens: &'a [u32],
+    pub salt: Option<&'a str>,
+    /// The prefix keys of its full blocks.
+    pub keys: &'a [u64],
+    /// How many of those blocks are cached, on the GPU or in the CPU tier.
+    pub cached_blocks: usize,
+}
+
 /// The prefix-cache keys of the full blocks of `tokens` under `salt`, as the scheduler
 /// computes them.
 pub fn prefix_keys(tokens: &[u32], salt: Option<&str>) -> Vec<u64> {
@@ -79,13 +92,29 @@ impl Scheduler {
         })
     }
 
-    /// The waiting requests in the order they will be admitted: id, known tokens (a
-    /// preempted request's output included) and cache salt.
-    pub fn waiting_prompts(&self) -> impl Iterator<Item = (u64, &[u32], Option<&str>)> + '_ {
-        self.waiting.iter().map(|&id| {
-            let st = &self.requests[&id];
-            (id, &st.tokens[..st.known_len()], st.salt.as_deref())
-        })
+    /// The first `n` waiting requests, in the order they will be admitted, with the prefix
+    /// keys of their full blocks (computed now where they were not yet: the request's
+    /// admission uses them) and how many of those blocks are cached. O(n + their blocks *
+    /// BLOCK_SIZE).
+    pub fn waiting_heads(&mut self, n: usize) -> Vec<WaitingHead<'_>> {
+        let ids: Vec<u64> = self.waiting.iter().take(n).copied().collect();
+        for id in &ids {
+            self.requests.get_mut(id).expect("waiting").update_keys();
+        }
+        ids.into_iter()
+            .map(|id| {
+                let st = &self.requests[&id];
+                let (tokens, salt) = (&st.tokens[..st.known_len()], st.salt.as_deref());
+                let cached = self.kv.lookup(&st.keys, tokens, salt, st.keys.len());
+                WaitingHead {
+                    id,
+                    tokens,
+                    salt,
+                    keys: &st.keys,
+                    cached_blocks: cached.len(),
+                }
+            })
+            .collect()
     }
 
     /// Keeps waiting request `id`, and the requests behind it in the queue, from being
