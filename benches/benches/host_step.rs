@@ -154,6 +154,7 @@ fn decode_batch(seqs: usize, context: usize, whole: bool, penalty: bool) -> Step
                 table_from: if whole { 0 } else { table.len() as u32 },
                 table_tail: if whole { table.clone() } else { Vec::new() },
                 score: None,
+                lora: None,
                 drafts: 0,
                 sample: Some(SampleSpec {
                     params,

@@ -90,6 +90,8 @@ pub struct SeqInBatch {
     /// Score prompt tokens: the log-probabilities of the tokens that follow some of this
     /// segment's rows (prompt logprobs), if set.
     pub score: Option<PromptScore>,
+    /// The LoRA adapter the segment's tokens run through (the runner's slot), if any.
+    pub lora: Option<u32>,
 }
 
 impl SeqInBatch {

@@ -8,12 +8,13 @@
 //! reported as [`EngineError::DeviceLost`] (the caller rebuilds the engine).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE};
 use kiln_gpu::{
     GpuContext, KernelFamily, KvDtype, KvLayout, ModelRunner, RunnerConfig, WeightStorage,
 };
-use kiln_model::{ModelConfig, Weights};
+use kiln_model::{LoraAdapter, ModelConfig, Weights};
 use kiln_scheduler::{
     Request, RequestUpdate, Scheduler, SchedulerConfig, SchedulerStats, Speculation,
 };
@@ -56,6 +57,9 @@ pub struct EngineConfig {
     /// up to that many guesses of its next tokens from its own history, and keeps those the
     /// model's draws confirm. Outputs are the same either way.
     pub speculation: Option<Speculation>,
+    /// LoRA adapters requests may run through ([`kiln_scheduler::Request::lora`]: an index
+    /// into this list), each checked against the model when it was read.
+    pub lora: Vec<Arc<LoraAdapter>>,
 }
 
 impl Default for EngineConfig {
@@ -72,6 +76,7 @@ impl Default for EngineConfig {
             weights: WeightStorage::Quantized,
             overlap: Overlap::Auto,
             speculation: None,
+            lora: Vec::new(),
         }
     }
 }
@@ -96,6 +101,8 @@ pub struct Engine {
     pub(crate) num_overlapped: u64,
     /// Blocks the CPU tier dropped, with their bytes, while spilling is on (`transfer.rs`).
     pub(crate) spilled: Option<Vec<crate::SavedBlock>>,
+    /// The LoRA adapters, by slot (`lora.rs`).
+    pub(crate) lora: Vec<Arc<LoraAdapter>>,
 }
 
 impl Engine {
@@ -148,7 +155,7 @@ impl Engine {
             )));
         }
         let num_cpu_blocks = layout.blocks_in(ec.cpu_kv_bytes);
-        let runner = ModelRunner::new(
+        let runner = ModelRunner::with_lora(
             ctx,
             config,
             weights,
@@ -167,6 +174,7 @@ impl Engine {
                 kv_dtype: ec.kv_dtype,
                 weights: ec.weights,
             },
+            &ec.lora,
             progress,
         )?;
         let rc = runner.runner_config;
@@ -212,12 +220,14 @@ impl Engine {
             deferred: None,
             num_overlapped: 0,
             spilled: None,
+            lora: ec.lora,
         })
     }
 
     /// Adds a request; one with a token filter is sampled under it.
     pub fn add_request(&mut self, request: Request) -> Result<(), EngineError> {
         if request.filter.is_empty() {
+            let request = self.adapted(request)?;
             return Ok(self.scheduler.add_request(request)?);
         }
         let unconstrained =
@@ -232,6 +242,7 @@ impl Engine {
         request: Request,
         constraint: Constraint,
     ) -> Result<(), EngineError> {
+        let request = self.adapted(request)?;
         let (id, filter) = (request.id, request.filter.clone());
         // Its masks follow its tokens one at a time.
         let request = Request {

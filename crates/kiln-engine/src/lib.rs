@@ -12,6 +12,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod grammar_compiler;
+mod lora;
 mod overlap;
 mod reasoning_budget;
 mod step;

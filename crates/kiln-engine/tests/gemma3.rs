@@ -65,6 +65,7 @@ fn forced_logits(engine: &mut Engine, ids: &[u32], from: usize) -> Vec<Vec<f32>>
         table_from: 0,
         table_tail: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
         score: None,
+        lora: None,
         drafts: 0,
         sample: sample.then(|| SampleSpec {
             params: SamplingParams::greedy(),

@@ -68,6 +68,8 @@ kernel_table!(
     "attention_rowwise",
     "attention_rowwise_subgroup",
     "glu",
+    "lora_shrink",
+    "lora_expand",
     "gather_rmsnorm",
     "residual_rmsnorm",
     "sample",

@@ -5,9 +5,12 @@
 //! before them, whose rows are arranged at load so that the epilogue gets the outputs it needs
 //! in pairs ([`RowOrder`]): the rotary step and the KV write into the QKV product where there is
 //! no q/k norm, and the gated activation into the gate/up product where gate and up share a
-//! format.
+//! format. Neither folds where a LoRA adapter adapts the product: its launches
+//! ([`ops::Lora`]) add to the product's outputs before the rotary step or the activation.
 
-use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
+use std::sync::Arc;
+
+use kiln_model::{Buf, LoraAdapter, ModelConfig, Op, Tensor, Weights};
 
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
 use crate::weight_format::gpu_format;
@@ -32,6 +35,8 @@ pub(crate) struct Activations {
     pub proj: Option<wgpu::Buffer>,
     /// Split attention's runs, for every layer ([`ops::attention_runs_bytes`]).
     pub runs: wgpu::Buffer,
+    /// The adapters' A x, for every stack ([`ops::LoraBuffers::t`]); only with adapters.
+    pub lora_t: Option<wgpu::Buffer>,
 }
 
 impl Activations {
@@ -94,6 +99,8 @@ pub(crate) struct LayerContext<'a> {
     pub rope: (&'a wgpu::Buffer, Option<&'a wgpu::Buffer>),
     pub matrix: &'a UploadMatrix<'a>,
     pub weights: &'a Weights,
+    /// The LoRA adapters, by slot.
+    pub lora: &'a [Arc<LoraAdapter>],
 }
 
 /// One operation's launch.
@@ -101,13 +108,14 @@ enum Step {
     Matmul(Matmul),
     Attention(ops::Attention),
     Launch(Launch),
+    /// Recorded only on steps where some token runs through an adapter.
+    Lora(ops::Lora),
 }
 
 pub(crate) struct Layer {
     steps: Vec<Step>,
 }
 
-/// Reads a norm gain (with the config's offset) and checks its shape.
 /// Whether a product into `dst` followed by `next` may carry the gated activation in its
 /// epilogue (when its gate and up rows pair up).
 fn fuses_glu(dst: Buf, bias: bool, next: Option<&Op>) -> bool {
@@ -121,6 +129,7 @@ pub(crate) fn needs_gate_up(
     layers: &[kiln_model::Layer],
     weights: &Weights,
     storage: WeightStorage,
+    lora: &[Arc<LoraAdapter>],
 ) -> Result<bool, GpuError> {
     for layer in layers {
         let mut ops = layer.ops.iter().peekable();
@@ -134,7 +143,8 @@ pub(crate) fn needs_gate_up(
             else {
                 continue;
             };
-            if !fuses_glu(Buf::GateUp, bias.is_some(), ops.peek().copied()) {
+            if !fuses_glu(Buf::GateUp, bias.is_some(), ops.peek().copied()) || adapted(lora, parts)
+            {
                 return Ok(true);
             }
             let formats = (parts.iter())
@@ -149,6 +159,12 @@ pub(crate) fn needs_gate_up(
     Ok(false)
 }
 
+/// Whether some adapter adapts one of `parts`.
+fn adapted(lora: &[Arc<LoraAdapter>], parts: &[Tensor]) -> bool {
+    (lora.iter()).any(|a| parts.iter().any(|t| a.pairs.contains_key(&t.name)))
+}
+
+/// Reads a norm gain (with the config's offset) and checks its shape.
 pub(crate) fn gain(w: &Weights, c: &ModelConfig, t: &Tensor) -> Result<Vec<f32>, GpuError> {
     let got = w.shape(&t.name)?;
     if got != t.shape {
@@ -180,7 +196,7 @@ impl Layer {
             }
             Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&g)))
         };
-        let mut matrix_bytes = 0u64;
+        let (mut matrix_bytes, mut lora_bytes) = (0u64, 0u64);
         // A stack of matrices (stored separately or fused) uploaded as one.
         let mut stack = |ts: &[&Tensor], order| -> Result<(GpuMatrix, u32), GpuError> {
             let parts: Vec<(&str, usize)> =
@@ -216,6 +232,7 @@ impl Layer {
             ctx.limits.max_storage_buffers_per_shader_stage >= ops::ROTARY_STORAGE_BINDINGS;
         let mut steps = Vec::with_capacity(layer.ops.len());
         let mut ops = layer.ops.iter().peekable();
+        let mut adapters = None;
         while let Some(op) = ops.next() {
             steps.push(match op {
                 Op::NormedProject {
@@ -224,8 +241,9 @@ impl Layer {
                     bias,
                     dst,
                 } => {
+                    let lora = adapted(l.lora, weights);
                     // Gate/up followed by the activation: one launch if the rows pair up.
-                    let gated = fuses_glu(*dst, bias.is_some(), ops.peek().copied());
+                    let gated = !lora && fuses_glu(*dst, bias.is_some(), ops.peek().copied());
                     let order = match *dst {
                         Buf::Qkv => qk_order,
                         Buf::GateUp if gated => RowOrder::GateUp,
@@ -233,6 +251,16 @@ impl Layer {
                     };
                     let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), order)?;
                     let gain = gains(&[norm], RowOrder::Stacked)?;
+                    let y = b.get(ctx, *dst)?;
+                    if lora {
+                        let parts: Vec<(&str, usize)> = weights
+                            .iter()
+                            .map(|t| (t.name.as_str(), t.shape[0]))
+                            .collect();
+                        let x = (&b.x, Some((&gain, eps)));
+                        let source = |r| order.source(r);
+                        adapters = lora_launch(l, &parts, source, x, (y, rows), &mut lora_bytes)?;
+                    }
                     if w.paired {
                         ops.next();
                         steps.push(Step::Matmul(mm(MatmulArgs {
@@ -262,6 +290,7 @@ impl Layer {
                     };
                     // QKV followed by a rotary step without a q/k norm: one launch.
                     let fused = *dst == Buf::Qkv
+                        && !lora
                         && rotary_epilogue
                         && matches!(ops.peek(), Some(Op::Rotary { qk_norm: None }));
                     if fused {
@@ -271,7 +300,7 @@ impl Layer {
                         x: &b.x,
                         w: &w,
                         bias: bias.as_ref(),
-                        y: b.get(ctx, *dst)?,
+                        y,
                         ldy: rows,
                         out_offset: 0,
                         norm: Some((&gain, eps)),
@@ -316,6 +345,11 @@ impl Layer {
                 )?),
                 Op::Project { src, weight, dst } => {
                     let (w, rows) = stack(&[weight], RowOrder::Stacked)?;
+                    if adapted(l.lora, std::slice::from_ref(weight)) {
+                        let parts = [(weight.name.as_str(), weight.shape[0])];
+                        let (x, y) = ((b.get(ctx, *src)?, None), (b.get(ctx, *dst)?, rows));
+                        adapters = lora_launch(l, &parts, |r| r, x, y, &mut lora_bytes)?;
+                    }
                     Step::Matmul(mm(MatmulArgs {
                         x: b.get(ctx, *src)?,
                         w: &w,
@@ -348,21 +382,63 @@ impl Layer {
                     &b.act,
                 )),
             });
+            // The adapters' share of the product just pushed.
+            if let Some(lora) = adapters.take() {
+                steps.push(Step::Lora(lora));
+            }
         }
         // Norm gains and biases (the vectors) are stored as f32.
         let vectors: usize = (layer.tensors().iter())
             .filter(|t| t.shape.len() == 1)
             .map(|t| t.len())
             .sum();
-        Ok((Layer { steps }, vectors as u64 * 4 + matrix_bytes))
+        let bytes = vectors as u64 * 4 + matrix_bytes + lora_bytes;
+        Ok((Layer { steps }, bytes))
     }
 
-    /// The layer's operations, in order.
-    pub fn stages(&self) -> impl Iterator<Item = &dyn Recorded> {
-        self.steps.iter().map(|step| match step {
-            Step::Matmul(m) => m as &dyn Recorded,
-            Step::Attention(a) => a,
-            Step::Launch(l) => l,
+    /// The layer's operations, in order; the adapters' only when `lora` (some token of the
+    /// step runs through one).
+    pub fn stages(&self, lora: bool) -> impl Iterator<Item = &dyn Recorded> {
+        self.steps.iter().filter_map(move |step| match step {
+            Step::Matmul(m) => Some(m as &dyn Recorded),
+            Step::Attention(a) => Some(a),
+            Step::Launch(l) => Some(l),
+            Step::Lora(a) => lora.then_some(a as &dyn Recorded),
         })
     }
+}
+
+/// The adapters' launches for a product of `parts` (output row `r` holding stacked row
+/// `source(r)`) from `x` (normalized with the gain, if given) into `y` (rows of `ldy`).
+fn lora_launch(
+    l: &LayerContext,
+    parts: &[(&str, usize)],
+    source: impl Fn(usize) -> usize,
+    (x, norm): (&wgpu::Buffer, Option<(&wgpu::Buffer, f32)>),
+    (y, ldy): (&wgpu::Buffer, u32),
+    bytes: &mut u64,
+) -> Result<Option<ops::Lora>, GpuError> {
+    let cols = l.weights.shape(parts[0].0)?[1];
+    let Some(stack) = ops::LoraStack::new(l.lora, parts, cols, source) else {
+        return Ok(None);
+    };
+    *bytes += stack.bytes();
+    let t = l.bufs.lora_t.as_ref().ok_or_else(|| GpuError::Shape {
+        op: "lora",
+        detail: "adapters without their scratch buffer".into(),
+    })?;
+    Ok(Some(ops::Lora::new(
+        l.ctx,
+        l.kernels,
+        &stack,
+        ops::LoraBuffers {
+            step: &l.inputs.step,
+            slots: &l.inputs.lora_slots,
+            x,
+            norm,
+            y,
+            ldy,
+            t,
+        },
+    )))
 }

@@ -12,10 +12,11 @@ mod submit;
 pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
-use kiln_model::{Buf, ModelConfig, ModelTensors, Weights};
+use kiln_model::{Buf, LoraAdapter, ModelConfig, ModelTensors, Weights};
 
 use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain, needs_gate_up};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
@@ -86,6 +87,8 @@ pub struct ModelRunner {
     pub gpu_bytes: u64,
     /// The side of the cooperative matrices products of many rows run on, if they do.
     pub cooperative_matrix: Option<u32>,
+    /// LoRA adapters the runner holds (slots `0..lora_slots`).
+    lora_slots: usize,
     /// Compute dispatches of the last step's forward pass.
     dispatches: std::cell::Cell<u32>,
     /// The kernel profile, when turned on.
@@ -101,6 +104,26 @@ impl ModelRunner {
         rc: RunnerConfig,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self, GpuError> {
+        Self::with_lora(ctx, config, weights, rc, &[], progress)
+    }
+
+    /// The same, holding `lora`'s adapters in slots `0..`, which a step's sequences may
+    /// run through ([`kiln_core::SeqInBatch::lora`]).
+    pub fn with_lora(
+        ctx: &GpuContext,
+        config: &ModelConfig,
+        weights: &Weights,
+        rc: RunnerConfig,
+        lora: &[Arc<LoraAdapter>],
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self, GpuError> {
+        if lora.len() > ops::MAX_LORA_SLOTS {
+            return Err(GpuError::Capacity {
+                what: "LoRA adapters",
+                needed: lora.len(),
+                max: ops::MAX_LORA_SLOTS,
+            });
+        }
         let c = config;
         let (h, nh, nkv, d, inter, vocab) = (
             c.hidden_size,
@@ -163,6 +186,9 @@ impl ModelRunner {
                 };
                 ctx.storage("attention runs", ops::attention_runs_bytes(split, nh, d))
             },
+            // A stack's rank is at most its parts' (q, k and v) ranks together.
+            lora_t: (lora.iter().map(|a| a.rank).max())
+                .map(|r| f32s("lora A x", max_tokens * 3 * r)),
         };
         let x = &bufs.x;
         let normed = x_f32s("normed", max_rows * h);
@@ -282,7 +308,7 @@ impl ModelRunner {
                 let (all_weights, _) = gpu_weight_bytes(weights, rc.weights)?;
                 // The gate/up buffer, where a layer will make it.
                 let gate_up = match bufs.gate_up.get() {
-                    None if needs_gate_up(&tensors.layers, weights, rc.weights)? => {
+                    None if needs_gate_up(&tensors.layers, weights, rc.weights, lora)? => {
                         bufs.gate_up_bytes
                     }
                     _ => 0,
@@ -314,6 +340,7 @@ impl ModelRunner {
             rope: (&rope, rope_local.as_ref()),
             matrix: &matrix,
             weights,
+            lora,
         };
         let mut layers = Vec::with_capacity(c.num_layers);
         for (i, t) in tensors.layers.iter().enumerate() {
@@ -407,6 +434,7 @@ impl ModelRunner {
             weight_bytes,
             gpu_bytes: ctx.allocated.load(Ordering::Relaxed) - allocated_before,
             cooperative_matrix: kernels.cooperative,
+            lora_slots: lora.len(),
             dispatches: Default::default(),
             profiler: Default::default(),
         })

@@ -47,6 +47,8 @@ pub struct StepCapacity {
 /// writes launches apply).
 pub struct Uploaded {
     pub counts: StepUniform,
+    /// Whether some token runs through a LoRA adapter (its slots were written).
+    pub lora: bool,
     pub table_runs: usize,
     pub penalty_runs: usize,
 }
@@ -73,6 +75,8 @@ pub struct StepInputs {
     /// `(token index, previous sampler row)` pairs of the inputs taken from the previous
     /// step's output.
     pub prev_tokens: wgpu::Buffer,
+    /// Each token's LoRA adapter slot (`u32::MAX`: none), written on steps that have one.
+    pub lora_slots: wgpu::Buffer,
 }
 
 impl StepInputs {
@@ -105,6 +109,7 @@ impl StepInputs {
                 penalty_writes_words(cap),
             ),
             prev_tokens: u32s("prev_tokens", cap.seqs * 2),
+            lora_slots: u32s("lora_slots", cap.tokens),
         }
     }
 
@@ -232,8 +237,16 @@ impl StepInputs {
         ctx.write(&self.sample_rows, 0, bytemuck::cast_slice(&sample_rows));
         ctx.write(&self.sampling, 0, bytemuck::cast_slice(&sampling));
         ctx.write(&self.prev_tokens, 0, bytemuck::cast_slice(&prev));
+        let lora = batch.seqs.iter().any(|s| s.lora.is_some());
+        if lora {
+            let slots: Vec<u32> = (batch.seqs.iter())
+                .flat_map(|s| std::iter::repeat_n(s.lora.unwrap_or(u32::MAX), s.query_len as usize))
+                .collect();
+            ctx.write(&self.lora_slots, 0, bytemuck::cast_slice(&slots));
+        }
         Ok(Uploaded {
             counts,
+            lora,
             table_runs: runs.len(),
             penalty_runs,
         })

@@ -62,6 +62,9 @@ pub struct Request {
     /// (`speculation.rs`; never with penalties, a logit bias or `min_tokens`' ban). The
     /// engine clears it for a request whose tokens a grammar or token filter constrains.
     pub speculative: bool,
+    /// The LoRA adapter (the engine's slot) the request runs through; the engine folds the
+    /// adapter into `cache_salt`, so no cached block is shared across adapters.
+    pub lora: Option<u32>,
 }
 
 impl Request {
@@ -85,6 +88,7 @@ impl Request {
             filter: TokenFilter::default(),
             return_hidden: false,
             speculative: true,
+            lora: None,
         }
     }
 }

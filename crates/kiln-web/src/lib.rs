@@ -43,6 +43,8 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         overlap: Overlap::Auto,
         // Speculative decoding: `speculativeTokens` in `load`'s options (engine.rs).
         speculation: None,
+        // LoRA adapters are not loaded in the page (README: not done).
+        lora: Vec::new(),
     }
 }
 

@@ -110,6 +110,7 @@ pub fn chunk(ids: &[u32], start: usize, table: &[u32]) -> StepBatch {
             table_from: 0,
             table_tail: table[..end.div_ceil(BLOCK_SIZE)].to_vec(),
             score: None,
+            lora: None,
             drafts: 0,
             sample: Some(SampleSpec {
                 params: SamplingParams::greedy(),

@@ -10,13 +10,15 @@
 //! `profile`: overlapped steps and the kernel profile changing no output; `speculation`:
 //! decodes with guesses of their next tokens changing no output. `disk_tier`: a prompt's
 //! blocks saved to files by one engine restored into a fresh one. `embedding`: the
-//! hidden state a request asks for against the reference's logits. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
+//! hidden state a request asks for against the reference's logits. `lora`: requests through
+//! LoRA adapters against models with the adapters merged in. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
 //! f16 KV cache; the reference and CPU-tier tests with the f32 cache too.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod disk_tier;
 mod embedding;
+mod lora;
 mod overlap;
 mod penalties;
 mod profile;

@@ -6,6 +6,7 @@ mod attention;
 mod embedding;
 mod gather_rmsnorm;
 mod glu;
+mod lora;
 mod matmul;
 mod matmul_tiles;
 mod prev_tokens;
@@ -21,6 +22,7 @@ pub use attention::{
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
+pub use lora::{Lora, LoraBuffers, LoraStack, MAX_LORA_SLOTS};
 pub use matmul::{
     MATVEC_MAX_ROWS, Matmul, MatmulArgs, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,
     coop_workgroup_bytes,

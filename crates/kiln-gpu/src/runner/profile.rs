@@ -195,7 +195,7 @@ impl ModelRunner {
     /// penalty-list writes, the embedding's, the layers', the final norm, the LM head and
     /// sampling.
     fn most_operations(&self) -> usize {
-        let layers: usize = self.layers.iter().map(|l| l.stages().count()).sum();
+        let layers: usize = self.layers.iter().map(|l| l.stages(true).count()).sum();
         layers + self.embed.len() + 6
     }
 

@@ -25,6 +25,14 @@ impl ModelRunner {
                 self.runner_config.max_model_len
             )));
         }
+        if let Some(l) =
+            (batch.seqs.iter()).find_map(|s| s.lora.filter(|&l| l as usize >= self.lora_slots))
+        {
+            return Err(GpuError::Batch(format!(
+                "a sequence runs through LoRA adapter {l}; the runner holds {}",
+                self.lora_slots
+            )));
+        }
         let up = self.inputs.upload(&self.ctx, batch)?;
         let counts = up.counts;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
@@ -45,7 +53,7 @@ impl ModelRunner {
             }
             units.extend(self.embed.iter().map(|l| l as &dyn Recorded));
             for layer in &self.layers {
-                units.extend(layer.stages());
+                units.extend(layer.stages(up.lora));
             }
             units.extend([&self.final_norm as &dyn Recorded, &self.lm_head]);
             if sample {

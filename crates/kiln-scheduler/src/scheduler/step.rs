@@ -280,6 +280,7 @@ impl Scheduler {
                 sample: sampled.then(|| st.sample_spec()),
                 drafts: drafts.len() as u32,
                 score,
+                lora: st.req.lora,
             });
             let is_decode = known == 1 && sampled && st.num_output() > 0;
             seqs.push(ScheduledSeq {

@@ -1,0 +1,35 @@
+//! Requests through LoRA adapters: the engine holds the adapters the runner was built with
+//! (by slot) and gives each request through one a prefix-cache salt of its own, so cached
+//! blocks are shared only between requests through the same adapter (or through none).
+
+use std::sync::Arc;
+
+use kiln_model::LoraAdapter;
+use kiln_scheduler::Request;
+
+use crate::{Engine, EngineError};
+
+impl Engine {
+    /// The LoRA adapters requests may name, by slot.
+    pub fn lora_adapters(&self) -> &[Arc<LoraAdapter>] {
+        &self.lora
+    }
+
+    /// `request` checked and salted for its adapter.
+    pub(crate) fn adapted(&self, request: Request) -> Result<Request, EngineError> {
+        let Some(slot) = request.lora else {
+            return Ok(request);
+        };
+        let adapter = self.lora.get(slot as usize).ok_or_else(|| {
+            EngineError::Config(format!(
+                "request {} asks for LoRA adapter {slot}; the engine holds {}",
+                request.id,
+                self.lora.len()
+            ))
+        })?;
+        Ok(Request {
+            cache_salt: Some(adapter.salt(request.cache_salt.as_deref())),
+            ..request
+        })
+    }
+}

@@ -1,0 +1,247 @@
+//! LoRA adapters at run time against models that have them merged into their weights (the
+//! test writer's `W + scale * B A`, computed on the CPU): requests through two adapters and
+//! through none in the same steps, each giving the tokens and log-probs of its own merged
+//! model; and no cached block shared across adapters.
+
+use std::sync::Arc;
+
+use kiln_model::testing::{TinyConfig, TinyLora};
+use kiln_model::{LoraAdapter, Model};
+
+use super::*;
+
+/// The test's adapters: every projection at rank 3 (the MLP's at 5), and q and v only at
+/// rank 5 with rsLoRA's scale. `modules` names the model's projections.
+fn adapters(modules: [&[&str]; 2]) -> [TinyLora; 2] {
+    let names = |m: &[&str]| m.iter().map(|s| s.to_string()).collect();
+    [
+        TinyLora {
+            modules: names(modules[0]),
+            rank: 3,
+            alpha: 8.0,
+            rslora: false,
+            seed: 101,
+        },
+        TinyLora {
+            modules: names(modules[1]),
+            rank: 5,
+            alpha: 4.0,
+            rslora: true,
+            seed: 102,
+        },
+    ]
+}
+
+/// Same greedy tokens up to where the reference's top two are within 0.01 (a near tie that
+/// f16 rounding of different weights may break either way), log-probs within `tol`.
+fn assert_close(what: &str, got: &[SampledToken], want: &[SampledToken], tol: f32) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let (gl, wl) = (g.logprob.unwrap(), w.logprob.unwrap());
+        if g.token_id != w.token_id {
+            let gap = w.top_logprobs[0].1 - w.top_logprobs[1].1;
+            assert!(
+                gap < 0.01,
+                "{what}: token {i}: {} vs {} (gap {gap})",
+                g.token_id,
+                w.token_id
+            );
+            return;
+        }
+        assert!(
+            (gl - wl).abs() < tol,
+            "{what}: token {i}: logprob {gl} vs {wl}"
+        );
+    }
+}
+
+/// `tol`: how far log-probs may be apart. The merged model's weights are rounded to f16 on
+/// the GPU after the adapter is added, the adapted model's before (its adapter staying f32):
+/// Llama and Phi-3 land within 3e-4 of each other, Gemma 3 (embeddings scaled by the square
+/// root of the width, gains of 1 + w) within 0.025, as far as either is from the CPU's f32
+/// forward pass of the merged model (0.02-0.03 at the same token). Without their adapters the
+/// log-probs move by more than 0.05 (checked below).
+fn check(cfg: &TinyConfig, modules: [&[&str]; 2], tol: f32) {
+    let ctx = gpu();
+    let seed = 7;
+    let dir = tempfile::tempdir().unwrap();
+    let base_dir = dir.path().join("base");
+    let mc = write_tiny_llama(&base_dir, cfg, seed).unwrap();
+    let base = Model::load(&base_dir).unwrap();
+    let tiny = adapters(modules);
+    let mut loaded = Vec::new();
+    let mut merged = Vec::new();
+    for (i, t) in tiny.iter().enumerate() {
+        let (a, m) = (
+            dir.path().join(format!("a{i}")),
+            dir.path().join(format!("m{i}")),
+        );
+        t.write(&a, &mc, DType::F32).unwrap();
+        t.write_merged(&m, cfg, seed, DType::F32).unwrap();
+        loaded.push(Arc::new(
+            LoraAdapter::load(&format!("a{i}"), &a, &base.config).unwrap(),
+        ));
+        merged.push(Model::load(&m).unwrap());
+    }
+    let prompt = tokens(3, 40, mc.vocab_size);
+    let other = tokens(4, 21, mc.vocab_size);
+    for kernels in FAMILIES {
+        let ec = || on(config(64, true), kernels, KvDtype::F32);
+        let what = |s: &str| format!("{:?} {kernels:?}: {s}", cfg.architecture);
+        // What each model alone gives.
+        let alone = |m: &Model, p: &[u32]| {
+            let mut e = engine(&ctx, m, ec());
+            run(&mut e, vec![request(1, p.to_vec(), 6)])
+                .remove(&1)
+                .unwrap()
+        };
+        let want_base = alone(&base, &prompt);
+        let want: Vec<_> = merged.iter().map(|m| alone(m, &prompt)).collect();
+        let want_other = alone(&merged[0], &other);
+        let fresh = tokens(5, 40, mc.vocab_size);
+        let want_fresh = [alone(&base, &fresh), alone(&merged[0], &fresh)];
+        // Each adapter changes the model's output (else the test could not fail).
+        for (i, w) in want.iter().enumerate() {
+            let moved = (w.iter().zip(&want_base))
+                .map(|(a, b)| (a.logprob.unwrap() - b.logprob.unwrap()).abs())
+                .fold(0f32, f32::max);
+            let changed = ids(w) != ids(&want_base) || moved > 0.05;
+            assert!(
+                changed,
+                "{}",
+                what(&format!("adapter {i} moves log-probs {moved}"))
+            );
+        }
+
+        // All of them in the same steps, through one engine.
+        let ec = EngineConfig {
+            lora: loaded.clone(),
+            ..ec()
+        };
+        let mut e = engine(&ctx, &base, ec);
+        let through = |id, p: &[u32], lora| Request {
+            lora,
+            ..request(id, p.to_vec(), 6)
+        };
+        let got = run(
+            &mut e,
+            vec![
+                through(1, &prompt, None),
+                through(2, &prompt, Some(0)),
+                through(3, &prompt, Some(1)),
+                through(4, &other, Some(0)),
+            ],
+        );
+        assert_close(&what("no adapter"), &got[&1], &want_base, tol);
+        assert_close(&what("adapter 0"), &got[&2], &want[0], tol);
+        assert_close(&what("adapter 1"), &got[&3], &want[1], tol);
+        assert_close(&what("adapter 0, other prompt"), &got[&4], &want_other, tol);
+
+        // A prompt's blocks are cached once per adapter: a request through another adapter
+        // computes them again, one through the same adapter (or none, again) finds them.
+        for (id, lora, cached) in [
+            (5, None, 0),
+            (6, Some(0), 0),
+            (7, Some(0), 32),
+            (8, None, 32),
+        ] {
+            e.add_request(through(id, &fresh, lora)).unwrap();
+            let mut seen = None;
+            let mut out = Vec::new();
+            while e.has_unfinished() {
+                for u in pollster::block_on(e.step()).unwrap() {
+                    seen = seen.or(Some(u.num_cached_tokens));
+                    out.extend(u.token);
+                }
+            }
+            assert_eq!(
+                seen,
+                Some(cached),
+                "{}",
+                what(&format!("request {id} cached"))
+            );
+            let want = &want_fresh[lora.is_some() as usize];
+            assert_close(&what(&format!("request {id}")), &out, want, tol);
+        }
+        // A slot the engine does not hold is refused.
+        let err = e.add_request(through(9, &prompt, Some(2))).unwrap_err();
+        assert!(err.to_string().contains("LoRA adapter 2"), "{err}");
+    }
+}
+
+#[test]
+fn llama_adapters_match_merged_models() {
+    let all = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ];
+    check(&TinyConfig::default(), [&all, &["q_proj", "v_proj"]], 0.002);
+}
+
+#[test]
+fn gemma3_adapters_match_merged_models() {
+    // q/k norms (a separate rotary launch), post-norms (products into their own buffer).
+    let all = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ];
+    check(
+        &TinyConfig::gemma3(),
+        [&all, &["k_proj", "down_proj"]],
+        0.04,
+    );
+}
+
+#[test]
+fn phi3_adapters_match_merged_models() {
+    // Fused q/k/v and gate/up tensors.
+    let all = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"];
+    check(&TinyConfig::phi3(), [&all, &["qkv_proj"]], 0.002);
+}
+
+#[test]
+fn an_adapter_for_another_model_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = TinyConfig::default();
+    let mc = write_tiny_llama(&dir.path().join("base"), &cfg, 1).unwrap();
+    let wider = TinyConfig {
+        hidden_size: cfg.hidden_size * 2,
+        ..cfg.clone()
+    };
+    let a = dir.path().join("a");
+    let lora = adapters([&["q_proj"], &["q_proj"]]);
+    lora[0]
+        .write(&a, &wider.model_config(), DType::F16)
+        .unwrap();
+    let err = LoraAdapter::load("a", &a, &mc).unwrap_err().to_string();
+    assert!(
+        err.contains("adapter_model.safetensors") && err.contains("q_proj"),
+        "{err}"
+    );
+    // DoRA, which PEFT saves in the same layout, is refused rather than run as LoRA.
+    let b = dir.path().join("b");
+    TinyLora {
+        modules: vec!["q_proj".into()],
+        ..lora[0].clone()
+    }
+    .write(&b, &mc, DType::F16)
+    .unwrap();
+    let cfg_path = b.join("adapter_config.json");
+    let text = std::fs::read_to_string(&cfg_path).unwrap();
+    std::fs::write(
+        &cfg_path,
+        text.replace("\"use_dora\": false", "\"use_dora\": true"),
+    )
+    .unwrap();
+    let err = LoraAdapter::load("b", &b, &mc).unwrap_err().to_string();
+    assert!(err.contains("DoRA"), "{err}");
+}
