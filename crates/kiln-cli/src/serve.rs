@@ -1,7 +1,10 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
+use std::sync::Arc;
+
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
 use kiln_frontend::ReasoningFormat;
+use kiln_model::LoraAdapter;
 use kiln_server::kv_transfer::{KvRole, KvTransferConfig};
 use kiln_server::{Frontend, ServerConfig};
 
@@ -110,6 +113,22 @@ pub struct Args {
     /// Producer: seconds a finished request's blocks stay pinned for a decode server.
     #[arg(long, default_value_t = 60)]
     kv_transfer_ttl: u64,
+    /// LoRA adapters requests may name as their `model` (vLLM's flag): `NAME=FOLDER`, each
+    /// folder as PEFT saves an adapter (adapter_config.json, adapter_model.safetensors);
+    /// several after one flag or the flag repeated. Requests through different adapters
+    /// and through none share each step.
+    #[arg(long, num_args = 1.., value_parser = lora_module)]
+    lora_modules: Vec<(String, std::path::PathBuf)>,
+}
+
+/// `NAME=FOLDER`.
+fn lora_module(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+            Ok((name.to_string(), path.into()))
+        }
+        _ => Err(format!("`{s}` is not NAME=FOLDER")),
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -204,6 +223,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         model.config.num_layers,
         model.config.vocab_size
     );
+    let mut lora = Vec::new();
+    for (adapter, dir) in &a.lora_modules {
+        anyhow::ensure!(
+            *adapter != name && !lora.iter().any(|l: &Arc<LoraAdapter>| l.name == *adapter),
+            "--lora-modules: the name `{adapter}` is taken (by the served model or another adapter)"
+        );
+        let l = LoraAdapter::load(adapter, dir, &model.config)?;
+        tracing::info!(
+            "LoRA adapter `{adapter}` from {} (rank {}, {} matrices)",
+            dir.display(),
+            l.rank,
+            l.pairs.len()
+        );
+        lora.push(Arc::new(l));
+    }
     let kv_disk = match &a.kv_disk_dir {
         Some(dir) => Some(kiln_engine::disk_tier::DiskTierConfig {
             dir: dir.clone(),
@@ -225,6 +259,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         cpu_kv_bytes: a.cpu_kv_bytes,
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
+        lora,
         ..EngineConfig::default()
     });
     let pod = std::env::var("POD_NAME")

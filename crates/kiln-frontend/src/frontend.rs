@@ -253,6 +253,7 @@ impl Frontend {
             priority: spec.priority,
             filter: spec.filter.clone(),
             return_hidden: spec.return_hidden,
+            lora: spec.lora,
             ..Request::new(id, prompt, max_tokens)
         }
     }

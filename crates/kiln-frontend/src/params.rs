@@ -157,6 +157,9 @@ pub struct GenSpec {
     /// The prompt's final hidden state comes back with the first token (an embedding; no
     /// request field sets it, the embeddings endpoint does).
     pub return_hidden: bool,
+    /// The LoRA adapter (the engine's slot) the request runs through: the server sets it
+    /// from the request's `model`.
+    pub lora: Option<u32>,
 }
 
 impl GenSpec {
@@ -333,6 +336,7 @@ impl GenerationParams {
                 banned: Vec::new(),
             },
             return_hidden: false,
+            lora: None,
         })
     }
 }

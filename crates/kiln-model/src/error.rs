@@ -36,6 +36,9 @@ pub enum ModelError {
     #[error("missing tensor \"{tensor}\" in {file}")]
     MissingTensor { file: String, tensor: String },
 
+    #[error("{file} does not fit the model: {reason}")]
+    Mismatch { file: String, reason: String },
+
     #[error("unsupported feature in {file}: {reason}")]
     Unsupported { file: String, reason: String },
 

@@ -127,12 +127,12 @@ impl LoraAdapter {
             let b_shape = weights.shape(&b_name)?;
             let rank = a_shape.first().copied().unwrap_or(0);
             if a_shape != [rank, cols] || b_shape != [rows, rank] || rank == 0 {
-                return Err(ModelError::corrupt(
-                    file(WEIGHTS),
-                    format!(
+                return Err(ModelError::Mismatch {
+                    file: file(WEIGHTS),
+                    reason: format!(
                         "\"{a_name}\" is {a_shape:?} and its B {b_shape:?}; {base} is [{rows}, {cols}], so they must be [r, {cols}] and [{rows}, r]"
                     ),
-                ));
+                });
             }
             let scale = match rslora {
                 true => alpha / (rank as f64).sqrt(),

@@ -82,6 +82,8 @@ pub struct EngineInfo {
     pub gpu_bytes: (u64, Option<kiln_gpu::DeviceMemory>),
     /// The model's hidden size (an embedding's dimensions).
     pub hidden_size: usize,
+    /// The LoRA adapters requests may name as their `model`, by slot.
+    pub lora: Vec<std::sync::Arc<kiln_model::LoraAdapter>>,
 }
 
 /// The handlers' side of the engine thread.
@@ -109,6 +111,7 @@ fn info_of(engine: &Engine) -> EngineInfo {
         kv_layout: engine.kv_layout(),
         gpu_bytes: (engine.gpu_bytes(), engine.gpu().device_memory()),
         hidden_size: engine.model_config().hidden_size,
+        lora: engine.lora_adapters().to_vec(),
     }
 }
 

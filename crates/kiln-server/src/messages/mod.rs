@@ -73,7 +73,7 @@ pub async fn create(State(st): State<Shared>, body: Body) -> Result<Response, Me
     let id = random_id("msg");
     tracing::info!(id = %id, prompt_tokens = prompt.len(), max_tokens, stream = chat.stream.unwrap_or(false), "message");
     let head = json!({
-        "id": id, "type": "message", "role": "assistant", "model": st.config.served_model_name,
+        "id": id, "type": "message", "role": "assistant", "model": st.model_name(&spec),
         "content": [], "stop_reason": null, "stop_sequence": null,
         "usage": {"input_tokens": prompt.len(), "output_tokens": 0},
     });

@@ -110,7 +110,7 @@ pub async fn create(
     let streamed = chat.stream.unwrap_or(false);
     tracing::info!(id = %id, prompt_tokens = prompt.len(), max_tokens, stream = streamed, background, "response");
     let head = json!({
-        "id": id, "object": "response", "created_at": now_s(), "model": st.config.served_model_name,
+        "id": id, "object": "response", "created_at": now_s(), "model": st.model_name(&spec),
         "status": if background { "queued" } else { "in_progress" }, "background": background, "error": null, "incomplete_details": null,
         "instructions": req.instructions, "max_output_tokens": req.max_output_tokens,
         "previous_response_id": req.previous_response_id,

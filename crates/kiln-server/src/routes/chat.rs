@@ -36,7 +36,7 @@ pub async fn chat_completions(
         &st,
         req.kv_transfer_params.as_ref(),
         &prompt,
-        spec.cache_salt.as_deref(),
+        st.cache_salt(&spec).as_deref(),
         (spec.n, stream),
     )
     .await?;
@@ -44,11 +44,7 @@ pub async fn chat_completions(
     let reasoning = st.reasoning.stream(opened);
     // A prefill for a decode server: its response names the pinned blocks.
     let produce = transfer.pins().then(|| seqs[0].id);
-    let (id, created, model) = (
-        random_id("chatcmpl"),
-        now_s(),
-        st.config.served_model_name.clone(),
-    );
+    let (id, created, model) = (random_id("chatcmpl"), now_s(), st.model_name(&spec));
     let usage = Arc::new(Mutex::new(Usage {
         prompt_tokens: prompt.len(),
         ..Usage::default()

@@ -39,7 +39,7 @@ pub async fn completions(
         &st,
         req.kv_transfer_params.as_ref(),
         &prompts[0].0,
-        spec.cache_salt.as_deref(),
+        st.cache_salt(&spec).as_deref(),
         (prompts.len() * spec.n, stream),
     )
     .await?;
@@ -58,11 +58,7 @@ pub async fn completions(
         prompt_tokens,
         ..Usage::default()
     }));
-    let (id, created, model) = (
-        random_id("cmpl"),
-        now_s(),
-        st.config.served_model_name.clone(),
-    );
+    let (id, created, model) = (random_id("cmpl"), now_s(), st.model_name(&spec));
     tracing::info!(id = %id, prompts = prompts.len(), prompt_tokens, n = spec.n, "completion");
     let logprobs = req.logprobs;
     // `echo`: each choice's text starts with its prompt's (choice `i` is of prompt `i / n`).

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use kiln_frontend::unit_length;
+use kiln_frontend::{GenSpec, unit_length};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -32,7 +32,7 @@ pub async fn embeddings(
     ApiJson(req): ApiJson<EmbeddingRequest>,
 ) -> Result<Response, ApiError> {
     reject_unknown(&req.extra)?;
-    st.check_model(req.model.as_deref())?;
+    let lora = st.check_model(req.model.as_deref())?;
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -51,7 +51,10 @@ pub async fn embeddings(
         ));
     }
     let inputs = super::render::prompt_ids(&st, &req.input, "input")?;
-    let spec = st.model.embedding_spec();
+    let spec = GenSpec {
+        lora,
+        ..st.model.embedding_spec()
+    };
     let mut seqs = Vec::with_capacity(inputs.len());
     for (i, ids) in inputs.iter().enumerate() {
         st.model
@@ -79,7 +82,7 @@ pub async fn embeddings(
     Ok(axum::Json(json!({
         "object": "list",
         "data": data,
-        "model": st.config.served_model_name,
+        "model": st.model_name(&spec),
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }))
     .into_response())

@@ -10,20 +10,35 @@ use crate::api::{DetokenizeRequest, TokenizeRequest};
 use crate::error::{ApiError, ApiJson};
 use crate::state::Shared;
 
-fn model_card(st: &Shared) -> Value {
-    json!({
-        "id": st.config.served_model_name, "object": "model", "created": st.created,
+/// The served model's card (`slot` `None`), or a LoRA adapter's: as vLLM lists them, with
+/// the folder as `root` and the served model as `parent`.
+fn model_card(st: &Shared, slot: Option<u32>) -> Value {
+    let name = &st.config.served_model_name;
+    let mut card = json!({
+        "id": name, "object": "model", "created": st.created,
         "owned_by": "kiln", "max_model_len": st.engine.info.max_len,
-    })
+        "root": name, "parent": null,
+    });
+    if let Some(a) = slot.map(|s| &st.engine.info.lora[s as usize]) {
+        card["id"] = json!(a.name);
+        card["root"] = json!(a.path.display().to_string());
+        card["parent"] = json!(name);
+    }
+    card
 }
 
 pub async fn models(State(st): State<Shared>) -> Response {
-    axum::Json(json!({"object": "list", "data": [model_card(&st)]})).into_response()
+    let adapters = 0..st.engine.info.lora.len() as u32;
+    let cards: Vec<Value> = std::iter::once(None)
+        .chain(adapters.map(Some))
+        .map(|slot| model_card(&st, slot))
+        .collect();
+    axum::Json(json!({"object": "list", "data": cards})).into_response()
 }
 
 pub async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    st.check_model(Some(&id))?;
-    Ok(axum::Json(model_card(&st)).into_response())
+    let slot = st.check_model(Some(&id))?;
+    Ok(axum::Json(model_card(&st, slot)).into_response())
 }
 
 /// 200 while the server takes requests; 503 with the reason while the engine is down or the

@@ -130,14 +130,17 @@ pub fn checked_completion(
     st: &AppState,
     req: &CompletionRequest,
 ) -> Result<(GenSpec, Vec<CheckedPrompt>), ApiError> {
-    st.check_model(req.model.as_deref())?;
+    let lora = st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
     // `echo` with `logprobs` reports the prompt's tokens too: the prompt is scored.
     let mut params = req.sampling.clone();
     if let (Some(true), Some(n)) = (req.echo, req.logprobs) {
         params.prompt_logprobs = Some(params.prompt_logprobs.unwrap_or(0).max(n.into()));
     }
-    let spec = st.gen_spec(&params, params.max_tokens, req.logprobs)?;
+    let spec = GenSpec {
+        lora,
+        ..st.gen_spec(&params, params.max_tokens, req.logprobs)?
+    };
     let prompts = completion_prompts(st, &req.prompt)?;
     if prompts.len() * spec.n > 64 {
         return Err(ApiError::bad_param("n", "at most 64 sequences per request"));
@@ -159,7 +162,7 @@ pub fn checked_chat(
     st: &AppState,
     req: &ChatRequest,
 ) -> Result<(GenSpec, Option<ToolPlan>, Vec<u32>, usize), ApiError> {
-    st.check_model(req.model.as_deref())?;
+    let lora = st.check_model(req.model.as_deref())?;
     reject_unknown(&req.extra)?;
     let logprobs = kiln_frontend::chat_logprobs(req.logprobs, req.top_logprobs)?;
     let mut spec = st.gen_spec(
@@ -167,6 +170,7 @@ pub fn checked_chat(
         req.max_completion_tokens.or(req.sampling.max_tokens),
         logprobs,
     )?;
+    spec.lora = lora;
     let (plan, mut prompt) = chat_prompt(st, req)?;
     spec.truncate(&mut prompt);
     // Calls in a format marked by special tokens are read from text that keeps them.

@@ -1,0 +1,149 @@
+//! LoRA adapters through the API (`kiln serve --lora-modules NAME=FOLDER`): a request's
+//! `model` names the adapter it runs through; its reply is that of a server for the model with
+//! the adapter merged in, while requests for the served model in the same steps get the base
+//! model's; `/v1/models` lists the adapters with their parent; an unknown name is a 404;
+//! the same prompt through another adapter finds none of its cached blocks.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use kiln_model::testing::{TinyConfig, TinyLora};
+use kiln_model::{DType, LoraAdapter};
+use serde_json::{Value, json};
+
+fn adapter(seed: u64) -> TinyLora {
+    TinyLora {
+        modules: ["q_proj", "v_proj", "o_proj", "up_proj", "down_proj"]
+            .map(String::from)
+            .to_vec(),
+        rank: 4,
+        alpha: 8.0,
+        rslora: false,
+        seed,
+    }
+}
+
+/// A greedy chat reply's text and `model`, and the prompt tokens it found cached.
+async fn reply(base: &str, model: &str) -> (String, String, u64) {
+    let body = json!({"model": model, "max_tokens": 12, "temperature": 0.0, "ignore_eos": true,
+        "messages": [{"role": "user", "content": "tell me about the cat that sat on the mat and then went for a walk"}]});
+    let (s, r) = post(base, "/v1/chat/completions", &body).await;
+    assert_eq!(s, 200, "{r}");
+    let text = r["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cached = r["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    (text, r["model"].as_str().unwrap().to_string(), cached)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_runs_through_the_adapter_its_model_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let tc = TinyConfig::default();
+    let mc = tc.model_config();
+    let (a, merged) = (dir.path().join("a"), dir.path().join("merged"));
+    adapter(31).write(&a, &mc, DType::F16).unwrap();
+    adapter(31)
+        .write_merged(&merged, &tc, 7, DType::F16)
+        .unwrap();
+    let b = dir.path().join("b");
+    adapter(32).write(&b, &mc, DType::F16).unwrap();
+
+    let loaded: Vec<_> = [("sql", &a), ("poet", &b)]
+        .iter()
+        .map(|(n, p)| Arc::new(LoraAdapter::load(n, p, &mc).unwrap()))
+        .collect();
+    let base = start_tiny(|_, ec| ec.lora = loaded);
+    let plain = start_tiny(|_, _| {});
+    let want = start_file_faulty(&merged, |_, _| {}, |_| Default::default()).base;
+
+    let (m, _) = get(&base, "/v1/models").await;
+    assert_eq!(m, 200);
+    let (_, body) = get(&base, "/v1/models").await;
+    let list: Value = serde_json::from_str(&body).unwrap();
+    let ids: Vec<&str> = (list["data"].as_array().unwrap().iter())
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["tiny", "sql", "poet"]);
+    assert_eq!(list["data"][1]["parent"], "tiny");
+    assert_eq!(list["data"][1]["root"], a.display().to_string());
+    let (s, card) = get(&base, "/v1/models/poet").await;
+    assert_eq!(s, 200, "{card}");
+
+    // Through the adapter and not, at once.
+    let (through, plain_reply, want_reply, other) = tokio::join!(
+        reply(&base, "sql"),
+        reply(&base, "tiny"),
+        reply(&want, "tiny"),
+        reply(&base, "poet"),
+    );
+    assert_eq!(
+        through.0, want_reply.0,
+        "the adapter's reply is the merged model's"
+    );
+    assert_eq!(through.1, "sql", "the response names the adapter");
+    assert_eq!(
+        plain_reply.0,
+        reply(&plain, "tiny").await.0,
+        "the base model's reply"
+    );
+    assert_ne!(through.0, plain_reply.0, "the adapter changes the reply");
+    assert_ne!(other.0, through.0, "each adapter its own");
+
+    // Cached blocks stay with their adapter: the same prompt through the same adapter finds
+    // its blocks, through the other its own, never the base model's.
+    let again = reply(&base, "sql").await;
+    assert_eq!(again.0, through.0);
+    assert!(again.2 > 0, "cached through the same adapter: {}", again.2);
+    let fresh = dir.path().join("c");
+    adapter(33).write(&fresh, &mc, DType::F16).unwrap();
+    let third = Arc::new(LoraAdapter::load("third", &fresh, &mc).unwrap());
+    let only_base = start_tiny(|_, ec| ec.lora = vec![third]);
+    let first = reply(&only_base, "tiny").await;
+    assert_eq!(first.2, 0);
+    assert_eq!(
+        reply(&only_base, "third").await.2,
+        0,
+        "no block of the base model's"
+    );
+
+    // An unknown name, in each generation route.
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}),
+        ),
+        ("/v1/completions", json!({"model": "nope", "prompt": "hi"})),
+        ("/v1/embeddings", json!({"model": "nope", "input": "hi"})),
+    ] {
+        let (s, r) = post(&base, path, &body).await;
+        assert_eq!(s, 404, "{path}: {r}");
+        assert_eq!(r["error"]["code"], "model_not_found", "{path}: {r}");
+    }
+}
+
+#[test]
+fn an_adapter_of_another_model_is_refused_with_the_file_and_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let tc = TinyConfig::default();
+    let wider = TinyConfig {
+        intermediate_size: tc.intermediate_size + 8,
+        ..tc.clone()
+    };
+    adapter(1)
+        .write(dir.path(), &wider.model_config(), DType::F32)
+        .unwrap();
+    let err = LoraAdapter::load("x", dir.path(), &tc.model_config())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("adapter_model.safetensors does not fit the model")
+            && err.contains("down_proj"),
+        "{err}"
+    );
+}
