@@ -2,14 +2,16 @@
 //! and its front end, the engine on the machine's GPU, one reply streamed as it is generated,
 //! and with `--kv-disk-dir` the KV cache's blocks kept in files between runs (`local_disk.rs`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use kiln_engine::{
-    Constraint, Engine, EngineConfig, FinishReason, Grammar, GrammarCompiler, KvSize,
+    Constraint, Engine, EngineConfig, FinishReason, Grammar, GrammarCompiler, KvSize, Request,
 };
 use kiln_frontend::{Frontend, GenSpec, ReasoningFormat};
 use kiln_gpu::GpuContext;
+use kiln_model::LoraAdapter;
 
 use crate::local_disk::LocalDisk;
 
@@ -36,6 +38,10 @@ pub struct LocalArgs {
     /// Most bytes the KV disk tier keeps, least recently used removed first.
     #[arg(long, default_value_t = 16 << 30, requires = "kv_disk_dir")]
     kv_disk_bytes: u64,
+    /// Run through this LoRA adapter: a folder as PEFT saves one (adapter_config.json,
+    /// adapter_model.safetensors).
+    #[arg(long)]
+    lora: Option<std::path::PathBuf>,
     #[command(flatten)]
     device: crate::device_args::DeviceArgs,
 }
@@ -50,6 +56,8 @@ pub struct Local {
     next_id: u64,
     /// Blocks kept in files (`--kv-disk-dir`).
     disk: Option<LocalDisk>,
+    /// The LoRA adapter every request runs through (`--lora`: slot 0).
+    lora: Option<u32>,
 }
 
 /// How a reply ended.
@@ -117,6 +125,11 @@ impl Local {
         let ctx = pollster::block_on(GpuContext::new())?;
         eprintln!("adapter: {}", ctx.describe());
         let (frontend, config, weights) = Frontend::split(model);
+        let lora = match &a.lora {
+            Some(dir) => vec![Arc::new(LoraAdapter::load("lora", dir, &config)?)],
+            None => Vec::new(),
+        };
+        let slot = (!lora.is_empty()).then_some(0);
         let mut engine = crate::model_path::build_engine(
             &ctx,
             &config,
@@ -130,6 +143,7 @@ impl Local {
                     0
                 },
                 max_model_len: a.max_model_len,
+                lora,
                 ..EngineConfig::default()
             }),
         )?;
@@ -149,7 +163,23 @@ impl Local {
             constraints: GrammarCompiler::default(),
             next_id: 0,
             disk,
+            lora: slot,
         })
+    }
+
+    /// The engine request of `spec` (through the adapter, if there is one).
+    fn request(
+        &self,
+        spec: &GenSpec,
+        id: u64,
+        prompt: Vec<u32>,
+        max_tokens: usize,
+        seed: u64,
+    ) -> Request {
+        Request {
+            lora: self.lora,
+            ..self.frontend.request(spec, id, prompt, max_tokens, seed, 0)
+        }
     }
 
     /// The embeddings of `inputs` (token ids, checked) with `spec` (the front end's
@@ -162,14 +192,11 @@ impl Local {
         let first = self.next_id;
         let count = inputs.len() as u64;
         for prompt in inputs {
-            let request = self.frontend.request(spec, self.next_id, prompt, 1, 0, 0);
+            let request = self.request(spec, self.next_id, prompt, 1, 0);
             self.next_id += 1;
             if let Some(d) = &mut self.disk {
-                d.restore(
-                    &mut self.engine,
-                    &request.prompt,
-                    request.cache_salt.as_deref(),
-                );
+                let salt = self.engine.cache_salt(&request)?;
+                d.restore(&mut self.engine, &request.prompt, salt.as_deref());
             }
             self.engine.add_request(request)?;
         }
@@ -220,13 +247,10 @@ impl Local {
         let prompt_tokens = prompt.len();
         let seed = spec.seed.unwrap_or_else(rand::random);
         let opened = (self.reasoning).opened_by_ids(&self.frontend.tokenizer, &prompt);
-        let request = self.frontend.request(spec, id, prompt, max_tokens, seed, 0);
+        let request = self.request(spec, id, prompt, max_tokens, seed);
+        let salt = self.engine.cache_salt(&request)?;
         let disk_blocks = match &mut self.disk {
-            Some(d) => d.restore(
-                &mut self.engine,
-                &request.prompt,
-                request.cache_salt.as_deref(),
-            ),
+            Some(d) => d.restore(&mut self.engine, &request.prompt, salt.as_deref()),
             None => 0,
         };
         match grammar {

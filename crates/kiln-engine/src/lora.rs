@@ -15,10 +15,10 @@ impl Engine {
         &self.lora
     }
 
-    /// `request` checked and salted for its adapter.
-    pub(crate) fn adapted(&self, request: Request) -> Result<Request, EngineError> {
+    /// The prefix-cache salt `request`'s blocks get: its own, or its adapter's with it.
+    pub fn cache_salt(&self, request: &Request) -> Result<Option<String>, EngineError> {
         let Some(slot) = request.lora else {
-            return Ok(request);
+            return Ok(request.cache_salt.clone());
         };
         let adapter = self.lora.get(slot as usize).ok_or_else(|| {
             EngineError::Config(format!(
@@ -27,8 +27,13 @@ impl Engine {
                 self.lora.len()
             ))
         })?;
+        Ok(Some(adapter.salt(request.cache_salt.as_deref())))
+    }
+
+    /// `request` checked and salted for its adapter.
+    pub(crate) fn adapted(&self, request: Request) -> Result<Request, EngineError> {
         Ok(Request {
-            cache_salt: Some(adapter.salt(request.cache_salt.as_deref())),
+            cache_salt: self.cache_salt(&request)?,
             ..request
         })
     }
