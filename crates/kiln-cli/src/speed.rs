@@ -63,6 +63,9 @@ pub struct Args {
     /// concurrency and prompt length. The timed steps then include the profile's own cost.
     #[arg(long)]
     profile: bool,
+    /// Every timed request runs through this LoRA adapter (a PEFT folder made for the model).
+    #[arg(long, conflicts_with = "synthetic")]
+    lora: Option<PathBuf>,
     #[command(flatten)]
     device: crate::device_args::DeviceArgs,
 }
@@ -187,6 +190,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             max_num_seqs: max_seqs,
             kv: KvSize::Bytes(a.kv_memory),
             enable_prefix_caching: false,
+            lora: match &a.lora {
+                Some(dir) => vec![std::sync::Arc::new(kiln_model::LoraAdapter::load(
+                    "lora",
+                    dir,
+                    &model.config,
+                )?)],
+                None => Vec::new(),
+            },
             ..EngineConfig::default()
         }),
     )?;
@@ -223,6 +234,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             sampling: SamplingParams::default(),
             seed: 0,
             ignore_eos: true,
+            lora: a.lora.as_ref().map(|_| 0),
             ..Request::new(ids, prompt, max_tokens)
         }
     };

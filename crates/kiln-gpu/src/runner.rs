@@ -186,9 +186,9 @@ impl ModelRunner {
                 };
                 ctx.storage("attention runs", ops::attention_runs_bytes(split, nh, d))
             },
-            // A stack's rank is at most its parts' (q, k and v) ranks together.
+            // A stack's rank is at most its parts' (q, k and v) ranks together, padded to 4.
             lora_t: (lora.iter().map(|a| a.rank).max())
-                .map(|r| f32s("lora A x", max_tokens * 3 * r)),
+                .map(|r| f32s("lora A x", max_tokens * (3 * r).next_multiple_of(4))),
         };
         let x = &bufs.x;
         let normed = x_f32s("normed", max_rows * h);

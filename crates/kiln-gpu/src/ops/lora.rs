@@ -41,11 +41,14 @@ struct ExpandParams {
 /// Most adapters one runner holds (a bit each in `present`).
 pub const MAX_LORA_SLOTS: usize = 32;
 
-/// Every adapter's A and B for one stack of matrices, laid out for the kernels.
+/// Every adapter's A and B for one stack of matrices, laid out for the kernels: both
+/// transposed, so that neighbouring invocations (ranks in the first product, output rows in
+/// the second) read neighbouring values, four at a time (the rank and the rows padded with
+/// zeros to multiples of 4).
 pub struct LoraStack {
-    /// (slots, rank, cols).
+    /// A transposed: (slots, cols, rank).
     a: Vec<f32>,
-    /// (slots, rows, rank), rows in the product's output order.
+    /// B transposed: (slots, rank, rows rounded up to a multiple of 4).
     b: Vec<f32>,
     rank: usize,
     rows: usize,
@@ -70,10 +73,12 @@ impl LoraStack {
         if rank == 0 {
             return None;
         }
+        let rank = rank.next_multiple_of(4);
         let rows: usize = parts.iter().map(|p| p.1).sum();
+        let ldb = rows.next_multiple_of(4);
         let (slots, mut present) = (adapters.len(), 0u32);
         let mut a = vec![0f32; slots * rank * cols];
-        let mut b = vec![0f32; slots * rows * rank];
+        let mut b = vec![0f32; slots * ldb * rank];
         // Each part's first stacked row.
         let starts: Vec<usize> = (parts.iter())
             .scan(0, |s, p| {
@@ -92,8 +97,11 @@ impl LoraStack {
                     continue;
                 };
                 present |= 1 << s;
-                let dst = (s * rank + offset) * cols;
-                a[dst..dst + pair.rank * cols].copy_from_slice(&pair.a);
+                for q in 0..pair.rank {
+                    for c in 0..cols {
+                        a[(s * cols + c) * rank + offset + q] = pair.a[q * cols + c];
+                    }
+                }
                 offset += pair.rank;
             }
             for r in 0..rows {
@@ -103,9 +111,9 @@ impl LoraStack {
                     continue;
                 };
                 let local = src - starts[p];
-                let dst = (s * rows + r) * rank + ranges[p];
-                b[dst..dst + pair.rank]
-                    .copy_from_slice(&pair.b[local * pair.rank..(local + 1) * pair.rank]);
+                for q in 0..pair.rank {
+                    b[(s * rank + ranges[p] + q) * ldb + r] = pair.b[local * pair.rank + q];
+                }
             }
         }
         Some(Self {
@@ -183,7 +191,7 @@ impl Lora {
             kernels.get("lora_expand"),
             &[b.step, &expand_params, b.slots, b.t, &bm, b.y],
             Grid::Elements {
-                width: stack.rows as u32,
+                width: stack.rows.div_ceil(4) as u32,
                 per: 256,
             },
         );
