@@ -2,14 +2,16 @@
 // through an adapter (B scaled by the adapter's alpha / r at load, its rows in the order of
 // the product's outputs), t being lora_shrink.wgsl's output for the row. B is stored
 // transposed, (rank x n) with n padded to a multiple of 4, so that an invocation reads the
-// four outputs it makes as one vec4 and neighbouring invocations neighbouring vec4s. Rows
-// with no adapter, or whose adapter leaves this matrix alone, are passed over.
-// Grid: (ceil(num_tokens * n / 4 / 256), 1, 1), folded into two dimensions.
+// four outputs it makes as one vec4 and neighbouring invocations neighbouring vec4s; each
+// vec4 read serves every row of a tile of TILE rows through the same adapter. Rows with no
+// adapter, or whose adapter leaves this matrix alone, are passed over.
+// Grid: (ceil(n / 4 / 256), ceil(num_tokens / TILE), 1).
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params { n: u32, rank: u32, ldy: u32, present: u32 }
 
 const NONE: u32 = 0xffffffffu;
+const TILE: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -19,27 +21,53 @@ const NONE: u32 = 0xffffffffu;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (T, ldy)
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let quads = (p.n + 3u) / 4u;
-    if (idx >= step.num_tokens * quads) {
+    let q = wg.x * 256u + lane;
+    let r0 = wg.y * TILE;
+    if (q >= quads || r0 >= step.num_tokens) {
         return;
     }
-    let row = idx / quads;
-    let q = idx % quads;
-    let slot = slots[row];
-    if (slot == NONE || slot >= 32u || ((p.present >> slot) & 1u) == 0u) {
-        return;
+    var ts: array<u32, TILE>;
+    for (var r = 0u; r < TILE; r++) {
+        var s = NONE;
+        if (r0 + r < step.num_tokens) {
+            s = slots[r0 + r];
+        }
+        if (s >= 32u || ((p.present >> s) & 1u) == 0u) {
+            s = NONE;
+        }
+        ts[r] = s;
     }
-    let bcol = slot * p.rank * quads + q;
-    var acc = vec4<f32>(0.0);
-    for (var j = 0u; j < p.rank; j++) {
-        acc += b[bcol + j * quads] * t[row * p.rank + j];
-    }
-    let out = row * p.ldy + q * 4u;
-    for (var c = 0u; c < 4u; c++) {
-        if (q * 4u + c < p.n) {
-            y[out + c] += acc[c];
+    for (var lead = 0u; lead < TILE; lead++) {
+        let slot = ts[lead];
+        var seen = slot == NONE;
+        for (var e = 0u; e < lead; e++) {
+            seen = seen || ts[e] == slot;
+        }
+        if (seen) {
+            continue;
+        }
+        let bcol = slot * p.rank * quads + q;
+        var acc: array<vec4<f32>, TILE>;
+        for (var j = 0u; j < p.rank; j++) {
+            let bv = b[bcol + j * quads];
+            for (var r = 0u; r < TILE; r++) {
+                if (ts[r] == slot) {
+                    acc[r] += bv * t[(r0 + r) * p.rank + j];
+                }
+            }
+        }
+        for (var r = 0u; r < TILE; r++) {
+            if (ts[r] != slot) {
+                continue;
+            }
+            let out = (r0 + r) * p.ldy + q * 4u;
+            for (var c = 0u; c < 4u; c++) {
+                if (q * 4u + c < p.n) {
+                    y[out + c] += acc[r][c];
+                }
+            }
         }
     }
 }

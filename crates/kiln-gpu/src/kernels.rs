@@ -132,7 +132,8 @@ const K_QUANT_SCALES: &str = include_str!("../../../shaders/kquant_scales.wgsl")
 /// (BENCHMARKS.md). The subgroup matrix kernel needs it: its tile of accumulators stays in
 /// registers only once the loops over it unroll. On an H200 the GPU family's attention spent
 /// 140 us a layer on one decoding sequence of 32 keys with the guard, each load of its
-/// staging and value loops waiting for the one before (BENCHMARKS.md).
+/// staging and value loops waiting for the one before (BENCHMARKS.md). The LoRA kernels'
+/// accumulators, a vec4 per row of a tile, stay in registers only so too.
 /// `KILN_UNBOUNDED_LOOPS` (kernel names, comma-separated; empty for none) replaces the list,
 /// for measuring what it gains on a new device.
 const UNBOUNDED_LOOPS: &[&str] = &[
@@ -140,6 +141,8 @@ const UNBOUNDED_LOOPS: &[&str] = &[
     "matmul_rowwise_subgroup",
     "attention",
     "attention_reduce",
+    "lora_shrink",
+    "lora_expand",
 ];
 
 /// Kernels that read weights only as whole octets, which take f16 and Q4_K weights through

@@ -56,7 +56,8 @@ fn adapters_add_their_products_to_the_tokens_that_run_through_them() {
         adapter("other", vec![("o", pair(2, 7))]),
     ];
     let stack = LoraStack::new(&adapters, &parts, cols, source).expect("adapted");
-    let slots = [NONE, 0, 1, 2, 0, NONE, 1, 0];
+    // A full tile of 8 rows through all three and none, and a partial one.
+    let slots = [NONE, 0, 1, 2, 0, NONE, 1, 0, 0, 0, 1];
     let tokens = slots.len();
     let x = randn(&mut r, tokens * cols, 2.0);
     let gain = randn(&mut r, cols, 1.0);

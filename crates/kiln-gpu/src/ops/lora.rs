@@ -38,6 +38,10 @@ struct ExpandParams {
     present: u32,
 }
 
+/// Rows of a tile, each value of A and B read once for the tile's rows through one adapter
+/// (`TILE` in both kernels).
+const TILE: u32 = 8;
+
 /// Most adapters one runner holds (a bit each in `present`).
 pub const MAX_LORA_SLOTS: usize = 32;
 
@@ -184,15 +188,20 @@ impl Lora {
             &ctx.device,
             kernels.get("lora_shrink"),
             &[b.step, &shrink_params, b.slots, b.x, gain, &a, b.t],
-            Grid::TokensZ { y: 1, z: 1 },
+            Grid::Tiles {
+                x: 1,
+                per: TILE,
+                samples: false,
+            },
         );
         let expand = Launch::new(
             &ctx.device,
             kernels.get("lora_expand"),
             &[b.step, &expand_params, b.slots, b.t, &bm, b.y],
-            Grid::Elements {
-                width: stack.rows.div_ceil(4) as u32,
-                per: 256,
+            Grid::Tiles {
+                x: stack.rows.div_ceil(4).div_ceil(256) as u32,
+                per: TILE,
+                samples: false,
             },
         );
         Self { shrink, expand }
