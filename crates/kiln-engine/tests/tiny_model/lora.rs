@@ -245,3 +245,66 @@ fn an_adapter_for_another_model_is_refused_by_name() {
     let err = LoraAdapter::load("b", &b, &mc).unwrap_err().to_string();
     assert!(err.contains("DoRA"), "{err}");
 }
+
+/// A GGUF base (whose q and k rows llama.cpp stores permuted, un-permuted at load) through
+/// an adapter made for the Hugging Face layout, with overlapped steps and speculative
+/// decoding on: the merged Hugging Face model's tokens.
+#[test]
+fn a_gguf_base_with_overlap_and_guesses_matches_the_merged_model() {
+    use kiln_engine::{Overlap, Speculation};
+    use kiln_model::testing::write_tiny_gguf;
+    let ctx = gpu();
+    let (cfg, seed) = (TinyConfig::default(), 7);
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("base.gguf");
+    let mc = write_tiny_gguf(&gguf, &cfg, seed, DType::F32).unwrap();
+    let base = Model::load(&gguf).unwrap();
+    let all = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ];
+    let [lora, _] = adapters([&all, &all]);
+    let (a, m) = (dir.path().join("a"), dir.path().join("m"));
+    lora.write(&a, &mc, DType::F32).unwrap();
+    lora.write_merged(&m, &cfg, seed, DType::F32).unwrap();
+    let adapter = Arc::new(LoraAdapter::load("a", &a, &base.config).unwrap());
+    let merged = Model::load(&m).unwrap();
+    // A prompt that repeats itself, so that decodes guess from their history.
+    let mut prompt = tokens(8, 24, mc.vocab_size);
+    prompt.extend_from_within(..);
+    for kernels in FAMILIES {
+        let ec = || on(config(64, true), kernels, KvDtype::F32);
+        let mut e = engine(&ctx, &merged, ec());
+        let want = run(&mut e, vec![request(1, prompt.clone(), 12)])
+            .remove(&1)
+            .unwrap();
+        let ec = EngineConfig {
+            lora: vec![adapter.clone()],
+            overlap: Overlap::On,
+            speculation: Some(Speculation {
+                num_tokens: 3,
+                lookup_min: 1,
+                lookup_max: 3,
+            }),
+            ..ec()
+        };
+        let mut e = engine(&ctx, &base, ec);
+        let got = run(
+            &mut e,
+            vec![Request {
+                lora: Some(0),
+                ..request(1, prompt.clone(), 12)
+            }],
+        );
+        assert_close(&format!("{kernels:?}"), &got[&1], &want, 0.002);
+        assert!(
+            e.stats().spec_draft_tokens > 0,
+            "{kernels:?}: no guesses made"
+        );
+    }
+}
