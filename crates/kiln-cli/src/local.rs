@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use kiln_engine::{
-    Constraint, Engine, EngineConfig, FinishReason, Grammar, GrammarCompiler, KvSize, Request,
+    Constraint, Engine, EngineConfig, FinishReason, Grammar, GrammarCompiler, KvSize, LoraRef,
+    Request,
 };
 use kiln_frontend::{Frontend, GenSpec, ReasoningFormat};
 use kiln_gpu::GpuContext;
@@ -56,8 +57,8 @@ pub struct Local {
     next_id: u64,
     /// Blocks kept in files (`--kv-disk-dir`).
     disk: Option<LocalDisk>,
-    /// The LoRA adapter every request runs through (`--lora`: slot 0).
-    lora: Option<u32>,
+    /// The LoRA adapter every request runs through (`--lora`).
+    lora: Option<LoraRef>,
 }
 
 /// How a reply ended.
@@ -129,7 +130,6 @@ impl Local {
             Some(dir) => vec![Arc::new(LoraAdapter::load("lora", dir, &config)?)],
             None => Vec::new(),
         };
-        let slot = (!lora.is_empty()).then_some(0);
         let mut engine = crate::model_path::build_engine(
             &ctx,
             &config,
@@ -157,13 +157,13 @@ impl Local {
             None => None,
         };
         Ok(Local {
+            lora: engine.lora_ref("lora"),
             engine,
             reasoning: ReasoningFormat::detect(frontend.chat_template.as_ref()),
             frontend,
             constraints: GrammarCompiler::default(),
             next_id: 0,
             disk,
-            lora: slot,
         })
     }
 

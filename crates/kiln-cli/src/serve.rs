@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kiln_engine::{EngineConfig, KvSize, LogprobsMode};
+use kiln_engine::{EngineConfig, KvSize, LogprobsMode, LoraCapacity};
 use kiln_frontend::ReasoningFormat;
 use kiln_model::LoraAdapter;
 use kiln_server::kv_transfer::{KvRole, KvTransferConfig};
@@ -119,6 +119,19 @@ pub struct Args {
     /// and through none share each step.
     #[arg(long, num_args = 1.., value_parser = lora_module)]
     lora_modules: Vec<(String, std::path::PathBuf)>,
+    /// Serve vLLM's `POST /v1/load_lora_adapter` and `/v1/unload_lora_adapter` (behind the
+    /// API key): adapters loaded from a folder the request names while the server runs. Every
+    /// projection then has room for --max-loras adapters of rank --max-lora-rank, and the
+    /// rotary step and gated activation run as launches of their own for every request.
+    #[arg(long)]
+    allow_runtime_lora_updating: bool,
+    /// Adapters the server holds at once (--lora-modules' included), with
+    /// --allow-runtime-lora-updating; at most 32.
+    #[arg(long, default_value_t = 8, requires = "allow_runtime_lora_updating")]
+    max_loras: usize,
+    /// Largest rank of each adapted matrix of an adapter loaded while running.
+    #[arg(long, default_value_t = 16, requires = "allow_runtime_lora_updating")]
+    max_lora_rank: usize,
 }
 
 /// `NAME=FOLDER`.
@@ -260,6 +273,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
         lora,
+        lora_capacity: a.allow_runtime_lora_updating.then_some(LoraCapacity {
+            slots: a.max_loras,
+            rank: a.max_lora_rank,
+        }),
         ..EngineConfig::default()
     });
     let pod = std::env::var("POD_NAME")

@@ -228,13 +228,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .map(|_| rng.random_range(0..c.vocab_size as u32))
             .collect()
     };
+    let lora = engine.lora_ref("lora");
     let mut request = |prompt: Vec<u32>, max_tokens: usize| {
         ids += 1;
         Request {
             sampling: SamplingParams::default(),
             seed: 0,
             ignore_eos: true,
-            lora: a.lora.as_ref().map(|_| 0),
+            lora,
             ..Request::new(ids, prompt, max_tokens)
         }
     };

@@ -57,9 +57,13 @@ pub struct EngineConfig {
     /// up to that many guesses of its next tokens from its own history, and keeps those the
     /// model's draws confirm. Outputs are the same either way.
     pub speculation: Option<Speculation>,
-    /// LoRA adapters requests may run through ([`kiln_scheduler::Request::lora`]: an index
-    /// into this list), each checked against the model when it was read.
+    /// LoRA adapters requests may run through ([`kiln_scheduler::Request::lora`]: slots
+    /// `0..` in this order), each checked against the model when it was read.
     pub lora: Vec<Arc<LoraAdapter>>,
+    /// Room for adapters loaded while the engine runs ([`Engine::load_lora`]): every
+    /// projection then has a slot for each, of that rank (vLLM's `--max-loras` and
+    /// `--max-lora-rank`). `None`: the adapters above only.
+    pub lora_capacity: Option<kiln_gpu::ops::LoraCapacity>,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +81,7 @@ impl Default for EngineConfig {
             overlap: Overlap::Auto,
             speculation: None,
             lora: Vec::new(),
+            lora_capacity: None,
         }
     }
 }
@@ -101,8 +106,8 @@ pub struct Engine {
     pub(crate) num_overlapped: u64,
     /// Blocks the CPU tier dropped, with their bytes, while spilling is on (`transfer.rs`).
     pub(crate) spilled: Option<Vec<crate::SavedBlock>>,
-    /// The LoRA adapters, by slot (`lora.rs`).
-    pub(crate) lora: Vec<Arc<LoraAdapter>>,
+    /// The LoRA adapters, by slot (`lora.rs`; `None`: an empty slot).
+    pub(crate) lora: Vec<Option<Arc<LoraAdapter>>>,
 }
 
 impl Engine {
@@ -174,7 +179,7 @@ impl Engine {
                 kv_dtype: ec.kv_dtype,
                 weights: ec.weights,
             },
-            &ec.lora,
+            (&ec.lora, ec.lora_capacity),
             progress,
         )?;
         let rc = runner.runner_config;
@@ -207,6 +212,8 @@ impl Engine {
             speculation: ec.speculation,
             ..limits
         });
+        let mut lora: Vec<_> = ec.lora.into_iter().map(Some).collect();
+        lora.resize(runner.lora_slots().0, None);
         Ok(Self {
             scheduler,
             runner,
@@ -220,7 +227,7 @@ impl Engine {
             deferred: None,
             num_overlapped: 0,
             spilled: None,
-            lora: ec.lora,
+            lora,
         })
     }
 

@@ -157,9 +157,9 @@ pub struct GenSpec {
     /// The prompt's final hidden state comes back with the first token (an embedding; no
     /// request field sets it, the embeddings endpoint does).
     pub return_hidden: bool,
-    /// The LoRA adapter (the engine's slot) the request runs through: the server sets it
-    /// from the request's `model`.
-    pub lora: Option<u32>,
+    /// The LoRA adapter the request runs through: the server sets it from the request's
+    /// `model`.
+    pub lora: Option<kiln_scheduler::LoraRef>,
 }
 
 impl GenSpec {

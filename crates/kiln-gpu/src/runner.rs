@@ -3,8 +3,10 @@
 //! launches into one compute pass, submits once and reads back only the sampled tokens
 //! (`runner/record.rs`: the launches of a step in order, and the logits-only pass;
 //! `runner/submit.rs`: submitting and reading back as two calls, so steps can overlap;
-//! `runner/profile.rs`: the device time of each operation).
+//! `runner/profile.rs`: the device time of each operation; `runner/lora.rs`: adapters loaded
+//! into their slots while it runs).
 
+mod lora;
 mod profile;
 mod record;
 mod submit;
@@ -18,7 +20,7 @@ use std::sync::atomic::Ordering;
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, LoraAdapter, ModelConfig, ModelTensors, Weights};
 
-use crate::layer::{Activations, Layer, LayerContext, RowOrder, gain, needs_gate_up};
+use crate::layer::{Activations, Layer, LayerContext, LoraSetup, RowOrder, gain, needs_gate_up};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
@@ -87,8 +89,9 @@ pub struct ModelRunner {
     pub gpu_bytes: u64,
     /// The side of the cooperative matrices products of many rows run on, if they do.
     pub cooperative_matrix: Option<u32>,
-    /// LoRA adapters the runner holds (slots `0..lora_slots`).
+    /// Slots for LoRA adapters (`0..lora_slots`), and the room for adapters loaded later.
     lora_slots: usize,
+    lora_capacity: Option<ops::LoraCapacity>,
     /// Compute dispatches of the last step's forward pass.
     dispatches: std::cell::Cell<u32>,
     /// The kernel profile, when turned on.
@@ -104,26 +107,32 @@ impl ModelRunner {
         rc: RunnerConfig,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self, GpuError> {
-        Self::with_lora(ctx, config, weights, rc, &[], progress)
+        Self::with_lora(ctx, config, weights, rc, (&[], None), progress)
     }
 
     /// The same, holding `lora`'s adapters in slots `0..`, which a step's sequences may
-    /// run through ([`kiln_core::SeqInBatch::lora`]).
+    /// run through ([`kiln_core::SeqInBatch::lora`]); with a capacity, every projection has
+    /// room for that many adapters of that rank, loaded later ([`ModelRunner::set_lora`]).
     pub fn with_lora(
         ctx: &GpuContext,
         config: &ModelConfig,
         weights: &Weights,
         rc: RunnerConfig,
-        lora: &[Arc<LoraAdapter>],
+        (lora, capacity): (&[Arc<LoraAdapter>], Option<ops::LoraCapacity>),
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self, GpuError> {
-        if lora.len() > ops::MAX_LORA_SLOTS {
+        let lora_slots = capacity.map_or(0, |c| c.slots).max(lora.len());
+        if lora_slots > ops::MAX_LORA_SLOTS {
             return Err(GpuError::Capacity {
                 what: "LoRA adapters",
-                needed: lora.len(),
+                needed: lora_slots,
                 max: ops::MAX_LORA_SLOTS,
             });
         }
+        let lora_setup = LoraSetup {
+            adapters: lora,
+            capacity,
+        };
         let c = config;
         let (h, nh, nkv, d, inter, vocab) = (
             c.hidden_size,
@@ -187,7 +196,9 @@ impl ModelRunner {
                 ctx.storage("attention runs", ops::attention_runs_bytes(split, nh, d))
             },
             // A stack's rank is at most its parts' (q, k and v) ranks together, padded to 4.
-            lora_t: (lora.iter().map(|a| a.rank).max())
+            lora_t: (lora.iter().map(|a| a.rank))
+                .chain(capacity.map(|c| c.rank))
+                .max()
                 .map(|r| f32s("lora A x", max_tokens * (3 * r).next_multiple_of(4))),
         };
         let x = &bufs.x;
@@ -308,7 +319,7 @@ impl ModelRunner {
                 let (all_weights, _) = gpu_weight_bytes(weights, rc.weights)?;
                 // The gate/up buffer, where a layer will make it.
                 let gate_up = match bufs.gate_up.get() {
-                    None if needs_gate_up(&tensors.layers, weights, rc.weights, lora)? => {
+                    None if needs_gate_up(&tensors.layers, weights, rc.weights, &lora_setup)? => {
                         bufs.gate_up_bytes
                     }
                     _ => 0,
@@ -340,7 +351,7 @@ impl ModelRunner {
             rope: (&rope, rope_local.as_ref()),
             matrix: &matrix,
             weights,
-            lora,
+            lora: lora_setup,
         };
         let mut layers = Vec::with_capacity(c.num_layers);
         for (i, t) in tensors.layers.iter().enumerate() {
@@ -434,7 +445,8 @@ impl ModelRunner {
             weight_bytes,
             gpu_bytes: ctx.allocated.load(Ordering::Relaxed) - allocated_before,
             cooperative_matrix: kernels.cooperative,
-            lora_slots: lora.len(),
+            lora_slots,
+            lora_capacity: capacity,
             dispatches: Default::default(),
             profiler: Default::default(),
         })

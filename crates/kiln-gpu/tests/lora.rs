@@ -1,8 +1,10 @@
 //! LoRA adapters' launches (`lora_shrink.wgsl`, `lora_expand.wgsl`) against the CPU: a stack
 //! of three parts (q, k, v) whose q and k rows lie in the rotary pair layout, three adapters
 //! (one adapting every part at rank 3, one only k at rank 5, one none of them), tokens
-//! through each of them and through none in one launch, awkward widths, with and without the
-//! RMSNorm the normed products apply: `y += B_part (A_part x')` for each token's adapter.
+//! through each of them and through none in one launch (a full tile of rows and a partial
+//! one), awkward widths, with and without the RMSNorm the normed products apply:
+//! `y += B_part (A_part x')` for each token's adapter. And slots rewritten in place: a stack
+//! with room for adapters loaded later, loaded, emptied and loaded again.
 
 mod common;
 
@@ -10,96 +12,103 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::*;
-use kiln_gpu::ops::{Lora, LoraBuffers, LoraStack, paired_row};
-use kiln_gpu::{KernelFamily, Kernels, Recorded, reference};
+use kiln_gpu::ops::{Lora, LoraBuffers, LoraCapacity, LoraShape, paired_row};
+use kiln_gpu::{GpuContext, KernelFamily, Kernels, Recorded, reference};
 use kiln_model::{LoraAdapter, LoraPair};
+use rand::rngs::StdRng;
 
 const NONE: u32 = u32::MAX;
+const COLS: usize = 45;
+const D: usize = 6;
+const PARTS: [(&str, usize); 3] = [("q", 4 * D), ("k", 2 * D), ("v", 2 * D)];
+const ROWS: usize = 8 * D;
 
-#[test]
-fn adapters_add_their_products_to_the_tokens_that_run_through_them() {
-    let ctx = gpu();
-    let kernels = Kernels::for_family(&ctx, KernelFamily::Auto);
-    let mut r = rng(41);
-    let (cols, d) = (45, 6);
-    let parts = [("q", 4 * d), ("k", 2 * d), ("v", 2 * d)];
-    let rows: usize = parts.iter().map(|p| p.1).sum();
-    let qk = 6 * d;
-    let source = |row: usize| if row < qk { paired_row(row, d) } else { row };
-    let mut pair = |rank: usize, out: usize| LoraPair {
-        rank,
-        a: randn(&mut r, rank * cols, 0.5),
-        b: randn(&mut r, out * rank, 0.5),
-    };
-    let adapter = |name: &str, pairs: Vec<(&str, LoraPair)>| {
-        Arc::new(LoraAdapter {
-            name: name.into(),
-            path: Default::default(),
-            rank: pairs.iter().map(|p| p.1.rank).max().unwrap_or(1),
-            pairs: pairs
-                .into_iter()
-                .map(|(n, p)| (n.to_string(), p))
-                .collect::<HashMap<_, _>>(),
-            fingerprint: 0,
+/// The stack's output row `row` holds stacked row `source(row)`: q and k in pair layout.
+fn source(row: usize) -> usize {
+    if row < 6 * D { paired_row(row, D) } else { row }
+}
+
+fn adapter(r: &mut StdRng, name: &str, pairs: &[(&str, usize, usize)]) -> Arc<LoraAdapter> {
+    let pairs: HashMap<String, LoraPair> = (pairs.iter())
+        .map(|&(n, rank, out)| {
+            let pair = LoraPair {
+                rank,
+                a: randn(r, rank * COLS, 0.5),
+                b: randn(r, out * rank, 0.5),
+            };
+            (n.to_string(), pair)
         })
-    };
-    let adapters = vec![
+        .collect();
+    Arc::new(LoraAdapter {
+        name: name.into(),
+        path: Default::default(),
+        rank: pairs.values().map(|p| p.rank).max().unwrap_or(1),
+        pairs,
+        fingerprint: 0,
+    })
+}
+
+/// The three adapters: every part at rank 3, k at rank 5, none of the stack's parts.
+fn three(r: &mut StdRng) -> Vec<Arc<LoraAdapter>> {
+    vec![
         adapter(
+            r,
             "all",
-            vec![
-                ("q", pair(3, 4 * d)),
-                ("k", pair(3, 2 * d)),
-                ("v", pair(3, 2 * d)),
-            ],
+            &[("q", 3, 4 * D), ("k", 3, 2 * D), ("v", 3, 2 * D)],
         ),
-        adapter("k", vec![("k", pair(5, 2 * d))]),
-        adapter("other", vec![("o", pair(2, 7))]),
-    ];
-    let stack = LoraStack::new(&adapters, &parts, cols, source).expect("adapted");
-    // A full tile of 8 rows through all three and none, and a partial one.
-    let slots = [NONE, 0, 1, 2, 0, NONE, 1, 0, 0, 0, 1];
+        adapter(r, "k", &[("k", 5, 2 * D)]),
+        adapter(r, "other", &[("o", 2, 7)]),
+    ]
+}
+
+/// Runs `lora` on `tokens` rows of x through `slots` and checks each row against the CPU with
+/// `held[slot]` the adapter in each slot.
+fn check(
+    ctx: &GpuContext,
+    make: &dyn Fn(LoraBuffers) -> Lora,
+    held: &[Option<Arc<LoraAdapter>>],
+    slots: &[u32],
+    r: &mut StdRng,
+    what: &str,
+) -> Lora {
     let tokens = slots.len();
-    let x = randn(&mut r, tokens * cols, 2.0);
-    let gain = randn(&mut r, cols, 1.0);
-    let y0 = randn(&mut r, tokens * rows, 1.0);
+    let x = randn(r, tokens * COLS, 2.0);
+    let gain = randn(r, COLS, 1.0);
+    let y0 = randn(r, tokens * ROWS, 1.0);
+    let mut kept = None;
     for normed in [false, true] {
-        let (xb, gb, yb) = (buf_f32(&ctx, &x), buf_f32(&ctx, &gain), buf_f32(&ctx, &y0));
+        let (xb, gb, yb) = (buf_f32(ctx, &x), buf_f32(ctx, &gain), buf_f32(ctx, &y0));
         let (sb, tb) = (
-            buf_u32(&ctx, &slots),
-            ctx.storage("t", (tokens * 16 * 4) as u64),
+            buf_u32(ctx, slots),
+            ctx.storage("t", (tokens * 32 * 4) as u64),
         );
-        let step = step_buffer(&ctx, tokens as u32, 1, 0);
-        let lora = Lora::new(
-            &ctx,
-            &kernels,
-            &stack,
-            LoraBuffers {
-                step: &step,
-                slots: &sb,
-                x: &xb,
-                norm: normed.then_some((&gb, 1e-5)),
-                y: &yb,
-                ldy: rows as u32,
-                t: &tb,
-            },
-        );
-        run(&ctx, |p| lora.record(p, tokens as u32, 0));
+        let step = step_buffer(ctx, tokens as u32, 1, 0);
+        let lora = make(LoraBuffers {
+            step: &step,
+            slots: &sb,
+            x: &xb,
+            norm: normed.then_some((&gb, 1e-5)),
+            y: &yb,
+            ldy: ROWS as u32,
+            t: &tb,
+        });
+        run(ctx, |p| lora.record(p, tokens as u32, 0));
         let mut want = y0.clone();
         for (t, &slot) in slots.iter().enumerate() {
-            let Some(ad) = adapters.get(slot as usize) else {
+            let Some(Some(ad)) = held.get(slot as usize) else {
                 continue;
             };
-            let xt = &x[t * cols..(t + 1) * cols];
+            let xt = &x[t * COLS..(t + 1) * COLS];
             let xn = match normed {
                 true => reference::rmsnorm(xt, &gain, 1e-5),
                 false => xt.to_vec(),
             };
-            for row in 0..rows {
+            for row in 0..ROWS {
                 let src = source(row);
                 let (name, start) = match src {
-                    s if s < 4 * d => ("q", 0),
-                    s if s < 6 * d => ("k", 4 * d),
-                    _ => ("v", 6 * d),
+                    s if s < 4 * D => ("q", 0),
+                    s if s < 6 * D => ("k", 4 * D),
+                    _ => ("v", 6 * D),
                 };
                 let Some(p) = ad.pairs.get(name) else {
                     continue;
@@ -107,33 +116,82 @@ fn adapters_add_their_products_to_the_tokens_that_run_through_them() {
                 let ax = reference::matvec(&p.a, &xn);
                 let local = src - start;
                 let delta: f32 = (0..p.rank).map(|q| p.b[local * p.rank + q] * ax[q]).sum();
-                want[t * rows + row] += delta;
+                want[t * ROWS + row] += delta;
             }
         }
-        let got = read_f32(&ctx, &yb, want.len());
-        assert_close(&format!("normed {normed}"), &got, &want, 1e-4, 1e-4);
-        // Rows without an adapter, or through one that leaves the stack alone, are untouched.
-        for t in [0, 3, 5] {
-            assert_eq!(got[t * rows..(t + 1) * rows], y0[t * rows..(t + 1) * rows]);
-        }
+        let got = read_f32(ctx, &yb, want.len());
+        assert_close(&format!("{what}, normed {normed}"), &got, &want, 1e-4, 1e-4);
+        kept = Some(lora);
     }
+    kept.unwrap()
+}
+
+#[test]
+fn adapters_add_their_products_to_the_tokens_that_run_through_them() {
+    let ctx = gpu();
+    let kernels = Kernels::for_family(&ctx, KernelFamily::Auto);
+    let mut r = rng(41);
+    let adapters = three(&mut r);
+    let make = |b: LoraBuffers| {
+        let shape = LoraShape::new(&adapters, &PARTS, COLS, None).expect("adapted");
+        Lora::new(&ctx, &kernels, shape, &adapters, &source, b).unwrap()
+    };
+    let held: Vec<_> = adapters.iter().cloned().map(Some).collect();
+    // A full tile of 8 rows through all three and none, and a partial one.
+    let slots = [NONE, 0, 1, 2, 0, NONE, 1, 0, 0, 0, 1];
+    check(&ctx, &make, &held, &slots, &mut r, "three adapters");
+}
+
+#[test]
+fn slots_are_rewritten_in_place() {
+    let ctx = gpu();
+    let kernels = Kernels::for_family(&ctx, KernelFamily::Auto);
+    let mut r = rng(42);
+    let adapters = three(&mut r);
+    let capacity = LoraCapacity { slots: 3, rank: 5 };
+    // Built empty, with room for three adapters of rank 5 a matrix, then written slot by
+    // slot: loaded, emptied, loaded with another.
+    let plan: [&[(usize, Option<usize>)]; 3] = [
+        &[(1, Some(0)), (2, Some(1))],
+        &[(1, None)],
+        &[(1, Some(1)), (0, Some(2)), (2, Some(0))],
+    ];
+    let mut held = vec![None, None, None];
+    for (i, writes) in plan.iter().enumerate() {
+        for &(slot, a) in writes.iter() {
+            held[slot] = a.map(|a| adapters[a].clone());
+        }
+        let make = |b: LoraBuffers| {
+            let shape = LoraShape::new(&[], &PARTS, COLS, Some(capacity)).expect("room");
+            let lora = Lora::new(&ctx, &kernels, shape, &[], &source, b).unwrap();
+            for &(slot, a) in plan.iter().take(i + 1).flat_map(|w| w.iter()) {
+                let a = a.map(|a| &*adapters[a]);
+                if let Some(a) = a {
+                    lora.shape().check(a).unwrap();
+                }
+                lora.set_slot(&ctx, slot, a, &source);
+            }
+            lora
+        };
+        let slots = [0, 1, 2, NONE, 1, 2, 0, 1, 2];
+        let what = format!("after writes {i}: {writes:?}");
+        check(&ctx, &make, &held, &slots, &mut r, &what);
+    }
+    // An adapter whose ranks exceed the room is refused before anything is written.
+    let big = adapter(&mut r, "big", &[("q", 6, 4 * D)]);
+    let shape = LoraShape::new(&[], &PARTS, COLS, Some(capacity)).unwrap();
+    assert!(
+        shape.check(&big).is_ok(),
+        "6 of the stack's 3 x 5, padded to 16"
+    );
+    let bigger = adapter(&mut r, "bigger", &[("q", 9, 4 * D), ("k", 9, 2 * D)]);
+    let err = shape.check(&bigger).unwrap_err().to_string();
+    assert!(err.contains("LoRA rank"), "{err}");
 }
 
 #[test]
 fn a_stack_no_adapter_touches_has_no_launches() {
-    let adapter = Arc::new(LoraAdapter {
-        name: "o".into(),
-        path: Default::default(),
-        rank: 2,
-        pairs: HashMap::from([(
-            "o".to_string(),
-            LoraPair {
-                rank: 2,
-                a: vec![0.0; 2 * 8],
-                b: vec![0.0; 8 * 2],
-            },
-        )]),
-        fingerprint: 0,
-    });
-    assert!(LoraStack::new(&[adapter], &[("q", 8), ("k", 8)], 8, |r| r).is_none());
+    let mut r = rng(43);
+    let other = adapter(&mut r, "o", &[("o", 2, 8)]);
+    assert!(LoraShape::new(&[other], &[("q", 8), ("k", 8)], 8, None).is_none());
 }

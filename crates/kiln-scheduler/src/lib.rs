@@ -38,7 +38,7 @@ pub use kv_cache::Spilled;
 pub use kv_events::{KvEvent, Medium};
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use penalty_list::BANNED;
-pub use request::Request;
+pub use request::{LoraRef, Request};
 pub use scheduler::{BlockPlace, CachedBlock, PinnedBlocks, Scheduler, WaitingHead, prefix_keys};
 pub use speculation::Speculation;
 pub use stats::SchedulerStats;

@@ -62,9 +62,18 @@ pub struct Request {
     /// (`speculation.rs`; never with penalties, a logit bias or `min_tokens`' ban). The
     /// engine clears it for a request whose tokens a grammar or token filter constrains.
     pub speculative: bool,
-    /// The LoRA adapter (the engine's slot) the request runs through; the engine folds the
-    /// adapter into `cache_salt`, so no cached block is shared across adapters.
-    pub lora: Option<u32>,
+    /// The LoRA adapter the request runs through; the engine folds the adapter into
+    /// `cache_salt`, so no cached block is shared across adapters.
+    pub lora: Option<LoraRef>,
+}
+
+/// A LoRA adapter a request runs through: the engine's slot for it, and the adapter's
+/// fingerprint, which the engine checks when the request is added (the slot may have been
+/// given to another adapter since it was looked up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoraRef {
+    pub slot: u32,
+    pub fingerprint: u64,
 }
 
 impl Request {

@@ -244,6 +244,13 @@ impl Scheduler {
         !self.requests.is_empty()
     }
 
+    /// Unfinished requests through the LoRA adapter in slot `slot`.
+    pub fn requests_through(&self, slot: u32) -> usize {
+        (self.requests.values())
+            .filter(|r| r.req.lora.is_some_and(|l| l.slot == slot))
+            .count()
+    }
+
     pub fn stats(&self) -> SchedulerStats {
         SchedulerStats {
             num_running: self.running.len(),

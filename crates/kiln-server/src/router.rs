@@ -43,8 +43,15 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/v1/kv_transfer/{request_id}",
             get(kv_transfer::export_blocks),
-        )
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+        );
+    // Loading adapters from paths the request names, only where the server allows it.
+    let protected = match state.engine.info.lora_loadable {
+        true => protected
+            .route("/v1/load_lora_adapter", post(routes::lora::load))
+            .route("/v1/unload_lora_adapter", post(routes::lora::unload)),
+        false => protected,
+    }
+    .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     let mut app = Router::new().merge(protected);
     if let Some(demo) = &state.config.demo {
         app = demo::mount(app, demo);

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kiln_engine::LoraRef;
 use kiln_frontend::tools::{ChatTurn, ToolPlan};
 use kiln_frontend::{Ending, Frontend, GenSpec, GenerationParams, ReasoningFormat};
 use serde_json::{Map, Value};
@@ -36,35 +37,30 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    /// The LoRA adapter slot a request's `model` names: `None` for the served model (or no
-    /// `model`), an error for a name that is neither it nor an adapter's.
-    pub fn check_model(&self, model: Option<&str>) -> Result<Option<u32>, ApiError> {
+    /// The LoRA adapter a request's `model` names: `None` for the served model (or no
+    /// `model`), an error for a name that is neither it nor a loaded adapter's.
+    pub fn check_model(&self, model: Option<&str>) -> Result<Option<LoraRef>, ApiError> {
         match model {
-            Some(m) if m != self.config.served_model_name => {
-                let lora = &self.engine.info.lora;
-                match lora.iter().position(|a| a.name == m) {
-                    Some(slot) => Ok(Some(slot as u32)),
-                    None => Err(ApiError::model_not_found(m)),
-                }
-            }
+            Some(m) if m != self.config.served_model_name => match self.engine.lora.find(m) {
+                Some((r, _)) => Ok(Some(r)),
+                None => Err(ApiError::model_not_found(m)),
+            },
             _ => Ok(None),
         }
     }
 
     /// The name a response gives as its `model`: the adapter's, or the served model's.
     pub fn model_name(&self, spec: &GenSpec) -> String {
-        match spec.lora {
-            Some(slot) => self.engine.info.lora[slot as usize].name.clone(),
+        match spec.lora.and_then(|r| self.engine.lora.get(r)) {
+            Some(a) => a.name.clone(),
             None => self.config.served_model_name.clone(),
         }
     }
 
     /// The prefix-cache salt the engine gives the request's blocks (its adapter's, if any).
     pub fn cache_salt(&self, spec: &GenSpec) -> Option<String> {
-        match spec.lora {
-            Some(slot) => {
-                Some(self.engine.info.lora[slot as usize].salt(spec.cache_salt.as_deref()))
-            }
+        match spec.lora.and_then(|r| self.engine.lora.get(r)) {
+            Some(a) => Some(a.salt(spec.cache_salt.as_deref())),
             None => spec.cache_salt.clone(),
         }
     }

@@ -2,7 +2,8 @@
 //! `model` names the adapter it runs through; its reply is that of a server for the model with
 //! the adapter merged in, while requests for the served model in the same steps get the base
 //! model's; `/v1/models` lists the adapters with their parent; an unknown name is a 404;
-//! the same prompt through another adapter finds none of its cached blocks.
+//! the same prompt through another adapter finds none of its cached blocks; adapters loaded
+//! and unloaded through vLLM's runtime routes.
 
 mod common;
 
@@ -146,4 +147,75 @@ fn an_adapter_of_another_model_is_refused_with_the_file_and_tensor() {
             && err.contains("down_proj"),
         "{err}"
     );
+}
+
+/// vLLM's runtime routes, where the server has room for adapters loaded while it runs
+/// (`--allow-runtime-lora-updating`): load, serve through, list, refuse a second load of the
+/// name and a folder that is no adapter, unload (then a 404 for the name); and no such
+/// routes on a server without that room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapters_load_and_unload_through_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let tc = TinyConfig::default();
+    let mc = tc.model_config();
+    let (a, merged) = (dir.path().join("a"), dir.path().join("merged"));
+    // (Seed 31 as above: its greedy reply has no near tie that f16 rounding of the merged
+    // weights could break, as seed 41's has at its fourth token, 0.0003 apart.)
+    adapter(31).write(&a, &mc, DType::F16).unwrap();
+    adapter(31)
+        .write_merged(&merged, &tc, 7, DType::F16)
+        .unwrap();
+    let room = Some(kiln_engine::LoraCapacity { slots: 2, rank: 8 });
+    let base = start_tiny(|_, ec| ec.lora_capacity = room);
+    let want = start_file_faulty(&merged, |_, _| {}, |_| Default::default()).base;
+    let text = |path: &'static str, body: Value| {
+        let base = base.clone();
+        async move {
+            let r = send(&base, path, &body).await;
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let load = json!({"lora_name": "sql", "lora_path": a.to_str().unwrap()});
+    let (s, body) = text("/v1/load_lora_adapter", load.clone()).await;
+    assert_eq!(
+        (s, body.as_str()),
+        (200, "Success: LoRA adapter 'sql' added successfully.")
+    );
+    let (_, list) = get(&base, "/v1/models").await;
+    assert!(list.contains("\"sql\""), "{list}");
+    assert_eq!(reply(&base, "sql").await.0, reply(&want, "tiny").await.0);
+
+    let (s, body) = text("/v1/load_lora_adapter", load).await;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("already loaded"), "{body}");
+    let nowhere = json!({"lora_name": "x", "lora_path": dir.path().join("none").to_str().unwrap()});
+    let (s, body) = text("/v1/load_lora_adapter", nowhere).await;
+    assert!(
+        s == 400 && body.contains("lora_path") && body.contains("adapter_config.json"),
+        "{body}"
+    );
+
+    let (s, body) = text("/v1/unload_lora_adapter", json!({"lora_name": "sql"})).await;
+    assert_eq!(
+        (s, body.as_str()),
+        (200, "Success: LoRA adapter 'sql' removed successfully.")
+    );
+    let (s, r) = post(
+        &base,
+        "/v1/completions",
+        &json!({"model": "sql", "prompt": "hi"}),
+    )
+    .await;
+    assert_eq!(s, 404, "{r}");
+    let (s, _) = text("/v1/unload_lora_adapter", json!({"lora_name": "sql"})).await;
+    assert_eq!(s, 404);
+
+    let fixed = start_tiny(|_, _| {});
+    let r = send(
+        &fixed,
+        "/v1/load_lora_adapter",
+        &json!({"lora_name": "x", "lora_path": "/"}),
+    )
+    .await;
+    assert_eq!(r.status().as_u16(), 404);
 }

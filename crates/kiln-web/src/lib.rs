@@ -45,6 +45,7 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         speculation: None,
         // LoRA adapters are not loaded in the page (README: not done).
         lora: Vec::new(),
+        lora_capacity: None,
     }
 }
 

@@ -118,8 +118,9 @@ fn check(cfg: &TinyConfig, modules: [&[&str]; 2], tol: f32) {
             ..ec()
         };
         let mut e = engine(&ctx, &base, ec);
-        let through = |id, p: &[u32], lora| Request {
-            lora,
+        let refs = ["a0", "a1"].map(|n| e.lora_ref(n).expect("loaded"));
+        let through = |id, p: &[u32], lora: Option<usize>| Request {
+            lora: lora.map(|i| refs[i]),
             ..request(id, p.to_vec(), 6)
         };
         let got = run(
@@ -162,9 +163,18 @@ fn check(cfg: &TinyConfig, modules: [&[&str]; 2], tol: f32) {
             let want = &want_fresh[lora.is_some() as usize];
             assert_close(&what(&format!("request {id}")), &out, want, tol);
         }
-        // A slot the engine does not hold is refused.
-        let err = e.add_request(through(9, &prompt, Some(2))).unwrap_err();
-        assert!(err.to_string().contains("LoRA adapter 2"), "{err}");
+        // A slot the engine does not hold, or that holds another adapter, is refused.
+        for (slot, fingerprint) in [(2, 0), (1, refs[0].fingerprint)] {
+            let stale = Request {
+                lora: Some(kiln_engine::LoraRef { slot, fingerprint }),
+                ..request(9, prompt.clone(), 2)
+            };
+            let err = e.add_request(stale).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("no longer loaded (slot {slot})")),
+                "{err}"
+            );
+        }
     }
 }
 
@@ -294,10 +304,11 @@ fn a_gguf_base_with_overlap_and_guesses_matches_the_merged_model() {
             ..ec()
         };
         let mut e = engine(&ctx, &base, ec);
+        let lora = e.lora_ref("a");
         let got = run(
             &mut e,
             vec![Request {
-                lora: Some(0),
+                lora,
                 ..request(1, prompt.clone(), 12)
             }],
         );
@@ -306,5 +317,162 @@ fn a_gguf_base_with_overlap_and_guesses_matches_the_merged_model() {
             e.stats().spec_draft_tokens > 0,
             "{kernels:?}: no guesses made"
         );
+    }
+}
+
+/// Adapters loaded into an engine with room for two while it runs, unloaded (not while a
+/// request runs through one), loaded again into the freed slot: each request gives its merged
+/// model's tokens, and the base model's with none.
+#[test]
+fn adapters_load_and_unload_while_the_engine_runs() {
+    use kiln_engine::LoraCapacity;
+    let ctx = gpu();
+    let (cfg, seed) = (TinyConfig::default(), 7);
+    let dir = tempfile::tempdir().unwrap();
+    let base_dir = dir.path().join("base");
+    let mc = write_tiny_llama(&base_dir, &cfg, seed).unwrap();
+    let base = Model::load(&base_dir).unwrap();
+    let all = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ];
+    let tiny = adapters([&all, &["q_proj", "v_proj"]]);
+    let mut loaded = Vec::new();
+    let mut merged = Vec::new();
+    for (i, t) in tiny.iter().enumerate() {
+        let (a, m) = (
+            dir.path().join(format!("a{i}")),
+            dir.path().join(format!("m{i}")),
+        );
+        t.write(&a, &mc, DType::F32).unwrap();
+        t.write_merged(&m, &cfg, seed, DType::F32).unwrap();
+        loaded.push(Arc::new(
+            LoraAdapter::load(&format!("a{i}"), &a, &base.config).unwrap(),
+        ));
+        merged.push(Model::load(&m).unwrap());
+    }
+    let prompt = tokens(6, 30, mc.vocab_size);
+    for kernels in FAMILIES {
+        let ec = || on(config(64, true), kernels, KvDtype::F32);
+        let what = |s: &str| format!("{kernels:?}: {s}");
+        let alone = |m: &Model| {
+            let mut e = engine(&ctx, m, ec());
+            run(&mut e, vec![request(1, prompt.clone(), 6)])
+                .remove(&1)
+                .unwrap()
+        };
+        let want_base = alone(&base);
+        let want: Vec<_> = merged.iter().map(alone).collect();
+
+        // Without room, nothing loads.
+        let mut fixed = engine(&ctx, &base, ec());
+        let err = fixed.load_lora(loaded[0].clone()).unwrap_err().to_string();
+        assert!(err.contains("without room"), "{err}");
+
+        let capacity = LoraCapacity { slots: 2, rank: 5 };
+        let mut e = engine(
+            &ctx,
+            &base,
+            EngineConfig {
+                lora_capacity: Some(capacity),
+                ..ec()
+            },
+        );
+        let mut id = 10;
+        let mut through = |e: &mut kiln_engine::Engine, name: Option<&str>| {
+            id += 1;
+            let lora = name.map(|n| e.lora_ref(n).expect("loaded"));
+            let r = Request {
+                lora,
+                ..request(id, prompt.clone(), 6)
+            };
+            run(e, vec![r]).remove(&id).unwrap()
+        };
+        assert_close(
+            &what("base, room for adapters"),
+            &through(&mut e, None),
+            &want_base,
+            0.002,
+        );
+        assert_eq!(e.load_lora(loaded[1].clone()).unwrap(), 0);
+        assert_eq!(e.load_lora(loaded[0].clone()).unwrap(), 1);
+        assert_close(
+            &what("a0 loaded"),
+            &through(&mut e, Some("a0")),
+            &want[0],
+            0.002,
+        );
+        assert_close(
+            &what("a1 loaded"),
+            &through(&mut e, Some("a1")),
+            &want[1],
+            0.002,
+        );
+        let err = e.load_lora(loaded[0].clone()).unwrap_err().to_string();
+        assert!(err.contains("already loaded"), "{err}");
+
+        // Not while a request waits through it.
+        let a1 = e.lora_ref("a1").unwrap();
+        e.add_request(Request {
+            lora: Some(a1),
+            ..request(99, prompt.clone(), 2)
+        })
+        .unwrap();
+        let err = e.unload_lora("a1").unwrap_err().to_string();
+        assert!(err.contains("in use by 1"), "{err}");
+        while e.has_unfinished() {
+            pollster::block_on(e.step()).unwrap();
+        }
+        assert_eq!(e.unload_lora("a1").unwrap(), 0);
+        let stale = Request {
+            lora: Some(a1),
+            ..request(98, prompt.clone(), 2)
+        };
+        assert!(
+            e.add_request(stale).is_err(),
+            "{}",
+            what("a request through an unloaded adapter")
+        );
+        // Slot 0 again, for another adapter; the one in slot 1 untouched.
+        let third = Arc::new(LoraAdapter {
+            name: "a0 again".into(),
+            ..(*loaded[0]).clone()
+        });
+        assert_eq!(e.load_lora(third).unwrap(), 0);
+        assert_close(
+            &what("a0 again"),
+            &through(&mut e, Some("a0 again")),
+            &want[0],
+            0.002,
+        );
+        assert_close(
+            &what("a0 still"),
+            &through(&mut e, Some("a0")),
+            &want[0],
+            0.002,
+        );
+        assert_close(
+            &what("base at the end"),
+            &through(&mut e, None),
+            &want_base,
+            0.002,
+        );
+        let err = e.load_lora(loaded[1].clone()).unwrap_err().to_string();
+        assert!(err.contains("slots is taken"), "{err}");
+        // Ranks beyond the room: refused, the slot left empty.
+        e.unload_lora("a0 again").unwrap();
+        let wide = dir.path().join(format!("wide {kernels:?}"));
+        let mut big = tiny[0].clone();
+        big.rank = 9;
+        big.write(&wide, &mc, DType::F32).unwrap();
+        let big = Arc::new(LoraAdapter::load("big", &wide, &base.config).unwrap());
+        let err = e.load_lora(big).unwrap_err().to_string();
+        assert!(err.contains("LoRA rank"), "{err}");
+        assert!(e.lora_adapters()[0].is_none());
     }
 }

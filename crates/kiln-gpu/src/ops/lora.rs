@@ -3,18 +3,21 @@
 //! `lora_expand.wgsl`), so requests through different adapters, and through none, share one
 //! step and one copy of the base weights.
 //!
-//! A projection's stack of matrices (q, k and v; gate and up) takes one pair of launches: the
-//! adapters' A matrices of its parts are stacked by rows (each part its own range of the rank),
+//! A projection's stack of matrices (q, k and v; gate and up) takes one pair of launches: an
+//! adapter's A matrices of its parts are stacked by rows (each part its own range of the rank),
 //! and B is block-diagonal over them, each output row reading its part's range. Every adapter
-//! slot gets the same padded rank; a slot whose adapter leaves the stack alone is passed over
-//! by its bit in `present`.
+//! slot gets the same rank (padded); a slot whose adapter leaves the stack alone, or that
+//! holds none, is passed over by its bit in `present`. A slot is rewritten in place when an
+//! adapter is loaded into it or taken out ([`Lora::set_slot`]), where the runner was built
+//! with room for that ([`LoraCapacity`]).
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 use kiln_model::LoraAdapter;
 
-use crate::{GpuContext, Grid, Kernels, Launch, Recorded};
+use crate::{GpuContext, GpuError, Grid, Kernels, Launch, Recorded};
 
 /// Twin of `lora_shrink.wgsl`'s `Params`.
 #[repr(C)]
@@ -45,95 +48,130 @@ const TILE: u32 = 8;
 /// Most adapters one runner holds (a bit each in `present`).
 pub const MAX_LORA_SLOTS: usize = 32;
 
-/// Every adapter's A and B for one stack of matrices, laid out for the kernels: both
-/// transposed, so that neighbouring invocations (ranks in the first product, output rows in
-/// the second) read neighbouring values, four at a time (the rank and the rows padded with
-/// zeros to multiples of 4).
-pub struct LoraStack {
-    /// A transposed: (slots, cols, rank).
-    a: Vec<f32>,
-    /// B transposed: (slots, rank, rows rounded up to a multiple of 4).
-    b: Vec<f32>,
-    rank: usize,
-    rows: usize,
-    cols: usize,
-    /// Bit `s`: adapter `s` adapts some part of the stack.
-    present: u32,
+/// Room for adapters loaded while the runner runs: every projection gets a stack of `slots`
+/// adapters, each of rank up to `rank` per matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoraCapacity {
+    pub slots: usize,
+    pub rank: usize,
 }
 
-impl LoraStack {
-    /// The stack of `parts` (tensor name, rows) of `cols` columns, output row `r` holding
-    /// stacked row `source(r)`; `None` when no adapter adapts any part.
+/// One stack's shape: its parts (tensor name, rows), their width, and the rank and number of
+/// its slots. Both matrices are stored transposed, so that neighbouring invocations (ranks
+/// in the first product, output rows in the second) read neighbouring values, four at a
+/// time: A as (slots, cols, rank), B as (slots, rank, rows rounded up to 4).
+pub struct LoraShape {
+    parts: Vec<(String, usize)>,
+    cols: usize,
+    rows: usize,
+    rank: usize,
+    slots: usize,
+}
+
+impl LoraShape {
+    /// The stack of `parts` of `cols` columns for `adapters` (by slot), or with `capacity`'s
+    /// room; `None` when neither gives it a rank.
     pub fn new(
         adapters: &[Arc<LoraAdapter>],
         parts: &[(&str, usize)],
         cols: usize,
-        source: impl Fn(usize) -> usize,
+        capacity: Option<LoraCapacity>,
     ) -> Option<Self> {
-        let rank_of = |ad: &LoraAdapter, name: &str| ad.pairs.get(name).map_or(0, |p| p.rank);
-        let rank = (adapters.iter())
-            .map(|ad| parts.iter().map(|(n, _)| rank_of(ad, n)).sum::<usize>())
-            .max()?;
-        if rank == 0 {
-            return None;
-        }
-        let rank = rank.next_multiple_of(4);
-        let rows: usize = parts.iter().map(|p| p.1).sum();
-        let ldb = rows.next_multiple_of(4);
-        let (slots, mut present) = (adapters.len(), 0u32);
-        let mut a = vec![0f32; slots * rank * cols];
-        let mut b = vec![0f32; slots * ldb * rank];
-        // Each part's first stacked row.
-        let starts: Vec<usize> = (parts.iter())
-            .scan(0, |s, p| {
-                let start = *s;
-                *s += p.1;
-                Some(start)
-            })
-            .collect();
-        for (s, ad) in adapters.iter().enumerate() {
-            let mut offset = 0;
-            // Where each part's rank range starts for this adapter.
-            let mut ranges = Vec::new();
-            for (name, _) in parts {
-                ranges.push(offset);
-                let Some(pair) = ad.pairs.get(*name) else {
-                    continue;
-                };
-                present |= 1 << s;
-                for q in 0..pair.rank {
-                    for c in 0..cols {
-                        a[(s * cols + c) * rank + offset + q] = pair.a[q * cols + c];
-                    }
-                }
-                offset += pair.rank;
-            }
-            for r in 0..rows {
-                let src = source(r);
-                let p = starts.partition_point(|&st| st <= src) - 1;
-                let Some(pair) = ad.pairs.get(parts[p].0) else {
-                    continue;
-                };
-                let local = src - starts[p];
-                for q in 0..pair.rank {
-                    b[(s * rank + ranges[p] + q) * ldb + r] = pair.b[local * pair.rank + q];
-                }
-            }
-        }
-        Some(Self {
-            a,
-            b,
-            rank,
-            rows,
+        let needed = adapters
+            .iter()
+            .map(|a| rank_in(a, parts))
+            .max()
+            .unwrap_or(0);
+        let (slots, rank) = match capacity {
+            Some(c) => (c.slots, (parts.len() * c.rank).max(needed)),
+            None => (adapters.len(), needed),
+        };
+        (rank > 0).then(|| Self {
+            parts: parts.iter().map(|&(n, r)| (n.to_string(), r)).collect(),
             cols,
-            present,
+            rows: parts.iter().map(|p| p.1).sum(),
+            rank: rank.next_multiple_of(4),
+            slots,
         })
+    }
+
+    fn ldb(&self) -> usize {
+        self.rows.next_multiple_of(4)
     }
 
     /// The bytes its matrices take on the GPU.
     pub fn bytes(&self) -> u64 {
-        ((self.a.len() + self.b.len()) * 4) as u64
+        (self.slots * self.rank * (self.cols + self.ldb()) * 4) as u64
     }
+
+    /// Whether `adapter`'s matrices of this stack fit a slot.
+    pub fn check(&self, adapter: &LoraAdapter) -> Result<(), GpuError> {
+        let rank = rank_in(adapter, &self.named());
+        if rank > self.rank {
+            return Err(GpuError::Capacity {
+                what: "LoRA rank of a projection (its matrices' ranks together)",
+                needed: rank,
+                max: self.rank,
+            });
+        }
+        Ok(())
+    }
+
+    fn named(&self) -> Vec<(&str, usize)> {
+        self.parts.iter().map(|(n, r)| (n.as_str(), *r)).collect()
+    }
+
+    /// One slot's A and B for `adapter` (zeros where it adapts no part; `None` when it adapts
+    /// none), output row `r` holding stacked row `source(r)`.
+    fn slot_values(
+        &self,
+        adapter: &LoraAdapter,
+        source: &dyn Fn(usize) -> usize,
+    ) -> Option<(Vec<f32>, Vec<f32>)> {
+        let (rank, cols, ldb) = (self.rank, self.cols, self.ldb());
+        let mut a = vec![0f32; cols * rank];
+        let mut b = vec![0f32; rank * ldb];
+        // Each part's first stacked row, and where its range of the rank starts.
+        let (mut starts, mut ranges) = (Vec::new(), Vec::new());
+        let (mut start, mut offset) = (0, 0);
+        for (name, rows) in &self.parts {
+            starts.push(start);
+            ranges.push(offset);
+            start += rows;
+            let Some(pair) = adapter.pairs.get(name) else {
+                continue;
+            };
+            for q in 0..pair.rank {
+                for c in 0..cols {
+                    a[c * rank + offset + q] = pair.a[q * cols + c];
+                }
+            }
+            offset += pair.rank;
+        }
+        if offset == 0 {
+            return None;
+        }
+        for r in 0..self.rows {
+            let src = source(r);
+            let p = starts.partition_point(|&st| st <= src) - 1;
+            let Some(pair) = adapter.pairs.get(&self.parts[p].0) else {
+                continue;
+            };
+            let local = src - starts[p];
+            for q in 0..pair.rank {
+                b[(ranges[p] + q) * ldb + r] = pair.b[local * pair.rank + q];
+            }
+        }
+        Some((a, b))
+    }
+}
+
+/// The rank `adapter` gives a stack of `parts`: its matrices' ranks together.
+fn rank_in(adapter: &LoraAdapter, parts: &[(&str, usize)]) -> usize {
+    (parts.iter())
+        .filter_map(|(n, _)| adapter.pairs.get(*n))
+        .map(|p| p.rank)
+        .sum()
 }
 
 /// What a stack's launches read and write.
@@ -151,26 +189,54 @@ pub struct LoraBuffers<'a> {
     pub t: &'a wgpu::Buffer,
 }
 
-/// One stack's two launches.
+/// One stack's two launches and the matrices of its slots.
 pub struct Lora {
+    shape: LoraShape,
+    a: wgpu::Buffer,
+    b: wgpu::Buffer,
+    shrink_params: wgpu::Buffer,
+    expand_params: wgpu::Buffer,
+    /// Bit `s`: slot `s`'s adapter adapts some part of the stack.
+    present: Cell<u32>,
     shrink: Launch,
     expand: Launch,
 }
 
 impl Lora {
-    pub fn new(ctx: &GpuContext, kernels: &Kernels, stack: &LoraStack, b: LoraBuffers) -> Self {
-        let a = ctx.storage_init("lora A", bytemuck::cast_slice(&stack.a));
-        let bm = ctx.storage_init("lora B", bytemuck::cast_slice(&stack.b));
-        let (gain, eps) = b.norm.unwrap_or((b.x, 0.0));
+    /// The launches of stack `shape`, its slots holding `adapters` (output row `r` holding
+    /// stacked row `source(r)`), the rest empty.
+    pub fn new(
+        ctx: &GpuContext,
+        kernels: &Kernels,
+        shape: LoraShape,
+        adapters: &[Arc<LoraAdapter>],
+        source: &dyn Fn(usize) -> usize,
+        bufs: LoraBuffers,
+    ) -> Result<Self, GpuError> {
+        let (rank, cols, ldb) = (shape.rank, shape.cols, shape.ldb());
+        let mut a = vec![0f32; shape.slots * cols * rank];
+        let mut b = vec![0f32; shape.slots * rank * ldb];
+        let mut present = 0u32;
+        for (s, adapter) in adapters.iter().enumerate() {
+            shape.check(adapter)?;
+            if let Some((sa, sb)) = shape.slot_values(adapter, source) {
+                a[s * cols * rank..(s + 1) * cols * rank].copy_from_slice(&sa);
+                b[s * rank * ldb..(s + 1) * rank * ldb].copy_from_slice(&sb);
+                present |= 1 << s;
+            }
+        }
+        let am = ctx.storage_init("lora A", bytemuck::cast_slice(&a));
+        let bm = ctx.storage_init("lora B", bytemuck::cast_slice(&b));
+        let (gain, eps) = bufs.norm.unwrap_or((bufs.x, 0.0));
         let shrink_params = super::params(
             ctx,
             "lora_shrink",
             &ShrinkParams {
-                k: stack.cols as u32,
-                rank: stack.rank as u32,
-                flags: b.norm.is_some() as u32,
+                k: cols as u32,
+                rank: rank as u32,
+                flags: bufs.norm.is_some() as u32,
                 eps,
-                present: stack.present,
+                present,
                 pad: [0; 3],
             },
         );
@@ -178,33 +244,88 @@ impl Lora {
             ctx,
             "lora_expand",
             &ExpandParams {
-                n: stack.rows as u32,
-                rank: stack.rank as u32,
-                ldy: b.ldy,
-                present: stack.present,
+                n: shape.rows as u32,
+                rank: rank as u32,
+                ldy: bufs.ldy,
+                present,
             },
         );
+        let tiles = |x| Grid::Tiles {
+            x,
+            per: TILE,
+            samples: false,
+        };
         let shrink = Launch::new(
             &ctx.device,
             kernels.get("lora_shrink"),
-            &[b.step, &shrink_params, b.slots, b.x, gain, &a, b.t],
-            Grid::Tiles {
-                x: 1,
-                per: TILE,
-                samples: false,
-            },
+            &[
+                bufs.step,
+                &shrink_params,
+                bufs.slots,
+                bufs.x,
+                gain,
+                &am,
+                bufs.t,
+            ],
+            tiles(1),
         );
         let expand = Launch::new(
             &ctx.device,
             kernels.get("lora_expand"),
-            &[b.step, &expand_params, b.slots, b.t, &bm, b.y],
-            Grid::Tiles {
-                x: stack.rows.div_ceil(4).div_ceil(256) as u32,
-                per: TILE,
-                samples: false,
-            },
+            &[bufs.step, &expand_params, bufs.slots, bufs.t, &bm, bufs.y],
+            tiles(shape.rows.div_ceil(4).div_ceil(256) as u32),
         );
-        Self { shrink, expand }
+        Ok(Self {
+            shape,
+            a: am,
+            b: bm,
+            shrink_params,
+            expand_params,
+            present: Cell::new(present),
+            shrink,
+            expand,
+        })
+    }
+
+    pub fn shape(&self) -> &LoraShape {
+        &self.shape
+    }
+
+    /// Rewrites slot `slot` with `adapter`'s matrices, or empties it (queued like a step's
+    /// upload, so a step submitted before is not touched). [`LoraShape::check`] first.
+    pub fn set_slot(
+        &self,
+        ctx: &GpuContext,
+        slot: usize,
+        adapter: Option<&LoraAdapter>,
+        source: &dyn Fn(usize) -> usize,
+    ) {
+        let s = &self.shape;
+        let (rank, cols, ldb) = (s.rank, s.cols, s.ldb());
+        let values = adapter.and_then(|ad| s.slot_values(ad, source));
+        let bit = 1u32 << slot;
+        let present = match &values {
+            Some(_) => self.present.get() | bit,
+            None => self.present.get() & !bit,
+        };
+        if let Some((a, b)) = values {
+            ctx.write(
+                &self.a,
+                (slot * cols * rank * 4) as u64,
+                bytemuck::cast_slice(&a),
+            );
+            ctx.write(
+                &self.b,
+                (slot * rank * ldb * 4) as u64,
+                bytemuck::cast_slice(&b),
+            );
+        }
+        self.present.set(present);
+        let field = |o: usize| o as u64;
+        let shrink_at = field(std::mem::offset_of!(ShrinkParams, present));
+        let expand_at = field(std::mem::offset_of!(ExpandParams, present));
+        ctx.write(&self.shrink_params, shrink_at, bytemuck::bytes_of(&present));
+        ctx.write(&self.expand_params, expand_at, bytemuck::bytes_of(&present));
     }
 }
 

@@ -22,7 +22,7 @@ pub use attention::{
 pub use embedding::embedding;
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
-pub use lora::{Lora, LoraBuffers, LoraStack, MAX_LORA_SLOTS};
+pub use lora::{Lora, LoraBuffers, LoraCapacity, LoraShape, MAX_LORA_SLOTS};
 pub use matmul::{
     MATVEC_MAX_ROWS, Matmul, MatmulArgs, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,
     coop_workgroup_bytes,

@@ -280,7 +280,7 @@ impl Scheduler {
                 sample: sampled.then(|| st.sample_spec()),
                 drafts: drafts.len() as u32,
                 score,
-                lora: st.req.lora,
+                lora: st.req.lora.map(|l| l.slot),
             });
             let is_decode = known == 1 && sampled && st.num_output() > 0;
             seqs.push(ScheduledSeq {

@@ -23,7 +23,9 @@ use crate::disk_tier::DiskLoop;
 use crate::health::Health;
 use crate::kv_transfer::pins::{Pins, TransferCommand};
 
+mod lora;
 mod thread;
+pub use lora::{LoraCommand, LoraRegistry};
 use thread::Loop;
 
 /// Builds the engine on the engine thread (so the engine never has to be `Send`); called again
@@ -45,6 +47,8 @@ pub enum Command {
     DiskRead(kiln_engine::disk_tier::Loaded),
     /// Empties the prefix cache (and the disk tier's folder), then answers what it dropped.
     ResetPrefixCache(flume::Sender<Result<CacheReset, String>>),
+    /// Loads or unloads a LoRA adapter (`lora.rs`).
+    Lora(LoraCommand),
 }
 
 /// What `POST /reset_prefix_cache` let go of: cached blocks no request held.
@@ -82,8 +86,10 @@ pub struct EngineInfo {
     pub gpu_bytes: (u64, Option<kiln_gpu::DeviceMemory>),
     /// The model's hidden size (an embedding's dimensions).
     pub hidden_size: usize,
-    /// The LoRA adapters requests may name as their `model`, by slot.
-    pub lora: Vec<std::sync::Arc<kiln_model::LoraAdapter>>,
+    /// The model's shape, which an adapter loaded later is checked against.
+    pub model: Arc<kiln_model::ModelConfig>,
+    /// Whether adapters can be loaded while the engine runs.
+    pub lora_loadable: bool,
 }
 
 /// The handlers' side of the engine thread.
@@ -96,6 +102,8 @@ pub struct EngineHandle {
     disk_stats: Arc<Mutex<Option<DiskTierStats>>>,
     pub health: Arc<Health>,
     pub info: EngineInfo,
+    /// The engine's LoRA adapters, by slot.
+    pub lora: LoraRegistry,
 }
 
 fn info_of(engine: &Engine) -> EngineInfo {
@@ -111,7 +119,8 @@ fn info_of(engine: &Engine) -> EngineInfo {
         kv_layout: engine.kv_layout(),
         gpu_bytes: (engine.gpu_bytes(), engine.gpu().device_memory()),
         hidden_size: engine.model_config().hidden_size,
-        lora: engine.lora_adapters().to_vec(),
+        model: Arc::new(engine.model_config().clone()),
+        lora_loadable: engine.lora_loadable(),
     }
 }
 
@@ -133,6 +142,7 @@ impl EngineHandle {
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(Mutex::new(SchedulerStats::default()));
         let health = Arc::new(Health::default());
+        let lora = LoraRegistry::default();
         let mut lp = Loop {
             rx,
             active: HashMap::new(),
@@ -142,6 +152,8 @@ impl EngineHandle {
             kv_events,
             pins: Pins::default(),
             disk: DiskLoop::new(kv_disk, tx.downgrade()),
+            lora: lora.clone(),
+            loaded_lora: Vec::new(),
         };
         let disk_stats = lp.disk.stats();
         std::thread::Builder::new()
@@ -185,6 +197,7 @@ impl EngineHandle {
             disk_stats,
             health,
             info,
+            lora,
         })
     }
 

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use kiln_engine::{Engine, EngineError, SchedulerStats};
 
-use super::{CacheReset, Command, EngineFactory, KvEventTx, SeqEvent};
+use kiln_model::LoraAdapter;
+
+use super::{CacheReset, Command, EngineFactory, KvEventTx, LoraCommand, LoraRegistry, SeqEvent};
 use crate::disk_tier::DiskLoop;
 use crate::health::Health;
 use crate::kv_transfer::pins::Pins;
@@ -28,6 +30,10 @@ pub(super) struct Loop {
     pub(super) pins: Pins,
     /// Cached blocks kept on disk, when configured.
     pub(super) disk: DiskLoop,
+    /// The engine's LoRA adapters as the handlers see them.
+    pub(super) lora: LoraRegistry,
+    /// Adapters loaded through the API, loaded again into a rebuilt engine.
+    pub(super) loaded_lora: Vec<Arc<LoraAdapter>>,
 }
 
 impl Loop {
@@ -76,6 +82,28 @@ impl Loop {
                 self.publish(engine);
                 let _ = done.send(reset);
             }
+            Command::Lora(LoraCommand::Load(adapter, done)) => {
+                let loaded = engine.load_lora(adapter.clone());
+                if loaded.is_ok() {
+                    tracing::info!(
+                        "LoRA adapter `{}` loaded from {}",
+                        adapter.name,
+                        adapter.path.display()
+                    );
+                    self.loaded_lora.push(adapter);
+                }
+                self.lora.refresh(engine);
+                let _ = done.send(loaded.map_err(|e| e.to_string()));
+            }
+            Command::Lora(LoraCommand::Unload(name, done)) => {
+                let unloaded = engine.unload_lora(&name);
+                if unloaded.is_ok() {
+                    tracing::info!("LoRA adapter `{name}` unloaded");
+                    self.loaded_lora.retain(|a| a.name != name);
+                }
+                self.lora.refresh(engine);
+                let _ = done.send(unloaded.map_err(|e| e.to_string()));
+            }
         }
     }
 
@@ -85,6 +113,7 @@ impl Loop {
         if self.kv_events.is_some() {
             engine.enable_kv_events();
         }
+        self.lora.refresh(engine);
         self.disk.start(engine)?;
         self.publish(engine);
         Ok(())
@@ -246,6 +275,13 @@ impl Loop {
                     if let Err(e) = self.start(&mut engine) {
                         tracing::error!("the rebuilt engine goes on without it: {e:#}");
                     }
+                    // The adapters loaded through the API, into the slots they get now.
+                    for a in &self.loaded_lora {
+                        if let Err(e) = engine.load_lora(a.clone()) {
+                            tracing::error!("LoRA adapter `{}` not loaded again: {e}", a.name);
+                        }
+                    }
+                    self.lora.refresh(&engine);
                     self.health.set_up();
                     tracing::info!("the engine is rebuilt and serving again");
                     return engine;

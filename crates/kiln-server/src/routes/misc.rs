@@ -6,20 +6,22 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use kiln_model::LoraAdapter;
+
 use crate::api::{DetokenizeRequest, TokenizeRequest};
 use crate::error::{ApiError, ApiJson};
 use crate::state::Shared;
 
-/// The served model's card (`slot` `None`), or a LoRA adapter's: as vLLM lists them, with
+/// The served model's card (`adapter` `None`), or a LoRA adapter's: as vLLM lists them, with
 /// the folder as `root` and the served model as `parent`.
-fn model_card(st: &Shared, slot: Option<u32>) -> Value {
+fn model_card(st: &Shared, adapter: Option<&LoraAdapter>) -> Value {
     let name = &st.config.served_model_name;
     let mut card = json!({
         "id": name, "object": "model", "created": st.created,
         "owned_by": "kiln", "max_model_len": st.engine.info.max_len,
         "root": name, "parent": null,
     });
-    if let Some(a) = slot.map(|s| &st.engine.info.lora[s as usize]) {
+    if let Some(a) = adapter {
         card["id"] = json!(a.name);
         card["root"] = json!(a.path.display().to_string());
         card["parent"] = json!(name);
@@ -28,17 +30,18 @@ fn model_card(st: &Shared, slot: Option<u32>) -> Value {
 }
 
 pub async fn models(State(st): State<Shared>) -> Response {
-    let adapters = 0..st.engine.info.lora.len() as u32;
+    let adapters = st.engine.lora.loaded();
     let cards: Vec<Value> = std::iter::once(None)
-        .chain(adapters.map(Some))
-        .map(|slot| model_card(&st, slot))
+        .chain(adapters.iter().map(|(_, a)| Some(&**a)))
+        .map(|a| model_card(&st, a))
         .collect();
     axum::Json(json!({"object": "list", "data": cards})).into_response()
 }
 
 pub async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let slot = st.check_model(Some(&id))?;
-    Ok(axum::Json(model_card(&st, slot)).into_response())
+    st.check_model(Some(&id))?;
+    let adapter = st.engine.lora.find(&id).map(|(_, a)| a);
+    Ok(axum::Json(model_card(&st, adapter.as_deref())).into_response())
 }
 
 /// 200 while the server takes requests; 503 with the reason while the engine is down or the

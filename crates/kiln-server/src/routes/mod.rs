@@ -4,6 +4,7 @@ pub mod chat;
 mod chat_tools;
 pub mod completions;
 pub mod embeddings;
+pub mod lora;
 pub mod misc;
 pub mod render;
 

@@ -8,10 +8,12 @@
 //! format. Neither folds where a LoRA adapter adapts the product: its launches
 //! ([`ops::Lora`]) add to the product's outputs before the rotary step or the activation.
 
-use std::sync::Arc;
+mod lora;
 
-use kiln_model::{Buf, LoraAdapter, ModelConfig, Op, Tensor, Weights};
+use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
+pub(crate) use self::lora::LoraSetup;
+use self::lora::lora_launch;
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
 use crate::weight_format::gpu_format;
 use crate::{
@@ -99,8 +101,8 @@ pub(crate) struct LayerContext<'a> {
     pub rope: (&'a wgpu::Buffer, Option<&'a wgpu::Buffer>),
     pub matrix: &'a UploadMatrix<'a>,
     pub weights: &'a Weights,
-    /// The LoRA adapters, by slot.
-    pub lora: &'a [Arc<LoraAdapter>],
+    /// The LoRA adapters and the room for more.
+    pub lora: LoraSetup<'a>,
 }
 
 /// One operation's launch.
@@ -108,8 +110,9 @@ enum Step {
     Matmul(Matmul),
     Attention(ops::Attention),
     Launch(Launch),
-    /// Recorded only on steps where some token runs through an adapter.
-    Lora(ops::Lora),
+    /// Recorded only on steps where some token runs through an adapter; with the order of
+    /// the product's rows, for writing an adapter's slot later.
+    Lora(ops::Lora, RowOrder),
 }
 
 pub(crate) struct Layer {
@@ -129,7 +132,7 @@ pub(crate) fn needs_gate_up(
     layers: &[kiln_model::Layer],
     weights: &Weights,
     storage: WeightStorage,
-    lora: &[Arc<LoraAdapter>],
+    lora: &LoraSetup,
 ) -> Result<bool, GpuError> {
     for layer in layers {
         let mut ops = layer.ops.iter().peekable();
@@ -143,8 +146,7 @@ pub(crate) fn needs_gate_up(
             else {
                 continue;
             };
-            if !fuses_glu(Buf::GateUp, bias.is_some(), ops.peek().copied()) || adapted(lora, parts)
-            {
+            if !fuses_glu(Buf::GateUp, bias.is_some(), ops.peek().copied()) || lora.adapts(parts) {
                 return Ok(true);
             }
             let formats = (parts.iter())
@@ -157,11 +159,6 @@ pub(crate) fn needs_gate_up(
         }
     }
     Ok(false)
-}
-
-/// Whether some adapter adapts one of `parts`.
-fn adapted(lora: &[Arc<LoraAdapter>], parts: &[Tensor]) -> bool {
-    (lora.iter()).any(|a| parts.iter().any(|t| a.pairs.contains_key(&t.name)))
 }
 
 /// Reads a norm gain (with the config's offset) and checks its shape.
@@ -241,7 +238,7 @@ impl Layer {
                     bias,
                     dst,
                 } => {
-                    let lora = adapted(l.lora, weights);
+                    let lora = l.lora.adapts(weights);
                     // Gate/up followed by the activation: one launch if the rows pair up.
                     let gated = !lora && fuses_glu(*dst, bias.is_some(), ops.peek().copied());
                     let order = match *dst {
@@ -258,8 +255,7 @@ impl Layer {
                             .map(|t| (t.name.as_str(), t.shape[0]))
                             .collect();
                         let x = (&b.x, Some((&gain, eps)));
-                        let source = |r| order.source(r);
-                        adapters = lora_launch(l, &parts, source, x, (y, rows), &mut lora_bytes)?;
+                        adapters = lora_launch(l, &parts, order, x, (y, rows), &mut lora_bytes)?;
                     }
                     if w.paired {
                         ops.next();
@@ -345,10 +341,11 @@ impl Layer {
                 )?),
                 Op::Project { src, weight, dst } => {
                     let (w, rows) = stack(&[weight], RowOrder::Stacked)?;
-                    if adapted(l.lora, std::slice::from_ref(weight)) {
+                    if l.lora.adapts(std::slice::from_ref(weight)) {
                         let parts = [(weight.name.as_str(), weight.shape[0])];
                         let (x, y) = ((b.get(ctx, *src)?, None), (b.get(ctx, *dst)?, rows));
-                        adapters = lora_launch(l, &parts, |r| r, x, y, &mut lora_bytes)?;
+                        let order = RowOrder::Stacked;
+                        adapters = lora_launch(l, &parts, order, x, y, &mut lora_bytes)?;
                     }
                     Step::Matmul(mm(MatmulArgs {
                         x: b.get(ctx, *src)?,
@@ -383,8 +380,8 @@ impl Layer {
                 )),
             });
             // The adapters' share of the product just pushed.
-            if let Some(lora) = adapters.take() {
-                steps.push(Step::Lora(lora));
+            if let Some((lora, order)) = adapters.take() {
+                steps.push(Step::Lora(lora, order));
             }
         }
         // Norm gains and biases (the vectors) are stored as f32.
@@ -403,42 +400,7 @@ impl Layer {
             Step::Matmul(m) => Some(m as &dyn Recorded),
             Step::Attention(a) => Some(a),
             Step::Launch(l) => Some(l),
-            Step::Lora(a) => lora.then_some(a as &dyn Recorded),
+            Step::Lora(a, _) => lora.then_some(a as &dyn Recorded),
         })
     }
-}
-
-/// The adapters' launches for a product of `parts` (output row `r` holding stacked row
-/// `source(r)`) from `x` (normalized with the gain, if given) into `y` (rows of `ldy`).
-fn lora_launch(
-    l: &LayerContext,
-    parts: &[(&str, usize)],
-    source: impl Fn(usize) -> usize,
-    (x, norm): (&wgpu::Buffer, Option<(&wgpu::Buffer, f32)>),
-    (y, ldy): (&wgpu::Buffer, u32),
-    bytes: &mut u64,
-) -> Result<Option<ops::Lora>, GpuError> {
-    let cols = l.weights.shape(parts[0].0)?[1];
-    let Some(stack) = ops::LoraStack::new(l.lora, parts, cols, source) else {
-        return Ok(None);
-    };
-    *bytes += stack.bytes();
-    let t = l.bufs.lora_t.as_ref().ok_or_else(|| GpuError::Shape {
-        op: "lora",
-        detail: "adapters without their scratch buffer".into(),
-    })?;
-    Ok(Some(ops::Lora::new(
-        l.ctx,
-        l.kernels,
-        &stack,
-        ops::LoraBuffers {
-            step: &l.inputs.step,
-            slots: &l.inputs.lora_slots,
-            x,
-            norm,
-            y,
-            ldy,
-            t,
-        },
-    )))
 }

@@ -1,0 +1,77 @@
+//! LoRA adapters as the handlers see them: a registry of the engine's adapters by slot, which
+//! the engine thread refreshes whenever they change (an adapter loaded or unloaded through the
+//! API, or the engine rebuilt), and the commands that load and unload them there.
+
+use std::sync::{Arc, RwLock};
+
+use kiln_engine::{Engine, LoraRef};
+use kiln_model::LoraAdapter;
+
+use super::{Command, EngineHandle};
+
+/// What a handler asks of the engine thread about adapters; each answers with the slot.
+pub enum LoraCommand {
+    Load(Arc<LoraAdapter>, flume::Sender<Result<u32, String>>),
+    Unload(String, flume::Sender<Result<u32, String>>),
+}
+
+/// The engine's adapters by slot, as of the last change.
+#[derive(Clone, Default)]
+pub struct LoraRegistry(Arc<RwLock<Vec<Option<Arc<LoraAdapter>>>>>);
+
+impl LoraRegistry {
+    /// Takes the engine's adapters.
+    pub(super) fn refresh(&self, engine: &Engine) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = engine.lora_adapters().to_vec();
+    }
+
+    /// The loaded adapters with their slots, in slot order.
+    pub fn loaded(&self) -> Vec<(u32, Arc<LoraAdapter>)> {
+        let slots = self.0.read().unwrap_or_else(|e| e.into_inner());
+        (slots.iter().enumerate())
+            .filter_map(|(s, a)| Some((s as u32, a.clone()?)))
+            .collect()
+    }
+
+    /// The adapter named `name`, as a request refers to it.
+    pub fn find(&self, name: &str) -> Option<(LoraRef, Arc<LoraAdapter>)> {
+        let (slot, a) = self.loaded().into_iter().find(|(_, a)| a.name == name)?;
+        let r = LoraRef {
+            slot,
+            fingerprint: a.fingerprint,
+        };
+        Some((r, a))
+    }
+
+    /// The adapter a request refers to, while it is loaded.
+    pub fn get(&self, r: LoraRef) -> Option<Arc<LoraAdapter>> {
+        let slots = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let a = slots.get(r.slot as usize)?.as_ref()?;
+        (a.fingerprint == r.fingerprint).then(|| a.clone())
+    }
+}
+
+impl EngineHandle {
+    /// Loads `adapter` into a free slot of the engine (its room for adapters loaded while it
+    /// runs); the answer is the slot, or why not.
+    pub async fn load_lora(&self, adapter: Arc<LoraAdapter>) -> Result<u32, String> {
+        self.lora_command(|tx| LoraCommand::Load(adapter, tx)).await
+    }
+
+    /// Unloads the adapter named `name`; refused while a request runs through it.
+    pub async fn unload_lora(&self, name: String) -> Result<u32, String> {
+        self.lora_command(|tx| LoraCommand::Unload(name, tx)).await
+    }
+
+    async fn lora_command(
+        &self,
+        cmd: impl FnOnce(flume::Sender<Result<u32, String>>) -> LoraCommand,
+    ) -> Result<u32, String> {
+        let (tx, rx) = flume::bounded(1);
+        let gone = || "the engine thread is gone".to_string();
+        (self.commands)
+            .send(Command::Lora(cmd(tx)))
+            .map_err(|_| gone())?;
+        rx.recv_async().await.map_err(|_| gone())?
+    }
+}
