@@ -220,3 +220,34 @@ fn a_share_of_device_memory_sizes_the_pool_from_what_the_rest_leaves() {
         "{e}"
     );
 }
+
+/// With room for LoRA adapters (every projection's stacks of slots), a share of device memory
+/// still bounds all the engine makes: the stacks are counted before the pool is sized.
+#[test]
+fn a_share_of_device_memory_counts_the_room_for_adapters() {
+    let ctx = gpu();
+    let total = (ctx.device_memory())
+        .expect("the test device (Vulkan) reports its memory")
+        .total;
+    let dir = tempfile::tempdir().unwrap();
+    write_tiny_llama(dir.path(), &TinyConfig::default(), 3).unwrap();
+    let model = Model::load(dir.path()).unwrap();
+    let made = |kv| {
+        let before = ctx.allocated.load(Ordering::Relaxed);
+        let ec = EngineConfig {
+            max_num_batched_tokens: 64,
+            max_num_seqs: 4,
+            kv,
+            lora_capacity: Some(kiln_engine::LoraCapacity { slots: 4, rank: 16 }),
+            ..EngineConfig::default()
+        };
+        let e = Engine::new(&ctx, &model.config, &model.weights, ec, &mut |_, _| {}).unwrap();
+        (e, ctx.allocated.load(Ordering::Relaxed) - before)
+    };
+    let _ = made(KvSize::Blocks(8));
+    let (_, eight) = made(KvSize::Blocks(8));
+    let budget = 4 * eight;
+    let (e, used) = made(KvSize::DeviceShare(budget as f64 / total as f64));
+    assert!(used <= budget, "{used} of {budget}");
+    assert!(e.runner_config().num_blocks > 8, "the pool got the rest");
+}

@@ -20,7 +20,9 @@ use std::sync::atomic::Ordering;
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, LoraAdapter, ModelConfig, ModelTensors, Weights};
 
-use crate::layer::{Activations, Layer, LayerContext, LoraSetup, RowOrder, gain, needs_gate_up};
+use crate::layer::{
+    Activations, Layer, LayerContext, LoraSetup, RowOrder, gain, lora_bytes, needs_gate_up,
+};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
@@ -324,7 +326,8 @@ impl ModelRunner {
                     }
                     _ => 0,
                 };
-                let rest = made + all_weights.saturating_sub(weight_bytes) + gate_up;
+                let adapters = lora_bytes(&tensors.layers, &lora_setup);
+                let rest = made + all_weights.saturating_sub(weight_bytes) + gate_up + adapters;
                 let num_blocks = layout
                     .blocks_in(budget.saturating_sub(rest))
                     .min(rc.num_blocks);

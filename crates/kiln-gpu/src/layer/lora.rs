@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kiln_model::{LoraAdapter, Tensor};
+use kiln_model::{LoraAdapter, Op, Tensor};
 
 use super::{Layer, LayerContext, RowOrder, Step};
 use crate::ops::{self, LoraCapacity};
@@ -24,6 +24,29 @@ impl LoraSetup<'_> {
         self.capacity.is_some()
             || (self.adapters.iter()).any(|a| parts.iter().any(|t| a.pairs.contains_key(&t.name)))
     }
+}
+
+/// The bytes every layer's stacks will take (what [`lora_launch`] makes), for a memory budget
+/// made before the layers are.
+pub(crate) fn lora_bytes(layers: &[kiln_model::Layer], setup: &LoraSetup) -> u64 {
+    let mut bytes = 0;
+    for op in layers.iter().flat_map(|l| &l.ops) {
+        let parts: Vec<&Tensor> = match op {
+            Op::NormedProject { weights, .. } => weights.iter().collect(),
+            Op::Project { weight, .. } => vec![weight],
+            _ => continue,
+        };
+        let named: Vec<(&str, usize)> = parts
+            .iter()
+            .map(|t| (t.name.as_str(), t.shape[0]))
+            .collect();
+        if let Some(shape) =
+            ops::LoraShape::new(setup.adapters, &named, parts[0].shape[1], setup.capacity)
+        {
+            bytes += shape.bytes();
+        }
+    }
+    bytes
 }
 
 /// The adapters' launches for a product of `parts`, its rows in `order`, from `x`

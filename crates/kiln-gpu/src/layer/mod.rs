@@ -12,8 +12,8 @@ mod lora;
 
 use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
-pub(crate) use self::lora::LoraSetup;
 use self::lora::lora_launch;
+pub(crate) use self::lora::{LoraSetup, lora_bytes};
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
 use crate::weight_format::gpu_format;
 use crate::{
@@ -248,15 +248,6 @@ impl Layer {
                     };
                     let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), order)?;
                     let gain = gains(&[norm], RowOrder::Stacked)?;
-                    let y = b.get(ctx, *dst)?;
-                    if lora {
-                        let parts: Vec<(&str, usize)> = weights
-                            .iter()
-                            .map(|t| (t.name.as_str(), t.shape[0]))
-                            .collect();
-                        let x = (&b.x, Some((&gain, eps)));
-                        adapters = lora_launch(l, &parts, order, x, (y, rows), &mut lora_bytes)?;
-                    }
                     if w.paired {
                         ops.next();
                         steps.push(Step::Matmul(mm(MatmulArgs {
@@ -284,6 +275,17 @@ impl Layer {
                         }
                         None => None,
                     };
+                    // (The output buffer is taken only here: a gate/up product that carries
+                    // the activation writes none, and its buffer is not made.)
+                    let y = b.get(ctx, *dst)?;
+                    if lora {
+                        let parts: Vec<(&str, usize)> = weights
+                            .iter()
+                            .map(|t| (t.name.as_str(), t.shape[0]))
+                            .collect();
+                        let x = (&b.x, Some((&gain, eps)));
+                        adapters = lora_launch(l, &parts, order, x, (y, rows), &mut lora_bytes)?;
+                    }
                     // QKV followed by a rotary step without a q/k norm: one launch.
                     let fused = *dst == Buf::Qkv
                         && !lora
