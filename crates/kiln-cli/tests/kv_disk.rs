@@ -2,24 +2,10 @@
 //! first's blocks back from the folder instead of computing them, and says so, with the same
 //! greedy reply as a run without the folder.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use common::generate;
 use kiln_model::testing::{TinyConfig, write_tiny_llama};
-
-/// Runs `kiln generate` greedily; returns stdout and stderr (panics if it failed).
-fn generate(model: &Path, prompt: &str, extra: &[&str]) -> (String, String) {
-    let m = model.to_str().unwrap();
-    let args = ["generate", "--model", m, "--prompt", prompt];
-    let greedy = ["--temperature", "0", "--max-tokens", "12", "--ignore-eos"];
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args.iter().chain(&greedy).chain(extra))
-        .output()
-        .expect("running kiln");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), err)
-}
 
 /// The speed line's `(prompt tokens, cached tokens, blocks from disk)`, e.g. from
 /// `prefill: 75 tokens, 64 cached (4 blocks from disk) in 0.20 s ...`.

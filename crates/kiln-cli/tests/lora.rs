@@ -2,29 +2,16 @@
 //! weights, not the base model's; and with `--kv-disk-dir` the adapter's blocks are kept
 //! apart from the base model's (a run through the adapter finds none of them).
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 
 use kiln_model::DType;
-use kiln_model::testing::{TinyConfig, TinyLora, write_tiny_llama};
+use kiln_model::testing::{LLAMA_PROJECTIONS, TinyConfig, TinyLora, write_tiny_llama};
 
-fn generate(model: &Path, extra: &[&str]) -> (String, String) {
+fn generate(model: &std::path::Path, extra: &[&str]) -> (String, String) {
     let prompt = "the cat sat on the mat and the dog ran to the park ".repeat(3);
-    let args = [
-        "generate",
-        "--model",
-        model.to_str().unwrap(),
-        "--prompt",
-        &prompt,
-    ];
-    let greedy = ["--temperature", "0", "--max-tokens", "10", "--ignore-eos"];
-    let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args.iter().chain(&greedy).chain(extra))
-        .output()
-        .expect("running kiln");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    common::generate(model, &prompt, extra)
 }
 
 #[test]
@@ -34,17 +21,7 @@ fn generate_runs_through_the_adapter() {
     let tc = TinyConfig::default();
     let mc = write_tiny_llama(&base, &tc, 5).unwrap();
     let adapter = TinyLora {
-        modules: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-        .map(String::from)
-        .to_vec(),
+        modules: LLAMA_PROJECTIONS.map(String::from).to_vec(),
         rank: 4,
         alpha: 8.0,
         rslora: false,

@@ -26,6 +26,21 @@ fn adapter(seed: u64) -> TinyLora {
     }
 }
 
+/// A folder with adapter 31 for the tiny model (served by `start_tiny`), returned, and beside
+/// it `merged`, the model with the adapter merged in. (Seed 31: its greedy reply has no near
+/// tie that f16 rounding of the merged weights could break, as seed 41's has at its fourth
+/// token, 0.0003 apart.)
+fn adapter_and_merged() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tc = TinyConfig::default();
+    let a = dir.path().join("a");
+    adapter(31)
+        .write(&a, &tc.model_config(), DType::F16)
+        .unwrap();
+    (adapter(31).write_merged(&dir.path().join("merged"), &tc, 7, DType::F16)).unwrap();
+    (dir, a)
+}
+
 /// A greedy chat reply's text and `model`, and the prompt tokens it found cached.
 async fn reply(base: &str, model: &str) -> (String, String, u64) {
     let body = json!({"model": model, "max_tokens": 12, "temperature": 0.0, "ignore_eos": true,
@@ -44,14 +59,9 @@ async fn reply(base: &str, model: &str) -> (String, String, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_runs_through_the_adapter_its_model_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let tc = TinyConfig::default();
-    let mc = tc.model_config();
-    let (a, merged) = (dir.path().join("a"), dir.path().join("merged"));
-    adapter(31).write(&a, &mc, DType::F16).unwrap();
-    adapter(31)
-        .write_merged(&merged, &tc, 7, DType::F16)
-        .unwrap();
+    let (dir, a) = adapter_and_merged();
+    let mc = TinyConfig::default().model_config();
+    let merged = dir.path().join("merged");
     let b = dir.path().join("b");
     adapter(32).write(&b, &mc, DType::F16).unwrap();
 
@@ -155,16 +165,8 @@ fn an_adapter_of_another_model_is_refused_with_the_file_and_tensor() {
 /// routes on a server without that room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_load_and_unload_through_the_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let tc = TinyConfig::default();
-    let mc = tc.model_config();
-    let (a, merged) = (dir.path().join("a"), dir.path().join("merged"));
-    // (Seed 31 as above: its greedy reply has no near tie that f16 rounding of the merged
-    // weights could break, as seed 41's has at its fourth token, 0.0003 apart.)
-    adapter(31).write(&a, &mc, DType::F16).unwrap();
-    adapter(31)
-        .write_merged(&merged, &tc, 7, DType::F16)
-        .unwrap();
+    let (dir, a) = adapter_and_merged();
+    let merged = dir.path().join("merged");
     let room = Some(kiln_engine::LoraCapacity { slots: 2, rank: 8 });
     let base = start_tiny(|_, ec| ec.lora_capacity = room);
     let want = start_file_faulty(&merged, |_, _| {}, |_| Default::default()).base;

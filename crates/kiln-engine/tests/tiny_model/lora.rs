@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use kiln_model::testing::{TinyConfig, TinyLora};
+use kiln_model::testing::{LLAMA_PROJECTIONS, TinyConfig, TinyLora};
 use kiln_model::{LoraAdapter, Model};
 
 use super::*;
@@ -30,6 +30,29 @@ fn adapters(modules: [&[&str]; 2]) -> [TinyLora; 2] {
             seed: 102,
         },
     ]
+}
+
+/// Writes each of `tiny` (as `a0`, `a1`, ...) for `base`, the model `cfg` of `seed`, and that
+/// model with it merged in; returns the adapters, read back and checked, and the merged models.
+fn fixtures(
+    dir: &std::path::Path,
+    cfg: &TinyConfig,
+    seed: u64,
+    tiny: &[TinyLora],
+    base: &Model,
+) -> (Vec<Arc<LoraAdapter>>, Vec<Model>) {
+    let mut out = (Vec::new(), Vec::new());
+    for (i, t) in tiny.iter().enumerate() {
+        let name = format!("a{i}");
+        let (a, m) = (dir.join(&name), dir.join(format!("m{i}")));
+        t.write(&a, &base.config, DType::F32).unwrap();
+        t.write_merged(&m, cfg, seed, DType::F32).unwrap();
+        out.0.push(Arc::new(
+            LoraAdapter::load(&name, &a, &base.config).unwrap(),
+        ));
+        out.1.push(Model::load(&m).unwrap());
+    }
+    out
 }
 
 /// Same greedy tokens up to where the reference's top two are within 0.01 (a near tie that
@@ -68,20 +91,7 @@ fn check(cfg: &TinyConfig, modules: [&[&str]; 2], tol: f32) {
     let mc = write_tiny_llama(&base_dir, cfg, seed).unwrap();
     let base = Model::load(&base_dir).unwrap();
     let tiny = adapters(modules);
-    let mut loaded = Vec::new();
-    let mut merged = Vec::new();
-    for (i, t) in tiny.iter().enumerate() {
-        let (a, m) = (
-            dir.path().join(format!("a{i}")),
-            dir.path().join(format!("m{i}")),
-        );
-        t.write(&a, &mc, DType::F32).unwrap();
-        t.write_merged(&m, cfg, seed, DType::F32).unwrap();
-        loaded.push(Arc::new(
-            LoraAdapter::load(&format!("a{i}"), &a, &base.config).unwrap(),
-        ));
-        merged.push(Model::load(&m).unwrap());
-    }
+    let (loaded, merged) = fixtures(dir.path(), cfg, seed, &tiny, &base);
     let prompt = tokens(3, 40, mc.vocab_size);
     let other = tokens(4, 21, mc.vocab_size);
     for kernels in FAMILIES {
@@ -180,30 +190,14 @@ fn check(cfg: &TinyConfig, modules: [&[&str]; 2], tol: f32) {
 
 #[test]
 fn llama_adapters_match_merged_models() {
-    let all = [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ];
+    let all = LLAMA_PROJECTIONS;
     check(&TinyConfig::default(), [&all, &["q_proj", "v_proj"]], 0.002);
 }
 
 #[test]
 fn gemma3_adapters_match_merged_models() {
     // q/k norms (a separate rotary launch), post-norms (products into their own buffer).
-    let all = [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ];
+    let all = LLAMA_PROJECTIONS;
     check(
         &TinyConfig::gemma3(),
         [&all, &["k_proj", "down_proj"]],
@@ -269,15 +263,7 @@ fn a_gguf_base_with_overlap_and_guesses_matches_the_merged_model() {
     let gguf = dir.path().join("base.gguf");
     let mc = write_tiny_gguf(&gguf, &cfg, seed, DType::F32).unwrap();
     let base = Model::load(&gguf).unwrap();
-    let all = [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ];
+    let all = LLAMA_PROJECTIONS;
     let [lora, _] = adapters([&all, &all]);
     let (a, m) = (dir.path().join("a"), dir.path().join("m"));
     lora.write(&a, &mc, DType::F32).unwrap();
@@ -332,30 +318,9 @@ fn adapters_load_and_unload_while_the_engine_runs() {
     let base_dir = dir.path().join("base");
     let mc = write_tiny_llama(&base_dir, &cfg, seed).unwrap();
     let base = Model::load(&base_dir).unwrap();
-    let all = [
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-    ];
+    let all = LLAMA_PROJECTIONS;
     let tiny = adapters([&all, &["q_proj", "v_proj"]]);
-    let mut loaded = Vec::new();
-    let mut merged = Vec::new();
-    for (i, t) in tiny.iter().enumerate() {
-        let (a, m) = (
-            dir.path().join(format!("a{i}")),
-            dir.path().join(format!("m{i}")),
-        );
-        t.write(&a, &mc, DType::F32).unwrap();
-        t.write_merged(&m, &cfg, seed, DType::F32).unwrap();
-        loaded.push(Arc::new(
-            LoraAdapter::load(&format!("a{i}"), &a, &base.config).unwrap(),
-        ));
-        merged.push(Model::load(&m).unwrap());
-    }
+    let (loaded, merged) = fixtures(dir.path(), &cfg, seed, &tiny, &base);
     let prompt = tokens(6, 30, mc.vocab_size);
     for kernels in FAMILIES {
         let ec = || on(config(64, true), kernels, KvDtype::F32);

@@ -15,6 +15,17 @@ use super::{
 use crate::gguf::dequant::to_f32;
 use crate::{ModelConfig, ModelError};
 
+/// Every projection of a Llama-like layer, as PEFT's `target_modules` names them.
+pub const LLAMA_PROJECTIONS: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+
 /// A random adapter: which modules it adapts (`q_proj`, `down_proj`, `qkv_proj`, ...), its
 /// rank (the MLP's modules get `rank + 2`, as a `rank_pattern` would give them), `alpha`
 /// and the seed of its values.

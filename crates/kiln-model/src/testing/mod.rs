@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 pub use self::gguf_writer::{GgufBuilder, GgufTokenizer, model_gguf};
-pub use self::lora::TinyLora;
+pub use self::lora::{LLAMA_PROJECTIONS, TinyLora};
 pub use self::quant::quantize;
 pub use self::random_model::{write_random_gguf, write_random_llama};
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
