@@ -1,9 +1,9 @@
 // LoRA, second product: y[row, n] += B[slot, n, :] . t[row, :] for each token that runs
 // through an adapter (B scaled by the adapter's alpha / r at load, its rows in the order of
 // the product's outputs), t being lora_shrink.wgsl's output for the row. B is stored
-// transposed, (rank x n) with n padded to a multiple of 4, so that an invocation reads the
-// four outputs it makes as one vec4 and neighbouring invocations neighbouring vec4s; each
-// vec4 read serves every row of a tile of TILE rows through the same adapter. Rows with no
+// transposed, (rank x n) with n padded to a multiple of 4, in f16, so that an invocation
+// reads the four outputs it makes as two u32s and neighbouring invocations neighbouring
+// ones; each read serves every row of a tile of TILE rows through the same adapter. Rows with no
 // adapter, or whose adapter leaves this matrix alone, are passed over.
 // Grid: (ceil(n / 4 / 256), ceil(num_tokens / TILE), 1).
 
@@ -17,7 +17,7 @@ const TILE: u32 = 8u;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> slots: array<u32>;      // (T)
 @group(0) @binding(3) var<storage, read> t: array<f32>;          // (T, rank)
-@group(0) @binding(4) var<storage, read> b: array<vec4<f32>>;    // (slots, rank, n / 4)
+@group(0) @binding(4) var<storage, read> b: array<vec2<u32>>;    // (slots, rank, n / 4), f16
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (T, ldy)
 
 @compute @workgroup_size(256)
@@ -51,7 +51,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let bcol = slot * p.rank * quads + q;
         var acc: array<vec4<f32>, TILE>;
         for (var j = 0u; j < p.rank; j++) {
-            let bv = b[bcol + j * quads];
+            let bp = b[bcol + j * quads];
+            let bv = vec4<f32>(unpack2x16float(bp.x), unpack2x16float(bp.y));
             for (var r = 0u; r < TILE; r++) {
                 if (ts[r] == slot) {
                     acc[r] += bv * t[(r0 + r) * p.rank + j];

@@ -1,7 +1,8 @@
 // LoRA, first product: for each token that runs through an adapter, t[row, j] = A[slot, j, :] .
 // x'[row, :], x' being the row RMS-normalized with its gain as the normed products see it
 // (flags & 1), or the row as is. A holds every adapter slot's matrix transposed, (k x rank)
-// with the rank padded with zeros to a multiple of 4, read as vec4s of four ranks;
+// with the rank padded with zeros to a multiple of 4, in f16 read as four ranks at a time
+// (two u32s, unpacked to f32);
 // lora_expand.wgsl then adds B t to the product's output. Rows with no adapter, or whose
 // adapter leaves this matrix alone (bit `slot` of p.present unset), are passed over
 // (lora_expand.wgsl passes over the same rows).
@@ -22,7 +23,7 @@ const TILE: u32 = 8u;
 @group(0) @binding(2) var<storage, read> slots: array<u32>;          // (T): each token's adapter or NONE
 @group(0) @binding(3) var<storage, read> x: array<f32>;              // (T, k)
 @group(0) @binding(4) var<storage, read> gain: array<f32>;           // (k), read with flags & 1
-@group(0) @binding(5) var<storage, read> a: array<vec4<f32>>;        // (slots, k, rank / 4)
+@group(0) @binding(5) var<storage, read> a: array<vec2<u32>>;        // (slots, k, rank / 4), f16
 @group(0) @binding(6) var<storage, read_write> t: array<vec4<f32>>;  // (T, rank / 4)
 
 var<workgroup> tile_slots: array<u32, TILE>;
@@ -88,7 +89,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             if (g < groups) {
                 let acol = slot * p.k * quads + q;
                 for (var i = g; i < p.k; i += groups) {
-                    let av = a[acol + i * quads];
+                    let ap = a[acol + i * quads];
+                    let av = vec4<f32>(unpack2x16float(ap.x), unpack2x16float(ap.y));
                     let gi = select(1.0, gain[i], normed);
                     for (var r = 0u; r < TILE; r++) {
                         if (ts[r] == slot) {

@@ -3,7 +3,8 @@
 //! (one adapting every part at rank 3, one only k at rank 5, one none of them), tokens
 //! through each of them and through none in one launch (a full tile of rows and a partial
 //! one), awkward widths, with and without the RMSNorm the normed products apply:
-//! `y += B_part (A_part x')` for each token's adapter. And slots rewritten in place: a stack
+//! `y += B_part (A_part x')` for each token's adapter (A and B of values f16 holds, as the
+//! stacks keep them). And slots rewritten in place: a stack
 //! with room for adapters loaded later, loaded, emptied and loaded again.
 
 mod common;
@@ -31,10 +32,11 @@ fn source(row: usize) -> usize {
 fn adapter(r: &mut StdRng, name: &str, pairs: &[(&str, usize, usize)]) -> Arc<LoraAdapter> {
     let pairs: HashMap<String, LoraPair> = (pairs.iter())
         .map(|&(n, rank, out)| {
+            // Values f16 holds, as the stacks store them.
             let pair = LoraPair {
                 rank,
-                a: randn(r, rank * COLS, 0.5),
-                b: randn(r, out * rank, 0.5),
+                a: f16_round(&randn(r, rank * COLS, 0.5)),
+                b: f16_round(&randn(r, out * rank, 0.5)),
             };
             (n.to_string(), pair)
         })

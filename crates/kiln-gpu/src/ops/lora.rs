@@ -57,9 +57,10 @@ pub struct LoraCapacity {
 }
 
 /// One stack's shape: its parts (tensor name, rows), their width, and the rank and number of
-/// its slots. Both matrices are stored transposed, so that neighbouring invocations (ranks
-/// in the first product, output rows in the second) read neighbouring values, four at a
-/// time: A as (slots, cols, rank), B as (slots, rank, rows rounded up to 4).
+/// its slots. Both matrices are stored in f16 (adapters are saved in 16 bits, or their f32
+/// values rounded) and transposed, so that neighbouring invocations (ranks in the first
+/// product, output rows in the second) read neighbouring values, four at a time: A as
+/// (slots, cols, rank), B as (slots, rank, rows rounded up to 4).
 pub struct LoraShape {
     parts: Vec<(String, usize)>,
     cols: usize,
@@ -101,7 +102,7 @@ impl LoraShape {
 
     /// The bytes its matrices take on the GPU.
     pub fn bytes(&self) -> u64 {
-        (self.slots * self.rank * (self.cols + self.ldb()) * 4) as u64
+        (self.slots * self.rank * (self.cols + self.ldb()) * 2) as u64
     }
 
     /// Whether `adapter`'s matrices of this stack fit a slot.
@@ -174,6 +175,13 @@ fn rank_in(adapter: &LoraAdapter, parts: &[(&str, usize)]) -> usize {
         .sum()
 }
 
+/// `v` in f16, little-endian, as the kernels unpack it.
+fn f16_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter()
+        .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+        .collect()
+}
+
 /// What a stack's launches read and write.
 pub struct LoraBuffers<'a> {
     pub step: &'a wgpu::Buffer,
@@ -225,8 +233,8 @@ impl Lora {
                 present |= 1 << s;
             }
         }
-        let am = ctx.storage_init("lora A", bytemuck::cast_slice(&a));
-        let bm = ctx.storage_init("lora B", bytemuck::cast_slice(&b));
+        let am = ctx.storage_init("lora A", &f16_bytes(&a));
+        let bm = ctx.storage_init("lora B", &f16_bytes(&b));
         let (gain, eps) = bufs.norm.unwrap_or((bufs.x, 0.0));
         let shrink_params = super::params(
             ctx,
@@ -309,16 +317,8 @@ impl Lora {
             None => self.present.get() & !bit,
         };
         if let Some((a, b)) = values {
-            ctx.write(
-                &self.a,
-                (slot * cols * rank * 4) as u64,
-                bytemuck::cast_slice(&a),
-            );
-            ctx.write(
-                &self.b,
-                (slot * rank * ldb * 4) as u64,
-                bytemuck::cast_slice(&b),
-            );
+            ctx.write(&self.a, (slot * cols * rank * 2) as u64, &f16_bytes(&a));
+            ctx.write(&self.b, (slot * rank * ldb * 2) as u64, &f16_bytes(&b));
         }
         self.present.set(present);
         let field = |o: usize| o as u64;
