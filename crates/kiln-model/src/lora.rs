@@ -181,15 +181,8 @@ impl LoraAdapter {
 fn targets(config: &ModelConfig) -> HashMap<String, (usize, usize)> {
     let mut t = HashMap::new();
     for layer in ModelTensors::for_config(config).layers {
-        for op in &layer.ops {
-            let ws = match op {
-                Op::NormedProject { weights, .. } => weights.iter().collect(),
-                Op::Project { weight, .. } => vec![weight],
-                _ => Vec::new(),
-            };
-            for w in ws {
-                t.insert(w.name.clone(), (w.shape[0], w.shape[1]));
-            }
+        for w in layer.ops.iter().flat_map(Op::matrices) {
+            t.insert(w.name.clone(), (w.shape[0], w.shape[1]));
         }
     }
     t

@@ -30,37 +30,42 @@ impl LoraSetup<'_> {
 /// made before the layers are.
 pub(crate) fn lora_bytes(layers: &[kiln_model::Layer], setup: &LoraSetup) -> u64 {
     let mut bytes = 0;
-    for op in layers.iter().flat_map(|l| &l.ops) {
-        let parts: Vec<&Tensor> = match op {
-            Op::NormedProject { weights, .. } => weights.iter().collect(),
-            Op::Project { weight, .. } => vec![weight],
-            _ => continue,
+    for parts in layers.iter().flat_map(|l| &l.ops).map(Op::matrices) {
+        let Some(first) = parts.first() else {
+            continue;
         };
-        let named: Vec<(&str, usize)> = parts
-            .iter()
-            .map(|t| (t.name.as_str(), t.shape[0]))
-            .collect();
-        if let Some(shape) =
-            ops::LoraShape::new(setup.adapters, &named, parts[0].shape[1], setup.capacity)
-        {
-            bytes += shape.bytes();
-        }
+        let shape = ops::LoraShape::new(
+            setup.adapters,
+            &named(parts),
+            first.shape[1],
+            setup.capacity,
+        );
+        bytes += shape.map_or(0, |s| s.bytes());
     }
     bytes
+}
+
+/// A stack's parts as its shape names them: (tensor name, rows).
+pub(super) fn named(parts: &[Tensor]) -> Vec<(&str, usize)> {
+    parts
+        .iter()
+        .map(|t| (t.name.as_str(), t.shape[0]))
+        .collect()
 }
 
 /// The adapters' launches for a product of `parts`, its rows in `order`, from `x`
 /// (normalized with the gain, if given) into `y` (rows of `ldy`), with that order.
 pub(super) fn lora_launch(
     l: &LayerContext,
-    parts: &[(&str, usize)],
+    parts: &[Tensor],
     order: RowOrder,
     (x, norm): (&wgpu::Buffer, Option<(&wgpu::Buffer, f32)>),
     (y, ldy): (&wgpu::Buffer, u32),
     bytes: &mut u64,
 ) -> Result<Option<(ops::Lora, RowOrder)>, GpuError> {
-    let cols = l.weights.shape(parts[0].0)?[1];
-    let Some(shape) = ops::LoraShape::new(l.lora.adapters, parts, cols, l.lora.capacity) else {
+    let cols = parts[0].shape[1];
+    let Some(shape) = ops::LoraShape::new(l.lora.adapters, &named(parts), cols, l.lora.capacity)
+    else {
         return Ok(None);
     };
     *bytes += shape.bytes();

@@ -279,12 +279,8 @@ impl Layer {
                     // the activation writes none, and its buffer is not made.)
                     let y = b.get(ctx, *dst)?;
                     if lora {
-                        let parts: Vec<(&str, usize)> = weights
-                            .iter()
-                            .map(|t| (t.name.as_str(), t.shape[0]))
-                            .collect();
                         let x = (&b.x, Some((&gain, eps)));
-                        adapters = lora_launch(l, &parts, order, x, (y, rows), &mut lora_bytes)?;
+                        adapters = lora_launch(l, weights, order, x, (y, rows), &mut lora_bytes)?;
                     }
                     // QKV followed by a rotary step without a q/k norm: one launch.
                     let fused = *dst == Buf::Qkv
@@ -344,10 +340,10 @@ impl Layer {
                 Op::Project { src, weight, dst } => {
                     let (w, rows) = stack(&[weight], RowOrder::Stacked)?;
                     if l.lora.adapts(std::slice::from_ref(weight)) {
-                        let parts = [(weight.name.as_str(), weight.shape[0])];
+                        let parts = std::slice::from_ref(weight);
                         let (x, y) = ((b.get(ctx, *src)?, None), (b.get(ctx, *dst)?, rows));
                         let order = RowOrder::Stacked;
-                        adapters = lora_launch(l, &parts, order, x, y, &mut lora_bytes)?;
+                        adapters = lora_launch(l, parts, order, x, y, &mut lora_bytes)?;
                     }
                     Step::Matmul(mm(MatmulArgs {
                         x: b.get(ctx, *src)?,

@@ -71,6 +71,15 @@ impl Op {
         }
     }
 
+    /// The matrices the operation multiplies by (a projection's, stacked or one), if any.
+    pub fn matrices(&self) -> &[Tensor] {
+        match self {
+            Op::NormedProject { weights, .. } => weights,
+            Op::Project { weight, .. } => std::slice::from_ref(weight),
+            _ => &[],
+        }
+    }
+
     /// Whether the operation reads or writes `buf`.
     pub fn uses(&self, buf: Buf) -> bool {
         match self {
