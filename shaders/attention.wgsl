@@ -12,7 +12,8 @@
 // transposed copy (qv). An online softmax per row follows, over the keys of the tile that
 // row's token sees (its causal range and window); then each invocation updates the outputs
 // (row, dim) it owns, reading V along the dimension (coalesced).
-// The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs).
+// The cache holds f16 pairs packed in u32 (KV_BITS 16), f32 bits (32) or fp8 quadruples (8,
+// kv_fp8.wgsl); see kv_layout.rs.
 // Split context (flash-decoding), when SPLITS > 1: workgroup z takes the z-th of SPLITS equal
 // runs of the tile's keys (whole tiles), and writes its unnormalized outputs with its running
 // max and sum to `partial` instead of `out`; attention_reduce.wgsl combines them. A few
@@ -21,7 +22,7 @@
 // Grid: (num_tokens, num_kv_heads, SPLITS); the workgroup of a token that does not start a
 // tile returns at once.
 
-override KV_F16: bool = true;
+override KV_BITS: u32 = 16u;
 override SPLITS: u32 = 1u;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
@@ -63,14 +64,20 @@ var<workgroup> alpha: array<f32, 16>;
 
 // Element `i` of the K (V) cache as f32.
 fn k_at(i: u32) -> f32 {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        return fp8x4_unpack(k_cache[i >> 2u])[i & 3u];
+    }
+    if (KV_BITS == 16u) {
         return unpack2x16float(k_cache[i >> 1u])[i & 1u];
     }
     return bitcast<f32>(k_cache[i]);
 }
 
 fn v_at(i: u32) -> f32 {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        return fp8x4_unpack(v_cache[i >> 2u])[i & 3u];
+    }
+    if (KV_BITS == 16u) {
         return unpack2x16float(v_cache[i >> 1u])[i & 1u];
     }
     return bitcast<f32>(v_cache[i]);

@@ -3,11 +3,11 @@
 // read through its block table), without workgroup memory or barriers. Each invocation keeps
 // its query and output row in registers and runs the online softmax over its keys; query heads
 // that share a KV head sit in neighbouring lanes and read the same cache lines.
-// The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs), read 4
-// elements at a time. Needs head_dim % 4 == 0 and head_dim <= 256.
+// The cache holds f16 pairs packed in u32 (KV_BITS 16), f32 bits (32) or fp8 quadruples (8,
+// kv_fp8.wgsl; see kv_layout.rs), read 4 elements at a time. Needs head_dim % 4 == 0 and head_dim <= 256.
 // Grid: (ceil(num_tokens * num_heads / 64), 1, 1).
 
-override KV_F16: bool = true;
+override KV_BITS: u32 = 16u;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -32,9 +32,13 @@ struct Params {
 @group(0) @binding(8) var<storage, read> v_cache: array<vec2<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
 
-// Elements 4c..4c+4 of the K (V) cache as f32: one vec2<u32> of halves, or two of f32 bits.
+// Elements 4c..4c+4 of the K (V) cache as f32: one vec2<u32> of halves, two of f32 bits, or
+// one word of fp8.
 fn k4(c: u32) -> vec4<f32> {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        return fp8x4_unpack(k_cache[c >> 1u][c & 1u]);
+    }
+    if (KV_BITS == 16u) {
         let w = k_cache[c];
         return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
     }
@@ -42,7 +46,10 @@ fn k4(c: u32) -> vec4<f32> {
 }
 
 fn v4(c: u32) -> vec4<f32> {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        return fp8x4_unpack(v_cache[c >> 1u][c & 1u]);
+    }
+    if (KV_BITS == 16u) {
         let w = v_cache[c];
         return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
     }

@@ -23,13 +23,14 @@
 // floor(ROWS b / G) of the segment), and workgroup (t, kvh, z) serves block
 // ceil(i G / ROWS) + z of t's segment, i being t's index there, if it belongs to token i,
 // and returns otherwise.
-// Positions rise by one along a segment. The cache holds f16 pairs packed in u32 (KV_F16) or
-// f32 bits (see kv_layout.rs), read 8 elements at a time. Needs head_dim % 8 == 0 and
+// Positions rise by one along a segment. The cache holds f16 pairs packed in u32 (KV_BITS
+// 16), f32 bits (32) or fp8 quadruples (8, kv_fp8.wgsl; see kv_layout.rs), read 8 elements at
+// a time. Needs head_dim % 8 == 0 and
 // head_dim <= 256.
 // (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
 // opened with wgpu's SUBGROUP feature.)
 
-override KV_F16: bool = true;
+override KV_BITS: u32 = 16u;
 override D4: u32 = 16u; // head_dim / 4, at most 64
 override ROWS: u32 = 8u; // query rows a workgroup serves, at most LANES
 
@@ -59,7 +60,8 @@ struct Params {
 @group(0) @binding(8) var<storage, read> v_cache: array<vec4<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
 
-// Elements 8o..8o+8 of the K (V) cache as f32: one vec4<u32> of halves, or two of f32 bits.
+// Elements 8o..8o+8 of the K (V) cache as f32: one vec4<u32> of halves, two of f32 bits, or
+// half of one of fp8.
 struct Octet { lo: vec4<f32>, hi: vec4<f32> }
 
 fn halves(w: vec4<u32>) -> Octet {
@@ -69,15 +71,26 @@ fn halves(w: vec4<u32>) -> Octet {
     );
 }
 
+fn quads(w: vec4<u32>, o: u32) -> Octet {
+    let pair = select(w.xy, w.zw, (o & 1u) == 1u);
+    return Octet(fp8x4_unpack(pair.x), fp8x4_unpack(pair.y));
+}
+
 fn k8(o: u32) -> Octet {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        return quads(k_cache[o >> 1u], o);
+    }
+    if (KV_BITS == 16u) {
         return halves(k_cache[o]);
     }
     return Octet(bitcast<vec4<f32>>(k_cache[2u * o]), bitcast<vec4<f32>>(k_cache[2u * o + 1u]));
 }
 
 fn v8(o: u32) -> Octet {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        return quads(v_cache[o >> 1u], o);
+    }
+    if (KV_BITS == 16u) {
         return halves(v_cache[o]);
     }
     return Octet(bitcast<vec4<f32>>(v_cache[2u * o]), bitcast<vec4<f32>>(v_cache[2u * o + 1u]));

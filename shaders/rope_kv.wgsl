@@ -9,11 +9,12 @@
 //     x[2i + 1] = x[2i + 1] * cos + x[2i] * sin
 //   then k_cache[slot, h, :] = k[h, :], v_cache[slot, h, :] = v[h, :], slot = slot_mapping[t].
 // Layers without the q/k norm do this in the QKV product's epilogue (epilogue_rotary.wgsl).
-// The cache holds f16 pairs packed in u32 (KV_F16) or f32 bits (see kv_layout.rs); the rotated
+// The cache holds f16 pairs packed in u32 (KV_BITS 16), f32 bits (32) or fp8 quadruples (8,
+// kv_fp8.wgsl; see kv_layout.rs); the rotated
 // row is finished in qkv before it is packed (the q/k norm needs the whole head first).
 // Grid: (num_tokens, 1, 1), 64 invocations per token.
 
-override KV_F16: bool = true;
+override KV_BITS: u32 = 16u;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -39,7 +40,11 @@ struct Params {
 
 // Word `w` of a cache row from the f32 values starting at qkv[src].
 fn pack_word(src: u32, w: u32) -> u32 {
-    if (KV_F16) {
+    if (KV_BITS == 8u) {
+        let a = src + 4u * w;
+        return fp8x4_pack(vec4<f32>(qkv[a], qkv[a + 1u], qkv[a + 2u], qkv[a + 3u]));
+    }
+    if (KV_BITS == 16u) {
         return pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
     }
     return bitcast<u32>(qkv[src + w]);
@@ -91,10 +96,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     storageBarrier();
 
     // K (rotated) and V rows into the cache slot, one u32 word per iteration.
-    var words = kv_width;
-    if (KV_F16) {
-        words = kv_width / 2u;
-    }
+    let words = kv_width / (32u / KV_BITS);
     let k_start = row + p.num_heads * d;
     let v_start = k_start + kv_width;
     for (var w = lid.x; w < words; w += 64u) {

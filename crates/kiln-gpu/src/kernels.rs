@@ -94,6 +94,14 @@ const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");
 const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgsl");
 /// The gated activations, shared by `glu.wgsl` and `epilogue_glu.wgsl`.
 const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
+/// The fp8 KV cache's encoding, shared by the kernels that read or write the cache.
+const KV_FP8: &str = include_str!("../../../shaders/kv_fp8.wgsl");
+const KV_KERNELS: [&str; 4] = [
+    "rope_kv",
+    "attention",
+    "attention_rowwise",
+    "attention_rowwise_subgroup",
+];
 
 /// What a matrix kernel makes of its output pairs (flag 16 of `shaders/matmul_epilogue.wgsl`):
 /// the pair epilogue the loader appends.
@@ -348,8 +356,9 @@ impl Kernels {
                 // The fragments a kernel calls into, as with the formats.
                 let fragments: &[&str] = match (matrix, pairs) {
                     (true, PairEpilogue::Glu) => &[EPILOGUE, EPILOGUE_GLU, ACTIVATION],
-                    (true, PairEpilogue::Rotary) => &[EPILOGUE, EPILOGUE_ROTARY],
+                    (true, PairEpilogue::Rotary) => &[EPILOGUE, EPILOGUE_ROTARY, KV_FP8],
                     _ if name == "glu" => &[ACTIVATION],
+                    _ if KV_KERNELS.contains(&name) => &[KV_FP8],
                     _ => &[],
                 };
                 for f in fragments.iter().chain(&coop.as_deref()) {

@@ -35,12 +35,13 @@ impl KvCache {
         num_blocks: usize,
         num_cpu_blocks: usize,
     ) -> Result<Self, GpuError> {
-        if layout.dtype == crate::KvDtype::F16 && !layout.slot_elements().is_multiple_of(2) {
+        let per_word = layout.dtype.per_word();
+        if !layout.slot_elements().is_multiple_of(per_word) {
             return Err(GpuError::Shape {
                 op: "kv cache",
                 detail: format!(
-                    "an f16 KV cache packs halves in pairs: {} KV heads x {} is odd",
-                    layout.kv_heads, layout.head_dim
+                    "an {} KV cache packs {per_word} elements in a word: {} KV heads x {} is not a multiple of {per_word}",
+                    layout.dtype, layout.kv_heads, layout.head_dim
                 ),
             });
         }

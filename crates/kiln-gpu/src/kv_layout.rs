@@ -5,13 +5,16 @@
 //! `(kv_heads, head_dim)` elements, row-major. f16 elements are stored as pairs of halves in
 //! one `u32` (element `2i` in the low half, `2i + 1` in the high half, WGSL's `pack2x16float`),
 //! so the cache needs no `shader-f16` feature and runs in the browser too; the kernels widen to
-//! f32 as they read. f32 elements are stored as their bits, one per `u32`.
+//! f32 as they read. f32 elements are stored as their bits, one per `u32`. fp8 elements are
+//! bytes in the E4M3 format (`fp8.rs`), four to a `u32` with element `4i` in the lowest byte.
 
 use std::fmt;
 use std::str::FromStr;
 
 use kiln_core::BLOCK_SIZE;
 use kiln_model::ModelConfig;
+
+use crate::fp8;
 
 /// The element type of the KV cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -20,14 +23,19 @@ pub enum KvDtype {
     #[default]
     F16,
     F32,
+    /// 8-bit floats (E4M3: 3 mantissa bits, finite values up to 448, no scale), four
+    /// elements per `u32`: twice the tokens of f16. K and V values beyond +-448 are
+    /// saturated there.
+    Fp8,
 }
 
 impl KvDtype {
-    /// `f16` or `f32`.
+    /// `f16`, `f32` or `fp8`.
     pub fn name(self) -> &'static str {
         match self {
             KvDtype::F16 => "f16",
             KvDtype::F32 => "f32",
+            KvDtype::Fp8 => "fp8",
         }
     }
 
@@ -35,13 +43,27 @@ impl KvDtype {
         match self {
             KvDtype::F16 => 2,
             KvDtype::F32 => 4,
+            KvDtype::Fp8 => 1,
         }
     }
 
-    /// `values` as cache words: f16 pairs (low half first) or f32 bits. An odd count of f16
-    /// values is padded with a zero half.
+    /// Elements per `u32` word of the cache.
+    pub fn per_word(self) -> usize {
+        4 / self.bytes() as usize
+    }
+
+    /// `values` as cache words: f16 pairs (low half first), f32 bits or fp8 quadruples (lowest
+    /// byte first). A count that does not fill the last word is padded with zeros.
     pub fn encode(self, values: &[f32]) -> Vec<u32> {
         match self {
+            KvDtype::Fp8 => values
+                .chunks(4)
+                .map(|q| {
+                    q.iter()
+                        .enumerate()
+                        .fold(0, |w, (i, v)| w | (fp8::encode(*v) as u32) << (8 * i))
+                })
+                .collect(),
             KvDtype::F32 => values.iter().map(|v| v.to_bits()).collect(),
             KvDtype::F16 => values
                 .chunks(2)
@@ -58,6 +80,10 @@ impl KvDtype {
     /// Cache words back to f32 values (the inverse of [`Self::encode`]).
     pub fn decode(self, words: &[u32]) -> Vec<f32> {
         match self {
+            KvDtype::Fp8 => words
+                .iter()
+                .flat_map(|w| w.to_le_bytes().map(fp8::decode))
+                .collect(),
             KvDtype::F32 => words.iter().map(|w| f32::from_bits(*w)).collect(),
             KvDtype::F16 => words
                 .iter()
@@ -68,18 +94,22 @@ impl KvDtype {
         }
     }
 
-    /// The value of the kernels' `KV_F16` override constant.
+    /// `values` as the cache holds them: each value through [`Self::encode`] and back.
+    pub fn round(self, values: &[f32]) -> Vec<f32> {
+        let mut v = self.decode(&self.encode(values));
+        v.truncate(values.len());
+        v
+    }
+
+    /// The value of the kernels' `KV_BITS` override constant: bits per element.
     pub(crate) fn override_constant(self) -> (&'static str, f64) {
-        ("KV_F16", if self == KvDtype::F16 { 1.0 } else { 0.0 })
+        ("KV_BITS", 8.0 * self.bytes() as f64)
     }
 }
 
 impl fmt::Display for KvDtype {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KvDtype::F16 => "f16",
-            KvDtype::F32 => "f32",
-        })
+        f.write_str(self.name())
     }
 }
 
@@ -89,7 +119,10 @@ impl FromStr for KvDtype {
         match s {
             "f16" => Ok(KvDtype::F16),
             "f32" => Ok(KvDtype::F32),
-            _ => Err(format!("unknown KV cache type `{s}`: expected f16 or f32")),
+            "fp8" | "fp8_e4m3" => Ok(KvDtype::Fp8),
+            _ => Err(format!(
+                "unknown KV cache type `{s}`: expected f16, f32 or fp8 (fp8_e4m3)"
+            )),
         }
     }
 }
@@ -195,12 +228,34 @@ mod tests {
         let back = KvDtype::F16.decode(&h);
         assert_eq!((back[0], back[1], back[3]), (1.0, -2.5, 65504.0));
         assert!((back[2] - 0.1).abs() < 1e-4);
+        let q = KvDtype::Fp8.encode(&[1.0, -2.5, 0.1, 500.0, 3.0]);
+        assert_eq!(q, vec![0x38 | 0xc2 << 8 | 0x1d << 16 | 0x7e << 24, 0x44]);
+        assert_eq!(
+            KvDtype::Fp8.round(&[1.0, -2.5, 0.1, 500.0, 3.0]),
+            [1.0, -2.5, 0.1015625, 448.0, 3.0]
+        );
+    }
+
+    #[test]
+    fn fp8_holds_twice_the_blocks_of_f16() {
+        let f16 = KvLayout::new(30, 3, 64, KvDtype::F16);
+        let fp8 = KvLayout {
+            dtype: KvDtype::Fp8,
+            ..f16
+        };
+        assert_eq!(fp8.slot_bytes() * 2, f16.slot_bytes());
+        let mem = 1000 * f16.bytes_per_block() + 1;
+        assert_eq!(fp8.blocks_in(mem), 2000);
+        assert_eq!(KvDtype::Fp8.per_word(), 4);
     }
 
     #[test]
     fn parses_names() {
         assert_eq!("f16".parse::<KvDtype>(), Ok(KvDtype::F16));
         assert_eq!("f32".parse::<KvDtype>(), Ok(KvDtype::F32));
+        assert_eq!("fp8".parse::<KvDtype>(), Ok(KvDtype::Fp8));
+        assert_eq!("fp8_e4m3".parse::<KvDtype>(), Ok(KvDtype::Fp8));
         assert!("bf16".parse::<KvDtype>().is_err());
+        assert!("fp8_e5m2".parse::<KvDtype>().is_err());
     }
 }

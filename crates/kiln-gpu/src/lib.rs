@@ -15,6 +15,7 @@
 mod bandwidth;
 mod context;
 mod error;
+mod fp8;
 mod kernel_family;
 mod kernels;
 mod kv_cache;

@@ -6,6 +6,8 @@
 use half::f16;
 use kiln_model::{Activation, Buf, ModelConfig, ModelError, ModelTensors, Op, Tensor, Weights};
 
+use crate::KvDtype;
+
 /// One operation of a layer with its weights read ([`Op`]'s counterpart).
 enum Step {
     NormedProject {
@@ -60,6 +62,8 @@ pub struct CpuModel {
     layers: Vec<Vec<Step>>,
     norm: Vec<f32>,
     lm_head: Vec<f32>,
+    /// The cache type whose rounding attention reads K and V through (exact when `None`).
+    kv: Option<KvDtype>,
 }
 
 fn f16_round(v: Vec<f32>) -> Vec<f32> {
@@ -192,7 +196,17 @@ impl CpuModel {
             layers,
             norm: norm(&tensors.final_norm)?,
             lm_head,
+            kv: None,
         })
+    }
+
+    /// The same model with attention reading K and V as a cache of `dtype` holds them (each
+    /// value rounded through its encoding), as the GPU's attention does.
+    pub fn with_kv_cache(self, dtype: KvDtype) -> Self {
+        Self {
+            kv: Some(dtype),
+            ..self
+        }
     }
 
     /// Logits at every position of `tokens`.
@@ -292,8 +306,14 @@ impl CpuModel {
         let c = &self.config;
         let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let window = c.layer_window(i);
-        let k_at = |j: usize, kvh: usize| &qkv[j][(nh + kvh) * d..(nh + kvh + 1) * d];
-        let v_at = |j: usize, kvh: usize| &qkv[j][(nh + nkv + kvh) * d..(nh + nkv + kvh + 1) * d];
+        let held: Vec<Vec<f32>> = match self.kv {
+            Some(dtype) => (qkv.iter())
+                .map(|row| dtype.round(&row[nh * d..]))
+                .collect(),
+            None => qkv.iter().map(|row| row[nh * d..].to_vec()).collect(),
+        };
+        let k_at = |j: usize, kvh: usize| &held[j][kvh * d..(kvh + 1) * d];
+        let v_at = |j: usize, kvh: usize| &held[j][(nkv + kvh) * d..(nkv + kvh + 1) * d];
         (0..qkv.len())
             .map(|pos| {
                 let mut attn = vec![0f32; nh * d];

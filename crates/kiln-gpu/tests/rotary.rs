@@ -1,7 +1,8 @@
 //! The QKV product with the rotary step and the KV write in its epilogue
 //! (`epilogue_rotary.wgsl`): every matrix kernel variant, awkward row counts, f16 and
 //! quantized matrices split over several buffers (and q, k in one format with v in another),
-//! with and without a bias, into f16 and f32 caches; against the CPU: the normed product in
+//! with and without a bias, into f16, f32 and fp8 caches (an fp8 word holds two pairs, each
+//! written by its own invocation); against the CPU: the normed product in
 //! the checkpoint's row order, its q and k heads rotated in f64, then laid out in the rotary
 //! pair layout as the GPU holds them.
 
@@ -92,6 +93,7 @@ fn rotary_epilogue_matches_the_cpu() {
                 (7, KvDtype::F16, true),
                 (9, KvDtype::F32, false),
                 (33, KvDtype::F16, false),
+                (11, KvDtype::Fp8, true),
             ] {
                 let x = randn(&mut r, tokens * kdim, 2.0);
                 let bias = randn(&mut r, rows_w, 0.5);
@@ -171,7 +173,13 @@ fn rotary_epilogue_matches_the_cpu() {
                     .collect();
                 let (atol, rtol_q) = tolerance(&kernels, 1e-4, 1e-4);
                 assert_close(&format!("q {what}"), &got_q, &want_q, atol, rtol_q);
-                let rtol = if dtype == KvDtype::F16 { 1e-3f32 } else { 1e-4 }.max(rtol_q);
+                // One rounding into the cache: half a step of f16 or fp8 (1/16 relative, 2^-10
+                // below fp8's normals).
+                let (atol, rtol) = match dtype {
+                    KvDtype::F16 => (atol, 1e-3f32.max(rtol_q)),
+                    KvDtype::F32 => (atol, 1e-4f32.max(rtol_q)),
+                    KvDtype::Fp8 => (atol + 2f32.powi(-10), 1.0 / 16.0 + rtol_q),
+                };
                 let (got_k, got_v) = (
                     dtype.decode(&read_u32(&ctx, &kc, words)),
                     dtype.decode(&read_u32(&ctx, &vc, words)),
@@ -182,7 +190,7 @@ fn rotary_epilogue_matches_the_cpu() {
             }
         }
     }
-    assert!(checked >= 4 * 2 * 5, "{checked} cases");
+    assert!(checked >= 4 * 2 * 6, "{checked} cases");
 }
 
 /// The epilogue refuses what it cannot do: a matrix of the wrong height, a residual.

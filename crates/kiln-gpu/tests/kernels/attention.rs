@@ -1,5 +1,5 @@
 //! Paged attention over prefill and decode sequences in one dispatch: both kernel families,
-//! split contexts, every query tile size, both cache types and sliding windows.
+//! split contexts, every query tile size, every cache type and sliding windows.
 
 use super::*;
 
@@ -26,7 +26,7 @@ fn paged_attention_mixes_prefill_and_decode() {
             assert!(k.rowwise_subgroups, "no subgroup row-wise attention here");
         }
         k.rowwise_subgroups = subgroups;
-        for dtype in [KvDtype::F16, KvDtype::F32] {
+        for dtype in [KvDtype::F16, KvDtype::F32, KvDtype::Fp8] {
             check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None);
         }
         // 16 query heads of 64 on one KV head: every output slot of a GPU-family invocation.
@@ -37,6 +37,7 @@ fn paged_attention_mixes_prefill_and_decode() {
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (8, 2, 128), Some(20));
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (4, 1, 256), None);
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (6, 2, 24), Some(40));
+        check_attention(&ctx, &k, KvDtype::Fp8, split_tokens, (8, 2, 128), Some(20));
     }
 }
 
@@ -62,7 +63,7 @@ fn check_attention(
         (300, 1),
     ];
     let kv_width = nkv * d;
-    // The reference reads what the cache holds: values rounded to f16 for an f16 cache.
+    // The reference reads what the cache holds: values rounded to f16 or fp8 for those caches.
     let kc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
     let vc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
     let mut free: Vec<u32> = (0..num_blocks as u32).collect();

@@ -1,9 +1,9 @@
-//! RoPE with the KV-cache write (`rope_kv`), with and without the per-head q/k norm, into f16
-//! and f32 caches.
+//! RoPE with the KV-cache write (`rope_kv`), with and without the per-head q/k norm, into f16,
+//! f32 and fp8 caches.
 
 use super::*;
 
-/// RoPE and the KV write, for both cache types, at positions up to the end of a 32768-token
+/// RoPE and the KV write, for every cache type, at positions up to the end of a 32768-token
 /// context against the rotation in f64 (of the checkpoint's order: the kernel's heads are in
 /// the rotary pair layout). The f64-built table keeps the error at f32 rounding;
 /// angles computed in f32 (`pos * inv_freq`, then `sin`/`cos`) are off by up to ~2e-3 rad at
@@ -15,7 +15,11 @@ fn rope_kv_rotates_and_writes_cache() {
     let mut r = rng(5);
     let (nh, nkv, d, t, slots, max_pos) = (6, 2, 20, 9, 70, 32768);
     let width = (nh + 2 * nkv) * d;
-    let qkv = randn(&mut r, t * width, 1.0);
+    let mut qkv = randn(&mut r, t * width, 1.0);
+    // Values of V beyond fp8's range (saturated there) and below its normals.
+    for (i, v) in [(0, 1000.0), (1, -600.0), (2, 3e-3), (3, -1e-5)] {
+        qkv[i * width + (nh + nkv) * d + 3 * i] = v;
+    }
     let mut positions: Vec<u32> = (0..t - 2)
         .map(|_| r.random_range(0..max_pos as u32))
         .collect();
@@ -41,6 +45,8 @@ fn rope_kv_rotates_and_writes_cache() {
         (false, KvDtype::F16),
         (false, KvDtype::F32),
         (true, KvDtype::F16),
+        (false, KvDtype::Fp8),
+        (true, KvDtype::Fp8),
     ] {
         let mut want = qkv.clone();
         let mut want_k = vec![0f32; slots * nkv * d];
@@ -100,7 +106,27 @@ fn rope_kv_rotates_and_writes_cache() {
         let (kw, vw) = match dtype {
             KvDtype::F16 => (f16_round(&want_k), f16_round(&want_v)),
             KvDtype::F32 => (want_k.clone(), want_v.clone()),
+            KvDtype::Fp8 => (want_k.clone(), want_v.clone()),
         };
+        if dtype == KvDtype::Fp8 {
+            // V is copied unchanged, so its codes are exactly the host's encoding (ties to
+            // even, saturation, subnormals); K is rotated first, so a value within 1e-5 of a
+            // tie may round either way: within half a step (1/16 relative, 2^-10 below the
+            // normals) of the exact value.
+            assert_eq!(
+                read_u32(&ctx, &vc, words),
+                dtype.encode(&want_v),
+                "v cache fp8 qk_norm {qk_norm}: codes"
+            );
+            assert_close(
+                &format!("k cache fp8 qk_norm {qk_norm}"),
+                &got_k,
+                &kw,
+                1e-5 + 2f32.powi(-10),
+                1.0 / 16.0,
+            );
+            continue;
+        }
         let rtol = if dtype == KvDtype::F16 { 1e-3 } else { 0.0 };
         assert_close(&format!("k cache {dtype}"), &got_k, &kw, 1e-5, rtol);
         assert_close(&format!("v cache {dtype}"), &got_v, &vw, 0.0, rtol);
