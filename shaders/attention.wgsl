@@ -12,8 +12,7 @@
 // transposed copy (qv). An online softmax per row follows, over the keys of the tile that
 // row's token sees (its causal range and window); then each invocation updates the outputs
 // (row, dim) it owns, reading V along the dimension (coalesced).
-// The cache holds f16 pairs packed in u32 (KV_BITS 16), f32 bits (32) or fp8 quadruples (8,
-// kv_fp8.wgsl); see kv_layout.rs.
+// The cache holds elements of type KV_TYPE (kv_codec.wgsl; kv_layout.rs owns the layout).
 // Split context (flash-decoding), when SPLITS > 1: workgroup z takes the z-th of SPLITS equal
 // runs of the tile's keys (whole tiles), and writes its unnormalized outputs with its running
 // max and sum to `partial` instead of `out`; attention_reduce.wgsl combines them. A few
@@ -22,7 +21,7 @@
 // Grid: (num_tokens, num_kv_heads, SPLITS); the workgroup of a token that does not start a
 // tile returns at once.
 
-override KV_BITS: u32 = 16u;
+override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override SPLITS: u32 = 1u;
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
@@ -62,22 +61,36 @@ var<workgroup> run_max: array<f32, 16>;
 var<workgroup> run_sum: array<f32, 16>;
 var<workgroup> alpha: array<f32, 16>;
 
-// Element `i` of the K (V) cache as f32.
-fn k_at(i: u32) -> f32 {
-    if (KV_BITS == 8u) {
+// Element e of slot `slot`'s row of the K (V) cache as f32.
+fn k_at(slot: u32, e: u32) -> f32 {
+    let width = p.num_kv_heads * p.head_dim;
+    if (KV_TYPE == KV_Q8) {
+        let g = e / 32u;
+        let s = unpack2x16float(k_cache[q8_scale_word(slot, g, width / 4u)])[g & 1u];
+        return q8x4_unpack(k_cache[(q8_row(slot) * width + e) >> 2u], s)[e & 3u];
+    }
+    let i = slot * width + e;
+    if (KV_TYPE == KV_FP8) {
         return fp8x4_unpack(k_cache[i >> 2u])[i & 3u];
     }
-    if (KV_BITS == 16u) {
+    if (KV_TYPE == KV_F16) {
         return unpack2x16float(k_cache[i >> 1u])[i & 1u];
     }
     return bitcast<f32>(k_cache[i]);
 }
 
-fn v_at(i: u32) -> f32 {
-    if (KV_BITS == 8u) {
+fn v_at(slot: u32, e: u32) -> f32 {
+    let width = p.num_kv_heads * p.head_dim;
+    if (KV_TYPE == KV_Q8) {
+        let g = e / 32u;
+        let s = unpack2x16float(v_cache[q8_scale_word(slot, g, width / 4u)])[g & 1u];
+        return q8x4_unpack(v_cache[(q8_row(slot) * width + e) >> 2u], s)[e & 3u];
+    }
+    let i = slot * width + e;
+    if (KV_TYPE == KV_FP8) {
         return fp8x4_unpack(v_cache[i >> 2u])[i & 3u];
     }
-    if (KV_BITS == 16u) {
+    if (KV_TYPE == KV_F16) {
         return unpack2x16float(v_cache[i >> 1u])[i & 1u];
     }
     return bitcast<f32>(v_cache[i]);
@@ -172,7 +185,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 let ii = i0 + e % CH;
                 var k = 0.0;
                 if (jj < count && ii < d) {
-                    k = k_at(slots[jj] * kv_width + kb + ii);
+                    k = k_at(slots[jj], kb + ii);
                 }
                 kst[jj * KST + e % CH] = k;
             }
@@ -278,8 +291,8 @@ fn pv4(e0: u32, acc: vec4<f32>, count: u32, kv_width: u32, kb: u32, gd: u32) -> 
     let keep = select(vec4<f32>(0.0), vec4<f32>(1.0), live);
     var v = acc * a;
     for (var jj = 0u; jj < count; jj++) {
-        let row = slots[jj] * kv_width;
-        let vals = vec4<f32>(v_at(row + col.x), v_at(row + col.y), v_at(row + col.z), v_at(row + col.w));
+        let slot = slots[jj];
+        let vals = vec4<f32>(v_at(slot, col.x), v_at(slot, col.y), v_at(slot, col.z), v_at(slot, col.w));
         let pr = vec4<f32>(probs[r.x * WG + jj], probs[r.y * WG + jj], probs[r.z * WG + jj], probs[r.w * WG + jj]);
         v = fma(pr * keep, vals, v);
     }

@@ -3,11 +3,11 @@
 // read through its block table), without workgroup memory or barriers. Each invocation keeps
 // its query and output row in registers and runs the online softmax over its keys; query heads
 // that share a KV head sit in neighbouring lanes and read the same cache lines.
-// The cache holds f16 pairs packed in u32 (KV_BITS 16), f32 bits (32) or fp8 quadruples (8,
-// kv_fp8.wgsl; see kv_layout.rs), read 4 elements at a time. Needs head_dim % 4 == 0 and head_dim <= 256.
+// The cache holds elements of type KV_TYPE (kv_codec.wgsl; kv_layout.rs owns the layout),
+// read 4 at a time. Needs head_dim % 4 == 0 and head_dim <= 256.
 // Grid: (ceil(num_tokens * num_heads / 64), 1, 1).
 
-override KV_BITS: u32 = 16u;
+override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -32,28 +32,44 @@ struct Params {
 @group(0) @binding(8) var<storage, read> v_cache: array<vec2<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
 
-// Elements 4c..4c+4 of the K (V) cache as f32: one vec2<u32> of halves, two of f32 bits, or
-// one word of fp8.
-fn k4(c: u32) -> vec4<f32> {
-    if (KV_BITS == 8u) {
-        return fp8x4_unpack(k_cache[c >> 1u][c & 1u]);
+// Elements 4c..4c+4 of slot `slot`'s row of the K (V) cache as f32: one vec2<u32> of halves,
+// two of f32 bits, or one word of fp8 or q8_0.
+fn k4(slot: u32, c: u32) -> vec4<f32> {
+    let w4 = p.num_kv_heads * p.head_dim / 4u;
+    if (KV_TYPE == KV_Q8) {
+        let sw = q8_scale_word(slot, c / 8u, w4);
+        let s = unpack2x16float(k_cache[sw >> 1u][sw & 1u])[(c / 8u) & 1u];
+        let w = q8_row(slot) * w4 + c;
+        return q8x4_unpack(k_cache[w >> 1u][w & 1u], s);
     }
-    if (KV_BITS == 16u) {
-        let w = k_cache[c];
+    let i = slot * w4 + c;
+    if (KV_TYPE == KV_FP8) {
+        return fp8x4_unpack(k_cache[i >> 1u][i & 1u]);
+    }
+    if (KV_TYPE == KV_F16) {
+        let w = k_cache[i];
         return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
     }
-    return bitcast<vec4<f32>>(vec4<u32>(k_cache[2u * c], k_cache[2u * c + 1u]));
+    return bitcast<vec4<f32>>(vec4<u32>(k_cache[2u * i], k_cache[2u * i + 1u]));
 }
 
-fn v4(c: u32) -> vec4<f32> {
-    if (KV_BITS == 8u) {
-        return fp8x4_unpack(v_cache[c >> 1u][c & 1u]);
+fn v4(slot: u32, c: u32) -> vec4<f32> {
+    let w4 = p.num_kv_heads * p.head_dim / 4u;
+    if (KV_TYPE == KV_Q8) {
+        let sw = q8_scale_word(slot, c / 8u, w4);
+        let s = unpack2x16float(v_cache[sw >> 1u][sw & 1u])[(c / 8u) & 1u];
+        let w = q8_row(slot) * w4 + c;
+        return q8x4_unpack(v_cache[w >> 1u][w & 1u], s);
     }
-    if (KV_BITS == 16u) {
-        let w = v_cache[c];
+    let i = slot * w4 + c;
+    if (KV_TYPE == KV_FP8) {
+        return fp8x4_unpack(v_cache[i >> 1u][i & 1u]);
+    }
+    if (KV_TYPE == KV_F16) {
+        let w = v_cache[i];
         return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
     }
-    return bitcast<vec4<f32>>(vec4<u32>(v_cache[2u * c], v_cache[2u * c + 1u]));
+    return bitcast<vec4<f32>>(vec4<u32>(v_cache[2u * i], v_cache[2u * i + 1u]));
 }
 
 @compute @workgroup_size(64)
@@ -83,17 +99,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     for (var j = first; j < n_keys; j++) {
         let slot = block_tables[table + j / p.block_size] * p.block_size + j % p.block_size;
-        let kb = (slot * p.num_kv_heads + kvh) * d4;
+        let kb = kvh * d4;
         var s = 0.0;
         for (var c = 0u; c < d4; c++) {
-            s += dot(q[c], k4(kb + c));
+            s += dot(q[c], k4(slot, kb + c));
         }
         let m_new = max(m, s);
         let a = exp(m - m_new);
         let e = exp(s - m_new);
         l = l * a + e;
         for (var c = 0u; c < d4; c++) {
-            acc[c] = acc[c] * a + e * v4(kb + c);
+            acc[c] = acc[c] * a + e * v4(slot, kb + c);
         }
         m = m_new;
     }

@@ -23,14 +23,13 @@
 // floor(ROWS b / G) of the segment), and workgroup (t, kvh, z) serves block
 // ceil(i G / ROWS) + z of t's segment, i being t's index there, if it belongs to token i,
 // and returns otherwise.
-// Positions rise by one along a segment. The cache holds f16 pairs packed in u32 (KV_BITS
-// 16), f32 bits (32) or fp8 quadruples (8, kv_fp8.wgsl; see kv_layout.rs), read 8 elements at
-// a time. Needs head_dim % 8 == 0 and
+// Positions rise by one along a segment. The cache holds elements of type KV_TYPE
+// (kv_codec.wgsl; kv_layout.rs owns the layout), read 8 at a time. Needs head_dim % 8 == 0 and
 // head_dim <= 256.
 // (naga takes the subgroup built-ins without `enable subgroups;`; the device must have been
 // opened with wgpu's SUBGROUP feature.)
 
-override KV_BITS: u32 = 16u;
+override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override D4: u32 = 16u; // head_dim / 4, at most 64
 override ROWS: u32 = 8u; // query rows a workgroup serves, at most LANES
 
@@ -60,8 +59,8 @@ struct Params {
 @group(0) @binding(8) var<storage, read> v_cache: array<vec4<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
 
-// Elements 8o..8o+8 of the K (V) cache as f32: one vec4<u32> of halves, two of f32 bits, or
-// half of one of fp8.
+// Elements 8o..8o+8 of slot `slot`'s row of the K (V) cache as f32: one vec4<u32> of halves,
+// two of f32 bits, or half of one of fp8 or q8_0 (whose octets lie in one group of 32).
 struct Octet { lo: vec4<f32>, hi: vec4<f32> }
 
 fn halves(w: vec4<u32>) -> Octet {
@@ -76,24 +75,50 @@ fn quads(w: vec4<u32>, o: u32) -> Octet {
     return Octet(fp8x4_unpack(pair.x), fp8x4_unpack(pair.y));
 }
 
-fn k8(o: u32) -> Octet {
-    if (KV_BITS == 8u) {
-        return quads(k_cache[o >> 1u], o);
-    }
-    if (KV_BITS == 16u) {
-        return halves(k_cache[o]);
-    }
-    return Octet(bitcast<vec4<f32>>(k_cache[2u * o]), bitcast<vec4<f32>>(k_cache[2u * o + 1u]));
+fn q8_quads(w: vec4<u32>, o: u32, scale: f32) -> Octet {
+    let pair = select(w.xy, w.zw, (o & 1u) == 1u);
+    return Octet(q8x4_unpack(pair.x, scale), q8x4_unpack(pair.y, scale));
 }
 
-fn v8(o: u32) -> Octet {
-    if (KV_BITS == 8u) {
-        return quads(v_cache[o >> 1u], o);
+// The scale of slot `slot`'s octet o from a cache of vec4 words.
+fn q8_octet_scale(scale_words: vec4<u32>, sw: u32, o: u32) -> f32 {
+    return unpack2x16float(scale_words[sw & 3u])[(o / 4u) & 1u];
+}
+
+fn k8(slot: u32, o: u32) -> Octet {
+    let w8 = p.num_kv_heads * p.head_dim / 8u;
+    if (KV_TYPE == KV_Q8) {
+        let sw = q8_scale_word(slot, o / 4u, 2u * w8);
+        let s = q8_octet_scale(k_cache[sw >> 2u], sw, o);
+        let oi = q8_row(slot) * w8 + o;
+        return q8_quads(k_cache[oi >> 1u], oi, s);
     }
-    if (KV_BITS == 16u) {
-        return halves(v_cache[o]);
+    let i = slot * w8 + o;
+    if (KV_TYPE == KV_FP8) {
+        return quads(k_cache[i >> 1u], i);
     }
-    return Octet(bitcast<vec4<f32>>(v_cache[2u * o]), bitcast<vec4<f32>>(v_cache[2u * o + 1u]));
+    if (KV_TYPE == KV_F16) {
+        return halves(k_cache[i]);
+    }
+    return Octet(bitcast<vec4<f32>>(k_cache[2u * i]), bitcast<vec4<f32>>(k_cache[2u * i + 1u]));
+}
+
+fn v8(slot: u32, o: u32) -> Octet {
+    let w8 = p.num_kv_heads * p.head_dim / 8u;
+    if (KV_TYPE == KV_Q8) {
+        let sw = q8_scale_word(slot, o / 4u, 2u * w8);
+        let s = q8_octet_scale(v_cache[sw >> 2u], sw, o);
+        let oi = q8_row(slot) * w8 + o;
+        return q8_quads(v_cache[oi >> 1u], oi, s);
+    }
+    let i = slot * w8 + o;
+    if (KV_TYPE == KV_FP8) {
+        return quads(v_cache[i >> 1u], i);
+    }
+    if (KV_TYPE == KV_F16) {
+        return halves(v_cache[i]);
+    }
+    return Octet(bitcast<vec4<f32>>(v_cache[2u * i]), bitcast<vec4<f32>>(v_cache[2u * i + 1u]));
 }
 
 // The first key a token at `n_keys - 1` sees.
@@ -168,17 +193,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // load a group.
     for (var j0 = keys_begin - keys_begin % KEYS; j0 < keys_end; j0 += KEYS) {
         var s: array<f32, KEYS>;
-        var base: array<u32, KEYS>;
+        var slots: array<u32, KEYS>;
         var m_new = m;
         let block_start = block_tables[table + j0 / p.block_size] * p.block_size;
         for (var k = 0u; k < KEYS; k++) {
             let j = min(j0 + k, keys_end - 1u);
             let slot = block_start + j % p.block_size;
-            base[k] = (slot * p.num_kv_heads + kvh) * d8;
+            slots[k] = slot;
             var dot4 = vec4<f32>(0.0);
             for (var r = 0u; r < rounds; r++) {
                 let c = 2u * r * LANES;
-                let kc = k8(base[k] + min(r * LANES + lane, d8 - 1u));
+                let kc = k8(slot, kvh * d8 + min(r * LANES + lane, d8 - 1u));
                 dot4 += q[c] * subgroupBroadcast(kc.lo, 0u) + q[c + 1u] * subgroupBroadcast(kc.hi, 0u);
                 dot4 += q[c + 2u] * subgroupBroadcast(kc.lo, 1u) + q[c + 3u] * subgroupBroadcast(kc.hi, 1u);
                 dot4 += q[c + 4u] * subgroupBroadcast(kc.lo, 2u) + q[c + 5u] * subgroupBroadcast(kc.hi, 2u);
@@ -207,7 +232,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             l += e;
             let er = lanes_of(e);
             for (var r = 0u; r < rounds; r++) {
-                let vc = v8(base[k] + min(r * LANES + lane, d8 - 1u));
+                let vc = v8(slots[k], kvh * d8 + min(r * LANES + lane, d8 - 1u));
                 for (var row = 0u; row < ROWS; row++) {
                     let i = 2u * (r * LANES + row);
                     acc[i] += er[row] * vc.lo;

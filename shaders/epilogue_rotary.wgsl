@@ -11,7 +11,7 @@ override HEAD_DIM: u32;
 override Q_WIDTH: u32;       // query heads * HEAD_DIM
 override KV_WIDTH: u32;      // KV heads * HEAD_DIM
 override MAX_POSITIONS: u32; // rows of the rotary table
-override KV_BITS: u32 = 16u; // the cache's element (kv_layout.rs)
+override KV_TYPE: u32 = 1u; // the cache's elements (kv_codec.wgsl), f32, f16 or fp8
 
 @group(0) @binding(7) var<storage, read> positions: array<u32>;     // (T)
 @group(0) @binding(8) var<storage, read> slot_mapping: array<u32>;  // (T)
@@ -43,7 +43,7 @@ fn store_pair(t: u32, n: u32, a: f32, b: f32) {
     let slot = slot_mapping[t];
     let is_k = c < Q_WIDTH + KV_WIDTH;
     let j = c - select(Q_WIDTH + KV_WIDTH, Q_WIDTH, is_k); // column within the cache row
-    if (KV_BITS == 8u) {
+    if (KV_TYPE == KV_FP8) {
         // Half a word: the pair's 16 bits cleared, then set.
         let e = slot * KV_WIDTH + j;
         let shift = (e & 2u) * 8u;
@@ -56,7 +56,7 @@ fn store_pair(t: u32, n: u32, a: f32, b: f32) {
             atomicAnd(&v_cache[e / 4u], keep);
             atomicOr(&v_cache[e / 4u], bits);
         }
-    } else if (KV_BITS == 16u) {
+    } else if (KV_TYPE == KV_F16) {
         let w = slot * (KV_WIDTH / 2u) + j / 2u;
         let word = pack2x16float(v);
         if (is_k) {

@@ -9,12 +9,11 @@
 //     x[2i + 1] = x[2i + 1] * cos + x[2i] * sin
 //   then k_cache[slot, h, :] = k[h, :], v_cache[slot, h, :] = v[h, :], slot = slot_mapping[t].
 // Layers without the q/k norm do this in the QKV product's epilogue (epilogue_rotary.wgsl).
-// The cache holds f16 pairs packed in u32 (KV_BITS 16), f32 bits (32) or fp8 quadruples (8,
-// kv_fp8.wgsl; see kv_layout.rs); the rotated
+// The cache holds elements of type KV_TYPE (kv_codec.wgsl; kv_layout.rs owns the layout); the rotated
 // row is finished in qkv before it is packed (the q/k norm needs the whole head first).
 // Grid: (num_tokens, 1, 1), 64 invocations per token.
 
-override KV_BITS: u32 = 16u;
+override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -40,11 +39,11 @@ struct Params {
 
 // Word `w` of a cache row from the f32 values starting at qkv[src].
 fn pack_word(src: u32, w: u32) -> u32 {
-    if (KV_BITS == 8u) {
+    if (KV_TYPE == KV_FP8) {
         let a = src + 4u * w;
         return fp8x4_pack(vec4<f32>(qkv[a], qkv[a + 1u], qkv[a + 2u], qkv[a + 3u]));
     }
-    if (KV_BITS == 16u) {
+    if (KV_TYPE == KV_F16) {
         return pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
     }
     return bitcast<u32>(qkv[src + w]);
@@ -96,7 +95,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     storageBarrier();
 
     // K (rotated) and V rows into the cache slot, one u32 word per iteration.
-    let words = kv_width / (32u / KV_BITS);
+    if (KV_TYPE == KV_Q8) {
+        // Two groups of 32 (64 elements: 16 words and one word of scales) per iteration.
+        let row_words = kv_width / 4u;
+        for (var u = lid.x; u < 2u * (kv_width / 64u); u += 64u) {
+            let is_v = u >= kv_width / 64u;
+            let pair = u % (kv_width / 64u);
+            let src = select(row + p.num_heads * d, row + p.num_heads * d + kv_width, is_v) + 64u * pair;
+            var m = vec2<f32>(0.0);
+            for (var i = 0u; i < 64u; i++) {
+                m[i / 32u] = max(m[i / 32u], abs(qkv[src + i]));
+            }
+            let scales = q8_scales(m);
+            let s = vec2<f32>(q8_scale_of(scales, 0u), q8_scale_of(scales, 1u));
+            let data = q8_row(slot) * row_words + 16u * pair;
+            let sw = q8_scale_word(slot, 2u * pair, row_words);
+            for (var w = 0u; w < 16u; w++) {
+                let a = src + 4u * w;
+                let word = q8x4_pack(vec4<f32>(qkv[a], qkv[a + 1u], qkv[a + 2u], qkv[a + 3u]), s[w / 8u]);
+                if (is_v) {
+                    v_cache[data + w] = word;
+                } else {
+                    k_cache[data + w] = word;
+                }
+            }
+            if (is_v) {
+                v_cache[sw] = scales;
+            } else {
+                k_cache[sw] = scales;
+            }
+        }
+        return;
+    }
+    let per_word = select(select(1u, 2u, KV_TYPE == KV_F16), 4u, KV_TYPE == KV_FP8);
+    let words = kv_width / per_word;
     let k_start = row + p.num_heads * d;
     let v_start = k_start + kv_width;
     for (var w = lid.x; w < words; w += 64u) {

@@ -110,7 +110,7 @@ export async function forgetModels() {
 }
 
 /// Loads a model: `{gguf: Uint8Array, name}` or `{files: {fileName: Uint8Array}, name}` (a folder).
-/// `options`: `{kvMiB, maxSeqs, kernels: 'auto'|'gpu'|'cpu', kvDtype: 'f16'|'f32'|'fp8',
+/// `options`: `{kvMiB, maxSeqs, kernels: 'auto'|'gpu'|'cpu', kvDtype: 'f16'|'f32'|'q8_0'|'fp8',
 /// speculativeTokens}` (`speculativeTokens`: guesses of each decode's next tokens from its
 /// own history, speculative decoding by prompt lookup; 0 or absent: off).
 export function loadModel(gpu, src, options = {}, progress = null) {

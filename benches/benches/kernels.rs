@@ -137,7 +137,8 @@ fn attention(c: &mut Criterion) {
             let slots = seqs * blocks_per_seq * bs;
             let tokens = seqs * q;
             let kv = |n: usize, seed: u32| {
-                let halves = kiln_gpu::KvDtype::F16.encode(&values(n, seed, 1.0));
+                let layout = kiln_gpu::KvLayout::new(1, nkv, d, kiln_gpu::KvDtype::F16);
+                let halves = layout.encode(&values(n, seed, 1.0));
                 ctx.storage_init("kv", bytemuck::cast_slice(&halves))
             };
             let (kc, vc) = (kv(slots * nkv * d, 3), kv(slots * nkv * d, 4));

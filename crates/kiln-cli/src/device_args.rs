@@ -13,9 +13,10 @@ pub struct DeviceArgs {
     /// f16 (widened).
     #[arg(long, default_value = "quantized")]
     pub weights: WeightStorage,
-    /// KV cache element type: f16 (packed in pairs, twice the tokens per byte of f32), fp8
-    /// (E4M3 bytes, also named fp8_e4m3: twice the tokens of f16, values beyond +-448
-    /// saturated) or f32.
+    /// KV cache element type: f16 (packed in pairs, twice the tokens per byte of f32), q8_0
+    /// (bytes with an f16 scale per 32: 1.88x the tokens of f16; needs KV heads x head size a
+    /// multiple of 64), fp8 (E4M3 bytes, also named fp8_e4m3: twice the tokens of f16, values
+    /// beyond +-448 saturated; coarser than q8_0) or f32.
     #[arg(long, default_value = "f16")]
     pub kv_dtype: KvDtype,
     /// Submit the next step while the GPU runs the current one: auto (on, except on CPU-backed

@@ -168,6 +168,12 @@ fn check_8bit_cache(
     (worst, agree, n)
 }
 
+/// q8_0 (bytes with an f16 scale per 32) keeps the reference's greedy tokens.
+#[test]
+fn q8_kv_cache_keeps_the_reference_tokens() {
+    check_8bit_cache(KvDtype::Q8, 0.6, false, 97);
+}
+
 /// fp8 (E4M3, no scale) is coarse for this small model: the last logits move up to about
 /// 1.1 and its greedy tokens part from the reference's (measured on lavapipe; BENCHMARKS.md).
 #[test]

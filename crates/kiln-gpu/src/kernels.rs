@@ -94,8 +94,8 @@ const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");
 const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgsl");
 /// The gated activations, shared by `glu.wgsl` and `epilogue_glu.wgsl`.
 const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
-/// The fp8 KV cache's encoding, shared by the kernels that read or write the cache.
-const KV_FP8: &str = include_str!("../../../shaders/kv_fp8.wgsl");
+/// The KV cache's element types, shared by the kernels that read or write the cache.
+const KV_CODEC: &str = include_str!("../../../shaders/kv_codec.wgsl");
 const KV_KERNELS: [&str; 4] = [
     "rope_kv",
     "attention",
@@ -356,9 +356,9 @@ impl Kernels {
                 // The fragments a kernel calls into, as with the formats.
                 let fragments: &[&str] = match (matrix, pairs) {
                     (true, PairEpilogue::Glu) => &[EPILOGUE, EPILOGUE_GLU, ACTIVATION],
-                    (true, PairEpilogue::Rotary) => &[EPILOGUE, EPILOGUE_ROTARY, KV_FP8],
+                    (true, PairEpilogue::Rotary) => &[EPILOGUE, EPILOGUE_ROTARY, KV_CODEC],
                     _ if name == "glu" => &[ACTIVATION],
-                    _ if KV_KERNELS.contains(&name) => &[KV_FP8],
+                    _ if KV_KERNELS.contains(&name) => &[KV_CODEC],
                     _ => &[],
                 };
                 for f in fragments.iter().chain(&coop.as_deref()) {

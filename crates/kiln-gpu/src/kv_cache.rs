@@ -1,5 +1,5 @@
 //! The paged KV cache: per layer one K and one V buffer of `num_blocks * BLOCK_SIZE` slots of
-//! `(num_kv_heads, head_dim)` f16 or f32 (the layout is [`KvLayout`]'s), plus the CPU tier, a host-memory pool of blocks that the
+//! `(num_kv_heads, head_dim)` elements (their type and layout are [`KvLayout`]'s), plus the CPU tier, a host-memory pool of blocks that the
 //! scheduler fills with cold blocks (`swap_out`) and restores from (`swap_in`).
 //!
 //! A block's slots are contiguous in every layer's buffer, so moving a block is `2 * layers`
@@ -35,14 +35,10 @@ impl KvCache {
         num_blocks: usize,
         num_cpu_blocks: usize,
     ) -> Result<Self, GpuError> {
-        let per_word = layout.dtype.per_word();
-        if !layout.slot_elements().is_multiple_of(per_word) {
+        if let Some(detail) = layout.unfit() {
             return Err(GpuError::Shape {
                 op: "kv cache",
-                detail: format!(
-                    "an {} KV cache packs {per_word} elements in a word: {} KV heads x {} is not a multiple of {per_word}",
-                    layout.dtype, layout.kv_heads, layout.head_dim
-                ),
+                detail,
             });
         }
         let max_blocks = layout.max_blocks(ctx.max_binding());

@@ -25,6 +25,7 @@ mod layer;
 mod matrix;
 pub mod ops;
 mod penalty_store;
+mod q8;
 pub mod reference;
 mod runner;
 mod step_inputs;

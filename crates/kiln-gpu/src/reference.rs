@@ -308,7 +308,20 @@ impl CpuModel {
         let window = c.layer_window(i);
         let held: Vec<Vec<f32>> = match self.kv {
             Some(dtype) => (qkv.iter())
-                .map(|row| dtype.round(&row[nh * d..]))
+                .map(|row| {
+                    // K rounded in the order the cache holds it (the rotary pair layout),
+                    // which decides q8_0's groups.
+                    let k = &row[nh * d..(nh + nkv) * d];
+                    let paired = |r| crate::ops::paired_row(r, d);
+                    let stored: Vec<f32> = (0..k.len()).map(|r| k[paired(r)]).collect();
+                    let mut held = dtype.round(&[&stored[..], &row[(nh + nkv) * d..]].concat());
+                    let mut k_held = vec![0f32; k.len()];
+                    for (r, v) in held[..k.len()].iter().enumerate() {
+                        k_held[paired(r)] = *v;
+                    }
+                    held[..k.len()].copy_from_slice(&k_held);
+                    held
+                })
                 .collect(),
             None => qkv.iter().map(|row| row[nh * d..].to_vec()).collect(),
         };

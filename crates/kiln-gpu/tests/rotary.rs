@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use kiln_gpu::ops::{self, Matmul, MatmulArgs, Pairs, Rotary};
-use kiln_gpu::{GpuMatrix, HostMatrix, KvDtype, Recorded, WeightFormat, reference};
+use kiln_gpu::{GpuMatrix, HostMatrix, KvDtype, KvLayout, Recorded, WeightFormat, reference};
 use kiln_model::testing::quantize;
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -103,6 +103,7 @@ fn rotary_epilogue_matches_the_cpu() {
                 let mut slot_ids: Vec<u32> = (0..slots as u32).collect();
                 slot_ids.shuffle(&mut r);
                 slot_ids.truncate(tokens);
+                let layout = KvLayout::new(1, nkv, d, dtype);
                 let words = slots * kv_w * dtype.bytes() as usize / 4;
                 let (kc, vc) = (
                     ctx.storage("k", words as u64 * 4),
@@ -179,10 +180,11 @@ fn rotary_epilogue_matches_the_cpu() {
                     KvDtype::F16 => (atol, 1e-3f32.max(rtol_q)),
                     KvDtype::F32 => (atol, 1e-4f32.max(rtol_q)),
                     KvDtype::Fp8 => (atol + 2f32.powi(-10), 1.0 / 16.0 + rtol_q),
+                    KvDtype::Q8 => unreachable!("the rotary epilogue refuses q8_0"),
                 };
                 let (got_k, got_v) = (
-                    dtype.decode(&read_u32(&ctx, &kc, words)),
-                    dtype.decode(&read_u32(&ctx, &vc, words)),
+                    layout.decode(&read_u32(&ctx, &kc, words)),
+                    layout.decode(&read_u32(&ctx, &vc, words)),
                 );
                 assert_close(&format!("k {what}"), &got_k, &want_k, atol, rtol);
                 assert_close(&format!("v {what}"), &got_v, &want_v, atol, rtol);
@@ -193,7 +195,8 @@ fn rotary_epilogue_matches_the_cpu() {
     assert!(checked >= 4 * 2 * 6, "{checked} cases");
 }
 
-/// The epilogue refuses what it cannot do: a matrix of the wrong height, a residual.
+/// The epilogue refuses what it cannot do: a matrix of the wrong height, a residual, a q8_0
+/// cache (whose scales need whole groups).
 #[test]
 fn rotary_epilogue_refuses_other_products() {
     let ctx = gpu();
@@ -202,7 +205,12 @@ fn rotary_epilogue_refuses_other_products() {
     let b = |n: usize| ctx.storage("b", (n * 4) as u64);
     let (x, y, pos, slots, rope, kc, vc) = (b(kdim), b(64), b(1), b(1), b(d), b(64), b(64));
     let step = step_buffer(&ctx, 1, 1, 0);
-    for (rows, accumulate) in [((nh + 2 * nkv) * d - 2, false), ((nh + 2 * nkv) * d, true)] {
+    let whole = (nh + 2 * nkv) * d;
+    for (rows, accumulate, kv_dtype) in [
+        (whole - 2, false, KvDtype::F16),
+        (whole, true, KvDtype::F16),
+        (whole, false, KvDtype::Q8),
+    ] {
         let w = GpuMatrix::upload(&ctx, "w", &vec![0.0; rows * kdim], rows, kdim).unwrap();
         let args = MatmulArgs {
             x: &x,
@@ -216,7 +224,7 @@ fn rotary_epilogue_refuses_other_products() {
             sample_rows: false,
             pairs: Some(Pairs::Rotary(Rotary {
                 heads: (nh, nkv, d),
-                kv_dtype: KvDtype::F16,
+                kv_dtype,
                 max_positions: 1,
                 positions: &pos,
                 slot_mapping: &slots,
@@ -228,6 +236,11 @@ fn rotary_epilogue_refuses_other_products() {
         let err = Matmul::new(&ctx, &kernels, &step, args)
             .err()
             .expect("refused");
-        assert!(err.to_string().contains("rotary epilogue"), "{err}");
+        let want = if kv_dtype == KvDtype::Q8 {
+            "q8_0"
+        } else {
+            "rotary epilogue"
+        };
+        assert!(err.to_string().contains(want), "{err}");
     }
 }

@@ -143,7 +143,7 @@ impl WebEngine {
 #[wasm_bindgen]
 impl WebEngine {
     /// Loads a GGUF model from its bytes and uploads it. `options`: `{kvMiB, maxSeqs, kernels:
-    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"|"fp8"}`;
+    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"|"q8_0"|"fp8"}`;
     /// `progress(done, total)` is called while weights upload.
     pub fn load_gguf(
         gpu: &WebGpu,

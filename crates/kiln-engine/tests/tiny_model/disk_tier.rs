@@ -112,7 +112,7 @@ fn blocks_saved_by_one_engine_serve_the_next() {
 
         let other = match dtype {
             KvDtype::F16 => KvDtype::F32,
-            KvDtype::F32 | KvDtype::Fp8 => KvDtype::F16,
+            _ => KvDtype::F16,
         };
         let e = disk_engine(&ctx, &model, on(config(32, true), family, other));
         let elsewhere = DiskTier::open(&cfg, &e).unwrap();

@@ -15,9 +15,9 @@ use kiln_model::testing::{safetensors_bytes, tiny_tensors};
 /// headroom. The test also checks that the tolerance is far below the effect of changing one
 /// early prompt token (~0.35 on the decode logits), so a wrong block, slot or position
 /// cannot hide inside it. The f16 KV cache adds one f16 rounding of each K and V (~5e-4
-/// relative), well inside the same tolerance. Runs every kernel family and KV type; an fp8
-/// cache (a 1/16 relative step) against the reference reading K and V through the same
-/// rounding.
+/// relative), well inside the same tolerance. Runs every kernel family and KV type; the fp8
+/// and q8_0 caches against the reference reading K and V through the same rounding (q8_0
+/// where the model's K row is a multiple of 64 elements).
 fn check_against_reference(name: &str, cfg: &TinyConfig) {
     let (_dir, model) = tiny(cfg, 7);
     check_model_against_reference(name, &model);
@@ -29,21 +29,26 @@ fn check_model_against_reference(name: &str, model: &Model) {
     let vocab = model.config.vocab_size;
     let all = tokens(1, 50, vocab); // 45 prompt tokens, then the 5 decode inputs
     let want = cpu.forward(&all);
-    let fp8 = CpuModel::load(&model.config, &model.weights)
-        .unwrap()
-        .with_kv_cache(KvDtype::Fp8);
-    let want_fp8 = fp8.forward(&all);
+    // The 8-bit caches against the reference reading K and V through their rounding (q8_0
+    // where the model's rows are whole pairs of its groups).
+    let small: Vec<(KvDtype, Vec<Vec<f32>>)> = [KvDtype::Fp8, KvDtype::Q8]
+        .into_iter()
+        .filter(|&d| KvLayout::for_model(&model.config, d).unfit().is_none())
+        .map(|d| {
+            let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
+            (d, cpu.with_kv_cache(d).forward(&all))
+        })
+        .collect();
     let configs: Vec<_> = (ALL.iter().copied())
-        .chain(FAMILIES.map(|family| (family, KvDtype::Fp8)))
+        .chain(small.iter().flat_map(|(d, _)| FAMILIES.map(|f| (f, *d))))
         .collect();
     let worst: Vec<f32> = (configs.iter())
         .map(|&(family, dtype)| {
             let name = format!("{name} kernels {family} kv {dtype}");
-            let want = if dtype == KvDtype::Fp8 {
-                &want_fp8
-            } else {
-                &want
-            };
+            let want = small
+                .iter()
+                .find(|(d, _)| *d == dtype)
+                .map_or(&want, |(_, w)| w);
             check_steps(
                 &name,
                 &mut engine(&ctx, model, on(config(16, false), family, dtype)),
@@ -70,18 +75,20 @@ fn check_model_against_reference(name: &str, model: &Model) {
         sens > 5.0 * max_tol,
         "{name}: one changed context token moves the logits by only {sens}, tolerance {max_tol}"
     );
-    // The fp8 rounding itself must show: the GPU far nearer the rounded reference than the
+    // The rounding itself must show: the GPU far nearer the rounded reference than the
     // rounded reference is to the exact one (a cache that kept more bits would fail).
-    let fp8_effect = (45..50)
-        .flat_map(|p| want_fp8[p].iter().zip(&want[p]).map(|(a, b)| (a - b).abs()))
-        .fold(0f32, f32::max);
-    for (&(family, dtype), worst) in configs.iter().zip(&worst) {
-        assert!(
-            dtype != KvDtype::Fp8 || *worst * 4.0 < fp8_effect,
-            "{name} kernels {family}: fp8 cache {worst} off its reference, which is {fp8_effect} off the exact one"
-        );
+    for (dtype, rounded) in &small {
+        let effect = (45..50)
+            .flat_map(|p| rounded[p].iter().zip(&want[p]).map(|(a, b)| (a - b).abs()))
+            .fold(0f32, f32::max);
+        for (&(family, d), worst) in configs.iter().zip(&worst) {
+            assert!(
+                d != *dtype || *worst * 2.0 < effect,
+                "{name} kernels {family}: {d} cache {worst} off its reference, which is {effect} off the exact one"
+            );
+        }
+        eprintln!("{name}: the {dtype} cache's rounding moves the decode logits by {effect:e}");
     }
-    eprintln!("{name}: the fp8 cache's rounding moves the decode logits by {fp8_effect:e}");
     for ((family, dtype), worst) in configs.iter().zip(worst) {
         eprintln!(
             "{name} kernels {family} kv {dtype}: worst |gpu - cpu| logit difference {worst:e}, tolerance <= {max_tol:e}, one-token sensitivity {sens:e}"

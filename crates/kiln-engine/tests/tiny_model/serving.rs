@@ -137,20 +137,23 @@ fn concurrent_requests_match_each_alone() {
 
 /// A prompt's cached blocks pushed out to the CPU tier by a request that needs the whole GPU
 /// pool, then restored for a longer prompt sharing that prefix: same tokens and log-probs as
-/// a fresh engine that computes everything.
+/// a fresh engine that computes everything; for the 8-bit caches too (q8_0's blocks carry
+/// their scales).
 #[test]
 fn cpu_tier_restores_evicted_blocks() {
-    for (family, dtype) in [
-        (KernelFamily::Gpu, KvDtype::F16),
-        (KernelFamily::Cpu, KvDtype::F32),
+    for (family, dtype, cfg) in [
+        (KernelFamily::Gpu, KvDtype::F16, TinyConfig::qwen2()),
+        (KernelFamily::Cpu, KvDtype::F32, TinyConfig::qwen2()),
+        (KernelFamily::Gpu, KvDtype::Fp8, TinyConfig::qwen2()),
+        (KernelFamily::Cpu, KvDtype::Q8, TinyConfig::qwen3()),
     ] {
-        check_cpu_tier(family, dtype);
+        check_cpu_tier(family, dtype, &cfg);
     }
 }
 
-fn check_cpu_tier(family: KernelFamily, dtype: KvDtype) {
+fn check_cpu_tier(family: KernelFamily, dtype: KvDtype, cfg: &TinyConfig) {
     let config = |blocks, caching| on(config(blocks, caching), family, dtype);
-    let (_dir, model) = tiny(&TinyConfig::qwen2(), 9);
+    let (_dir, model) = tiny(cfg, 9);
     let ctx = gpu();
     let vocab = model.config.vocab_size;
     let first = tokens(300, 3 * BLOCK_SIZE + 6, vocab); // 3 full blocks, cached after it runs
@@ -193,30 +196,43 @@ fn check_cpu_tier(family: KernelFamily, dtype: KvDtype) {
     );
 }
 
-/// The same KV memory holds twice the blocks as f16 as it does as f32, for the GPU pool the
-/// scheduler gets and for the CPU tier.
+/// The same KV memory holds twice the blocks as f16 as it does as f32, four times as fp8, and
+/// 64/17 times as q8_0 (a byte an element and a row of scales a block), for the GPU pool the
+/// scheduler gets and for the CPU tier; q8_0 is refused, naming itself, for a model whose K
+/// row is not a multiple of 64 elements.
 #[test]
-fn f16_kv_holds_twice_the_blocks() {
-    let (_dir, model) = tiny(&TinyConfig::default(), 10);
+fn kv_types_hold_their_share_of_blocks() {
     let ctx = gpu();
-    let f32_block = KvLayout::for_model(&model.config, KvDtype::F32).bytes_per_block();
-    let bytes = 40 * f32_block + f32_block / 2;
-    let blocks = |kv_dtype| {
+    let blocks = |cfg: &TinyConfig, kv_dtype| {
+        let (_dir, model) = tiny(cfg, 10);
+        let f32_block = KvLayout::for_model(&model.config, KvDtype::F32).bytes_per_block();
         let ec = EngineConfig {
-            kv: KvSize::Bytes(bytes),
+            kv: KvSize::Bytes(40 * f32_block + f32_block / 2),
             cpu_kv_bytes: 3 * f32_block,
             kv_dtype,
             ..config(1, false)
         };
-        let e = engine(&ctx, &model, ec);
-        (
+        let e = kiln_engine::Engine::new(&ctx, &model.config, &model.weights, ec, &mut |_, _| {})?;
+        Ok::<_, kiln_engine::EngineError>((
             e.runner_config().num_blocks,
             e.runner_config().num_cpu_blocks,
             e.stats().kv_blocks_free,
-        )
+        ))
     };
-    assert_eq!(blocks(KvDtype::F32), (40, 3, 40));
-    assert_eq!(blocks(KvDtype::F16), (81, 6, 81));
+    let llama = TinyConfig::default();
+    assert_eq!(blocks(&llama, KvDtype::F32).unwrap(), (40, 3, 40));
+    assert_eq!(blocks(&llama, KvDtype::F16).unwrap(), (81, 6, 81));
+    assert_eq!(blocks(&llama, KvDtype::Fp8).unwrap(), (162, 12, 162));
+    let e = blocks(&llama, KvDtype::Q8).unwrap_err().to_string();
+    assert!(
+        e.contains("q8_0 KV cache") && e.contains("multiple of 64"),
+        "{e}"
+    );
+    // 2 KV heads of 32: 40.5 x 64 / 17 blocks.
+    assert_eq!(
+        blocks(&TinyConfig::qwen3(), KvDtype::Q8).unwrap(),
+        (152, 11, 152)
+    );
 }
 
 /// The dispatch count of a step, as `kiln speed` reports it: per layer the QKV product with RoPE

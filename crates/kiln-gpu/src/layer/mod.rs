@@ -17,8 +17,8 @@ pub(crate) use self::lora::{LoraSetup, lora_bytes};
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
 use crate::weight_format::gpu_format;
 use crate::{
-    GpuContext, GpuError, GpuMatrix, Kernels, KvCache, Launch, Recorded, RunnerConfig, StepInputs,
-    WeightStorage,
+    GpuContext, GpuError, GpuMatrix, Kernels, KvCache, KvDtype, Launch, Recorded, RunnerConfig,
+    StepInputs, WeightStorage,
 };
 
 /// The step's activations, shared by every layer.
@@ -224,9 +224,11 @@ impl Layer {
             k_cache: &kv.k[i],
             v_cache: &kv.v[i],
         };
-        // The rotary epilogue binds more storage buffers than a plain product.
-        let rotary_epilogue =
-            ctx.limits.max_storage_buffers_per_shader_stage >= ops::ROTARY_STORAGE_BINDINGS;
+        // The rotary epilogue binds more storage buffers than a plain product, and writes a
+        // pair of outputs at a time, where a q8_0 cache's scales need whole groups.
+        let rotary_epilogue = ctx.limits.max_storage_buffers_per_shader_stage
+            >= ops::ROTARY_STORAGE_BINDINGS
+            && l.rc.kv_dtype != KvDtype::Q8;
         let mut steps = Vec::with_capacity(layer.ops.len());
         let mut ops = layer.ops.iter().peekable();
         let mut adapters = None;

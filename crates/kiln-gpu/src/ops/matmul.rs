@@ -14,7 +14,9 @@ use super::Rotary;
 pub use super::matmul_tiles::X_HEAD_BYTES;
 use super::matmul_tiles::{SUBGROUP_TILES, X_HEAD_BINDINGS, x_head_offsets};
 use crate::kernels::{Kernel, PairEpilogue};
-use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch, Recorded, WeightFormat};
+use crate::{
+    GpuContext, GpuError, GpuMatrix, Grid, Kernels, KvDtype, Launch, Recorded, WeightFormat,
+};
 
 /// Rows up to which `matvec.wgsl` is used (the subgroup kernel's bound is
 /// [`Kernels::matvec_rows`]).
@@ -140,6 +142,13 @@ impl Matmul {
                          whole pairs) written from column 0 of the tokens' rows",
                         (nh + 2 * nkv) * d
                     ));
+                }
+                if r.kv_dtype == KvDtype::Q8 {
+                    return refuse(
+                        "a q8_0 KV cache's scales need whole groups of a head: the separate \
+                         rotary launch writes it"
+                            .into(),
+                    );
                 }
                 if allowed < ROTARY_STORAGE_BINDINGS {
                     return refuse(format!(

@@ -38,6 +38,9 @@ fn paged_attention_mixes_prefill_and_decode() {
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (4, 1, 256), None);
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (6, 2, 24), Some(40));
         check_attention(&ctx, &k, KvDtype::Fp8, split_tokens, (8, 2, 128), Some(20));
+        // q8_0: groups of 32 with their scales after each block's rows.
+        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (8, 2, 128), Some(20));
+        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (6, 2, 32), None);
     }
 }
 
@@ -63,9 +66,12 @@ fn check_attention(
         (300, 1),
     ];
     let kv_width = nkv * d;
-    // The reference reads what the cache holds: values rounded to f16 or fp8 for those caches.
-    let kc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
-    let vc = dtype.decode(&dtype.encode(&randn(&mut r, num_blocks * bs * kv_width, 1.0)));
+    // The reference reads what the cache holds: values rounded to f16, fp8 or q8_0 for those
+    // caches.
+    let layout = KvLayout::new(1, nkv, d, dtype);
+    let held = |v: Vec<f32>| layout.decode(&layout.encode(&v));
+    let kc = held(randn(&mut r, num_blocks * bs * kv_width, 1.0));
+    let vc = held(randn(&mut r, num_blocks * bs * kv_width, 1.0));
     let mut free: Vec<u32> = (0..num_blocks as u32).collect();
     free.shuffle(&mut r);
     let (mut positions, mut token_seq, mut seq_info, mut tables) = (vec![], vec![], vec![], vec![]);
@@ -99,8 +105,8 @@ fn check_attention(
         buf_u32(&ctx, &tables),
     );
     let (kb, vb) = (
-        buf_u32(&ctx, &dtype.encode(&kc)),
-        buf_u32(&ctx, &dtype.encode(&vc)),
+        buf_u32(&ctx, &layout.encode(&kc)),
+        buf_u32(&ctx, &layout.encode(&vc)),
     );
     let (qb, out) = (
         buf_f32(&ctx, &qkv),

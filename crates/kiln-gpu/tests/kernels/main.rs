@@ -15,7 +15,7 @@ mod rope_kv;
 use common::*;
 use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
 use kiln_gpu::reference;
-use kiln_gpu::{GpuMatrix, Kernels, KvDtype, Recorded};
+use kiln_gpu::{GpuMatrix, Kernels, KvDtype, KvLayout, Recorded};
 use kiln_model::Activation;
 use rand::Rng;
 use rand::seq::SliceRandom;

@@ -1,5 +1,5 @@
 //! RoPE with the KV-cache write (`rope_kv`), with and without the per-head q/k norm, into f16,
-//! f32 and fp8 caches.
+//! f32, fp8 and q8_0 caches.
 
 use super::*;
 
@@ -12,8 +12,37 @@ use super::*;
 fn rope_kv_rotates_and_writes_cache() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
+    check_rope_kv(
+        &ctx,
+        &k,
+        (6, 2, 20),
+        &[
+            (false, KvDtype::F16),
+            (false, KvDtype::F32),
+            (true, KvDtype::F16),
+            (false, KvDtype::Fp8),
+            (true, KvDtype::Fp8),
+        ],
+    );
+    // q8_0 needs rows of whole pairs of groups: 2 heads of 32.
+    check_rope_kv(
+        &ctx,
+        &k,
+        (4, 2, 32),
+        &[(false, KvDtype::Q8), (true, KvDtype::Q8)],
+    );
+}
+
+fn check_rope_kv(
+    ctx: &kiln_gpu::GpuContext,
+    k: &Kernels,
+    (nh, nkv, d): (usize, usize, usize),
+    cases: &[(bool, KvDtype)],
+) {
+    let ctx = ctx.clone();
     let mut r = rng(5);
-    let (nh, nkv, d, t, slots, max_pos) = (6, 2, 20, 9, 70, 32768);
+    // 5 blocks of slots.
+    let (t, slots, max_pos) = (9, 80, 32768);
     let width = (nh + 2 * nkv) * d;
     let mut qkv = randn(&mut r, t * width, 1.0);
     // Values of V beyond fp8's range (saturated there) and below its normals.
@@ -41,13 +70,7 @@ fn rope_kv_rotates_and_writes_cache() {
     // rotary pair layout, as q and k are).
     let gains = randn(&mut r, 2 * d, 1.0);
     let gain_b = buf_f32(&ctx, &pair_layout(&gains, d));
-    for (qk_norm, dtype) in [
-        (false, KvDtype::F16),
-        (false, KvDtype::F32),
-        (true, KvDtype::F16),
-        (false, KvDtype::Fp8),
-        (true, KvDtype::Fp8),
-    ] {
+    for &(qk_norm, dtype) in cases {
         let mut want = qkv.clone();
         let mut want_k = vec![0f32; slots * nkv * d];
         let mut want_v = vec![0f32; slots * nkv * d];
@@ -67,7 +90,8 @@ fn rope_kv_rotates_and_writes_cache() {
             want_v[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[(nh + nkv) * d..]);
         }
         let qb = buf_f32(&ctx, &qkv);
-        let words = slots * nkv * d * dtype.bytes() as usize / 4;
+        let layout = KvLayout::new(1, nkv, d, dtype);
+        let words = layout.buffer_bytes(slots / kiln_core::BLOCK_SIZE) as usize / 4;
         let (kc, vc) = (
             ctx.storage("k", words as u64 * 4),
             ctx.storage("v", words as u64 * 4),
@@ -84,7 +108,7 @@ fn rope_kv_rotates_and_writes_cache() {
         };
         let l = ops::rope_kv(
             &ctx,
-            &k,
+            k,
             &step,
             &rotary,
             &qb,
@@ -99,14 +123,29 @@ fn rope_kv_rotates_and_writes_cache() {
             0.0,
         );
         let (got_k, got_v) = (
-            dtype.decode(&read_u32(&ctx, &kc, words)),
-            dtype.decode(&read_u32(&ctx, &vc, words)),
+            layout.decode(&read_u32(&ctx, &kc, words)),
+            layout.decode(&read_u32(&ctx, &vc, words)),
         );
+        if dtype == KvDtype::Q8 {
+            // Each value within half a step of its group (the group's largest magnitude over
+            // 127, as f16) of the exact one, plus K's 1e-5 from the rotation.
+            for (what, got, want) in [("k", &got_k, &want_k), ("v", &got_v, &want_v)] {
+                for (i, (g, w)) in got.chunks(32).zip(want.chunks(32)).enumerate() {
+                    let step = w.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                    for (a, b) in g.iter().zip(w) {
+                        assert!(
+                            (a - b).abs() <= 0.501 * step + 1e-5,
+                            "{what} cache q8_0 qk_norm {qk_norm}: group {i}: {a} vs {b} (step {step})"
+                        );
+                    }
+                }
+            }
+            continue;
+        }
         // f16: one rounding of a value that is itself within 1e-5 of the reference.
         let (kw, vw) = match dtype {
             KvDtype::F16 => (f16_round(&want_k), f16_round(&want_v)),
-            KvDtype::F32 => (want_k.clone(), want_v.clone()),
-            KvDtype::Fp8 => (want_k.clone(), want_v.clone()),
+            _ => (want_k.clone(), want_v.clone()),
         };
         if dtype == KvDtype::Fp8 {
             // V is copied unchanged, so its codes are exactly the host's encoding (ties to
@@ -115,7 +154,7 @@ fn rope_kv_rotates_and_writes_cache() {
             // normals) of the exact value.
             assert_eq!(
                 read_u32(&ctx, &vc, words),
-                dtype.encode(&want_v),
+                layout.encode(&want_v),
                 "v cache fp8 qk_norm {qk_norm}: codes"
             );
             assert_close(
