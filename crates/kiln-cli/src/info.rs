@@ -101,13 +101,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             mib(gpu_bytes),
             gpu_bytes as f64 / file_bytes.max(1) as f64
         );
-        let kv_per_token =
-            kiln_gpu::KvLayout::for_model(c, kiln_gpu::KvDtype::F16).bytes_per_token();
+        let layout = |d| kiln_gpu::KvLayout::for_model(c, d);
+        let kv_per_token = layout(kiln_gpu::KvDtype::F16).bytes_per_token();
+        let others: Vec<String> = [kiln_gpu::KvDtype::Q8, kiln_gpu::KvDtype::Fp8]
+            .into_iter()
+            .filter(|&d| layout(d).unfit().is_none())
+            .map(|d| {
+                format!(
+                    "{:.1} KiB as {d}",
+                    layout(d).bytes_per_token() as f64 / 1024.0
+                )
+            })
+            .collect();
         println!(
-            "memory:    {:.1} M parameters, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32)",
+            "memory:    {:.1} M parameters, {:.1} KiB of f16 KV cache per token ({:.0} MiB for a full context; twice that as f32; {})",
             params / 1e6,
             kv_per_token as f64 / 1024.0,
-            (kv_per_token * c.max_position_embeddings as u64) as f64 / (1 << 20) as f64
+            (kv_per_token * c.max_position_embeddings as u64) as f64 / (1 << 20) as f64,
+            others.join(", ")
         );
     }
     Ok(())
