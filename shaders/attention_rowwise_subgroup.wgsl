@@ -80,16 +80,22 @@ fn q8_quads(w: vec4<u32>, o: u32, scale: f32) -> Octet {
     return Octet(q8x4_unpack(pair.x, scale), q8x4_unpack(pair.y, scale));
 }
 
-// The scale of slot `slot`'s octet o from a cache of vec4 words.
-fn q8_octet_scale(scale_words: vec4<u32>, sw: u32, o: u32) -> f32 {
-    return unpack2x16float(scale_words[sw & 3u])[(o / 4u) & 1u];
+// The scale word of slot `slot`'s octet o (of a round whose first octet is `first`): where
+// a head is one group or whole pairs of them (head_dim 32 or a multiple of 64), a round's 8
+// octets share one word, found from values every lane has (`first`), so the device may load
+// it once for the subgroup; otherwise each lane finds its own.
+fn q8_word_of(slot: u32, o: u32, first: u32, row_words: u32) -> u32 {
+    if (D4 == 8u || D4 % 16u == 0u) {
+        return q8_scale_word(slot, first / 4u, row_words);
+    }
+    return q8_scale_word(slot, o / 4u, row_words);
 }
 
-fn k8(slot: u32, o: u32) -> Octet {
+fn k8(slot: u32, o: u32, first: u32) -> Octet {
     let w8 = p.num_kv_heads * p.head_dim / 8u;
     if (KV_TYPE == KV_Q8) {
-        let sw = q8_scale_word(slot, o / 4u, 2u * w8);
-        let s = q8_octet_scale(k_cache[sw >> 2u], sw, o);
+        let sw = q8_word_of(slot, o, first, 2u * w8);
+        let s = unpack2x16float(k_cache[sw >> 2u][sw & 3u])[(o / 4u) & 1u];
         let oi = q8_row(slot) * w8 + o;
         return q8_quads(k_cache[oi >> 1u], oi, s);
     }
@@ -103,11 +109,11 @@ fn k8(slot: u32, o: u32) -> Octet {
     return Octet(bitcast<vec4<f32>>(k_cache[2u * i]), bitcast<vec4<f32>>(k_cache[2u * i + 1u]));
 }
 
-fn v8(slot: u32, o: u32) -> Octet {
+fn v8(slot: u32, o: u32, first: u32) -> Octet {
     let w8 = p.num_kv_heads * p.head_dim / 8u;
     if (KV_TYPE == KV_Q8) {
-        let sw = q8_scale_word(slot, o / 4u, 2u * w8);
-        let s = q8_octet_scale(v_cache[sw >> 2u], sw, o);
+        let sw = q8_word_of(slot, o, first, 2u * w8);
+        let s = unpack2x16float(v_cache[sw >> 2u][sw & 3u])[(o / 4u) & 1u];
         let oi = q8_row(slot) * w8 + o;
         return q8_quads(v_cache[oi >> 1u], oi, s);
     }
@@ -203,7 +209,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             var dot4 = vec4<f32>(0.0);
             for (var r = 0u; r < rounds; r++) {
                 let c = 2u * r * LANES;
-                let kc = k8(slot, kvh * d8 + min(r * LANES + lane, d8 - 1u));
+                let kc = k8(slot, kvh * d8 + min(r * LANES + lane, d8 - 1u), kvh * d8 + r * LANES);
                 dot4 += q[c] * subgroupBroadcast(kc.lo, 0u) + q[c + 1u] * subgroupBroadcast(kc.hi, 0u);
                 dot4 += q[c + 2u] * subgroupBroadcast(kc.lo, 1u) + q[c + 3u] * subgroupBroadcast(kc.hi, 1u);
                 dot4 += q[c + 4u] * subgroupBroadcast(kc.lo, 2u) + q[c + 5u] * subgroupBroadcast(kc.hi, 2u);
@@ -232,7 +238,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             l += e;
             let er = lanes_of(e);
             for (var r = 0u; r < rounds; r++) {
-                let vc = v8(slots[k], kvh * d8 + min(r * LANES + lane, d8 - 1u));
+                let vc = v8(slots[k], kvh * d8 + min(r * LANES + lane, d8 - 1u), kvh * d8 + r * LANES);
                 for (var row = 0u; row < ROWS; row++) {
                     let i = 2u * (r * LANES + row);
                     acc[i] += er[row] * vc.lo;

@@ -149,6 +149,7 @@ impl DesktopApp {
         let s = &self.settings;
         let options = crate::model::EngineOptions {
             kv_bytes: s.kv_memory_mib << 20,
+            kv_dtype: s.kv_dtype,
             guesses: s.speculative_tokens,
             kv_disk: (s.kv_disk_mib > 0)
                 .then(|| (self.store.dir().join("kv-cache"), s.kv_disk_mib << 20)),

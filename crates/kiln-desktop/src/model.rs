@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kiln_engine::disk_tier::{DiskTierConfig, model_files_id};
-use kiln_engine::{EngineConfig, KvSize, Speculation};
+use kiln_engine::{EngineConfig, KvDtype, KvSize, Speculation};
 use kiln_frontend::Frontend;
 use kiln_gpu::GpuContext;
 use kiln_model::Model;
@@ -55,6 +55,8 @@ pub enum LoadEvent {
 pub struct EngineOptions {
     /// GPU memory for the KV cache.
     pub kv_bytes: u64,
+    /// The KV cache's element type.
+    pub kv_dtype: KvDtype,
     /// Guesses per decode (speculative decoding by prompt lookup; 0: off).
     pub guesses: usize,
     /// The folder and size of the KV cache kept on disk (`None`: off). Its blocks come
@@ -126,6 +128,7 @@ fn open(
     let ec = EngineConfig {
         max_num_seqs: 16,
         kv: KvSize::Bytes(options.kv_bytes),
+        kv_dtype: options.kv_dtype,
         cpu_kv_bytes: if kv_disk.is_some() {
             options.kv_bytes
         } else {

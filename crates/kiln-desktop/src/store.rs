@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kiln_engine::KvDtype;
 use kiln_frontend::GenerationParams;
 
 use crate::reply_format::{FormatKind, ReplyFormat};
@@ -214,6 +215,9 @@ pub struct Settings {
     pub font_size: f32,
     /// GPU memory for the KV cache, in MiB.
     pub kv_memory_mib: u64,
+    /// The KV cache's element type (by its name in files: f16, q8_0, fp8 or f32).
+    #[serde(with = "kv_dtype_name")]
+    pub kv_dtype: KvDtype,
     /// Guesses of each decode's next tokens from the chat so far (speculative decoding by
     /// prompt lookup); 0: off.
     pub speculative_tokens: usize,
@@ -234,6 +238,7 @@ impl Default for Settings {
             dark: true,
             font_size: 14.0,
             kv_memory_mib: 256,
+            kv_dtype: KvDtype::F16,
             speculative_tokens: 0,
             kv_disk_mib: 2048,
             api_port: 8000,
@@ -342,6 +347,20 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }
 
+/// A KV cache type in the settings file by its name (`q8_0`), as `--kv-dtype` takes it.
+mod kv_dtype_name {
+    use kiln_engine::KvDtype;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(d: &KvDtype, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(d.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<KvDtype, D::Error> {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,5 +398,19 @@ mod tests {
             vec![PathBuf::from("/m/a.gguf"), "/m/b.gguf".into()]
         );
         assert_eq!(back.last_model, Some("/m/a.gguf".into()));
+
+        // The KV cache type by the name `--kv-dtype` takes; an unknown one is reported.
+        s.kv_dtype = KvDtype::Q8;
+        store.save_settings(&s).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("settings.json")).unwrap();
+        assert!(text.contains(r#""kv_dtype": "q8_0""#), "{text}");
+        assert_eq!(store.load_settings().unwrap().kv_dtype, KvDtype::Q8);
+        std::fs::write(
+            dir.path().join("settings.json"),
+            text.replace(r#""q8_0""#, r#""q3""#),
+        )
+        .unwrap();
+        let e = format!("{:#}", store.load_settings().unwrap_err());
+        assert!(e.contains("unknown KV cache type `q3`"), "{e}");
     }
 }

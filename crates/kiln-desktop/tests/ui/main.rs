@@ -26,6 +26,7 @@ mod context;
 mod continuing;
 mod fonts;
 mod kv_disk;
+mod kv_type;
 mod reply_format;
 mod speculation;
 mod versions;

@@ -38,9 +38,11 @@ fn paged_attention_mixes_prefill_and_decode() {
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (4, 1, 256), None);
         check_attention(&ctx, &k, KvDtype::F16, split_tokens, (6, 2, 24), Some(40));
         check_attention(&ctx, &k, KvDtype::Fp8, split_tokens, (8, 2, 128), Some(20));
-        // q8_0: groups of 32 with their scales after each block's rows.
+        // q8_0: groups of 32 with their scales after each block's rows; heads of one group,
+        // of two pairs of groups, and of three groups (a pair split between two heads).
         check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (8, 2, 128), Some(20));
         check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (6, 2, 32), None);
+        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (4, 2, 96), None);
     }
 }
 
