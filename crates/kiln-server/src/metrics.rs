@@ -130,13 +130,14 @@ impl Metrics {
         let name = "kiln_cache_config_info";
         let _ = writeln!(
             out,
-            "# HELP {name} KV cache geometry: tokens per block and GPU blocks in the pool.\n# TYPE {name} gauge"
+            "# HELP {name} KV cache geometry: tokens per block, GPU blocks in the pool and their element type.\n# TYPE {name} gauge"
         );
         let _ = writeln!(
             out,
-            "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1",
+            "{name}{{block_size=\"{}\",num_gpu_blocks=\"{}\",cache_dtype=\"{}\"}} 1",
             kiln_core::BLOCK_SIZE,
-            info.num_gpu_blocks
+            info.num_gpu_blocks,
+            info.kv_layout.dtype
         );
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(

@@ -93,6 +93,7 @@ fn check_contract(s: &Scrape) -> (f64, f64, f64) {
         info.labels.get("num_gpu_blocks"),
         Some(&*BLOCKS.to_string())
     );
+    assert_eq!(info.labels.get("cache_dtype"), Some(&*"f16".to_string()));
     (waiting, running, usage)
 }
 
