@@ -4,12 +4,15 @@
 //! (`runner/record.rs`: the launches of a step in order, and the logits-only pass;
 //! `runner/submit.rs`: submitting and reading back as two calls, so steps can overlap;
 //! `runner/profile.rs`: the device time of each operation; `runner/lora.rs`: adapters loaded
-//! into their slots while it runs).
+//! into their slots while it runs; `runner/upload.rs`: a stack of tensors as one matrix;
+//! `runner/budget.rs`: the KV blocks a memory budget leaves).
 
+mod budget;
 mod lora;
 mod profile;
 mod record;
 mod submit;
+mod upload;
 
 pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};
@@ -20,14 +23,11 @@ use std::sync::atomic::Ordering;
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, LoraAdapter, ModelConfig, ModelTensors, Weights};
 
-use crate::layer::{
-    Activations, Layer, LayerContext, LoraSetup, RowOrder, gain, lora_bytes, needs_gate_up,
-};
+use crate::layer::{Activations, Layer, LayerContext, LoraSetup, RowOrder, gain};
 use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
-    GpuContext, GpuError, GpuMatrix, HostMatrix, KernelFamily, Kernels, KvCache, KvDtype, KvLayout,
-    Launch, WeightStorage, gpu_weight_bytes,
+    GpuContext, GpuError, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch, WeightStorage,
 };
 
 /// Sizes the runner allocates for.
@@ -255,40 +255,8 @@ impl ModelRunner {
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
 
-        // A stack of tensors as one matrix, its rows in `order`: gate and up rows interleaved
-        // where their formats allow (else stacked, `GpuMatrix::paired` unset), or q and k in
-        // the rotary pair layout (each part's rows reordered within its heads).
-        let matrix = |label: &str,
-                      parts: &[(&str, usize)],
-                      cols: usize,
-                      order: RowOrder|
-         -> Result<GpuMatrix, GpuError> {
-            let mut start = 0usize;
-            let parts = parts
-                .iter()
-                .map(|&(n, rows)| {
-                    let mut m = HostMatrix::load(weights, n, rows, cols)?;
-                    if let RowOrder::Rotary { head_dim, .. } = order {
-                        if !start.is_multiple_of(head_dim) || !rows.is_multiple_of(head_dim) {
-                            return Err(GpuError::Shape {
-                                op: "load",
-                                detail: format!(
-                                    "{n}: {rows} rows are not whole heads of {head_dim}"
-                                ),
-                            });
-                        }
-                        m = m.reorder_rows(|r| order.source(start + r) - start);
-                    }
-                    start += rows;
-                    Ok(if keep_quantized { m } else { m.widened() })
-                })
-                .collect::<Result<Vec<_>, GpuError>>()?;
-            if order == RowOrder::GateUp
-                && let Some(m) = GpuMatrix::upload_paired(ctx, label, &parts)?
-            {
-                return Ok(m);
-            }
-            GpuMatrix::upload_stacked(ctx, label, &parts)
+        let matrix = |label: &str, parts: &[(&str, usize)], cols: usize, order: RowOrder| {
+            upload::stack(ctx, weights, keep_quantized, label, parts, cols, order)
         };
         let embed_w = matrix(
             "embed_tokens",
@@ -313,31 +281,14 @@ impl ModelRunner {
         let rc = match rc.memory_budget {
             None => rc,
             Some(budget) => {
-                // The layers' kernels bind these (made once per device).
-                for bytes in [16, X_HEAD_BYTES] {
-                    ctx.placeholder(bytes);
-                }
-                let made = ctx.allocated.load(Ordering::Relaxed) - allocated_before;
-                let (all_weights, _) = gpu_weight_bytes(weights, rc.weights)?;
-                // The gate/up buffer, where a layer will make it.
-                let gate_up = match bufs.gate_up.get() {
-                    None if needs_gate_up(&tensors.layers, weights, rc.weights, &lora_setup)? => {
-                        bufs.gate_up_bytes
-                    }
-                    _ => 0,
+                let spent = budget::Spent {
+                    allocated_before,
+                    weights_made: weight_bytes,
+                    bufs: &bufs,
+                    layers: &tensors.layers,
+                    lora: &lora_setup,
                 };
-                let adapters = lora_bytes(&tensors.layers, &lora_setup);
-                let rest = made + all_weights.saturating_sub(weight_bytes) + gate_up + adapters;
-                let num_blocks = layout
-                    .blocks_in(budget.saturating_sub(rest))
-                    .min(rc.num_blocks);
-                if num_blocks == 0 {
-                    return Err(GpuError::Memory(format!(
-                        "a budget of {budget} bytes leaves no KV block of {} bytes: the weights take {all_weights} and the step's buffers {}",
-                        layout.bytes_per_block(),
-                        made - weight_bytes
-                    )));
-                }
+                let num_blocks = budget::kv_blocks(ctx, spent, weights, &rc, layout, budget)?;
                 RunnerConfig { num_blocks, ..rc }
             }
         };
