@@ -61,39 +61,38 @@ var<workgroup> run_max: array<f32, 16>;
 var<workgroup> run_sum: array<f32, 16>;
 var<workgroup> alpha: array<f32, 16>;
 
+// Word i of the K cache, or of the V cache with `v` (a constant where called).
+fn cache_word(v: bool, i: u32) -> u32 {
+    if (v) {
+        return v_cache[i];
+    }
+    return k_cache[i];
+}
+
 // Element e of slot `slot`'s row of the K (V) cache as f32.
-fn k_at(slot: u32, e: u32) -> f32 {
+fn kv_at(v: bool, slot: u32, e: u32) -> f32 {
     let width = p.num_kv_heads * p.head_dim;
     if (KV_TYPE == KV_Q8) {
         let g = e / 32u;
-        let s = unpack2x16float(k_cache[q8_scale_word(slot, g, width / 4u)])[g & 1u];
-        return q8x4_unpack(k_cache[(q8_row(slot) * width + e) >> 2u], s)[e & 3u];
+        let s = unpack2x16float(cache_word(v, q8_scale_word(slot, g, width / 4u)))[g & 1u];
+        return q8x4_unpack(cache_word(v, (q8_row(slot) * width + e) >> 2u), s)[e & 3u];
     }
     let i = slot * width + e;
     if (KV_TYPE == KV_FP8) {
-        return fp8x4_unpack(k_cache[i >> 2u])[i & 3u];
+        return fp8x4_unpack(cache_word(v, i >> 2u))[i & 3u];
     }
     if (KV_TYPE == KV_F16) {
-        return unpack2x16float(k_cache[i >> 1u])[i & 1u];
+        return unpack2x16float(cache_word(v, i >> 1u))[i & 1u];
     }
-    return bitcast<f32>(k_cache[i]);
+    return bitcast<f32>(cache_word(v, i));
+}
+
+fn k_at(slot: u32, e: u32) -> f32 {
+    return kv_at(false, slot, e);
 }
 
 fn v_at(slot: u32, e: u32) -> f32 {
-    let width = p.num_kv_heads * p.head_dim;
-    if (KV_TYPE == KV_Q8) {
-        let g = e / 32u;
-        let s = unpack2x16float(v_cache[q8_scale_word(slot, g, width / 4u)])[g & 1u];
-        return q8x4_unpack(v_cache[(q8_row(slot) * width + e) >> 2u], s)[e & 3u];
-    }
-    let i = slot * width + e;
-    if (KV_TYPE == KV_FP8) {
-        return fp8x4_unpack(v_cache[i >> 2u])[i & 3u];
-    }
-    if (KV_TYPE == KV_F16) {
-        return unpack2x16float(v_cache[i >> 1u])[i & 1u];
-    }
-    return bitcast<f32>(v_cache[i]);
+    return kv_at(true, slot, e);
 }
 
 // What one workgroup serves: tokens t0 .. t0 + n of one sequence with the query heads of KV

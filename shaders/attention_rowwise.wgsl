@@ -32,44 +32,44 @@ struct Params {
 @group(0) @binding(8) var<storage, read> v_cache: array<vec2<u32>>; // (slots, KVH, D) packed
 @group(0) @binding(9) var<storage, read_write> out: array<vec4<f32>>; // (T, H * D / 4)
 
+// Pair i of words of the K cache, or of the V cache with `v` (a constant where called).
+fn cache_pair(v: bool, i: u32) -> vec2<u32> {
+    if (v) {
+        return v_cache[i];
+    }
+    return k_cache[i];
+}
+
+// Word i of the K (V) cache.
+fn cache_word(v: bool, i: u32) -> u32 {
+    return cache_pair(v, i >> 1u)[i & 1u];
+}
+
 // Elements 4c..4c+4 of slot `slot`'s row of the K (V) cache as f32: one vec2<u32> of halves,
 // two of f32 bits, or one word of fp8 or q8_0.
-fn k4(slot: u32, c: u32) -> vec4<f32> {
+fn kv4(v: bool, slot: u32, c: u32) -> vec4<f32> {
     let w4 = p.num_kv_heads * p.head_dim / 4u;
     if (KV_TYPE == KV_Q8) {
-        let sw = q8_scale_word(slot, c / 8u, w4);
-        let s = unpack2x16float(k_cache[sw >> 1u][sw & 1u])[(c / 8u) & 1u];
-        let w = q8_row(slot) * w4 + c;
-        return q8x4_unpack(k_cache[w >> 1u][w & 1u], s);
+        let s = unpack2x16float(cache_word(v, q8_scale_word(slot, c / 8u, w4)))[(c / 8u) & 1u];
+        return q8x4_unpack(cache_word(v, q8_row(slot) * w4 + c), s);
     }
     let i = slot * w4 + c;
     if (KV_TYPE == KV_FP8) {
-        return fp8x4_unpack(k_cache[i >> 1u][i & 1u]);
+        return fp8x4_unpack(cache_word(v, i));
     }
     if (KV_TYPE == KV_F16) {
-        let w = k_cache[i];
+        let w = cache_pair(v, i);
         return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
     }
-    return bitcast<vec4<f32>>(vec4<u32>(k_cache[2u * i], k_cache[2u * i + 1u]));
+    return bitcast<vec4<f32>>(vec4<u32>(cache_pair(v, 2u * i), cache_pair(v, 2u * i + 1u)));
+}
+
+fn k4(slot: u32, c: u32) -> vec4<f32> {
+    return kv4(false, slot, c);
 }
 
 fn v4(slot: u32, c: u32) -> vec4<f32> {
-    let w4 = p.num_kv_heads * p.head_dim / 4u;
-    if (KV_TYPE == KV_Q8) {
-        let sw = q8_scale_word(slot, c / 8u, w4);
-        let s = unpack2x16float(v_cache[sw >> 1u][sw & 1u])[(c / 8u) & 1u];
-        let w = q8_row(slot) * w4 + c;
-        return q8x4_unpack(v_cache[w >> 1u][w & 1u], s);
-    }
-    let i = slot * w4 + c;
-    if (KV_TYPE == KV_FP8) {
-        return fp8x4_unpack(v_cache[i >> 1u][i & 1u]);
-    }
-    if (KV_TYPE == KV_F16) {
-        let w = v_cache[i];
-        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-    }
-    return bitcast<vec4<f32>>(vec4<u32>(v_cache[2u * i], v_cache[2u * i + 1u]));
+    return kv4(true, slot, c);
 }
 
 @compute @workgroup_size(64)

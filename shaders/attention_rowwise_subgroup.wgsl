@@ -91,40 +91,38 @@ fn q8_word_of(slot: u32, o: u32, first: u32, row_words: u32) -> u32 {
     return q8_scale_word(slot, o / 4u, row_words);
 }
 
-fn k8(slot: u32, o: u32, first: u32) -> Octet {
+// Quad i of words of the K cache, or of the V cache with `v` (a constant where called).
+fn cache_quad(v: bool, i: u32) -> vec4<u32> {
+    if (v) {
+        return v_cache[i];
+    }
+    return k_cache[i];
+}
+
+fn kv8(v: bool, slot: u32, o: u32, first: u32) -> Octet {
     let w8 = p.num_kv_heads * p.head_dim / 8u;
     if (KV_TYPE == KV_Q8) {
         let sw = q8_word_of(slot, o, first, 2u * w8);
-        let s = unpack2x16float(k_cache[sw >> 2u][sw & 3u])[(o / 4u) & 1u];
+        let s = unpack2x16float(cache_quad(v, sw >> 2u)[sw & 3u])[(o / 4u) & 1u];
         let oi = q8_row(slot) * w8 + o;
-        return q8_quads(k_cache[oi >> 1u], oi, s);
+        return q8_quads(cache_quad(v, oi >> 1u), oi, s);
     }
     let i = slot * w8 + o;
     if (KV_TYPE == KV_FP8) {
-        return quads(k_cache[i >> 1u], i);
+        return quads(cache_quad(v, i >> 1u), i);
     }
     if (KV_TYPE == KV_F16) {
-        return halves(k_cache[i]);
+        return halves(cache_quad(v, i));
     }
-    return Octet(bitcast<vec4<f32>>(k_cache[2u * i]), bitcast<vec4<f32>>(k_cache[2u * i + 1u]));
+    return Octet(bitcast<vec4<f32>>(cache_quad(v, 2u * i)), bitcast<vec4<f32>>(cache_quad(v, 2u * i + 1u)));
+}
+
+fn k8(slot: u32, o: u32, first: u32) -> Octet {
+    return kv8(false, slot, o, first);
 }
 
 fn v8(slot: u32, o: u32, first: u32) -> Octet {
-    let w8 = p.num_kv_heads * p.head_dim / 8u;
-    if (KV_TYPE == KV_Q8) {
-        let sw = q8_word_of(slot, o, first, 2u * w8);
-        let s = unpack2x16float(v_cache[sw >> 2u][sw & 3u])[(o / 4u) & 1u];
-        let oi = q8_row(slot) * w8 + o;
-        return q8_quads(v_cache[oi >> 1u], oi, s);
-    }
-    let i = slot * w8 + o;
-    if (KV_TYPE == KV_FP8) {
-        return quads(v_cache[i >> 1u], i);
-    }
-    if (KV_TYPE == KV_F16) {
-        return halves(v_cache[i]);
-    }
-    return Octet(bitcast<vec4<f32>>(v_cache[2u * i]), bitcast<vec4<f32>>(v_cache[2u * i + 1u]));
+    return kv8(true, slot, o, first);
 }
 
 // The first key a token at `n_keys - 1` sees.
