@@ -80,7 +80,12 @@ async fn a_background_response_is_polled_to_the_reply_a_foreground_one_gives() {
     // It is continued like any stored response, and cancelling it now changes nothing.
     let (s, again) = cancel(server(), &back["id"]).await;
     assert_eq!((s, &again), (200, &done));
-    let next = respond(json!({"input": "And one more?", "max_output_tokens": 2, "previous_response_id": back["id"]})).await;
+    // (ignore_eos: sampled at the default temperature, a reply could otherwise end at once.)
+    let next = respond(
+        json!({"input": "And one more?", "max_output_tokens": 2, "ignore_eos": true,
+        "previous_response_id": back["id"]}),
+    )
+    .await;
     assert_eq!(next["status"], "incomplete", "{next}");
 }
 
