@@ -5,7 +5,9 @@
 # reference. Greedy tokens must match for 16 tokens on every reference prompt, and the
 # teacher-forced top-1 agreement over 64 positions must be at least 95%. Not part of
 # scripts/test.sh (the llama.cpp build would double CI's time); the figures are in
-# BENCHMARKS.md. Files and JSON in target/llama-cpp/.
+# BENCHMARKS.md. Also a GGUF LoRA adapter (random, written by the `gguf` package) on an F32
+# version of the model, kiln against llama.cpp through it (scripts/llama_cpp_lora.py).
+# Files and JSON in target/llama-cpp/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-model.sh
@@ -14,7 +16,10 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import llama_cpp' 2>/
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet numpy llama-cpp-python==0.3.16
 fi
+"$venv/bin/python" -c 'import gguf' 2>/dev/null || "$venv/bin/pip" install --quiet gguf
 "$venv/bin/python" scripts/llama_cpp_reference.py models/SmolLM2-135M-Instruct.Q4_1.gguf \
   target/llama-cpp tests/reference/smollm2-135m-instruct.json
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}" KILN_LLAMA_CPP_DIR="$PWD/target/llama-cpp"
-cargo test --workspace --test llama_cpp -- --ignored --nocapture
+"$venv/bin/python" scripts/llama_cpp_lora.py models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  target/llama-cpp tests/reference/smollm2-135m-instruct.json
+cargo test -p kiln-engine --test llama_cpp --test llama_cpp_lora -- --ignored --nocapture

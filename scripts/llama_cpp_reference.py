@@ -81,4 +81,5 @@ def main():
         print(f"{name}: {os.path.getsize(path)} bytes, greedy {result['greedy']['chat']['ids'][:8]}...")
 
 
-main()
+if __name__ == "__main__":
+    main()

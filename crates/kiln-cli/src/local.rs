@@ -40,7 +40,7 @@ pub struct LocalArgs {
     #[arg(long, default_value_t = 16 << 30, requires = "kv_disk_dir")]
     kv_disk_bytes: u64,
     /// Run through this LoRA adapter: a folder as PEFT saves one (adapter_config.json,
-    /// adapter_model.safetensors).
+    /// adapter_model.safetensors), or llama.cpp's GGUF adapter file.
     #[arg(long)]
     lora: Option<std::path::PathBuf>,
     #[command(flatten)]

@@ -113,9 +113,10 @@ pub struct Args {
     /// Producer: seconds a finished request's blocks stay pinned for a decode server.
     #[arg(long, default_value_t = 60)]
     kv_transfer_ttl: u64,
-    /// LoRA adapters requests may name as their `model` (vLLM's flag): `NAME=FOLDER`, each
-    /// folder as PEFT saves an adapter (adapter_config.json, adapter_model.safetensors);
-    /// several after one flag or the flag repeated. Requests through different adapters
+    /// LoRA adapters requests may name as their `model` (vLLM's flag): `NAME=PATH`, each a
+    /// folder as PEFT saves an adapter (adapter_config.json, adapter_model.safetensors) or
+    /// a GGUF adapter file as llama.cpp's converter writes one; several after one flag or
+    /// the flag repeated. Requests through different adapters
     /// and through none share each step.
     #[arg(long, num_args = 1.., value_parser = lora_module)]
     lora_modules: Vec<(String, std::path::PathBuf)>,
@@ -134,13 +135,13 @@ pub struct Args {
     max_lora_rank: usize,
 }
 
-/// `NAME=FOLDER`.
+/// `NAME=PATH`.
 fn lora_module(s: &str) -> Result<(String, std::path::PathBuf), String> {
     match s.split_once('=') {
         Some((name, path)) if !name.is_empty() && !path.is_empty() => {
             Ok((name.to_string(), path.into()))
         }
-        _ => Err(format!("`{s}` is not NAME=FOLDER")),
+        _ => Err(format!("`{s}` is not NAME=PATH")),
     }
 }
 

@@ -1,4 +1,4 @@
-//! LoRA adapters through the API (`kiln serve --lora-modules NAME=FOLDER`): a request's
+//! LoRA adapters through the API (`kiln serve --lora-modules NAME=PATH`): a request's
 //! `model` names the adapter it runs through; its reply is that of a server for the model with
 //! the adapter merged in, while requests for the served model in the same steps get the base
 //! model's; `/v1/models` lists the adapters with their parent; an unknown name is a 404;
@@ -161,7 +161,8 @@ fn an_adapter_of_another_model_is_refused_with_the_file_and_tensor() {
 
 /// vLLM's runtime routes, where the server has room for adapters loaded while it runs
 /// (`--allow-runtime-lora-updating`): load, serve through, list, refuse a second load of the
-/// name and a folder that is no adapter, unload (then a 404 for the name); and no such
+/// name and a folder that is no adapter, unload (then a 404 for the name), load the same
+/// adapter from llama.cpp's GGUF adapter file and refuse a model's GGUF file; and no such
 /// routes on a server without that room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_load_and_unload_through_the_api() {
@@ -211,6 +212,26 @@ async fn adapters_load_and_unload_through_the_api() {
     assert_eq!(s, 404, "{r}");
     let (s, _) = text("/v1/unload_lora_adapter", json!({"lora_name": "sql"})).await;
     assert_eq!(s, 404);
+
+    let file = dir.path().join("sql.gguf");
+    let mc = TinyConfig::default().model_config();
+    adapter(31).write_gguf(&file, &mc, DType::F16).unwrap();
+    let load = json!({"lora_name": "sql-gguf", "lora_path": file.to_str().unwrap()});
+    let (s, body) = text("/v1/load_lora_adapter", load).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(
+        reply(&base, "sql-gguf").await.0,
+        reply(&want, "tiny").await.0
+    );
+    let model_file = dir.path().join("model.gguf");
+    kiln_model::testing::write_tiny_gguf(&model_file, &TinyConfig::default(), 7, DType::F32)
+        .unwrap();
+    let load = json!({"lora_name": "m", "lora_path": model_file.to_str().unwrap()});
+    let (s, body) = text("/v1/load_lora_adapter", load).await;
+    assert!(
+        s == 400 && body.contains("model.gguf") && body.contains("general.type"),
+        "{body}"
+    );
 
     let fixed = start_tiny(|_, _| {});
     let r = send(

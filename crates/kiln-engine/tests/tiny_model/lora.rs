@@ -1,7 +1,8 @@
 //! LoRA adapters at run time against models that have them merged into their weights (the
 //! test writer's `W + scale * B A`, computed on the CPU): requests through two adapters and
-//! through none in the same steps, each giving the tokens and log-probs of its own merged
-//! model; and no cached block shared across adapters.
+//! through none in the same steps (one read from PEFT's folder, one from llama.cpp's GGUF
+//! adapter file), each giving the tokens and log-probs of its own merged model; and no cached
+//! block shared across adapters.
 
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ fn adapters(modules: [&[&str]; 2]) -> [TinyLora; 2] {
     ]
 }
 
-/// Writes each of `tiny` (as `a0`, `a1`, ...) for `base`, the model `cfg` of `seed`, and that
+/// Writes each of `tiny` (as `a0`, `a1.gguf`, ...) for `base`, the model `cfg` of `seed`, and that
 /// model with it merged in; returns the adapters, read back and checked, and the merged models.
 fn fixtures(
     dir: &std::path::Path,
@@ -44,8 +45,16 @@ fn fixtures(
     let mut out = (Vec::new(), Vec::new());
     for (i, t) in tiny.iter().enumerate() {
         let name = format!("a{i}");
-        let (a, m) = (dir.join(&name), dir.join(format!("m{i}")));
-        t.write(&a, &base.config, DType::F32).unwrap();
+        let m = dir.join(format!("m{i}"));
+        // The second as llama.cpp's GGUF adapter file, the first as PEFT's folder.
+        let a = match i {
+            1 => dir.join(format!("{name}.gguf")),
+            _ => dir.join(&name),
+        };
+        match i {
+            1 => t.write_gguf(&a, &base.config, DType::F32).unwrap(),
+            _ => t.write(&a, &base.config, DType::F32).unwrap(),
+        }
         t.write_merged(&m, cfg, seed, DType::F32).unwrap();
         out.0.push(Arc::new(
             LoraAdapter::load(&name, &a, &base.config).unwrap(),

@@ -43,6 +43,76 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
     };
     let mut cfg = config::config_from_meta(&meta, &facts)?;
 
+    let (arch, heads) = (cfg.architecture, (cfg.num_heads, cfg.num_kv_heads));
+    let weights = index_tensors(&header, storage, file, |name| {
+        let permute_heads = match (arch, names::permuted_kind(name)) {
+            (Architecture::Llama, Some(true)) => Some(heads.0),
+            (Architecture::Llama, Some(false)) => Some(heads.1),
+            _ => None,
+        };
+        (names::gguf_to_hf_name(name, arch), permute_heads)
+    })?;
+
+    if cfg.rope_scaling.is_none() && weights.contains("rope_freqs.weight") {
+        let divisors = weights.read_f32("rope_freqs.weight")?;
+        let orig = meta.usize(&format!(
+            "{}.rope.scaling.original_context_length",
+            cfg.architecture.gguf_name()
+        ));
+        cfg.rope_scaling = Some(config::rope_scaling_from_freqs(
+            &cfg, &divisors, orig, file,
+        )?);
+    }
+
+    if weights.contains("rope_factors_long.weight") {
+        let factors = (
+            weights.read_f32("rope_factors_short.weight")?,
+            weights.read_f32("rope_factors_long.weight")?,
+        );
+        cfg.long_rope = Some(config::long_rope(&meta, &cfg, factors)?);
+        cfg.validate(file)?;
+    }
+
+    let tokenizer = tokenizer(&meta, cfg.bos_token_id)?;
+    // Gemma's turns end with `<end_of_turn>`, which its files do not name as EOS, and its
+    // files made by llama.cpp's converter carry no chat template.
+    let mut template = meta.str("tokenizer.chat_template");
+    if cfg.architecture == Architecture::Gemma3 {
+        cfg.merge_eos(tokenizer.token_to_id("<end_of_turn>"));
+        template = template.or(Some(crate::GEMMA3_CHAT_TEMPLATE));
+    }
+    let chat_template = match template {
+        Some(src) => {
+            let name = |id: Option<u32>| {
+                id.and_then(|i| tokenizer.id_to_token(i))
+                    .unwrap_or_default()
+            };
+            Some(ChatTemplate::new(
+                src,
+                &name(cfg.bos_token_id),
+                &name(cfg.eos_token_ids.first().copied()),
+                file,
+            )?)
+        }
+        None => None,
+    };
+    Ok(Loaded {
+        config: cfg,
+        weights,
+        tokenizer,
+        chat_template,
+    })
+}
+
+/// Indexes every tensor of the GGUF file `header` was parsed from (held in `storage`), each
+/// under the name `place` gives it with the heads (if any) its rows must be un-permuted by;
+/// checks each tensor's bytes lie in the file and overlap no other's.
+pub(crate) fn index_tensors(
+    header: &reader::GgufHeader,
+    storage: Storage,
+    file: &str,
+    place: impl Fn(&str) -> (String, Option<usize>),
+) -> Result<Weights, ModelError> {
     let file_len = storage.bytes().len();
     let mut weights = Weights::new(file);
     let idx = weights.add_storage(storage);
@@ -96,11 +166,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             }
         }
         spans.push((t.offset, len as u64, t));
-        let permute_heads = match (cfg.architecture, names::permuted_kind(&t.name)) {
-            (Architecture::Llama, Some(true)) => Some(cfg.num_heads),
-            (Architecture::Llama, Some(false)) => Some(cfg.num_kv_heads),
-            _ => None,
-        };
+        let (name, permute_heads) = place(&t.name);
         let entry = Entry {
             storage: idx,
             offset: offset.unwrap_or(0),
@@ -110,60 +176,11 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             permute_heads,
             file: file.to_string(),
         };
-        weights.insert(names::gguf_to_hf_name(&t.name, cfg.architecture), entry);
+        weights.insert(name, entry);
     }
 
     check_no_overlap(&mut spans, file)?;
-
-    if cfg.rope_scaling.is_none() && weights.contains("rope_freqs.weight") {
-        let divisors = weights.read_f32("rope_freqs.weight")?;
-        let orig = meta.usize(&format!(
-            "{}.rope.scaling.original_context_length",
-            cfg.architecture.gguf_name()
-        ));
-        cfg.rope_scaling = Some(config::rope_scaling_from_freqs(
-            &cfg, &divisors, orig, file,
-        )?);
-    }
-
-    if weights.contains("rope_factors_long.weight") {
-        let factors = (
-            weights.read_f32("rope_factors_short.weight")?,
-            weights.read_f32("rope_factors_long.weight")?,
-        );
-        cfg.long_rope = Some(config::long_rope(&meta, &cfg, factors)?);
-        cfg.validate(file)?;
-    }
-
-    let tokenizer = tokenizer(&meta, cfg.bos_token_id)?;
-    // Gemma's turns end with `<end_of_turn>`, which its files do not name as EOS, and its
-    // files made by llama.cpp's converter carry no chat template.
-    let mut template = meta.str("tokenizer.chat_template");
-    if cfg.architecture == Architecture::Gemma3 {
-        cfg.merge_eos(tokenizer.token_to_id("<end_of_turn>"));
-        template = template.or(Some(crate::GEMMA3_CHAT_TEMPLATE));
-    }
-    let chat_template = match template {
-        Some(src) => {
-            let name = |id: Option<u32>| {
-                id.and_then(|i| tokenizer.id_to_token(i))
-                    .unwrap_or_default()
-            };
-            Some(ChatTemplate::new(
-                src,
-                &name(cfg.bos_token_id),
-                &name(cfg.eos_token_ids.first().copied()),
-                file,
-            )?)
-        }
-        None => None,
-    };
-    Ok(Loaded {
-        config: cfg,
-        weights,
-        tokenizer,
-        chat_template,
-    })
+    Ok(weights)
 }
 
 /// Each tensor's bytes (as its type and shape require) must end before the next tensor starts:

@@ -1,4 +1,5 @@
-//! Tiny random LoRA adapters in PEFT's layout, and the same tiny model with an adapter merged
+//! Tiny random LoRA adapters in PEFT's layout or as llama.cpp's GGUF adapter files, and the
+//! same tiny model with an adapter merged
 //! into its weights (`W + scale * B A`, computed here in plain loops), so a test can check
 //! an adapter applied at run time against a model that has it built in.
 
@@ -8,12 +9,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+use super::gguf_writer::{GgufBuilder, stored_type};
 use super::{
-    DType, NamedTensor, TinyConfig, io, quantize, safetensors_bytes, tiny_tensors,
+    DType, MetaValue, NamedTensor, TinyConfig, io, quantize, safetensors_bytes, tiny_tensors,
     write_folder_files,
 };
 use crate::gguf::dequant::to_f32;
-use crate::{ModelConfig, ModelError};
+use crate::gguf::names::{hf_to_gguf_name, permute_rows};
+use crate::{Architecture, ModelConfig, ModelError};
 
 /// Every projection of a Llama-like layer, as PEFT's `target_modules` names them.
 pub const LLAMA_PROJECTIONS: [&str; 7] = [
@@ -118,6 +121,70 @@ impl TinyLora {
         std::fs::write(&p, serde_json::to_vec_pretty(&config).expect("json")).map_err(io(&p))?;
         let p = dir.join("adapter_model.safetensors");
         std::fs::write(&p, safetensors_bytes(&tensors, dtype)).map_err(io(&p))
+    }
+
+    /// Writes the adapter for `mc` as llama.cpp's converter writes one: a GGUF file of
+    /// `general.type` `adapter` with `adapter.lora.alpha`, each pair named after its GGUF
+    /// tensor (`blk.0.attn_q.weight.lora_a`), B's rows of a Llama model's Q and K interleaved
+    /// as the model's are, in `dtype` (F32 where a row holds no whole block). An rsLoRA
+    /// adapter, which the format cannot say, is written with its scale in B and no alpha
+    /// (scale 1).
+    pub fn write_gguf(
+        &self,
+        path: &Path,
+        mc: &ModelConfig,
+        dtype: DType,
+    ) -> Result<(), ModelError> {
+        let arch = mc.architecture;
+        let mut g = GgufBuilder::new();
+        g.meta(
+            "general.architecture",
+            MetaValue::String(arch.gguf_name().into()),
+        )
+        .meta("general.type", MetaValue::String("adapter".into()))
+        .meta("adapter.type", MetaValue::String("lora".into()));
+        if !self.rslora {
+            g.meta("adapter.lora.alpha", MetaValue::F32(self.alpha));
+        }
+        for Pair {
+            name,
+            shape,
+            a,
+            mut b,
+        } in self.pairs(mc)
+        {
+            let r = self.rank_of(&name);
+            if self.rslora {
+                let s = self.scale(r);
+                b.iter_mut().for_each(|v| *v *= s);
+            }
+            let heads = match (arch, name.rsplit('.').nth(1)) {
+                (Architecture::Llama, Some("q_proj")) => Some(mc.num_heads),
+                (Architecture::Llama, Some("k_proj")) => Some(mc.num_kv_heads),
+                _ => None,
+            };
+            if let Some(h) = heads {
+                b = permute_rows(&b, shape[0], h);
+            }
+            let t = hf_to_gguf_name(&name, arch);
+            let (a_shape, b_shape) = ([r, shape[1]], [shape[0], r]);
+            g.tensor(
+                &format!("{t}.lora_a"),
+                &a_shape,
+                &a,
+                stored_type(&a_shape, dtype),
+            );
+            g.tensor(
+                &format!("{t}.lora_b"),
+                &b_shape,
+                &b,
+                stored_type(&b_shape, dtype),
+            );
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        g.write(path)
     }
 
     /// Writes the tiny model `cfg` of `seed` (as [`super::write_tiny_llama`] does) with this

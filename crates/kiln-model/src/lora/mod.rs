@@ -1,0 +1,166 @@
+//! LoRA adapters: each adapted matrix `W` (out x in) of the model gets a pair `A` (r x in)
+//! and `B` (out x r) whose product, scaled, is added to `W`'s: `y = W x + scale * B (A x)`.
+//! kiln applies them at run time, per request, to the projections of the decoder layers; the
+//! base weights stay as they are. Two file formats: PEFT's folders (`peft`) and llama.cpp's
+//! GGUF adapter files (`gguf`); each is read into a [`Source`], which [`LoraAdapter::load`]
+//! checks against the model and reads.
+
+mod gguf;
+mod peft;
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use crate::{ModelConfig, ModelError, ModelTensors, Op, Weights};
+
+/// One adapted matrix: `A` (rank x cols) and `B` (rows x rank), B already scaled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraPair {
+    pub rank: usize,
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
+}
+
+/// A loaded adapter, checked against the model it adapts.
+#[derive(Clone)]
+pub struct LoraAdapter {
+    /// The name requests select it by.
+    pub name: String,
+    pub path: PathBuf,
+    /// The largest rank of its pairs.
+    pub rank: usize,
+    /// By the adapted tensor's name as the model names it (`model.layers.0.self_attn.q_proj.weight`).
+    pub pairs: HashMap<String, LoraPair>,
+    /// A hash of the adapter's values: prefix-cache keys of its requests include it, so no
+    /// request reuses KV computed under another adapter (or none).
+    pub fingerprint: u64,
+}
+
+impl std::fmt::Debug for LoraAdapter {
+    /// Its name, folder, rank and how many matrices it adapts, not its values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoraAdapter")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("rank", &self.rank)
+            .field("matrices", &self.pairs.len())
+            .finish()
+    }
+}
+
+impl LoraAdapter {
+    /// Reads the adapter at `path` (a PEFT folder, or a GGUF adapter file) and checks every
+    /// pair against `config`'s layers.
+    pub fn load(name: &str, path: &Path, config: &ModelConfig) -> Result<Self, ModelError> {
+        let Source {
+            weights,
+            file,
+            mut pairs,
+            scale,
+        } = match path.is_file() {
+            true => gguf::read(path, config)?,
+            false => peft::read(path)?,
+        };
+        if let Some(lone) =
+            (weights.names().into_iter()).find(|n| !pairs.iter().any(|(_, a, b)| n == a || n == b))
+        {
+            return Err(ModelError::corrupt(
+                &file,
+                format!("tensor \"{lone}\" has no A (lora_A, .lora_a) to pair with"),
+            ));
+        }
+        if pairs.is_empty() {
+            return Err(ModelError::corrupt(&file, "no LoRA pairs (lora_A tensors)"));
+        }
+        // By the adapted tensor, so the same adapter has one fingerprint in either format.
+        pairs.sort_unstable();
+        let targets = targets(config);
+        let mut out = HashMap::new();
+        let mut h = DefaultHasher::new();
+        for (base, a_name, b_name) in pairs {
+            let Some(&(rows, cols)) = targets.get(base.as_str()) else {
+                return Err(ModelError::Unsupported {
+                    file,
+                    reason: format!(
+                        "\"{a_name}\" adapts {base}, which is not a projection of the model's decoder layers (kiln adapts those only)"
+                    ),
+                });
+            };
+            let a_shape = weights.shape(&a_name)?;
+            let b_shape = weights.shape(&b_name)?;
+            let rank = a_shape.first().copied().unwrap_or(0);
+            if a_shape != [rank, cols] || b_shape != [rows, rank] || rank == 0 {
+                return Err(ModelError::Mismatch {
+                    file,
+                    reason: format!(
+                        "\"{a_name}\" is {a_shape:?} and its B {b_shape:?}; {base} is [{rows}, {cols}], so they must be [r, {cols}] and [{rows}, r]"
+                    ),
+                });
+            }
+            let s = scale.of(rank);
+            let a = weights.read_f32(&a_name)?;
+            let b: Vec<f32> = (weights.read_f32(&b_name)?.iter()).map(|v| v * s).collect();
+            base.hash(&mut h);
+            for v in a.iter().chain(&b) {
+                v.to_bits().hash(&mut h);
+            }
+            out.insert(base, LoraPair { rank, a, b });
+        }
+        Ok(Self {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            rank: out.values().map(|p| p.rank).max().unwrap_or(0),
+            pairs: out,
+            fingerprint: h.finish(),
+        })
+    }
+
+    /// The prefix-cache salt of a request through this adapter with its own `salt`.
+    pub fn salt(&self, salt: Option<&str>) -> String {
+        format!("{}\u{1f}lora {:016x}", salt.unwrap_or(""), self.fingerprint)
+    }
+}
+
+/// The matrices an adapter may adapt: every projection of the decoder layers, by name, with
+/// their (rows, cols).
+fn targets(config: &ModelConfig) -> HashMap<String, (usize, usize)> {
+    let mut t = HashMap::new();
+    for layer in ModelTensors::for_config(config).layers {
+        for w in layer.ops.iter().flat_map(Op::matrices) {
+            t.insert(w.name.clone(), (w.shape[0], w.shape[1]));
+        }
+    }
+    t
+}
+
+/// An adapter file's pairs, read but not yet checked against the model.
+struct Source {
+    weights: Weights,
+    /// The file named in errors about its tensors.
+    file: String,
+    /// Each pair: the adapted tensor's name as the model names it, then A's and B's names in
+    /// `weights`.
+    pairs: Vec<(String, String, String)>,
+    scale: Scale,
+}
+
+/// How a pair's B is scaled, by its rank `r`.
+enum Scale {
+    /// `alpha / r`.
+    Alpha(f64),
+    /// rsLoRA's `alpha / sqrt(r)`.
+    RsLora(f64),
+    /// 1: llama.cpp's rule for an adapter file without an alpha.
+    One,
+}
+
+impl Scale {
+    fn of(&self, r: usize) -> f32 {
+        (match *self {
+            Scale::Alpha(alpha) => alpha / r as f64,
+            Scale::RsLora(alpha) => alpha / (r as f64).sqrt(),
+            Scale::One => 1.0,
+        }) as f32
+    }
+}
