@@ -54,6 +54,7 @@ ln -s "$work/tiny.gguf" "$work/site/tiny.gguf"
 ln -s "$work/tiny-think.gguf" "$work/site/tiny-think.gguf"
 ln -s "$work/tiny-hf" "$work/site/tiny-hf"
 ln -s "$work/tiny-tools.gguf" "$work/site/tiny-tools.gguf"
+ln -s "$work/tiny-kv8.gguf" "$work/site/tiny-kv8.gguf"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
@@ -62,7 +63,7 @@ webgpu_flags=${CHROMIUM_WEBGPU_FLAGS-"--enable-unsafe-webgpu --use-webgpu-adapte
 # Runs test.html for model $1 (a path under the site) and leaves the page's JSON in $2.
 run_page() {
   local model=$1 out=$2 timeout=$3 query
-  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64","tools_model":"tiny-tools.gguf"}))' "$model" "$prompts_json" "$N")
+  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64","tools_model":"tiny-tools.gguf",**({"kv8_model":"tiny-kv8.gguf"} if sys.argv[1]=="tiny.gguf" else {})}))' "$model" "$prompts_json" "$N")
   run_url "test.html?$query" "$out" "$timeout" "$model"
 }
 
@@ -111,6 +112,19 @@ else:
         fails.append(f"speculative decoding changed the ids:\n  {web.get('speculative_ids')}")
     if "speculativeTokens" not in (web.get("bad_count") or ""):
         fails.append(f"speculativeTokens 2.5 was not refused: {web.get('bad_count')}")
+    # 8-bit KV caches in the tab: the native engine's ids with the same cache type, twice
+    # the f16 cache's blocks in the same memory, and q8_0 refused where rows are 32 wide.
+    kv8 = web.get("kv8") or {}
+    for t in ("fp8", "q8_0"):
+        got = (kv8.get(t) or {})
+        if got.get("outs") != native["kv8_ids"][t]:
+            fails.append(f"{t} KV cache ids differ:\n  native {native['kv8_ids'][t]}\n  web    {got.get('outs')}")
+        if got.get("kvDtype") != t:
+            fails.append(f"the {t} engine reports a {got.get('kvDtype')} KV cache")
+    if not (kv8.get("f16_dtype") == "f16" and (kv8.get("fp8") or {}).get("kvBlocks", 0) >= 2 * kv8.get("f16_blocks", 1) - 1):
+        fails.append(f"fp8 blocks against f16's: {kv8}")
+    if "q8_0" not in (kv8.get("refused") or "") or "accepted" in (kv8.get("refused") or ""):
+        fails.append(f"q8_0 on 32-wide K/V rows was not refused: {kv8.get('refused')}")
     g = web.get("guesses") or {}
     if not (0 < g.get("confirmed", 0) <= g.get("made", 0)):
         fails.append(f"speculative decoding in the page: {g}")
@@ -231,6 +245,8 @@ if web.get("limits"):
 print(f"output ids (native): {native['output_ids']}")
 print(f"output ids (web):    {web.get('output_ids')}")
 print(f"speculative decoding in the page: {web.get('guesses')} guesses, the same ids")
+k = web.get("kv8") or {}
+print(f"8-bit KV caches in the page: fp8 and q8_0 ids equal to native; fp8 {(k.get('fp8') or {}).get('kvBlocks')} blocks, f16 {k.get('f16_blocks')} in 16 MiB")
 print(f"penalised ids (native): {native['penalised_ids']}")
 print(f"penalised ids (web):    {web.get('penalised_ids')}")
 print(f"structured outputs in the page: {web.get('constrained')}")
@@ -262,7 +278,7 @@ if pick is None:
 print(pick)
 PY
 )
-demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","stop":sys.argv[1]}))' "$stop")
+demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","kv8_model":"tiny-kv8.gguf","stop":sys.argv[1]}))' "$stop")
 run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
 python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
 import json, re, sys
@@ -336,6 +352,10 @@ else:
     same("reply of a Hugging Face folder", page["hf"], want["hf"])
     if want["hf"]["text"] == want["greedy"]["text"]:
         fails.append("the folder's model replies as the GGUF one does: the check proves nothing")
+    # The panel's KV cache type reached the engine: q8_0's blocks, and a reply through them.
+    kv8 = page.get("kv8") or {}
+    if "KV blocks of q8_0" not in (kv8.get("status") or "") or kv8.get("finished") not in ("length", "stop"):
+        fails.append(f"the panel's q8_0 KV cache: {kv8}")
     if not want["thinking"]["reasoning"] or want["thinking"]["text"]:
         fails.append(f"the native reply of the reasoning model is not all reasoning: {want['thinking']}")
 print(f"demo page: {page.get('loaded')}")

@@ -249,11 +249,11 @@ async function installModel(src, sizeNote) {
     const speculativeTokens = Number($('spec-tokens').value);
     loaded = false;
     for (const c of chats) c.setBusy(false);
-    const info = await worker.load(src, { kvMiB: Number($('kv-mib').value), maxSeqs: 8, speculativeTokens },
+    const info = await worker.load(src, { kvMiB: Number($('kv-mib').value), kvDtype: $('kv-dtype').value, maxSeqs: 8, speculativeTokens },
       (done, total) => { $('progress-bar').style.width = `${(100 * done / total).toFixed(1)}%`; });
     loaded = true;
     setStatus(status, `Loaded ${info.source}${sizeNote}: ${info.architecture}, ${info.layers} layers, hidden ${info.hidden}, ` +
-      `vocab ${info.vocab}, context ${info.maxLen}, ${info.kvBlocks} KV blocks ` +
+      `vocab ${info.vocab}, context ${info.maxLen}, ${info.kvBlocks} KV blocks of ${info.kvDtype} ` +
       `(${((performance.now() - t0) / 1000).toFixed(1)} s)${info.hasChatTemplate ? '' : ' — no chat template: ChatML is used'}`);
     for (const c of chats) { c.messages = []; c.log.textContent = ''; c.setBusy(false); }
   } catch (e) {

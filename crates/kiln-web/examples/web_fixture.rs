@@ -4,8 +4,10 @@
 //!
 //! `cargo run -p kiln-web --example web_fixture -- OUT_DIR N PROMPT...` writes
 //! `OUT_DIR/tiny.gguf` and prints `{"adapter", "prompt_ids", "output_ids", "single_ids",
-//! "penalised_ids", "decode_tokens_per_s", "demo"}` (`penalised_ids`: the first prompt with
-//! repetition, presence and frequency penalties, greedy; `demo`: the demo page's replies to
+//! "penalised_ids", "kv8_ids", "decode_tokens_per_s", "demo"}` (`penalised_ids`: the first
+//! prompt with repetition, presence and frequency penalties, greedy; `kv8_ids`: the prompts'
+//! greedy ids with an fp8 KV cache, and with q8_0 on `OUT_DIR/tiny-kv8.gguf`, the tiny model
+//! with 4 KV heads; `demo`: the demo page's replies to
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
 //! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
 //! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors), as
@@ -20,7 +22,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use kiln_engine::{Engine, FinishReason, GrammarCompiler, Request, SamplingParams};
+use kiln_engine::{
+    Engine, EngineConfig, FinishReason, GrammarCompiler, KvDtype, Request, SamplingParams,
+};
 use kiln_frontend::tools::{ChatTurn, ToolPlan};
 use kiln_frontend::{Ending, Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
@@ -60,8 +64,13 @@ fn main() {
         .map(|p| model.tokenizer.encode(p, true).expect("encode"))
         .collect();
 
-    let run = |prompts: &[Vec<u32>], n: usize, sampling: SamplingParams| -> (Vec<Vec<u32>>, f64) {
-        let mut engine = page_engine(&ctx, &model.config, &model.weights);
+    let run_on = |model: &Model,
+                  kv_dtype: KvDtype,
+                  prompts: &[Vec<u32>],
+                  n: usize,
+                  sampling: SamplingParams|
+     -> (Vec<Vec<u32>>, f64) {
+        let mut engine = page_engine(&ctx, &model.config, &model.weights, kv_dtype);
         let mut outs = vec![Vec::new(); prompts.len()];
         for (i, p) in prompts.iter().enumerate() {
             engine
@@ -87,8 +96,24 @@ fn main() {
         let rate = (total - prompts.len()) as f64 / (last - first.unwrap()).as_secs_f64().max(1e-9);
         (outs, rate)
     };
+    let run = |prompts: &[Vec<u32>], n: usize, sampling: SamplingParams| {
+        run_on(&model, KvDtype::F16, prompts, n, sampling)
+    };
     let greedy = SamplingParams::greedy();
     let (outs, _) = run(&prompt_ids, n, greedy);
+    // 8-bit KV caches: fp8 on this model, q8_0 on one whose K/V rows (4 heads of 16) hold
+    // whole 32-value groups, which this one's (2 heads of 16) do not.
+    let kv8_path = out_dir.join("tiny-kv8.gguf");
+    let kv8_cfg = TinyConfig {
+        num_kv_heads: 4,
+        ..TinyConfig::default()
+    };
+    write_tiny_gguf(&kv8_path, &kv8_cfg, 7, DType::Q8_0).expect("write tiny kv8 gguf");
+    let kv8 = Model::load(&kv8_path).expect("load tiny kv8");
+    let kv8_ids = serde_json::json!({
+        "fp8": run_on(&model, KvDtype::Fp8, &prompt_ids, n, greedy).0,
+        "q8_0": run_on(&kv8, KvDtype::Q8, &prompt_ids, n, greedy).0,
+    });
     let (single, rate) = run(&prompt_ids[..1], 32, greedy);
     let penalties = SamplingParams {
         repetition_penalty: 1.5,
@@ -139,6 +164,7 @@ fn main() {
         "output_ids": outs,
         "single_ids": single[0],
         "penalised_ids": penalised[0],
+        "kv8_ids": kv8_ids,
         "decode_tokens_per_s": rate,
         "demo": demo,
     });
@@ -175,7 +201,7 @@ fn completion_reply(ctx: &GpuContext, path: &std::path::Path) -> serde_json::Val
 fn embedding(ctx: &GpuContext, path: &std::path::Path, text: &str) -> Vec<f32> {
     let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
     let prompt = frontend.encode(text, true, "input").expect("encode");
-    let mut engine = page_engine(ctx, &config, &weights);
+    let mut engine = page_engine(ctx, &config, &weights, KvDtype::F16);
     let spec = frontend.embedding_spec();
     engine
         .add_request(frontend.request(&spec, 1, prompt, 1, 0, 0))
@@ -202,7 +228,7 @@ fn reply(
     let spec = frontend.resolve(&params, None).expect("spec");
     let prompt = prompt(&frontend);
     let max_tokens = spec.max_tokens.expect("max_tokens");
-    let mut engine = page_engine(ctx, &config, &weights);
+    let mut engine = page_engine(ctx, &config, &weights, KvDtype::F16);
     engine
         .add_request(frontend.request(&spec, 1, prompt.clone(), max_tokens, 0, 0))
         .expect("add_request");
@@ -335,7 +361,7 @@ fn tool_reply(
             frontend.vocab_size,
         )
         .expect("grammar");
-    let mut engine = page_engine(ctx, &config, &weights);
+    let mut engine = page_engine(ctx, &config, &weights, KvDtype::F16);
     let max_tokens = spec.max_tokens.expect("max_tokens");
     let request = frontend.request(&spec, 1, prompt, max_tokens, 0, 0);
     engine
@@ -362,12 +388,15 @@ fn tool_reply(
 }
 
 /// An engine of the page's sizes (so both run the same schedule).
-fn page_engine(ctx: &GpuContext, config: &ModelConfig, weights: &Weights) -> Engine {
+fn page_engine(ctx: &GpuContext, config: &ModelConfig, weights: &Weights, kv: KvDtype) -> Engine {
     Engine::new(
         ctx,
         config,
         weights,
-        kiln_web::engine_config(64 << 20, 8),
+        EngineConfig {
+            kv_dtype: kv,
+            ..kiln_web::engine_config(64 << 20, 8)
+        },
         &mut |_, _| {},
     )
     .expect("engine")

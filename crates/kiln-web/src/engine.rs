@@ -62,6 +62,7 @@ pub struct WebEngine {
     config: ModelConfig,
     source: String,
     max_len: usize,
+    kv_dtype: KvDtype,
     sizes: Rc<Cell<Sizes>>,
     next_id: u64,
 }
@@ -134,6 +135,7 @@ impl WebEngine {
             config,
             source,
             max_len,
+            kv_dtype,
             sizes: Rc::new(Cell::new(sizes)),
             next_id: 1,
         })
@@ -198,6 +200,7 @@ impl WebEngine {
         set(&o, "maxSeqs", sizes.max_seqs as f64);
         set(&o, "maxBatchedTokens", sizes.max_tokens as f64);
         set(&o, "kvBlocks", sizes.num_blocks as f64);
+        set(&o, "kvDtype", self.kv_dtype.name());
         set(&o, "guessesMade", sizes.guesses.0 as f64);
         set(&o, "guessesConfirmed", sizes.guesses.1 as f64);
         set(&o, "hasChatTemplate", self.frontend.chat_template.is_some());
