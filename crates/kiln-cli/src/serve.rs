@@ -60,6 +60,14 @@ pub struct Args {
     /// Seconds a shutdown (SIGTERM/SIGINT) waits for running requests before exiting.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout: u64,
+    /// Serve vLLM's `POST /sleep`, `POST /wake_up` and `GET /is_sleeping` (behind the API
+    /// key): the engine gives its GPU memory back while asleep; a request wakes it.
+    #[arg(long)]
+    enable_sleep_mode: bool,
+    /// Put the engine to sleep after this many seconds without requests (its GPU memory
+    /// given back, as Ollama's keep-alive does); the next request wakes it.
+    #[arg(long, value_name = "SECONDS")]
+    sleep_after_idle: Option<f64>,
     /// Publish KV-cache events over ZeroMQ PUB here (e.g. `tcp://*:5557`), for prefix-aware
     /// routers (llm-d's KV-cache indexer); topic `kv@<$POD_NAME or hostname>@<served name>`.
     #[arg(long)]
@@ -321,6 +329,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         responses_dir: a.responses_dir,
         priority_scheduling: a.scheduling_policy == SchedulingPolicy::Priority,
         kv_disk,
+        sleep_mode: a.enable_sleep_mode,
+        sleep_after_idle: match a.sleep_after_idle {
+            Some(s) if !(s.is_finite() && s > 0.0) => {
+                anyhow::bail!("--sleep-after-idle {s}: a number of seconds above 0")
+            }
+            s => s.map(std::time::Duration::from_secs_f64),
+        },
         ..ServerConfig::default()
     };
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);

@@ -16,6 +16,10 @@ pub struct Health {
     pub engine_restarts: AtomicU64,
     /// Sequences between submission and their end (finished, failed or dropped).
     pub in_flight: AtomicUsize,
+    /// The engine sleeps: its GPU memory given back until a request or `/wake_up` wakes it.
+    pub sleeping: AtomicBool,
+    /// Times the engine went to sleep.
+    pub sleeps: AtomicU64,
 }
 
 impl Health {

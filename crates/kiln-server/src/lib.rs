@@ -82,6 +82,10 @@ pub struct ServerConfig {
     /// Where cached KV blocks are also kept on disk (they outlive their eviction from memory
     /// and the process); `None`: memory only.
     pub kv_disk: Option<kiln_engine::disk_tier::DiskTierConfig>,
+    /// vLLM's `/sleep`, `/wake_up` and `/is_sleeping` (`--enable-sleep-mode`).
+    pub sleep_mode: bool,
+    /// The engine sleeps after this long without requests (`--sleep-after-idle`).
+    pub sleep_after_idle: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -103,6 +107,8 @@ impl Default for ServerConfig {
             responses_dir: None,
             priority_scheduling: false,
             kv_disk: None,
+            sleep_mode: false,
+            sleep_after_idle: None,
         }
     }
 }
@@ -223,6 +229,10 @@ async fn serve_engine(
             t.role,
             t.ttl
         );
+    }
+    if let Some(idle) = config.sleep_after_idle {
+        engine.sleep_after_idle(Some(idle));
+        tracing::info!("the engine sleeps after {idle:?} without requests");
     }
     let timeout = config.shutdown_timeout;
     let responses =

@@ -170,6 +170,20 @@ impl Metrics {
             "Times the engine was rebuilt (lost device, panic).",
             restarts as f64,
         );
+        let sleeping = health.sleeping.load(std::sync::atomic::Ordering::SeqCst);
+        metric(
+            "kiln_engine_sleeping",
+            "gauge",
+            "1 while the engine sleeps (its GPU memory given back), else 0.",
+            f64::from(u8::from(sleeping)),
+        );
+        let sleeps = health.sleeps.load(std::sync::atomic::Ordering::Relaxed);
+        metric(
+            "kiln_engine_sleeps_total",
+            "counter",
+            "Times the engine went to sleep (asked, or idle).",
+            sleeps as f64,
+        );
         metric(
             "kiln_num_requests_running",
             "gauge",

@@ -44,6 +44,14 @@ pub fn router(state: Shared) -> Router {
             "/v1/kv_transfer/{request_id}",
             get(kv_transfer::export_blocks),
         );
+    // vLLM's sleep mode, where the server was started with it.
+    let protected = match state.config.sleep_mode {
+        true => protected
+            .route("/sleep", post(routes::sleep::sleep))
+            .route("/wake_up", post(routes::sleep::wake_up))
+            .route("/is_sleeping", get(routes::sleep::is_sleeping)),
+        false => protected,
+    };
     // Loading adapters from paths the request names, only where the server allows it.
     let protected = match state.engine.info.lora_loadable {
         true => protected

@@ -7,8 +7,10 @@
 //! The thread supervises the engine: a failed step fails only that step's requests (each gets
 //! a clear error) and the loop goes on; a lost device or a panic fails every request in flight,
 //! marks the server down (`/health` 503 with the reason) and rebuilds the engine with the
-//! factory, after which the server is up again. This file is the handlers' side and the
-//! thread's start; `thread.rs` is the thread's loop.
+//! factory, after which the server is up again. The engine also sleeps on request (or after
+//! an idle time): it is dropped, giving back its GPU memory, and built again by the first
+//! request or `wake_up` (`sleep.rs`). This file is the handlers' side and the thread's start;
+//! `thread.rs` is the thread's loop.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -24,9 +26,10 @@ use crate::health::Health;
 use crate::kv_transfer::pins::{Pins, TransferCommand};
 
 mod lora;
+mod sleep;
 mod thread;
 pub use lora::{LoraCommand, LoraRegistry};
-use thread::Loop;
+use thread::{Loop, Stop};
 
 /// Builds the engine on the engine thread (so the engine never has to be `Send`); called again
 /// to rebuild it after a lost device.
@@ -49,6 +52,13 @@ pub enum Command {
     ResetPrefixCache(flume::Sender<Result<CacheReset, String>>),
     /// Loads or unloads a LoRA adapter (`lora.rs`).
     Lora(LoraCommand),
+    /// Drops the engine, giving back its GPU memory, once no request runs or waits (refused
+    /// otherwise); answers when it sleeps (`sleep.rs`).
+    Sleep(flume::Sender<Result<(), String>>),
+    /// Builds the engine again if it sleeps; answers when it serves.
+    WakeUp(flume::Sender<Result<(), String>>),
+    /// Sleep after this long without requests (`None`: only when asked).
+    SleepAfterIdle(Option<Duration>),
 }
 
 /// What `POST /reset_prefix_cache` let go of: cached blocks no request held.
@@ -154,6 +164,9 @@ impl EngineHandle {
             disk: DiskLoop::new(kv_disk, tx.downgrade()),
             lora: lora.clone(),
             loaded_lora: Vec::new(),
+            sleep_after_idle: None,
+            sleep_asked: None,
+            next: None,
         };
         let disk_stats = lp.disk.stats();
         std::thread::Builder::new()
@@ -173,8 +186,15 @@ impl EngineHandle {
                 let _ = ready_tx.send(Ok(info_of(&engine)));
                 loop {
                     let reason = match catch_unwind(AssertUnwindSafe(|| lp.run(&mut engine))) {
-                        Ok(None) => return, // every handle is gone
-                        Ok(Some(reason)) => reason,
+                        Ok(Stop::Exit) => return, // every handle is gone
+                        Ok(Stop::Sleep) => match lp.sleep(engine, &factory) {
+                            Some(woken) => {
+                                engine = woken;
+                                continue;
+                            }
+                            None => return,
+                        },
+                        Ok(Stop::Failed(reason)) => reason,
                         Err(panic) => {
                             let what = panic
                                 .downcast_ref::<String>()
@@ -263,6 +283,37 @@ impl EngineHandle {
         (self.commands)
             .send(Command::ResetPrefixCache(tx))
             .map_err(|_| gone())?;
+        rx.recv_async().await.map_err(|_| gone())?
+    }
+
+    /// Puts the engine to sleep: once no request runs or waits (refused otherwise, with how
+    /// many do), it is dropped and its GPU memory given back; the cache on disk stays. The
+    /// next request, or [`Self::wake_up`], builds it again. Answers once it sleeps.
+    pub async fn sleep(&self) -> Result<(), String> {
+        self.ask(Command::Sleep).await
+    }
+
+    /// Builds the engine again if it sleeps; answers once it serves.
+    pub async fn wake_up(&self) -> Result<(), String> {
+        self.ask(Command::WakeUp).await
+    }
+
+    pub fn is_sleeping(&self) -> bool {
+        self.health.sleeping.load(Ordering::SeqCst)
+    }
+
+    /// Makes the engine sleep after `idle` without requests (`None`: only when asked).
+    pub fn sleep_after_idle(&self, idle: Option<Duration>) {
+        let _ = self.commands.send(Command::SleepAfterIdle(idle));
+    }
+
+    async fn ask(
+        &self,
+        command: impl FnOnce(flume::Sender<Result<(), String>>) -> Command,
+    ) -> Result<(), String> {
+        let (tx, rx) = flume::bounded(1);
+        let gone = || "the engine thread is gone".to_string();
+        self.commands.send(command(tx)).map_err(|_| gone())?;
         rx.recv_async().await.map_err(|_| gone())?
     }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kiln_engine::{Engine, EngineError, SchedulerStats};
 
@@ -34,6 +34,22 @@ pub(super) struct Loop {
     pub(super) lora: LoraRegistry,
     /// Adapters loaded through the API, loaded again into a rebuilt engine.
     pub(super) loaded_lora: Vec<Arc<LoraAdapter>>,
+    /// Sleep after this long without requests.
+    pub(super) sleep_after_idle: Option<Duration>,
+    /// A `Sleep` command taken while idle, answered once the engine is dropped.
+    pub(super) sleep_asked: Option<flume::Sender<Result<(), String>>>,
+    /// The command that woke a sleeping engine, handled first by the next `run`.
+    pub(super) next: Option<Command>,
+}
+
+/// Why [`Loop::run`] returned.
+pub(super) enum Stop {
+    /// Every handle is gone.
+    Exit,
+    /// The engine cannot go on (a lost device, an unexpected error).
+    Failed(String),
+    /// Asked to sleep, or idle for `sleep_after_idle`: nothing runs or waits.
+    Sleep,
 }
 
 impl Loop {
@@ -95,6 +111,26 @@ impl Loop {
                 self.lora.refresh(engine);
                 let _ = done.send(loaded.map_err(|e| e.to_string()));
             }
+            Command::Sleep(done) => {
+                let busy = self.active.len().max(engine.stats().num_waiting);
+                if busy > 0 || engine.has_unfinished() {
+                    let _ = done.send(Err(format!(
+                        "{busy} requests are running or waiting; the engine sleeps when none is"
+                    )));
+                } else if !self.pins.is_empty() {
+                    let _ = done.send(Err(
+                        "blocks are pinned for a decode server to fetch; the engine sleeps once \
+                         they are fetched or expire"
+                            .into(),
+                    ));
+                } else {
+                    self.sleep_asked = Some(done);
+                }
+            }
+            Command::WakeUp(done) => {
+                let _ = done.send(Ok(()));
+            }
+            Command::SleepAfterIdle(idle) => self.sleep_after_idle = idle,
             Command::Lora(LoraCommand::Unload(name, done)) => {
                 let unloaded = engine.unload_lora(&name);
                 if unloaded.is_ok() {
@@ -135,15 +171,21 @@ impl Loop {
         }
     }
 
-    /// Steps `engine` until every handle is gone (`None`) or the engine cannot go on
-    /// (`Some(reason)`: the device was lost).
-    pub(super) fn run(&mut self, engine: &mut Engine) -> Option<String> {
+    /// Steps `engine` until every handle is gone, the engine cannot go on, or it is to sleep.
+    pub(super) fn run(&mut self, engine: &mut Engine) -> Stop {
+        if let Some(cmd) = self.next.take() {
+            self.handle(engine, cmd);
+        }
         loop {
             if self.active.is_empty() && !engine.has_unfinished() {
                 self.publish(engine);
                 let rx = &self.rx;
                 self.disk.when_idle(engine, || !rx.is_empty());
-                let cmd = match self.pins.next_deadline() {
+                // Idle: sleep when the time is up, unless blocks wait to be fetched.
+                let idle = (self.sleep_after_idle)
+                    .filter(|_| self.pins.is_empty())
+                    .map(|d| Instant::now() + d);
+                let cmd = match self.pins.next_deadline().into_iter().chain(idle).min() {
                     Some(d) => self
                         .rx
                         .recv_deadline(d)
@@ -152,13 +194,20 @@ impl Loop {
                 };
                 match cmd {
                     Ok(cmd) => self.handle(engine, cmd),
-                    Err(true) => return None,
+                    Err(true) => return Stop::Exit,
+                    Err(false) if idle.is_some_and(|d| Instant::now() >= d) => {
+                        tracing::info!("idle for {:?}", self.sleep_after_idle.unwrap_or_default());
+                        return Stop::Sleep;
+                    }
                     Err(false) => {} // a pin's time is up
                 }
             }
             self.pins.expire(engine);
             while let Ok(cmd) = self.rx.try_recv() {
                 self.handle(engine, cmd);
+            }
+            if self.sleep_asked.is_some() {
+                return Stop::Sleep;
             }
             // Clients that went away: abort before spending a step on them.
             self.active.retain(|&id, tx| {
@@ -225,12 +274,12 @@ impl Loop {
                 }
                 Err(EngineError::DeviceLost { reason, .. }) => {
                     self.health.failed_steps.fetch_add(1, Ordering::Relaxed);
-                    return Some(format!("the GPU device was lost ({reason})"));
+                    return Stop::Failed(format!("the GPU device was lost ({reason})"));
                 }
                 Err(e) => {
                     // Not expected from `step`; fail everything rather than guess.
                     self.health.failed_steps.fetch_add(1, Ordering::Relaxed);
-                    return Some(format!("the engine failed: {e}"));
+                    return Stop::Failed(format!("the engine failed: {e}"));
                 }
             }
             self.publish(engine);
@@ -267,13 +316,22 @@ impl Loop {
         self.pins.clear();
         self.disk.stop();
         drop(engine);
+        let engine = self.build(factory, reason);
+        self.health.engine_restarts.fetch_add(1, Ordering::Relaxed);
+        tracing::info!("the engine is rebuilt and serving again");
+        engine
+    }
+
+    /// Builds an engine with `factory` (`why`: what it is for, in errors), retrying with a
+    /// growing pause until it succeeds, the server down meanwhile; sets it up, with the
+    /// adapters loaded through the API in it, and marks the server up.
+    pub(super) fn build(&mut self, factory: &EngineFactory, why: &str) -> Engine {
         let mut pause = Duration::from_millis(100);
         loop {
             match catch_unwind(AssertUnwindSafe(factory)) {
                 Ok(Ok(mut engine)) => {
-                    self.health.engine_restarts.fetch_add(1, Ordering::Relaxed);
                     if let Err(e) = self.start(&mut engine) {
-                        tracing::error!("the rebuilt engine goes on without it: {e:#}");
+                        tracing::error!("the engine goes on without it: {e:#}");
                     }
                     // The adapters loaded through the API, into the slots they get now.
                     for a in &self.loaded_lora {
@@ -283,17 +341,16 @@ impl Loop {
                     }
                     self.lora.refresh(&engine);
                     self.health.set_up();
-                    tracing::info!("the engine is rebuilt and serving again");
                     return engine;
                 }
                 Ok(Err(e)) => {
-                    tracing::error!("rebuilding the engine failed: {e:#}");
+                    tracing::error!("building the engine failed: {e:#}");
                     self.health
-                        .set_down(format!("{reason}; rebuilding the engine failed: {e:#}"));
+                        .set_down(format!("{why}; building the engine failed: {e:#}"));
                 }
                 Err(_) => self
                     .health
-                    .set_down(format!("{reason}; rebuilding the engine panicked")),
+                    .set_down(format!("{why}; building the engine panicked")),
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_secs(10));

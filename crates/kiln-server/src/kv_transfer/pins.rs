@@ -74,6 +74,11 @@ impl Pins {
         });
     }
 
+    /// Whether blocks wait, pinned, for a decode server to fetch them.
+    pub fn is_empty(&self) -> bool {
+        self.deadlines.is_empty()
+    }
+
     /// The engine was rebuilt: its pins are gone.
     pub fn clear(&mut self) {
         self.deadlines.clear();

@@ -7,6 +7,7 @@ pub mod embeddings;
 pub mod lora;
 pub mod misc;
 pub mod render;
+pub mod sleep;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
