@@ -167,6 +167,15 @@ impl DesktopApp {
         };
     }
 
+    /// Gives the loaded engine the "GPU memory back after idle" setting.
+    pub fn apply_sleep_setting(&self) {
+        if let Some(m) = self.loaded() {
+            let s = self.settings.sleep_after_idle_s;
+            m.engine
+                .sleep_after_idle((s > 0).then(|| std::time::Duration::from_secs(s)));
+        }
+    }
+
     /// Empties the engine's KV cache of every block no reply holds, in memory and in the
     /// disk cache's folder; `emptied` says what it let go (a notice, what went wrong).
     pub fn empty_kv_cache(&mut self) {
@@ -221,6 +230,7 @@ impl DesktopApp {
                     self.settings.opened(&path);
                     self.save_settings();
                     self.model = ModelState::Ready(m);
+                    self.apply_sleep_setting();
                 }
                 Some(Err(error)) => self.model = ModelState::Failed { path, error },
                 None => {}

@@ -224,6 +224,9 @@ pub struct Settings {
     /// Disk space for KV blocks kept between sessions (in the data directory's `kv-cache`),
     /// in MiB; 0: off.
     pub kv_disk_mib: u64,
+    /// Seconds without replies after which the engine gives its GPU memory back (it sleeps
+    /// until the next message); 0: never.
+    pub sleep_after_idle_s: u64,
     /// Where the local API listens when switched on.
     pub api_port: u16,
     /// Run the engine on the window's wgpu device (read at start).
@@ -241,6 +244,7 @@ impl Default for Settings {
             kv_dtype: KvDtype::F16,
             speculative_tokens: 0,
             kv_disk_mib: 2048,
+            sleep_after_idle_s: 0,
             api_port: 8000,
             share_device: false,
         }

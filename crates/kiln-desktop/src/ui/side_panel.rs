@@ -158,8 +158,17 @@ fn model_state(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     },
                     None => String::new(),
                 };
-                row("GPU memory", format!("{:.0} MiB{of}", mib(used)));
+                let memory = match m.engine.is_sleeping() {
+                    true => "given back: the engine sleeps until the next message".to_string(),
+                    false => format!("{:.0} MiB{of}", mib(used)),
+                };
+                row("GPU memory", memory);
             });
+            // The engine may fall asleep between frames: look again now and then.
+            if app.settings.sleep_after_idle_s > 0 {
+                ui.ctx()
+                    .request_repaint_after(std::time::Duration::from_secs(1));
+            }
             ui.horizontal_wrapped(|ui| {
                 let empty = egui::Button::new("Empty the KV cache");
                 if ui
@@ -276,6 +285,22 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
         "Chats' computed prompts kept on disk, so a long chat goes on at once after the \
          model is opened again instead of reading it all again. Used when a model is opened \
          next.",
+    );
+    ui.horizontal(|ui| {
+        let label = ui.label("Give GPU memory back after idle (s, 0: never)");
+        let r = ui
+            .add(egui::DragValue::new(&mut app.settings.sleep_after_idle_s).range(0..=1 << 20))
+            .labelled_by(label.id);
+        if r.changed() {
+            changed = true;
+            app.apply_sleep_setting();
+        }
+    })
+    .response
+    .on_hover_text(
+        "After this many seconds without a reply running, the engine lets go of the model's \
+         weights and KV cache on the GPU (chats and the disk cache stay); the next message \
+         loads them again, which takes a few seconds. Applies at once.",
     );
     ui.horizontal(|ui| {
         let label = ui.label("Speculative tokens (0: off)");

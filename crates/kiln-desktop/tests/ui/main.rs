@@ -28,6 +28,7 @@ mod fonts;
 mod kv_disk;
 mod kv_type;
 mod reply_format;
+mod sleep;
 mod speculation;
 mod versions;
 
