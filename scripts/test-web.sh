@@ -53,6 +53,7 @@ for f in web-demo/*; do ln -s "$root/$f" "$work/site/"; done
 ln -s "$work/tiny.gguf" "$work/site/tiny.gguf"
 ln -s "$work/tiny-think.gguf" "$work/site/tiny-think.gguf"
 ln -s "$work/tiny-hf" "$work/site/tiny-hf"
+ln -s "$work/tiny-hf-sharded" "$work/site/tiny-hf-sharded"
 ln -s "$work/tiny-tools.gguf" "$work/site/tiny-tools.gguf"
 ln -s "$work/tiny-kv8.gguf" "$work/site/tiny-kv8.gguf"
 
@@ -278,7 +279,7 @@ if pick is None:
 print(pick)
 PY
 )
-demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","kv8_model":"tiny-kv8.gguf","stop":sys.argv[1]}))' "$stop")
+demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","hf_sharded_model":"tiny-hf-sharded/","kv8_model":"tiny-kv8.gguf","stop":sys.argv[1]}))' "$stop")
 run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
 python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
 import json, re, sys
@@ -350,6 +351,11 @@ else:
     same("reply of a model that reasons", page["thinking"], want["thinking"])
     # A Hugging Face folder (config, tokenizer, safetensors) loaded by its URL.
     same("reply of a Hugging Face folder", page["hf"], want["hf"])
+    # The same folder in three shards with an index: each shard fetched, the same reply.
+    same("reply of a sharded Hugging Face folder", page["hf_sharded"], want["hf"])
+    shards = [f"/tiny-hf-sharded/model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    if any(page["gets"].get(s) != 1 for s in shards):
+        fails.append(f"the shards were not each fetched once: {page['gets']}")
     if want["hf"]["text"] == want["greedy"]["text"]:
         fails.append("the folder's model replies as the GGUF one does: the check proves nothing")
     # The panel's KV cache type reached the engine: q8_0's blocks, and a reply through them.

@@ -280,9 +280,29 @@ async function loadFromUrl() {
     };
     if (url.endsWith('/')) {
       const files = {};
-      for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) files[f] = await file(url + f, progress);
+      for (const f of ['config.json', 'tokenizer.json']) files[f] = await file(url + f, progress);
       for (const f of ['tokenizer_config.json', 'generation_config.json']) {
         try { files[f] = await file(url + f); } catch { /* optional */ }
+      }
+      // The weights: one file, or an index and the shards it names (a larger model as
+      // transformers saves it).
+      let index = null;
+      try {
+        index = await file(url + 'model.safetensors.index.json');
+      } catch (e) {
+        if (!`${e.message}`.endsWith('HTTP 404')) throw e; // no index: one file
+      }
+      if (index) {
+        files['model.safetensors.index.json'] = index;
+        const map = JSON.parse(new TextDecoder().decode(index)).weight_map ?? {};
+        for (const shard of new Set(Object.values(map))) {
+          if (typeof shard !== 'string' || shard.includes('/') || shard.startsWith('.')) {
+            throw new Error(`model.safetensors.index.json names a shard outside the folder: ${shard}`);
+          }
+          files[shard] = await file(url + shard, progress);
+        }
+      } else {
+        files['model.safetensors'] = await file(url + 'model.safetensors', progress);
       }
       src = { files, name: url };
     } else {

@@ -63,6 +63,13 @@ pub(crate) fn index_file(
         entries.push((name, entry));
     }
     for (name, entry) in entries {
+        // Shards of one model hold each tensor once.
+        if let Some(other) = weights.file_of(&name) {
+            return Err(ModelError::corrupt(
+                file,
+                format!("tensor \"{name}\" is also in {other}"),
+            ));
+        }
         weights.insert(name, entry);
     }
     Ok(())

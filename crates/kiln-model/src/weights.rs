@@ -56,6 +56,11 @@ impl Weights {
         self.storages[idx].bytes()
     }
 
+    /// The file tensor `name` was indexed from, if it was.
+    pub(crate) fn file_of(&self, name: &str) -> Option<&str> {
+        self.entries.get(name).map(|e| e.file.as_str())
+    }
+
     pub(crate) fn insert(&mut self, name: String, entry: Entry) {
         self.entries.insert(name, entry);
     }

@@ -132,3 +132,61 @@ fn generation_config_sampling_defaults_load() {
     let m = check(&tc, "gen");
     assert_eq!(m.config.generation.temperature, Some(0.7));
 }
+
+/// A folder's files by name, as the browser hands them over.
+fn files_of(dir: &PathBuf) -> HashMap<String, Vec<u8>> {
+    (std::fs::read_dir(dir).unwrap())
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_sharded_folder_loads_as_one_file_does() {
+    let (one, sharded) = (tmp("one"), tmp("sharded"));
+    let tc = TinyConfig {
+        dtype: DType::BF16,
+        ..TinyConfig::default()
+    };
+    let cfg = testing::write_tiny_llama(&one, &tc, 9).unwrap();
+    testing::write_tiny_llama_sharded(&sharded, &tc, 9, 3).unwrap();
+    assert!(sharded.join("model-00003-of-00003.safetensors").exists());
+    let want = Model::load(&one).unwrap();
+    for got in [
+        Model::load(&sharded).unwrap(),
+        Model::from_hf_bytes(files_of(&sharded)).unwrap(),
+    ] {
+        assert_eq!(got.config, cfg);
+        let mut names = got.weights.names();
+        names.sort_unstable();
+        let mut want_names = want.weights.names();
+        want_names.sort_unstable();
+        assert_eq!(names, want_names);
+        for n in names {
+            let w = want.weights.read_f32(n).unwrap();
+            assert_eq!(got.weights.read_f32(n).unwrap(), w, "{n}");
+        }
+    }
+
+    // A shard the index names but the folder lacks, by name.
+    let second = sharded.join("model-00002-of-00003.safetensors");
+    let bytes = std::fs::read(&second).unwrap();
+    std::fs::remove_file(&second).unwrap();
+    let err = Model::load(&sharded).err().unwrap().to_string();
+    assert!(err.contains("model-00002-of-00003.safetensors"), "{err}");
+    // A tensor in two shards (the first shard's copied over the second), by name and files.
+    std::fs::copy(sharded.join("model-00001-of-00003.safetensors"), &second).unwrap();
+    let err = Model::load(&sharded).err().unwrap().to_string();
+    assert!(
+        err.contains("is also in") && err.contains("model-00001-of-00003"),
+        "{err}"
+    );
+    std::fs::write(&second, bytes).unwrap();
+    assert!(Model::load(&sharded).is_ok());
+    for d in [one, sharded] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

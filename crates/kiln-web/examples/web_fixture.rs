@@ -10,7 +10,8 @@
 //! with 4 KV heads; `demo`: the demo page's replies to
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
 //! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
-//! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors), as
+//! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors; `OUT_DIR/tiny-hf-sharded/`
+//! holds the same model in three shards with an index), as
 //! `{text, reasoning, finished}`; `demo.fitted`: the greedy reply to a user message of 1,100
 //! `y`s alone (what the page's chat leaves of a conversation too long for the context);
 //! `demo.completion`: the text completion of "Hello", greedy;
@@ -29,7 +30,9 @@ use kiln_frontend::tools::{ChatTurn, ToolPlan};
 use kiln_frontend::{Ending, Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
 use kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE;
-use kiln_model::testing::{TinyConfig, write_tiny_gguf, write_tiny_llama};
+use kiln_model::testing::{
+    TinyConfig, write_tiny_gguf, write_tiny_llama, write_tiny_llama_sharded,
+};
 use kiln_model::{ChatMessage, DType, Model, ModelConfig, Weights};
 
 fn main() {
@@ -138,6 +141,9 @@ fn main() {
     write_tiny_gguf(&tools, &tools_cfg, 7, DType::Q8_0).expect("write tiny tools gguf");
     let hf = out_dir.join("tiny-hf");
     write_tiny_llama(&hf, &TinyConfig::default(), 11).expect("write tiny hf folder");
+    // The same model in three shards with an index (the page must give the same reply).
+    let sharded = out_dir.join("tiny-hf-sharded");
+    write_tiny_llama_sharded(&sharded, &TinyConfig::default(), 11, 3).expect("write shards");
     let demo = serde_json::json!({
         "greedy": demo_reply(&ctx, &path, DEMO_GREEDY),
         "completion": completion_reply(&ctx, &path),

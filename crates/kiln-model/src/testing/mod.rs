@@ -254,6 +254,36 @@ pub fn write_tiny_llama(
     Ok(mc)
 }
 
+/// Writes the same model as [`write_tiny_llama`] with its weights in `shards` files, as
+/// transformers saves a large model: `model-00001-of-0000N.safetensors` and so on (tensors
+/// in order, about as many in each), and `model.safetensors.index.json` mapping each tensor
+/// to its file.
+pub fn write_tiny_llama_sharded(
+    dir: &Path,
+    cfg: &TinyConfig,
+    seed: u64,
+    shards: usize,
+) -> Result<ModelConfig, ModelError> {
+    let mc = write_folder_files(dir, cfg)?;
+    let tensors = tiny_tensors(&mc, seed);
+    let per = tensors.len().div_ceil(shards.max(1));
+    let mut map = serde_json::Map::new();
+    let mut total = 0;
+    for (i, part) in tensors.chunks(per).enumerate() {
+        let name = format!("model-{:05}-of-{:05}.safetensors", i + 1, shards);
+        for t in part {
+            map.insert(t.name.clone(), json!(name));
+            total += t.data.len() * cfg.dtype.byte_len(1);
+        }
+        let p = dir.join(&name);
+        std::fs::write(&p, safetensors_bytes(part, cfg.dtype)).map_err(io(&p))?;
+    }
+    let index = json!({"metadata": {"total_size": total}, "weight_map": map});
+    let p = dir.join("model.safetensors.index.json");
+    std::fs::write(&p, serde_json::to_vec_pretty(&index).expect("json")).map_err(io(&p))?;
+    Ok(mc)
+}
+
 /// The Hugging Face folder around the weights: config, tiny tokenizer, generation config.
 fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
