@@ -311,3 +311,60 @@ async fn kv_events_follow_the_cache_over_zeromq() {
     assert_eq!(tail.first().map(|t| t.0), Some(mid));
     assert_eq!(tail.len() as u64, replayed.len() as u64 - mid);
 }
+
+/// The events' tags in one message's payload.
+fn tags(payload: &[u8]) -> Vec<String> {
+    let v = rmpv::decode::read_value(&mut &payload[..]).expect("msgpack payload");
+    (v[1].as_array().expect("event list").iter())
+        .map(|e| e[0].as_str().expect("tag").to_string())
+        .collect()
+}
+
+/// Sleep mode: when the engine sleeps, subscribers are told its blocks are gone (not only
+/// when it wakes), and the woken engine announces what it caches again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_engine_clears_its_blocks_for_subscribers() {
+    let (pub_port, replay_port) = (free_port(), free_port());
+    let base = start_tiny(|sc, _| {
+        sc.kv_events = Some(KvEventsConfig {
+            endpoint: format!("tcp://127.0.0.1:{pub_port}"),
+            replay_endpoint: Some(format!("tcp://127.0.0.1:{replay_port}")),
+            topic: "kv@test-pod@tiny".into(),
+            buffer: 10_000,
+        });
+        sc.sleep_mode = true;
+    });
+    let prompt: Vec<u32> = (0..40).map(|i| 3 + i * 7 % 200).collect();
+    let body = json!({"prompt": prompt, "max_tokens": 4, "temperature": 0});
+    let sleep = || async {
+        let r = (client().post(format!("{base}/sleep")).send().await).unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    };
+    assert_eq!(post(&base, "/v1/completions", &body).await.0, 200);
+    sleep().await;
+    assert_eq!(post(&base, "/v1/completions", &body).await.0, 200);
+    // The events of the second request's step reach the publisher after its reply.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let seen = loop {
+        let seen: Vec<Vec<String>> = (replay_from(replay_port, 0).await.iter())
+            .map(|(_, p)| tags(p))
+            .collect();
+        let stored = |s: &[Vec<String>]| s.iter().flatten().filter(|t| *t == "BlockStored").count();
+        if seen.len() >= 4 && stored(&seen[2..]) > 0 {
+            break seen;
+        }
+        assert!(std::time::Instant::now() < deadline, "{seen:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Cleared at start, blocks stored, cleared at the sleep, cleared again by the woken
+    // engine, blocks stored again.
+    let flat: Vec<&str> = seen.iter().flatten().map(String::as_str).collect();
+    let cleared: Vec<usize> = (flat.iter().enumerate())
+        .filter(|(_, t)| **t == "AllBlocksCleared")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(cleared.len(), 3, "{flat:?}");
+    assert_eq!(cleared[0], 0, "{flat:?}");
+    assert!(flat[1..cleared[1]].contains(&"BlockStored"), "{flat:?}");
+    assert!(flat[cleared[2]..].contains(&"BlockStored"), "{flat:?}");
+}

@@ -3,7 +3,7 @@
 //! or `wake_up`, builds it again with the factory, as after a lost device. What the disk tier
 //! holds stays there (its waiting blocks are written first), so prompts cached before the
 //! sleep are read back from disk after it; what was only on the GPU or in the CPU tier is
-//! gone. vLLM's `/sleep` levels differ in whether the weights are kept in host memory: kiln
+//! gone, and KV-event subscribers are told so (`AllBlocksCleared`). vLLM's `/sleep` levels differ in whether the weights are kept in host memory: kiln
 //! reads them again from the mapped model file either way.
 
 use std::sync::atomic::Ordering;
@@ -24,7 +24,12 @@ impl Loop {
         self.disk.stop();
         self.pins.clear();
         let blocks = engine.runner_config().num_blocks;
+        self.publish(&mut engine);
         drop(engine);
+        // Subscribers to the KV events drop this replica's blocks now, not at the wake.
+        if let Some(tx) = &self.kv_events {
+            let _ = tx.send(vec![kiln_engine::KvEvent::AllBlocksCleared]);
+        }
         self.health.sleeping.store(true, Ordering::SeqCst);
         self.health.sleeps.fetch_add(1, Ordering::Relaxed);
         tracing::info!("the engine sleeps: its device and {blocks} KV blocks are given back");

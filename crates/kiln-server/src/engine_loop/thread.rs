@@ -157,7 +157,7 @@ impl Loop {
 
     /// Publishes the scheduler's counters and the KV-cache events since the last call (to
     /// their subscribers and the disk tier).
-    fn publish(&mut self, engine: &mut Engine) {
+    pub(super) fn publish(&mut self, engine: &mut Engine) {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = engine.stats();
         if self.kv_events.is_none() && !self.disk.enabled() {
             return;
