@@ -5,11 +5,12 @@
 //! the render endpoint; `required` and
 //! named calls must come back as valid calls (the grammar writes the syntax, the random model
 //! only picks within it). This file holds the shared servers and helpers with the Qwen and
-//! Llama tests; `mistral.rs` both Mistral forms.
+//! Llama tests; `mistral.rs` both Mistral forms; `pythonic.rs` Python call lists.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod mistral;
+mod pythonic;
 
 use std::sync::OnceLock;
 

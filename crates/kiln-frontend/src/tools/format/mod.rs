@@ -2,10 +2,13 @@
 //! and was trained on its own call syntax: Hermes-style `<tool_call>{..}</tool_call>` blocks
 //! (Qwen2.5, Qwen3, Hermes), Llama 3.x's bare `{"name": .., "parameters": {..}}`, or
 //! Mistral's `[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]` (with 9-character call ids),
-//! or its later `[TOOL_CALLS]name[ARGS]{..}` per call (see `mistral.rs`). Templates without
-//! tools get kiln's generic format (see `tools.rs`). Detected from the template text.
+//! or its later `[TOOL_CALLS]name[ARGS]{..}` per call (see `mistral.rs`), or a Python list of
+//! calls, `[name(arg=value, ..)]` (Llama 3.2's and Llama 4's pythonic form, see `pythonic.rs`).
+//! Templates without tools get kiln's generic format (see `tools.rs`). Detected from the
+//! template text.
 
 mod mistral;
+pub(crate) mod pythonic;
 
 use kiln_core::{Grammar, compact_schema, lark_string};
 use kiln_model::{ChatTemplate, Tokenizer};
@@ -33,6 +36,8 @@ pub enum ToolFormat {
         open: Option<u32>,
         args: Option<u32>,
     },
+    /// `[name(arg=value, ..), ..]`, the whole reply: Python calls with literal arguments.
+    Pythonic,
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
@@ -40,6 +45,9 @@ const HERMES_CLOSE: &str = "</tool_call>";
 pub const MISTRAL_OPEN: &str = "[TOOL_CALLS]";
 /// What ends a call's name in the later Mistral form.
 pub const MISTRAL_ARGS: &str = "[ARGS]";
+/// How templates that want Python calls describe them to the model (Meta's wording of the
+/// syntax, `[func_name1(params_name1=params_value1, ...), func_name2(params)]`).
+const PYTHONIC_SPEC: &str = "[func_name1(";
 /// The length of the call ids Mistral's templates require (ASCII letters and digits).
 const MISTRAL_ID_LEN: usize = 9;
 
@@ -80,6 +88,9 @@ impl ToolFormat {
                 } else {
                     ToolFormat::Mistral { open }
                 }
+            }
+            Some(t) if t.reads_tools() && t.source().contains(PYTHONIC_SPEC) => {
+                ToolFormat::Pythonic
             }
             Some(t) if t.reads_tools() && t.source().contains("\"parameters\": ") => {
                 ToolFormat::Llama3
@@ -135,6 +146,7 @@ impl ToolFormat {
             ToolFormat::Llama3 => "Llama 3 JSON calls",
             ToolFormat::Mistral { .. } => "Mistral [TOOL_CALLS] arrays",
             ToolFormat::MistralArgs { .. } => "Mistral [TOOL_CALLS]name[ARGS] calls",
+            ToolFormat::Pythonic => "pythonic [name(arg=value)] calls",
         }
     }
 
@@ -210,6 +222,7 @@ impl ToolFormat {
             ToolFormat::MistralArgs { open, args } => {
                 mistral::named_grammar(open, args, offered, auto, parallel)
             }
+            ToolFormat::Pythonic => pythonic::grammar(offered, auto, parallel),
             _ => Grammar::JsonSchema(self.call_schema(offered)),
         }
     }
@@ -254,6 +267,7 @@ impl ToolFormat {
             }
             ToolFormat::Mistral { .. } => mistral::parse_array(text, |v| call(v, &["arguments"])),
             ToolFormat::MistralArgs { .. } => mistral::parse_named(text),
+            ToolFormat::Pythonic => pythonic::parse(text),
             ToolFormat::Generic => whole(),
         }
     }

@@ -1,0 +1,133 @@
+//! Pythonic calls, `[name(arg=value, ..)]`: a template that asks for them in Meta's words
+//! (Llama 3.2's pythonic template and Llama 4's do) makes kiln constrain and parse replies in
+//! that syntax; past calls go back to the template as data, which writes them its way.
+
+use super::*;
+
+/// A template asking for Python calls and writing past ones as Python (kiln's own, shaped
+/// after Llama 3.2's headers).
+const PYTHONIC_TEMPLATE: &str = concat!(
+    "{{- bos_token }}{%- if tools %}<|start_header_id|>system<|end_header_id|>\n\n",
+    "To call functions, answer with a list only, in the form ",
+    "[func_name1(params_name1=params_value1, params_name2=params_value2), func_name2(params)].\n",
+    "{{ tools | tojson }}<|eot_id|>{%- endif %}",
+    "{%- for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n",
+    "{%- if m['tool_calls'] %}[{%- for c in m['tool_calls'] %}{{ c['function']['name'] }}(",
+    "{%- for k, v in c['function']['arguments'] | items %}{{ k }}={{ v | tojson }}",
+    "{%- if not loop.last %}, {% endif %}{%- endfor %})",
+    "{%- if not loop.last %}, {% endif %}{%- endfor %}]",
+    "{%- else %}{{ m['content'] }}{%- endif %}<|eot_id|>{%- endfor %}",
+    "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}",
+);
+
+/// The tools, without numeric bounds (which a Python call's grammar does not hold values to).
+fn py_tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
+    ])
+}
+
+/// The calls of a finished choice: each an offered tool with arguments of its types.
+fn py_calls(choice: &Value) -> Vec<(String, Value)> {
+    let calls = choice["message"]["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    (calls.iter())
+        .map(|c| {
+            assert!(kiln_id(c["id"].as_str().unwrap()), "{c}");
+            let name = c["function"]["name"].as_str().unwrap().to_string();
+            let args: Value =
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+            match name.as_str() {
+                "get_weather" => {
+                    assert!(
+                        args["city"].as_str().unwrap().chars().count() <= 8,
+                        "{args}"
+                    )
+                }
+                // Integers past 64 bits come as JSON numbers in floating point.
+                "add" => {
+                    let int = |v: &Value| v.as_f64().is_some_and(|x| x.fract() == 0.0);
+                    assert!(int(&args["a"]) && int(&args["b"]), "{args}")
+                }
+                other => panic!("{other} was not offered: {choice}"),
+            }
+            (name, args)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn pythonic_calls_are_constrained_parsed_and_streamed() {
+    let base = tiny_with(PYTHONIC_TEMPLATE);
+    // Past calls reach the template as data, written back in its syntax.
+    let body = json!({"model": "tiny", "tools": py_tools(), "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "tool_calls": [{"id": "call-1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+        {"role": "tool", "tool_call_id": "call-1", "content": "-3 C"}]});
+    let text = rendered_by(&base, &body).await;
+    assert!(
+        text.contains("[get_weather(city=\"Oslo\")]<|eot_id|>"),
+        "{text}"
+    );
+
+    let (mut finished, mut streamed) = (0, 0);
+    for seed in 0..4 {
+        let ask = json!({"model": "tiny", "tools": py_tools(), "tool_choice": "required",
+            "seed": seed, "temperature": 1.0, "max_tokens": 120,
+            "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
+        let (s, r) = post(&base, "/v1/chat/completions", &ask).await;
+        assert_eq!(s, 200, "{r}");
+        let want = &r["choices"][0];
+        if want["finish_reason"] == "length" {
+            continue; // a random model may run long inside a string
+        }
+        assert_eq!(want["finish_reason"], "tool_calls", "{want}");
+        let calls = py_calls(want);
+        assert!(!calls.is_empty(), "{want}");
+        finished += 1;
+        // Streamed: the same calls, each one's arguments in one piece once it is closed.
+        let mut s = ask.clone();
+        s["stream"] = json!(true);
+        let mut got: Vec<(String, String)> = Vec::new();
+        for c in stream(&base, "/v1/chat/completions", &s).await {
+            for tc in c["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                if let Some(name) = tc["function"]["name"].as_str() {
+                    got.push((name.to_string(), String::new()));
+                }
+                let args = tc["function"]["arguments"].as_str().unwrap();
+                let last = got.last_mut().unwrap();
+                assert!(last.1.is_empty() || args.is_empty(), "{tc}");
+                last.1 += args;
+            }
+        }
+        let got: Vec<(String, Value)> = (got.into_iter())
+            .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
+            .collect();
+        assert_eq!(got, calls);
+        streamed += 1;
+    }
+    assert!(finished > 0 && streamed > 0, "no choice finished");
+
+    // A named function: one call of it.
+    let named = json!({"model": "tiny", "tools": py_tools(), "seed": 1, "temperature": 1.0,
+        "max_tokens": 120, "tool_choice": {"type": "function", "function": {"name": "add"}},
+        "messages": [{"role": "user", "content": "Add 2 and 3."}]});
+    let (s, r) = post(&base, "/v1/chat/completions", &named).await;
+    assert_eq!(s, 200, "{r}");
+    let c = &r["choices"][0];
+    if c["finish_reason"] != "length" {
+        let calls = py_calls(c);
+        assert_eq!(calls.len(), 1, "{c}");
+        assert_eq!(calls[0].0, "add");
+    }
+}
