@@ -196,7 +196,7 @@ fn value_rule(schema: &Value, rules: &mut Vec<String>) -> String {
     }
     let of_type = |t: &str, rules: &mut Vec<String>| match t {
         "string" => string_rule(schema, rules),
-        "integer" => "INT".to_string(),
+        "integer" => integer_rule(schema, rules),
         "number" => "NUM".to_string(),
         "boolean" => "(\"True\" | \"False\")".to_string(),
         "null" => "\"None\"".to_string(),
@@ -240,6 +240,114 @@ fn string_rule(schema: &Value, rules: &mut Vec<String>) -> String {
         r#"{name}: /"([^"\\\n]|\\.){count}"/ | /'([^'\\\n]|\\.){count}'/"#
     ));
     name
+}
+
+/// An integer literal within the schema's bounds (`minimum`, `maximum` and their exclusive
+/// forms) where it has any.
+fn integer_rule(schema: &Value, rules: &mut Vec<String>) -> String {
+    let get = |k: &str| schema.get(k).and_then(Value::as_f64);
+    let pick = |a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64| match (a, b) {
+        (Some(a), Some(b)) => Some(f(a, b)),
+        (a, b) => a.or(b),
+    };
+    let min = pick(
+        get("minimum").map(f64::ceil),
+        get("exclusiveMinimum").map(|m| m.floor() + 1.0),
+        f64::max,
+    );
+    let max = pick(
+        get("maximum").map(f64::floor),
+        get("exclusiveMaximum").map(|m| m.ceil() - 1.0),
+        f64::min,
+    );
+    if min.is_none() && max.is_none() {
+        return "INT".into();
+    }
+    let clamp = |v: f64| v.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
+    let name = format!("INT{}", rules.len());
+    let regex = int_regex(min.map(clamp), max.map(clamp));
+    rules.push(format!("{name}: /{regex}/"));
+    name
+}
+
+/// A regular expression of the integers from `min` to `max` (either open), written without
+/// leading zeros; one that matches nothing when the range is empty.
+pub(crate) fn int_regex(min: Option<i64>, max: Option<i64>) -> String {
+    if let (Some(lo), Some(hi)) = (min, max)
+        && lo > hi
+    {
+        return "[^\\s\\S]".into();
+    }
+    let mut alts = Vec::new();
+    // 0 and up.
+    if max.is_none_or(|m| m >= 0) {
+        let lo = min.map_or(0, |m| m.max(0)) as u64;
+        alts.push(magnitudes(lo, max.map(|m| m as u64)));
+    }
+    // Below 0: a minus sign and the magnitudes.
+    if min.is_none_or(|m| m < 0) {
+        let lo = max.map_or(1, |m| if m < 0 { m.unsigned_abs() } else { 1 });
+        let hi = min.map(i64::unsigned_abs);
+        alts.push(format!("-({})", magnitudes(lo, hi)));
+    }
+    format!("({})", alts.join("|"))
+}
+
+/// The numbers from `lo` to `hi` (open: no end) as a regular expression.
+fn magnitudes(lo: u64, hi: Option<u64>) -> String {
+    match hi {
+        Some(hi) => digit_ranges(lo, hi),
+        None => {
+            // Up to the largest number of lo's length, then any longer one.
+            let len = lo.to_string().len();
+            let top = 10u64.saturating_pow(len as u32) - 1;
+            format!("{}|[1-9][0-9]{{{len},}}", digit_ranges(lo, top))
+        }
+    }
+}
+
+/// `lo..=hi` as alternatives each of one length, digit classes position by position.
+fn digit_ranges(lo: u64, hi: u64) -> String {
+    let mut stops = vec![hi];
+    let text = lo.to_string();
+    for nines in 1..=text.len() + 1 {
+        let keep = text.len().saturating_sub(nines);
+        let stop: u64 = format!("{}{}", &text[..keep], "9".repeat(nines))
+            .parse()
+            .unwrap_or(u64::MAX);
+        if (lo..=hi).contains(&stop) {
+            stops.push(stop);
+        }
+    }
+    for zeros in 1..=20u32 {
+        let Some(p) = 10u64.checked_pow(zeros) else {
+            break;
+        };
+        let stop = (hi.saturating_add(1) / p * p).wrapping_sub(1);
+        if lo < stop && stop <= hi {
+            stops.push(stop);
+        }
+    }
+    stops.sort_unstable();
+    stops.dedup();
+    let mut start = lo;
+    let mut alts = Vec::new();
+    for stop in stops {
+        if stop < start {
+            continue;
+        }
+        let (a, b) = (start.to_string(), stop.to_string());
+        let pattern: String = (a.chars().zip(b.chars()))
+            .map(|(x, y)| match (x, y) {
+                _ if x == y => x.to_string(),
+                ('0', '9') => "[0-9]".to_string(),
+                _ => format!("[{x}-{y}]"),
+            })
+            .collect();
+        alts.push(pattern);
+        start = stop.saturating_add(1);
+    }
+    alts.join("|")
 }
 
 /// `v` as Python writes it (strings double-quoted with JSON's escapes, which Python reads

@@ -452,7 +452,7 @@ fn pythonic_grammars_type_each_argument() {
             "get_weather",
             json!({"type": "object", "properties": {
                 "city": {"type": "string", "maxLength": 8},
-                "days": {"type": "integer"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 14},
                 "units": {"enum": ["metric", "imperial"]},
                 "hourly": {"type": "boolean"},
             }, "required": ["city"]}),
@@ -474,6 +474,8 @@ fn pythonic_grammars_type_each_argument() {
         r#"[get_weather(city="Oslo", units="kelvin")]"#,
         r#"[get_weather(city="Oslo", hourly=true)]"#,
         r#"[get_weather(city="Stockholm")]"#,
+        r#"[get_weather(city="Oslo", days=15)]"#,
+        r#"[get_weather(city="Oslo", days=0)]"#,
         r#"[get_weather(hourly=False, city="Oslo")]"#,
         r#"[put(x=1)]"#,
     ] {
@@ -503,4 +505,37 @@ fn the_pythonic_format_is_read_from_the_template() {
         ToolFormat::detect(Some(&t), &tiny_tokenizer(false)),
         ToolFormat::Pythonic
     );
+}
+
+#[test]
+fn integer_ranges_are_regular_expressions() {
+    let re = |min, max| regex::Regex::new(&format!("^{}$", pythonic::int_regex(min, max))).unwrap();
+    for (min, max) in [
+        (Some(-99), Some(999)),
+        (Some(0), Some(9)),
+        (Some(5), Some(123)),
+        (Some(-40), Some(-7)),
+        (Some(17), None),
+        (None, Some(-3)),
+        (None, Some(250)),
+        (Some(-1000), Some(1000)),
+        (Some(1), Some(1)),
+        (Some(3), Some(2)),
+    ] {
+        let r = re(min, max);
+        for n in -1200i64..=1200 {
+            let want = min.is_none_or(|m| n >= m) && max.is_none_or(|m| n <= m);
+            assert_eq!(
+                r.is_match(&n.to_string()),
+                want,
+                "{n} in {min:?}..={max:?}: {r}"
+            );
+        }
+        for text in ["007", "-0", "+5", "1.0", ""] {
+            assert!(!r.is_match(text), "{text}: {r}");
+        }
+        if max.is_none() {
+            assert!(r.is_match("123456789012"), "{r}");
+        }
+    }
 }
