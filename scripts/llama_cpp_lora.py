@@ -19,7 +19,7 @@ import llama_cpp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from llama_cpp_reference import GREEDY_TOKENS, quantize  # noqa: E402
+from llama_cpp_reference import greedy_and_forced, quantize  # noqa: E402
 
 RANK = 8
 ALPHA = 16.0
@@ -60,19 +60,7 @@ def run(path, prompts, forced, chat, lora):
     kw = {"lora_path": lora} if lora else {}
     llm = llama_cpp.Llama(model_path=path, n_ctx=512, logits_all=True, n_threads=os.cpu_count(),
                           n_gpu_layers=0, verbose=False, **kw)
-    greedy = {}
-    for name, ids in prompts.items():
-        llm.reset()
-        llm.eval(ids)
-        out = []
-        for _ in range(GREEDY_TOKENS):
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            out.append(tok)
-            llm.eval([tok])
-        greedy[name] = {"prompt": ids, "ids": out}
-    llm.reset()
-    llm.eval(forced)
-    scores = np.array(llm.scores[: len(forced)])
+    greedy, scores = greedy_and_forced(llm, prompts, forced)
     last = log_softmax(scores[len(chat) - 1])
     top = np.argsort(-last)[:20]
     return {

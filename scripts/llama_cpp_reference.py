@@ -37,9 +37,8 @@ def quantize(src, dst, ftype):
     os.rename(dst + ".part", dst)
 
 
-def run(path, prompts, forced):
-    llm = llama_cpp.Llama(model_path=path, n_ctx=256, logits_all=True, n_threads=os.cpu_count(),
-                          n_gpu_layers=0, verbose=False)
+def greedy_and_forced(llm, prompts, forced):
+    """llm's greedy tokens for each prompt, and its scores at every position of `forced`."""
     greedy = {}
     for name, ids in prompts.items():
         llm.reset()
@@ -52,7 +51,13 @@ def run(path, prompts, forced):
         greedy[name] = {"prompt": ids, "ids": out}
     llm.reset()
     llm.eval(forced)
-    scores = np.array(llm.scores[: len(forced)])
+    return greedy, np.array(llm.scores[: len(forced)])
+
+
+def run(path, prompts, forced):
+    llm = llama_cpp.Llama(model_path=path, n_ctx=256, logits_all=True, n_threads=os.cpu_count(),
+                          n_gpu_layers=0, verbose=False)
+    greedy, scores = greedy_and_forced(llm, prompts, forced)
     last = scores[len(prompts["chat"]) - 1]
     top = np.argsort(-last)[:20]
     return {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use kiln_engine::FaultPlan;
 use kiln_engine::disk_tier::DiskTierConfig;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// 150 prompt tokens: 9 full blocks (144 tokens) reach the disk.
 fn prompt(tag: u32) -> Vec<u32> {
@@ -34,20 +34,6 @@ fn on_disk(
     }
 }
 
-/// A greedy completion of `prompt`: its text and the prompt tokens served from the cache.
-async fn complete(base: &str, prompt: &[u32]) -> (String, u64) {
-    let body = json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true});
-    let (s, b): (u16, Value) = post(base, "/v1/completions", &body).await;
-    assert_eq!(s, 200, "{b}");
-    let cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap();
-    (
-        b["choices"][0]["text"].as_str().unwrap().to_string(),
-        cached,
-    )
-}
-
 /// Waits until `name` reaches `at_least` (blocks are written while the engine idles).
 async fn wait_metric(base: &str, name: &str, at_least: f64) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -65,7 +51,7 @@ async fn wait_metric(base: &str, name: &str, at_least: f64) -> f64 {
 async fn blocks_written_by_one_server_serve_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let first = start_tiny_faulty(on_disk(dir.path()), |_| FaultPlan::default());
-    let (text, cached) = complete(&first.base, &prompt(1)).await;
+    let (text, cached) = greedy_completion(&first.base, &prompt(1), 8).await;
     assert_eq!(cached, 0);
     // A shutdown writes what waits before the server stops.
     first.shutdown.shutdown();
@@ -77,14 +63,14 @@ async fn blocks_written_by_one_server_serve_the_next() {
     let m = get_text(&second, "/metrics").await;
     assert!(metric(&m, "kiln_kv_disk_blocks_resident") >= 9.0, "{m}");
     assert_eq!(metric(&m, "kiln_kv_disk_blocks_written_total"), 0.0);
-    let (again, cached) = complete(&second, &prompt(1)).await;
+    let (again, cached) = greedy_completion(&second, &prompt(1), 8).await;
     assert_eq!(again, text, "blocks read from disk give the same reply");
     assert_eq!(cached, 144, "the 9 full blocks came from disk");
     let m = get_text(&second, "/metrics").await;
     assert_eq!(metric(&m, "kiln_kv_disk_blocks_restored_total"), 9.0, "{m}");
     assert_eq!(metric(&m, "kiln_cpu_blocks_restored_total"), 9.0, "{m}");
     // Another prompt finds nothing there and is computed.
-    let (_, cached) = complete(&second, &prompt(2)).await;
+    let (_, cached) = greedy_completion(&second, &prompt(2), 8).await;
     assert_eq!(cached, 0);
 }
 
@@ -98,7 +84,7 @@ async fn blocks_outlive_a_lost_device() {
         ..FaultPlan::default()
     });
     let base = &srv.base;
-    let (text, _) = complete(base, &prompt(3)).await;
+    let (text, _) = greedy_completion(base, &prompt(3), 8).await;
     wait_metric(base, "kiln_kv_disk_blocks_written_total", 9.0).await;
     wait_metric(base, "kiln_kv_disk_blocks_pending", 0.0).await;
     lose.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -110,7 +96,7 @@ async fn blocks_outlive_a_lost_device() {
     );
     wait_metric(base, "kiln_engine_restarts_total", 1.0).await;
     wait_metric(base, "kiln_up", 1.0).await;
-    let (again, cached) = complete(base, &prompt(3)).await;
+    let (again, cached) = greedy_completion(base, &prompt(3), 8).await;
     assert_eq!((again, cached), (text, 144));
 }
 
@@ -121,10 +107,10 @@ async fn servers_sharing_a_folder_share_their_blocks() {
         start_tiny(on_disk(dir.path())),
         start_tiny(on_disk(dir.path())),
     );
-    let (text, _) = complete(&a, &prompt(5)).await;
+    let (text, _) = greedy_completion(&a, &prompt(5), 8).await;
     wait_metric(&a, "kiln_kv_disk_blocks_written_total", 9.0).await;
     // `b` listed the folder before `a` wrote: it finds the files by their names.
-    let (again, cached) = complete(&b, &prompt(5)).await;
+    let (again, cached) = greedy_completion(&b, &prompt(5), 8).await;
     assert_eq!((again, cached), (text, 144));
     let m = get_text(&b, "/metrics").await;
     assert_eq!(metric(&m, "kiln_kv_disk_blocks_written_total"), 0.0, "{m}");
@@ -136,7 +122,7 @@ async fn servers_sharing_a_folder_share_their_blocks() {
 async fn a_reset_empties_the_cache_and_the_folder() {
     let dir = tempfile::tempdir().unwrap();
     let base = start_tiny(on_disk(dir.path()));
-    let (text, _) = complete(&base, &prompt(6)).await;
+    let (text, _) = greedy_completion(&base, &prompt(6), 8).await;
     wait_metric(&base, "kiln_kv_disk_blocks_written_total", 9.0).await;
     let (s, r) = post(&base, "/reset_prefix_cache", &json!({})).await;
     assert_eq!(s, 200, "{r}");
@@ -145,7 +131,7 @@ async fn a_reset_empties_the_cache_and_the_folder() {
     assert_eq!(count("gpu_blocks") + count("cpu_blocks"), 9, "{r}");
     let m = get_text(&base, "/metrics").await;
     assert_eq!(metric(&m, "kiln_kv_disk_blocks_resident"), 0.0, "{m}");
-    let (again, cached) = complete(&base, &prompt(6)).await;
+    let (again, cached) = greedy_completion(&base, &prompt(6), 8).await;
     assert_eq!((again, cached), (text, 0));
 }
 
@@ -156,7 +142,7 @@ async fn a_reset_empties_the_cache_and_the_folder() {
 async fn blocks_come_back_while_another_request_decodes() {
     let dir = tempfile::tempdir().unwrap();
     let first = start_tiny_faulty(on_disk(dir.path()), |_| FaultPlan::default());
-    let (text, _) = complete(&first.base, &prompt(7)).await;
+    let (text, _) = greedy_completion(&first.base, &prompt(7), 8).await;
     first.shutdown.shutdown();
     tokio::task::spawn_blocking(move || first.stopped.recv().unwrap())
         .await
@@ -170,7 +156,8 @@ async fn blocks_come_back_while_another_request_decodes() {
     };
     wait_metric(&base, "kiln_num_requests_running", 1.0).await;
     let again = prompt(7);
-    let restored = tokio::time::timeout(Duration::from_secs(60), complete(&base, &again));
+    let restored =
+        tokio::time::timeout(Duration::from_secs(60), greedy_completion(&base, &again, 8));
     let (again, cached) = restored.await.expect("the held request was let go");
     assert_eq!((again, cached), (text, 144));
     let m = get_text(&base, "/metrics").await;

@@ -9,26 +9,11 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kiln_engine::disk_tier::DiskTierConfig;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// 150 prompt tokens: 9 full blocks (144 tokens) reach the disk.
 fn prompt(tag: u32) -> Vec<u32> {
     (0..150).map(|i| 3 + (i * 11 + tag * 17) % 290).collect()
-}
-
-/// A greedy completion of `prompt` (`n` tokens): its text and the prompt tokens served from
-/// the cache.
-async fn complete(base: &str, prompt: &[u32], n: usize) -> (String, u64) {
-    let body = json!({"prompt": prompt, "max_tokens": n, "temperature": 0, "ignore_eos": true});
-    let (s, b): (u16, Value) = post(base, "/v1/completions", &body).await;
-    assert_eq!(s, 200, "{b}");
-    let cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .unwrap();
-    (
-        b["choices"][0]["text"].as_str().unwrap().to_string(),
-        cached,
-    )
 }
 
 /// `POST path` without a body: the status and the body's text.
@@ -75,7 +60,7 @@ async fn the_engine_sleeps_and_wakes_with_its_disk_cache() {
         ec.cpu_kv_bytes = 64 << 20;
     });
     assert!(!sleeping(&base).await);
-    let (text, cached) = complete(&base, &prompt(1), 8).await;
+    let (text, cached) = greedy_completion(&base, &prompt(1), 8).await;
     assert_eq!(cached, 0);
 
     for bad in ["/sleep?level=3", "/sleep?levels=1"] {
@@ -95,7 +80,7 @@ async fn the_engine_sleeps_and_wakes_with_its_disk_cache() {
     );
 
     // A request wakes it: the same reply, its prompt's blocks read back from disk.
-    let (again, cached) = complete(&base, &prompt(1), 8).await;
+    let (again, cached) = greedy_completion(&base, &prompt(1), 8).await;
     assert_eq!(again, text);
     assert!(cached >= 144, "{cached} prompt tokens from the cache");
     assert!(!sleeping(&base).await);
@@ -112,7 +97,7 @@ async fn the_engine_sleeps_and_wakes_with_its_disk_cache() {
     // A request running: the engine does not sleep under it.
     let long = {
         let base = base.clone();
-        tokio::spawn(async move { complete(&base, &prompt(2), 350).await })
+        tokio::spawn(async move { greedy_completion(&base, &prompt(2), 350).await })
     };
     wait_metric(&base, "kiln_num_requests_running", 1.0).await;
     let (s, body) = post_empty(&base, "/sleep").await;
@@ -128,9 +113,9 @@ async fn the_engine_sleeps_and_wakes_with_its_disk_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_engine_sleeps_and_the_next_request_wakes_it() {
     let base = start_tiny(|sc, _| sc.sleep_after_idle = Some(Duration::from_millis(300)));
-    let (text, _) = complete(&base, &prompt(3), 8).await;
+    let (text, _) = greedy_completion(&base, &prompt(3), 8).await;
     wait_metric(&base, "kiln_engine_sleeping", 1.0).await;
-    let (again, _) = complete(&base, &prompt(3), 8).await;
+    let (again, _) = greedy_completion(&base, &prompt(3), 8).await;
     assert_eq!(again, text);
     wait_metric(&base, "kiln_engine_sleeps_total", 2.0).await;
     // Without sleep mode there are no routes for it.

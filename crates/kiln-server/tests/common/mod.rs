@@ -41,6 +41,22 @@ pub fn typed_event(ev: &str) -> Value {
     v
 }
 
+/// A greedy completion of `prompt` (`n` tokens): its text and the prompt tokens served from
+/// the cache.
+pub async fn greedy_completion(base: &str, prompt: &[u32], n: usize) -> (String, u64) {
+    let body = serde_json::json!({"prompt": prompt, "max_tokens": n, "temperature": 0,
+        "ignore_eos": true});
+    let (s, b) = post(base, "/v1/completions", &body).await;
+    assert_eq!(s, 200, "{b}");
+    let cached = b["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    (
+        b["choices"][0]["text"].as_str().unwrap().to_string(),
+        cached,
+    )
+}
+
 pub async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
     let r = send(base, path, body).await;
     let status = r.status().as_u16();
