@@ -55,11 +55,15 @@ pub struct DesktopApp {
     pub shared_gpu: Option<kiln_gpu::GpuContext>,
     /// A scripted run's steps (`--prompt`, `--screenshot`).
     pub script: Option<crate::script::Script>,
+    /// The LoRA adapter path field.
+    pub lora_input: String,
+    /// The answer to loading or unloading a LoRA adapter, while it is on its way.
+    pub(crate) lora_job: Option<flume::Receiver<Result<(), String>>>,
     /// The answer to "Empty the KV cache", while it is on its way.
     emptying: Option<flume::Receiver<Result<kiln_server::CacheReset, String>>>,
     /// What the last "Empty the KV cache" let go of.
     pub emptied: Option<kiln_server::CacheReset>,
-    repaint: egui::Context,
+    pub(crate) repaint: egui::Context,
 }
 
 impl DesktopApp {
@@ -97,6 +101,8 @@ impl DesktopApp {
             shared_gpu,
             script: None,
             emptying: None,
+            lora_input: String::new(),
+            lora_job: None,
             emptied: None,
             repaint: ctx.clone(),
             settings,
@@ -153,6 +159,10 @@ impl DesktopApp {
             guesses: s.speculative_tokens,
             kv_disk: (s.kv_disk_mib > 0)
                 .then(|| (self.store.dir().join("kv-cache"), s.kv_disk_mib << 20)),
+            lora: (s.lora_slots > 0).then_some(kiln_engine::LoraCapacity {
+                slots: s.lora_slots,
+                rank: s.lora_rank,
+            }),
         };
         let gpu = self.shared_gpu.clone();
         let events = crate::model::load(path.clone(), options, gpu, move || {
@@ -198,6 +208,7 @@ impl DesktopApp {
 
     /// Takes load progress and reply text that arrived since the last frame.
     pub fn poll(&mut self) {
+        self.poll_lora();
         if let Some(answer) = self.emptying.as_ref().and_then(|rx| rx.try_recv().ok()) {
             self.emptying = None;
             match answer {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kiln_engine::disk_tier::{DiskTierConfig, model_files_id};
-use kiln_engine::{EngineConfig, KvDtype, KvSize, Speculation};
+use kiln_engine::{EngineConfig, KvDtype, KvSize, LoraCapacity, Speculation};
 use kiln_frontend::Frontend;
 use kiln_gpu::GpuContext;
 use kiln_model::Model;
@@ -62,6 +62,8 @@ pub struct EngineOptions {
     /// The folder and size of the KV cache kept on disk (`None`: off). Its blocks come
     /// back through a CPU tier as large as the GPU's KV cache.
     pub kv_disk: Option<(PathBuf, u64)>,
+    /// Room for LoRA adapters loaded while the model is open.
+    pub lora: Option<LoraCapacity>,
 }
 
 /// Starts loading `path` with `options`, on `shared` (the window's device) or on a device
@@ -135,6 +137,7 @@ fn open(
             0
         },
         speculation: (options.guesses > 0).then(|| Speculation::prompt_lookup(options.guesses)),
+        lora_capacity: options.lora,
         ..EngineConfig::default()
     };
     let wake = repaint.clone();

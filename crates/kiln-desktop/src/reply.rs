@@ -70,7 +70,16 @@ impl Generation {
     /// `continuing`: the chat's last message is a reply that this one goes on writing.
     pub fn start(model: &Loaded, chat: &Chat, continuing: bool) -> Result<Generation, String> {
         let f = &model.frontend;
-        let spec = f.resolve(&chat.sampling, None).map_err(|e| e.to_string())?;
+        let mut spec = f.resolve(&chat.sampling, None).map_err(|e| e.to_string())?;
+        if let Some(name) = &chat.lora {
+            let (adapter, _) = model.engine.lora.find(name).ok_or_else(|| {
+                format!(
+                    "the chat's LoRA adapter `{name}` is not loaded: load it in the model \
+                     panel, or pick none in the chat's settings"
+                )
+            })?;
+            spec.lora = Some(adapter);
+        }
         let messages: Vec<ChatMessage> = chat
             .messages
             .iter()

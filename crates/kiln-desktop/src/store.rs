@@ -133,6 +133,9 @@ pub struct Chat {
     /// Free text, or JSON (held to by a grammar).
     #[serde(default, skip_serializing_if = "is_text")]
     pub format: ReplyFormat,
+    /// The LoRA adapter the chat's replies run through, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<String>,
     /// Messages the last reply's prompt left out to fit the context (kept while the rest
     /// fits, so the replies after a cut extend one prompt the prefix cache holds).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -163,6 +166,7 @@ impl Chat {
             system: String::new(),
             sampling: GenerationParams::default(),
             format: ReplyFormat::default(),
+            lora: None,
             context_cut: 0,
             messages: Vec::new(),
         }
@@ -224,6 +228,10 @@ pub struct Settings {
     /// Disk space for KV blocks kept between sessions (in the data directory's `kv-cache`),
     /// in MiB; 0: off.
     pub kv_disk_mib: u64,
+    /// LoRA adapters the engine has room for (each of rank up to `lora_rank`), loaded from
+    /// the model panel; 0: none (and no cost).
+    pub lora_slots: usize,
+    pub lora_rank: usize,
     /// Seconds without replies after which the engine gives its GPU memory back (it sleeps
     /// until the next message); 0: never.
     pub sleep_after_idle_s: u64,
@@ -245,6 +253,8 @@ impl Default for Settings {
             speculative_tokens: 0,
             kv_disk_mib: 2048,
             sleep_after_idle_s: 0,
+            lora_slots: 0,
+            lora_rank: 16,
             api_port: 8000,
             share_device: false,
         }

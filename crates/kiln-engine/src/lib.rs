@@ -25,7 +25,7 @@ pub use error::EngineError;
 pub use fault::FaultPlan;
 pub use grammar_compiler::{CompileError, GrammarCompiler};
 pub use kiln_core::{Grammar, LogprobsMode, MAX_DRAFTS, SampledToken, SamplingParams, TokenFilter};
-pub use kiln_gpu::ops::LoraCapacity;
+pub use kiln_gpu::ops::{LoraCapacity, MAX_LORA_SLOTS};
 pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{
     FinishReason, KvEvent, LoraRef, Medium, Request, RequestUpdate, SchedulerStats, Speculation,

@@ -1,6 +1,6 @@
 //! The current chat's settings in the right-hand panel: system prompt, generation knobs
 //! (each unset until changed, the model's own setting shown), the reply's format and stop
-//! strings.
+//! strings, and the LoRA adapter its replies run through (where the model has room for them).
 
 use eframe::egui;
 
@@ -9,6 +9,15 @@ use crate::reply_format::{FormatKind, ReplyFormat};
 use kiln_frontend::{GenerationParams, StopSpec};
 
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
+    // The adapters a chat may pick, where the open model has room for them.
+    let adapters: Option<Vec<String>> =
+        (app.loaded())
+            .filter(|m| m.engine.info.lora_loadable)
+            .map(|m| {
+                (m.engine.lora.loaded().into_iter())
+                    .map(|(_, a)| a.name.clone())
+                    .collect()
+            });
     let chat = &mut app.chats[app.current];
     let mut changed = false;
     let label = ui.label("System prompt");
@@ -53,6 +62,22 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
     changed |= stop_strings(ui, &chat.id, &mut s.stop);
     changed |= reply_format(ui, &chat.id, &mut chat.format);
+    if adapters.is_some() || chat.lora.is_some() {
+        ui.horizontal(|ui| {
+            let label = ui.label("LoRA adapter");
+            egui::ComboBox::from_id_salt(("lora", &chat.id))
+                .selected_text(chat.lora.as_deref().unwrap_or("none"))
+                .show_ui(ui, |ui| {
+                    changed |= ui.selectable_value(&mut chat.lora, None, "none").changed();
+                    for n in adapters.iter().flatten() {
+                        let pick = Some(n.clone());
+                        changed |= ui.selectable_value(&mut chat.lora, pick, n).changed();
+                    }
+                })
+                .response
+                .labelled_by(label.id);
+        });
+    }
     if changed {
         app.save_current();
     }

@@ -2,6 +2,7 @@
 //! conversation in the middle. Every control has a label (the UI tests find them by it, and
 //! screen readers read them).
 
+mod adapters;
 mod chat_settings;
 mod conversation;
 mod side_panel;

@@ -1,5 +1,6 @@
 //! The right-hand panel: the model (open, recent, load progress, what it is), the engine (adapter,
-//! KV cache in use, the local API switch), the current chat's settings, and the app's.
+//! KV cache in use, the local API switch), its LoRA adapters (`adapters.rs`), the current
+//! chat's settings, and the app's.
 
 use eframe::egui;
 use kiln_engine::KvDtype;
@@ -11,6 +12,7 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
         ui.heading("Model");
         open_controls(app, ui);
         model_state(app, ui);
+        super::adapters::show(app, ui);
         ui.separator();
         ui.heading("Chat settings");
         super::chat_settings::show(app, ui);
@@ -301,6 +303,27 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
         "After this many seconds without a reply running, the engine lets go of the model's \
          weights and KV cache on the GPU (chats and the disk cache stay); the next message \
          loads them again, which takes a few seconds. Applies at once.",
+    );
+    ui.horizontal(|ui| {
+        let label = ui.label("LoRA adapter slots (0: off)");
+        let r = ui
+            .add(
+                egui::DragValue::new(&mut app.settings.lora_slots)
+                    .range(0..=kiln_engine::MAX_LORA_SLOTS),
+            )
+            .labelled_by(label.id);
+        changed |= r.changed();
+        let label = ui.label("of rank up to");
+        let r = ui
+            .add(egui::DragValue::new(&mut app.settings.lora_rank).range(1..=256))
+            .labelled_by(label.id);
+        changed |= r.changed();
+    })
+    .response
+    .on_hover_text(
+        "Room for LoRA adapters loaded from the model panel, each chat picking one in its \
+         settings. Each slot takes GPU memory for every projection, and with any slot the \
+         fused rotary and activation steps run apart. Used when a model is opened next.",
     );
     ui.horizontal(|ui| {
         let label = ui.label("Speculative tokens (0: off)");

@@ -13,7 +13,7 @@ use kiln_desktop::{DesktopApp, ModelState};
 use kiln_engine::{Engine, EngineConfig, KvSize};
 use kiln_frontend::{Frontend, GenerationParams};
 use kiln_model::testing::{TinyConfig, write_tiny_gguf};
-use kiln_model::{ChatMessage, DType, Model};
+use kiln_model::{ChatMessage, DType, LoraAdapter, Model};
 
 pub const MAX_TOKENS: i64 = 24;
 
@@ -39,10 +39,21 @@ pub fn greedy_reply(model: &Path, user: &str) -> String {
 /// The engine's greedy reply (at most `MAX_TOKENS`) to the prompt `prompt` makes with the
 /// model's front end, decoded by it.
 pub fn greedy_to(model: &Path, prompt: impl FnOnce(&Frontend) -> Vec<u32>) -> String {
+    greedy_through(model, None, prompt)
+}
+
+/// As [`greedy_to`], through the LoRA adapter at `adapter` where given.
+pub fn greedy_through(
+    model: &Path,
+    adapter: Option<&Path>,
+    prompt: impl FnOnce(&Frontend) -> Vec<u32>,
+) -> String {
     let (frontend, config, weights) = Frontend::split(Model::load(model).unwrap());
     let ctx = pollster::block_on(kiln_gpu::GpuContext::new()).expect("a GPU adapter (lavapipe)");
+    let lora = adapter.map(|a| std::sync::Arc::new(LoraAdapter::load("lora", a, &config).unwrap()));
     let ec = EngineConfig {
         kv: KvSize::Blocks(64),
+        lora: lora.into_iter().collect(),
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(&ctx, &config, &weights, ec, &mut |_, _| {}).unwrap();
@@ -51,7 +62,8 @@ pub fn greedy_to(model: &Path, prompt: impl FnOnce(&Frontend) -> Vec<u32>) -> St
         max_tokens: Some(MAX_TOKENS),
         ..Default::default()
     };
-    let spec = frontend.resolve(&params, None).unwrap();
+    let mut spec = frontend.resolve(&params, None).unwrap();
+    spec.lora = engine.lora_ref("lora");
     let prompt = prompt(&frontend);
     let request = frontend.request(&spec, 1, prompt, MAX_TOKENS as usize, 0, 0);
     engine.add_request(request).unwrap();

@@ -27,6 +27,7 @@ mod continuing;
 mod fonts;
 mod kv_disk;
 mod kv_type;
+mod lora;
 mod reply_format;
 mod sleep;
 mod speculation;
