@@ -56,6 +56,7 @@ ln -s "$work/tiny-hf" "$work/site/tiny-hf"
 ln -s "$work/tiny-hf-sharded" "$work/site/tiny-hf-sharded"
 ln -s "$work/tiny-tools.gguf" "$work/site/tiny-tools.gguf"
 ln -s "$work/tiny-kv8.gguf" "$work/site/tiny-kv8.gguf"
+ln -s "$work/tiny-lora.gguf" "$work/site/tiny-lora.gguf"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
@@ -64,7 +65,7 @@ webgpu_flags=${CHROMIUM_WEBGPU_FLAGS-"--enable-unsafe-webgpu --use-webgpu-adapte
 # Runs test.html for model $1 (a path under the site) and leaves the page's JSON in $2.
 run_page() {
   local model=$1 out=$2 timeout=$3 query
-  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64","tools_model":"tiny-tools.gguf",**({"kv8_model":"tiny-kv8.gguf"} if sys.argv[1]=="tiny.gguf" else {})}))' "$model" "$prompts_json" "$N")
+  query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":sys.argv[1],"prompts":sys.argv[2],"n":sys.argv[3],"kvMiB":"64","tools_model":"tiny-tools.gguf",**({"kv8_model":"tiny-kv8.gguf","lora_model":"tiny-lora.gguf"} if sys.argv[1]=="tiny.gguf" else {})}))' "$model" "$prompts_json" "$N")
   run_url "test.html?$query" "$out" "$timeout" "$model"
 }
 
@@ -126,6 +127,14 @@ else:
         fails.append(f"fp8 blocks against f16's: {kv8}")
     if "q8_0" not in (kv8.get("refused") or "") or "accepted" in (kv8.get("refused") or ""):
         fails.append(f"q8_0 on 32-wide K/V rows was not refused: {kv8.get('refused')}")
+    # A LoRA adapter in the tab: the native ids through it, which differ from the plain ones.
+    lora = web.get("lora") or {}
+    if lora.get("outs") != native["lora_ids"] or lora.get("loras") != ["style"]:
+        fails.append(f"ids through the LoRA adapter differ:\n  native {native['lora_ids']}\n  web    {lora}")
+    if native["lora_ids"] == native["output_ids"]:
+        fails.append("the LoRA adapter did not change the ids: the check proves nothing")
+    if "no adapter named `nope`" not in (lora.get("unknown") or ""):
+        fails.append(f"an unknown adapter was not refused: {lora.get('unknown')}")
     g = web.get("guesses") or {}
     if not (0 < g.get("confirmed", 0) <= g.get("made", 0)):
         fails.append(f"speculative decoding in the page: {g}")

@@ -111,11 +111,17 @@ export async function forgetModels() {
 
 /// Loads a model: `{gguf: Uint8Array, name}` or `{files: {fileName: Uint8Array}, name}` (a folder).
 /// `options`: `{kvMiB, maxSeqs, kernels: 'auto'|'gpu'|'cpu', kvDtype: 'f16'|'f32'|'q8_0'|'fp8',
-/// speculativeTokens}` (`speculativeTokens`: guesses of each decode's next tokens from its
-/// own history, speculative decoding by prompt lookup; 0 or absent: off).
+/// speculativeTokens, lora}` (`speculativeTokens`: guesses of each decode's next tokens from
+/// its own history, speculative decoding by prompt lookup; 0 or absent: off; `lora`: LoRA
+/// adapters, each `{name, gguf: Uint8Array}` or `{name, config: adapter_config.json's text,
+/// safetensors: Uint8Array}`, which a generation's `lora` parameter, or openai.js's `model`,
+/// names). Any other option is refused by name.
 export function loadModel(gpu, src, options = {}, progress = null) {
+  const known = ['kvMiB', 'maxSeqs', 'kernels', 'kvDtype', 'speculativeTokens', 'lora'];
+  const unknown = Object.keys(options).find((k) => !known.includes(k));
+  if (unknown !== undefined) throw new KilnError(`${unknown}: not an option of loadModel`);
   const opts = { kvMiB: options.kvMiB ?? 128, maxSeqs: options.maxSeqs ?? 8, kernels: options.kernels, kvDtype: options.kvDtype,
-    speculativeTokens: options.speculativeTokens ?? 0 };
+    speculativeTokens: options.speculativeTokens ?? 0, lora: options.lora };
   if (src.gguf) return WebEngine.load_gguf(gpu, src.gguf, src.name ?? 'model.gguf', opts, progress);
   return WebEngine.load_hf(gpu, src.files, src.name ?? 'model folder', opts, progress);
 }

@@ -8,7 +8,8 @@ import { KilnError } from './kiln.js';
 /// A client over `engine` (a loaded WebEngine, or worker-client.js's WorkerEngine, whose
 /// calls answer asynchronously) stepped by `driver` (kiln.js's Driver, shared with any other
 /// use of the engine, or the WorkerEngine's `driver`); `model` is the name requests may give
-/// in `model`. Each `create(params, {signal})` refuses a field it does not serve by name,
+/// in `model` (or the name of a LoRA adapter loaded with the model, which chat and completions
+/// then run through). Each `create(params, {signal})` refuses a field it does not serve by name,
 /// never ignoring it; aborting `signal` stops the generation, which then rejects (or ends the
 /// stream) with an `AbortError`.
 /// - `chat.completions`: `messages`, `stream`, `stream_options` (`include_usage`),
@@ -23,17 +24,21 @@ import { KilnError } from './kiln.js';
 ///   (`float` or `base64`), `dimensions` (only the model's width): the server's embeddings.
 export function openaiClient(engine, driver, model) {
   let serial = 0;
-  const checkModel = (asked) => {
-    if (asked !== undefined && asked !== model) {
-      throw new KilnError(`model: this page serves \`${model}\`, not \`${asked}\``);
-    }
+  // The name a request's `model` gives: the served model's (undefined), or a LoRA adapter
+  // loaded with it (`loadModel`'s `lora`), which the generation then runs through.
+  const checkModel = async (asked) => {
+    if (asked === undefined || asked === model) return undefined;
+    const { loras = [] } = await engine.info();
+    if (loras.includes(asked)) return asked;
+    throw new KilnError(`model: this page serves \`${model}\`${loras.length ? ` and the adapters ${loras.join(', ')}` : ''}, not \`${asked}\``);
   };
   const newId = (prefix) => `${prefix}-kiln-${Date.now().toString(36)}-${serial++}`;
   const created = () => Math.floor(Date.now() / 1000);
 
   const chat = async (params, { signal } = {}) => {
     const { messages, stream = false, stream_options: options, model: asked, ...fields } = params ?? {};
-    checkModel(asked);
+    const lora = await checkModel(asked);
+    if (lora) fields.lora = lora;
     if (!Array.isArray(messages) || messages.length === 0) {
       throw new KilnError('messages: a non-empty array of {role, content} is required');
     }
@@ -44,7 +49,7 @@ export function openaiClient(engine, driver, model) {
       delete fields.max_completion_tokens;
     }
     signal?.throwIfAborted();
-    const head = { id: newId('chatcmpl'), created: created(), model };
+    const head = { id: newId('chatcmpl'), created: created(), model: lora ?? model };
     const run = await Run.start(engine, driver, signal, (cb) => engine.start_chat(JSON.stringify(messages), fields, cb));
     // Each event's token entry (`start_chat()` checked the fields), as chat's `logprobs.content`.
     const logprobs = (entries) => (fields.logprobs ? { content: entries } : null);
@@ -91,7 +96,8 @@ export function openaiClient(engine, driver, model) {
 
   const completion = async (params, { signal } = {}) => {
     const { prompt, stream = false, stream_options: options, model: asked, ...fields } = params ?? {};
-    checkModel(asked);
+    const lora = await checkModel(asked);
+    if (lora) fields.lora = lora;
     const includeUsage = streamOptions(options, stream);
     if (fields.logprobs !== undefined) {
       throw new KilnError("logprobs: completions' log-probabilities are served by kiln's server, not in the page");
@@ -99,7 +105,7 @@ export function openaiClient(engine, driver, model) {
     const ids = await promptIds(engine, prompt, 'prompt');
     if (ids.length !== 1) throw new KilnError('prompt: one prompt per call in the page');
     signal?.throwIfAborted();
-    const head = { id: newId('cmpl'), created: created(), model };
+    const head = { id: newId('cmpl'), created: created(), model: lora ?? model };
     // A completion is the model's text as written: no reasoning set apart.
     const run = await Run.start(engine, driver, signal, (cb) => engine.start(ids[0], { reasoning: 'none', ...fields }, cb));
     const choice = (text, finish) => ({ index: 0, text, logprobs: null, finish_reason: finish });
@@ -121,7 +127,9 @@ export function openaiClient(engine, driver, model) {
 
   const embedding = async (params, { signal } = {}) => {
     const { input, model: asked, encoding_format: format = 'float', dimensions, ...rest } = params ?? {};
-    checkModel(asked);
+    if (await checkModel(asked)) {
+      throw new KilnError("model: embeddings through a LoRA adapter are served by kiln's server, not in the page");
+    }
     const unknown = Object.keys(rest)[0];
     if (unknown !== undefined) throw new KilnError(`\`${unknown}\` is not an embeddings field served in the page`);
     if (format !== 'float' && format !== 'base64') {

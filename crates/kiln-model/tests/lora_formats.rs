@@ -70,6 +70,23 @@ fn gguf_adapters_read_as_their_peft_twins() {
         let [peft, gguf] = both(&dir, &lora(&modules, false, 5), &mc, DType::F32);
         assert_same(&what, &gguf, &peft, 0.0);
         assert_eq!(gguf.fingerprint, peft.fingerprint, "{what}");
+        // The same files given as bytes (as the browser has them).
+        let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+        let from_bytes = [
+            LoraAdapter::from_gguf_bytes("a", "a.gguf", read("a.gguf"), &mc).unwrap(),
+            LoraAdapter::from_peft_bytes(
+                "a",
+                "peft",
+                &String::from_utf8(read("peft/adapter_config.json")).unwrap(),
+                read("peft/adapter_model.safetensors"),
+                &mc,
+            )
+            .unwrap(),
+        ];
+        for a in &from_bytes {
+            assert_same(&what, a, &peft, 0.0);
+            assert_eq!(a.fingerprint, peft.fingerprint, "{what}");
+        }
         // An rsLoRA adapter: its scale carried in B, the file having no alpha.
         let some = [modules[0], modules[modules.len() - 1]];
         let [peft, gguf] = both(&dir, &lora(&some, true, 6), &mc, DType::F32);

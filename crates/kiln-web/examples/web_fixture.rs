@@ -4,10 +4,11 @@
 //!
 //! `cargo run -p kiln-web --example web_fixture -- OUT_DIR N PROMPT...` writes
 //! `OUT_DIR/tiny.gguf` and prints `{"adapter", "prompt_ids", "output_ids", "single_ids",
-//! "penalised_ids", "kv8_ids", "decode_tokens_per_s", "demo"}` (`penalised_ids`: the first
+//! "penalised_ids", "kv8_ids", "lora_ids", "decode_tokens_per_s", "demo"}` (`penalised_ids`: the first
 //! prompt with repetition, presence and frequency penalties, greedy; `kv8_ids`: the prompts'
 //! greedy ids with an fp8 KV cache, and with q8_0 on `OUT_DIR/tiny-kv8.gguf`, the tiny model
-//! with 4 KV heads; `demo`: the demo page's replies to
+//! with 4 KV heads; `lora_ids`: the prompts' greedy ids through `OUT_DIR/tiny-lora.gguf`, a
+//! random LoRA adapter as a GGUF adapter file; `demo`: the demo page's replies to
 //! "Hello" through the shared front end, greedy and penalised, and greedy from
 //! `OUT_DIR/tiny-think.gguf`, the same model with a template that opens a `<think>` block, and
 //! from `OUT_DIR/tiny-hf/`, a tiny Hugging Face folder (safetensors; `OUT_DIR/tiny-hf-sharded/`
@@ -31,9 +32,10 @@ use kiln_frontend::{Ending, Frontend, GenerationParams, ReasoningFormat};
 use kiln_gpu::GpuContext;
 use kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE;
 use kiln_model::testing::{
-    TinyConfig, write_tiny_gguf, write_tiny_llama, write_tiny_llama_sharded,
+    LLAMA_PROJECTIONS, TinyConfig, TinyLora, write_tiny_gguf, write_tiny_llama,
+    write_tiny_llama_sharded,
 };
-use kiln_model::{ChatMessage, DType, Model, ModelConfig, Weights};
+use kiln_model::{ChatMessage, DType, LoraAdapter, Model, ModelConfig, Weights};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -113,6 +115,20 @@ fn main() {
     };
     write_tiny_gguf(&kv8_path, &kv8_cfg, 7, DType::Q8_0).expect("write tiny kv8 gguf");
     let kv8 = Model::load(&kv8_path).expect("load tiny kv8");
+    // A LoRA adapter for the model, as llama.cpp's GGUF adapter file: the prompts' greedy ids
+    // through it.
+    let lora_path = out_dir.join("tiny-lora.gguf");
+    let lora = TinyLora {
+        modules: LLAMA_PROJECTIONS.map(String::from).to_vec(),
+        rank: 4,
+        alpha: 16.0,
+        rslora: false,
+        seed: 3,
+    };
+    lora.write_gguf(&lora_path, &model.config, DType::F32)
+        .expect("write tiny lora");
+    let adapter = LoraAdapter::load("style", &lora_path, &model.config).expect("read tiny lora");
+    let lora_ids = through_adapter(&ctx, &model, adapter, &prompt_ids, n);
     let kv8_ids = serde_json::json!({
         "fp8": run_on(&model, KvDtype::Fp8, &prompt_ids, n, greedy).0,
         "q8_0": run_on(&kv8, KvDtype::Q8, &prompt_ids, n, greedy).0,
@@ -171,10 +187,45 @@ fn main() {
         "single_ids": single[0],
         "penalised_ids": penalised[0],
         "kv8_ids": kv8_ids,
+        "lora_ids": lora_ids,
         "decode_tokens_per_s": rate,
         "demo": demo,
     });
     println!("{json}");
+}
+
+/// The greedy ids of `prompts` (`n` tokens each, all at once) through `adapter`, on the
+/// page's engine sizes.
+fn through_adapter(
+    ctx: &GpuContext,
+    model: &Model,
+    adapter: LoraAdapter,
+    prompts: &[Vec<u32>],
+    n: usize,
+) -> Vec<Vec<u32>> {
+    let ec = EngineConfig {
+        lora: vec![std::sync::Arc::new(adapter)],
+        ..kiln_web::engine_config(16 << 20, 8)
+    };
+    let mut engine =
+        Engine::new(ctx, &model.config, &model.weights, ec, &mut |_, _| {}).expect("engine");
+    let lora = engine.lora_ref("style");
+    for (i, p) in prompts.iter().enumerate() {
+        let r = Request {
+            sampling: SamplingParams::greedy(),
+            ignore_eos: true,
+            lora,
+            ..Request::new(i as u64 + 1, p.clone(), n)
+        };
+        engine.add_request(r).expect("add_request");
+    }
+    let mut outs = vec![Vec::new(); prompts.len()];
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).expect("step") {
+            outs[u.id as usize - 1].extend(u.token.map(|t| t.token_id));
+        }
+    }
+    outs
 }
 
 /// The demo page's sampling panel in the browser test (`web-demo/test/demo.html`): greedy,

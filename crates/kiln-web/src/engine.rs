@@ -16,7 +16,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::events::{Chat, ChatTools, Event, handle, web_log};
 use crate::gpu::{DEVICE_LOST, GPU_ERROR, WebGpu};
-use crate::options::{DEFAULT_MAX_TOKENS, StartParams, count, parsed, start_params};
+use crate::options::{DEFAULT_MAX_TOKENS, StartParams, count, lora_adapters, parsed, start_params};
 use crate::{engine_config, err, set};
 
 mod chat;
@@ -63,6 +63,8 @@ pub struct WebEngine {
     source: String,
     max_len: usize,
     kv_dtype: KvDtype,
+    /// The LoRA adapters by the names `loadModel` gave them, with their slots.
+    loras: Vec<(String, kiln_engine::LoraRef)>,
     sizes: Rc<Cell<Sizes>>,
     next_id: u64,
 }
@@ -96,6 +98,8 @@ impl WebEngine {
                 );
             }
         };
+        let lora = lora_adapters(options, &model.config)?;
+        let names: Vec<String> = lora.iter().map(|a| a.name.clone()).collect();
         let engine = Engine::new(
             &gpu.ctx,
             &model.config,
@@ -104,11 +108,16 @@ impl WebEngine {
                 kernels,
                 kv_dtype,
                 speculation: (guesses > 0).then(|| Speculation::prompt_lookup(guesses)),
+                lora,
                 ..engine_config((kv_mib as u64) << 20, max_seqs)
             },
             &mut report,
         )
         .map_err(err)?;
+        // Where each adapter went, read now: a step in flight holds the engine later.
+        let loras = (names.into_iter())
+            .filter_map(|n| engine.lora_ref(&n).map(|r| (n, r)))
+            .collect();
         let max_len = engine.max_len();
         let rc = engine.runner_config();
         let sizes = Sizes {
@@ -136,6 +145,7 @@ impl WebEngine {
             source,
             max_len,
             kv_dtype,
+            loras,
             sizes: Rc::new(Cell::new(sizes)),
             next_id: 1,
         })
@@ -145,7 +155,9 @@ impl WebEngine {
 #[wasm_bindgen]
 impl WebEngine {
     /// Loads a GGUF model from its bytes and uploads it. `options`: `{kvMiB, maxSeqs, kernels:
-    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"|"q8_0"|"fp8"}`;
+    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"|"q8_0"|"fp8", speculativeTokens, lora}`
+    /// (`lora`: adapters, each `{name, gguf}` or `{name, config, safetensors}`, that a
+    /// generation's `lora` parameter names);
     /// `progress(done, total)` is called while weights upload.
     pub fn load_gguf(
         gpu: &WebGpu,
@@ -201,6 +213,11 @@ impl WebEngine {
         set(&o, "maxBatchedTokens", sizes.max_tokens as f64);
         set(&o, "kvBlocks", sizes.num_blocks as f64);
         set(&o, "kvDtype", self.kv_dtype.name());
+        let loras = Array::new();
+        for (name, _) in &self.loras {
+            loras.push(&JsValue::from_str(name));
+        }
+        set(&o, "loras", loras);
         set(&o, "guessesMade", sizes.guesses.0 as f64);
         set(&o, "guessesConfirmed", sizes.guesses.1 as f64);
         set(&o, "hasChatTemplate", self.frontend.chat_template.is_some());

@@ -54,6 +54,51 @@ pub(crate) fn parsed<T: std::str::FromStr<Err = String>>(
         .map_err(|e: String| err(format!("{key}: {e}")))
 }
 
+/// `loadModel`'s `lora` option: LoRA adapters for `config`'s model, each `{name, gguf}` (a
+/// GGUF adapter file's bytes) or `{name, config, safetensors}` (a PEFT folder's
+/// `adapter_config.json` text and `adapter_model.safetensors` bytes).
+pub(crate) fn lora_adapters(
+    options: &JsValue,
+    config: &kiln_model::ModelConfig,
+) -> Result<Vec<std::sync::Arc<kiln_model::LoraAdapter>>, JsValue> {
+    if options.is_undefined() || options.is_null() {
+        return Ok(Vec::new());
+    }
+    let list = Reflect::get(options, &JsValue::from_str("lora"))?;
+    if list.is_undefined() || list.is_null() {
+        return Ok(Vec::new());
+    }
+    if !js_sys::Array::is_array(&list) {
+        return Err(err("lora must be an array of adapters"));
+    }
+    let get = |o: &JsValue, k: &str| Reflect::get(o, &JsValue::from_str(k));
+    let bytes = |v: JsValue, what: &str| {
+        v.dyn_into::<js_sys::Uint8Array>()
+            .map(|a| a.to_vec())
+            .map_err(|_| err(format!("{what} must be a Uint8Array")))
+    };
+    let mut out = Vec::new();
+    for (i, a) in js_sys::Array::from(&list).iter().enumerate() {
+        let name = (get(&a, "name")?.as_string())
+            .ok_or_else(|| err(format!("lora[{i}].name must be a string")))?;
+        let gguf = get(&a, "gguf")?;
+        let adapter = if !gguf.is_undefined() {
+            let b = bytes(gguf, &format!("lora[{i}].gguf"))?;
+            kiln_model::LoraAdapter::from_gguf_bytes(&name, &name, b, config)
+        } else {
+            let text = (get(&a, "config")?.as_string()).ok_or_else(|| {
+                err(format!(
+                    "lora[{i}]: give gguf, or config (adapter_config.json's text) and safetensors"
+                ))
+            })?;
+            let b = bytes(get(&a, "safetensors")?, &format!("lora[{i}].safetensors"))?;
+            kiln_model::LoraAdapter::from_peft_bytes(&name, &name, &text, b, config)
+        };
+        out.push(std::sync::Arc::new(adapter.map_err(err)?));
+    }
+    Ok(out)
+}
+
 /// Tokens a generation gets when `max_tokens` is not given (fewer if the context is shorter).
 pub(crate) const DEFAULT_MAX_TOKENS: usize = 256;
 
@@ -81,6 +126,8 @@ pub(crate) struct StartParams {
     /// Variables for the chat template (`start_chat` only), as the server's chat takes them:
     /// Qwen3's `enable_thinking`, Llama 3's `date_string`, ...
     pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The LoRA adapter the generation runs through, by the name `loadModel`'s `lora` gave it.
+    pub lora: Option<String>,
     #[serde(flatten)]
     extra: std::collections::BTreeMap<String, serde_json::Value>,
 }

@@ -7,18 +7,19 @@
 //! row interleaving as the model's Q and K (on B, the rows of the product), which is undone
 //! here as it is for models.
 
-use std::path::Path;
-
 use super::{Scale, Source};
 use crate::gguf::config::Meta;
 use crate::gguf::{index_tensors, names, reader};
 use crate::storage::Storage;
 use crate::{Architecture, ModelConfig, ModelError};
 
-/// Reads the adapter file `path` for a model of `config`.
-pub(super) fn read(path: &Path, config: &ModelConfig) -> Result<Source, ModelError> {
-    let file = path.display().to_string();
-    let storage = Storage::map(path)?;
+/// Reads the adapter file held in `storage` (`file` names it in errors) for a model of
+/// `config`.
+pub(super) fn read(
+    storage: Storage,
+    file: String,
+    config: &ModelConfig,
+) -> Result<Source, ModelError> {
     let header = reader::parse_header(storage.bytes(), &file)?;
     let meta = Meta {
         map: &header.metadata,

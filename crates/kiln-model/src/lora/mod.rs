@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
+use crate::storage::Storage;
 use crate::{ModelConfig, ModelError, ModelTensors, Op, Weights};
 
 /// One adapted matrix: `A` (rank x cols) and `B` (rows x rank), B already scaled.
@@ -53,15 +54,52 @@ impl LoraAdapter {
     /// Reads the adapter at `path` (a PEFT folder, or a GGUF adapter file) and checks every
     /// pair against `config`'s layers.
     pub fn load(name: &str, path: &Path, config: &ModelConfig) -> Result<Self, ModelError> {
+        let source = match path.is_file() {
+            true => gguf::read(Storage::map(path)?, path.display().to_string(), config)?,
+            false => peft::read(path)?,
+        };
+        Self::check(name, path, source, config)
+    }
+
+    /// An adapter given as a GGUF adapter file's bytes (`file` names it in errors).
+    pub fn from_gguf_bytes(
+        name: &str,
+        file: &str,
+        bytes: Vec<u8>,
+        config: &ModelConfig,
+    ) -> Result<Self, ModelError> {
+        let source = gguf::read(Storage::Owned(bytes), file.to_string(), config)?;
+        Self::check(name, Path::new(file), source, config)
+    }
+
+    /// An adapter given as a PEFT folder's two files: `adapter_config.json`'s text and
+    /// `adapter_model.safetensors`' bytes (`folder` names them in errors).
+    pub fn from_peft_bytes(
+        name: &str,
+        folder: &str,
+        adapter_config: &str,
+        safetensors: Vec<u8>,
+        config: &ModelConfig,
+    ) -> Result<Self, ModelError> {
+        let source = peft::from_files(adapter_config, Storage::Owned(safetensors), |f| {
+            format!("{folder}/{f}")
+        })?;
+        Self::check(name, Path::new(folder), source, config)
+    }
+
+    /// Checks `source`'s pairs against `config`'s layers and reads them.
+    fn check(
+        name: &str,
+        path: &Path,
+        source: Source,
+        config: &ModelConfig,
+    ) -> Result<Self, ModelError> {
         let Source {
             weights,
             file,
             mut pairs,
             scale,
-        } = match path.is_file() {
-            true => gguf::read(path, config)?,
-            false => peft::read(path)?,
-        };
+        } = source;
         if let Some(lone) =
             (weights.names().into_iter()).find(|n| !pairs.iter().any(|(_, a, b)| n == a || n == b))
         {

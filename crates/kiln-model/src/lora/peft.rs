@@ -10,17 +10,28 @@ use super::{Scale, Source};
 use crate::storage::{Storage, read_text};
 use crate::{ModelError, Weights};
 
-const CONFIG: &str = "adapter_config.json";
-const WEIGHTS: &str = "adapter_model.safetensors";
+pub(super) const CONFIG: &str = "adapter_config.json";
+pub(super) const WEIGHTS: &str = "adapter_model.safetensors";
 
 /// Reads the adapter folder `path`, refusing what kiln does not apply.
 pub(super) fn read(path: &Path) -> Result<Source, ModelError> {
-    let file = |f: &str| path.join(f).display().to_string();
+    let config = read_text(&path.join(CONFIG))?;
+    let weights = Storage::map(&path.join(WEIGHTS))?;
+    from_files(&config, weights, |f| path.join(f).display().to_string())
+}
+
+/// Reads an adapter from its config's text and its weights file's bytes; `file(name)` names
+/// the folder's file `name` in errors.
+pub(super) fn from_files(
+    config: &str,
+    weights: Storage,
+    file: impl Fn(&str) -> String,
+) -> Result<Source, ModelError> {
     let unsupported = |f: &str, reason: String| ModelError::Unsupported {
         file: file(f),
         reason,
     };
-    let cfg: Value = serde_json::from_str(&read_text(&path.join(CONFIG))?)
+    let cfg: Value = serde_json::from_str(config)
         .map_err(|e| ModelError::corrupt(file(CONFIG), e.to_string()))?;
     if let Some(t) = cfg.get("peft_type").and_then(Value::as_str)
         && t != "LORA"
@@ -68,8 +79,8 @@ pub(super) fn read(path: &Path) -> Result<Source, ModelError> {
         false => Scale::Alpha(alpha),
     };
 
+    let storage = weights;
     let mut weights = Weights::new(file(WEIGHTS));
-    let storage = Storage::map(&path.join(WEIGHTS))?;
     crate::safetensors::index_file(&mut weights, storage, &file(WEIGHTS))?;
     let names = weights.names();
     if let Some(other) = (names.iter()).find(|n| !n.contains(".lora_A.") && !n.contains(".lora_B."))

@@ -14,7 +14,8 @@ impl WebEngine {
     /// `reasoning` (`think` or `none`: whether a `<think>` block goes to `event.reasoning`
     /// apart from `event.text`; by default where the chat template knows the tags), and chat's
     /// `logprobs` and `top_logprobs` (`event.logprobs`: the token's entry as OpenAI's chat
-    /// writes it, with its alternatives); unset ones
+    /// writes it, with its alternatives), and `lora` (an adapter `loadModel` loaded, by
+    /// name); unset ones
     /// come from the model's generation config, then kiln's defaults; an unknown field is an
     /// error (tools and `chat_template_kwargs` too: they go to [`WebEngine::start_chat`],
     /// which renders them into the prompt). `on_token(event)` is called for every new token and once at the end
@@ -48,6 +49,16 @@ impl WebEngine {
         let f = &self.frontend;
         let logprobs = chat_logprobs(params.logprobs, params.top_logprobs).map_err(err)?;
         let mut spec = f.resolve(&params.generation, logprobs).map_err(err)?;
+        if let Some(name) = &params.lora {
+            let found = self.loras.iter().find(|(n, _)| n == name);
+            spec.lora = Some(found.map(|(_, r)| *r).ok_or_else(|| {
+                let loaded: Vec<&str> = self.loras.iter().map(|(n, _)| n.as_str()).collect();
+                err(format!(
+                    "lora: no adapter named `{name}` was loaded with the model (loaded: {})",
+                    loaded.join(", ")
+                ))
+            })?);
+        }
         if spec.n != 1 {
             return Err(err("n must be 1: start one generation per call"));
         }
