@@ -48,9 +48,10 @@ pub struct Args {
     kv_disk_bytes: u64,
     #[arg(long)]
     no_prefix_caching: bool,
-    /// The model name clients use (default: the model file or folder name).
-    #[arg(long)]
-    served_model_name: Option<String>,
+    /// The model name clients use (default: the model file or folder name); more names after
+    /// it are aliases requests may give too (responses use the first), as vLLM's.
+    #[arg(long, num_args = 1..)]
+    served_model_name: Vec<String>,
     /// Longest sequence (default: the model's context length).
     #[arg(long)]
     max_model_len: Option<usize>,
@@ -232,7 +233,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         a.chat_template.as_deref(),
     )?;
     let path = &model_path;
-    let name = a.served_model_name.clone().unwrap_or_else(|| {
+    let name = a.served_model_name.first().cloned().unwrap_or_else(|| {
         a.model.clone().unwrap_or_else(|| {
             path.file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -312,6 +313,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         port: a.port,
         api_key: a.api_key,
         served_model_name: name,
+        model_aliases: a.served_model_name.iter().skip(1).cloned().collect(),
         max_waiting: a.max_waiting,
         demo: demo_files(&a.demo_dir, &model_path),
         shutdown_timeout: std::time::Duration::from_secs(a.shutdown_timeout),

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// When set, `/v1/*`, `/tokenize` and `/detokenize` need `Authorization: Bearer KEY`.
     pub api_key: Option<String>,
     pub served_model_name: String,
+    /// More names requests may give as their `model` for the served model (vLLM's further
+    /// `--served-model-name`s); responses name it `served_model_name`.
+    pub model_aliases: Vec<String>,
     /// Requests queued (waiting in the scheduler or not yet admitted) beyond which new ones
     /// get 503 with Retry-After.
     pub max_waiting: usize,
@@ -95,6 +98,7 @@ impl Default for ServerConfig {
             port: 8000,
             api_key: None,
             served_model_name: "kiln".into(),
+            model_aliases: Vec::new(),
             max_waiting: 1024,
             max_body_bytes: 8 << 20,
             demo: None,

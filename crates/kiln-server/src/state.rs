@@ -37,11 +37,16 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    /// The LoRA adapter a request's `model` names: `None` for the served model (or no
-    /// `model`), an error for a name that is neither it nor a loaded adapter's.
+    /// Whether `name` is one of the served model's names.
+    pub fn serves(&self, name: &str) -> bool {
+        name == self.config.served_model_name || self.config.model_aliases.iter().any(|a| a == name)
+    }
+
+    /// The LoRA adapter a request's `model` names: `None` for the served model (by any of its
+    /// names, or no `model`), an error for a name that is neither it nor a loaded adapter's.
     pub fn check_model(&self, model: Option<&str>) -> Result<Option<LoraRef>, ApiError> {
         match model {
-            Some(m) if m != self.config.served_model_name => match self.engine.lora.find(m) {
+            Some(m) if !self.serves(m) => match self.engine.lora.find(m) {
                 Some((r, _)) => Ok(Some(r)),
                 None => Err(ApiError::model_not_found(m)),
             },

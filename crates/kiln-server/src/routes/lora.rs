@@ -34,10 +34,10 @@ pub async fn load(
     ApiJson(req): ApiJson<LoadRequest>,
 ) -> Result<Response, ApiError> {
     let name = req.lora_name;
-    if name.is_empty() || name == st.config.served_model_name {
+    if name.is_empty() || st.serves(&name) {
         return Err(ApiError::bad_param(
             "lora_name",
-            format!("`{name}` cannot name an adapter: it is empty or the served model's name"),
+            format!("`{name}` cannot name an adapter: it is empty or a name of the served model"),
         ));
     }
     if st.engine.lora.find(&name).is_some() {

@@ -31,17 +31,27 @@ fn model_card(st: &Shared, adapter: Option<&LoraAdapter>) -> Value {
 
 pub async fn models(State(st): State<Shared>) -> Response {
     let adapters = st.engine.lora.loaded();
-    let cards: Vec<Value> = std::iter::once(None)
+    let mut cards: Vec<Value> = std::iter::once(None)
         .chain(adapters.iter().map(|(_, a)| Some(&**a)))
         .map(|a| model_card(&st, a))
         .collect();
+    // The served model's other names, each a card of its own (as vLLM lists them).
+    for (i, alias) in st.config.model_aliases.iter().enumerate() {
+        let mut card = model_card(&st, None);
+        card["id"] = json!(alias);
+        cards.insert(1 + i, card);
+    }
     axum::Json(json!({"object": "list", "data": cards})).into_response()
 }
 
 pub async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
     st.check_model(Some(&id))?;
     let adapter = st.engine.lora.find(&id).map(|(_, a)| a);
-    Ok(axum::Json(model_card(&st, adapter.as_deref())).into_response())
+    let mut card = model_card(&st, adapter.as_deref());
+    if adapter.is_none() {
+        card["id"] = json!(id);
+    }
+    Ok(axum::Json(card).into_response())
 }
 
 /// 200 while the server takes requests; 503 with the reason while the engine is down or the

@@ -1,4 +1,5 @@
-//! The streamed chat (role, one finish reason, the usage chunk), `/v1/models`, and the
+//! The streamed chat (role, one finish reason, the usage chunk), `/v1/models` (with an alias
+//! of the served model), and the
 //! `/tokenize` / `/detokenize` round trip.
 
 use super::*;
@@ -24,7 +25,29 @@ async fn streaming_chat_usage_models_tokenize() {
     assert_eq!(fin[0]["choices"][0]["finish_reason"], "length");
 
     let models: Value = serde_json::from_str(&get_text(base, "/v1/models").await).unwrap();
-    assert_eq!(models["data"][0]["id"], "tiny");
+    let ids: Vec<&str> = (models["data"].as_array().unwrap().iter())
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["tiny", "tiny-alias"]);
+    // An alias (a further --served-model-name) serves the model; replies give its first name.
+    let (s, r) = post(
+        base,
+        "/v1/chat/completions",
+        &json!({"model": "tiny-alias",
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!((s, r["model"].as_str()), (200, Some("tiny")), "{r}");
+    let card: Value = serde_json::from_str(&get_text(base, "/v1/models/tiny-alias").await).unwrap();
+    assert_eq!(card["id"], "tiny-alias");
+    let (s, _) = post(
+        base,
+        "/v1/chat/completions",
+        &json!({"model": "tiny-other",
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(s, 404);
     let (s, t) = post(base, "/tokenize", &json!({"prompt": "hello there"})).await;
     assert_eq!(s, 200);
     let (s, d) = post(base, "/detokenize", &json!({"tokens": t["tokens"]})).await;

@@ -27,6 +27,7 @@ fn server() -> &'static str {
         start_tiny(|sc, _| {
             sc.api_key = Some(API_KEY.into());
             sc.max_body_bytes = 64 << 10;
+            sc.model_aliases = vec!["tiny-alias".into()];
         })
     })
 }
