@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode, LoraCapacity};
 use kiln_frontend::ReasoningFormat;
+use kiln_frontend::tools::ToolFormat;
 use kiln_model::LoraAdapter;
 use kiln_server::kv_transfer::{KvRole, KvTransferConfig};
 use kiln_server::{Frontend, ServerConfig};
@@ -93,6 +94,15 @@ pub struct Args {
     /// (replies as written, reasoning in `content`).
     #[arg(long, value_enum, default_value_t = ReasoningArg::Auto)]
     reasoning_parser: ReasoningArg,
+    /// How tool calls are written and read (vLLM's names): `auto` (from the chat template),
+    /// `hermes`, `llama3_json`, `mistral`, `pythonic` (or `llama4_pythonic`), or `kiln` (its
+    /// own JSON, the tools described in a system message). A model's own format needs a chat
+    /// template that renders the tools.
+    #[arg(long, default_value = "auto", value_name = "NAME")]
+    tool_call_parser: String,
+    /// Accepted for vLLM's command lines: `tool_choice` `auto` is always served.
+    #[arg(long)]
+    enable_auto_tool_choice: bool,
     /// A chat template instead of the model's (vLLM's flag): a file, or the Jinja template
     /// itself. Tool-call and reasoning formats are read from it.
     #[arg(long)]
@@ -249,7 +259,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut lora = Vec::new();
     for (adapter, dir) in &a.lora_modules {
         anyhow::ensure!(
-            *adapter != name && !lora.iter().any(|l: &Arc<LoraAdapter>| l.name == *adapter),
+            *adapter != name
+                && !a.served_model_name.contains(adapter)
+                && !lora.iter().any(|l: &Arc<LoraAdapter>| l.name == *adapter),
             "--lora-modules: the name `{adapter}` is taken (by the served model or another adapter)"
         );
         let l = LoraAdapter::load(adapter, dir, &model.config)?;
@@ -270,7 +282,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }),
         None => None,
     };
-    let (info, config, weights) = Frontend::split(model);
+    let (mut info, config, weights) = Frontend::split(model);
+    info.tool_format = ToolFormat::named(
+        &a.tool_call_parser,
+        info.chat_template.as_ref(),
+        &info.tokenizer,
+    )
+    .map_err(|e| anyhow::anyhow!("--tool-call-parser {e}"))?;
+    if a.enable_auto_tool_choice {
+        tracing::info!("--enable-auto-tool-choice: tool_choice `auto` is always served");
+    }
     let ec = a.device.apply(EngineConfig {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,

@@ -74,20 +74,7 @@ impl ToolFormat {
         match template {
             Some(t) if t.reads_tools() && t.source().contains(HERMES_OPEN) => ToolFormat::Hermes,
             Some(t) if t.reads_tools() && t.source().contains(MISTRAL_OPEN) => {
-                let special = |marker| {
-                    tokenizer
-                        .token_to_id(marker)
-                        .filter(|&id| tokenizer.is_special(id))
-                };
-                let open = special(MISTRAL_OPEN);
-                if t.source().contains(MISTRAL_ARGS) {
-                    ToolFormat::MistralArgs {
-                        open,
-                        args: special(MISTRAL_ARGS),
-                    }
-                } else {
-                    ToolFormat::Mistral { open }
-                }
+                Self::mistral(t.source().contains(MISTRAL_ARGS), tokenizer)
             }
             Some(t) if t.reads_tools() && t.source().contains(PYTHONIC_SPEC) => {
                 ToolFormat::Pythonic
@@ -96,6 +83,55 @@ impl ToolFormat {
                 ToolFormat::Llama3
             }
             _ => ToolFormat::Generic,
+        }
+    }
+
+    /// Mistral's later form (`later`: the template writes `[ARGS]`) or its first, with the
+    /// markers' ids where `tokenizer` has them as special tokens.
+    fn mistral(later: bool, tokenizer: &Tokenizer) -> ToolFormat {
+        let special = |marker| {
+            tokenizer
+                .token_to_id(marker)
+                .filter(|&id| tokenizer.is_special(id))
+        };
+        let open = special(MISTRAL_OPEN);
+        match later {
+            true => ToolFormat::MistralArgs {
+                open,
+                args: special(MISTRAL_ARGS),
+            },
+            false => ToolFormat::Mistral { open },
+        }
+    }
+
+    /// The format vLLM's `--tool-call-parser NAME` names, for a model with `template` and
+    /// `tokenizer` (`auto`: read from the template; `kiln`: kiln's generic JSON). A model's own
+    /// format needs a template that renders the tools; an error says so, or lists the names
+    /// kiln reads.
+    pub fn named(
+        name: &str,
+        template: Option<&ChatTemplate>,
+        tokenizer: &Tokenizer,
+    ) -> Result<ToolFormat, String> {
+        let native = |f: ToolFormat| match template {
+            Some(t) if t.reads_tools() => Ok(f),
+            _ => Err(format!(
+                "{name}: the chat template does not render `tools`, so the model would not \
+                 see them; give one that does (--chat-template)"
+            )),
+        };
+        let later = template.is_some_and(|t| t.source().contains(MISTRAL_ARGS));
+        match name {
+            "auto" => Ok(Self::detect(template, tokenizer)),
+            "kiln" => Ok(ToolFormat::Generic),
+            "hermes" => native(ToolFormat::Hermes),
+            "llama3_json" => native(ToolFormat::Llama3),
+            "pythonic" | "llama4_pythonic" => native(ToolFormat::Pythonic),
+            "mistral" => native(Self::mistral(later, tokenizer)),
+            other => Err(format!(
+                "{other}: not a tool-call parser kiln reads (auto, hermes, llama3_json, \
+                 mistral, pythonic or llama4_pythonic, kiln)"
+            )),
         }
     }
 

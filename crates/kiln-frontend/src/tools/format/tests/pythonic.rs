@@ -164,3 +164,29 @@ fn integer_ranges_are_regular_expressions() {
         }
     }
 }
+
+#[test]
+fn a_parser_named_as_vllm_names_it_overrides_the_template() {
+    let tok = tiny_tokenizer(false);
+    let reads =
+        ChatTemplate::new("{% if tools %}{{ tools | tojson }}{% endif %}", "", "", "t").unwrap();
+    let plain = ChatTemplate::new("{{ messages[0]['content'] }}", "", "", "t").unwrap();
+    let named = |n: &str, t: &ChatTemplate| ToolFormat::named(n, Some(t), &tok);
+    assert_eq!(named("pythonic", &reads), Ok(ToolFormat::Pythonic));
+    assert_eq!(named("llama4_pythonic", &reads), Ok(ToolFormat::Pythonic));
+    assert_eq!(named("hermes", &reads), Ok(ToolFormat::Hermes));
+    assert_eq!(named("llama3_json", &reads), Ok(ToolFormat::Llama3));
+    assert_eq!(
+        named("mistral", &reads),
+        Ok(ToolFormat::Mistral { open: None })
+    );
+    assert_eq!(named("auto", &reads), Ok(ToolFormat::Generic));
+    assert_eq!(named("kiln", &plain), Ok(ToolFormat::Generic));
+    let err = named("hermes", &plain).unwrap_err();
+    assert!(err.contains("does not render `tools`"), "{err}");
+    let err = named("granite", &reads).unwrap_err();
+    assert!(
+        err.starts_with("granite: not a tool-call parser") && err.contains("pythonic"),
+        "{err}"
+    );
+}
