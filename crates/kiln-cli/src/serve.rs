@@ -14,6 +14,9 @@ pub struct Args {
     /// Model folder, GGUF file or Hugging Face repo id (default: the SmolLM2-135M-Instruct GGUF).
     #[arg(long)]
     model: Option<String>,
+    /// The model as `vllm serve MODEL` takes it (the same as --model).
+    #[arg(value_name = "MODEL", conflicts_with = "model")]
+    model_tag: Option<String>,
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
     #[arg(long, default_value_t = 8000)]
@@ -221,7 +224,10 @@ fn kv_transfer(a: &Args) -> anyhow::Result<Option<KvTransferConfig>> {
     }))
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
+pub fn run(mut a: Args) -> anyhow::Result<()> {
+    if a.model.is_none() {
+        a.model = a.model_tag.take();
+    }
     let kv_transfer = kv_transfer(&a)?;
     anyhow::ensure!(
         a.kv_disk_dir.is_none() || a.cpu_kv_bytes > 0,
