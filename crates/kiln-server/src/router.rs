@@ -65,6 +65,7 @@ pub fn router(state: Shared) -> Router {
         app = demo::mount(app, demo);
     }
     app.route("/health", get(misc::health))
+        .route("/version", get(misc::version))
         .route("/metrics", get(misc::metrics))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {

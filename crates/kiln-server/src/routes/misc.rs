@@ -1,4 +1,4 @@
-//! `GET /v1/models`, `GET /health`, `GET /metrics`, `POST /tokenize`, `POST /detokenize`,
+//! `GET /v1/models`, `GET /health`, `GET /version`, `GET /metrics`, `POST /tokenize`, `POST /detokenize`,
 //! `POST /reset_prefix_cache`.
 
 use axum::extract::{Path, State};
@@ -52,6 +52,11 @@ pub async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Result<R
         card["id"] = json!(id);
     }
     Ok(axum::Json(card).into_response())
+}
+
+/// `{"version"}`: kiln's, as vLLM's `/version` answers its own.
+pub async fn version() -> Response {
+    axum::Json(json!({"version": env!("CARGO_PKG_VERSION")})).into_response()
 }
 
 /// 200 while the server takes requests; 503 with the reason while the engine is down or the

@@ -38,6 +38,8 @@ async fn streaming_chat_usage_models_tokenize() {
     )
     .await;
     assert_eq!((s, r["model"].as_str()), (200, Some("tiny")), "{r}");
+    let version: Value = serde_json::from_str(&get_text(base, "/version").await).unwrap();
+    assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
     let card: Value = serde_json::from_str(&get_text(base, "/v1/models/tiny-alias").await).unwrap();
     assert_eq!(card["id"], "tiny-alias");
     let (s, _) = post(
