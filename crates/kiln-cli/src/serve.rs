@@ -103,6 +103,10 @@ pub struct Args {
     /// template that renders the tools.
     #[arg(long, default_value = "auto", value_name = "NAME")]
     tool_call_parser: String,
+    /// Send every response's `X-Request-Id` header back: the request's own, or one made for
+    /// it (vLLM's flag); the log line of each request names it.
+    #[arg(long)]
+    enable_request_id_headers: bool,
     /// Accepted for vLLM's command lines: `tool_choice` `auto` is always served.
     #[arg(long)]
     enable_auto_tool_choice: bool,
@@ -359,6 +363,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         priority_scheduling: a.scheduling_policy == SchedulingPolicy::Priority,
         kv_disk,
         sleep_mode: a.enable_sleep_mode,
+        request_id_headers: a.enable_request_id_headers,
         sleep_after_idle: match a.sleep_after_idle {
             Some(s) if !(s.is_finite() && s > 0.0) => {
                 anyhow::bail!("--sleep-after-idle {s}: a number of seconds above 0")

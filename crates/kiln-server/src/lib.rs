@@ -89,6 +89,9 @@ pub struct ServerConfig {
     pub sleep_mode: bool,
     /// The engine sleeps after this long without requests (`--sleep-after-idle`).
     pub sleep_after_idle: Option<Duration>,
+    /// Every response carries an `X-Request-Id` header, the request's own or one made for it
+    /// (vLLM's `--enable-request-id-headers`); the log line names it.
+    pub request_id_headers: bool,
 }
 
 impl Default for ServerConfig {
@@ -113,6 +116,7 @@ impl Default for ServerConfig {
             kv_disk: None,
             sleep_mode: false,
             sleep_after_idle: None,
+            request_id_headers: false,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The HTTP surface: every route, the API key check, the body limit and one log line per
-//! request.
+//! request (with its `X-Request-Id`, sent back, where asked).
 
 use std::time::Instant;
 
@@ -17,6 +17,7 @@ use crate::{demo, kv_transfer, messages, responses, routes};
 pub fn router(state: Shared) -> Router {
     use routes::{chat, completions, embeddings, misc, render};
     let limit = state.config.max_body_bytes;
+    let ids = state.config.request_id_headers;
     let protected = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/completions", post(completions::completions))
@@ -78,26 +79,42 @@ pub fn router(state: Shared) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(move |mut req: Request, next: Next| {
             req.extensions_mut().insert(BodyLimit(limit));
-            log_request(req, next)
+            log_request(req, next, ids)
         }))
         .with_state(state)
 }
 
-/// One log line per request.
-async fn log_request(req: Request, next: Next) -> Response {
+/// One log line per request, naming its `X-Request-Id` (the client's, or one made here)
+/// where `ids` (`--enable-request-id-headers`), and the id sent back in that header.
+async fn log_request(req: Request, next: Next, ids: bool) -> Response {
     let (method, path, start) = (
         req.method().clone(),
         req.uri().path().to_string(),
         Instant::now(),
     );
-    let res = next.run(req).await;
+    let id = ids.then(|| {
+        (req.headers().get(REQUEST_ID).cloned()).unwrap_or_else(|| {
+            let made = format!("{:032x}", rand::random::<u128>());
+            header::HeaderValue::from_str(&made).expect("hex digits")
+        })
+    });
+    let mut res = next.run(req).await;
+    let shown = (id.as_ref()).map_or(String::new(), |v| {
+        format!(" [{}]", v.to_str().unwrap_or("(not text)"))
+    });
     tracing::info!(
-        "{method} {path} {} {:.1} ms",
+        "{method} {path} {} {:.1} ms{shown}",
         res.status().as_u16(),
         start.elapsed().as_secs_f64() * 1e3
     );
+    if let Some(v) = id {
+        res.headers_mut().insert(REQUEST_ID, v);
+    }
     res
 }
+
+/// The header a request's id travels in (gateways set it; vLLM echoes it).
+const REQUEST_ID: header::HeaderName = header::HeaderName::from_static("x-request-id");
 
 async fn auth(State(st): State<Shared>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.config.api_key {

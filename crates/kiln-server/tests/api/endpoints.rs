@@ -38,6 +38,20 @@ async fn streaming_chat_usage_models_tokenize() {
     )
     .await;
     assert_eq!((s, r["model"].as_str()), (200, Some("tiny")), "{r}");
+    // X-Request-Id: the client's sent back, or one made for a request without it.
+    let r = (client()
+        .get(format!("{base}/version"))
+        .header("x-request-id", "trace-7"))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.headers()["x-request-id"], "trace-7");
+    let r = client().get(format!("{base}/health")).send().await.unwrap();
+    let made = r.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(
+        made.len() == 32 && made.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{made}"
+    );
     let version: Value = serde_json::from_str(&get_text(base, "/version").await).unwrap();
     assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
     let card: Value = serde_json::from_str(&get_text(base, "/v1/models/tiny-alias").await).unwrap();

@@ -28,6 +28,7 @@ fn server() -> &'static str {
             sc.api_key = Some(API_KEY.into());
             sc.max_body_bytes = 64 << 10;
             sc.model_aliases = vec!["tiny-alias".into()];
+            sc.request_id_headers = true;
         })
     })
 }
