@@ -5,6 +5,7 @@ mod chat;
 mod device_args;
 mod embed;
 mod generate;
+mod generation_config;
 mod info;
 mod local;
 mod local_disk;

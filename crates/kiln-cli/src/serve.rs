@@ -103,6 +103,15 @@ pub struct Args {
     /// template that renders the tools.
     #[arg(long, default_value = "auto", value_name = "NAME")]
     tool_call_parser: String,
+    /// Where requests' sampling defaults come from (vLLM's flag): `auto`, the model's own
+    /// (generation_config.json or GGUF metadata); `vllm`, none (kiln's then apply); or a
+    /// folder whose generation_config.json is read.
+    #[arg(long, default_value = "auto", value_name = "auto|vllm|FOLDER")]
+    generation_config: String,
+    /// Sampling defaults set over those (vLLM's flag), as JSON: `temperature`, `top_p`,
+    /// `top_k`, `min_p`, `repetition_penalty`.
+    #[arg(long, value_name = "JSON")]
+    override_generation_config: Option<String>,
     /// Send every response's `X-Request-Id` header back: the request's own, or one made for
     /// it (vLLM's flag); the log line of each request names it.
     #[arg(long)]
@@ -293,6 +302,13 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         None => None,
     };
     let (mut info, config, weights) = Frontend::split(model);
+    info.defaults = crate::generation_config::defaults(&a.generation_config, info.defaults)?;
+    if let Some(json) = &a.override_generation_config {
+        info.defaults = crate::generation_config::overridden(info.defaults, json)?;
+    }
+    if !info.defaults.is_empty() {
+        tracing::info!("sampling defaults: {}", info.defaults.describe().join(", "));
+    }
     info.tool_format = ToolFormat::named(
         &a.tool_call_parser,
         info.chat_template.as_ref(),
