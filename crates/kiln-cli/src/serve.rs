@@ -112,6 +112,10 @@ pub struct Args {
     /// `top_k`, `min_p`, `repetition_penalty`.
     #[arg(long, value_name = "JSON")]
     override_generation_config: Option<String>,
+    /// Web pages of these origins may call the API from a browser (CORS; `*` for any), as
+    /// vLLM's flag; by default none.
+    #[arg(long, num_args = 1.., value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
     /// Send every response's `X-Request-Id` header back: the request's own, or one made for
     /// it (vLLM's flag); the log line of each request names it.
     #[arg(long)]
@@ -380,6 +384,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         kv_disk,
         sleep_mode: a.enable_sleep_mode,
         request_id_headers: a.enable_request_id_headers,
+        allowed_origins: a.allowed_origins.clone(),
         sleep_after_idle: match a.sleep_after_idle {
             Some(s) if !(s.is_finite() && s > 0.0) => {
                 anyhow::bail!("--sleep-after-idle {s}: a number of seconds above 0")

@@ -16,8 +16,9 @@ pub struct Api {
 }
 
 impl Api {
-    /// Serves `model` on `127.0.0.1:port` (0: any free port).
-    pub fn start(model: &Loaded, port: u16) -> anyhow::Result<Api> {
+    /// Serves `model` on `127.0.0.1:port` (0: any free port), to web pages of any origin too
+    /// where `cors`.
+    pub fn start(model: &Loaded, port: u16, cors: bool) -> anyhow::Result<Api> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("kiln-api")
@@ -27,6 +28,10 @@ impl Api {
             port,
             served_model_name: model.info.name.clone(),
             shutdown_timeout: Duration::from_secs(2),
+            allowed_origins: match cors {
+                true => vec!["*".into()],
+                false => Vec::new(),
+            },
             ..ServerConfig::default()
         };
         let server = runtime.block_on(kiln_server::start_on(

@@ -237,6 +237,8 @@ pub struct Settings {
     pub sleep_after_idle_s: u64,
     /// Where the local API listens when switched on.
     pub api_port: u16,
+    /// Web pages of any origin may call the local API from a browser (CORS).
+    pub api_cors: bool,
     /// Run the engine on the window's wgpu device (read at start).
     pub share_device: bool,
 }
@@ -256,6 +258,7 @@ impl Default for Settings {
             lora_slots: 0,
             lora_rank: 16,
             api_port: 8000,
+            api_cors: false,
             share_device: false,
         }
     }

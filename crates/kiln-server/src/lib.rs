@@ -89,6 +89,9 @@ pub struct ServerConfig {
     pub sleep_mode: bool,
     /// The engine sleeps after this long without requests (`--sleep-after-idle`).
     pub sleep_after_idle: Option<Duration>,
+    /// Web pages of these origins may call the API from a browser (CORS; `*` for any), as
+    /// vLLM's `--allowed-origins`; empty: none (no CORS headers).
+    pub allowed_origins: Vec<String>,
     /// Every response carries an `X-Request-Id` header, the request's own or one made for it
     /// (vLLM's `--enable-request-id-headers`); the log line names it.
     pub request_id_headers: bool,
@@ -117,6 +120,7 @@ impl Default for ServerConfig {
             sleep_mode: false,
             sleep_after_idle: None,
             request_id_headers: false,
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -266,7 +270,7 @@ async fn serve_engine(
         port: addr.port(),
         responses,
     });
-    let app = router::router(state);
+    let app = router::router(state)?;
     tracing::info!("serving on http://{addr}");
     let (drain, stop, forced) = (
         Arc::new(tokio::sync::Notify::new()),

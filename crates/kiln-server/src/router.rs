@@ -9,15 +9,17 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tower_http::cors::CorsLayer;
 
 use crate::error::{ApiError, BodyLimit};
 use crate::state::Shared;
 use crate::{demo, kv_transfer, messages, responses, routes};
 
-pub fn router(state: Shared) -> Router {
+pub fn router(state: Shared) -> anyhow::Result<Router> {
     use routes::{chat, completions, embeddings, misc, render};
     let limit = state.config.max_body_bytes;
     let ids = state.config.request_id_headers;
+    let cors = cors_layer(&state.config.allowed_origins)?;
     let protected = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/completions", post(completions::completions))
@@ -65,7 +67,8 @@ pub fn router(state: Shared) -> Router {
     if let Some(demo) = &state.config.demo {
         app = demo::mount(app, demo);
     }
-    app.route("/health", get(misc::health))
+    Ok(app
+        .route("/health", get(misc::health))
         .route("/version", get(misc::version))
         .route("/metrics", get(misc::metrics))
         .fallback(|| async { ApiError::not_found("no such route") })
@@ -81,7 +84,33 @@ pub fn router(state: Shared) -> Router {
             req.extensions_mut().insert(BodyLimit(limit));
             log_request(req, next, ids)
         }))
-        .with_state(state)
+        .layer(tower::util::option_layer(cors))
+        .with_state(state))
+}
+
+/// Browser pages of `origins` (`*`: any) may call every route, preflight requests answered
+/// before the API key is asked for; none: no CORS headers, so browsers keep other origins out.
+fn cors_layer(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
+    use tower_http::cors::{AllowOrigin, Any};
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow = match origins.iter().any(|o| o == "*") {
+        true => AllowOrigin::any(),
+        false => AllowOrigin::list(
+            (origins.iter())
+                .map(|o| header::HeaderValue::from_str(o))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("allowed origins {origins:?}: {e}"))?,
+        ),
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods(Any)
+            .allow_headers(Any)
+            .expose_headers(Any),
+    ))
 }
 
 /// One log line per request, naming its `X-Request-Id` (the client's, or one made here)

@@ -200,9 +200,8 @@ fn api_switch(app: &mut DesktopApp, ui: &mut egui::Ui) {
     ui.horizontal(|ui| {
         if ui.checkbox(&mut on, "Serve the OpenAI API").changed() {
             if on {
-                let started = app
-                    .loaded()
-                    .map(|m| crate::api::Api::start(m, app.settings.api_port));
+                let (port, cors) = (app.settings.api_port, app.settings.api_cors);
+                let started = app.loaded().map(|m| crate::api::Api::start(m, port, cors));
                 match started {
                     Some(Ok(api)) => app.api = Some(api),
                     Some(Err(e)) => app.notices.push(format!("API: {e:#}")),
@@ -223,6 +222,13 @@ fn api_switch(app: &mut DesktopApp, ui: &mut egui::Ui) {
             app.save_settings();
         }
     });
+    let cors = egui::Checkbox::new(&mut app.settings.api_cors, "Let web pages call it (CORS)");
+    let r = ui
+        .add_enabled(app.api.is_none(), cors)
+        .on_hover_text("Browser pages of any site may then use the API: keep it off unless a web app of yours needs it.");
+    if r.changed() {
+        app.save_settings();
+    }
     if let Some(api) = &app.api {
         ui.label(format!("http://{}/v1", api.addr));
     }

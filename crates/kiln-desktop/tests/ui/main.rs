@@ -245,19 +245,26 @@ impl egui::DroppedFile for Dropped {
     }
 }
 
-/// A POST over plain HTTP/1.1; the response body as JSON.
-fn post_json(port: u16, path: &str, body: &serde_json::Value) -> serde_json::Value {
+/// `request` written as it is; the whole response.
+fn raw_http(port: u16, request: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let body = body.to_string();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    s.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     s.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// A POST over plain HTTP/1.1; the response body as JSON.
+fn post_json(port: u16, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let body = body.to_string();
+    let response = raw_http(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{response}");
     serde_json::from_str(body).unwrap()
@@ -276,9 +283,23 @@ fn the_api_switch_serves_the_apps_engine() {
         .unwrap()
         .port();
     h.state_mut().settings.api_port = port;
+    h.get_by_label("Let web pages call it (CORS)").click();
+    h.run_ok();
+    assert!(h.state().settings.api_cors);
     h.get_by_label("Serve the OpenAI API").click();
     h.run_ok();
     assert!(h.state().api.is_some(), "{:?}", h.state().notices);
+    // A web page's preflight is answered for any origin.
+    let head = raw_http(
+        port,
+        "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nOrigin: http://page.test\r\n\
+         Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        head.to_lowercase()
+            .contains("access-control-allow-origin: *"),
+        "{head}"
+    );
     h.get_by_label_contains(&format!("127.0.0.1:{port}/v1"));
     let r = post_json(
         port,

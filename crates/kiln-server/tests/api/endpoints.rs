@@ -73,3 +73,48 @@ async fn streaming_chat_usage_models_tokenize() {
         "{d}"
     );
 }
+
+/// CORS: a page of an allowed origin may call the API from a browser (its preflight answered
+/// without the API key); another origin, or a server that allows none, gets no CORS headers.
+#[tokio::test]
+async fn allowed_origins_get_cors_headers() {
+    let preflight = |base: &str, origin: &str| {
+        client()
+            .request(
+                reqwest::Method::OPTIONS,
+                format!("{base}/v1/chat/completions"),
+            )
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .send()
+    };
+    let allowed = |r: &reqwest::Response| {
+        (r.headers().get("access-control-allow-origin")).map(|v| v.to_str().unwrap().to_string())
+    };
+    let r = preflight(server(), "http://page.test").await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(allowed(&r).as_deref(), Some("http://page.test"));
+    let methods = r.headers()["access-control-allow-methods"]
+        .to_str()
+        .unwrap();
+    assert!(
+        methods.contains('*') || methods.contains("POST"),
+        "{methods}"
+    );
+    let r = (client().get(format!("{}/v1/models", server())))
+        .bearer_auth(API_KEY)
+        .header("origin", "http://page.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed(&r).as_deref(), Some("http://page.test"));
+    let r = preflight(server(), "http://other.test").await.unwrap();
+    assert_eq!(allowed(&r), None);
+    let closed = start_tiny(|_, _| {});
+    let r = preflight(&closed, "http://page.test").await.unwrap();
+    assert_eq!(allowed(&r), None);
+}

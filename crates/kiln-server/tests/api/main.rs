@@ -29,6 +29,7 @@ fn server() -> &'static str {
             sc.max_body_bytes = 64 << 10;
             sc.model_aliases = vec!["tiny-alias".into()];
             sc.request_id_headers = true;
+            sc.allowed_origins = vec!["http://page.test".into()];
         })
     })
 }
