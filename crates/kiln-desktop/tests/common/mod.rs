@@ -139,6 +139,16 @@ pub fn greedy(h: &mut Harness<'_, DesktopApp>) {
     s.max_tokens = Some(MAX_TOKENS);
 }
 
+/// Types `text` into the field labelled `label` and presses Enter (a number setting, say).
+pub fn enter(h: &mut Harness<'_, DesktopApp>, label: &str, text: &str) {
+    h.get_by_label(label).focus();
+    h.step();
+    h.get_by_label(label).type_text(text);
+    h.step();
+    h.key_press(egui::Key::Enter);
+    h.run_ok();
+}
+
 pub fn send(h: &mut Harness<'_, DesktopApp>, text: &str) {
     h.get_by_label("Message").focus();
     h.step();

@@ -29,13 +29,7 @@ fn a_chat_replies_through_the_adapter_it_picks() {
 
     let store = dir.path().join("store");
     let mut h = harness(&store, None, true);
-    let label = "LoRA adapter slots (0: off)";
-    h.get_by_label(label).focus();
-    h.step();
-    h.get_by_label(label).type_text("2");
-    h.step();
-    h.key_press(egui::Key::Enter);
-    h.run_ok();
+    enter(&mut h, "LoRA adapter slots (0: off)", "2");
     assert_eq!(h.state().settings.lora_slots, 2);
 
     h.state_mut().open_model(model);

@@ -13,13 +13,7 @@ fn an_idle_engine_gives_its_gpu_memory_back_and_a_message_wakes_it() {
 
     let store = dir.path().join("store");
     let mut h = harness(&store, None, true);
-    let label = "Give GPU memory back after idle (s, 0: never)";
-    h.get_by_label(label).focus();
-    h.step();
-    h.get_by_label(label).type_text("1");
-    h.step();
-    h.key_press(egui::Key::Enter);
-    h.run_ok();
+    enter(&mut h, "Give GPU memory back after idle (s, 0: never)", "1");
     assert_eq!(h.state().settings.sleep_after_idle_s, 1);
     let kept = Store::open(Some(store.clone())).unwrap().load_settings();
     assert_eq!(kept.unwrap().sleep_after_idle_s, 1, "the setting is saved");

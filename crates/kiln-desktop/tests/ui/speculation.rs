@@ -13,13 +13,7 @@ fn speculative_tokens_from_the_settings_keep_the_reply() {
 
     let store = dir.path().join("store");
     let mut h = harness(&store, None, true);
-    let label = "Speculative tokens (0: off)";
-    h.get_by_label(label).focus();
-    h.step();
-    h.get_by_label(label).type_text("3");
-    h.step();
-    h.key_press(egui::Key::Enter);
-    h.run_ok();
+    enter(&mut h, "Speculative tokens (0: off)", "3");
     assert_eq!(h.state().settings.speculative_tokens, 3);
     let kept = Store::open(Some(store.clone())).unwrap().load_settings();
     assert_eq!(kept.unwrap().speculative_tokens, 3, "the setting is saved");
