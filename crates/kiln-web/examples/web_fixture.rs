@@ -22,6 +22,7 @@
 //! With `--model FILE` it uses that GGUF instead of writing the tiny one.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use kiln_engine::{
@@ -69,13 +70,22 @@ fn main() {
         .map(|p| model.tokenizer.encode(p, true).expect("encode"))
         .collect();
 
-    let run_on = |model: &Model,
-                  kv_dtype: KvDtype,
-                  prompts: &[Vec<u32>],
-                  n: usize,
-                  sampling: SamplingParams|
+    // The prompts' ids on `model` with a cache of `kv_dtype`, through `lora` where given.
+    let run_through = |model: &Model,
+                       kv_dtype: KvDtype,
+                       lora: Option<Arc<LoraAdapter>>,
+                       prompts: &[Vec<u32>],
+                       n: usize,
+                       sampling: SamplingParams|
      -> (Vec<Vec<u32>>, f64) {
-        let mut engine = page_engine(&ctx, &model.config, &model.weights, kv_dtype);
+        let name = lora.as_ref().map(|a| a.name.clone());
+        let ec = EngineConfig {
+            kv_dtype,
+            lora: lora.into_iter().collect(),
+            ..page_config()
+        };
+        let mut engine = page_engine(&ctx, &model.config, &model.weights, ec);
+        let lora = name.and_then(|n| engine.lora_ref(&n));
         let mut outs = vec![Vec::new(); prompts.len()];
         for (i, p) in prompts.iter().enumerate() {
             engine
@@ -83,6 +93,7 @@ fn main() {
                     sampling,
                     ignore_eos: true,
                     eos_token_ids: model.config.eos_token_ids.clone(),
+                    lora,
                     ..Request::new(i as u64 + 1, p.clone(), n)
                 })
                 .expect("add_request");
@@ -100,6 +111,9 @@ fn main() {
         let total: usize = outs.iter().map(Vec::len).sum();
         let rate = (total - prompts.len()) as f64 / (last - first.unwrap()).as_secs_f64().max(1e-9);
         (outs, rate)
+    };
+    let run_on = |model: &Model, kv_dtype, prompts: &[Vec<u32>], n, sampling| {
+        run_through(model, kv_dtype, None, prompts, n, sampling)
     };
     let run = |prompts: &[Vec<u32>], n: usize, sampling: SamplingParams| {
         run_on(&model, KvDtype::F16, prompts, n, sampling)
@@ -128,7 +142,15 @@ fn main() {
     lora.write_gguf(&lora_path, &model.config, DType::F32)
         .expect("write tiny lora");
     let adapter = LoraAdapter::load("style", &lora_path, &model.config).expect("read tiny lora");
-    let lora_ids = through_adapter(&ctx, &model, adapter, &prompt_ids, n);
+    let lora_ids = run_through(
+        &model,
+        KvDtype::F16,
+        Some(Arc::new(adapter)),
+        &prompt_ids,
+        n,
+        greedy,
+    )
+    .0;
     let kv8_ids = serde_json::json!({
         "fp8": run_on(&model, KvDtype::Fp8, &prompt_ids, n, greedy).0,
         "q8_0": run_on(&kv8, KvDtype::Q8, &prompt_ids, n, greedy).0,
@@ -194,40 +216,6 @@ fn main() {
     println!("{json}");
 }
 
-/// The greedy ids of `prompts` (`n` tokens each, all at once) through `adapter`, on the
-/// page's engine sizes.
-fn through_adapter(
-    ctx: &GpuContext,
-    model: &Model,
-    adapter: LoraAdapter,
-    prompts: &[Vec<u32>],
-    n: usize,
-) -> Vec<Vec<u32>> {
-    let ec = EngineConfig {
-        lora: vec![std::sync::Arc::new(adapter)],
-        ..kiln_web::engine_config(16 << 20, 8)
-    };
-    let mut engine =
-        Engine::new(ctx, &model.config, &model.weights, ec, &mut |_, _| {}).expect("engine");
-    let lora = engine.lora_ref("style");
-    for (i, p) in prompts.iter().enumerate() {
-        let r = Request {
-            sampling: SamplingParams::greedy(),
-            ignore_eos: true,
-            lora,
-            ..Request::new(i as u64 + 1, p.clone(), n)
-        };
-        engine.add_request(r).expect("add_request");
-    }
-    let mut outs = vec![Vec::new(); prompts.len()];
-    while engine.has_unfinished() {
-        for u in pollster::block_on(engine.step()).expect("step") {
-            outs[u.id as usize - 1].extend(u.token.map(|t| t.token_id));
-        }
-    }
-    outs
-}
-
 /// The demo page's sampling panel in the browser test (`web-demo/test/demo.html`): greedy,
 /// then with penalties.
 const DEMO_GREEDY: &str = r#"{"temperature": 0, "top_p": 1, "top_k": 0, "min_p": 0,
@@ -258,7 +246,7 @@ fn completion_reply(ctx: &GpuContext, path: &std::path::Path) -> serde_json::Val
 fn embedding(ctx: &GpuContext, path: &std::path::Path, text: &str) -> Vec<f32> {
     let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
     let prompt = frontend.encode(text, true, "input").expect("encode");
-    let mut engine = page_engine(ctx, &config, &weights, KvDtype::F16);
+    let mut engine = page_engine(ctx, &config, &weights, page_config());
     let spec = frontend.embedding_spec();
     engine
         .add_request(frontend.request(&spec, 1, prompt, 1, 0, 0))
@@ -285,7 +273,7 @@ fn reply(
     let spec = frontend.resolve(&params, None).expect("spec");
     let prompt = prompt(&frontend);
     let max_tokens = spec.max_tokens.expect("max_tokens");
-    let mut engine = page_engine(ctx, &config, &weights, KvDtype::F16);
+    let mut engine = page_engine(ctx, &config, &weights, page_config());
     engine
         .add_request(frontend.request(&spec, 1, prompt.clone(), max_tokens, 0, 0))
         .expect("add_request");
@@ -418,7 +406,7 @@ fn tool_reply(
             frontend.vocab_size,
         )
         .expect("grammar");
-    let mut engine = page_engine(ctx, &config, &weights, KvDtype::F16);
+    let mut engine = page_engine(ctx, &config, &weights, page_config());
     let max_tokens = spec.max_tokens.expect("max_tokens");
     let request = frontend.request(&spec, 1, prompt, max_tokens, 0, 0);
     engine
@@ -444,17 +432,17 @@ fn tool_reply(
     serde_json::json!({"content": content, "calls": calls, "finish": finish})
 }
 
-/// An engine of the page's sizes (so both run the same schedule).
-fn page_engine(ctx: &GpuContext, config: &ModelConfig, weights: &Weights, kv: KvDtype) -> Engine {
-    Engine::new(
-        ctx,
-        config,
-        weights,
-        EngineConfig {
-            kv_dtype: kv,
-            ..kiln_web::engine_config(64 << 20, 8)
-        },
-        &mut |_, _| {},
-    )
-    .expect("engine")
+/// An engine of `ec` (the page's sizes, [`page_config`], with a change or two).
+fn page_engine(
+    ctx: &GpuContext,
+    config: &ModelConfig,
+    weights: &Weights,
+    ec: EngineConfig,
+) -> Engine {
+    Engine::new(ctx, config, weights, ec, &mut |_, _| {}).expect("engine")
+}
+
+/// The browser build's engine sizes (so the page and this run the same schedule).
+fn page_config() -> EngineConfig {
+    kiln_web::engine_config(64 << 20, 8)
 }

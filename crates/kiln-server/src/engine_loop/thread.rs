@@ -112,7 +112,7 @@ impl Loop {
                 let _ = done.send(loaded.map_err(|e| e.to_string()));
             }
             Command::Sleep(done) => {
-                let busy = self.active.len().max(engine.stats().num_waiting);
+                let busy = self.active.len();
                 if busy > 0 || engine.has_unfinished() {
                     let _ = done.send(Err(format!(
                         "{busy} requests are running or waiting; the engine sleeps when none is"

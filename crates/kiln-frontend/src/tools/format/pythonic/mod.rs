@@ -31,39 +31,47 @@ fn body(text: &str) -> &str {
 
 /// Splits a finished reply: a whole call list is calls, anything else is text.
 pub(super) fn parse(text: &str) -> Reply {
-    match calls_of(body(text)) {
-        Some(calls) if !calls.is_empty() => (None, calls),
-        _ => (Some(text.to_string()), Vec::new()),
+    let mut c = Cursor::new(body(text));
+    if c.eat('[') {
+        let (calls, closed) = scan(&mut c);
+        c.ws();
+        if closed && c.rest().is_empty() && !calls.is_empty() {
+            return (None, calls);
+        }
     }
+    (Some(text.to_string()), Vec::new())
 }
 
-/// The calls of `s` when it is a whole call list.
-fn calls_of(s: &str) -> Option<Vec<(String, String)>> {
-    let mut c = Cursor::new(s);
-    if !c.eat('[') {
-        return None;
-    }
+/// The calls after a list's `[` as far as they go (a call cut inside its arguments comes
+/// with none yet), and whether the list's `]` closed them all.
+fn scan(c: &mut Cursor) -> (Vec<(String, String)>, bool) {
     let mut calls = Vec::new();
     loop {
         c.ws();
         if c.eat(']') {
-            break;
+            return (calls, true);
         }
         if !calls.is_empty() {
             if !c.eat(',') {
-                return None;
+                return (calls, false);
             }
             c.ws();
         }
-        let name = c.name()?;
+        let Some(name) = c.name() else {
+            return (calls, false);
+        };
         c.ws();
         if !c.eat('(') {
-            return None;
+            return (calls, false);
         }
-        calls.push((name, compact_json(&Value::Object(c.args()?))));
+        match c.args() {
+            Some(args) => calls.push((name, compact_json(&Value::Object(args)))),
+            None => {
+                calls.push((name, String::new()));
+                return (calls, false);
+            }
+        }
     }
-    c.ws();
-    c.rest().is_empty().then_some(calls)
 }
 
 /// A reply's prefix as far as it goes: its content (the whole text once it cannot open a call
@@ -86,27 +94,5 @@ pub(crate) fn partial(text: &str) -> (String, Vec<(String, String)>) {
     if !c.eat('[') {
         return (text.to_string(), Vec::new());
     }
-    let mut calls = Vec::new();
-    loop {
-        c.ws();
-        if !calls.is_empty() {
-            if !c.eat(',') {
-                break;
-            }
-            c.ws();
-        }
-        let Some(name) = c.name() else { break };
-        c.ws();
-        if !c.eat('(') {
-            break;
-        }
-        match c.args() {
-            Some(args) => calls.push((name, compact_json(&Value::Object(args)))),
-            None => {
-                calls.push((name, String::new()));
-                break;
-            }
-        }
-    }
-    (String::new(), calls)
+    (String::new(), scan(&mut c).0)
 }
