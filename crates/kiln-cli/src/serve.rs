@@ -165,13 +165,20 @@ pub struct Args {
     /// rotary step and gated activation run as launches of their own for every request.
     #[arg(long)]
     allow_runtime_lora_updating: bool,
-    /// Adapters the server holds at once (--lora-modules' included), with
-    /// --allow-runtime-lora-updating; at most 32.
-    #[arg(long, default_value_t = 8, requires = "allow_runtime_lora_updating")]
-    max_loras: usize,
-    /// Largest rank of each adapted matrix of an adapter loaded while running.
-    #[arg(long, default_value_t = 16, requires = "allow_runtime_lora_updating")]
+    /// Adapters on the GPU at once (at most 32; 8 with --allow-runtime-lora-updating, else
+    /// one per --lora-modules adapter): a step's requests run through at most this many, and
+    /// an adapter a waiting request needs is written into the slot of one no running request
+    /// uses, least recently used first. Any number of adapters may be loaded.
+    #[arg(long)]
+    max_loras: Option<usize>,
+    /// Largest rank of each adapted matrix of an adapter written into a slot, with
+    /// --max-loras or --allow-runtime-lora-updating.
+    #[arg(long, default_value_t = 16)]
     max_lora_rank: usize,
+    /// Most adapters loaded at once (--lora-modules' included; kiln keeps each in host
+    /// memory); loading one more is refused. No limit by default.
+    #[arg(long)]
+    max_cpu_loras: Option<usize>,
 }
 
 /// `NAME=PATH`.
@@ -244,6 +251,15 @@ fn kv_transfer(a: &Args) -> anyhow::Result<Option<KvTransferConfig>> {
 pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.model.is_none() {
         a.model = a.model_tag.take();
+    }
+    // --served-model-name takes every value after it: a model written after the names is
+    // one more name, and the default model would be served under them.
+    if a.model.is_none()
+        && let Some(n) = (a.served_model_name.iter()).find(|n| std::path::Path::new(n).exists())
+    {
+        anyhow::bail!(
+            "`{n}` after --served-model-name is taken as a name for the model, and no model is given: put MODEL before --served-model-name, or give it as --model"
+        );
     }
     let kv_transfer = kv_transfer(&a)?;
     anyhow::ensure!(
@@ -334,10 +350,13 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
         lora,
-        lora_capacity: a.allow_runtime_lora_updating.then_some(LoraCapacity {
-            slots: a.max_loras,
-            rank: a.max_lora_rank,
-        }),
+        lora_capacity: (a.allow_runtime_lora_updating || a.max_loras.is_some()).then_some(
+            LoraCapacity {
+                slots: a.max_loras.unwrap_or(8),
+                rank: a.max_lora_rank,
+            },
+        ),
+        max_cpu_loras: a.max_cpu_loras,
         ..EngineConfig::default()
     });
     let pod = std::env::var("POD_NAME")
@@ -383,6 +402,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         priority_scheduling: a.scheduling_policy == SchedulingPolicy::Priority,
         kv_disk,
         sleep_mode: a.enable_sleep_mode,
+        runtime_lora_updating: a.allow_runtime_lora_updating,
         request_id_headers: a.enable_request_id_headers,
         allowed_origins: a.allowed_origins.clone(),
         sleep_after_idle: match a.sleep_after_idle {

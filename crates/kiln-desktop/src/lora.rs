@@ -1,6 +1,7 @@
-//! LoRA adapters in the open model: read from a PEFT folder or a GGUF adapter file and written
-//! into a free slot of the engine (which has room for them when the "LoRA adapter slots"
-//! setting was above 0 as the model opened), or unloaded. Both run off the window's thread;
+//! LoRA adapters in the open model: read from a PEFT folder or a GGUF adapter file and loaded
+//! into the engine (which has room for them when the "LoRA adapter slots" setting was above 0
+//! as the model opened: any number may be loaded, as many as the slots running at once), or
+//! unloaded. Both run off the window's thread;
 //! the model panel lists what is loaded, and a failure shows as a notice. A chat picks its
 //! adapter by name in its settings.
 

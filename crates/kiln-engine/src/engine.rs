@@ -61,9 +61,18 @@ pub struct EngineConfig {
     /// `0..` in this order), each checked against the model when it was read.
     pub lora: Vec<Arc<LoraAdapter>>,
     /// Room for adapters loaded while the engine runs ([`Engine::load_lora`]): every
-    /// projection then has a slot for each, of that rank (vLLM's `--max-loras` and
-    /// `--max-lora-rank`). `None`: the adapters above only.
+    /// projection then has that many slots, of that rank (vLLM's `--max-loras` and
+    /// `--max-lora-rank`), and any number of adapters may be loaded, each put into a slot
+    /// while requests run through it (a step's requests use at most that many adapters).
+    /// `None`: the adapters above only, each in its own slot.
     pub lora_capacity: Option<kiln_gpu::ops::LoraCapacity>,
+    /// Most adapters the engine holds at once, those above included (vLLM's
+    /// `--max-cpu-loras`: kiln keeps every loaded adapter in host memory); `None`: no limit.
+    pub max_cpu_loras: Option<usize>,
+    /// Whether the KV pool is cleared and one prefill and one decode run while the engine is
+    /// built (`kiln_gpu`'s `runner/warm_up.rs`), so that the first request does not pay the
+    /// device's first use of its memory and kernels (on by default).
+    pub warm_up: bool,
 }
 
 impl Default for EngineConfig {
@@ -82,6 +91,8 @@ impl Default for EngineConfig {
             speculation: None,
             lora: Vec::new(),
             lora_capacity: None,
+            max_cpu_loras: None,
+            warm_up: true,
         }
     }
 }
@@ -106,8 +117,9 @@ pub struct Engine {
     pub(crate) num_overlapped: u64,
     /// Blocks the CPU tier dropped, with their bytes, while spilling is on (`transfer.rs`).
     pub(crate) spilled: Option<Vec<crate::SavedBlock>>,
-    /// The LoRA adapters, by slot (`lora.rs`; `None`: an empty slot).
+    /// The LoRA adapters, by id (`lora.rs`; `None`: an id unloaded).
     pub(crate) lora: Vec<Option<Arc<LoraAdapter>>>,
+    pub(crate) max_cpu_loras: Option<usize>,
 }
 
 impl Engine {
@@ -160,7 +172,9 @@ impl Engine {
             )));
         }
         let num_cpu_blocks = layout.blocks_in(ec.cpu_kv_bytes);
-        let runner = ModelRunner::with_lora(
+        // With room for adapters, those beyond its slots wait for one, as loaded ones do.
+        let resident = (ec.lora_capacity).map_or(ec.lora.len(), |c| c.slots.min(ec.lora.len()));
+        let mut runner = ModelRunner::with_lora(
             ctx,
             config,
             weights,
@@ -179,9 +193,18 @@ impl Engine {
                 kv_dtype: ec.kv_dtype,
                 weights: ec.weights,
             },
-            (&ec.lora, ec.lora_capacity),
+            (&ec.lora[..resident], ec.lora_capacity),
             progress,
         )?;
+
+        for a in &ec.lora[resident..] {
+            runner
+                .check_lora(a)
+                .map_err(|e| EngineError::Config(format!("LoRA adapter `{}`: {e}", a.name)))?;
+        }
+        if ec.warm_up {
+            runner.warm_up()?;
+        }
         let rc = runner.runner_config;
         let cap = runner.step_capacity();
         // Under a memory budget the runner chose the pool; the longest sequence is what it
@@ -210,10 +233,23 @@ impl Engine {
             enable_prefix_caching: ec.enable_prefix_caching,
             max_model_len,
             speculation: ec.speculation,
+            lora_slots: runner.lora_slots().0,
+            lora_resident: resident,
+            lora_loads: runner.lora_slots().1,
             ..limits
         });
-        let mut lora: Vec<_> = ec.lora.into_iter().map(Some).collect();
-        lora.resize(runner.lora_slots().0, None);
+        if ec.lora_capacity.is_some_and(|c| c.slots == 0) {
+            return Err(EngineError::Config(
+                "room for LoRA adapters needs at least one slot (max_loras)".into(),
+            ));
+        }
+        if let Some(max) = ec.max_cpu_loras.filter(|&m| m < ec.lora.len()) {
+            return Err(EngineError::Config(format!(
+                "{} LoRA adapters given, more than max_cpu_loras {max}",
+                ec.lora.len()
+            )));
+        }
+        let lora: Vec<_> = ec.lora.into_iter().map(Some).collect();
         Ok(Self {
             scheduler,
             runner,
@@ -228,6 +264,7 @@ impl Engine {
             num_overlapped: 0,
             spilled: None,
             lora,
+            max_cpu_loras: ec.max_cpu_loras,
         })
     }
 

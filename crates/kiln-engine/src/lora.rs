@@ -1,17 +1,21 @@
-//! Requests through LoRA adapters: the engine holds the adapters by slot (those it was built
-//! with, and, where it has room for them, adapters loaded and unloaded while it runs), checks
-//! each request's adapter, and gives its blocks a prefix-cache salt of the adapter's, so
-//! cached blocks are shared only between requests through the same adapter (or through none).
+//! Requests through LoRA adapters: the engine holds the adapters by id (those it was built
+//! with, and, where the runner has room for them, adapters loaded and unloaded while it
+//! runs), checks each request's adapter, and gives its blocks a prefix-cache salt of the
+//! adapter's, so cached blocks are shared only between requests through the same adapter (or
+//! through none). The runner has a fixed number of adapter slots; more adapters than slots
+//! may be loaded, and the scheduler puts each into a slot when a request needs it
+//! (`kiln_scheduler`'s `lora_slots.rs`), the engine writing it there before the step runs.
 
 use std::sync::Arc;
 
+use kiln_gpu::GpuError;
 use kiln_model::LoraAdapter;
-use kiln_scheduler::{LoraRef, Request};
+use kiln_scheduler::{LoraLoad, LoraRef, Request};
 
 use crate::{Engine, EngineError};
 
 impl Engine {
-    /// The LoRA adapters by slot (`None`: an empty slot).
+    /// The LoRA adapters by id (`None`: an id unloaded and not yet given again).
     pub fn lora_adapters(&self) -> &[Option<Arc<LoraAdapter>>] {
         &self.lora
     }
@@ -23,26 +27,26 @@ impl Engine {
 
     /// The adapter named `name`, as a request refers to it.
     pub fn lora_ref(&self, name: &str) -> Option<LoraRef> {
-        let slot = (self.lora.iter()).position(|a| a.as_ref().is_some_and(|a| a.name == name))?;
+        let id = (self.lora.iter()).position(|a| a.as_ref().is_some_and(|a| a.name == name))?;
         Some(LoraRef {
-            slot: slot as u32,
-            fingerprint: self.lora[slot].as_ref()?.fingerprint,
+            id: id as u32,
+            fingerprint: self.lora[id].as_ref()?.fingerprint,
         })
     }
 
     /// The prefix-cache salt `request`'s blocks get: its own, or its adapter's with it; an
-    /// error if its adapter is not in the slot it names.
+    /// error if its adapter is not the one under the id it names.
     pub fn cache_salt(&self, request: &Request) -> Result<Option<String>, EngineError> {
         let Some(lora) = request.lora else {
             return Ok(request.cache_salt.clone());
         };
-        match self.lora.get(lora.slot as usize) {
+        match self.lora.get(lora.id as usize) {
             Some(Some(a)) if a.fingerprint == lora.fingerprint => {
                 Ok(Some(a.salt(request.cache_salt.as_deref())))
             }
             _ => Err(EngineError::Config(format!(
-                "request {}: its LoRA adapter is no longer loaded (slot {})",
-                request.id, lora.slot
+                "request {}: its LoRA adapter is no longer loaded (id {})",
+                request.id, lora.id
             ))),
         }
     }
@@ -55,9 +59,10 @@ impl Engine {
         })
     }
 
-    /// Loads `adapter` into a free slot and returns it; requests may name it from the next
-    /// step. Needs the room of [`crate::EngineConfig::lora_capacity`]; its name must be new
-    /// and its ranks within the capacity's.
+    /// Loads `adapter` and returns its id; requests may name it from the next step, and it
+    /// takes a runner slot when one does. Needs the room of
+    /// [`crate::EngineConfig::lora_capacity`]; its name must be new, its ranks within the
+    /// capacity's, and the adapters held at most [`crate::EngineConfig::max_cpu_loras`].
     pub fn load_lora(&mut self, adapter: Arc<LoraAdapter>) -> Result<u32, EngineError> {
         if self.lora_ref(&adapter.name).is_some() {
             return Err(EngineError::Config(format!(
@@ -65,38 +70,50 @@ impl Engine {
                 adapter.name
             )));
         }
-        let (slots, rewritable) = self.runner.lora_slots();
-        let Some(slot) = self
-            .lora
-            .iter()
-            .position(Option::is_none)
-            .filter(|_| rewritable)
-        else {
-            return Err(EngineError::Config(match rewritable {
-                true => format!("every one of the {slots} LoRA adapter slots is taken"),
-                false => "the engine was built without room for LoRA adapters loaded while it runs"
-                    .into(),
-            }));
+        self.runner.check_lora(&adapter)?;
+        let held = self.lora.iter().flatten().count();
+        if let Some(max) = self.max_cpu_loras.filter(|&m| held >= m) {
+            return Err(EngineError::Config(format!(
+                "{held} LoRA adapters are loaded, the most the engine holds (max_cpu_loras {max}); unload one first"
+            )));
+        }
+        let id = match self.lora.iter().position(Option::is_none) {
+            Some(id) => id,
+            None => {
+                self.lora.push(None);
+                self.lora.len() - 1
+            }
         };
-        self.runner.set_lora(slot, Some(&adapter))?;
-        self.lora[slot] = Some(adapter);
-        Ok(slot as u32)
+        self.lora[id] = Some(adapter);
+        Ok(id as u32)
     }
 
-    /// Unloads the adapter named `name` and returns its slot; refused while a request runs
+    /// Unloads the adapter named `name` and returns its id; refused while a request runs
     /// or waits through it.
     pub fn unload_lora(&mut self, name: &str) -> Result<u32, EngineError> {
         let lora = self.lora_ref(name).ok_or_else(|| {
             EngineError::Config(format!("no LoRA adapter named `{name}` is loaded"))
         })?;
-        let using = self.scheduler.requests_through(lora.slot);
-        if using > 0 {
+        if !self.scheduler.unload_lora(lora.id) {
+            let using = self.scheduler.requests_through(lora.id);
             return Err(EngineError::Config(format!(
                 "LoRA adapter `{name}` is in use by {using} requests"
             )));
         }
-        self.runner.set_lora(lora.slot as usize, None)?;
-        self.lora[lora.slot as usize] = None;
-        Ok(lora.slot)
+        self.lora[lora.id as usize] = None;
+        Ok(lora.id)
+    }
+
+    /// Writes the adapters a step loads into their slots (queued before the step, after the
+    /// one before it).
+    pub(crate) fn write_lora_loads(&self, loads: &[LoraLoad]) -> Result<(), GpuError> {
+        for load in loads {
+            let adapter = self.lora.get(load.id as usize).and_then(Option::as_ref);
+            let adapter = adapter.ok_or_else(|| {
+                GpuError::Batch(format!("LoRA adapter {} is not loaded", load.id))
+            })?;
+            self.runner.set_lora(load.slot as usize, Some(adapter))?;
+        }
+        Ok(())
     }
 }

@@ -139,7 +139,11 @@ impl Engine {
             .flat_map(|s| std::iter::repeat_n(s.id, 1 + s.drafts))
             .collect();
         let mut mask_failures = Vec::new();
-        match self.submit(&step.batch, &sampled_ids, &mut mask_failures, ahead) {
+        let submitted = match self.write_lora_loads(&step.lora_loads) {
+            Ok(()) => self.submit(&step.batch, &sampled_ids, &mut mask_failures, ahead),
+            Err(e) => Err(e),
+        };
+        match submitted {
             Ok(submitted) => {
                 let guesses = step.seqs.iter().any(|s| s.drafts > 0);
                 let overlappable = step.batch.swap_out.is_empty() && !guesses;

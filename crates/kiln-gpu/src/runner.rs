@@ -5,7 +5,8 @@
 //! `runner/submit.rs`: submitting and reading back as two calls, so steps can overlap;
 //! `runner/profile.rs`: the device time of each operation; `runner/lora.rs`: adapters loaded
 //! into their slots while it runs; `runner/upload.rs`: a stack of tensors as one matrix;
-//! `runner/budget.rs`: the KV blocks a memory budget leaves).
+//! `runner/budget.rs`: the KV blocks a memory budget leaves; `runner/warm_up.rs`: the first
+//! use of the KV pool and the kernels paid before serving).
 
 mod budget;
 mod lora;
@@ -13,6 +14,7 @@ mod profile;
 mod record;
 mod submit;
 mod upload;
+mod warm_up;
 
 pub use profile::{KernelProfile, OperationTime};
 pub use submit::{ForwardSubmitted, SubmittedStep};

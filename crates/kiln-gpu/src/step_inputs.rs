@@ -121,6 +121,12 @@ impl StepInputs {
     }
 
     /// Checks `batch` against the capacities and queues its upload.
+    /// Every block-table row counts as holding nothing again (after the runner's warm-up,
+    /// whose sequence no later step continues).
+    pub fn clear_tables(&self) {
+        self.table_lens.lock().unwrap().fill(0);
+    }
+
     pub fn upload(&self, ctx: &GpuContext, batch: &StepBatch) -> Result<Uploaded, GpuError> {
         batch.validate().map_err(GpuError::Batch)?;
         let t = batch.num_tokens();

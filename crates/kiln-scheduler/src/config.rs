@@ -37,6 +37,13 @@ pub struct SchedulerConfig {
     /// Guesses of a decode's next tokens from its own history (`speculation.rs`); `None`
     /// decodes one token per step.
     pub speculation: Option<Speculation>,
+    /// The runner's slots for LoRA adapters (`lora_slots.rs`): a step's requests run through
+    /// at most this many adapters. Adapters `0..lora_resident` sit in slots `0..` from the
+    /// start; with `lora_loads`, any other registered adapter is loaded into a slot when a
+    /// request needs it (the runner's slots can be rewritten), else none is.
+    pub lora_slots: usize,
+    pub lora_resident: usize,
+    pub lora_loads: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -52,6 +59,9 @@ impl Default for SchedulerConfig {
             max_sampler_rows: 256,
             sliding_window: None,
             speculation: None,
+            lora_slots: 0,
+            lora_resident: 0,
+            lora_loads: false,
         }
     }
 }
@@ -97,4 +107,6 @@ pub enum SchedulerError {
         needed: usize,
         limit: usize,
     },
+    #[error("request {id}: runs through LoRA adapter {adapter}, which no slot can take")]
+    NoLoraSlot { id: u64, adapter: u32 },
 }

@@ -11,6 +11,7 @@
 //! - `kv_cache`: the three above together, plus the step's swap copies.
 //! - `kv_events`: what the prefix cache gains and loses, for routers (off unless enabled).
 //! - `table_rows`: the runner's block-table rows, sent by difference.
+//! - `lora_slots`: which LoRA adapter each of the runner's adapter slots holds.
 //! - `penalty_list`: a request's penalised and biased tokens, counted as they come.
 //! - `speculation`: guesses of a decode's next tokens from its own history (prompt lookup).
 //! - `request`, `scheduler`, `output`, `stats`, `config`: the public face (`scheduler/`:
@@ -22,6 +23,7 @@ mod config;
 mod cpu_tier;
 mod kv_cache;
 mod kv_events;
+mod lora_slots;
 mod lru;
 mod output;
 mod penalty_list;
@@ -36,6 +38,7 @@ pub mod testing;
 pub use config::{SchedulerConfig, SchedulerError};
 pub use kv_cache::Spilled;
 pub use kv_events::{KvEvent, Medium};
+pub use lora_slots::LoraLoad;
 pub use output::{FinishReason, RequestUpdate, ScheduledSeq, ScheduledStep};
 pub use penalty_list::BANNED;
 pub use request::{LoraRef, Request};

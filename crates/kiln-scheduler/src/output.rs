@@ -10,6 +10,9 @@ pub struct ScheduledStep {
     pub batch: StepBatch,
     /// One entry per sequence, in the order of `batch.seqs`.
     pub seqs: Vec<ScheduledSeq>,
+    /// LoRA adapters to write into the runner's slots before the step runs (after the step
+    /// before it was submitted: that one keeps what it read).
+    pub lora_loads: Vec<crate::LoraLoad>,
     /// Set by [`crate::Scheduler::commit`].
     pub(crate) committed: bool,
 }

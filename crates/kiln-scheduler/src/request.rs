@@ -67,12 +67,13 @@ pub struct Request {
     pub lora: Option<LoraRef>,
 }
 
-/// A LoRA adapter a request runs through: the engine's slot for it, and the adapter's
-/// fingerprint, which the engine checks when the request is added (the slot may have been
-/// given to another adapter since it was looked up).
+/// A LoRA adapter a request runs through: the engine's id for it (its place among the
+/// adapters the engine holds; which runner slot it occupies is the scheduler's choice), and
+/// the adapter's fingerprint, which the engine checks when the request is added (the id may
+/// have been given to another adapter since it was looked up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoraRef {
-    pub slot: u32,
+    pub id: u32,
     pub fingerprint: u64,
 }
 

@@ -17,8 +17,11 @@
 //! a step carries at most `max_sampler_rows` sampled sequences and scored prompt rows
 //! together, and the penalty lists of running requests (kept on the runner, in pages of a
 //! pool of `max_penalty_entries` entries) are a resource like KV blocks: a request that needs
-//! pages when none are free preempts as one that needs blocks does. A request that could never
-//! fit is refused by [`Scheduler::add_request`]. A step the runner could not run is undone by
+//! pages when none are free preempts as one that needs blocks does. A request through a LoRA
+//! adapter runs only while the adapter holds one of the runner's adapter slots
+//! (`lora_slots.rs`); one whose adapter finds no slot free is passed over, keeping its place,
+//! and the requests behind it go ahead. A request that could never fit is refused by
+//! [`Scheduler::add_request`]. A step the runner could not run is undone by
 //! [`Scheduler::fail_step`] (in `scheduler/failure.rs`). With a sliding window on every layer,
 //! a request gives back the blocks behind its window as it advances (`scheduler/window.rs`).
 //!
@@ -47,6 +50,7 @@ use kiln_core::{BLOCK_SIZE, NO_BLOCK, PENALTY_PAGE, SampledToken};
 use crate::config::{SchedulerConfig, SchedulerError};
 use crate::kv_cache::KvCache;
 use crate::kv_events::{KvEvent, Medium};
+use crate::lora_slots::{LoraLoad, LoraSlots};
 use crate::output::{FinishReason, RequestUpdate, ScheduledStep};
 use crate::request::{Request, RequestState};
 use crate::stats::SchedulerStats;
@@ -89,6 +93,10 @@ pub struct Scheduler {
     stats: SchedulerStats,
     /// Finished requests' blocks held for a decode server (`scheduler/transfer.rs`).
     pinned: HashMap<u64, PinnedBlocks>,
+    /// The adapter each of the runner's LoRA slots holds, and the loads of the step being
+    /// built.
+    lora: LoraSlots,
+    lora_loads: Vec<LoraLoad>,
 }
 
 impl Scheduler {
@@ -109,6 +117,7 @@ impl Scheduler {
         let max_num_seqs = cfg.max_num_seqs.clamp(1, cfg.num_gpu_blocks);
         let kv = KvCache::new(cfg.num_gpu_blocks, cfg.num_cpu_blocks);
         let rows = TableRows::new(max_num_seqs, cfg.max_penalty_entries / PENALTY_PAGE);
+        let lora = LoraSlots::new(cfg.lora_slots, cfg.lora_resident, cfg.lora_loads);
         Self {
             cfg,
             max_len,
@@ -123,6 +132,8 @@ impl Scheduler {
             unresolved: false,
             stats: SchedulerStats::default(),
             pinned: HashMap::new(),
+            lora,
+            lora_loads: Vec::new(),
         }
     }
 
@@ -200,6 +211,11 @@ impl Scheduler {
         if self.requests.contains_key(&id) {
             return Err(SchedulerError::DuplicateId { id });
         }
+        if let Some(l) = r.lora
+            && self.lora.find(l.id, |_| false).is_none()
+        {
+            return Err(SchedulerError::NoLoraSlot { id, adapter: l.id });
+        }
         let mut st = RequestState::new(r);
         st.arrival = self.arrivals;
         self.arrivals += 1;
@@ -244,11 +260,51 @@ impl Scheduler {
         !self.requests.is_empty()
     }
 
-    /// Unfinished requests through the LoRA adapter in slot `slot`.
-    pub fn requests_through(&self, slot: u32) -> usize {
+    /// Unfinished requests through LoRA adapter `id`.
+    pub fn requests_through(&self, id: u32) -> usize {
         (self.requests.values())
-            .filter(|r| r.req.lora.is_some_and(|l| l.slot == slot))
+            .filter(|r| r.req.lora.is_some_and(|l| l.id == id))
             .count()
+    }
+
+    /// Adapter `id` is gone (unloaded): its slot, if it held one, is free. Refused (`false`)
+    /// while a request runs or waits through it.
+    pub fn unload_lora(&mut self, id: u32) -> bool {
+        if self.requests_through(id) > 0 {
+            return false;
+        }
+        self.lora.forget(id);
+        true
+    }
+
+    /// Whether running requests (those admitted earlier in the step being built included)
+    /// run through adapter `id`.
+    fn lora_needed(&self, id: u32) -> bool {
+        (self.running.iter()).any(|r| self.requests[r].req.lora.is_some_and(|l| l.id == id))
+    }
+
+    /// Whether waiting request `id`'s adapter (if any) holds a slot or can be loaded into one
+    /// now.
+    fn lora_fits(&self, id: u64) -> bool {
+        match self.requests[&id].req.lora {
+            Some(l) => (self.lora.find(l.id, |a| self.lora_needed(a))).is_some(),
+            None => true,
+        }
+    }
+
+    /// Puts admitted request `id`'s adapter (if any) into its slot, loading it there if it
+    /// is not in one ([`Self::lora_fits`] said it can be).
+    fn place_lora(&mut self, id: u64) {
+        let Some(l) = self.requests[&id].req.lora else {
+            return;
+        };
+        let (slot, load) = (self.lora.find(l.id, |a| self.lora_needed(a)))
+            .expect("a request is admitted only when its adapter fits");
+        if load {
+            self.lora_loads.push(LoraLoad { slot, id: l.id });
+            self.stats.lora_loads += 1;
+        }
+        self.lora.hold(slot, l.id);
     }
 
     pub fn stats(&self) -> SchedulerStats {

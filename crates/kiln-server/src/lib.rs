@@ -87,6 +87,10 @@ pub struct ServerConfig {
     pub kv_disk: Option<kiln_engine::disk_tier::DiskTierConfig>,
     /// vLLM's `/sleep`, `/wake_up` and `/is_sleeping` (`--enable-sleep-mode`).
     pub sleep_mode: bool,
+    /// vLLM's `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`
+    /// (`--allow-runtime-lora-updating`; the engine needs room for adapters,
+    /// [`kiln_engine::EngineConfig::lora_capacity`]).
+    pub runtime_lora_updating: bool,
     /// The engine sleeps after this long without requests (`--sleep-after-idle`).
     pub sleep_after_idle: Option<Duration>,
     /// Web pages of these origins may call the API from a browser (CORS; `*` for any), as
@@ -118,6 +122,7 @@ impl Default for ServerConfig {
             priority_scheduling: false,
             kv_disk: None,
             sleep_mode: false,
+            runtime_lora_updating: false,
             sleep_after_idle: None,
             request_id_headers: false,
             allowed_origins: Vec::new(),

@@ -282,6 +282,12 @@ impl Metrics {
             s.window_released_blocks as f64,
         );
         metric(
+            "kiln_lora_loads_total",
+            "counter",
+            "LoRA adapters written into a GPU slot for the requests of a step (more adapters loaded than slots).",
+            s.lora_loads as f64,
+        );
+        metric(
             "kiln_spec_decode_num_draft_tokens_total",
             "counter",
             "Guesses of decodes' next tokens computed (speculative decoding by prompt lookup).",

@@ -56,7 +56,7 @@ pub fn router(state: Shared) -> anyhow::Result<Router> {
         false => protected,
     };
     // Loading adapters from paths the request names, only where the server allows it.
-    let protected = match state.engine.info.lora_loadable {
+    let protected = match state.config.runtime_lora_updating && state.engine.info.lora_loadable {
         true => protected
             .route("/v1/load_lora_adapter", post(routes::lora::load))
             .route("/v1/unload_lora_adapter", post(routes::lora::unload)),

@@ -2,8 +2,8 @@
 //! `model` names the adapter it runs through; its reply is that of a server for the model with
 //! the adapter merged in, while requests for the served model in the same steps get the base
 //! model's; `/v1/models` lists the adapters with their parent; an unknown name is a 404;
-//! the same prompt through another adapter finds none of its cached blocks; adapters loaded
-//! and unloaded through vLLM's runtime routes.
+//! the same prompt through another adapter finds none of its cached blocks; more adapters
+//! than slots; adapters loaded and unloaded through vLLM's runtime routes.
 
 mod common;
 
@@ -138,6 +138,40 @@ async fn a_request_runs_through_the_adapter_its_model_names() {
     }
 }
 
+/// `--max-loras 1` with two `--lora-modules` adapters: requests through both and through none
+/// at once all get their replies (the second adapter's wait for the slot), each what a server
+/// with a slot per adapter gives; `/metrics` counts the loads into the slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_adapters_than_slots_serve_every_request() {
+    let (dir, a) = adapter_and_merged();
+    let mc = TinyConfig::default().model_config();
+    let b = dir.path().join("b");
+    adapter(32).write(&b, &mc, DType::F16).unwrap();
+    let loaded: Vec<_> = [("sql", &a), ("poet", &b)]
+        .iter()
+        .map(|(n, p)| Arc::new(LoraAdapter::load(n, p, &mc).unwrap()))
+        .collect();
+    let one_slot = start_tiny(|_, ec| {
+        ec.lora = loaded.clone();
+        ec.lora_capacity = Some(kiln_engine::LoraCapacity { slots: 1, rank: 4 });
+    });
+    let each_own = start_tiny(|_, ec| ec.lora = loaded);
+    let (sql, poet, plain) = tokio::join!(
+        reply(&one_slot, "sql"),
+        reply(&one_slot, "poet"),
+        reply(&one_slot, "tiny"),
+    );
+    assert_eq!(sql.0, reply(&each_own, "sql").await.0);
+    assert_eq!(poet.0, reply(&each_own, "poet").await.0);
+    assert_eq!(plain.0, reply(&each_own, "tiny").await.0);
+    assert_ne!(sql.0, poet.0);
+    // sql sat in the slot from the start: poet's load, and sql's again if poet's request
+    // came first.
+    let text = get_text(&one_slot, "/metrics").await;
+    let loads = metric(&text, "kiln_lora_loads_total");
+    assert!((1.0..=2.0).contains(&loads), "{loads}");
+}
+
 #[test]
 fn an_adapter_of_another_model_is_refused_with_the_file_and_tensor() {
     let dir = tempfile::tempdir().unwrap();
@@ -163,13 +197,16 @@ fn an_adapter_of_another_model_is_refused_with_the_file_and_tensor() {
 /// (`--allow-runtime-lora-updating`): load, serve through, list, refuse a second load of the
 /// name and a folder that is no adapter, unload (then a 404 for the name), load the same
 /// adapter from llama.cpp's GGUF adapter file and refuse a model's GGUF file; and no such
-/// routes on a server without that room.
+/// routes on a server without the flag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adapters_load_and_unload_through_the_api() {
     let (dir, a) = adapter_and_merged();
     let merged = dir.path().join("merged");
     let room = Some(kiln_engine::LoraCapacity { slots: 2, rank: 8 });
-    let base = start_tiny(|_, ec| ec.lora_capacity = room);
+    let base = start_tiny(|c, ec| {
+        c.runtime_lora_updating = true;
+        ec.lora_capacity = room;
+    });
     let want = start_file_faulty(&merged, |_, _| {}, |_| Default::default()).base;
     let text = |path: &'static str, body: Value| {
         let base = base.clone();
@@ -233,12 +270,16 @@ async fn adapters_load_and_unload_through_the_api() {
         "{body}"
     );
 
+    // No routes without the flag, even with room for adapters (`--max-loras` alone).
     let fixed = start_tiny(|_, _| {});
-    let r = send(
-        &fixed,
-        "/v1/load_lora_adapter",
-        &json!({"lora_name": "x", "lora_path": "/"}),
-    )
-    .await;
-    assert_eq!(r.status().as_u16(), 404);
+    let slots_only = start_tiny(|_, ec| ec.lora_capacity = room);
+    for server in [fixed, slots_only] {
+        let r = send(
+            &server,
+            "/v1/load_lora_adapter",
+            &json!({"lora_name": "x", "lora_path": "/"}),
+        )
+        .await;
+        assert_eq!(r.status().as_u16(), 404);
+    }
 }

@@ -43,9 +43,13 @@ pub fn engine_config(kv_bytes: u64, max_seqs: usize) -> EngineConfig {
         overlap: Overlap::Auto,
         // Speculative decoding: `speculativeTokens` in `load`'s options (engine.rs).
         speculation: None,
-        // LoRA adapters are not loaded in the page (README: not done).
+        // LoRA adapters: `lora` in `load`'s options (engine.rs), each in a slot of its own.
         lora: Vec::new(),
         lora_capacity: None,
+        max_cpu_loras: None,
+        // The KV pool cleared and one step run as the model loads (queued ahead of the first
+        // request's step, which then does not wait for the pool's first use).
+        warm_up: true,
     }
 }
 

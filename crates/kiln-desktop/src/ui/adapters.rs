@@ -12,15 +12,15 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     if !m.engine.info.lora_loadable {
         return;
     }
-    let loaded: Vec<(u32, String)> = (m.engine.lora.loaded().into_iter())
-        .map(|(slot, a)| (slot, a.name.clone()))
+    let loaded: Vec<(String, usize)> = (m.engine.lora.loaded().into_iter())
+        .map(|(_, a)| (a.name.clone(), a.rank))
         .collect();
     ui.strong("LoRA adapters");
     let busy = app.lora_busy();
     let mut unload = None;
-    for (slot, name) in &loaded {
+    for (name, rank) in &loaded {
         ui.horizontal(|ui| {
-            ui.label(format!("{name} (slot {slot})"));
+            ui.label(format!("{name} (rank {rank})"));
             let b = egui::Button::new("Unload");
             if ui.add_enabled(!busy, b).clicked() {
                 unload = Some(name.clone());

@@ -328,8 +328,10 @@ fn app_settings(app: &mut DesktopApp, ui: &mut egui::Ui) {
     .response
     .on_hover_text(
         "Room for LoRA adapters loaded from the model panel, each chat picking one in its \
-         settings. Each slot takes GPU memory for every projection, and with any slot the \
-         fused rotary and activation steps run apart. Used when a model is opened next.",
+         settings: chats through as many adapters as there are slots generate at once (more \
+         adapters may be loaded; the others' chats wait for a slot). Each slot takes GPU \
+         memory for every projection, and with any slot the fused rotary and activation \
+         steps run apart. Used when a model is opened next.",
     );
     ui.horizontal(|ui| {
         let label = ui.label("Speculative tokens (0: off)");

@@ -46,7 +46,11 @@ fn a_chat_replies_through_the_adapter_it_picks() {
             .is_some_and(|m| m.engine.lora.find("style").is_some())
     };
     step_until(&mut h, "the adapter to load", |a| has(a) && !a.lora_busy());
-    h.get_by_label("style (slot 0)");
+    let rank = (h.state().loaded())
+        .and_then(|m| m.engine.lora.find("style"))
+        .map(|(_, a)| a.rank)
+        .unwrap();
+    h.get_by_label(&format!("style (rank {rank})"));
 
     // The chat's settings lie below the model panel: scroll to them.
     h.get_by_label("LoRA adapter").scroll_to_me();

@@ -13,7 +13,7 @@ use super::*;
 
 /// The test's adapters: every projection at rank 3 (the MLP's at 5), and q and v only at
 /// rank 5 with rsLoRA's scale. `modules` names the model's projections.
-fn adapters(modules: [&[&str]; 2]) -> [TinyLora; 2] {
+pub(super) fn adapters(modules: [&[&str]; 2]) -> [TinyLora; 2] {
     let names = |m: &[&str]| m.iter().map(|s| s.to_string()).collect();
     [
         TinyLora {
@@ -35,7 +35,7 @@ fn adapters(modules: [&[&str]; 2]) -> [TinyLora; 2] {
 
 /// Writes each of `tiny` (as `a0`, `a1.gguf`, ...) for `base`, the model `cfg` of `seed`, and that
 /// model with it merged in; returns the adapters, read back and checked, and the merged models.
-fn fixtures(
+pub(super) fn fixtures(
     dir: &std::path::Path,
     cfg: &TinyConfig,
     seed: u64,
@@ -66,7 +66,7 @@ fn fixtures(
 
 /// Same greedy tokens up to where the reference's top two are within 0.01 (a near tie that
 /// f16 rounding of different weights may break either way), log-probs within `tol`.
-fn assert_close(what: &str, got: &[SampledToken], want: &[SampledToken], tol: f32) {
+pub(super) fn assert_close(what: &str, got: &[SampledToken], want: &[SampledToken], tol: f32) {
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let (gl, wl) = (g.logprob.unwrap(), w.logprob.unwrap());
         if g.token_id != w.token_id {
@@ -182,15 +182,15 @@ fn check(cfg: &TinyConfig, modules: [&[&str]; 2], tol: f32) {
             let want = &want_fresh[lora.is_some() as usize];
             assert_close(&what(&format!("request {id}")), &out, want, tol);
         }
-        // A slot the engine does not hold, or that holds another adapter, is refused.
-        for (slot, fingerprint) in [(2, 0), (1, refs[0].fingerprint)] {
+        // An id the engine does not hold, or that is another adapter's, is refused.
+        for (id, fingerprint) in [(2, 0), (1, refs[0].fingerprint)] {
             let stale = Request {
-                lora: Some(kiln_engine::LoraRef { slot, fingerprint }),
+                lora: Some(kiln_engine::LoraRef { id, fingerprint }),
                 ..request(9, prompt.clone(), 2)
             };
             let err = e.add_request(stale).unwrap_err().to_string();
             assert!(
-                err.contains(&format!("no longer loaded (slot {slot})")),
+                err.contains(&format!("no longer loaded (id {id})")),
                 "{err}"
             );
         }
@@ -316,8 +316,9 @@ fn a_gguf_base_with_overlap_and_guesses_matches_the_merged_model() {
 }
 
 /// Adapters loaded into an engine with room for two while it runs, unloaded (not while a
-/// request runs through one), loaded again into the freed slot: each request gives its merged
-/// model's tokens, and the base model's with none.
+/// request runs through one), loaded again under the freed id, and a third beside two,
+/// which takes the slot of the one used least recently: each request gives its merged model's
+/// tokens, and the base model's with none.
 #[test]
 fn adapters_load_and_unload_while_the_engine_runs() {
     use kiln_engine::LoraCapacity;
@@ -412,7 +413,7 @@ fn adapters_load_and_unload_while_the_engine_runs() {
             "{}",
             what("a request through an unloaded adapter")
         );
-        // Slot 0 again, for another adapter; the one in slot 1 untouched.
+        // Id 0 again, for another adapter, into the slot a1 left; a0 untouched.
         let third = Arc::new(LoraAdapter {
             name: "a0 again".into(),
             ..(*loaded[0]).clone()
@@ -436,9 +437,27 @@ fn adapters_load_and_unload_while_the_engine_runs() {
             &want_base,
             0.002,
         );
-        let err = e.load_lora(loaded[1].clone()).unwrap_err().to_string();
-        assert!(err.contains("slots is taken"), "{err}");
-        // Ranks beyond the room: refused, the slot left empty.
+        // A third adapter: into the slot of "a0 again", used before a0 was last.
+        let a1_again = Arc::new(LoraAdapter {
+            name: "a1 again".into(),
+            ..(*loaded[1]).clone()
+        });
+        assert_eq!(e.load_lora(a1_again).unwrap(), 2);
+        assert_close(
+            &what("a1 again, a third adapter"),
+            &through(&mut e, Some("a1 again")),
+            &want[1],
+            0.002,
+        );
+        assert_close(
+            &what("a0 after it"),
+            &through(&mut e, Some("a0")),
+            &want[0],
+            0.002,
+        );
+        // a0, a1, "a0 again", "a1 again": each loaded once, when first used.
+        assert_eq!(e.stats().lora_loads, 4, "{}", what("loads"));
+        // Ranks beyond the room: refused, the id left empty.
         e.unload_lora("a0 again").unwrap();
         let wide = dir.path().join(format!("wide {kernels:?}"));
         let mut big = tiny[0].clone();

@@ -14,10 +14,29 @@ impl ModelRunner {
         (self.lora_slots, self.lora_capacity.is_some())
     }
 
-    /// Writes `adapter` into slot `slot` of every projection's stack, or empties the slot
-    /// (`None`), after checking that it fits each (its ranks within the capacity's).
-    pub fn set_lora(&self, slot: usize, adapter: Option<&LoraAdapter>) -> Result<(), GpuError> {
+    /// Whether `adapter` can be written into a slot: the runner has room for adapters loaded
+    /// while it runs, and the adapter fits each projection's stack (its ranks within the
+    /// capacity's).
+    pub fn check_lora(&self, adapter: &LoraAdapter) -> Result<(), GpuError> {
         if self.lora_capacity.is_none() {
+            return Err(GpuError::Capacity {
+                what: "LoRA adapters loaded while running (built without room for them)",
+                needed: 1,
+                max: 0,
+            });
+        }
+        for layer in &self.layers {
+            layer.check_lora(adapter)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `adapter` into slot `slot` of every projection's stack, or empties the slot
+    /// (`None`), after checking that it fits each ([`Self::check_lora`]).
+    pub fn set_lora(&self, slot: usize, adapter: Option<&LoraAdapter>) -> Result<(), GpuError> {
+        if let Some(a) = adapter {
+            self.check_lora(a)?;
+        } else if self.lora_capacity.is_none() {
             return Err(GpuError::Capacity {
                 what: "LoRA adapters loaded while running (built without room for them)",
                 needed: 1,
@@ -30,11 +49,6 @@ impl ModelRunner {
                 needed: slot + 1,
                 max: self.lora_slots,
             });
-        }
-        if let Some(a) = adapter {
-            for layer in &self.layers {
-                layer.check_lora(a)?;
-            }
         }
         for layer in &self.layers {
             layer.set_lora(&self.ctx, slot, adapter);

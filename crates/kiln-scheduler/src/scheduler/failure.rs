@@ -34,6 +34,10 @@ impl Scheduler {
         }
         self.kv
             .forget_copies(&step.batch.swap_in, &step.batch.swap_out);
+        // The step's adapter loads may not have been written.
+        for load in &step.lora_loads {
+            self.lora.forget(load.id);
+        }
         self.stats.num_failed_steps += 1;
         self.stats.num_failed_requests += failed.len() as u64;
         failed

@@ -111,7 +111,9 @@ impl Scheduler {
         self.add_drafts(&mut plan, &mut budget);
 
         // Waiting requests, in queue order, while budget, seats and blocks last, up to the
-        // first held one.
+        // first held one. A request whose LoRA adapter has no slot to run in (every slot's
+        // adapter needed by running requests) is passed over and keeps its place.
+        let mut passed = Vec::new();
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
             let Some(&id) = self.waiting.front() else {
                 break;
@@ -119,15 +121,23 @@ impl Scheduler {
             if self.requests[&id].held {
                 break;
             }
+            if !self.lora_fits(id) {
+                passed.extend(self.waiting.pop_front());
+                continue;
+            }
             match self.admit(id, budget) {
                 Some(planned) => {
                     self.waiting.pop_front();
                     self.running.push(id);
+                    self.place_lora(id);
                     plan.push(planned);
                     budget.spend(&planned);
                 }
                 None => break,
             }
+        }
+        for id in passed.into_iter().rev() {
+            self.waiting.push_front(id);
         }
 
         let step = self.build_step(&plan);
@@ -280,7 +290,12 @@ impl Scheduler {
                 sample: sampled.then(|| st.sample_spec()),
                 drafts: drafts.len() as u32,
                 score,
-                lora: st.req.lora.map(|l| l.slot),
+                lora: st.req.lora.map(|l| {
+                    let slot = (self.lora.slot_of(l.id))
+                        .expect("a running request's adapter holds a slot");
+                    self.lora.hold(slot, l.id);
+                    slot
+                }),
             });
             let is_decode = known == 1 && sampled && st.num_output() > 0;
             seqs.push(ScheduledSeq {
@@ -298,6 +313,7 @@ impl Scheduler {
         ScheduledStep {
             batch,
             seqs,
+            lora_loads: std::mem::take(&mut self.lora_loads),
             committed: false,
         }
     }

@@ -18,6 +18,9 @@ pub fn cfg(
         max_sampler_rows: max_num_seqs,
         sliding_window: None,
         speculation: None,
+        lora_slots: 0,
+        lora_resident: 0,
+        lora_loads: false,
     }
 }
 

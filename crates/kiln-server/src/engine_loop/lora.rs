@@ -1,4 +1,4 @@
-//! LoRA adapters as the handlers see them: a registry of the engine's adapters by slot, which
+//! LoRA adapters as the handlers see them: a registry of the engine's adapters by id, which
 //! the engine thread refreshes whenever they change (an adapter loaded or unloaded through the
 //! API, or the engine rebuilt), and the commands that load and unload them there.
 
@@ -9,13 +9,13 @@ use kiln_model::LoraAdapter;
 
 use super::{Command, EngineHandle};
 
-/// What a handler asks of the engine thread about adapters; each answers with the slot.
+/// What a handler asks of the engine thread about adapters; each answers with the id.
 pub enum LoraCommand {
     Load(Arc<LoraAdapter>, flume::Sender<Result<u32, String>>),
     Unload(String, flume::Sender<Result<u32, String>>),
 }
 
-/// The engine's adapters by slot, as of the last change.
+/// The engine's adapters by id, as of the last change.
 #[derive(Clone, Default)]
 pub struct LoraRegistry(Arc<RwLock<Vec<Option<Arc<LoraAdapter>>>>>);
 
@@ -25,19 +25,19 @@ impl LoraRegistry {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = engine.lora_adapters().to_vec();
     }
 
-    /// The loaded adapters with their slots, in slot order.
+    /// The loaded adapters with their ids, in id order.
     pub fn loaded(&self) -> Vec<(u32, Arc<LoraAdapter>)> {
-        let slots = self.0.read().unwrap_or_else(|e| e.into_inner());
-        (slots.iter().enumerate())
-            .filter_map(|(s, a)| Some((s as u32, a.clone()?)))
+        let ids = self.0.read().unwrap_or_else(|e| e.into_inner());
+        (ids.iter().enumerate())
+            .filter_map(|(id, a)| Some((id as u32, a.clone()?)))
             .collect()
     }
 
     /// The adapter named `name`, as a request refers to it.
     pub fn find(&self, name: &str) -> Option<(LoraRef, Arc<LoraAdapter>)> {
-        let (slot, a) = self.loaded().into_iter().find(|(_, a)| a.name == name)?;
+        let (id, a) = self.loaded().into_iter().find(|(_, a)| a.name == name)?;
         let r = LoraRef {
-            slot,
+            id,
             fingerprint: a.fingerprint,
         };
         Some((r, a))
@@ -45,15 +45,15 @@ impl LoraRegistry {
 
     /// The adapter a request refers to, while it is loaded.
     pub fn get(&self, r: LoraRef) -> Option<Arc<LoraAdapter>> {
-        let slots = self.0.read().unwrap_or_else(|e| e.into_inner());
-        let a = slots.get(r.slot as usize)?.as_ref()?;
+        let ids = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let a = ids.get(r.id as usize)?.as_ref()?;
         (a.fingerprint == r.fingerprint).then(|| a.clone())
     }
 }
 
 impl EngineHandle {
-    /// Loads `adapter` into a free slot of the engine (its room for adapters loaded while it
-    /// runs); the answer is the slot, or why not.
+    /// Loads `adapter` into the engine (which puts it into a slot of its room for adapters
+    /// when requests need it); the answer is its id, or why not.
     pub async fn load_lora(&self, adapter: Arc<LoraAdapter>) -> Result<u32, String> {
         self.lora_command(|tx| LoraCommand::Load(adapter, tx)).await
     }

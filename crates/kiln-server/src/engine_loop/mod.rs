@@ -112,7 +112,7 @@ pub struct EngineHandle {
     disk_stats: Arc<Mutex<Option<DiskTierStats>>>,
     pub health: Arc<Health>,
     pub info: EngineInfo,
-    /// The engine's LoRA adapters, by slot.
+    /// The engine's LoRA adapters, by id.
     pub lora: LoraRegistry,
 }
 

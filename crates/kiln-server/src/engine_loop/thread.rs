@@ -333,7 +333,7 @@ impl Loop {
                     if let Err(e) = self.start(&mut engine) {
                         tracing::error!("the engine goes on without it: {e:#}");
                     }
-                    // The adapters loaded through the API, into the slots they get now.
+                    // The adapters loaded through the API, under the ids they get now.
                     for a in &self.loaded_lora {
                         if let Err(e) = engine.load_lora(a.clone()) {
                             tracing::error!("LoRA adapter `{}` not loaded again: {e}", a.name);

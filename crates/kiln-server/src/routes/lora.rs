@@ -1,7 +1,9 @@
 //! vLLM's `POST /v1/load_lora_adapter` and `POST /v1/unload_lora_adapter`: LoRA adapters
 //! loaded and unloaded while the server runs, where it was started with room for them
 //! (`--allow-runtime-lora-updating`). The folder is read and checked against the model here,
-//! off the engine thread; the engine thread writes it into a free slot between steps.
+//! off the engine thread; the engine thread registers it, and writes it into one of the
+//! `--max-loras` slots before a step whose requests need it (any number may be loaded, up to
+//! `--max-cpu-loras`).
 
 use std::sync::Arc;
 
@@ -54,9 +56,9 @@ pub async fn load(
     let adapter = (read.await)
         .map_err(|e| ApiError::internal(format!("reading the adapter: {e}")))?
         .map_err(|e| ApiError::bad_param("lora_path", e.to_string()))?;
-    let slot = (st.engine.load_lora(Arc::new(adapter)).await)
+    let id = (st.engine.load_lora(Arc::new(adapter)).await)
         .map_err(|e| ApiError::bad_request(format!("loading LoRA adapter `{name}`: {e}")))?;
-    tracing::info!("LoRA adapter `{name}` in slot {slot}");
+    tracing::info!("LoRA adapter `{name}` has id {id}");
     Ok(format!("Success: LoRA adapter '{name}' added successfully.").into_response())
 }
 
