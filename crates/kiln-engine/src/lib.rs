@@ -30,5 +30,6 @@ pub use kiln_gpu::{KernelFamily, KvDtype, KvLayout, WeightStorage};
 pub use kiln_scheduler::{
     FinishReason, KvEvent, LoraRef, Medium, Request, RequestUpdate, SchedulerStats, Speculation,
 };
+pub use lora::LoraRequests;
 pub use overlap::Overlap;
 pub use transfer::{ExportedBlocks, SavedBlock};

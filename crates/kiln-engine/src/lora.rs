@@ -14,6 +14,15 @@ use kiln_scheduler::{LoraLoad, LoraRef, Request};
 
 use crate::{Engine, EngineError};
 
+/// Which adapters requests use now ([`Engine::lora_requests`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoraRequests {
+    pub running: Vec<String>,
+    pub waiting: Vec<String>,
+    /// The runner's adapter slots.
+    pub slots: usize,
+}
+
 impl Engine {
     /// The LoRA adapters by id (`None`: an id unloaded and not yet given again).
     pub fn lora_adapters(&self) -> &[Option<Arc<LoraAdapter>>] {
@@ -23,6 +32,22 @@ impl Engine {
     /// Whether adapters can be loaded while the engine runs ([`Engine::load_lora`]).
     pub fn lora_loadable(&self) -> bool {
         self.runner.lora_slots().1
+    }
+
+    /// The adapters running requests run through and those waiting requests need, by name,
+    /// with the runner's slots (vLLM's `lora_requests_info`).
+    pub fn lora_requests(&self) -> LoraRequests {
+        let names = |ids: Vec<u32>| -> Vec<String> {
+            (ids.into_iter())
+                .filter_map(|id| Some(self.lora.get(id as usize)?.as_ref()?.name.clone()))
+                .collect()
+        };
+        let (running, waiting) = self.scheduler.lora_requests();
+        LoraRequests {
+            running: names(running),
+            waiting: names(waiting),
+            slots: self.runner.lora_slots().0,
+        }
     }
 
     /// The adapter named `name`, as a request refers to it.

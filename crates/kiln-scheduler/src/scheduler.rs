@@ -267,6 +267,20 @@ impl Scheduler {
             .count()
     }
 
+    /// The LoRA adapters running requests run through and those waiting requests need, each
+    /// once, by id. O(running + waiting).
+    pub fn lora_requests(&self) -> (Vec<u32>, Vec<u32>) {
+        let ids = |queue: &mut dyn Iterator<Item = &u64>| {
+            let mut ids: Vec<u32> = queue
+                .filter_map(|r| self.requests[r].req.lora.map(|l| l.id))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        (ids(&mut self.running.iter()), ids(&mut self.waiting.iter()))
+    }
+
     /// Adapter `id` is gone (unloaded): its slot, if it held one, is free. Refused (`false`)
     /// while a request runs or waits through it.
     pub fn unload_lora(&mut self, id: u32) -> bool {

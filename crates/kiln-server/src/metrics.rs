@@ -123,6 +123,7 @@ impl Metrics {
         disk: Option<DiskTierStats>,
         info: &EngineInfo,
         health: &Health,
+        lora: &kiln_engine::LoraRequests,
     ) -> String {
         let m = self.inner.lock().unwrap();
         let mut out = String::new();
@@ -139,6 +140,18 @@ impl Metrics {
             info.num_gpu_blocks,
             info.kv_layout.dtype
         );
+        // Which adapters requests run through and wait for (vLLM's lora_requests_info).
+        if lora.slots > 0 {
+            let name = "kiln_lora_requests_info";
+            let list = |names: &[String]| label_value(&names.join(","));
+            let _ = writeln!(
+                out,
+                "# HELP {name} LoRA adapters of running requests and of waiting ones, and the GPU's adapter slots.\n# TYPE {name} gauge\n{name}{{max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"}} 1",
+                lora.slots,
+                list(&lora.running),
+                list(&lora.waiting)
+            );
+        }
         let mut metric = |name: &str, kind: &str, help: &str, v: f64| {
             let _ = writeln!(
                 out,
@@ -426,4 +439,11 @@ impl Metrics {
         );
         out
     }
+}
+
+/// `v` as a Prometheus label value: backslashes, quotes and line breaks escaped.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

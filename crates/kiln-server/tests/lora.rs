@@ -140,7 +140,8 @@ async fn a_request_runs_through_the_adapter_its_model_names() {
 
 /// `--max-loras 1` with two `--lora-modules` adapters: requests through both and through none
 /// at once all get their replies (the second adapter's wait for the slot), each what a server
-/// with a slot per adapter gives; `/metrics` counts the loads into the slot.
+/// with a slot per adapter gives; `/metrics` counts the loads into the slot and, while a
+/// long request through one adapter runs, names the other as waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_adapters_than_slots_serve_every_request() {
     let (dir, a) = adapter_and_merged();
@@ -170,6 +171,37 @@ async fn more_adapters_than_slots_serve_every_request() {
     let text = get_text(&one_slot, "/metrics").await;
     let loads = metric(&text, "kiln_lora_loads_total");
     assert!((1.0..=2.0).contains(&loads), "{loads}");
+    let idle = "kiln_lora_requests_info{max_lora=\"1\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1";
+    assert!(text.contains(idle), "{text}");
+
+    // A long request through one adapter holds the slot: one through the other waits, and
+    // the metric says so.
+    let long = json!({"model": "sql", "prompt": "a", "max_tokens": 500, "ignore_eos": true});
+    let busy = tokio::spawn({
+        let base = one_slot.clone();
+        async move { post(&base, "/v1/completions", &long).await }
+    });
+    let seen = |want: &'static str| {
+        let base = one_slot.clone();
+        async move {
+            for _ in 0..2000 {
+                let text = get_text(&base, "/metrics").await;
+                if text.contains(want) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            panic!("never saw {want}");
+        }
+    };
+    seen("running_lora_adapters=\"sql\"").await;
+    let waiting = tokio::spawn({
+        let base = one_slot.clone();
+        async move { reply(&base, "poet").await }
+    });
+    seen("running_lora_adapters=\"sql\",waiting_lora_adapters=\"poet\"").await;
+    assert_eq!(busy.await.unwrap().0, 200);
+    assert_eq!(waiting.await.unwrap().0, poet.0);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use kiln_engine::{Engine, LoraRef};
+use kiln_engine::{Engine, LoraRef, LoraRequests};
 use kiln_model::LoraAdapter;
 
 use super::{Command, EngineHandle};
@@ -15,19 +15,39 @@ pub enum LoraCommand {
     Unload(String, flume::Sender<Result<u32, String>>),
 }
 
-/// The engine's adapters by id, as of the last change.
+/// The engine's adapters by id, as of the last change, and which of them requests used as of
+/// the engine thread's last snapshot.
 #[derive(Clone, Default)]
-pub struct LoraRegistry(Arc<RwLock<Vec<Option<Arc<LoraAdapter>>>>>);
+pub struct LoraRegistry {
+    adapters: Arc<RwLock<Vec<Option<Arc<LoraAdapter>>>>>,
+    requests: Arc<RwLock<LoraRequests>>,
+}
 
 impl LoraRegistry {
     /// Takes the engine's adapters.
     pub(super) fn refresh(&self, engine: &Engine) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = engine.lora_adapters().to_vec();
+        *self.adapters.write().unwrap_or_else(|e| e.into_inner()) = engine.lora_adapters().to_vec();
+    }
+
+    /// Takes which adapters the engine's requests use (where it has any slots).
+    pub(super) fn note_requests(&self, engine: &Engine) {
+        if engine.lora_adapters().is_empty() && !engine.lora_loadable() {
+            return;
+        }
+        *self.requests.write().unwrap_or_else(|e| e.into_inner()) = engine.lora_requests();
+    }
+
+    /// The adapters requests used as of the last snapshot.
+    pub fn requests(&self) -> LoraRequests {
+        self.requests
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The loaded adapters with their ids, in id order.
     pub fn loaded(&self) -> Vec<(u32, Arc<LoraAdapter>)> {
-        let ids = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let ids = self.adapters.read().unwrap_or_else(|e| e.into_inner());
         (ids.iter().enumerate())
             .filter_map(|(id, a)| Some((id as u32, a.clone()?)))
             .collect()
@@ -45,7 +65,7 @@ impl LoraRegistry {
 
     /// The adapter a request refers to, while it is loaded.
     pub fn get(&self, r: LoraRef) -> Option<Arc<LoraAdapter>> {
-        let ids = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let ids = self.adapters.read().unwrap_or_else(|e| e.into_inner());
         let a = ids.get(r.id as usize)?.as_ref()?;
         (a.fingerprint == r.fingerprint).then(|| a.clone())
     }

@@ -159,6 +159,7 @@ impl Loop {
     /// their subscribers and the disk tier).
     pub(super) fn publish(&mut self, engine: &mut Engine) {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = engine.stats();
+        self.lora.note_requests(engine);
         if self.kv_events.is_none() && !self.disk.enabled() {
             return;
         }

@@ -72,6 +72,7 @@ pub async fn metrics(State(st): State<Shared>) -> Response {
         st.engine.disk_stats(),
         &st.engine.info,
         &st.engine.health,
+        &st.engine.lora.requests(),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
