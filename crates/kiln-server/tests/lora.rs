@@ -41,6 +41,17 @@ fn adapter_and_merged() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, a)
 }
 
+/// Adapter 31 (at `a`) as "sql" and adapter 32 (written beside it) as "poet".
+fn sql_and_poet(dir: &std::path::Path, a: &std::path::Path) -> Vec<Arc<LoraAdapter>> {
+    let mc = TinyConfig::default().model_config();
+    let b = dir.join("b");
+    adapter(32).write(&b, &mc, DType::F16).unwrap();
+    [("sql", a), ("poet", &b)]
+        .iter()
+        .map(|(n, p)| Arc::new(LoraAdapter::load(n, p, &mc).unwrap()))
+        .collect()
+}
+
 /// A greedy chat reply's text and `model`, and the prompt tokens it found cached.
 async fn reply(base: &str, model: &str) -> (String, String, u64) {
     let body = json!({"model": model, "max_tokens": 12, "temperature": 0.0, "ignore_eos": true,
@@ -62,13 +73,7 @@ async fn a_request_runs_through_the_adapter_its_model_names() {
     let (dir, a) = adapter_and_merged();
     let mc = TinyConfig::default().model_config();
     let merged = dir.path().join("merged");
-    let b = dir.path().join("b");
-    adapter(32).write(&b, &mc, DType::F16).unwrap();
-
-    let loaded: Vec<_> = [("sql", &a), ("poet", &b)]
-        .iter()
-        .map(|(n, p)| Arc::new(LoraAdapter::load(n, p, &mc).unwrap()))
-        .collect();
+    let loaded = sql_and_poet(dir.path(), &a);
     let base = start_tiny(|_, ec| ec.lora = loaded);
     let plain = start_tiny(|_, _| {});
     let want = start_file_faulty(&merged, |_, _| {}, |_| Default::default()).base;
@@ -145,13 +150,7 @@ async fn a_request_runs_through_the_adapter_its_model_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_adapters_than_slots_serve_every_request() {
     let (dir, a) = adapter_and_merged();
-    let mc = TinyConfig::default().model_config();
-    let b = dir.path().join("b");
-    adapter(32).write(&b, &mc, DType::F16).unwrap();
-    let loaded: Vec<_> = [("sql", &a), ("poet", &b)]
-        .iter()
-        .map(|(n, p)| Arc::new(LoraAdapter::load(n, p, &mc).unwrap()))
-        .collect();
+    let loaded = sql_and_poet(dir.path(), &a);
     let one_slot = start_tiny(|_, ec| {
         ec.lora = loaded.clone();
         ec.lora_capacity = Some(kiln_engine::LoraCapacity { slots: 1, rank: 4 });

@@ -64,6 +64,26 @@ pub(super) fn fixtures(
     out
 }
 
+/// The tiny Llama model (seed 7) written under `dir`, with the test's adapters on every
+/// projection and on q and v: the model's config, the model, the adapters read back and the
+/// merged models.
+pub(super) fn llama_with_adapters(
+    dir: &std::path::Path,
+) -> (
+    kiln_model::ModelConfig,
+    Model,
+    Vec<Arc<LoraAdapter>>,
+    Vec<Model>,
+) {
+    let (cfg, seed) = (TinyConfig::default(), 7);
+    let base_dir = dir.join("base");
+    let mc = write_tiny_llama(&base_dir, &cfg, seed).unwrap();
+    let base = Model::load(&base_dir).unwrap();
+    let tiny = adapters([&LLAMA_PROJECTIONS, &["q_proj", "v_proj"]]);
+    let (loaded, merged) = fixtures(dir, &cfg, seed, &tiny, &base);
+    (mc, base, loaded, merged)
+}
+
 /// Same greedy tokens up to where the reference's top two are within 0.01 (a near tie that
 /// f16 rounding of different weights may break either way), log-probs within `tol`.
 pub(super) fn assert_close(what: &str, got: &[SampledToken], want: &[SampledToken], tol: f32) {
@@ -312,160 +332,5 @@ fn a_gguf_base_with_overlap_and_guesses_matches_the_merged_model() {
             e.stats().spec_draft_tokens > 0,
             "{kernels:?}: no guesses made"
         );
-    }
-}
-
-/// Adapters loaded into an engine with room for two while it runs, unloaded (not while a
-/// request runs through one), loaded again under the freed id, and a third beside two,
-/// which takes the slot of the one used least recently: each request gives its merged model's
-/// tokens, and the base model's with none.
-#[test]
-fn adapters_load_and_unload_while_the_engine_runs() {
-    use kiln_engine::LoraCapacity;
-    let ctx = gpu();
-    let (cfg, seed) = (TinyConfig::default(), 7);
-    let dir = tempfile::tempdir().unwrap();
-    let base_dir = dir.path().join("base");
-    let mc = write_tiny_llama(&base_dir, &cfg, seed).unwrap();
-    let base = Model::load(&base_dir).unwrap();
-    let all = LLAMA_PROJECTIONS;
-    let tiny = adapters([&all, &["q_proj", "v_proj"]]);
-    let (loaded, merged) = fixtures(dir.path(), &cfg, seed, &tiny, &base);
-    let prompt = tokens(6, 30, mc.vocab_size);
-    for kernels in FAMILIES {
-        let ec = || on(config(64, true), kernels, KvDtype::F32);
-        let what = |s: &str| format!("{kernels:?}: {s}");
-        let alone = |m: &Model| {
-            let mut e = engine(&ctx, m, ec());
-            run(&mut e, vec![request(1, prompt.clone(), 6)])
-                .remove(&1)
-                .unwrap()
-        };
-        let want_base = alone(&base);
-        let want: Vec<_> = merged.iter().map(alone).collect();
-
-        // Without room, nothing loads.
-        let mut fixed = engine(&ctx, &base, ec());
-        let err = fixed.load_lora(loaded[0].clone()).unwrap_err().to_string();
-        assert!(err.contains("without room"), "{err}");
-
-        let capacity = LoraCapacity { slots: 2, rank: 5 };
-        let mut e = engine(
-            &ctx,
-            &base,
-            EngineConfig {
-                lora_capacity: Some(capacity),
-                ..ec()
-            },
-        );
-        let mut id = 10;
-        let mut through = |e: &mut kiln_engine::Engine, name: Option<&str>| {
-            id += 1;
-            let lora = name.map(|n| e.lora_ref(n).expect("loaded"));
-            let r = Request {
-                lora,
-                ..request(id, prompt.clone(), 6)
-            };
-            run(e, vec![r]).remove(&id).unwrap()
-        };
-        assert_close(
-            &what("base, room for adapters"),
-            &through(&mut e, None),
-            &want_base,
-            0.002,
-        );
-        assert_eq!(e.load_lora(loaded[1].clone()).unwrap(), 0);
-        assert_eq!(e.load_lora(loaded[0].clone()).unwrap(), 1);
-        assert_close(
-            &what("a0 loaded"),
-            &through(&mut e, Some("a0")),
-            &want[0],
-            0.002,
-        );
-        assert_close(
-            &what("a1 loaded"),
-            &through(&mut e, Some("a1")),
-            &want[1],
-            0.002,
-        );
-        let err = e.load_lora(loaded[0].clone()).unwrap_err().to_string();
-        assert!(err.contains("already loaded"), "{err}");
-
-        // Not while a request waits through it.
-        let a1 = e.lora_ref("a1").unwrap();
-        e.add_request(Request {
-            lora: Some(a1),
-            ..request(99, prompt.clone(), 2)
-        })
-        .unwrap();
-        let err = e.unload_lora("a1").unwrap_err().to_string();
-        assert!(err.contains("in use by 1"), "{err}");
-        while e.has_unfinished() {
-            pollster::block_on(e.step()).unwrap();
-        }
-        assert_eq!(e.unload_lora("a1").unwrap(), 0);
-        let stale = Request {
-            lora: Some(a1),
-            ..request(98, prompt.clone(), 2)
-        };
-        assert!(
-            e.add_request(stale).is_err(),
-            "{}",
-            what("a request through an unloaded adapter")
-        );
-        // Id 0 again, for another adapter, into the slot a1 left; a0 untouched.
-        let third = Arc::new(LoraAdapter {
-            name: "a0 again".into(),
-            ..(*loaded[0]).clone()
-        });
-        assert_eq!(e.load_lora(third).unwrap(), 0);
-        assert_close(
-            &what("a0 again"),
-            &through(&mut e, Some("a0 again")),
-            &want[0],
-            0.002,
-        );
-        assert_close(
-            &what("a0 still"),
-            &through(&mut e, Some("a0")),
-            &want[0],
-            0.002,
-        );
-        assert_close(
-            &what("base at the end"),
-            &through(&mut e, None),
-            &want_base,
-            0.002,
-        );
-        // A third adapter: into the slot of "a0 again", used before a0 was last.
-        let a1_again = Arc::new(LoraAdapter {
-            name: "a1 again".into(),
-            ..(*loaded[1]).clone()
-        });
-        assert_eq!(e.load_lora(a1_again).unwrap(), 2);
-        assert_close(
-            &what("a1 again, a third adapter"),
-            &through(&mut e, Some("a1 again")),
-            &want[1],
-            0.002,
-        );
-        assert_close(
-            &what("a0 after it"),
-            &through(&mut e, Some("a0")),
-            &want[0],
-            0.002,
-        );
-        // a0, a1, "a0 again", "a1 again": each loaded once, when first used.
-        assert_eq!(e.stats().lora_loads, 4, "{}", what("loads"));
-        // Ranks beyond the room: refused, the id left empty.
-        e.unload_lora("a0 again").unwrap();
-        let wide = dir.path().join(format!("wide {kernels:?}"));
-        let mut big = tiny[0].clone();
-        big.rank = 9;
-        big.write(&wide, &mc, DType::F32).unwrap();
-        let big = Arc::new(LoraAdapter::load("big", &wide, &base.config).unwrap());
-        let err = e.load_lora(big).unwrap_err().to_string();
-        assert!(err.contains("LoRA rank"), "{err}");
-        assert!(e.lora_adapters()[0].is_none());
     }
 }

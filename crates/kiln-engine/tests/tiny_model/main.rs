@@ -11,7 +11,8 @@
 //! decodes with guesses of their next tokens changing no output. `disk_tier`: a prompt's
 //! blocks saved to files by one engine restored into a fresh one. `embedding`: the
 //! hidden state a request asks for against the reference's logits. `lora`: requests through
-//! LoRA adapters against models with the adapters merged in; `lora_slots`: more adapters
+//! LoRA adapters against models with the adapters merged in; `lora_slots`: adapters loaded
+//! and unloaded while the engine runs, and more adapters
 //! than slots, taking turns. `warm_up`: the warm-up of a new
 //! engine changing no output. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
 //! f16 KV cache; the reference and CPU-tier tests with the f32 cache too.
