@@ -135,6 +135,12 @@ else:
         fails.append("the LoRA adapter did not change the ids: the check proves nothing")
     if "no adapter named `nope`" not in (lora.get("unknown") or ""):
         fails.append(f"an unknown adapter was not refused: {lora.get('unknown')}")
+    if lora.get("runtime") != native["lora_ids"]:
+        fails.append(f"ids through the adapter loaded while running differ:\n  native {native['lora_ids']}\n  web    {lora.get('runtime')}")
+    if "not a GGUF file" not in (lora.get("bad_file") or "") or lora.get("after_unload") != []:
+        fails.append(f"a bad adapter file was not refused, or the unloaded adapter is listed: {lora}")
+    if "no adapter named `style`" not in (lora.get("unloaded") or ""):
+        fails.append(f"an unloaded adapter was not refused: {lora.get('unloaded')}")
     g = web.get("guesses") or {}
     if not (0 < g.get("confirmed", 0) <= g.get("made", 0)):
         fails.append(f"speculative decoding in the page: {g}")

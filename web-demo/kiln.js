@@ -111,17 +111,21 @@ export async function forgetModels() {
 
 /// Loads a model: `{gguf: Uint8Array, name}` or `{files: {fileName: Uint8Array}, name}` (a folder).
 /// `options`: `{kvMiB, maxSeqs, kernels: 'auto'|'gpu'|'cpu', kvDtype: 'f16'|'f32'|'q8_0'|'fp8',
-/// speculativeTokens, lora}` (`speculativeTokens`: guesses of each decode's next tokens from
-/// its own history, speculative decoding by prompt lookup; 0 or absent: off; `lora`: LoRA
-/// adapters, each `{name, gguf: Uint8Array}` or `{name, config: adapter_config.json's text,
-/// safetensors: Uint8Array}`, which a generation's `lora` parameter, or openai.js's `model`,
-/// names). Any other option is refused by name.
+/// speculativeTokens, lora, loraSlots, loraRank}` (`speculativeTokens`: guesses of each
+/// decode's next tokens from its own history, speculative decoding by prompt lookup; 0 or
+/// absent: off; `lora`: LoRA adapters, each `{name, gguf: Uint8Array}` or `{name, config:
+/// adapter_config.json's text, safetensors: Uint8Array}`, which a generation's `lora`
+/// parameter, or openai.js's `model`, names; `loraSlots`: room on the GPU for that many
+/// adapters of rank up to `loraRank` (16), so that the engine's `load_lora(adapter)` and
+/// `unload_lora(name)` load and unload adapters while it runs). Any other option is refused
+/// by name.
 export function loadModel(gpu, src, options = {}, progress = null) {
-  const known = ['kvMiB', 'maxSeqs', 'kernels', 'kvDtype', 'speculativeTokens', 'lora'];
+  const known = ['kvMiB', 'maxSeqs', 'kernels', 'kvDtype', 'speculativeTokens', 'lora', 'loraSlots', 'loraRank'];
   const unknown = Object.keys(options).find((k) => !known.includes(k));
   if (unknown !== undefined) throw new KilnError(`${unknown}: not an option of loadModel`);
   const opts = { kvMiB: options.kvMiB ?? 128, maxSeqs: options.maxSeqs ?? 8, kernels: options.kernels, kvDtype: options.kvDtype,
-    speculativeTokens: options.speculativeTokens ?? 0, lora: options.lora };
+    speculativeTokens: options.speculativeTokens ?? 0, lora: options.lora, loraSlots: options.loraSlots,
+    loraRank: options.loraRank };
   if (src.gguf) return WebEngine.load_gguf(gpu, src.gguf, src.name ?? 'model.gguf', opts, progress);
   return WebEngine.load_hf(gpu, src.files, src.name ?? 'model folder', opts, progress);
 }

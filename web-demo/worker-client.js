@@ -107,6 +107,12 @@ export class WorkerEngine {
 
   stop(id) { this.call('stop', { id }).catch(() => {}); }
 
+  /// Loads a LoRA adapter while the model runs (as the engine's `load_lora`).
+  load_lora(adapter) { return this.call('load_lora', { adapter }); }
+
+  /// Unloads a LoRA adapter (as the engine's `unload_lora`).
+  unload_lora(name) { return this.call('unload_lora', { name }); }
+
   terminate() {
     this.worker.terminate();
     this.die('the engine\'s worker was ended');

@@ -73,6 +73,19 @@ const ops = {
     engine.stop(id);
     driver.kick();
   },
+
+  /// Loads a LoRA adapter while the model runs (`loadModel`'s `loraSlots` made room):
+  /// `{name, gguf}` or `{name, config, safetensors}`.
+  load_lora({ adapter }) {
+    engine.load_lora(adapter);
+    driver.kick();
+  },
+
+  /// Unloads a LoRA adapter (it leaves once no generation runs through it).
+  unload_lora({ name }) {
+    engine.unload_lora(name);
+    driver.kick();
+  },
 };
 
 onmessage = async ({ data }) => {

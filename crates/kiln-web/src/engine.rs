@@ -4,40 +4,62 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use kiln_engine::{
-    Constraint, Engine, EngineConfig, GrammarCompiler, KernelFamily, KvDtype, Request, Speculation,
+    Constraint, Engine, EngineConfig, GrammarCompiler, KernelFamily, KvDtype, LoraCapacity,
+    Request, Speculation,
 };
 use kiln_frontend::tools::ToolPlan;
 use kiln_frontend::{ChatExtras, Frontend, ReasoningFormat, chat_logprobs, requested_grammar};
-use kiln_model::{ChatMessage, Model, ModelConfig};
+use kiln_model::{ChatMessage, LoraAdapter, Model, ModelConfig};
 use wasm_bindgen::prelude::*;
 
 use crate::events::{Chat, ChatTools, Event, handle, web_log};
 use crate::gpu::{DEVICE_LOST, GPU_ERROR, WebGpu};
-use crate::options::{DEFAULT_MAX_TOKENS, StartParams, count, lora_adapters, parsed, start_params};
+use crate::options::{
+    DEFAULT_MAX_TOKENS, StartParams, count, lora_adapter, lora_adapters, parsed, start_params,
+};
 use crate::{engine_config, err, set};
 
 mod chat;
 mod embed;
 mod generate;
+mod lora;
 mod step;
 
 struct Start {
     request: Request,
     chat: Chat,
     constraint: Option<Constraint>,
+    /// The LoRA adapter it runs through, by name: looked up when the start is applied, after
+    /// the adapters loaded before it.
+    lora: Option<String>,
 }
 
 enum Command {
     Start(Box<Start>),
     Stop(u64),
+    LoadLora(Arc<LoraAdapter>),
+    /// The adapters in [`Loras::unloading`] leave the engine, those no generation holds.
+    UnloadLora,
 }
 
 struct Inner {
     engine: Engine,
     chats: HashMap<u64, Chat>,
+}
+
+/// The LoRA adapters generations may name, and those unloaded but still in the engine
+/// (a generation runs through them: they leave once none does). Kept outside the engine,
+/// which a step in flight holds.
+#[derive(Default)]
+struct Loras {
+    names: Vec<String>,
+    unloading: Vec<String>,
+    /// Room for adapters loaded while the model runs (`loadModel`'s `loraSlots`).
+    room: Option<LoraCapacity>,
 }
 
 /// What `info()` reports of the engine, kept outside it: a step in flight holds the engine
@@ -63,8 +85,7 @@ pub struct WebEngine {
     source: String,
     max_len: usize,
     kv_dtype: KvDtype,
-    /// The LoRA adapters by the names `loadModel` gave them, with their slots.
-    loras: Vec<(String, kiln_engine::LoraRef)>,
+    loras: Rc<RefCell<Loras>>,
     sizes: Rc<Cell<Sizes>>,
     next_id: u64,
 }
@@ -100,6 +121,9 @@ impl WebEngine {
         };
         let lora = lora_adapters(options, &model.config)?;
         let names: Vec<String> = lora.iter().map(|a| a.name.clone()).collect();
+        let slots = count(options, "loraSlots", 0)?.unwrap_or(0);
+        let rank = count(options, "loraRank", 1)?.unwrap_or(16);
+        let room = (slots > 0).then_some(LoraCapacity { slots, rank });
         let engine = Engine::new(
             &gpu.ctx,
             &model.config,
@@ -109,15 +133,12 @@ impl WebEngine {
                 kv_dtype,
                 speculation: (guesses > 0).then(|| Speculation::prompt_lookup(guesses)),
                 lora,
+                lora_capacity: room,
                 ..engine_config((kv_mib as u64) << 20, max_seqs)
             },
             &mut report,
         )
         .map_err(err)?;
-        // Where each adapter went, read now: a step in flight holds the engine later.
-        let loras = (names.into_iter())
-            .filter_map(|n| engine.lora_ref(&n).map(|r| (n, r)))
-            .collect();
         let max_len = engine.max_len();
         let rc = engine.runner_config();
         let sizes = Sizes {
@@ -145,7 +166,11 @@ impl WebEngine {
             source,
             max_len,
             kv_dtype,
-            loras,
+            loras: Rc::new(RefCell::new(Loras {
+                names,
+                unloading: Vec::new(),
+                room,
+            })),
             sizes: Rc::new(Cell::new(sizes)),
             next_id: 1,
         })
@@ -155,9 +180,11 @@ impl WebEngine {
 #[wasm_bindgen]
 impl WebEngine {
     /// Loads a GGUF model from its bytes and uploads it. `options`: `{kvMiB, maxSeqs, kernels:
-    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"|"q8_0"|"fp8", speculativeTokens, lora}`
-    /// (`lora`: adapters, each `{name, gguf}` or `{name, config, safetensors}`, that a
-    /// generation's `lora` parameter names);
+    /// "auto"|"gpu"|"cpu", kvDtype: "f16"|"f32"|"q8_0"|"fp8", speculativeTokens, lora,
+    /// loraSlots, loraRank}` (`lora`: adapters, each `{name, gguf}` or `{name, config,
+    /// safetensors}`, that a generation's `lora` parameter names; `loraSlots`: room on the GPU
+    /// for that many adapters of rank up to `loraRank` (16), so that adapters may be loaded
+    /// while the model runs, [`WebEngine::load_lora`]);
     /// `progress(done, total)` is called while weights upload.
     pub fn load_gguf(
         gpu: &WebGpu,
@@ -214,10 +241,12 @@ impl WebEngine {
         set(&o, "kvBlocks", sizes.num_blocks as f64);
         set(&o, "kvDtype", self.kv_dtype.name());
         let loras = Array::new();
-        for (name, _) in &self.loras {
+        for name in &self.loras.borrow().names {
             loras.push(&JsValue::from_str(name));
         }
         set(&o, "loras", loras);
+        let room = self.loras.borrow().room;
+        set(&o, "loraSlots", room.map_or(0, |r| r.slots) as f64);
         set(&o, "guessesMade", sizes.guesses.0 as f64);
         set(&o, "guessesConfirmed", sizes.guesses.1 as f64);
         set(&o, "hasChatTemplate", self.frontend.chat_template.is_some());

@@ -71,32 +71,39 @@ pub(crate) fn lora_adapters(
     if !js_sys::Array::is_array(&list) {
         return Err(err("lora must be an array of adapters"));
     }
-    let get = |o: &JsValue, k: &str| Reflect::get(o, &JsValue::from_str(k));
-    let bytes = |v: JsValue, what: &str| {
+    (js_sys::Array::from(&list).iter().enumerate())
+        .map(|(i, a)| lora_adapter(&a, &format!("lora[{i}]"), config).map(std::sync::Arc::new))
+        .collect()
+}
+
+/// One LoRA adapter for `config`'s model from `{name, gguf}` or `{name, config,
+/// safetensors}` (`what`: how errors name it).
+pub(crate) fn lora_adapter(
+    a: &JsValue,
+    what: &str,
+    config: &kiln_model::ModelConfig,
+) -> Result<kiln_model::LoraAdapter, JsValue> {
+    let get = |k: &str| Reflect::get(a, &JsValue::from_str(k));
+    let bytes = |v: JsValue, field: &str| {
         v.dyn_into::<js_sys::Uint8Array>()
             .map(|a| a.to_vec())
-            .map_err(|_| err(format!("{what} must be a Uint8Array")))
+            .map_err(|_| err(format!("{what}.{field} must be a Uint8Array")))
     };
-    let mut out = Vec::new();
-    for (i, a) in js_sys::Array::from(&list).iter().enumerate() {
-        let name = (get(&a, "name")?.as_string())
-            .ok_or_else(|| err(format!("lora[{i}].name must be a string")))?;
-        let gguf = get(&a, "gguf")?;
-        let adapter = if !gguf.is_undefined() {
-            let b = bytes(gguf, &format!("lora[{i}].gguf"))?;
-            kiln_model::LoraAdapter::from_gguf_bytes(&name, &name, b, config)
-        } else {
-            let text = (get(&a, "config")?.as_string()).ok_or_else(|| {
-                err(format!(
-                    "lora[{i}]: give gguf, or config (adapter_config.json's text) and safetensors"
-                ))
-            })?;
-            let b = bytes(get(&a, "safetensors")?, &format!("lora[{i}].safetensors"))?;
-            kiln_model::LoraAdapter::from_peft_bytes(&name, &name, &text, b, config)
-        };
-        out.push(std::sync::Arc::new(adapter.map_err(err)?));
-    }
-    Ok(out)
+    let name =
+        (get("name")?.as_string()).ok_or_else(|| err(format!("{what}.name must be a string")))?;
+    let gguf = get("gguf")?;
+    let adapter = if !gguf.is_undefined() {
+        kiln_model::LoraAdapter::from_gguf_bytes(&name, &name, bytes(gguf, "gguf")?, config)
+    } else {
+        let text = (get("config")?.as_string()).ok_or_else(|| {
+            err(format!(
+                "{what}: give gguf, or config (adapter_config.json's text) and safetensors"
+            ))
+        })?;
+        let b = bytes(get("safetensors")?, "safetensors")?;
+        kiln_model::LoraAdapter::from_peft_bytes(&name, &name, &text, b, config)
+    };
+    adapter.map_err(err)
 }
 
 /// Tokens a generation gets when `max_tokens` is not given (fewer if the context is shorter).

@@ -39,6 +39,7 @@ impl WebEngine {
                 request,
                 chat,
                 constraint: None,
+                lora: None,
             })));
         Ok(id as f64)
     }

@@ -50,14 +50,13 @@ impl WebEngine {
         let logprobs = chat_logprobs(params.logprobs, params.top_logprobs).map_err(err)?;
         let mut spec = f.resolve(&params.generation, logprobs).map_err(err)?;
         if let Some(name) = &params.lora {
-            let found = self.loras.iter().find(|(n, _)| n == name);
-            spec.lora = Some(found.map(|(_, r)| *r).ok_or_else(|| {
-                let loaded: Vec<&str> = self.loras.iter().map(|(n, _)| n.as_str()).collect();
-                err(format!(
-                    "lora: no adapter named `{name}` was loaded with the model (loaded: {})",
-                    loaded.join(", ")
-                ))
-            })?);
+            let names = &self.loras.borrow().names;
+            if !names.contains(name) {
+                return Err(err(format!(
+                    "lora: no adapter named `{name}` is loaded (loaded: {})",
+                    names.join(", ")
+                )));
+            }
         }
         if spec.n != 1 {
             return Err(err("n must be 1: start one generation per call"));
@@ -135,6 +134,7 @@ impl WebEngine {
                 request,
                 chat,
                 constraint,
+                lora: params.lora.clone(),
             })));
         Ok(id as f64)
     }

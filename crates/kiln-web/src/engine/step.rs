@@ -15,6 +15,7 @@ impl WebEngine {
         let pending = self.pending.clone();
         let frontend = self.frontend.clone();
         let sizes = self.sizes.clone();
+        let loras = self.loras.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let events = {
                 let Ok(mut guard) = inner.try_borrow_mut() else {
@@ -27,15 +28,27 @@ impl WebEngine {
                     match c {
                         Command::Start(start) => {
                             let Start {
-                                request,
+                                mut request,
                                 chat,
                                 constraint,
+                                lora,
                             } = *start;
                             let id = request.id;
-                            let added = match constraint {
-                                Some(c) => engine.add_constrained_request(request, c),
-                                None => engine.add_request(request),
+                            let added = match lora.map(|n| (engine.lora_ref(&n), n)) {
+                                Some((None, n)) => Err(format!("LoRA adapter `{n}` was unloaded")),
+                                Some((r, _)) => {
+                                    request.lora = r;
+                                    Ok(())
+                                }
+                                None => Ok(()),
                             };
+                            let added = added.and_then(|()| {
+                                match constraint {
+                                    Some(c) => engine.add_constrained_request(request, c),
+                                    None => engine.add_request(request),
+                                }
+                                .map_err(|e| e.to_string())
+                            });
                             match added {
                                 Ok(()) => {
                                     chats.insert(id, chat);
@@ -53,6 +66,7 @@ impl WebEngine {
                                 handle(u, chats, engine, &frontend, &mut events);
                             }
                         }
+                        c => lora::apply(engine, &loras, Some(c)),
                     }
                 }
                 let updates = engine.step().await;
@@ -78,6 +92,9 @@ impl WebEngine {
                 let first = events.len();
                 for u in updates {
                     handle(u, chats, engine, &frontend, &mut events);
+                }
+                if !loras.borrow().unloading.is_empty() {
+                    lora::apply(engine, &loras, None);
                 }
                 // A generation failed by its output constraint ends with the error.
                 let failures: HashMap<u64, String> = engine.take_failures().into_iter().collect();
