@@ -9,6 +9,7 @@ mod generation_config;
 mod info;
 mod local;
 mod local_disk;
+mod lora_modules;
 mod model_path;
 mod output_args;
 mod pd_proxy;

@@ -1,11 +1,8 @@
 //! `kiln serve`: the OpenAI-compatible HTTP server (see the kiln-server crate).
 
-use std::sync::Arc;
-
 use kiln_engine::{EngineConfig, KvSize, LogprobsMode, LoraCapacity};
 use kiln_frontend::ReasoningFormat;
 use kiln_frontend::tools::ToolFormat;
-use kiln_model::LoraAdapter;
 use kiln_server::kv_transfer::{KvRole, KvTransferConfig};
 use kiln_server::{Frontend, ServerConfig};
 
@@ -152,43 +149,39 @@ pub struct Args {
     /// Producer: seconds a finished request's blocks stay pinned for a decode server.
     #[arg(long, default_value_t = 60)]
     kv_transfer_ttl: u64,
-    /// LoRA adapters requests may name as their `model` (vLLM's flag): `NAME=PATH`, each a
-    /// folder as PEFT saves an adapter (adapter_config.json, adapter_model.safetensors) or
-    /// a GGUF adapter file as llama.cpp's converter writes one; several after one flag or
-    /// the flag repeated. Requests through different adapters
-    /// and through none share each step.
-    #[arg(long, num_args = 1.., value_parser = lora_module)]
-    lora_modules: Vec<(String, std::path::PathBuf)>,
+    /// LoRA adapters requests may name as their `model` (vLLM's flag): `NAME=PATH`, or
+    /// vLLM's JSON form `{"name": ..., "path": ..., "base_model_name": ...}` (the base, if
+    /// given, must be the served model), each a folder as PEFT saves an adapter
+    /// (adapter_config.json, adapter_model.safetensors) or a GGUF adapter file as llama.cpp's
+    /// converter writes one; several after one flag or the flag repeated. Requests through
+    /// different adapters and through none share each step.
+    #[arg(long, num_args = 1.., value_parser = crate::lora_modules::parse)]
+    lora_modules: Vec<crate::lora_modules::LoraModule>,
+    /// vLLM's switch for LoRA: room on the GPU for --max-loras adapters (8 by default; vLLM's
+    /// default is 1) of rank up to --max-lora-rank. Not needed for --lora-modules, which
+    /// without it each get a slot of their exact rank.
+    #[arg(long)]
+    enable_lora: bool,
     /// Serve vLLM's `POST /v1/load_lora_adapter` and `/v1/unload_lora_adapter` (behind the
     /// API key): adapters loaded from a folder the request names while the server runs. Every
     /// projection then has room for --max-loras adapters of rank --max-lora-rank, and the
     /// rotary step and gated activation run as launches of their own for every request.
     #[arg(long)]
     allow_runtime_lora_updating: bool,
-    /// Adapters on the GPU at once (at most 32; 8 with --allow-runtime-lora-updating, else
-    /// one per --lora-modules adapter): a step's requests run through at most this many, and
+    /// Adapters on the GPU at once (at most 32; 8 with --enable-lora or
+    /// --allow-runtime-lora-updating, else one per --lora-modules adapter): a step's requests run through at most this many, and
     /// an adapter a waiting request needs is written into the slot of one no running request
     /// uses, least recently used first. Any number of adapters may be loaded.
     #[arg(long)]
     max_loras: Option<usize>,
     /// Largest rank of each adapted matrix of an adapter written into a slot, with
-    /// --max-loras or --allow-runtime-lora-updating.
+    /// --max-loras, --enable-lora or --allow-runtime-lora-updating.
     #[arg(long, default_value_t = 16)]
     max_lora_rank: usize,
     /// Most adapters loaded at once (--lora-modules' included; kiln keeps each in host
     /// memory); loading one more is refused. No limit by default.
     #[arg(long)]
     max_cpu_loras: Option<usize>,
-}
-
-/// `NAME=PATH`.
-fn lora_module(s: &str) -> Result<(String, std::path::PathBuf), String> {
-    match s.split_once('=') {
-        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
-            Ok((name.to_string(), path.into()))
-        }
-        _ => Err(format!("`{s}` is not NAME=PATH")),
-    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -295,23 +288,9 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         model.config.num_layers,
         model.config.vocab_size
     );
-    let mut lora = Vec::new();
-    for (adapter, dir) in &a.lora_modules {
-        anyhow::ensure!(
-            *adapter != name
-                && !a.served_model_name.contains(adapter)
-                && !lora.iter().any(|l: &Arc<LoraAdapter>| l.name == *adapter),
-            "--lora-modules: the name `{adapter}` is taken (by the served model or another adapter)"
-        );
-        let l = LoraAdapter::load(adapter, dir, &model.config)?;
-        tracing::info!(
-            "LoRA adapter `{adapter}` from {} (rank {}, {} matrices)",
-            dir.display(),
-            l.rank,
-            l.pairs.len()
-        );
-        lora.push(Arc::new(l));
-    }
+    let served = (a.served_model_name.iter().chain(&a.model)).chain([&name]);
+    let lora =
+        crate::lora_modules::load(&a.lora_modules, &served.collect::<Vec<_>>(), &model.config)?;
     let kv_disk = match &a.kv_disk_dir {
         Some(dir) => Some(kiln_engine::disk_tier::DiskTierConfig {
             dir: dir.clone(),
@@ -350,12 +329,11 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         enable_prefix_caching: !a.no_prefix_caching,
         max_model_len: a.max_model_len,
         lora,
-        lora_capacity: (a.allow_runtime_lora_updating || a.max_loras.is_some()).then_some(
-            LoraCapacity {
+        lora_capacity: (a.enable_lora || a.allow_runtime_lora_updating || a.max_loras.is_some())
+            .then_some(LoraCapacity {
                 slots: a.max_loras.unwrap_or(8),
                 rank: a.max_lora_rank,
-            },
-        ),
+            }),
         max_cpu_loras: a.max_cpu_loras,
         ..EngineConfig::default()
     });
