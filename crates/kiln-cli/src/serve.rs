@@ -166,7 +166,8 @@ pub struct Args {
     /// API key): adapters loaded from a folder the request names while the server runs. Every
     /// projection then has room for --max-loras adapters of rank --max-lora-rank, and the
     /// rotary step and gated activation run as launches of their own for every request.
-    #[arg(long)]
+    /// vLLM's environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True does the same.
+    #[arg(long, env = "VLLM_ALLOW_RUNTIME_LORA_UPDATING", value_parser = clap::builder::BoolishValueParser::new())]
     allow_runtime_lora_updating: bool,
     /// Adapters on the GPU at once (at most 32; 8 with --enable-lora or
     /// --allow-runtime-lora-updating, else one per --lora-modules adapter): a step's requests run through at most this many, and

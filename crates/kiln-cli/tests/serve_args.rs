@@ -59,3 +59,54 @@ fn an_adapter_for_another_base_model_is_refused() {
         "{err}"
     );
 }
+
+/// vLLM's `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True` turns on the routes that load adapters while
+/// serving, as `--allow-runtime-lora-updating` does: the route answers (400 for a path that
+/// holds no adapter), where a server started without either has none (404).
+#[test]
+fn vllms_environment_variable_allows_runtime_lora_updating() {
+    use std::io::{Read, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny(tmp.path());
+    let http = |port: u16, request: &str| -> Option<String> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.write_all(request.as_bytes()).ok()?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).ok()?;
+        Some(reply)
+    };
+    for (env, want) in [(Some("True"), "HTTP/1.1 400"), (None, "HTTP/1.1 404")] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        cmd.arg("serve")
+            .arg(&model)
+            .args(["--port", &port.to_string()]);
+        match env {
+            Some(v) => cmd.env("VLLM_ALLOW_RUNTIME_LORA_UPDATING", v),
+            None => cmd.env_remove("VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
+        };
+        let mut server = cmd
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting kiln serve");
+        let health = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        let up = (0..600).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            http(port, health).is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        });
+        let body = r#"{"lora_name": "x", "lora_path": "/nowhere"}"#;
+        let load = format!(
+            "POST /v1/load_lora_adapter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let reply = http(port, &load);
+        let _ = server.kill();
+        let _ = server.wait();
+        assert!(up, "kiln serve did not come up (env {env:?})");
+        let reply = reply.unwrap_or_default();
+        assert!(reply.starts_with(want), "env {env:?}: {reply}");
+    }
+}
