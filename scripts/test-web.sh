@@ -294,7 +294,7 @@ if pick is None:
 print(pick)
 PY
 )
-demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","hf_sharded_model":"tiny-hf-sharded/","kv8_model":"tiny-kv8.gguf","stop":sys.argv[1]}))' "$stop")
+demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","hf_sharded_model":"tiny-hf-sharded/","kv8_model":"tiny-kv8.gguf","lora_model":"tiny-lora.gguf","stop":sys.argv[1]}))' "$stop")
 run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
 python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
 import json, re, sys
@@ -373,6 +373,12 @@ else:
         fails.append(f"the shards were not each fetched once: {page['gets']}")
     if want["hf"]["text"] == want["greedy"]["text"]:
         fails.append("the folder's model replies as the GGUF one does: the check proves nothing")
+    # An adapter picked from disk into the page's one LoRA slot and picked for replies: the
+    # native reply through it; unloaded, gone from the list.
+    lora = page.get("lora") or {}
+    same("reply through the adapter picked on the page", lora, want["lora"])
+    if want["lora"]["text"] == want["greedy"]["text"] or lora.get("after_unload") != [""]:
+        fails.append(f"the page's adapter: {lora}, native {want['lora']}")
     # The panel's KV cache type reached the engine: q8_0's blocks, and a reply through them.
     kv8 = page.get("kv8") or {}
     if "KV blocks of q8_0" not in (kv8.get("status") or "") or kv8.get("finished") not in ("length", "stop"):

@@ -33,6 +33,7 @@ function samplingParams() {
     max_tokens: Number($('max_tokens').value),
     ...(seed === '' ? {} : { seed: Number(seed) }),
     ...(stop.length ? { stop } : {}),
+    ...($('lora').value ? { lora: $('lora').value } : {}),
   };
   const spec = $('output-spec').value.trim();
   switch ($('output-kind').value) {
@@ -249,9 +250,12 @@ async function installModel(src, sizeNote) {
     const speculativeTokens = Number($('spec-tokens').value);
     loaded = false;
     for (const c of chats) c.setBusy(false);
-    const info = await worker.load(src, { kvMiB: Number($('kv-mib').value), kvDtype: $('kv-dtype').value, maxSeqs: 8, speculativeTokens },
+    const loraSlots = Number($('lora-slots').value);
+    const info = await worker.load(src, { kvMiB: Number($('kv-mib').value), kvDtype: $('kv-dtype').value, maxSeqs: 8, speculativeTokens,
+      ...(loraSlots ? { loraSlots } : {}) },
       (done, total) => { $('progress-bar').style.width = `${(100 * done / total).toFixed(1)}%`; });
     loaded = true;
+    await showAdapters();
     setStatus(status, `Loaded ${info.source}${sizeNote}: ${info.architecture}, ${info.layers} layers, hidden ${info.hidden}, ` +
       `vocab ${info.vocab}, context ${info.maxLen}, ${info.kvBlocks} KV blocks of ${info.kvDtype} ` +
       `(${((performance.now() - t0) / 1000).toFixed(1)} s)${info.hasChatTemplate ? '' : ' — no chat template: ChatML is used'}`);
@@ -327,6 +331,33 @@ async function showKept() {
   $('forget-models').disabled = !kept?.length;
 }
 
+/// The loaded model's LoRA adapters in the sampling panel's list (the one picked kept while
+/// it is loaded), and what the model panel says of them.
+async function showAdapters(note = '') {
+  const info = await worker.info();
+  const select = $('lora');
+  const picked = select.value;
+  select.replaceChildren(new Option('none', ''), ...info.loras.map((n) => new Option(n, n)));
+  select.value = info.loras.includes(picked) ? picked : '';
+  $('unload-lora').disabled = select.value === '';
+  setStatus($('lora-status'), info.loraSlots || info.loras.length
+    ? `${note}adapters: ${info.loras.join(', ') || 'none'} (${info.loraSlots} slots)` : '');
+}
+
+/// Loads a GGUF adapter file picked on disk, named after the file.
+async function loadAdapter(file) {
+  try {
+    const name = file.name.replace(/\.gguf$/, '');
+    await worker.load_lora({ name, gguf: new Uint8Array(await file.arrayBuffer()) });
+    $('lora').value = '';
+    await showAdapters(`loaded ${name} · `);
+    $('lora').value = name;
+    $('unload-lora').disabled = false;
+  } catch (e) {
+    setStatus($('lora-status'), `Loading the adapter failed: ${e.message ?? e}`, true);
+  }
+}
+
 async function loadFromDisk(fileList) {
   const files = [...fileList];
   const gguf = files.find((f) => f.name.endsWith('.gguf'));
@@ -365,6 +396,17 @@ async function main() {
   $('forget-models').addEventListener('click', async () => { await forgetModels(); await showKept(); });
   await showKept();
   $('model-files').addEventListener('change', (e) => loadFromDisk(e.target.files));
+  $('lora-file').addEventListener('change', (e) => { if (e.target.files[0]) loadAdapter(e.target.files[0]); });
+  $('lora').addEventListener('change', () => { $('unload-lora').disabled = $('lora').value === ''; });
+  $('unload-lora').addEventListener('click', async () => {
+    const name = $('lora').value;
+    try {
+      await worker.unload_lora(name);
+      await showAdapters(`unloaded ${name} · `);
+    } catch (e) {
+      setStatus($('lora-status'), `Unloading failed: ${e.message ?? e}`, true);
+    }
+  });
 }
 
 main();

@@ -182,6 +182,12 @@ fn main() {
     // The same model in three shards with an index (the page must give the same reply).
     let sharded = out_dir.join("tiny-hf-sharded");
     write_tiny_llama_sharded(&sharded, &TinyConfig::default(), 11, 3).expect("write shards");
+    // The demo page's adapter, picked from disk into its one slot.
+    let style = Arc::new(LoraAdapter::load("style", &lora_path, &model.config).expect("lora"));
+    let hello = |f: &Frontend| {
+        f.chat_tokens(vec![ChatMessage::new("user", "Hello")], None)
+            .expect("chat prompt")
+    };
     let demo = serde_json::json!({
         "greedy": demo_reply(&ctx, &path, DEMO_GREEDY),
         "completion": completion_reply(&ctx, &path),
@@ -193,6 +199,7 @@ fn main() {
                 .expect("chat prompt")
         }),
         "thinking": demo_reply(&ctx, &think, DEMO_GREEDY),
+        "lora": reply_through(&ctx, &path, DEMO_GREEDY, hello, Some(style.clone())),
         "hf": demo_reply(&ctx, &hf, DEMO_GREEDY),
         "tools": {
             "required": tool_reply(&ctx, &path, TOOL_TURNS, TOOL_REQUIRED),
@@ -268,12 +275,33 @@ fn reply(
     params: &str,
     prompt: impl FnOnce(&Frontend) -> Vec<u32>,
 ) -> serde_json::Value {
+    reply_through(ctx, path, params, prompt, None)
+}
+
+/// [`reply`] through a LoRA adapter, where given: in a page engine with one slot of rank 16
+/// (the demo page's "LoRA slots" at 1 and `loadModel`'s default rank), which it holds.
+fn reply_through(
+    ctx: &GpuContext,
+    path: &std::path::Path,
+    params: &str,
+    prompt: impl FnOnce(&Frontend) -> Vec<u32>,
+    lora: Option<Arc<LoraAdapter>>,
+) -> serde_json::Value {
     let (frontend, config, weights) = Frontend::split(Model::load(path).expect("load model"));
     let params: GenerationParams = serde_json::from_str(params).expect("params");
-    let spec = frontend.resolve(&params, None).expect("spec");
+    let mut spec = frontend.resolve(&params, None).expect("spec");
     let prompt = prompt(&frontend);
     let max_tokens = spec.max_tokens.expect("max_tokens");
-    let mut engine = page_engine(ctx, &config, &weights, page_config());
+    let ec = match &lora {
+        Some(a) => EngineConfig {
+            lora: vec![a.clone()],
+            lora_capacity: Some(kiln_engine::LoraCapacity { slots: 1, rank: 16 }),
+            ..page_config()
+        },
+        None => page_config(),
+    };
+    let mut engine = page_engine(ctx, &config, &weights, ec);
+    spec.lora = lora.and_then(|a| engine.lora_ref(&a.name));
     engine
         .add_request(frontend.request(&spec, 1, prompt.clone(), max_tokens, 0, 0))
         .expect("add_request");
