@@ -113,6 +113,16 @@ impl Engine {
         Ok(id as u32)
     }
 
+    /// Puts `adapter` in the place of the loaded adapter of its name (vLLM's `load_inplace`,
+    /// new weights under the same name) and returns its id. Checked first, so a refusal keeps
+    /// the old one; refused while a request runs or waits through the old one. Requests
+    /// through it find none of the old one's cached blocks (their keys hold its fingerprint).
+    pub fn replace_lora(&mut self, adapter: Arc<LoraAdapter>) -> Result<u32, EngineError> {
+        self.runner.check_lora(&adapter)?;
+        self.unload_lora(&adapter.name)?;
+        self.load_lora(adapter)
+    }
+
     /// Unloads the adapter named `name` and returns its id; refused while a request runs
     /// or waits through it.
     pub fn unload_lora(&mut self, name: &str) -> Result<u32, EngineError> {

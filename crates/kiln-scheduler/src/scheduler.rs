@@ -28,7 +28,8 @@
 //! Invariants (see [`Scheduler::check_invariants`]): a running request holds exactly the
 //! blocks covering its context this step; a waiting request holds none; every GPU block's
 //! reference count equals the number of requests holding it (plus one for a pin);
-//! a finishing request (ended by its length in a committed step) is in no queue. At most two
+//! a finishing request (ended by its length in a committed step) is in no queue; a running
+//! request's LoRA adapter holds a slot. At most two
 //! steps are in flight: one committed and unresolved, and the next one scheduled.
 //!
 //! Files: `scheduler/step.rs` builds a step (admission, preemption), `overlap.rs` applies its
@@ -435,6 +436,12 @@ impl Scheduler {
                     ));
                 }
                 window::check(*id, st, self.cfg.sliding_window)?;
+                if let Some(l) = st.req.lora.filter(|l| self.lora.slot_of(l.id).is_none()) {
+                    return Err(format!(
+                        "running request {id}'s adapter {} holds no slot",
+                        l.id
+                    ));
+                }
             } else if st.finishing.is_none()
                 && (!st.blocks.is_empty() || st.num_computed != 0 || st.num_released != 0)
             {

@@ -259,6 +259,20 @@ async fn adapters_load_and_unload_through_the_api() {
     let (s, body) = text("/v1/load_lora_adapter", load).await;
     assert_eq!(s, 400, "{body}");
     assert!(body.contains("already loaded"), "{body}");
+    // vLLM's load_inplace: other weights under the same name (adapter 32, "poet" on a server
+    // holding both), then the first again.
+    let b = dir.path().join("b");
+    let with_poet = start_tiny(|_, ec| ec.lora = sql_and_poet(dir.path(), &a));
+    let inplace = |p: &std::path::Path| json!({"lora_name": "sql", "lora_path": p.to_str().unwrap(), "load_inplace": true});
+    let (s, body) = text("/v1/load_lora_adapter", inplace(&b)).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(
+        reply(&base, "sql").await.0,
+        reply(&with_poet, "poet").await.0
+    );
+    let (s, body) = text("/v1/load_lora_adapter", inplace(&a)).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(reply(&base, "sql").await.0, reply(&want, "tiny").await.0);
     let nowhere = json!({"lora_name": "x", "lora_path": dir.path().join("none").to_str().unwrap()});
     let (s, body) = text("/v1/load_lora_adapter", nowhere).await;
     assert!(

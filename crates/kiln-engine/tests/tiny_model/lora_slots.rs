@@ -162,6 +162,8 @@ fn adapters_load_and_unload_while_the_engine_runs() {
         .unwrap();
         let err = e.unload_lora("a1").unwrap_err().to_string();
         assert!(err.contains("in use by 1"), "{err}");
+        let err = e.replace_lora(loaded[1].clone()).unwrap_err().to_string();
+        assert!(err.contains("in use by 1"), "{err}");
         while e.has_unfinished() {
             pollster::block_on(e.step()).unwrap();
         }

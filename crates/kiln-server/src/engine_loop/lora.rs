@@ -12,6 +12,8 @@ use super::{Command, EngineHandle};
 /// What a handler asks of the engine thread about adapters; each answers with the id.
 pub enum LoraCommand {
     Load(Arc<LoraAdapter>, flume::Sender<Result<u32, String>>),
+    /// Loads an adapter in the place of the one of its name.
+    Replace(Arc<LoraAdapter>, flume::Sender<Result<u32, String>>),
     Unload(String, flume::Sender<Result<u32, String>>),
 }
 
@@ -76,6 +78,13 @@ impl EngineHandle {
     /// when requests need it); the answer is its id, or why not.
     pub async fn load_lora(&self, adapter: Arc<LoraAdapter>) -> Result<u32, String> {
         self.lora_command(|tx| LoraCommand::Load(adapter, tx)).await
+    }
+
+    /// Loads `adapter` in the place of the loaded one of its name (vLLM's `load_inplace`);
+    /// refused while a request runs through that one.
+    pub async fn replace_lora(&self, adapter: Arc<LoraAdapter>) -> Result<u32, String> {
+        self.lora_command(|tx| LoraCommand::Replace(adapter, tx))
+            .await
     }
 
     /// Unloads the adapter named `name`; refused while a request runs through it.

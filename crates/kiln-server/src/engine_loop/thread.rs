@@ -100,16 +100,11 @@ impl Loop {
             }
             Command::Lora(LoraCommand::Load(adapter, done)) => {
                 let loaded = engine.load_lora(adapter.clone());
-                if loaded.is_ok() {
-                    tracing::info!(
-                        "LoRA adapter `{}` loaded from {}",
-                        adapter.name,
-                        adapter.path.display()
-                    );
-                    self.loaded_lora.push(adapter);
-                }
-                self.lora.refresh(engine);
-                let _ = done.send(loaded.map_err(|e| e.to_string()));
+                self.loaded(engine, adapter, loaded, done);
+            }
+            Command::Lora(LoraCommand::Replace(adapter, done)) => {
+                let loaded = engine.replace_lora(adapter.clone());
+                self.loaded(engine, adapter, loaded, done);
             }
             Command::Sleep(done) => {
                 let busy = self.active.len();
@@ -141,6 +136,28 @@ impl Loop {
                 let _ = done.send(unloaded.map_err(|e| e.to_string()));
             }
         }
+    }
+
+    /// After `adapter` was loaded (or put in the place of the one of its name): kept to be
+    /// loaded again into a rebuilt engine, the handlers' registry refreshed, the answer sent.
+    fn loaded(
+        &mut self,
+        engine: &Engine,
+        adapter: Arc<LoraAdapter>,
+        loaded: Result<u32, kiln_engine::EngineError>,
+        done: flume::Sender<Result<u32, String>>,
+    ) {
+        if loaded.is_ok() {
+            tracing::info!(
+                "LoRA adapter `{}` loaded from {}",
+                adapter.name,
+                adapter.path.display()
+            );
+            self.loaded_lora.retain(|a| a.name != adapter.name);
+            self.loaded_lora.push(adapter);
+        }
+        self.lora.refresh(engine);
+        let _ = done.send(loaded.map_err(|e| e.to_string()));
     }
 
     /// Sets up a freshly built engine: KV events on when they are published, the disk

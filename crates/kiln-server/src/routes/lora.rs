@@ -20,6 +20,10 @@ use crate::state::Shared;
 pub struct LoadRequest {
     pub lora_name: String,
     pub lora_path: String,
+    /// vLLM's field: put the adapter in the place of the loaded one of its name (new weights
+    /// under the same name), refused while a request runs through that one.
+    #[serde(default)]
+    pub load_inplace: bool,
 }
 
 #[derive(Deserialize)]
@@ -42,10 +46,11 @@ pub async fn load(
             format!("`{name}` cannot name an adapter: it is empty or a name of the served model"),
         ));
     }
-    if st.engine.lora.find(&name).is_some() {
+    let replace = st.engine.lora.find(&name).is_some();
+    if replace && !req.load_inplace {
         return Err(ApiError::bad_param(
             "lora_name",
-            format!("a LoRA adapter named `{name}` is already loaded"),
+            format!("a LoRA adapter named `{name}` is already loaded (load_inplace replaces it)"),
         ));
     }
     let (path, model) = (req.lora_path, st.engine.info.model.clone());
@@ -56,8 +61,13 @@ pub async fn load(
     let adapter = (read.await)
         .map_err(|e| ApiError::internal(format!("reading the adapter: {e}")))?
         .map_err(|e| ApiError::bad_param("lora_path", e.to_string()))?;
-    let id = (st.engine.load_lora(Arc::new(adapter)).await)
-        .map_err(|e| ApiError::bad_request(format!("loading LoRA adapter `{name}`: {e}")))?;
+    let adapter = Arc::new(adapter);
+    let loaded = match replace {
+        true => st.engine.replace_lora(adapter).await,
+        false => st.engine.load_lora(adapter).await,
+    };
+    let id =
+        loaded.map_err(|e| ApiError::bad_request(format!("loading LoRA adapter `{name}`: {e}")))?;
     tracing::info!("LoRA adapter `{name}` has id {id}");
     Ok(format!("Success: LoRA adapter '{name}' added successfully.").into_response())
 }
