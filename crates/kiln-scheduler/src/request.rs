@@ -140,6 +140,8 @@ pub(crate) struct RequestState {
     pub table: TableSync,
     /// The request's arrival number (set by the scheduler when it is added).
     pub arrival: u64,
+    /// Steps in which the request was passed over because its LoRA adapter found no slot.
+    pub lora_passed: u32,
     /// Distinct history and biased tokens, with penalties or a logit bias.
     penalties: Option<PenaltyList>,
     output_len: usize,
@@ -191,6 +193,7 @@ impl RequestState {
             finishing: None,
             table: TableSync::default(),
             arrival: 0,
+            lora_passed: 0,
             penalties,
             output_len: 0,
         }

@@ -20,7 +20,8 @@
 //! pages when none are free preempts as one that needs blocks does. A request through a LoRA
 //! adapter runs only while the adapter holds one of the runner's adapter slots
 //! (`lora_slots.rs`); one whose adapter finds no slot free is passed over, keeping its place,
-//! and the requests behind it go ahead. A request that could never fit is refused by
+//! and the requests behind it go ahead (until it has been passed over for long: then those
+//! through other adapters wait too). A request that could never fit is refused by
 //! [`Scheduler::add_request`]. A step the runner could not run is undone by
 //! [`Scheduler::fail_step`] (in `scheduler/failure.rs`). With a sliding window on every layer,
 //! a request gives back the blocks behind its window as it advances (`scheduler/window.rs`).

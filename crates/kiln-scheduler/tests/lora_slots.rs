@@ -1,7 +1,8 @@
 //! LoRA adapters and the runner's slots: a step's requests run through at most as many
 //! adapters as there are slots; a request whose adapter finds none free is passed over (those
 //! behind it go ahead) until a slot's adapter is no longer needed, and is loaded into it;
-//! every sequence's slot holds its request's adapter when the step runs.
+//! every sequence's slot holds its request's adapter when the step runs; one passed over for
+//! long stops requests through other adapters from being admitted, so it gets a slot.
 
 mod common;
 
@@ -97,4 +98,40 @@ fn adapters_without_a_slot_are_refused() {
     let step = fixed.schedule().unwrap();
     assert!(step.lora_loads.is_empty());
     assert_eq!(step.batch.seqs[0].lora, Some(1));
+}
+
+/// One slot, requests through adapter 0 arriving every step, and one through adapter 1: after
+/// 64 steps passed over, adapter 0's newcomers wait, its running requests end, and adapter
+/// 1's request gets the slot while they keep arriving.
+#[test]
+fn a_request_passed_over_long_gets_a_slot() {
+    let mut sim = Sim::new(Scheduler::new(slots(1, 0, true)));
+    let mut reqs = vec![req(1, Some(0), 8), req(2, Some(1), 4)];
+    for r in &reqs {
+        sim.sched.add_request(r.clone()).unwrap();
+    }
+    let mut started = None;
+    for step in 0..150u64 {
+        let r = req(100 + step, Some(0), 8);
+        sim.sched.add_request(r.clone()).unwrap();
+        reqs.push(r);
+        let (s, _) = sim.step().expect("work left");
+        if started.is_none() && s.seqs.iter().any(|q| q.id == 2) {
+            started = Some(step);
+        }
+        sim.sched.check_invariants().unwrap();
+    }
+    let started = started.expect("adapter 1's request never ran");
+    // Passed over 65 times, then the running requests' 8 tokens and the queue of eight seats.
+    assert!((64..=96).contains(&started), "it started at step {started}");
+    sim.run_to_completion(10_000);
+    for r in &reqs {
+        assert_eq!(
+            sim.outputs[&r.id],
+            reference_output(r, 16384).0,
+            "request {}",
+            r.id
+        );
+    }
+    assert_clean(&sim.sched);
 }

@@ -16,6 +16,10 @@ fn penalty_pages(st: &mut RequestState, sampled: bool) -> usize {
     if sampled { st.catch_up_penalties() } else { 0 }
 }
 
+/// Steps a request may be passed over for want of a LoRA slot before requests through other
+/// adapters stop being admitted (about as many tokens as a short reply).
+const LORA_PATIENCE: u32 = 64;
+
 /// A request's chunk in the step being built, and what it spends.
 #[derive(Clone, Copy)]
 pub(super) struct Planned {
@@ -112,8 +116,11 @@ impl Scheduler {
 
         // Waiting requests, in queue order, while budget, seats and blocks last, up to the
         // first held one. A request whose LoRA adapter has no slot to run in (every slot's
-        // adapter needed by running requests) is passed over and keeps its place.
+        // adapter needed by running requests) is passed over and keeps its place; once one
+        // has been passed over for LORA_PATIENCE steps, no request through another adapter is
+        // admitted, so that the slots empty as running requests end and it gets one.
         let mut passed = Vec::new();
+        let mut starved: Option<u32> = None;
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
             let Some(&id) = self.waiting.front() else {
                 break;
@@ -121,7 +128,16 @@ impl Scheduler {
             if self.requests[&id].held {
                 break;
             }
-            if !self.lora_fits(id) {
+            let lora = self.requests[&id].req.lora.map(|l| l.id);
+            let held_back = starved.is_some_and(|s| lora.is_some_and(|l| l != s));
+            if held_back || !self.lora_fits(id) {
+                let st = self.requests.get_mut(&id).unwrap();
+                if !held_back {
+                    st.lora_passed += 1;
+                    if st.lora_passed > LORA_PATIENCE {
+                        starved = starved.or(lora);
+                    }
+                }
                 passed.extend(self.waiting.pop_front());
                 continue;
             }
