@@ -169,7 +169,7 @@ impl KvCache {
                 e.loc = Loc::Gpu(b);
                 self.events.removed(h.key, Medium::Cpu);
                 self.events
-                    .stored(h.key, e.parent_key, &e.tokens, Medium::Gpu);
+                    .stored(h.key, e.parent_key, &e.tokens, e.lora, Medium::Gpu);
                 self.swap_in.push(BlockCopy {
                     gpu_block: b,
                     cpu_block: c,
@@ -205,7 +205,7 @@ impl KvCache {
                     let e = self.index.get_mut(key).expect("cached block without entry");
                     e.loc = Loc::Cpu(c);
                     self.events
-                        .stored(key, e.parent_key, &e.tokens, Medium::Cpu);
+                        .stored(key, e.parent_key, &e.tokens, e.lora, Medium::Cpu);
                     self.swap_out.push(BlockCopy {
                         gpu_block: b,
                         cpu_block: c,
@@ -240,7 +240,7 @@ impl KvCache {
         match self.index.insert(b, Loc::Cpu(c)) {
             Registered::New(entry) => {
                 self.events
-                    .stored(b.key, b.parent_key, b.tokens, Medium::Cpu);
+                    .stored(b.key, b.parent_key, b.tokens, b.lora, Medium::Cpu);
                 Imported::Stored { entry, cpu: c }
             }
             _ => unreachable!("the key was checked absent"),
@@ -281,7 +281,7 @@ impl KvCache {
         if let Registered::New(_) = r {
             self.pool.set_hash(block, b.key);
             self.events
-                .stored(b.key, b.parent_key, b.tokens, Medium::Gpu);
+                .stored(b.key, b.parent_key, b.tokens, b.lora, Medium::Gpu);
         }
         r
     }

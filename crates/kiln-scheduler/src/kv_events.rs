@@ -36,11 +36,14 @@ impl Medium {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvEvent {
     /// Full blocks now cached on `medium`: `tokens` holds `BLOCK_SIZE` ids per hash, and
-    /// `parent` is the key of the block before the first one (`None` at the prompt's start).
+    /// `parent` is the key of the block before the first one (`None` at the prompt's start);
+    /// `lora_id`: the engine's id of the LoRA adapter they were computed through (`None`:
+    /// none, or blocks imported from elsewhere, whose keys still hold their adapter's salt).
     BlockStored {
         hashes: Vec<u64>,
         parent: Option<u64>,
         tokens: Vec<u32>,
+        lora_id: Option<u32>,
         medium: Medium,
     },
     /// Blocks no longer cached on `medium`.
@@ -70,12 +73,20 @@ impl KvEventSink {
         self.events.push(KvEvent::AllBlocksCleared);
     }
 
-    pub fn stored(&mut self, key: u64, parent: Option<u64>, tokens: &[u32], medium: Medium) {
+    pub fn stored(
+        &mut self,
+        key: u64,
+        parent: Option<u64>,
+        tokens: &[u32],
+        lora_id: Option<u32>,
+        medium: Medium,
+    ) {
         if self.enabled {
             self.events.push(KvEvent::BlockStored {
                 hashes: vec![key],
                 parent,
                 tokens: tokens.to_vec(),
+                lora_id,
                 medium,
             });
         }

@@ -44,6 +44,8 @@ pub(crate) struct Entry {
     pub parent_key: Option<u64>,
     pub tokens: [u32; BLOCK_SIZE],
     pub salt: Option<Arc<str>>,
+    /// The LoRA adapter it was computed through (for KV events).
+    pub lora: Option<u32>,
     pub loc: Loc,
 }
 
@@ -63,6 +65,8 @@ pub(crate) struct NewBlock<'a> {
     pub parent_key: Option<u64>,
     pub tokens: &'a [u32],
     pub salt: Option<&'a Arc<str>>,
+    /// The LoRA adapter it was computed through, where known (for KV events).
+    pub lora: Option<u32>,
 }
 
 /// Outcome of registering a freshly computed block.
@@ -121,6 +125,7 @@ impl PrefixIndex {
                 parent_key: b.parent_key,
                 tokens,
                 salt: b.salt.cloned(),
+                lora: b.lora,
                 loc,
             },
         );
@@ -148,6 +153,7 @@ mod tests {
             parent_key: None,
             tokens,
             salt: None,
+            lora: None,
         };
         assert_eq!(idx.insert(block(&a), Loc::Gpu(0)), Registered::New(0));
         assert_eq!(idx.insert(block(&a), Loc::Gpu(1)), Registered::Duplicate(0));

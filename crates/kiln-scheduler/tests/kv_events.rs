@@ -2,7 +2,8 @@
 //! turn by turn, so prefixes are shared and reused) on a pool small enough to evict to the CPU
 //! tier and out of it, with aborts. After every step, replaying the events gives exactly the
 //! cache's blocks per medium, with their parents and tokens; no parent is announced before it
-//! was stored; no block is removed from a medium it was not announced on.
+//! was stored; no block is removed from a medium it was not announced on. Blocks computed
+//! through a LoRA adapter are announced with its id, on the GPU and in the CPU tier.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use common::tokens;
 use kiln_core::BLOCK_SIZE;
 use kiln_scheduler::testing::Sim;
-use kiln_scheduler::{KvEvent, Medium, Request, Scheduler, SchedulerConfig};
+use kiln_scheduler::{KvEvent, LoraRef, Medium, Request, Scheduler, SchedulerConfig};
 
 /// A subscriber's view, built only from events.
 #[derive(Default)]
@@ -21,6 +22,8 @@ struct View {
     cleared: bool,
     stored: usize,
     removed: usize,
+    /// Each stored event's tokens, adapter and medium.
+    loras: Vec<(Vec<u32>, Option<u32>, Medium)>,
 }
 
 impl View {
@@ -36,8 +39,10 @@ impl View {
                     hashes,
                     parent,
                     tokens,
+                    lora_id,
                     medium,
                 } => {
+                    self.loras.push((tokens.clone(), lora_id, medium));
                     assert!(self.cleared, "events before AllBlocksCleared");
                     assert_eq!(
                         tokens.len(),
@@ -180,4 +185,54 @@ fn events_are_off_unless_enabled() {
     sim.run_to_completion(100);
     assert!(sim.sched.take_kv_events().is_empty());
     assert!(!sim.sched.cached_blocks().is_empty());
+}
+
+/// A prompt through adapter 2 and one through none, then a third prompt that pushes both out
+/// to the CPU tier: every block of the first is announced with `lora_id` 2, on both media,
+/// and no other block with any.
+#[test]
+fn blocks_through_an_adapter_carry_its_id() {
+    let mut sim = Sim::new(Scheduler::new(SchedulerConfig {
+        lora_slots: 1,
+        lora_loads: true,
+        num_cpu_blocks: 16,
+        ..common::cfg(12, 256, 4)
+    }));
+    sim.sched.enable_kv_events();
+    let mut view = View::default();
+    view.apply(sim.sched.take_kv_events());
+    let adapted = tokens(1, 3 * BLOCK_SIZE);
+    sim.sched
+        .add_request(Request {
+            lora: Some(LoraRef {
+                id: 2,
+                fingerprint: 0,
+            }),
+            // The engine salts an adapter's blocks; the scheduler only carries it.
+            cache_salt: Some("adapter 2".into()),
+            ..Request::new(1, adapted.clone(), 2)
+        })
+        .unwrap();
+    sim.sched
+        .add_request(Request::new(2, tokens(2, 3 * BLOCK_SIZE), 2))
+        .unwrap();
+    sim.run_to_completion(100);
+    sim.sched
+        .add_request(Request::new(3, tokens(3, 8 * BLOCK_SIZE), 2))
+        .unwrap();
+    sim.run_to_completion(100);
+    view.apply(sim.sched.take_kv_events());
+    let ours = |t: &[u32]| adapted.chunks(BLOCK_SIZE).any(|c| c == t);
+    let mut media = HashSet::new();
+    for (t, lora, medium) in &view.loras {
+        assert_eq!(*lora, ours(t).then_some(2), "a block on {medium:?}");
+        if ours(t) {
+            media.insert(*medium);
+        }
+    }
+    assert_eq!(
+        media.len(),
+        2,
+        "the adapter's blocks on both media: {media:?}"
+    );
 }

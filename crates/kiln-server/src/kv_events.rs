@@ -4,7 +4,8 @@
 //! A PUB socket sends one multipart message per engine step that changed the prefix cache:
 //! `[topic, sequence (8 bytes, big-endian), msgpack payload]`, the topic
 //! `kv@<pod>@<served model name>`, the payload `[timestamp, [event, ...], null]` with events
-//! `["BlockStored", [hash], parent or null, [token ids], block_size, null, medium]`,
+//! `["BlockStored", [hash], parent or null, [token ids], block_size, lora_id or null, medium]`
+//! (`lora_id`: the engine's id of the LoRA adapter the blocks were computed through),
 //! `["BlockRemoved", [hash], medium]` and `["AllBlocksCleared"]` (medium "GPU" or "CPU").
 //! A ROUTER socket answers a client's `["", start sequence]` with every buffered message from
 //! that sequence on, as `[identity, "", sequence, payload]`, then `[identity, "", -1, ""]`.
@@ -147,6 +148,7 @@ pub fn encode_batch(events: &[KvEvent]) -> Vec<u8> {
                 hashes,
                 parent,
                 tokens,
+                lora_id,
                 medium: m,
             } => {
                 write_array_len(&mut b, 7).unwrap();
@@ -161,7 +163,10 @@ pub fn encode_batch(events: &[KvEvent]) -> Vec<u8> {
                     write_uint(&mut b, t as u64).unwrap();
                 }
                 write_uint(&mut b, e.block_size() as u64).unwrap();
-                write_nil(&mut b).unwrap(); // lora_id
+                match lora_id {
+                    Some(l) => write_uint(&mut b, *l as u64).map(|_| ()).unwrap(),
+                    None => write_nil(&mut b).unwrap(),
+                }
                 medium(&mut b, *m);
             }
             KvEvent::BlockRemoved { hashes, medium: m } => {
@@ -178,4 +183,27 @@ pub fn encode_batch(events: &[KvEvent]) -> Vec<u8> {
     }
     write_nil(&mut b).unwrap(); // data-parallel rank
     b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `lora_id` is the sixth field of a stored block: the adapter's id, or nil.
+    #[test]
+    fn stored_blocks_carry_their_adapters_id() {
+        let stored = |lora_id| KvEvent::BlockStored {
+            hashes: vec![7],
+            parent: None,
+            tokens: vec![1, 2],
+            lora_id,
+            medium: Medium::Gpu,
+        };
+        let payload = encode_batch(&[stored(Some(5)), stored(None)]);
+        let v = rmpv::decode::read_value(&mut &payload[..]).unwrap();
+        let events = v[1].as_array().unwrap();
+        assert_eq!(events[0][0].as_str(), Some("BlockStored"));
+        assert_eq!(events[0][5].as_u64(), Some(5));
+        assert!(events[1][5].is_nil());
+    }
 }

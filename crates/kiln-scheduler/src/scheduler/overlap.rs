@@ -172,6 +172,7 @@ fn register_computed(kv: &mut KvCache, st: &mut RequestState) {
             parent_key,
             tokens,
             salt: st.salt.as_ref(),
+            lora: st.req.lora.map(|l| l.id),
         };
         match kv.register(block, st.blocks[i]) {
             Registered::New(id) | Registered::Duplicate(id) => st.chain.push(id),

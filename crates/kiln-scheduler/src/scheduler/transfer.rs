@@ -231,6 +231,8 @@ impl Scheduler {
                 parent_key,
                 tokens: t,
                 salt: salt.as_ref(),
+                // Its adapter is in its salt; the exporter's id means nothing here.
+                lora: None,
             };
             if i < cached {
                 match self.kv.entry(key) {
