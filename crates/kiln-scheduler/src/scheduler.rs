@@ -272,15 +272,10 @@ impl Scheduler {
     /// The LoRA adapters running requests run through and those waiting requests need, each
     /// once, by id. O(running + waiting).
     pub fn lora_requests(&self) -> (Vec<u32>, Vec<u32>) {
-        let ids = |queue: &mut dyn Iterator<Item = &u64>| {
-            let mut ids: Vec<u32> = queue
-                .filter_map(|r| self.requests[r].req.lora.map(|l| l.id))
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids
-        };
-        (ids(&mut self.running.iter()), ids(&mut self.waiting.iter()))
+        (
+            self.adapters_of(self.running.iter()),
+            self.adapters_of(self.waiting.iter()),
+        )
     }
 
     /// Adapter `id` is gone (unloaded): its slot, if it held one, is free. Refused (`false`)
@@ -293,34 +288,42 @@ impl Scheduler {
         true
     }
 
-    /// Whether running requests (those admitted earlier in the step being built included)
-    /// run through adapter `id`.
-    fn lora_needed(&self, id: u32) -> bool {
-        (self.running.iter()).any(|r| self.requests[r].req.lora.is_some_and(|l| l.id == id))
+    /// The adapters the requests of `queue` run through, each once, in order of id.
+    /// O(queue).
+    pub(super) fn adapters_of<'a>(&self, queue: impl Iterator<Item = &'a u64>) -> Vec<u32> {
+        let mut ids: Vec<u32> = queue
+            .filter_map(|r| self.requests[r].req.lora.map(|l| l.id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// Whether waiting request `id`'s adapter (if any) holds a slot or can be loaded into one
-    /// now.
-    fn lora_fits(&self, id: u64) -> bool {
+    /// now, `needed` being the running requests' adapters ([`Self::adapters_of`]).
+    fn lora_fits(&self, id: u64, needed: &[u32]) -> bool {
         match self.requests[&id].req.lora {
-            Some(l) => (self.lora.find(l.id, |a| self.lora_needed(a))).is_some(),
+            Some(l) => (self.lora.find(l.id, |a| needed.binary_search(&a).is_ok())).is_some(),
             None => true,
         }
     }
 
     /// Puts admitted request `id`'s adapter (if any) into its slot, loading it there if it
-    /// is not in one ([`Self::lora_fits`] said it can be).
-    fn place_lora(&mut self, id: u64) {
+    /// is not in one ([`Self::lora_fits`] said it can be), and adds it to `needed`.
+    fn place_lora(&mut self, id: u64, needed: &mut Vec<u32>) {
         let Some(l) = self.requests[&id].req.lora else {
             return;
         };
-        let (slot, load) = (self.lora.find(l.id, |a| self.lora_needed(a)))
+        let (slot, load) = (self.lora.find(l.id, |a| needed.binary_search(&a).is_ok()))
             .expect("a request is admitted only when its adapter fits");
         if load {
             self.lora_loads.push(LoraLoad { slot, id: l.id });
             self.stats.lora_loads += 1;
         }
         self.lora.hold(slot, l.id);
+        if let Err(at) = needed.binary_search(&l.id) {
+            needed.insert(at, l.id);
+        }
     }
 
     pub fn stats(&self) -> SchedulerStats {

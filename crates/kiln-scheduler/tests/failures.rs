@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{assert_clean, cfg, tokens};
+use common::{assert_clean, assert_outputs_alone, cfg, tokens};
 use kiln_core::{PENALTY_PAGE, SamplingParams};
 use kiln_scheduler::testing::{Sim, reference_output};
 use kiln_scheduler::{Request, Scheduler, SchedulerConfig, SchedulerError};
@@ -172,15 +172,7 @@ fn the_penalty_pool_is_an_admission_rule() {
     assert_eq!(most, 2);
     assert_eq!(sim.sched.stats().num_preemptions, 0);
     assert_eq!(sim.sched.stats().penalty_pages_used, 0);
-    for r in &reqs {
-        assert_eq!(
-            sim.outputs[&r.id],
-            reference_output(r, 16384).0,
-            "request {}",
-            r.id
-        );
-    }
-    assert_clean(&sim.sched);
+    assert_outputs_alone(&sim, &reqs);
 }
 
 #[test]
@@ -212,10 +204,7 @@ fn a_list_outgrowing_the_penalty_pool_preempts() {
         sim.sched.stats().num_preemptions > 0,
         "the pool never ran out"
     );
-    for r in &reqs {
-        assert_eq!(sim.outputs[&r.id], reference_output(r, 16384).0);
-    }
-    assert_clean(&sim.sched);
+    assert_outputs_alone(&sim, &reqs);
 }
 
 #[test]

@@ -8,8 +8,8 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{assert_clean, cfg, tokens};
-use kiln_scheduler::testing::{Sim, reference_output};
+use common::{assert_outputs_alone, cfg, tokens};
+use kiln_scheduler::testing::Sim;
 use kiln_scheduler::{LoraRef, Request, Scheduler, SchedulerConfig, SchedulerError};
 
 fn req(id: u64, adapter: Option<u32>, max_tokens: usize) -> Request {
@@ -68,10 +68,7 @@ fn adapters_take_turns_in_the_slots() {
     assert!(first_step_of[&3] > first_step_of[&1], "{first_step_of:?}");
     // Adapter 2 went into adapter 0's slot (adapter 1 ran longer): three loads in all.
     assert_eq!(sim.sched.stats().lora_loads, 3);
-    for r in &reqs {
-        assert_eq!(sim.outputs[&r.id], reference_output(r, 16384).0);
-    }
-    assert_clean(&sim.sched);
+    assert_outputs_alone(&sim, &reqs);
 }
 
 #[test]
@@ -125,13 +122,5 @@ fn a_request_passed_over_long_gets_a_slot() {
     // Passed over 65 times, then the running requests' 8 tokens and the queue of eight seats.
     assert!((64..=96).contains(&started), "it started at step {started}");
     sim.run_to_completion(10_000);
-    for r in &reqs {
-        assert_eq!(
-            sim.outputs[&r.id],
-            reference_output(r, 16384).0,
-            "request {}",
-            r.id
-        );
-    }
-    assert_clean(&sim.sched);
+    assert_outputs_alone(&sim, &reqs);
 }

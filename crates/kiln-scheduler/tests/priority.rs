@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_clean, cfg, tokens};
+use common::{assert_clean, assert_outputs_alone, cfg, tokens};
 use kiln_core::BLOCK_SIZE;
 use kiln_scheduler::testing::{Sim, reference_output};
 use kiln_scheduler::{Request, Scheduler};
@@ -42,10 +42,7 @@ fn waiting_requests_are_served_by_priority_then_arrival() {
         sim.sched.check_invariants().unwrap();
     }
     assert_eq!(order, [3, 1, 4, 2]);
-    for r in &reqs {
-        assert_eq!(sim.outputs[&r.id], reference_output(r, 16384).0);
-    }
-    assert_clean(&sim.sched);
+    assert_outputs_alone(&sim, &reqs);
 }
 
 #[test]

@@ -121,6 +121,11 @@ impl Scheduler {
         // admitted, so that the slots empty as running requests end and it gets one.
         let mut passed = Vec::new();
         let mut starved: Option<u32> = None;
+        // The running requests' adapters, kept as requests are admitted.
+        let mut needed = match self.cfg.lora_slots {
+            0 => Vec::new(),
+            _ => self.adapters_of(self.running.iter()),
+        };
         while !preempted && budget.tokens > 0 && self.running.len() < self.max_num_seqs {
             let Some(&id) = self.waiting.front() else {
                 break;
@@ -130,7 +135,7 @@ impl Scheduler {
             }
             let lora = self.requests[&id].req.lora.map(|l| l.id);
             let held_back = starved.is_some_and(|s| lora.is_some_and(|l| l != s));
-            if held_back || !self.lora_fits(id) {
+            if held_back || !self.lora_fits(id, &needed) {
                 let st = self.requests.get_mut(&id).unwrap();
                 if !held_back {
                     st.lora_passed += 1;
@@ -145,7 +150,7 @@ impl Scheduler {
                 Some(planned) => {
                     self.waiting.pop_front();
                     self.running.push(id);
-                    self.place_lora(id);
+                    self.place_lora(id, &mut needed);
                     plan.push(planned);
                     budget.spend(&planned);
                 }

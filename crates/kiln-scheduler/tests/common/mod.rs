@@ -1,6 +1,7 @@
 #![allow(dead_code)]
 
-use kiln_scheduler::{Scheduler, SchedulerConfig};
+use kiln_scheduler::testing::{Sim, reference_output};
+use kiln_scheduler::{Request, Scheduler, SchedulerConfig};
 
 pub fn cfg(
     num_gpu_blocks: usize,
@@ -38,6 +39,16 @@ pub fn assert_clean(s: &Scheduler) {
     assert_eq!(st.kv_blocks_used, 0);
     assert_eq!(st.kv_blocks_free, s.config().num_gpu_blocks);
     assert_eq!((st.num_running, st.num_waiting), (0, 0));
+}
+
+/// Every one of `reqs` got its output alone (the fake model's, within [`cfg`]'s length), and
+/// then the scheduler is clean ([`assert_clean`]).
+pub fn assert_outputs_alone(sim: &Sim, reqs: &[Request]) {
+    for r in reqs {
+        let want = reference_output(r, 16384).0;
+        assert_eq!(sim.outputs[&r.id], want, "request {}", r.id);
+    }
+    assert_clean(&sim.sched);
 }
 
 /// A xorshift generator: each call returns a number below its argument.
