@@ -24,6 +24,10 @@ pub struct OutputArgs {
     /// Reply in this grammar, in llguidance's Lark syntax (the grammar itself, or @FILE).
     #[arg(long)]
     grammar: Option<String>,
+    /// Reply with free text and tags in this structural tag (vLLM's `structural_tag`: its
+    /// `structures` and `triggers`, or a `format` tree; the JSON itself, or @FILE).
+    #[arg(long, value_name = "JSON")]
+    structural_tag: Option<String>,
 }
 
 /// `arg` itself, or the text of the file it names after an `@`.
@@ -49,6 +53,8 @@ impl OutputArgs {
             json!({ "choice": self.choice })
         } else if let Some(g) = &self.grammar {
             json!({ "grammar": text_or_file(g)? })
+        } else if let Some(t) = &self.structural_tag {
+            json!({ "structural_tag": text_or_file(t)? })
         } else {
             return Ok(None);
         };

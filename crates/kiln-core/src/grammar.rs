@@ -50,3 +50,16 @@ pub fn compact_schema(mut schema: Value) -> Value {
 pub fn lark_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
+
+/// `s` as the body of a Lark `/regex/` matching it literally: only the metacharacters
+/// escaped (`\<` would be a word boundary), control characters as `\x{..}`.
+pub fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
+            | '/' => format!("\\{c}"),
+            c if c.is_control() => format!("\\x{{{:x}}}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}

@@ -13,11 +13,14 @@ mod detokenize;
 mod embedding;
 mod fit;
 mod frontend;
+#[cfg(test)]
+mod grammar_testing;
 mod logprobs;
 mod params;
 mod reasoning;
 mod reply;
 mod stop;
+mod structural_tag;
 mod structured;
 mod text;
 mod token_fields;

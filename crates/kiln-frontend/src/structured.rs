@@ -1,12 +1,14 @@
 //! Structured output requests: OpenAI's `response_format` (`text`, `json_object`,
-//! `json_schema`) and vLLM's `structured_outputs` (`json`, `regex`, `choice`, `grammar` in
-//! Lark) turned into a [`Grammar`], for every front end that takes them (the server's
-//! endpoints, the browser crate's `start`). Errors name the field at fault.
+//! `json_schema`, and vLLM's `structural_tag`) and vLLM's `structured_outputs` (`json`,
+//! `regex`, `choice`, `grammar` in Lark, `structural_tag`: `structural_tag/`) turned into a
+//! [`Grammar`], for every front end that takes them (the server's endpoints, the browser
+//! crate's `start`). Errors name the field at fault.
 
 use kiln_core::Grammar;
 use serde_json::Value;
 
 use crate::ParamError;
+use crate::structural_tag::structural_tag_grammar;
 
 /// The grammar a request asks for, if any.
 pub fn requested_grammar(
@@ -54,8 +56,11 @@ fn response_format_grammar(rf: &Value) -> Result<Option<Grammar>, ParamError> {
                 )),
             }
         }
+        "structural_tag" => {
+            structural_tag_grammar(rf, "response_format", "response_format").map(Some)
+        }
         other => Err(bad(format!(
-            "response_format type `{other}` is not supported (text, json_object, json_schema)"
+            "response_format type `{other}` is not supported (text, json_object, json_schema, structural_tag)"
         ))),
     }
 }
@@ -71,7 +76,7 @@ fn structured_outputs_grammar(so: &Value) -> Result<Grammar, ParamError> {
         .collect();
     let [(key, v)] = set[..] else {
         return Err(bad(
-            "structured_outputs needs exactly one of json, regex, choice, grammar, json_object"
+            "structured_outputs needs exactly one of json, regex, choice, grammar, json_object, structural_tag"
                 .into(),
         ));
     };
@@ -103,8 +108,11 @@ fn structured_outputs_grammar(so: &Value) -> Result<Grammar, ParamError> {
                 )),
             }
         }
+        "structural_tag" => {
+            structural_tag_grammar(v, "structured_outputs", "structured_outputs.structural_tag")
+        }
         other => Err(bad(format!(
-            "structured_outputs.{other} is not supported (json, regex, choice, grammar, json_object)"
+            "structured_outputs.{other} is not supported (json, regex, choice, grammar, json_object, structural_tag)"
         ))),
     }
 }

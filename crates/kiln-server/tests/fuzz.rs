@@ -182,7 +182,8 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
-/// A valid body for `path`; a third of the chat bodies ask for structured output or tools.
+/// A valid body for `path`; half of the chat bodies ask for structured output (a JSON object or a
+/// structural tag) or tools.
 fn valid(path: &str, stream: bool, kind: u8) -> Value {
     match path {
         p if p.starts_with("/v1/chat/completions") => {
@@ -192,6 +193,10 @@ fn valid(path: &str, stream: bool, kind: u8) -> Value {
                 1 => {
                     body["tools"] = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]);
                     body["tool_choice"] = json!("required");
+                }
+                2 => {
+                    body["response_format"] = json!({"type": "structural_tag", "triggers": ["<f="],
+                        "structures": [{"begin": "<f=a>", "schema": {"type": "object"}, "end": "</f>"}]});
                 }
                 _ => {}
             }

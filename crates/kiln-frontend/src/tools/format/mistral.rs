@@ -3,10 +3,10 @@
 //! (Mistral Small 3.1 on, Devstral, Magistral, Ministral 3): text, then for each call
 //! `[TOOL_CALLS]`, the function's name, `[ARGS]` and its arguments as a JSON object.
 
-use kiln_core::{Grammar, compact_schema, lark_string};
+use kiln_core::{Grammar, compact_schema, lark_string, regex_escape};
 use serde_json::{Value, json};
 
-use super::{MISTRAL_ARGS, MISTRAL_OPEN, Reply, regex_escape};
+use super::{MISTRAL_ARGS, MISTRAL_OPEN, Reply};
 use crate::tools::compact_json;
 
 /// A marker in a Lark grammar: its token where the tokenizer has it as a special token (its

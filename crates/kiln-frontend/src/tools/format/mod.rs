@@ -10,7 +10,7 @@
 mod mistral;
 pub(crate) mod pythonic;
 
-use kiln_core::{Grammar, compact_schema, lark_string};
+use kiln_core::{Grammar, compact_schema, lark_string, regex_escape};
 use kiln_model::{ChatTemplate, Tokenizer};
 use serde_json::{Value, json};
 
@@ -50,18 +50,6 @@ pub const MISTRAL_ARGS: &str = "[ARGS]";
 const PYTHONIC_SPEC: &str = "[func_name1(";
 /// The length of the call ids Mistral's templates require (ASCII letters and digits).
 const MISTRAL_ID_LEN: usize = 9;
-
-/// `s` as a Lark `/regex/` body matching it literally (only the metacharacters escaped: `\<`
-/// would be a word boundary).
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
-            | '/' => format!("\\{c}"),
-            c => c.to_string(),
-        })
-        .collect()
-}
 
 const ALNUM: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
