@@ -1,5 +1,6 @@
 //! `kiln`: the command line. Each subcommand lives in its own file.
 
+mod api_args;
 mod bench;
 mod chat;
 mod device_args;

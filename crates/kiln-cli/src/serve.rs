@@ -82,6 +82,8 @@ pub struct Args {
     kv_events_buffer: usize,
     #[command(flatten)]
     device: crate::device_args::DeviceArgs,
+    #[command(flatten)]
+    api_defaults: crate::api_args::ApiDefaults,
     /// Folder of the browser demo, served at /demo/ (built by scripts/build-web.sh).
     #[arg(long, default_value = "web-demo")]
     demo_dir: std::path::PathBuf,
@@ -356,7 +358,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 topic: format!("kv@{pod}@{name}"),
                 buffer: a.kv_events_buffer,
             });
-    let sc = ServerConfig {
+    let mut sc = ServerConfig {
         kv_events,
         host: a.host,
         port: a.port,
@@ -392,6 +394,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         },
         ..ServerConfig::default()
     };
+    a.api_defaults.apply(&mut sc);
     let factory = kiln_server::gpu_engine_factory(config, weights, ec);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -64,11 +64,12 @@ pub struct StreamOptions {
 }
 
 impl StreamOptions {
-    /// Whether to send the last usage chunk, and usage on every chunk.
-    pub fn usage(options: Option<&StreamOptions>) -> (bool, bool) {
+    /// Whether to send the last usage chunk (always when `force`: the server's
+    /// `--enable-force-include-usage`), and usage on every chunk.
+    pub fn usage(options: Option<&StreamOptions>, force: bool) -> (bool, bool) {
         let o = options.cloned().unwrap_or_default();
         (
-            o.include_usage.unwrap_or(false),
+            force || o.include_usage.unwrap_or(false),
             o.continuous_usage_stats.unwrap_or(false),
         )
     }

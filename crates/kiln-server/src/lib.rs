@@ -41,6 +41,7 @@ pub use demo::DemoFiles;
 pub use engine_loop::{CacheReset, EngineFactory, EngineHandle, EngineInfo, SeqEvent};
 pub use error::ApiError;
 pub use kiln_frontend::Frontend;
+pub use routes::render::TEMPLATE_REQUEST_FIELDS;
 
 use kiln_frontend::ReasoningFormat;
 use state::AppState;
@@ -99,6 +100,16 @@ pub struct ServerConfig {
     /// Every response carries an `X-Request-Id` header, the request's own or one made for it
     /// (vLLM's `--enable-request-id-headers`); the log line names it.
     pub request_id_headers: bool,
+    /// Variables every chat template rendering gets unless the request's own
+    /// `chat_template_kwargs` sets them (vLLM's `--default-chat-template-kwargs`, as
+    /// `{"enable_thinking": false}`).
+    pub default_chat_template_kwargs: serde_json::Map<String, serde_json::Value>,
+    /// Log-probabilities name tokens `token_id:{id}` unless a request says otherwise (vLLM's
+    /// `--return-tokens-as-token-ids`).
+    pub return_tokens_as_token_ids: bool,
+    /// Every stream ends with a usage chunk, whether the request asks for one or not
+    /// (vLLM's `--enable-force-include-usage`).
+    pub force_include_usage: bool,
 }
 
 impl Default for ServerConfig {
@@ -126,6 +137,9 @@ impl Default for ServerConfig {
             sleep_after_idle: None,
             request_id_headers: false,
             allowed_origins: Vec::new(),
+            default_chat_template_kwargs: Default::default(),
+            return_tokens_as_token_ids: false,
+            force_include_usage: false,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Reasoning set apart from the answer (`reasoning_content`): the tiny random model given a
 //! chat template that knows `<think>` blocks (and opens one in the prompt when asked), against
 //! the same model on a server that leaves replies as written (`--reasoning-parser none`) where
-//! both sample from the same tokens (no grammar), and streamed against whole replies.
+//! both sample from the same tokens (no grammar), and streamed against whole replies. With
+//! them, the server-wide defaults of vLLM's flags (template variables, token ids as names,
+//! usage on every stream).
 
 mod common;
 
@@ -308,4 +310,68 @@ async fn reasoning_effort_reaches_a_template_that_reads_it() {
         (400, Some("reasoning.effort")),
         "{e}"
     );
+}
+
+/// vLLM's server-wide defaults: `--default-chat-template-kwargs` under each request's own
+/// (which wins key by key), `--return-tokens-as-token-ids` unless a request says otherwise,
+/// `--enable-force-include-usage` on every stream.
+#[tokio::test]
+async fn server_defaults_hold_where_a_request_does_not_say() {
+    static BASE: OnceLock<String> = OnceLock::new();
+    let base = BASE.get_or_init(|| {
+        start_tiny_model_with(&config(), |sc, _| {
+            sc.default_chat_template_kwargs = json!({"enable_thinking": true})
+                .as_object()
+                .unwrap()
+                .clone();
+            sc.return_tokens_as_token_ids = true;
+            sc.force_include_usage = true;
+        })
+    });
+    let (plain, _) = servers();
+    let prompt_text = |base: String, kwargs: Value| async move {
+        let mut body = json!({"model": "tiny", "messages": [{"role": "user", "content": "Why?"}]});
+        if !kwargs.is_null() {
+            body["chat_template_kwargs"] = kwargs;
+        }
+        let (s, r) = post(&base, "/v1/chat/completions/render", &body).await;
+        assert_eq!(s, 200, "{r}");
+        let (s, t) = post(&base, "/detokenize", &json!({"tokens": r["token_ids"]})).await;
+        assert_eq!(s, 200, "{t}");
+        t["prompt"].as_str().unwrap().to_string()
+    };
+    let opened = prompt_text(base.clone(), Value::Null).await;
+    assert!(opened.ends_with("assistant\n<think>\n"), "{opened:?}");
+    assert!(
+        !prompt_text(plain.clone(), Value::Null)
+            .await
+            .contains("<think>")
+    );
+    let asked = prompt_text(base.clone(), json!({"enable_thinking": false})).await;
+    assert!(!asked.contains("<think>"), "{asked:?}");
+
+    let body = json!({"model": "tiny", "seed": 5, "max_tokens": 3, "logprobs": true,
+        "messages": [{"role": "user", "content": "Why?"}], "chat_template_kwargs": {"enable_thinking": false}});
+    let names = |r: &Value| -> Vec<String> {
+        let lp = r["choices"][0]["logprobs"]["content"].as_array().unwrap();
+        lp.iter()
+            .map(|t| t["token"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (s, r) = post(base, "/v1/chat/completions", &body).await;
+    assert_eq!(s, 200, "{r}");
+    assert!(names(&r).iter().all(|n| n.starts_with("token_id:")), "{r}");
+    let mut own = body.clone();
+    own["return_tokens_as_token_ids"] = json!(false);
+    let (s, r) = post(base, "/v1/chat/completions", &own).await;
+    assert_eq!(s, 200, "{r}");
+    assert!(names(&r).iter().all(|n| !n.starts_with("token_id:")), "{r}");
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let chunks = stream(base, "/v1/chat/completions", &streamed).await;
+    let last = chunks.last().unwrap();
+    assert_eq!(last["usage"]["completion_tokens"], 3, "{last}");
+    let plain_chunks = stream(plain, "/v1/chat/completions", &streamed).await;
+    assert!(plain_chunks.iter().all(|c| c["usage"].is_null()));
 }

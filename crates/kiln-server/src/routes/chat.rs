@@ -28,7 +28,7 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let (spec, plan, prompt, max_tokens) = super::render::checked_chat(&st, &req)?;
     let logprobs = spec.logprobs;
-    let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
+    let as_ids = (req.return_tokens_as_token_ids).unwrap_or(st.config.return_tokens_as_token_ids);
     let echo = echoed(&req, plan.is_some())?;
     let (constraints, opened) = chat_constraints(&st, &req, plan.as_ref(), spec.n, &prompt)?;
     let stream = req.stream.unwrap_or(false);
@@ -50,7 +50,8 @@ pub async fn chat_completions(
         ..Usage::default()
     }));
 
-    let usage_options = StreamOptions::usage(req.stream_options.as_ref());
+    let usage_options =
+        StreamOptions::usage(req.stream_options.as_ref(), st.config.force_include_usage);
     if let Some(plan) = plan {
         let reported = Reported {
             st: st.clone(),

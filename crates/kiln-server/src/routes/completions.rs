@@ -34,7 +34,7 @@ pub async fn completions(
         "structured_outputs"
     };
     let stream = req.stream.unwrap_or(false);
-    let as_ids = req.return_tokens_as_token_ids.unwrap_or(false);
+    let as_ids = (req.return_tokens_as_token_ids).unwrap_or(st.config.return_tokens_as_token_ids);
     let transfer = kv_transfer::plan(
         &st,
         req.kv_transfer_params.as_ref(),
@@ -75,7 +75,8 @@ pub async fn completions(
     };
 
     if stream {
-        let (include_usage, each) = StreamOptions::usage(req.stream_options.as_ref());
+        let (include_usage, each) =
+            StreamOptions::usage(req.stream_options.as_ref(), st.config.force_include_usage);
         let prompt_lens: Vec<usize> = prompts.iter().map(|(p, _)| p.len()).collect();
         let chunk = move |choices: Value, usage: Option<Value>| {
             let mut c = json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});

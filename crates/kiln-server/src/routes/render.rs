@@ -56,6 +56,11 @@ pub fn echo_texts(st: &AppState, prompt: &PromptInput) -> Result<Vec<String>, Ap
     }
 }
 
+/// Chat template variables that a request's own fields set, which `chat_template_kwargs`
+/// (and the server's defaults for it) may not.
+pub const TEMPLATE_REQUEST_FIELDS: [&str; 4] =
+    ["messages", "tools", "documents", "add_generation_prompt"];
+
 /// A chat body's tool plan (when its tools are active) and prompt: the chat template rendered
 /// with the tools' system prompt, then tokenized as is.
 pub fn chat_prompt(
@@ -70,7 +75,7 @@ pub fn chat_prompt(
     )?
     .filter(ToolPlan::active);
     if let Some(k) = &req.chat_template_kwargs
-        && let Some(fixed) = ["messages", "tools", "documents", "add_generation_prompt"]
+        && let Some(fixed) = TEMPLATE_REQUEST_FIELDS
             .into_iter()
             .find(|f| k.contains_key(*f))
     {
@@ -85,14 +90,16 @@ pub fn chat_prompt(
     Ok((plan, prompt))
 }
 
-/// The template's further variables: the request's `chat_template_kwargs`, and its
-/// `reasoning_effort` for a template that reads one.
+/// The template's further variables: the server's defaults, the request's
+/// `chat_template_kwargs` over them, and its `reasoning_effort` for a template that reads one.
 fn template_kwargs(
     st: &AppState,
     req: &ChatRequest,
 ) -> Result<Option<Map<String, Value>>, ApiError> {
+    let mut kwargs = st.config.default_chat_template_kwargs.clone();
+    kwargs.extend(req.chat_template_kwargs.clone().unwrap_or_default());
     let Some(effort) = &req.reasoning_effort else {
-        return Ok(req.chat_template_kwargs.clone());
+        return Ok((!kwargs.is_empty()).then_some(kwargs));
     };
     let bad = |m: String| ApiError::bad_param("reasoning_effort", m);
     const EFFORTS: [&str; 5] = ["none", "minimal", "low", "medium", "high"];
@@ -108,8 +115,7 @@ fn template_kwargs(
                 .into(),
         ));
     }
-    let mut kwargs = req.chat_template_kwargs.clone().unwrap_or_default();
-    if kwargs.contains_key("reasoning_effort") {
+    if (req.chat_template_kwargs.as_ref()).is_some_and(|k| k.contains_key("reasoning_effort")) {
         return Err(bad(
             "reasoning_effort is also set in chat_template_kwargs: set it once".into(),
         ));
