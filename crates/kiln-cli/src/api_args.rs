@@ -1,5 +1,5 @@
-//! `serve`'s flags for what the API answers by default where a request does not say, with
-//! vLLM's names.
+//! `serve`'s flags for what the API answers by default where a request does not say, and
+//! for what its log says of requests, with vLLM's names.
 
 use kiln_server::{ServerConfig, TEMPLATE_REQUEST_FIELDS};
 use serde_json::{Map, Value};
@@ -19,6 +19,16 @@ pub struct ApiDefaults {
     /// `stream_options.include_usage` (vLLM's flag).
     #[arg(long)]
     enable_force_include_usage: bool,
+    /// Log each generation request when it is queued: its prompt (text and token ids), its
+    /// sampling parameters (vLLM's flag; off by default, prompts being users' data).
+    #[arg(long)]
+    enable_log_requests: bool,
+    /// Log each sequence's output when it ends (vLLM's flag).
+    #[arg(long)]
+    enable_log_outputs: bool,
+    /// Characters of prompts and outputs (and prompt token ids) the log shows at most.
+    #[arg(long, value_name = "N")]
+    max_log_len: Option<usize>,
 }
 
 /// A JSON object of template variables, none of them one that a request's own fields set.
@@ -43,5 +53,10 @@ impl ApiDefaults {
             .unwrap_or_default();
         config.return_tokens_as_token_ids = self.return_tokens_as_token_ids;
         config.force_include_usage = self.enable_force_include_usage;
+        config.request_log = kiln_server::request_log::RequestLog {
+            requests: self.enable_log_requests,
+            outputs: self.enable_log_outputs,
+            max_len: self.max_log_len,
+        };
     }
 }

@@ -78,6 +78,8 @@ pub struct Sequence {
     done: bool,
     start: Instant,
     first: Option<Instant>,
+    /// The output so far, kept for the request log (`--enable-log-outputs`).
+    logged: Option<String>,
 }
 
 impl Sequence {
@@ -88,7 +90,6 @@ impl Sequence {
             .in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Self {
-            state,
             id,
             rx,
             text: spec.text_stream(),
@@ -99,6 +100,8 @@ impl Sequence {
             done: false,
             start: Instant::now(),
             first: None,
+            logged: state.config.request_log.outputs.then(String::new),
+            state,
         }
     }
 
@@ -140,6 +143,9 @@ impl Sequence {
                 .update(tok, &u)
                 .map_err(|e| self.fail(e.to_string()))?;
             delta.text += &out.text;
+            if let Some(l) = &mut self.logged {
+                l.push_str(&out.text);
+            }
             if out.stopped {
                 delta.stop_string = out.matched;
                 self.state.engine.abort(self.id);
@@ -191,6 +197,7 @@ impl Sequence {
             Outcome::Length => "length",
             _ => "stop",
         });
+        self.log_output(delta.finish.unwrap_or("stop"));
         let e2e = self.start.elapsed().as_secs_f64();
         let ttft = self.first.map(|f| (f - self.start).as_secs_f64());
         self.state
@@ -206,7 +213,16 @@ impl Sequence {
         delta
     }
 
+    /// The output to the request log, ended as `how`.
+    fn log_output(&self, how: &str) {
+        if let Some(text) = &self.logged {
+            let log = &self.state.config.request_log;
+            log.output(self.id, how, self.num_tokens, text);
+        }
+    }
+
     fn fail(&mut self, message: String) -> ApiError {
+        self.log_output("error");
         self.done = true;
         self.state.metrics.error();
         ApiError::internal(message)
@@ -221,6 +237,7 @@ impl Drop for Sequence {
             .in_flight
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         if !self.done {
+            self.log_output("abort");
             self.state.engine.abort(self.id);
             self.state.metrics.finished(
                 Outcome::Abort,

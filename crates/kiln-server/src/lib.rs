@@ -27,6 +27,7 @@ pub mod kv_transfer;
 mod messages;
 mod metrics;
 pub mod pd_proxy;
+pub mod request_log;
 mod responses;
 mod router;
 mod routes;
@@ -110,6 +111,9 @@ pub struct ServerConfig {
     /// Every stream ends with a usage chunk, whether the request asks for one or not
     /// (vLLM's `--enable-force-include-usage`).
     pub force_include_usage: bool,
+    /// What the log says of each request and its output (vLLM's `--enable-log-requests`,
+    /// `--enable-log-outputs`, `--max-log-len`).
+    pub request_log: request_log::RequestLog,
 }
 
 impl Default for ServerConfig {
@@ -140,6 +144,7 @@ impl Default for ServerConfig {
             default_chat_template_kwargs: Default::default(),
             return_tokens_as_token_ids: false,
             force_include_usage: false,
+            request_log: Default::default(),
         }
     }
 }

@@ -187,7 +187,7 @@ impl AppState {
         self.metrics.prompt(prompt.len());
         let base_seed = spec.seed.unwrap_or_else(rand::random);
         let mut constraints = constraints.into_iter();
-        Ok((0..spec.n)
+        let seqs: Vec<Sequence> = (0..spec.n)
             .map(|i| {
                 let id = self.engine.next_id();
                 let request = kiln_engine::Request {
@@ -199,7 +199,11 @@ impl AppState {
                 let rx = self.engine.add(request, constraints.next());
                 Sequence::new(self.clone(), id, rx, spec)
             })
-            .collect())
+            .collect();
+        let ids: Vec<u64> = seqs.iter().map(|s| s.id).collect();
+        let log = &self.config.request_log;
+        log.request(&ids, prompt, &self.model.tokenizer, max_tokens, spec);
+        Ok(seqs)
     }
 }
 

@@ -1,11 +1,11 @@
 //! The OpenAI surface against the tiny random model: errors (status and shape, and the server
 //! keeps answering), completions, stop strings, prefix caching, tokenize, metrics syntax,
-//! embeddings, structural tags.
+//! embeddings, structural tags, the request log.
 //!
 //! This file holds the shared server and request helpers; `errors.rs` the errors,
 //! `completions.rs` completions and stop strings, `prefix_cache.rs` prefix caching,
 //! `endpoints.rs` the chat stream, models and tokenize, `metrics.rs` the metrics syntax,
-//! `embeddings.rs` the embeddings endpoint, `structural_tag.rs` structural tags.
+//! `embeddings.rs` the embeddings endpoint, `structural_tag.rs` structural tags, `request_log.rs` vLLM's request log.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -15,6 +15,7 @@ mod endpoints;
 mod errors;
 mod metrics;
 mod prefix_cache;
+mod request_log;
 mod structural_tag;
 
 use std::sync::OnceLock;
