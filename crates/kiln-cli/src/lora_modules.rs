@@ -81,7 +81,7 @@ pub fn load(
             "LoRA adapter `{adapter}` from {} (rank {}, {} matrices)",
             dir.display(),
             l.rank,
-            l.pairs.len()
+            l.ranks.len()
         );
         lora.push(Arc::new(l));
     }

@@ -181,8 +181,9 @@ pub struct Args {
     /// --max-loras, --enable-lora or --allow-runtime-lora-updating.
     #[arg(long, default_value_t = 16)]
     max_lora_rank: usize,
-    /// Most adapters loaded at once (--lora-modules' included; kiln keeps each in host
-    /// memory); loading one more is refused. No limit by default.
+    /// Most adapters whose values stay in host memory (vLLM's flag): beyond it, those used
+    /// least recently that no request needs let go of theirs, and are read again from their
+    /// files when a request names one. No limit by default.
     #[arg(long)]
     max_cpu_loras: Option<usize>,
 }

@@ -66,8 +66,9 @@ pub struct EngineConfig {
     /// while requests run through it (a step's requests use at most that many adapters).
     /// `None`: the adapters above only, each in its own slot.
     pub lora_capacity: Option<kiln_gpu::ops::LoraCapacity>,
-    /// Most adapters the engine holds at once, those above included (vLLM's
-    /// `--max-cpu-loras`: kiln keeps every loaded adapter in host memory); `None`: no limit.
+    /// Most adapters whose values stay in host memory (vLLM's `--max-cpu-loras`): beyond it,
+    /// those used least recently that no request needs let go of theirs, read again from
+    /// their files when a request needs one (`lora.rs`); `None`: every adapter keeps them.
     pub max_cpu_loras: Option<usize>,
     /// Whether the KV pool is cleared and one prefill and one decode run while the engine is
     /// built (`kiln_gpu`'s `runner/warm_up.rs`), so that the first request does not pay the
@@ -120,6 +121,10 @@ pub struct Engine {
     /// The LoRA adapters, by id (`lora.rs`; `None`: an id unloaded).
     pub(crate) lora: Vec<Option<Arc<LoraAdapter>>>,
     pub(crate) max_cpu_loras: Option<usize>,
+    /// Adapter ids, the one requests used least recently first.
+    pub(crate) lora_recent: Vec<u32>,
+    /// Adapters read again from their files since start.
+    pub(crate) lora_reads: u64,
 }
 
 impl Engine {
@@ -243,14 +248,10 @@ impl Engine {
                 "room for LoRA adapters needs at least one slot (max_loras)".into(),
             ));
         }
-        if let Some(max) = ec.max_cpu_loras.filter(|&m| m < ec.lora.len()) {
-            return Err(EngineError::Config(format!(
-                "{} LoRA adapters given, more than max_cpu_loras {max}",
-                ec.lora.len()
-            )));
-        }
+        // The adapters listed first stay held where not all may.
+        let lora_recent = (0..ec.lora.len() as u32).rev().collect();
         let lora: Vec<_> = ec.lora.into_iter().map(Some).collect();
-        Ok(Self {
+        let mut engine = Self {
             scheduler,
             runner,
             num_steps: 0,
@@ -265,14 +266,20 @@ impl Engine {
             spilled: None,
             lora,
             max_cpu_loras: ec.max_cpu_loras,
-        })
+            lora_recent,
+            lora_reads: 0,
+        };
+        engine.trim_loras();
+        Ok(engine)
     }
 
     /// Adds a request; one with a token filter is sampled under it.
     pub fn add_request(&mut self, request: Request) -> Result<(), EngineError> {
         if request.filter.is_empty() {
             let request = self.adapted(request)?;
-            return Ok(self.scheduler.add_request(request)?);
+            self.scheduler.add_request(request)?;
+            self.trim_loras();
+            return Ok(());
         }
         let unconstrained =
             Constraint::filter_only(Default::default(), self.runner.config.vocab_size);
@@ -294,6 +301,7 @@ impl Engine {
             ..request
         };
         self.scheduler.add_request(request)?;
+        self.trim_loras();
         self.constraints.insert(id, constraint.with_filter(filter));
         Ok(())
     }
@@ -361,7 +369,10 @@ impl Engine {
     }
 
     pub fn stats(&self) -> SchedulerStats {
-        self.scheduler.stats()
+        SchedulerStats {
+            lora_reads: self.lora_reads,
+            ..self.scheduler.stats()
+        }
     }
 
     pub fn model_config(&self) -> &ModelConfig {

@@ -5,6 +5,13 @@
 //! through none). The runner has a fixed number of adapter slots; more adapters than slots
 //! may be loaded, and the scheduler puts each into a slot when a request needs it
 //! (`kiln_scheduler`'s `lora_slots.rs`), the engine writing it there before the step runs.
+//!
+//! With [`crate::EngineConfig::max_cpu_loras`], at most that many adapters hold their values
+//! in host memory: once more do, those used least recently that no request runs or waits
+//! through let go of theirs (adapters read from files; those given as bytes keep them), and
+//! are read again from their files when a request through one is added. Over the limit while
+//! every held adapter has requests, the engine lets go once they are done (at the next
+//! request or load).
 
 use std::sync::Arc;
 
@@ -76,18 +83,62 @@ impl Engine {
         }
     }
 
-    /// `request` checked and salted for its adapter.
-    pub(crate) fn adapted(&self, request: Request) -> Result<Request, EngineError> {
-        Ok(Request {
+    /// `request` checked and salted for its adapter, whose values are read again where they
+    /// were let go.
+    pub(crate) fn adapted(&mut self, request: Request) -> Result<Request, EngineError> {
+        let request = Request {
             cache_salt: self.cache_salt(&request)?,
             ..request
-        })
+        };
+        if let Some(lora) = request.lora {
+            let adapter = self.lora[lora.id as usize]
+                .clone()
+                .expect("checked for its salt");
+            if !adapter.is_held() {
+                adapter.pairs().map_err(|e| {
+                    EngineError::Config(format!(
+                        "reading LoRA adapter `{}` again: {e}",
+                        adapter.name
+                    ))
+                })?;
+                self.lora_reads += 1;
+            }
+            self.used_lora(lora.id);
+        }
+        Ok(request)
+    }
+
+    /// Counts adapter `id` as the one used most recently.
+    fn used_lora(&mut self, id: u32) {
+        self.lora_recent.retain(|&i| i != id);
+        self.lora_recent.push(id);
+    }
+
+    /// Lets go of the values of the adapters used least recently that no request runs or
+    /// waits through, until at most `max_cpu_loras` hold theirs.
+    pub(crate) fn trim_loras(&mut self) {
+        let Some(max) = self.max_cpu_loras else {
+            return;
+        };
+        let mut held = (self.lora.iter().flatten()).filter(|a| a.is_held()).count();
+        for &id in &self.lora_recent {
+            if held <= max {
+                break;
+            }
+            let Some(a) = &self.lora[id as usize] else {
+                continue;
+            };
+            if a.is_held() && self.scheduler.requests_through(id) == 0 && a.let_go() {
+                held -= 1;
+            }
+        }
     }
 
     /// Loads `adapter` and returns its id; requests may name it from the next step, and it
     /// takes a runner slot when one does. Needs the room of
     /// [`crate::EngineConfig::lora_capacity`]; its name must be new, its ranks within the
-    /// capacity's, and the adapters held at most [`crate::EngineConfig::max_cpu_loras`].
+    /// capacity's. Beyond [`crate::EngineConfig::max_cpu_loras`], adapters used least
+    /// recently let go of their values.
     pub fn load_lora(&mut self, adapter: Arc<LoraAdapter>) -> Result<u32, EngineError> {
         if self.lora_ref(&adapter.name).is_some() {
             return Err(EngineError::Config(format!(
@@ -96,12 +147,6 @@ impl Engine {
             )));
         }
         self.runner.check_lora(&adapter)?;
-        let held = self.lora.iter().flatten().count();
-        if let Some(max) = self.max_cpu_loras.filter(|&m| held >= m) {
-            return Err(EngineError::Config(format!(
-                "{held} LoRA adapters are loaded, the most the engine holds (max_cpu_loras {max}); unload one first"
-            )));
-        }
         let id = match self.lora.iter().position(Option::is_none) {
             Some(id) => id,
             None => {
@@ -110,6 +155,8 @@ impl Engine {
             }
         };
         self.lora[id] = Some(adapter);
+        self.used_lora(id as u32);
+        self.trim_loras();
         Ok(id as u32)
     }
 
@@ -136,6 +183,7 @@ impl Engine {
             )));
         }
         self.lora[lora.id as usize] = None;
+        self.lora_recent.retain(|&i| i != lora.id);
         Ok(lora.id)
     }
 

@@ -26,7 +26,7 @@ pub use config::{Activation, Architecture, LongRope, ModelConfig, RopeScaling};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
-pub use lora::{LoraAdapter, LoraPair};
+pub use lora::{LoraAdapter, LoraPair, LoraPairs};
 pub use models::{Buf, GEMMA3_CHAT_TEMPLATE, Layer, ModelTensors, Op, Tensor};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;

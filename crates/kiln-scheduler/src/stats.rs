@@ -40,6 +40,9 @@ pub struct SchedulerStats {
     pub num_failed_requests: u64,
     /// LoRA adapters loaded into a runner slot for a step, since start (`lora_slots.rs`).
     pub lora_loads: u64,
+    /// LoRA adapters read again from their files, having let go of their values, since
+    /// start (the engine's count: `kiln_engine`'s `lora.rs`).
+    pub lora_reads: u64,
     /// GPU blocks pinned for a decode server to fetch (prefill/decode split).
     pub kv_blocks_pinned: usize,
     /// Blocks fetched from a prefill server stored in the CPU tier, since start.

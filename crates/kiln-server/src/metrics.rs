@@ -301,6 +301,12 @@ impl Metrics {
             s.lora_loads as f64,
         );
         metric(
+            "kiln_lora_reads_total",
+            "counter",
+            "LoRA adapters read again from their files, having let go of their values (--max-cpu-loras).",
+            s.lora_reads as f64,
+        );
+        metric(
             "kiln_spec_decode_num_draft_tokens_total",
             "counter",
             "Guesses of decodes' next tokens computed (speculative decoding by prompt lookup).",

@@ -145,8 +145,9 @@ async fn a_request_runs_through_the_adapter_its_model_names() {
 
 /// `--max-loras 1` with two `--lora-modules` adapters: requests through both and through none
 /// at once all get their replies (the second adapter's wait for the slot), each what a server
-/// with a slot per adapter gives; `/metrics` counts the loads into the slot and, while a
-/// long request through one adapter runs, names the other as waiting.
+/// with a slot per adapter gives, though with `--max-cpu-loras 1` the second adapter's values
+/// are read again from its file; `/metrics` counts the loads into the slot and the reads and,
+/// while a long request through one adapter runs, names the other as waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_adapters_than_slots_serve_every_request() {
     let (dir, a) = adapter_and_merged();
@@ -154,6 +155,7 @@ async fn more_adapters_than_slots_serve_every_request() {
     let one_slot = start_tiny(|_, ec| {
         ec.lora = loaded.clone();
         ec.lora_capacity = Some(kiln_engine::LoraCapacity { slots: 1, rank: 4 });
+        ec.max_cpu_loras = Some(1);
     });
     let each_own = start_tiny(|_, ec| ec.lora = loaded);
     let (sql, poet, plain) = tokio::join!(
@@ -170,6 +172,9 @@ async fn more_adapters_than_slots_serve_every_request() {
     let text = get_text(&one_slot, "/metrics").await;
     let loads = metric(&text, "kiln_lora_loads_total");
     assert!((1.0..=2.0).contains(&loads), "{loads}");
+    // poet let go of its values at start (sql, listed first, kept them).
+    let reads = metric(&text, "kiln_lora_reads_total");
+    assert!(reads >= 1.0, "{reads}");
     let idle = "kiln_lora_requests_info{max_lora=\"1\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1";
     assert!(text.contains(idle), "{text}");
 

@@ -14,7 +14,9 @@ use super::*;
 /// Two adapters given at build with one slot, and requests through each and through none
 /// added at once: the first adapter's requests run beside the base model's while the
 /// second's wait (one slot), then the second is loaded into the slot; each request gives
-/// what its model gives alone. The adapters beyond `max_cpu_loras` are refused.
+/// what its model gives alone. With `max_cpu_loras` 1 the same requests give the same tokens,
+/// the adapters letting go of their values when no request needs them and read again from
+/// their files when one does; an adapter whose file changed meanwhile is refused.
 #[test]
 fn more_adapters_than_slots_take_turns() {
     let ctx = gpu();
@@ -61,24 +63,73 @@ fn more_adapters_than_slots_take_turns() {
         // done.
         assert_eq!(e.stats().lora_loads, 1, "{}", what("loads"));
 
-        // At most two adapters held: a third is refused, and so are three at build.
-        let mut e = engine(&ctx, &base, room(Some(2)));
-        let third = Arc::new(LoraAdapter {
-            name: "a2".into(),
-            ..(*loaded[0]).clone()
-        });
-        let err = e.load_lora(third.clone()).unwrap_err().to_string();
-        assert!(err.contains("max_cpu_loras 2"), "{err}");
-        e.unload_lora("a0").unwrap();
-        assert_eq!(e.load_lora(third.clone()).unwrap(), 0);
-        let three = EngineConfig {
-            lora: [loaded.clone(), vec![third]].concat(),
-            ..room(Some(2))
+        // At most one adapter's values held (adapters of their own, read from the files).
+        let fresh: Vec<_> = (loaded.iter())
+            .map(|a| Arc::new(LoraAdapter::load(&a.name, &a.path, &mc).unwrap()))
+            .collect();
+        let held = |e: &kiln_engine::Engine| {
+            let adapters = e.lora_adapters().iter().flatten();
+            adapters.map(|a| a.is_held()).collect::<Vec<_>>()
         };
-        let built =
-            kiln_engine::Engine::new(&ctx, &base.config, &base.weights, three, &mut |_, _| {});
-        let err = built.err().expect("three adapters, two held").to_string();
-        assert!(err.contains("max_cpu_loras 2"), "{err}");
+        let mut e = engine(
+            &ctx,
+            &base,
+            EngineConfig {
+                lora: fresh.clone(),
+                ..room(Some(1))
+            },
+        );
+        assert_eq!(
+            held(&e),
+            [true, false],
+            "{}",
+            what("the first listed stays held")
+        );
+        let reqs = (prompts.iter().enumerate())
+            .map(|(i, p)| Request {
+                lora: (i % 3).checked_sub(1).map(|k| refs[k]),
+                ..request(i as u64, p.clone(), 6)
+            })
+            .collect();
+        let got = run(&mut e, reqs);
+        for (i, w) in want.iter().enumerate() {
+            assert_close(&what(&format!("held {i}")), &got[&(i as u64)], w, 0.002);
+        }
+        assert_eq!(e.stats().lora_reads, 1, "{}", what("a1 read again"));
+        // Both had requests at once; the next request lets go of the other one.
+        let through = |e: &mut kiln_engine::Engine, k: usize, id: u64| {
+            let r = Request {
+                lora: Some(refs[k]),
+                ..request(id, prompts[k + 1].clone(), 6)
+            };
+            run(e, vec![r]).remove(&id).unwrap()
+        };
+        assert_close(&what("a1 alone"), &through(&mut e, 1, 10), &want[2], 0.002);
+        assert_eq!(held(&e), [false, true], "{}", what("a0 let go"));
+        assert_close(&what("a0 again"), &through(&mut e, 0, 11), &want[1], 0.002);
+        assert_eq!(held(&e), [true, false], "{}", what("a1 let go"));
+        assert_eq!(e.stats().lora_reads, 2, "{}", what("a0 read again"));
+
+        // An adapter whose file changed after it let go of its values is refused.
+        let copy = dir.path().join(format!("copy {kernels:?}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for f in ["adapter_config.json", "adapter_model.safetensors"] {
+            std::fs::copy(fresh[0].path.join(f), copy.join(f)).unwrap();
+        }
+        let moved = Arc::new(LoraAdapter::load("moved", &copy, &mc).unwrap());
+        e.load_lora(moved.clone()).unwrap();
+        assert!(moved.let_go());
+        let weights = copy.join("adapter_model.safetensors");
+        let mut bytes = std::fs::read(&weights).unwrap();
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x40;
+        std::fs::write(&weights, bytes).unwrap();
+        let r = Request {
+            lora: e.lora_ref("moved"),
+            ..request(12, prompts[1].clone(), 6)
+        };
+        let err = e.add_request(r).unwrap_err().to_string();
+        assert!(err.contains("changed since it was loaded"), "{err}");
     }
 }
 
@@ -178,10 +229,7 @@ fn adapters_load_and_unload_while_the_engine_runs() {
             what("a request through an unloaded adapter")
         );
         // Id 0 again, for another adapter, into the slot a1 left; a0 untouched.
-        let third = Arc::new(LoraAdapter {
-            name: "a0 again".into(),
-            ..(*loaded[0]).clone()
-        });
+        let third = Arc::new(loaded[0].renamed("a0 again"));
         assert_eq!(e.load_lora(third).unwrap(), 0);
         assert_close(
             &what("a0 again"),
@@ -202,10 +250,7 @@ fn adapters_load_and_unload_while_the_engine_runs() {
             0.002,
         );
         // A third adapter: into the slot of "a0 again", used before a0 was last.
-        let a1_again = Arc::new(LoraAdapter {
-            name: "a1 again".into(),
-            ..(*loaded[1]).clone()
-        });
+        let a1_again = Arc::new(loaded[1].renamed("a1 again"));
         assert_eq!(e.load_lora(a1_again).unwrap(), 2);
         assert_close(
             &what("a1 again, a third adapter"),

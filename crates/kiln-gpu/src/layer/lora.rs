@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kiln_model::{LoraAdapter, Op, Tensor};
+use kiln_model::{LoraAdapter, LoraPairs, Op, Tensor};
 
 use super::{Layer, LayerContext, RowOrder, Step};
 use crate::ops::{self, LoraCapacity};
@@ -22,7 +22,7 @@ impl LoraSetup<'_> {
     /// later every product does, else those some adapter adapts.
     pub fn adapts(&self, parts: &[Tensor]) -> bool {
         self.capacity.is_some()
-            || (self.adapters.iter()).any(|a| parts.iter().any(|t| a.pairs.contains_key(&t.name)))
+            || (self.adapters.iter()).any(|a| parts.iter().any(|t| a.ranks.contains_key(&t.name)))
     }
 }
 
@@ -103,11 +103,11 @@ impl Layer {
         Ok(())
     }
 
-    /// Writes `adapter` (or nothing) into slot `slot` of every stack.
-    pub fn set_lora(&self, ctx: &GpuContext, slot: usize, adapter: Option<&LoraAdapter>) {
+    /// Writes an adapter's `pairs` (or nothing) into slot `slot` of every stack.
+    pub fn set_lora(&self, ctx: &GpuContext, slot: usize, pairs: Option<&LoraPairs>) {
         for step in &self.steps {
             if let Step::Lora(l, order) = step {
-                l.set_slot(ctx, slot, adapter, &|r| order.source(r));
+                l.set_slot(ctx, slot, pairs, &|r| order.source(r));
             }
         }
     }

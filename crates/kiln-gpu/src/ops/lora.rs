@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use kiln_model::LoraAdapter;
+use kiln_model::{LoraAdapter, LoraPairs};
 
 use crate::{GpuContext, GpuError, Grid, Kernels, Launch, Recorded};
 
@@ -122,11 +122,11 @@ impl LoraShape {
         self.parts.iter().map(|(n, r)| (n.as_str(), *r)).collect()
     }
 
-    /// One slot's A and B for `adapter` (zeros where it adapts no part; `None` when it adapts
-    /// none), output row `r` holding stacked row `source(r)`.
+    /// One slot's A and B for an adapter's `pairs` (zeros where it adapts no part; `None`
+    /// when it adapts none), output row `r` holding stacked row `source(r)`.
     fn slot_values(
         &self,
-        adapter: &LoraAdapter,
+        pairs: &LoraPairs,
         source: &dyn Fn(usize) -> usize,
     ) -> Option<(Vec<f32>, Vec<f32>)> {
         let (rank, cols, ldb) = (self.rank, self.cols, self.ldb());
@@ -139,7 +139,7 @@ impl LoraShape {
             starts.push(start);
             ranges.push(offset);
             start += rows;
-            let Some(pair) = adapter.pairs.get(name) else {
+            let Some(pair) = pairs.get(name) else {
                 continue;
             };
             for q in 0..pair.rank {
@@ -155,7 +155,7 @@ impl LoraShape {
         for r in 0..self.rows {
             let src = source(r);
             let p = starts.partition_point(|&st| st <= src) - 1;
-            let Some(pair) = adapter.pairs.get(&self.parts[p].0) else {
+            let Some(pair) = pairs.get(&self.parts[p].0) else {
                 continue;
             };
             let local = src - starts[p];
@@ -170,8 +170,7 @@ impl LoraShape {
 /// The rank `adapter` gives a stack of `parts`: its matrices' ranks together.
 fn rank_in(adapter: &LoraAdapter, parts: &[(&str, usize)]) -> usize {
     (parts.iter())
-        .filter_map(|(n, _)| adapter.pairs.get(*n))
-        .map(|p| p.rank)
+        .filter_map(|(n, _)| adapter.ranks.get(*n))
         .sum()
 }
 
@@ -227,7 +226,7 @@ impl Lora {
         let mut present = 0u32;
         for (s, adapter) in adapters.iter().enumerate() {
             shape.check(adapter)?;
-            if let Some((sa, sb)) = shape.slot_values(adapter, source) {
+            if let Some((sa, sb)) = shape.slot_values(&*adapter.pairs()?, source) {
                 a[s * cols * rank..(s + 1) * cols * rank].copy_from_slice(&sa);
                 b[s * rank * ldb..(s + 1) * rank * ldb].copy_from_slice(&sb);
                 present |= 1 << s;
@@ -299,18 +298,18 @@ impl Lora {
         &self.shape
     }
 
-    /// Rewrites slot `slot` with `adapter`'s matrices, or empties it (queued like a step's
+    /// Rewrites slot `slot` with an adapter's `pairs`, or empties it (queued like a step's
     /// upload, so a step submitted before is not touched). [`LoraShape::check`] first.
     pub fn set_slot(
         &self,
         ctx: &GpuContext,
         slot: usize,
-        adapter: Option<&LoraAdapter>,
+        pairs: Option<&LoraPairs>,
         source: &dyn Fn(usize) -> usize,
     ) {
         let s = &self.shape;
         let (rank, cols, ldb) = (s.rank, s.cols, s.ldb());
-        let values = adapter.and_then(|ad| s.slot_values(ad, source));
+        let values = pairs.and_then(|p| s.slot_values(p, source));
         let bit = 1u32 << slot;
         let present = match &values {
             Some(_) => self.present.get() | bit,

@@ -50,8 +50,10 @@ impl ModelRunner {
                 max: self.lora_slots,
             });
         }
+        // Its values, read again from its file where they were let go.
+        let pairs = adapter.map(LoraAdapter::pairs).transpose()?;
         for layer in &self.layers {
-            layer.set_lora(&self.ctx, slot, adapter);
+            layer.set_lora(&self.ctx, slot, pairs.as_deref());
         }
         Ok(())
     }

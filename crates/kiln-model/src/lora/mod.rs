@@ -3,14 +3,19 @@
 //! kiln applies them at run time, per request, to the projections of the decoder layers; the
 //! base weights stay as they are. Two file formats: PEFT's folders (`peft`) and llama.cpp's
 //! GGUF adapter files (`gguf`); each is read into a [`Source`], which [`LoraAdapter::load`]
-//! checks against the model and reads.
+//! checks against the model and reads. An adapter read from a file may let go of its values
+//! and read them again when next needed (`held.rs`).
 
 mod gguf;
+mod held;
 mod peft;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use held::Held;
 
 use crate::storage::Storage;
 use crate::{ModelConfig, ModelError, ModelTensors, Op, Weights};
@@ -23,7 +28,12 @@ pub struct LoraPair {
     pub b: Vec<f32>,
 }
 
-/// A loaded adapter, checked against the model it adapts.
+/// An adapter's pairs, by the adapted tensor's name as the model names it
+/// (`model.layers.0.self_attn.q_proj.weight`).
+pub type LoraPairs = HashMap<String, LoraPair>;
+
+/// A loaded adapter, checked against the model it adapts. Clones share its values (and
+/// whether they are held).
 #[derive(Clone)]
 pub struct LoraAdapter {
     /// The name requests select it by.
@@ -31,11 +41,13 @@ pub struct LoraAdapter {
     pub path: PathBuf,
     /// The largest rank of its pairs.
     pub rank: usize,
-    /// By the adapted tensor's name as the model names it (`model.layers.0.self_attn.q_proj.weight`).
-    pub pairs: HashMap<String, LoraPair>,
+    /// Each adapted tensor's rank, by name: what the adapter adapts, known while its values
+    /// are let go.
+    pub ranks: HashMap<String, usize>,
     /// A hash of the adapter's values: prefix-cache keys of its requests include it, so no
     /// request reuses KV computed under another adapter (or none).
     pub fingerprint: u64,
+    held: Arc<Held>,
 }
 
 impl std::fmt::Debug for LoraAdapter {
@@ -45,7 +57,7 @@ impl std::fmt::Debug for LoraAdapter {
             .field("name", &self.name)
             .field("path", &self.path)
             .field("rank", &self.rank)
-            .field("matrices", &self.pairs.len())
+            .field("matrices", &self.ranks.len())
             .finish()
     }
 }
@@ -58,7 +70,9 @@ impl LoraAdapter {
             true => gguf::read(Storage::map(path)?, path.display().to_string(), config)?,
             false => peft::read(path)?,
         };
-        Self::check(name, path, source, config)
+        let pairs = Self::check(source, config)?;
+        let again = Some(config.clone());
+        Ok(Self::new(name, path, pairs, again))
     }
 
     /// An adapter given as a GGUF adapter file's bytes (`file` names it in errors).
@@ -69,7 +83,8 @@ impl LoraAdapter {
         config: &ModelConfig,
     ) -> Result<Self, ModelError> {
         let source = gguf::read(Storage::Owned(bytes), file.to_string(), config)?;
-        Self::check(name, Path::new(file), source, config)
+        let pairs = Self::check(source, config)?;
+        Ok(Self::new(name, Path::new(file), pairs, None))
     }
 
     /// An adapter given as a PEFT folder's two files: `adapter_config.json`'s text and
@@ -84,16 +99,49 @@ impl LoraAdapter {
         let source = peft::from_files(adapter_config, Storage::Owned(safetensors), |f| {
             format!("{folder}/{f}")
         })?;
-        Self::check(name, Path::new(folder), source, config)
+        let pairs = Self::check(source, config)?;
+        Ok(Self::new(name, Path::new(folder), pairs, None))
+    }
+
+    /// An adapter of `pairs` as they are (B already scaled), held for good: for tests and
+    /// adapters made in memory.
+    pub fn from_pairs(name: &str, pairs: LoraPairs) -> Self {
+        Self::new(name, Path::new(""), pairs, None)
+    }
+
+    /// The adapter of `pairs`, which `again` (the model they were checked against) lets it
+    /// read again from `path` once let go.
+    fn new(name: &str, path: &Path, pairs: LoraPairs, again: Option<ModelConfig>) -> Self {
+        // By the adapted tensor, so the same adapter has one fingerprint in either format.
+        let mut names: Vec<&String> = pairs.keys().collect();
+        names.sort_unstable();
+        let mut h = DefaultHasher::new();
+        for n in names {
+            n.hash(&mut h);
+            for v in pairs[n].a.iter().chain(&pairs[n].b) {
+                v.to_bits().hash(&mut h);
+            }
+        }
+        Self {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            rank: pairs.values().map(|p| p.rank).max().unwrap_or(0),
+            ranks: (pairs.iter()).map(|(n, p)| (n.clone(), p.rank)).collect(),
+            fingerprint: h.finish(),
+            held: Arc::new(Held::new(pairs, again)),
+        }
+    }
+
+    /// The same adapter under another name (sharing its values).
+    pub fn renamed(&self, name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            ..self.clone()
+        }
     }
 
     /// Checks `source`'s pairs against `config`'s layers and reads them.
-    fn check(
-        name: &str,
-        path: &Path,
-        source: Source,
-        config: &ModelConfig,
-    ) -> Result<Self, ModelError> {
+    fn check(source: Source, config: &ModelConfig) -> Result<LoraPairs, ModelError> {
         let Source {
             weights,
             file,
@@ -111,11 +159,9 @@ impl LoraAdapter {
         if pairs.is_empty() {
             return Err(ModelError::corrupt(&file, "no LoRA pairs (lora_A tensors)"));
         }
-        // By the adapted tensor, so the same adapter has one fingerprint in either format.
         pairs.sort_unstable();
         let targets = targets(config);
         let mut out = HashMap::new();
-        let mut h = DefaultHasher::new();
         for (base, a_name, b_name) in pairs {
             let Some(&(rows, cols)) = targets.get(base.as_str()) else {
                 return Err(ModelError::Unsupported {
@@ -139,19 +185,38 @@ impl LoraAdapter {
             let s = scale.of(rank);
             let a = weights.read_f32(&a_name)?;
             let b: Vec<f32> = (weights.read_f32(&b_name)?.iter()).map(|v| v * s).collect();
-            base.hash(&mut h);
-            for v in a.iter().chain(&b) {
-                v.to_bits().hash(&mut h);
-            }
             out.insert(base, LoraPair { rank, a, b });
         }
-        Ok(Self {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-            rank: out.values().map(|p| p.rank).max().unwrap_or(0),
-            pairs: out,
-            fingerprint: h.finish(),
+        Ok(out)
+    }
+
+    /// Its pairs: held, or read again from its file where they were let go (an error if the
+    /// file no longer gives the same values).
+    pub fn pairs(&self) -> Result<Arc<LoraPairs>, ModelError> {
+        self.held.get(|config| {
+            let again = Self::load(&self.name, &self.path, config)?;
+            if again.fingerprint != self.fingerprint {
+                return Err(ModelError::Mismatch {
+                    file: self.path.display().to_string(),
+                    reason: format!(
+                        "LoRA adapter `{}` changed since it was loaded; load it again",
+                        self.name
+                    ),
+                });
+            }
+            again.pairs()
         })
+    }
+
+    /// Lets go of its values where its file can give them again ([`Self::pairs`] reads
+    /// them then); whether it did. An adapter given as bytes keeps them.
+    pub fn let_go(&self) -> bool {
+        self.held.let_go()
+    }
+
+    /// Whether its values are in memory.
+    pub fn is_held(&self) -> bool {
+        self.held.is_held()
     }
 
     /// The prefix-cache salt of a request through this adapter with its own `salt`.

@@ -2,8 +2,8 @@
 //! loaded and unloaded while the server runs, where it was started with room for them
 //! (`--allow-runtime-lora-updating`). The folder is read and checked against the model here,
 //! off the engine thread; the engine thread registers it, and writes it into one of the
-//! `--max-loras` slots before a step whose requests need it (any number may be loaded, up to
-//! `--max-cpu-loras`).
+//! `--max-loras` slots before a step whose requests need it (any number may be loaded; beyond
+//! `--max-cpu-loras`, those unused lately let go of their values until a request needs them).
 
 use std::sync::Arc;
 
