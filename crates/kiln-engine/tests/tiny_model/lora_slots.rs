@@ -41,24 +41,29 @@ fn more_adapters_than_slots_take_turns() {
                     .unwrap()
             })
             .collect();
-        let room = |max_cpu_loras| EngineConfig {
-            lora: loaded.clone(),
+        let room = |lora: &[Arc<LoraAdapter>], max_cpu_loras| EngineConfig {
+            lora: lora.to_vec(),
             lora_capacity: Some(LoraCapacity { slots: 1, rank: 5 }),
             max_cpu_loras,
             ..ec()
         };
-        let mut e = engine(&ctx, &base, room(None));
-        let refs = ["a0", "a1"].map(|n| e.lora_ref(n).expect("loaded"));
-        let reqs = (prompts.iter().enumerate())
-            .map(|(i, p)| Request {
-                lora: (i % 3).checked_sub(1).map(|k| refs[k]),
-                ..request(i as u64, p.clone(), 6)
-            })
-            .collect();
-        let got = run(&mut e, reqs);
-        for (i, w) in want.iter().enumerate() {
-            assert_close(&what(&format!("request {i}")), &got[&(i as u64)], w, 0.002);
-        }
+        let refs = |e: &kiln_engine::Engine| ["a0", "a1"].map(|n| e.lora_ref(n).expect("loaded"));
+        // Every prompt at once, each through its adapter: each gives its model's tokens.
+        let all_at_once = |e: &mut kiln_engine::Engine, label: &str| {
+            let refs = refs(e);
+            let reqs = (prompts.iter().enumerate())
+                .map(|(i, p)| Request {
+                    lora: (i % 3).checked_sub(1).map(|k| refs[k]),
+                    ..request(i as u64, p.clone(), 6)
+                })
+                .collect();
+            let got = run(e, reqs);
+            for (i, w) in want.iter().enumerate() {
+                assert_close(&what(&format!("{label} {i}")), &got[&(i as u64)], w, 0.002);
+            }
+        };
+        let mut e = engine(&ctx, &base, room(&loaded, None));
+        all_at_once(&mut e, "request");
         // a0 sat in the slot from the start; a1 was loaded into it once a0's requests were
         // done.
         assert_eq!(e.stats().lora_loads, 1, "{}", what("loads"));
@@ -71,35 +76,15 @@ fn more_adapters_than_slots_take_turns() {
             let adapters = e.lora_adapters().iter().flatten();
             adapters.map(|a| a.is_held()).collect::<Vec<_>>()
         };
-        let mut e = engine(
-            &ctx,
-            &base,
-            EngineConfig {
-                lora: fresh.clone(),
-                ..room(Some(1))
-            },
-        );
-        assert_eq!(
-            held(&e),
-            [true, false],
-            "{}",
-            what("the first listed stays held")
-        );
-        let reqs = (prompts.iter().enumerate())
-            .map(|(i, p)| Request {
-                lora: (i % 3).checked_sub(1).map(|k| refs[k]),
-                ..request(i as u64, p.clone(), 6)
-            })
-            .collect();
-        let got = run(&mut e, reqs);
-        for (i, w) in want.iter().enumerate() {
-            assert_close(&what(&format!("held {i}")), &got[&(i as u64)], w, 0.002);
-        }
+        let mut e = engine(&ctx, &base, room(&fresh, Some(1)));
+        let first_held = what("the first listed stays held");
+        assert_eq!(held(&e), [true, false], "{first_held}");
+        all_at_once(&mut e, "held");
         assert_eq!(e.stats().lora_reads, 1, "{}", what("a1 read again"));
         // Both had requests at once; the next request lets go of the other one.
         let through = |e: &mut kiln_engine::Engine, k: usize, id: u64| {
             let r = Request {
-                lora: Some(refs[k]),
+                lora: Some(refs(e)[k]),
                 ..request(id, prompts[k + 1].clone(), 6)
             };
             run(e, vec![r]).remove(&id).unwrap()
