@@ -1,6 +1,7 @@
 //! The grammar of Python call lists: each offered tool's name, its parameters as keyword
 //! arguments (the required ones first), each value a Python literal of its JSON schema's type,
-//! enum, string length and integer bounds.
+//! enum, string length and integer bounds; an object with properties a dict of those keys,
+//! typed the same way.
 
 use kiln_core::{Grammar, lark_string};
 use serde_json::Value;
@@ -46,31 +47,39 @@ NUM: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/
 /// The rule expression of call `i`'s arguments (rules it needs pushed to `rules`); `None`
 /// for a function without parameters.
 fn args_rule(i: usize, params: &Value, rules: &mut Vec<String>) -> Option<String> {
-    let props = params.get("properties").and_then(Value::as_object)?;
-    let required: Vec<&str> = (params.get("required").and_then(Value::as_array))
+    keyed(&format!("opt{i}"), params, |k| format!("{k}="), rules)
+}
+
+/// The rule expression of `schema`'s properties as `key(k) value` items joined by `", "`,
+/// the required ones first in the schema's order, then any of the others in order (rules it
+/// needs pushed to `rules`, the optional items' named from `name`); `None` without
+/// properties.
+fn keyed(
+    name: &str,
+    schema: &Value,
+    key: impl Fn(&str) -> String,
+    rules: &mut Vec<String>,
+) -> Option<String> {
+    let props = schema.get("properties").and_then(Value::as_object)?;
+    let required: Vec<&str> = (schema.get("required").and_then(Value::as_array))
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let mut arg = |k: &str, schema: &Value| {
-        format!(
-            "{} {}",
-            lark_string(&format!("{k}=")),
-            value_rule(schema, rules)
-        )
-    };
+    let mut item =
+        |k: &str, schema: &Value| format!("{} {}", lark_string(&key(k)), value_rule(schema, rules));
     let (mut req, mut opt) = (Vec::new(), Vec::new());
     for (k, schema) in props {
         match required.contains(&k.as_str()) {
-            true => req.push(arg(k, schema)),
-            false => opt.push(arg(k, schema)),
+            true => req.push(item(k, schema)),
+            false => opt.push(item(k, schema)),
         }
     }
-    // opt{i}_{j}: a non-empty ordered choice of the optional arguments from the j-th on.
+    // {name}_{j}: a non-empty ordered choice of the optional items from the j-th on.
     for j in (0..opt.len()).rev() {
         let tail = match j + 1 < opt.len() {
-            true => format!(" (\", \" opt{i}_{next})? | opt{i}_{next}", next = j + 1),
+            true => format!(" (\", \" {name}_{next})? | {name}_{next}", next = j + 1),
             false => String::new(),
         };
-        rules.push(format!("opt{i}_{j}: {}{tail}", opt[j]));
+        rules.push(format!("{name}_{j}: {}{tail}", opt[j]));
     }
     let mut parts = Vec::new();
     if !req.is_empty() {
@@ -78,7 +87,7 @@ fn args_rule(i: usize, params: &Value, rules: &mut Vec<String>) -> Option<String
     }
     if !opt.is_empty() {
         let lead = if req.is_empty() { "" } else { "\", \" " };
-        parts.push(format!("({lead}opt{i}_0)?"));
+        parts.push(format!("({lead}{name}_0)?"));
     }
     (!parts.is_empty()).then(|| parts.join(" "))
 }
@@ -112,7 +121,7 @@ fn value_rule(schema: &Value, rules: &mut Vec<String>) -> String {
             };
             format!("(\"[\" ({item} (\", \" {item})*)? \"]\")")
         }
-        "object" => "pydict".to_string(),
+        "object" => object_rule(schema, rules),
         _ => "pyval".to_string(),
     };
     match schema.get("type") {
@@ -124,6 +133,27 @@ fn value_rule(schema: &Value, rules: &mut Vec<String>) -> String {
             format!("({})", alts.join(" | "))
         }
         _ => "pyval".to_string(),
+    }
+}
+
+/// A dict literal: of the schema's properties where it lists them (their keys as string
+/// literals, typed values; an empty list, `{}` only), any dict otherwise.
+fn object_rule(schema: &Value, rules: &mut Vec<String>) -> String {
+    if schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_none()
+    {
+        return "pydict".into();
+    }
+    // A name no other dict takes, nested ones (named while this one's items are written)
+    // included.
+    rules.push(String::new());
+    let name = format!("dict{}", rules.len());
+    let key = |k: &str| format!("{}: ", python_literal(&Value::from(k)));
+    match keyed(&name, schema, key, rules) {
+        Some(items) => format!("(\"{{\" {items} \"}}\")"),
+        None => "\"{}\"".into(),
     }
 }
 

@@ -106,6 +106,34 @@ fn pythonic_grammars_type_each_argument() {
     assert!(accepts(&auto, "Oslo is cold."));
     assert!(accepts(&auto, r#"[get_time()]"#));
     assert!(!accepts(&auto, r#"[get_time(x=1)]"#));
+    // A nested object is a dict of its properties, typed (and one with optional keys inside
+    // another, named apart).
+    let place = json!({"type": "object", "properties": {
+        "city": {"type": "string"},
+        "at": {"type": "object", "properties": {
+            "lat": {"type": "number"}, "lon": {"type": "number"},
+            "note": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}},
+            "required": ["lat"]},
+        "tags": {"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}}}},
+        "required": ["city", "at"]});
+    let g = ToolFormat::Pythonic.calls_grammar(&[("go", place)], false, true);
+    for ok in [
+        r#"[go(city="Oslo", at={"lat": 59.9})]"#,
+        r#"[go(city="Oslo", at={"lat": 59.9, "lon": 10.7, "note": {"y": 2}}, tags={"b": True})]"#,
+        r#"[go(city="Oslo", at={"lat": 1, "note": {}}, tags={})]"#,
+    ] {
+        assert!(accepts(&g, ok), "{ok}");
+    }
+    for bad in [
+        r#"[go(city="Oslo", at={})]"#,
+        r#"[go(city="Oslo", at={"lat": "north"})]"#,
+        r#"[go(city="Oslo", at={"lat": 1, "alt": 3})]"#,
+        r#"[go(city="Oslo", at={"lon": 1, "lat": 2})]"#,
+        r#"[go(city="Oslo", at={"lat": 1, "note": {"x": 1.5}})]"#,
+        r#"[go(city="Oslo", at={"lat": 1}, tags={"a": 1})]"#,
+    ] {
+        assert!(!accepts(&g, bad), "{bad}");
+    }
     // Each call's JSON arguments fit the tool's schema.
     let (_, calls) = ToolFormat::Pythonic.parse(r#"[get_weather(city="Oslo", days=3)]"#);
     assert_eq!(calls[0].1, r#"{"city": "Oslo", "days": 3}"#);
