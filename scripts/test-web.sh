@@ -57,6 +57,7 @@ ln -s "$work/tiny-hf-sharded" "$work/site/tiny-hf-sharded"
 ln -s "$work/tiny-tools.gguf" "$work/site/tiny-tools.gguf"
 ln -s "$work/tiny-kv8.gguf" "$work/site/tiny-kv8.gguf"
 ln -s "$work/tiny-lora.gguf" "$work/site/tiny-lora.gguf"
+ln -s "$work/tiny-lora-peft" "$work/site/tiny-lora-peft"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
@@ -294,7 +295,7 @@ if pick is None:
 print(pick)
 PY
 )
-demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","hf_sharded_model":"tiny-hf-sharded/","kv8_model":"tiny-kv8.gguf","lora_model":"tiny-lora.gguf","stop":sys.argv[1]}))' "$stop")
+demo_query=$(python3 -c 'import sys,urllib.parse as u; print(u.urlencode({"model":"tiny.gguf","think_model":"tiny-think.gguf","hf_model":"tiny-hf/","hf_sharded_model":"tiny-hf-sharded/","kv8_model":"tiny-kv8.gguf","lora_model":"tiny-lora.gguf","lora_peft":"tiny-lora-peft/","stop":sys.argv[1]}))' "$stop")
 run_url "test/demo.html?$demo_query" "$work/demo.json" 300 demo
 python3 - "$work/native.json" "$work/demo.json" "$stop" <<'PY'
 import json, re, sys
@@ -379,6 +380,8 @@ else:
     same("reply through the adapter picked on the page", lora, want["lora"])
     if want["lora"]["text"] == want["greedy"]["text"] or lora.get("after_unload") != [""]:
         fails.append(f"the page's adapter: {lora}, native {want['lora']}")
+    # The same adapter as a PEFT folder picked on the page: the same reply.
+    same("reply through the PEFT folder picked on the page", page.get("lora_peft") or {}, want["lora"])
     # The panel's KV cache type reached the engine: q8_0's blocks, and a reply through them.
     kv8 = page.get("kv8") or {}
     if "KV blocks of q8_0" not in (kv8.get("status") or "") or kv8.get("finished") not in ("length", "stop"):

@@ -346,9 +346,26 @@ async function showAdapters(note = '') {
 
 /// Loads a GGUF adapter file picked on disk, named after the file.
 async function loadAdapter(file) {
+  await loadPicked(file.name.replace(/\.gguf$/, ''), async () => ({ gguf: new Uint8Array(await file.arrayBuffer()) }));
+}
+
+/// Loads a PEFT folder picked on disk (its `adapter_config.json` and
+/// `adapter_model.safetensors`), named after the folder.
+async function loadAdapterFolder(files) {
+  const byName = new Map(Array.from(files, (f) => [f.name, f]));
+  const config = byName.get('adapter_config.json');
+  const weights = byName.get('adapter_model.safetensors');
+  const folder = (files[0]?.webkitRelativePath ?? '').split('/')[0];
+  await loadPicked(folder || 'peft', async () => {
+    if (!config || !weights) throw new Error('the folder needs adapter_config.json and adapter_model.safetensors');
+    return { config: await config.text(), safetensors: new Uint8Array(await weights.arrayBuffer()) };
+  });
+}
+
+/// Loads the adapter `read` gives (its fields but the name) as `name`, and picks it for replies.
+async function loadPicked(name, read) {
   try {
-    const name = file.name.replace(/\.gguf$/, '');
-    await worker.load_lora({ name, gguf: new Uint8Array(await file.arrayBuffer()) });
+    await worker.load_lora({ name, ...(await read()) });
     $('lora').value = '';
     await showAdapters(`loaded ${name} · `);
     $('lora').value = name;
@@ -397,6 +414,7 @@ async function main() {
   await showKept();
   $('model-files').addEventListener('change', (e) => loadFromDisk(e.target.files));
   $('lora-file').addEventListener('change', (e) => { if (e.target.files[0]) loadAdapter(e.target.files[0]); });
+  $('lora-folder').addEventListener('change', (e) => { if (e.target.files.length) loadAdapterFolder(e.target.files); });
   $('lora').addEventListener('change', () => { $('unload-lora').disabled = $('lora').value === ''; });
   $('unload-lora').addEventListener('click', async () => {
     const name = $('lora').value;

@@ -141,6 +141,9 @@ fn main() {
     };
     lora.write_gguf(&lora_path, &model.config, DType::F32)
         .expect("write tiny lora");
+    // The same adapter as a PEFT folder, for the demo page's folder picker.
+    lora.write(&out_dir.join("tiny-lora-peft"), &model.config, DType::F32)
+        .expect("write tiny lora as PEFT");
     let adapter = LoraAdapter::load("style", &lora_path, &model.config).expect("read tiny lora");
     let lora_ids = run_through(
         &model,
