@@ -144,9 +144,22 @@ pub struct ChatRequest {
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,
+    /// vLLM's beam search fields.
+    #[serde(flatten)]
+    pub beam: BeamFields,
     /// Everything else, checked by [`reject_unknown`].
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// vLLM's beam search fields (`beam_search.rs`).
+#[derive(Deserialize, Debug, Clone, Default)]
+pub struct BeamFields {
+    pub use_beam_search: Option<bool>,
+    /// Beams rank by log-probability over length to this power.
+    pub length_penalty: Option<f32>,
+    /// Stop once `n` beams are done.
+    pub early_stopping: Option<bool>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -178,6 +191,9 @@ pub struct CompletionRequest {
     /// The generation knobs every front end shares.
     #[serde(flatten)]
     pub sampling: GenerationParams,
+    /// vLLM's beam search fields, as in chat.
+    #[serde(flatten)]
+    pub beam: BeamFields,
     /// Everything else, checked by [`reject_unknown`].
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,

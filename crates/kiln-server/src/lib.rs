@@ -15,6 +15,7 @@
 //! `shutdown_timeout`), then the listener closes and [`Server::wait`] returns `Ok`.
 
 mod api;
+pub mod beam_search;
 mod compile;
 mod demo;
 mod disk_tier;

@@ -171,6 +171,7 @@ impl MessagesRequest {
                 stop: self.stop_sequences.clone().map(StopSpec::Many),
                 ..GenerationParams::default()
             },
+            beam: Default::default(),
             extra: self.extra.clone(),
         })
     }

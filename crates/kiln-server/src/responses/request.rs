@@ -116,6 +116,7 @@ impl ResponsesRequest {
             return_tokens_as_token_ids: None,
             echo: None,
             sampling: self.sampling.clone(),
+            beam: Default::default(),
             extra: self.extra.clone(),
         })
     }

@@ -27,6 +27,9 @@ pub async fn chat_completions(
     ApiJson(req): ApiJson<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let (spec, plan, prompt, max_tokens) = super::render::checked_chat(&st, &req)?;
+    if let Some(search) = super::beam::chat_search(&req)? {
+        return super::beam::chat(&st, search, &spec, &prompt, max_tokens).await;
+    }
     let logprobs = spec.logprobs;
     let as_ids = (req.return_tokens_as_token_ids).unwrap_or(st.config.return_tokens_as_token_ids);
     let echo = echoed(&req, plan.is_some())?;

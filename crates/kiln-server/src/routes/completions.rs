@@ -24,6 +24,9 @@ pub async fn completions(
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let (spec, prompts) = super::render::checked_completion(&st, &req)?;
+    if let Some(search) = super::beam::completion_search(&req)? {
+        return super::beam::completions(&st, search, &spec, &prompts).await;
+    }
     let grammar = requested_grammar(
         req.response_format.as_ref(),
         req.structured_outputs.as_ref(),

@@ -1,5 +1,6 @@
 //! HTTP routes, one file per API surface, plus the bits they share.
 
+mod beam;
 pub mod chat;
 mod chat_tools;
 pub mod completions;

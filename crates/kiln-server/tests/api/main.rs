@@ -1,12 +1,13 @@
 //! The OpenAI surface against the tiny random model: errors (status and shape, and the server
 //! keeps answering), completions, stop strings, prefix caching, tokenize, metrics syntax,
-//! embeddings, structural tags, the request log.
+//! embeddings, structural tags, the request log, beam search.
 //!
 //! This file holds the shared server and request helpers; `errors.rs` the errors,
 //! `completions.rs` completions and stop strings, `prefix_cache.rs` prefix caching,
 //! `endpoints.rs` the chat stream, models and tokenize, `metrics.rs` the metrics syntax,
-//! `embeddings.rs` the embeddings endpoint, `structural_tag.rs` structural tags, `request_log.rs` vLLM's request log.
+//! `embeddings.rs` the embeddings endpoint, `structural_tag.rs` structural tags, `request_log.rs` vLLM's request log, `beam_search.rs` beam search.
 
+mod beam_search;
 #[path = "../common/mod.rs"]
 mod common;
 mod completions;
