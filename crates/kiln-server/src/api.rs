@@ -153,7 +153,7 @@ pub struct ChatRequest {
 }
 
 /// vLLM's beam search fields (`beam_search.rs`).
-#[derive(Deserialize, Debug, Clone, Default)]
+#[derive(Deserialize, Debug, Clone, Copy, Default)]
 pub struct BeamFields {
     pub use_beam_search: Option<bool>,
     /// Beams rank by log-probability over length to this power.

@@ -11,6 +11,7 @@
 use futures_util::future::try_join_all;
 use kiln_frontend::{GenSpec, GenerationParams, MAX_TOP_LOGPROBS};
 
+use crate::api::BeamFields;
 use crate::error::ApiError;
 use crate::state::Shared;
 
@@ -69,16 +70,20 @@ fn unused(p: &GenerationParams) -> Option<&'static str> {
 }
 
 impl BeamSearch {
-    /// The beam search `use_beam_search` asks for (`None` without it); `others` names a
-    /// request field set that beam search does not serve, if any. Refuses what it cannot
-    /// serve, naming the field.
+    /// The beam search `fields` ask for (`None` without `use_beam_search`); `others`: the
+    /// route's own fields that beam search does not serve, each with whether it is set.
+    /// Refuses what it cannot serve, naming the field.
     pub fn requested(
-        use_beam_search: Option<bool>,
-        length_penalty: Option<f32>,
-        early_stopping: Option<bool>,
+        fields: &BeamFields,
         params: &GenerationParams,
-        others: Option<&str>,
+        others: &[(&'static str, bool)],
     ) -> Result<Option<Self>, ApiError> {
+        let BeamFields {
+            use_beam_search,
+            length_penalty,
+            early_stopping,
+        } = *fields;
+        let others = others.iter().find(|(_, set)| *set).map(|(name, _)| *name);
         if use_beam_search != Some(true) {
             for (name, set) in [
                 ("length_penalty", length_penalty.is_some()),

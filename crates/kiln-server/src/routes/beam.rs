@@ -11,54 +11,33 @@ use crate::beam_search::{Beam, BeamSearch};
 use crate::error::ApiError;
 use crate::state::Shared;
 
-/// The request field set that beam search does not serve, if any.
-fn first_set(fields: &[(&'static str, bool)]) -> Option<&'static str> {
-    fields.iter().find(|(_, set)| *set).map(|(name, _)| *name)
-}
-
 /// The beam search a completion request asks for.
 pub fn completion_search(req: &CompletionRequest) -> Result<Option<BeamSearch>, ApiError> {
-    let others = first_set(&[
+    let others = [
         ("stream", req.stream == Some(true)),
         ("logprobs", req.logprobs.is_some()),
         ("echo", req.echo == Some(true)),
         ("response_format", req.response_format.is_some()),
         ("structured_outputs", req.structured_outputs.is_some()),
         ("kv_transfer_params", req.kv_transfer_params.is_some()),
-    ]);
-    let b = &req.beam;
-    BeamSearch::requested(
-        b.use_beam_search,
-        b.length_penalty,
-        b.early_stopping,
-        &req.sampling,
-        others,
-    )
+    ];
+    BeamSearch::requested(&req.beam, &req.sampling, &others)
 }
 
 /// The beam search a chat request asks for.
 pub fn chat_search(req: &ChatRequest) -> Result<Option<BeamSearch>, ApiError> {
-    let others = first_set(&[
+    let logprobs = req.logprobs == Some(true) || req.top_logprobs.is_some();
+    let others = [
         ("stream", req.stream == Some(true)),
-        (
-            "logprobs",
-            req.logprobs == Some(true) || req.top_logprobs.is_some(),
-        ),
+        ("logprobs", logprobs),
         ("echo", req.echo == Some(true)),
         ("response_format", req.response_format.is_some()),
         ("structured_outputs", req.structured_outputs.is_some()),
         ("tools", req.tools.is_some()),
         ("thinking_token_budget", req.thinking_token_budget.is_some()),
         ("kv_transfer_params", req.kv_transfer_params.is_some()),
-    ]);
-    let b = &req.beam;
-    BeamSearch::requested(
-        b.use_beam_search,
-        b.length_penalty,
-        b.early_stopping,
-        &req.sampling,
-        others,
-    )
+    ];
+    BeamSearch::requested(&req.beam, &req.sampling, &others)
 }
 
 /// A beam's text: its tokens decoded, EOS left out unless the request keeps stop strings.
