@@ -20,7 +20,7 @@ impl RequestLog {
     /// Logs a request queued as the sequences `ids`.
     pub(crate) fn request(
         &self,
-        ids: &[u64],
+        ids: impl Iterator<Item = u64>,
         prompt: &[u32],
         tokenizer: &Tokenizer,
         max_tokens: usize,
@@ -29,6 +29,7 @@ impl RequestLog {
         if !self.requests {
             return;
         }
+        let ids: Vec<u64> = ids.collect();
         let text = tokenizer.decode(prompt, false).unwrap_or_default();
         let shown_ids = &prompt[..self.max_len.map_or(prompt.len(), |m| m.min(prompt.len()))];
         let more = if shown_ids.len() < prompt.len() {

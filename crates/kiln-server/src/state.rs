@@ -200,9 +200,9 @@ impl AppState {
                 Sequence::new(self.clone(), id, rx, spec)
             })
             .collect();
-        let ids: Vec<u64> = seqs.iter().map(|s| s.id).collect();
+        let ids = seqs.iter().map(|s| s.id);
         let log = &self.config.request_log;
-        log.request(&ids, prompt, &self.model.tokenizer, max_tokens, spec);
+        log.request(ids, prompt, &self.model.tokenizer, max_tokens, spec);
         Ok(seqs)
     }
 }

@@ -83,19 +83,18 @@ pub(crate) fn structural_tag_grammar(
         }
         v => v,
     };
-    let field = path;
-    let top = reader.object(v, field)?;
+    let top = reader.object(v, path)?;
     if let Some(t) = top.get("type").filter(|t| !t.is_null())
         && t != "structural_tag"
     {
-        return Err(reader.bad(format!("{field}.type must be \"structural_tag\", not {t}")));
+        return Err(reader.bad(format!("{path}.type must be \"structural_tag\", not {t}")));
     }
     let structure = if top.contains_key("format") {
-        reader.only(top, field, &["type", "format"])?;
-        reader.structure(&top["format"], &format!("{field}.format"), true)?
+        reader.only(top, path, &["type", "format"])?;
+        reader.structure(&top["format"], &format!("{path}.format"), true)?
     } else {
-        reader.only(top, field, &["type", "structures", "triggers"])?;
-        reader.legacy(top, field)?
+        reader.only(top, path, &["type", "structures", "triggers"])?;
+        reader.legacy(top, path)?
     };
     Ok(Grammar::Lark(lark::grammar(&structure)))
 }

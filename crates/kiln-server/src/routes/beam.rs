@@ -9,6 +9,7 @@ use super::{now_s, random_id};
 use crate::api::{ChatRequest, CompletionRequest};
 use crate::beam_search::{Beam, BeamSearch};
 use crate::error::ApiError;
+use crate::sse::Usage;
 use crate::state::Shared;
 
 /// The beam search a completion request asks for.
@@ -54,9 +55,12 @@ fn finish(beam: &Beam) -> &'static str {
 }
 
 fn usage(prompt_tokens: usize, beams: &[Beam]) -> Value {
-    let completion: usize = beams.iter().map(|b| b.tokens.len()).sum();
-    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-        "total_tokens": prompt_tokens + completion})
+    Usage {
+        prompt_tokens,
+        completion_tokens: beams.iter().map(|b| b.tokens.len()).sum(),
+        ..Usage::default()
+    }
+    .json()
 }
 
 /// Each prompt's beams as a completion's choices (choice `i` of prompt `i / n`).
@@ -98,10 +102,7 @@ pub async fn chat(
     let mut choices = Vec::new();
     for (index, b) in beams.iter().enumerate() {
         let split = st.reasoning.stream(opened).push(&text(st, spec, b)?, true);
-        let mut message = json!({"role": "assistant", "content": split.content});
-        if !split.reasoning.is_empty() {
-            message["reasoning_content"] = json!(split.reasoning);
-        }
+        let message = super::chat::message_json(split);
         choices.push(json!({"index": index, "message": message, "logprobs": null,
             "finish_reason": finish(b), "cumulative_logprob": b.logprob}));
     }

@@ -252,7 +252,8 @@ fn echoed(req: &ChatRequest, tools: bool) -> Result<Option<String>, ApiError> {
     }
 }
 
-fn message_json(split: Split) -> Value {
+/// A reply's message: its content, and its reasoning where it wrote some.
+pub(super) fn message_json(split: Split) -> Value {
     let mut message = json!({"role": "assistant", "content": split.content});
     if !split.reasoning.is_empty() {
         message["reasoning_content"] = json!(split.reasoning);
