@@ -38,6 +38,7 @@ fn product(ctx: &GpuContext, k: &Kernels, w: &GpuMatrix, rows: usize) -> Matmul 
             norm: None,
             accumulate: false,
             sample_rows: false,
+            softcap: None,
             pairs: None,
         },
     )
@@ -166,7 +167,7 @@ fn attention(c: &mut Criterion) {
                 &k,
                 &step,
                 (nh, nkv, d),
-                (None, 1.0 / (d as f32).sqrt()),
+                (None, 1.0 / (d as f32).sqrt(), None),
                 kiln_gpu::KvDtype::F16,
                 AttentionBuffers {
                     positions: &pb,

@@ -100,16 +100,8 @@ impl Synthetic {
             rope_theta: 500000.0,
             rms_norm_eps: 1e-5,
             tie_word_embeddings,
-            rope_scaling: None,
-            rope_linear_factor: None,
-            sliding_window: None,
-            first_sliding_layer: 0,
-            sliding_window_pattern: None,
-            long_rope: None,
             dtype: DType::F16,
-            generation: Default::default(),
-            chat_template: None,
-            extra_special_tokens: Vec::new(),
+            ..TinyConfig::default()
         }
     }
 }

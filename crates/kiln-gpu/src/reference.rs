@@ -91,6 +91,12 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
         .collect()
 }
 
+/// `cap * tanh(x / cap)`: Gemma 2's soft cap.
+pub fn soft_cap(x: f64, cap: f32) -> f64 {
+    let cap = cap as f64;
+    cap * (x / cap).tanh()
+}
+
 /// Rotates one head in place (HF rotate_half layout), in f64, with cos and sin multiplied by
 /// `scale` (LongRoPE's attention factor; 1 otherwise).
 pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64], scale: f64) {
@@ -229,7 +235,15 @@ impl CpuModel {
             }
         }
         (rows.residual.iter())
-            .map(|x| matvec(&self.lm_head, &rmsnorm(x, &self.norm, eps)))
+            .map(|x| {
+                let logits = matvec(&self.lm_head, &rmsnorm(x, &self.norm, eps));
+                match c.final_softcap {
+                    Some(cap) => (logits.iter())
+                        .map(|&l| soft_cap(l as f64, cap) as f32)
+                        .collect(),
+                    None => logits,
+                }
+            })
             .collect()
     }
 
@@ -342,6 +356,7 @@ impl CpuModel {
                                 .sum::<f64>()
                                 * c.attention_scale() as f64
                         })
+                        .map(|s| c.attn_softcap.map_or(s, |cap| soft_cap(s, cap)))
                         .collect();
                     let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();

@@ -357,6 +357,7 @@ impl ModelRunner {
                 accumulate: false,
                 sample_rows: true,
                 pairs: None,
+                softcap: config.final_softcap,
             },
         )?;
         let sample = ops::sample(

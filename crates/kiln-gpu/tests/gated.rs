@@ -55,6 +55,7 @@ fn gated_products_match_the_cpu() {
                         norm: Some((&gain_b, 1e-5)),
                         accumulate: false,
                         sample_rows: false,
+                        softcap: None,
                         pairs: Some(Pairs::Glu(act)),
                     };
                     let mm = Matmul::new(&ctx, &kernels, &step, args).unwrap();

@@ -127,6 +127,7 @@ fn check(ctx: &GpuContext, name: &str, k: &Kernels, format: WeightFormat, kdim: 
                 norm: norm.then_some((&gain_b, 1e-5)),
                 accumulate,
                 sample_rows: false,
+                softcap: None,
                 pairs: None,
             };
             let mm = Matmul::new(ctx, k, &step, args).unwrap();
@@ -192,6 +193,7 @@ fn quantized_split_matrix_matches_whole() {
                             norm: Some((&gain, 1e-5)),
                             accumulate: false,
                             sample_rows: false,
+                            softcap: None,
                             pairs: None,
                         };
                         let mm = Matmul::new(&ctx, &k, &step, args).unwrap();

@@ -133,6 +133,7 @@ fn rotary_epilogue_matches_the_cpu() {
                     norm: Some((&gain_b, 1e-5)),
                     accumulate: false,
                     sample_rows: false,
+                    softcap: None,
                     pairs: Some(Pairs::Rotary(Rotary {
                         heads: (nh, nkv, d),
                         kv_dtype: dtype,
@@ -222,6 +223,7 @@ fn rotary_epilogue_refuses_other_products() {
             norm: None,
             accumulate,
             sample_rows: false,
+            softcap: None,
             pairs: Some(Pairs::Rotary(Rotary {
                 heads: (nh, nkv, d),
                 kv_dtype,

@@ -13,8 +13,12 @@ pub enum Architecture {
     /// Llama with an RMSNorm over each head of q and of k before the rotary embedding
     /// (`q_norm`, `k_norm`, one gain of `head_dim` each), no biases.
     Qwen3,
-    /// Qwen3 plus norms after attention and MLP, a GELU MLP, scaled embeddings and interleaved
-    /// sliding-window and global layers (`models::gemma3`).
+    /// Llama plus norms after attention and MLP, a GELU MLP, scaled embeddings, sliding-window
+    /// layers alternating with global ones and soft-capped attention scores and logits
+    /// (`models::gemma2`).
+    Gemma2,
+    /// Gemma 2 with Qwen3's per-head q/k norms instead of soft caps, five sliding layers to
+    /// a global one, and a RoPE base of its own on the sliding layers (`models::gemma3`).
     Gemma3,
     /// Llama with q/k/v and gate/up fused into one tensor each, and LongRoPE (`models::phi3`).
     Phi3,
@@ -35,10 +39,29 @@ impl Architecture {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
+            Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3",
             Architecture::Phi3 => "phi3",
         }
     }
+
+    /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm
+    /// gains stored minus one in Hugging Face files, and turns closed by `<end_of_turn>`.
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Architecture::Gemma2 | Architecture::Gemma3)
+    }
+}
+
+/// `n` as an English ordinal: 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// Llama 3 style RoPE frequency scaling.
@@ -105,13 +128,18 @@ pub struct ModelConfig {
     /// Qwen2 and Qwen3: the layers before this one attend to every position
     /// (`max_window_layers`); 0 elsewhere.
     pub first_sliding_layer: usize,
-    /// Gemma 3: every `n`th layer (the 6th, 12th, ...) is global, the others slide.
+    /// Gemma 2 and 3: every `n`th layer (Gemma 3's 6th, 12th, ...; Gemma 2's 2nd, 4th, ...)
+    /// is global, the others slide.
     pub sliding_window_pattern: Option<usize>,
     /// Gemma 3: the RoPE base of the sliding layers (`rope_theta` is the global layers').
     pub rope_local_theta: Option<f32>,
     /// Gemma: attention scores are scaled by `1/sqrt(query_pre_attn_scalar)` instead of
     /// `1/sqrt(head_dim)`.
     pub query_pre_attn_scalar: Option<f32>,
+    /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).
+    pub attn_softcap: Option<f32>,
+    /// Gemma 2: the output logits become `cap * tanh(logit / cap)`.
+    pub final_softcap: Option<f32>,
     /// Added to every RMSNorm gain as read: 1 for Gemma's Hugging Face files, which store the
     /// gain minus one (GGUF files store the gain).
     pub norm_gain_offset: f32,
@@ -125,9 +153,9 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// The factor the embedding rows are multiplied by (Gemma: sqrt of the hidden size).
     pub fn embed_scale(&self) -> f32 {
-        match self.architecture {
-            Architecture::Gemma3 => (self.hidden_size as f32).sqrt(),
-            _ => 1.0,
+        match self.architecture.is_gemma() {
+            true => (self.hidden_size as f32).sqrt(),
+            false => 1.0,
         }
     }
 
@@ -207,7 +235,8 @@ impl ModelConfig {
         }
         match (self.sliding_window, self.sliding_window_pattern) {
             (Some(w), Some(n)) => f.push(format!(
-                "sliding window of {w} positions, every {n}th layer global{}",
+                "sliding window of {w} positions, every {} layer global{}",
+                ordinal(n),
                 self.rope_local_theta
                     .map(|t| format!(" (RoPE base {t} on the sliding layers)"))
                     .unwrap_or_default()
@@ -218,6 +247,12 @@ impl ModelConfig {
             )),
             (Some(w), None) => f.push(format!("sliding window of {w} positions on every layer")),
             _ => {}
+        }
+        if let Some(c) = self.attn_softcap {
+            f.push(format!("attention scores soft-capped at {c}"));
+        }
+        if let Some(c) = self.final_softcap {
+            f.push(format!("logits soft-capped at {c}"));
         }
         if let Some(r) = &self.long_rope {
             f.push(format!(
@@ -324,6 +359,14 @@ impl ModelConfig {
                 "head_dim {} must be even and non-zero",
                 self.head_dim
             ));
+        }
+        for (what, cap) in [
+            ("attention", self.attn_softcap),
+            ("final logit", self.final_softcap),
+        ] {
+            if let Some(c) = cap.filter(|c| !(c.is_finite() && *c > 0.0)) {
+                return bad(format!("{what} soft cap {c} must be a positive number"));
+            }
         }
         if let Some(r) = &self.long_rope {
             let half = self.head_dim / 2;

@@ -18,6 +18,7 @@ impl ModelConfig {
             "llama" | "mistral" => Architecture::Llama,
             "qwen2" => Architecture::Qwen2,
             "qwen3" => Architecture::Qwen3,
+            "gemma2" => Architecture::Gemma2,
             "gemma3_text" => Architecture::Gemma3,
             "phi3" => Architecture::Phi3,
             "gemma3" => {
@@ -49,13 +50,16 @@ impl ModelConfig {
         let num_heads = req("num_attention_heads")?;
         let max_position_embeddings = opt_usize("max_position_embeddings").unwrap_or(2048);
         let sliding = opt_usize("sliding_window");
-        let gemma = architecture == Architecture::Gemma3;
+        let gemma = architecture.is_gemma();
         let uses_sliding = match architecture {
             Architecture::Qwen2 | Architecture::Qwen3 => v
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            Architecture::Llama | Architecture::Gemma3 | Architecture::Phi3 => true,
+            Architecture::Llama
+            | Architecture::Gemma2
+            | Architecture::Gemma3
+            | Architecture::Phi3 => true,
         };
         // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
         // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
@@ -83,14 +87,28 @@ impl ModelConfig {
             });
         }
         let long_rope = long_rope(&v, max_position_embeddings, file)?;
-        for cap in ["final_logit_softcapping", "attn_logit_softcapping"] {
-            if v.get(cap).is_some_and(|c| !c.is_null()) {
-                return Err(ModelError::Unsupported {
+        // Gemma 2's soft caps; any other architecture's would be a forward pass kiln does
+        // not know.
+        let cap = |key: &str| -> Result<Option<f32>, ModelError> {
+            match v.get(key).filter(|c| !c.is_null()) {
+                None => Ok(None),
+                Some(c) if architecture == Architecture::Gemma2 => match c.as_f64() {
+                    Some(c) => Ok(Some(c as f32)),
+                    None => Err(ModelError::config(
+                        file,
+                        format!("\"{key}\" is not a number"),
+                    )),
+                },
+                Some(_) => Err(ModelError::Unsupported {
                     file: file.into(),
-                    reason: format!("logit soft-capping ({cap})"),
-                });
+                    reason: format!("logit soft-capping ({key}) on {model_type}"),
+                }),
             }
-        }
+        };
+        let (attn_softcap, final_softcap) = (
+            cap("attn_logit_softcapping")?,
+            cap("final_logit_softcapping")?,
+        );
         let cfg = ModelConfig {
             architecture,
             hidden_size,
@@ -117,6 +135,7 @@ impl ModelConfig {
                 Architecture::Qwen2 => true,
                 Architecture::Llama
                 | Architecture::Qwen3
+                | Architecture::Gemma2
                 | Architecture::Gemma3
                 | Architecture::Phi3 => v
                     .get("attention_bias")
@@ -125,15 +144,18 @@ impl ModelConfig {
             },
             sliding_window,
             first_sliding_layer,
-            sliding_window_pattern: match gemma {
-                true => Some(gemma_pattern(&v, file)?),
-                false => None,
+            sliding_window_pattern: match architecture {
+                Architecture::Gemma2 => Some(gemma_pattern(&v, 2, file)?),
+                Architecture::Gemma3 => Some(gemma_pattern(&v, 6, file)?),
+                _ => None,
             },
-            rope_local_theta: gemma
+            rope_local_theta: (architecture == Architecture::Gemma3)
                 .then(|| opt_f("rope_local_base_freq").unwrap_or(10000.0) as f32),
             query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
                 .filter(|_| gemma)
                 .map(|s| s as f32),
+            attn_softcap,
+            final_softcap,
             norm_gain_offset: if gemma { 1.0 } else { 0.0 },
             activation: activation(&v, file)?,
             bos_token_id: v
@@ -246,14 +268,14 @@ fn qwen_first_sliding_layer(v: &Value, layers: usize, file: &str) -> Result<usiz
     Ok(first)
 }
 
-/// Gemma 3's interleaving: `sliding_window_pattern` (every `n`th layer global), or a
+/// Gemma's interleaving: `sliding_window_pattern` (every `n`th layer global), or a
 /// `layer_types` list of that shape.
-fn gemma_pattern(v: &Value, file: &str) -> Result<usize, ModelError> {
+fn gemma_pattern(v: &Value, default: usize, file: &str) -> Result<usize, ModelError> {
     if let Some(n) = v.get("sliding_window_pattern").and_then(Value::as_u64) {
         return Ok(n as usize);
     }
     let Some(types) = v.get("layer_types").and_then(Value::as_array) else {
-        return Ok(6);
+        return Ok(default);
     };
     let global: Vec<bool> = types
         .iter()

@@ -27,7 +27,7 @@ pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;
 pub use lora::{LoraAdapter, LoraPair, LoraPairs};
-pub use models::{Buf, GEMMA3_CHAT_TEMPLATE, Layer, ModelTensors, Op, Tensor};
+pub use models::{Buf, GEMMA_CHAT_TEMPLATE, Layer, ModelTensors, Op, Tensor};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;
 

@@ -145,6 +145,54 @@ fn unknown_architecture() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Soft caps are Gemma 2's: on another architecture they are a forward pass kiln does not
+/// know, refused by name. A Gemma 2 config.json as Google ships gemma-2-2b-it (no
+/// `layer_types`, no pattern) alternates sliding and global layers and keeps both caps.
+#[test]
+fn soft_caps_belong_to_gemma2() {
+    let llama = serde_json::json!({
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "final_logit_softcapping": 30.0,
+    });
+    let e = ModelConfig::from_hf_json(&llama.to_string(), "config.json").expect_err("must fail");
+    assert!(
+        e.to_string().contains("final_logit_softcapping") && e.to_string().contains("llama"),
+        "{e}"
+    );
+    let gemma2 = serde_json::json!({
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+        "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+        "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304,
+        "intermediate_size": 9216, "max_position_embeddings": 8192,
+        "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+        "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+        "sliding_window": 4096, "vocab_size": 256000, "eos_token_id": [1, 107],
+    });
+    let c = ModelConfig::from_hf_json(&gemma2.to_string(), "config.json").unwrap();
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(4096), None, Some(4096), None]
+    );
+    assert_eq!((c.layer_rope_theta(0), c.layer_rope_theta(1)), (1e4, 1e4));
+    assert!(c.tie_word_embeddings && c.norm_gain_offset == 1.0);
+    assert_eq!(c.attention_scale(), 1.0 / 16.0);
+    assert!((c.embed_scale() - 48.0).abs() < 1e-4);
+    let features = c.features().join("; ");
+    assert!(
+        features.contains("attention scores soft-capped at 50")
+            && features.contains("logits soft-capped at 30"),
+        "{features}"
+    );
+    // A cap that is not a positive number is refused.
+    let mut bad = gemma2.clone();
+    bad["attn_logit_softcapping"] = serde_json::json!(0.0);
+    let e = ModelConfig::from_hf_json(&bad.to_string(), "config.json").expect_err("must fail");
+    assert!(e.to_string().contains("soft cap"), "{e}");
+}
+
 #[test]
 fn unsupported_tensor_type() {
     let mc = TinyConfig::default().model_config();

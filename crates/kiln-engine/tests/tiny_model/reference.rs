@@ -240,6 +240,42 @@ fn logits_match_cpu_reference_gemma3() {
     check_model_against_reference("gemma3 gguf", &model);
 }
 
+/// Gemma 2: Gemma 3's layer without q/k norms, every second layer sliding (one RoPE base),
+/// attention scores soft-capped at 1 and logits at 2 (both well inside tanh's bend for this
+/// model: its logits reach about 1.9 of the cap's 2). As a Hugging Face folder (with its
+/// `layer_types` list) and as GGUF (no pattern in the file, as llama.cpp writes it: every
+/// second layer global by default). The GPU runs both caps: the attention kernels' and the LM
+/// head's epilogue.
+#[test]
+fn logits_match_cpu_reference_gemma2() {
+    let cfg = TinyConfig::gemma2();
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::Gemma2);
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(1.0), Some(2.0)));
+    assert_eq!(
+        (c.norm_gain_offset, c.query_pre_attn_scalar),
+        (1.0, Some(24.0))
+    );
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(12), None, Some(12), None]
+    );
+    assert_eq!((c.layer_rope_theta(0), c.layer_rope_theta(1)), (1e4, 1e4));
+    check_model_against_reference("gemma2", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    let c = &model.config;
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(1.0), Some(2.0)));
+    assert_eq!(
+        (c.sliding_window_pattern, c.layer_window(2)),
+        (Some(2), Some(12))
+    );
+    check_model_against_reference("gemma2 gguf", &model);
+}
+
 /// Gemma 3 4B and larger: linear RoPE scaling (factor 8) on the global layers only, the
 /// sliding layers keeping their own base unscaled, as Hugging Face's `rope_scaling` of type
 /// `linear` and as GGUF's `rope.scaling.type` `linear`.

@@ -262,6 +262,7 @@ impl Layer {
                             norm: Some((&gain, eps)),
                             accumulate: false,
                             sample_rows: false,
+                            softcap: None,
                             pairs: Some(Pairs::Glu(c.activation)),
                         })?));
                         continue;
@@ -302,6 +303,7 @@ impl Layer {
                         norm: Some((&gain, eps)),
                         accumulate: false,
                         sample_rows: false,
+                        softcap: None,
                         pairs: fused.then(|| Pairs::Rotary(rotary.clone())),
                     })?)
                 }
@@ -324,7 +326,7 @@ impl Layer {
                     l.kernels,
                     step,
                     (nh, nkv, d),
-                    (window, c.attention_scale()),
+                    (window, c.attention_scale(), c.attn_softcap),
                     l.rc.kv_dtype,
                     AttentionBuffers {
                         positions: &inputs.positions,
@@ -358,6 +360,7 @@ impl Layer {
                         // Into the residual stream a product adds.
                         accumulate: *dst == Buf::Residual,
                         sample_rows: false,
+                        softcap: None,
                         pairs: None,
                     })?)
                 }

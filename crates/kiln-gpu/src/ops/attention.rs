@@ -97,7 +97,7 @@ impl Recorded for Attention {
 
 /// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`; each
 /// token sees the latest `window` keys, itself included, or all of them (`None`); scores are
-/// scaled by `scale`. Steps of at most `split_tokens` tokens split the context (GPU family
+/// scaled by `scale`, then soft-capped (`cap * tanh(score / cap)`) if `softcap`. Steps of at most `split_tokens` tokens split the context (GPU family
 /// only; 0: never).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
@@ -105,7 +105,7 @@ pub fn attention(
     kernels: &Kernels,
     step: &wgpu::Buffer,
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
-    (window, scale): (Option<usize>, f32),
+    (window, scale, softcap): (Option<usize>, f32, Option<f32>),
     kv_dtype: KvDtype,
     b: AttentionBuffers<'_>,
     split_tokens: u32,
@@ -150,7 +150,10 @@ pub fn attention(
         b.out,
         b.runs,
     ];
-    let constants = [kv_dtype.override_constant()];
+    let constants = [
+        kv_dtype.override_constant(),
+        ("SOFTCAP", softcap.unwrap_or(0.0) as f64),
+    ];
     if rowwise {
         if kernels.rowwise_subgroups && head_dim % 8 == 0 {
             // A workgroup per `rows` query rows of a segment and KV head, the head size
@@ -161,6 +164,7 @@ pub fn attention(
                     "attention_rowwise_subgroup",
                     &[
                         constants[0],
+                        constants[1],
                         ("D4", (head_dim / 4) as f64),
                         ("ROWS", rows as f64),
                     ],
@@ -214,7 +218,7 @@ pub fn attention(
         let splits = ("SPLITS", SPLITS as f64);
         let runs = Launch::new(
             &ctx.device,
-            kernels.get_with("attention", &[constants[0], splits]),
+            kernels.get_with("attention", &[constants[0], constants[1], splits]),
             &buffers,
             Grid::TokensZ {
                 y: num_kv_heads as u32,

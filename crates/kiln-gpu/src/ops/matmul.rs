@@ -33,7 +33,8 @@ struct Params {
     eps: f32,
     /// Where the weight chunk's block scales start, in u32s.
     so: u32,
-    pad: u32,
+    /// The soft cap ([`SOFTCAP`]).
+    cap: f32,
 }
 
 const NORM: u32 = 1;
@@ -42,6 +43,7 @@ const ACCUMULATE: u32 = 4;
 const SAMPLE_ROWS: u32 = 8;
 const PAIRS: u32 = 16;
 const GELU: u32 = 32;
+const SOFTCAP: u32 = 64;
 
 /// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,
 /// `BLOCK` rows), as its grid needs them.
@@ -92,6 +94,9 @@ pub struct MatmulArgs<'a> {
     pub sample_rows: bool,
     /// Outputs taken two by two (a gated activation, or rotation and the KV cache).
     pub pairs: Option<Pairs<'a>>,
+    /// Each output (after the bias) becomes `cap * tanh(output / cap)`: Gemma 2's logits.
+    /// Not with pairs or a residual.
+    pub softcap: Option<f32>,
 }
 
 pub struct Matmul {
@@ -120,6 +125,9 @@ impl Matmul {
             })
         };
         let mut constants = Vec::new();
+        if a.softcap.is_some() && (a.pairs.is_some() || a.accumulate) {
+            return refuse("a soft cap takes plain outputs: no pairs, no residual".into());
+        }
         match &a.pairs {
             Some(Pairs::Glu(_)) if !a.w.paired || a.bias.is_some() || a.accumulate => {
                 return refuse(
@@ -170,6 +178,7 @@ impl Matmul {
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 }
+            | a.softcap.map_or(0, |_| SOFTCAP)
             | match a.pairs {
                 Some(Pairs::Glu(Activation::GeluTanh)) => PAIRS | GELU,
                 Some(_) => PAIRS,
@@ -321,7 +330,7 @@ impl Matmul {
                     flags,
                     eps: a.norm.map_or(0.0, |n| n.1),
                     so: c.scale_offset,
-                    pad: 0,
+                    cap: a.softcap.unwrap_or(0.0),
                 },
             );
             let mut buffers = vec![

@@ -221,6 +221,7 @@ pub fn check_plain_product(
                 norm: None,
                 accumulate: false,
                 sample_rows: false,
+                softcap: None,
                 pairs: None,
             };
             let mm = kiln_gpu::ops::Matmul::new(ctx, &kernels, &step, args).unwrap();

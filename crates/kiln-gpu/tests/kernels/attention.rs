@@ -1,5 +1,5 @@
 //! Paged attention over prefill and decode sequences in one dispatch: both kernel families,
-//! split contexts, every query tile size, every cache type and sliding windows.
+//! split contexts, every query tile size, every cache type, sliding windows and soft caps.
 
 use super::*;
 
@@ -27,22 +27,89 @@ fn paged_attention_mixes_prefill_and_decode() {
         }
         k.rowwise_subgroups = subgroups;
         for dtype in [KvDtype::F16, KvDtype::F32, KvDtype::Fp8] {
-            check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None);
+            check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None, None);
         }
         // 16 query heads of 64 on one KV head: every output slot of a GPU-family invocation.
-        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (16, 1, 64), None);
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::F16,
+            split_tokens,
+            (16, 1, 64),
+            None,
+            None,
+        );
         // Query tiles of 16 tokens (one head per KV head), of 2 (Llama 3 8B's 4 heads of 128
         // per KV head) and of 1 (Gemma 3's 4 heads of 256).
-        check_attention(&ctx, &k, KvDtype::F32, split_tokens, (4, 4, 32), None);
-        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (8, 2, 128), Some(20));
-        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (4, 1, 256), None);
-        check_attention(&ctx, &k, KvDtype::F16, split_tokens, (6, 2, 24), Some(40));
-        check_attention(&ctx, &k, KvDtype::Fp8, split_tokens, (8, 2, 128), Some(20));
+        check_attention(&ctx, &k, KvDtype::F32, split_tokens, (4, 4, 32), None, None);
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::F16,
+            split_tokens,
+            (8, 2, 128),
+            Some(20),
+            None,
+        );
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::F16,
+            split_tokens,
+            (4, 1, 256),
+            None,
+            None,
+        );
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::F16,
+            split_tokens,
+            (6, 2, 24),
+            Some(40),
+            None,
+        );
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::Fp8,
+            split_tokens,
+            (8, 2, 128),
+            Some(20),
+            None,
+        );
         // q8_0: groups of 32 with their scales after each block's rows; heads of one group,
         // of two pairs of groups, and of three groups (a pair split between two heads).
-        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (8, 2, 128), Some(20));
-        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (6, 2, 32), None);
-        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (4, 2, 96), None);
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::Q8,
+            split_tokens,
+            (8, 2, 128),
+            Some(20),
+            None,
+        );
+        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (6, 2, 32), None, None);
+        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (4, 2, 96), None, None);
+        // Gemma 2's soft cap on the scores (these scores are about N(0, 1): the cap bends them).
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::F16,
+            split_tokens,
+            (8, 2, 128),
+            Some(20),
+            Some(1.5),
+        );
+        check_attention(
+            &ctx,
+            &k,
+            KvDtype::F32,
+            split_tokens,
+            (6, 2, 24),
+            None,
+            Some(0.7),
+        );
     }
 }
 
@@ -53,6 +120,7 @@ fn check_attention(
     split_tokens: u32,
     (nh, nkv, d): (usize, usize, usize),
     window: Option<usize>,
+    softcap: Option<f32>,
 ) {
     let ctx = ctx.clone();
     let mut r = rng(6);
@@ -119,7 +187,7 @@ fn check_attention(
         k,
         &step,
         (nh, nkv, d),
-        (window, 1.0 / (d as f32).sqrt()),
+        (window, 1.0 / (d as f32).sqrt(), softcap),
         dtype,
         AttentionBuffers {
             positions: &bufs.0,
@@ -153,6 +221,7 @@ fn check_attention(
                         .sum::<f64>()
                         / (d as f64).sqrt()
                 })
+                .map(|s| softcap.map_or(s, |c| kiln_gpu::reference::soft_cap(s, c)))
                 .collect();
             let m = scores.iter().cloned().fold(f64::MIN, f64::max);
             let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
@@ -174,7 +243,7 @@ fn check_attention(
         run(&ctx, |p| l.record(p, t as u32, samples));
         assert_close(
             &format!(
-                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?}",
+                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?} softcap {softcap:?}",
                 k.rowwise
             ),
             &read_f32(&ctx, &out, want.len()),

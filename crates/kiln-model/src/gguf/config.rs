@@ -47,6 +47,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
         "qwen3" => Architecture::Qwen3,
+        "gemma2" => Architecture::Gemma2,
         "gemma3" => Architecture::Gemma3,
         "phi3" => Architecture::Phi3,
         other => {
@@ -114,7 +115,15 @@ pub(crate) fn config_from_meta(
             }
         }
     }
-    let gemma = architecture == Architecture::Gemma3;
+    let gemma = architecture.is_gemma();
+    let gemma3 = architecture == Architecture::Gemma3;
+    // Gemma 2 keeps its soft caps in the metadata (llama.cpp's converter writes both).
+    let cap = |key: &str| {
+        (architecture == Architecture::Gemma2)
+            .then(|| meta.f64(&format!("{a}.{key}")))
+            .flatten()
+            .map(|c| c as f32)
+    };
     let num_layers = meta.req_usize(&format!("{a}.block_count"))?;
     let cfg = ModelConfig {
         architecture,
@@ -150,19 +159,22 @@ pub(crate) fn config_from_meta(
         attention_bias: facts.has_q_bias,
         sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
         first_sliding_layer: 0,
-        // llama.cpp's converter writes neither Gemma 3's interleaving (every 6th layer global)
-        // nor the sliding layers' RoPE base (10000); its 27B size scales queries by
-        // hidden / heads instead of head_dim (the size is told by its 62 layers).
+        // llama.cpp's converter writes neither Gemma's interleaving (Gemma 2: every 2nd layer
+        // global, Gemma 3: every 6th) nor Gemma 3's sliding layers' RoPE base (10000); the 27B
+        // sizes scale queries by hidden / heads instead of head_dim (the size is told by its
+        // layers: 46 for Gemma 2, 62 for Gemma 3).
         sliding_window_pattern: gemma.then(|| {
             meta.usize(&format!("{a}.attention.sliding_window_pattern"))
-                .unwrap_or(6)
+                .unwrap_or(if gemma3 { 6 } else { 2 })
         }),
-        rope_local_theta: gemma.then(|| {
+        rope_local_theta: gemma3.then(|| {
             meta.f64(&format!("{a}.rope.freq_base_swa"))
                 .unwrap_or(10000.0) as f32
         }),
-        query_pre_attn_scalar: (gemma && num_layers == 62)
+        query_pre_attn_scalar: (gemma && num_layers == if gemma3 { 62 } else { 46 })
             .then(|| (hidden_size / num_heads.max(1)) as f32),
+        attn_softcap: cap("attn_logit_softcapping"),
+        final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
         activation: if gemma {
             Activation::GeluTanh

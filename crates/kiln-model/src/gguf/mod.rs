@@ -77,9 +77,9 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
     // Gemma's turns end with `<end_of_turn>`, which its files do not name as EOS, and its
     // files made by llama.cpp's converter carry no chat template.
     let mut template = meta.str("tokenizer.chat_template");
-    if cfg.architecture == Architecture::Gemma3 {
+    if cfg.architecture.is_gemma() {
         cfg.merge_eos(tokenizer.token_to_id("<end_of_turn>"));
-        template = template.or(Some(crate::GEMMA3_CHAT_TEMPLATE));
+        template = template.or(Some(crate::GEMMA_CHAT_TEMPLATE));
     }
     let chat_template = match template {
         Some(src) => {

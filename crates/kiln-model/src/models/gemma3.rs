@@ -1,29 +1,15 @@
-//! Gemma 3: Qwen3's attention (per-head q/k RMSNorm, no biases), with RMSNorms on the
-//! attention's and the MLP's outputs before each joins the residual stream. What else sets it
-//! apart is in [`ModelConfig`]: a GELU (tanh) gated MLP, embeddings scaled by sqrt(hidden
-//! size), tied output, and sliding-window layers interleaved with global ones, each kind with
-//! its own RoPE base. Hugging Face stores its norm gains minus one; GGUF files store the gains.
+//! Gemma 3: Gemma 2's layer ([`super::gemma2`]) with Qwen3's attention (per-head q/k RMSNorm
+//! before the rotary step) and no soft caps. What else sets it apart is in [`ModelConfig`]:
+//! five sliding-window layers to a global one, each kind with its own RoPE base.
 
-use super::Buf::Proj;
-use super::Op::AddNormed;
-use super::llama::{attention, mlp};
+use super::gemma2::normed_sublayers;
 use super::{Layer, Names};
 use crate::ModelConfig;
 
 /// Layer `i`: each sub-layer's output normalized on its way into the residual stream.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Proj).to_vec();
-    ops.push(AddNormed {
-        src: Proj,
-        norm: n.norm("post_attention_layernorm"),
-    });
-    ops.extend(mlp(&n, "pre_feedforward_layernorm", n.gate_up(), Proj));
-    ops.push(AddNormed {
-        src: Proj,
-        norm: n.norm("post_feedforward_layernorm"),
-    });
-    Layer { ops }
+    normed_sublayers(&n, Some(n.qk_norm()))
 }
 
 /// Gemma's turn format, for files without a template: `<start_of_turn>user` / `model` turns

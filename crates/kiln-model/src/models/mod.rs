@@ -4,8 +4,10 @@
 //! and the CPU reference all read a model through [`ModelTensors`], so none of them spells a
 //! tensor name or an order of operations, and an architecture is written down once.
 //!
-//! Gemma 3's chat template, for files that carry none, is here too ([`GEMMA3_CHAT_TEMPLATE`]).
+//! Gemma's chat template (2 and 3), for files that carry none, is here too
+//! ([`GEMMA_CHAT_TEMPLATE`]).
 
+mod gemma2;
 mod gemma3;
 mod layer;
 mod llama;
@@ -15,7 +17,7 @@ mod qwen3;
 
 use crate::{Architecture, ModelConfig};
 
-pub use gemma3::CHAT_TEMPLATE as GEMMA3_CHAT_TEMPLATE;
+pub use gemma3::CHAT_TEMPLATE as GEMMA_CHAT_TEMPLATE;
 pub use layer::{Buf, Layer, Op};
 
 /// A tensor the forward pass reads: its name and shape as Hugging Face writes them.
@@ -128,6 +130,7 @@ impl ModelTensors {
             Architecture::Llama => llama::layer,
             Architecture::Qwen2 => qwen2::layer,
             Architecture::Qwen3 => qwen3::layer,
+            Architecture::Gemma2 => gemma2::layer,
             Architecture::Gemma3 => gemma3::layer,
             Architecture::Phi3 => phi3::layer,
         };
@@ -221,6 +224,14 @@ mod tests {
         assert_eq!(names[7], "model.layers.1.post_attention_layernorm.weight");
         assert_eq!(names[8], "model.layers.1.pre_feedforward_layernorm.weight");
         assert!(l.ops.iter().any(|op| op.uses(Buf::Proj)));
+
+        let (l, ops, _) = layer(TinyConfig::gemma2());
+        assert_eq!(
+            ops,
+            "norm 3 -> Qkv, rotary, attention, Attn -> Proj, +norm Proj, \
+             norm 2 -> GateUp, glu, Act -> Proj, +norm Proj"
+        );
+        assert_eq!(l.tensors().len(), 11);
 
         let (l, ops, _) = layer(TinyConfig::phi3());
         assert!(ops.starts_with("norm 1 -> Qkv, rotary, attention"));

@@ -276,8 +276,21 @@ pub fn model_gguf(
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }
-    if let Some(n) = cfg.sliding_window_pattern {
+    // As llama.cpp's converter, which writes no pattern for Gemma 2 (always every second
+    // layer).
+    if let Some(n) = cfg
+        .sliding_window_pattern
+        .filter(|_| cfg.architecture != Architecture::Gemma2)
+    {
         b.meta(&format!("{a}.attention.sliding_window_pattern"), u(n));
+    }
+    for (key, cap) in [
+        ("attn_logit_softcapping", cfg.attn_softcap),
+        ("final_logit_softcapping", cfg.final_softcap),
+    ] {
+        if let Some(c) = cap {
+            b.meta(&format!("{a}.{key}"), MetaValue::F32(c));
+        }
     }
     if let Some(t) = cfg.rope_local_theta {
         b.meta(&format!("{a}.rope.freq_base_swa"), MetaValue::F32(t));

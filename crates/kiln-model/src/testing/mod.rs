@@ -7,6 +7,7 @@ mod lora;
 mod quant;
 mod random_model;
 pub mod tiny_tokenizer;
+mod transformers_cases;
 
 use std::path::Path;
 
@@ -18,6 +19,9 @@ pub use self::gguf_writer::{GgufBuilder, GgufTokenizer, model_gguf};
 pub use self::lora::{LLAMA_PROJECTIONS, TinyLora};
 pub use self::quant::quantize;
 pub use self::random_model::{write_random_gguf, write_random_llama};
+pub use self::transformers_cases::{
+    TRANSFORMERS_SEED, transformers_cases, write_transformers_case,
+};
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
 pub use crate::validate::expected_tensors;
@@ -57,10 +61,13 @@ pub struct TinyConfig {
     pub sliding_window: Option<usize>,
     /// Qwen: the first layer the window applies to (`max_window_layers`).
     pub first_sliding_layer: usize,
-    /// Gemma 3: every `n`th layer global (with `sliding_window` set).
+    /// Gemma 2 and 3: every `n`th layer global (with `sliding_window` set).
     pub sliding_window_pattern: Option<usize>,
     /// Phi-3's LongRoPE, written to config.json and as GGUF's factor tensors.
     pub long_rope: Option<LongRope>,
+    /// Gemma 2's soft caps on attention scores and on the logits.
+    pub attn_softcap: Option<f32>,
+    pub final_softcap: Option<f32>,
     /// Safetensors element type: F32, F16 or BF16.
     pub dtype: DType,
     /// Sampling settings, written to generation_config.json and GGUF's `general.sampling.*`.
@@ -93,6 +100,8 @@ impl Default for TinyConfig {
             first_sliding_layer: 0,
             sliding_window_pattern: None,
             long_rope: None,
+            attn_softcap: None,
+            final_softcap: None,
             dtype: DType::F32,
             generation: GenerationDefaults::default(),
             chat_template: None,
@@ -136,6 +145,20 @@ impl TinyConfig {
         }
     }
 
+    /// Gemma 2: Gemma 3's shape without q/k norms, every second layer global (a window of 12,
+    /// one RoPE base), and soft caps low enough that these small weights' scores (up to about
+    /// 1.5) and logits (about 3) are well inside tanh's bend: 1 and 2. Its Hugging Face
+    /// folder, as Gemma 3's, scales queries by 1/sqrt(24) and stores norm gains minus one.
+    pub fn gemma2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Gemma2,
+            attn_softcap: Some(1.0),
+            final_softcap: Some(2.0),
+            rope_theta: 10000.0,
+            ..Self::gemma3()
+        }
+    }
+
     /// Phi-3: fused q/k/v and gate/up tensors, and LongRoPE with an original context of 64
     /// (the model's is 512, so the long factors apply; the 50 positions of the tests cross
     /// the original context's fastest and slowest frequencies alike).
@@ -155,7 +178,8 @@ impl TinyConfig {
 
     /// The `ModelConfig` a loader should produce for this model.
     pub fn model_config(&self) -> ModelConfig {
-        let gemma = self.architecture == Architecture::Gemma3;
+        let gemma = self.architecture.is_gemma();
+        let gemma3 = self.architecture == Architecture::Gemma3;
         ModelConfig {
             architecture: self.architecture,
             hidden_size: self.hidden_size,
@@ -176,8 +200,10 @@ impl TinyConfig {
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
             sliding_window_pattern: self.sliding_window_pattern,
-            rope_local_theta: gemma.then_some(10000.0),
+            rope_local_theta: gemma3.then_some(10000.0),
             query_pre_attn_scalar: None,
+            attn_softcap: self.attn_softcap,
+            final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
             activation: if gemma {
                 Activation::GeluTanh
@@ -288,15 +314,20 @@ pub fn write_tiny_llama_sharded(
 fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mc = cfg.model_config();
+    // A Llama with a window is written as Mistral, whose folders carry one.
+    let mistral = mc.architecture == Architecture::Llama && mc.sliding_window.is_some();
     let config = json!({
         "architectures": [match mc.architecture {
+            Architecture::Llama if mistral => "MistralForCausalLM",
             Architecture::Llama => "LlamaForCausalLM",
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
+            Architecture::Gemma2 => "Gemma2ForCausalLM",
             Architecture::Gemma3 => "Gemma3ForCausalLM",
             Architecture::Phi3 => "Phi3ForCausalLM",
         }],
         "model_type": match mc.architecture {
+            Architecture::Llama if mistral => "mistral",
             Architecture::Gemma3 => "gemma3_text",
             a => a.gguf_name(),
         },
@@ -318,12 +349,33 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
     if let Some(f) = mc.rope_linear_factor {
         config["rope_scaling"] = json!({"rope_type": "linear", "factor": f});
     }
-    if mc.architecture == Architecture::Gemma3 {
-        let extra = json!({
+    if mc.architecture.is_gemma() {
+        let mut extra = json!({
             "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
             "sliding_window_pattern": mc.sliding_window_pattern,
             "rope_local_base_freq": mc.rope_local_theta,
+            "attn_logit_softcapping": mc.attn_softcap,
+            "final_logit_softcapping": mc.final_softcap,
         });
+        if mc.architecture == Architecture::Gemma2 {
+            // Gemma 2's folders name each layer's kind (newer transformers writes the list;
+            // older folders have none and alternate).
+            let kinds: Vec<&str> = (0..mc.num_layers)
+                .map(|i| match mc.layer_window(i) {
+                    Some(_) => "sliding_attention",
+                    None => "full_attention",
+                })
+                .collect();
+            extra["layer_types"] = json!(kinds);
+            extra
+                .as_object_mut()
+                .unwrap()
+                .remove("sliding_window_pattern");
+            extra
+                .as_object_mut()
+                .unwrap()
+                .remove("rope_local_base_freq");
+        }
         config
             .as_object_mut()
             .unwrap()
@@ -336,11 +388,19 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
         config["max_window_layers"] = json!(mc.first_sliding_layer);
     }
     if let Some(r) = &mc.long_rope {
+        let mut scaling = json!({
+            "type": "longrope", "short_factor": r.short_factor, "long_factor": r.long_factor,
+        });
+        let default = LongRope::default_attention_factor(
+            mc.max_position_embeddings,
+            r.original_max_position_embeddings,
+        );
+        if r.attention_factor != default {
+            scaling["attention_factor"] = json!(r.attention_factor);
+        }
         let extra = json!({
             "original_max_position_embeddings": r.original_max_position_embeddings,
-            "rope_scaling": {
-                "type": "longrope", "short_factor": r.short_factor, "long_factor": r.long_factor,
-            },
+            "rope_scaling": scaling,
         });
         config
             .as_object_mut()

@@ -1,0 +1,138 @@
+//! kiln's CPU reference forward pass against Hugging Face transformers, on the tiny random
+//! folders of `kiln_model::testing::transformers_cases` (every architecture kiln runs, and each
+//! RoPE scaling, window rule, bias and norm that changes its forward pass). The logits come
+//! from `tests/reference/tiny-transformers.json`, made by `scripts/transformers_reference.py`
+//! (transformers in float32, eager attention). The GPU runner is checked against this same
+//! reference on the same shapes (kiln-engine's `tiny_model` tests), so this closes the loop
+//! from the GPU to the implementation the real models were trained with. Needs no GPU.
+
+use std::path::Path;
+
+use kiln_gpu::reference::CpuModel;
+use kiln_model::Model;
+use kiln_model::testing::{transformers_cases, write_transformers_case};
+use serde_json::Value;
+
+fn fixture() -> Value {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/reference/tiny-transformers.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// Tolerance: the weights are f16 on both sides (so identical), transformers accumulates in
+/// f32 and the reference in f64, and the file keeps 6 significant digits: the measured
+/// differences are 5e-6 (2.3e-5 for Gemma 3, whose logits reach 3.5), so
+/// `1e-4 + 1e-4 * |logit|` leaves 5-20x headroom, while a changed RoPE frequency, window edge
+/// or norm gain moves logits by 1e-2 and more (the test checks that one changed early token
+/// moves them far more than the tolerance, except where every layer's window has left it
+/// behind, as with Mistral's, where it must not move them at all).
+#[test]
+fn cpu_reference_matches_transformers() {
+    let fx = fixture();
+    let positions: Vec<usize> = fx["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap() as usize)
+        .collect();
+    let cases = transformers_cases();
+    assert_eq!(
+        cases.len(),
+        fx["cases"].as_object().unwrap().len(),
+        "the fixture's cases and transformers_cases() differ: rerun scripts/transformers_reference.py"
+    );
+    for (name, cfg) in cases {
+        let case = &fx["cases"][name];
+        assert!(
+            case.is_object(),
+            "{name}: not in the fixture: rerun scripts/transformers_reference.py"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        write_transformers_case(dir.path(), &cfg).unwrap();
+        let bytes = std::fs::read(dir.path().join("model.safetensors")).unwrap();
+        assert_eq!(
+            u64::from(crc32fast::hash(&bytes)),
+            case["crc32"].as_u64().unwrap(),
+            "{name}: the tiny model's weights are not those transformers ran: rerun \
+             scripts/transformers_reference.py"
+        );
+        let model = Model::load(dir.path()).unwrap();
+        let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
+        let tokens: Vec<u32> = case["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap() as u32)
+            .collect();
+        let got = cpu.forward(&tokens);
+        let mut worst = 0f32;
+        for (row, &p) in case["logits"].as_array().unwrap().iter().zip(&positions) {
+            let want = floats(row);
+            assert_eq!(want.len(), got[p].len(), "{name}: vocabulary");
+            for (i, (g, w)) in got[p].iter().zip(&want).enumerate() {
+                let d = (g - w).abs();
+                worst = worst.max(d);
+                assert!(
+                    d <= 1e-4 + 1e-4 * w.abs(),
+                    "{name}: position {p}, logit {i}: kiln {g}, transformers {w}"
+                );
+            }
+        }
+        // Each soft cap must matter: without it the logits are far outside the tolerance.
+        for drop in 0..2 {
+            let mut uncapped = model.config.clone();
+            let cap = match drop {
+                0 => uncapped.attn_softcap.take(),
+                _ => uncapped.final_softcap.take(),
+            };
+            if cap.is_none() {
+                continue;
+            }
+            let cpu = CpuModel::load(&uncapped, &model.weights).unwrap();
+            let p = *positions.last().unwrap();
+            let off = (cpu.forward(&tokens)[p].iter())
+                .zip(&got[p])
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                off > 1e-2,
+                "{name}: soft cap {drop} moves the logits by only {off}"
+            );
+            eprintln!("{name}: without soft cap {cap:?} the last logits move by {off:e}");
+        }
+        // The tolerance must be far below what one changed context token does.
+        let mut other = tokens.clone();
+        other[1] = (other[1] + 1) % model.config.vocab_size as u32;
+        let alt = cpu.forward(&other);
+        let p = *positions.last().unwrap();
+        let moved = alt[p]
+            .iter()
+            .zip(&got[p])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!(
+            "{name}: worst |kiln - transformers| {worst:e} over {} positions; token 1 changed moves the last position by {moved:e}",
+            positions.len()
+        );
+        if model.config.every_layer_window().is_some_and(|w| w < p) {
+            assert_eq!(
+                moved, 0.0,
+                "{name}: a token behind every layer's window moved the logits"
+            );
+        } else {
+            assert!(
+                moved > 1e-2,
+                "{name}: one changed token moves the last logits by only {moved}"
+            );
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The tiny random Hugging Face folders whose logits Hugging Face transformers computed for
+//! `tests/reference/tiny-transformers.json` (`scripts/transformers_reference.py`): one per
+//! architecture and per feature that changes the forward pass (RoPE scalings, windows, biases,
+//! norms), so kiln's CPU reference is checked against the implementation the models were
+//! trained with, not only the GPU against kiln's own reading of it.
+
+use std::path::Path;
+
+use super::{TinyConfig, write_tiny_llama};
+use crate::{DType, LongRope, ModelConfig, ModelError, RopeScaling};
+
+/// The seed every case's weights are drawn with.
+pub const TRANSFORMERS_SEED: u64 = 7;
+
+/// Each case's name and shape. Weights are f16 (what kiln's reference rounds them to), so
+/// transformers reads the same values kiln does.
+pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
+    let f16 = |c: TinyConfig| TinyConfig {
+        dtype: DType::F16,
+        ..c
+    };
+    vec![
+        ("llama", TinyConfig::default()),
+        (
+            "llama3-rope-tied",
+            TinyConfig {
+                tie_word_embeddings: true,
+                rope_theta: 500000.0,
+                rope_scaling: Some(RopeScaling {
+                    factor: 32.0,
+                    low_freq_factor: 1.0,
+                    high_freq_factor: 4.0,
+                    original_max_position_embeddings: 64,
+                }),
+                ..TinyConfig::default()
+            },
+        ),
+        (
+            "mistral-window",
+            TinyConfig {
+                sliding_window: Some(30),
+                ..TinyConfig::default()
+            },
+        ),
+        ("qwen2", TinyConfig::qwen2()),
+        (
+            "qwen2-window",
+            TinyConfig {
+                sliding_window: Some(20),
+                first_sliding_layer: 1,
+                ..TinyConfig::qwen2()
+            },
+        ),
+        ("qwen3", TinyConfig::qwen3()),
+        ("gemma2", TinyConfig::gemma2()),
+        ("gemma3", TinyConfig::gemma3()),
+        (
+            "gemma3-linear-rope",
+            TinyConfig {
+                rope_linear_factor: Some(8.0),
+                ..TinyConfig::gemma3()
+            },
+        ),
+        ("phi3-longrope", TinyConfig::phi3()),
+        (
+            "phi3-longrope-scaled",
+            TinyConfig {
+                long_rope: Some(LongRope {
+                    attention_factor: 1.25,
+                    ..TinyConfig::phi3().long_rope.unwrap()
+                }),
+                ..TinyConfig::phi3()
+            },
+        ),
+    ]
+    .into_iter()
+    .map(|(name, c)| (name, f16(c)))
+    .collect()
+}
+
+/// Writes case `cfg` as a Hugging Face folder in `dir`.
+pub fn write_transformers_case(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
+    write_tiny_llama(dir, cfg, TRANSFORMERS_SEED)
+}

@@ -1,0 +1,84 @@
+"""Logits of kiln's tiny random Hugging Face folders from Hugging Face transformers itself.
+
+Writes tests/reference/tiny-transformers.json, which the `transformers` test of kiln-gpu
+(crates/kiln-gpu/tests/transformers.rs) compares kiln's CPU reference forward pass with. The
+folders are kiln_model::testing::transformers_cases(): one per architecture kiln runs and per
+feature that changes the forward pass (Llama 3 RoPE scaling with tied embeddings, Mistral's
+window, Qwen2's biases and its window from max_window_layers on, Qwen3's q/k norms, Gemma 3
+with and without linear RoPE scaling, Phi-3's LongRoPE with its default and a given attention
+factor). Each runs one sequence of 72 token ids (past LongRoPE's original context of 64, so
+transformers uses the long factors, as kiln does for these models) in float32 with eager
+attention; the file keeps the logits at a few positions, the token ids, the CRC-32 of each
+folder's model.safetensors (so a change to kiln's random-model writer shows as that, not as
+a numerical difference) and the versions used.
+
+    cargo run -p kiln-model --example transformers_cases -- /tmp/tfcases
+    python3 -m venv ~/.cache/kiln/hf-venv
+    ~/.cache/kiln/hf-venv/bin/pip install torch transformers safetensors numpy
+    ~/.cache/kiln/hf-venv/bin/python scripts/transformers_reference.py /tmp/tfcases \\
+        tests/reference/tiny-transformers.json
+"""
+
+import argparse
+import json
+import os
+import zlib
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM
+
+TOKENS = 72
+POSITIONS = [0, 12, 31, 63, 64, 71]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", help="the folder the transformers_cases example wrote")
+    ap.add_argument("out", help="the JSON file to write")
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    cases = {}
+    for name in sorted(os.listdir(args.cases)):
+        folder = os.path.join(args.cases, name)
+        with open(os.path.join(folder, "config.json")) as f:
+            vocab = json.load(f)["vocab_size"]
+        ids = [(i * 97 + 13) % vocab for i in range(TOKENS)]
+        model, info = AutoModelForCausalLM.from_pretrained(
+            folder,
+            dtype=torch.float32,
+            attn_implementation="eager",
+            pad_token_id=0,
+            output_loading_info=True,
+        )
+        # Every weight from the folder, none left at its random initialization.
+        assert not info["missing_keys"] and not info["unexpected_keys"], (name, info)
+        model.eval()
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0]
+        with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+            crc = zlib.crc32(f.read())
+        cases[name] = {
+            "class": type(model).__name__,
+            "crc32": crc,
+            "tokens": ids,
+            "logits": [[float(f"{x:.6g}") for x in logits[p].tolist()] for p in POSITIONS],
+        }
+        print(f"{name}: {type(model).__name__}, max |logit| {logits.abs().max().item():.3f}")
+
+    out = {
+        "made_by": "scripts/transformers_reference.py",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "seed": 7,
+        "positions": POSITIONS,
+        "cases": cases,
+    }
+    with open(args.out, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
