@@ -247,12 +247,24 @@ impl ModelRunner {
             let table = ops::rope_table(inv_freq, rc.max_model_len, c.rope_attention_factor());
             ctx.storage_init(label, bytemuck::cast_slice(&table))
         };
-        let rope = rope_table("rope", &c.rope_inv_freq_f64());
-        // Gemma 3's sliding layers rotate with their own base (and without the global
-        // layers' linear scaling).
-        let rope_local = (0..c.num_layers)
-            .find(|&i| c.layer_window(i).is_some() && c.rope_local_theta.is_some())
-            .map(|i| rope_table("rope (sliding layers)", &c.layer_rope_inv_freq(i)));
+        // A table per distinct set of layer frequencies: Gemma 3's sliding layers rotate with
+        // their own base (and without the global layers' linear scaling), SmolLM3's layers
+        // without RoPE by nothing (all frequencies 0).
+        let mut tables: Vec<(Vec<f64>, wgpu::Buffer)> = Vec::new();
+        let mut table_of_layer = Vec::with_capacity(c.num_layers);
+        for i in 0..c.num_layers {
+            let freqs = c.layer_rope_inv_freq(i);
+            let k = match tables.iter().position(|(f, _)| *f == freqs) {
+                Some(k) => k,
+                None => {
+                    let label = format!("rope ({} kind of layer)", tables.len() + 1);
+                    tables.push((freqs.clone(), rope_table(&label, &freqs)));
+                    tables.len() - 1
+                }
+            };
+            table_of_layer.push(k);
+        }
+        let rope: Vec<&wgpu::Buffer> = table_of_layer.iter().map(|&k| &tables[k].1).collect();
         let step = &inputs.step;
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;
@@ -304,7 +316,7 @@ impl ModelRunner {
             inputs: &inputs,
             kv: &kv,
             bufs: &bufs,
-            rope: (&rope, rope_local.as_ref()),
+            rope: &rope,
             matrix: &matrix,
             weights,
             lora: lora_setup,

@@ -22,6 +22,8 @@ pub enum Architecture {
     Gemma3,
     /// Llama with q/k/v and gate/up fused into one tensor each, and LongRoPE (`models::phi3`).
     Phi3,
+    /// Llama whose every fourth layer applies no rotary embedding (NoPE; `models::smollm3`).
+    SmolLM3,
 }
 
 /// The activation of the MLP's gate.
@@ -42,7 +44,14 @@ impl Architecture {
             Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3",
             Architecture::Phi3 => "phi3",
+            Architecture::SmolLM3 => "smollm3",
         }
+    }
+
+    /// Whether llama.cpp's converter stores this architecture's q and k rows with each head's
+    /// rotary halves interleaved (Llama's, and SmolLM3's, whose converter is Llama's).
+    pub fn gguf_permutes_qk(self) -> bool {
+        matches!(self, Architecture::Llama | Architecture::SmolLM3)
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm
@@ -136,6 +145,8 @@ pub struct ModelConfig {
     /// Gemma: attention scores are scaled by `1/sqrt(query_pre_attn_scalar)` instead of
     /// `1/sqrt(head_dim)`.
     pub query_pre_attn_scalar: Option<f32>,
+    /// SmolLM3: the layers that apply no rotary embedding (NoPE), ascending.
+    pub no_rope_layers: Vec<usize>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).
     pub attn_softcap: Option<f32>,
     /// Gemma 2: the output logits become `cap * tanh(logit / cap)`.
@@ -248,6 +259,15 @@ impl ModelConfig {
             (Some(w), None) => f.push(format!("sliding window of {w} positions on every layer")),
             _ => {}
         }
+        if !self.no_rope_layers.is_empty() {
+            f.push(format!(
+                "no rotary embedding on layers {}",
+                (self.no_rope_layers.iter())
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if let Some(c) = self.attn_softcap {
             f.push(format!("attention scores soft-capped at {c}"));
         }
@@ -293,8 +313,12 @@ impl ModelConfig {
         self.rope_inv_freq_for(self.rope_theta, self.rope_linear_factor)
     }
 
-    /// The frequencies of layer `i` (its own base, unscaled, on Gemma 3's sliding layers).
+    /// The frequencies of layer `i` (its own base, unscaled, on Gemma 3's sliding layers; all
+    /// 0 on SmolLM3's layers without RoPE, which so rotate by nothing).
     pub fn layer_rope_inv_freq(&self, i: usize) -> Vec<f64> {
+        if self.no_rope_layers.contains(&i) {
+            return vec![0.0; self.head_dim / 2];
+        }
         match (self.layer_window(i), self.rope_local_theta) {
             (Some(_), Some(local)) => self.rope_inv_freq_for(local, None),
             _ => self.rope_inv_freq_f64(),
@@ -358,6 +382,12 @@ impl ModelConfig {
             return bad(format!(
                 "head_dim {} must be even and non-zero",
                 self.head_dim
+            ));
+        }
+        if let Some(&i) = self.no_rope_layers.iter().find(|&&i| i >= self.num_layers) {
+            return bad(format!(
+                "layer {i} is named as without RoPE, but the model has {} layers",
+                self.num_layers
             ));
         }
         for (what, cap) in [

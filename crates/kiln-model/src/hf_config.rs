@@ -21,6 +21,7 @@ impl ModelConfig {
             "gemma2" => Architecture::Gemma2,
             "gemma3_text" => Architecture::Gemma3,
             "phi3" => Architecture::Phi3,
+            "smollm3" => Architecture::SmolLM3,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -52,7 +53,7 @@ impl ModelConfig {
         let sliding = opt_usize("sliding_window");
         let gemma = architecture.is_gemma();
         let uses_sliding = match architecture {
-            Architecture::Qwen2 | Architecture::Qwen3 => v
+            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3 => v
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
@@ -67,7 +68,10 @@ impl ModelConfig {
         let num_layers = req("num_hidden_layers")?;
         let (sliding_window, first_sliding_layer) = match (uses_sliding, sliding) {
             (true, Some(w)) if w < max_position_embeddings => {
-                if matches!(architecture, Architecture::Qwen2 | Architecture::Qwen3) {
+                if matches!(
+                    architecture,
+                    Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3
+                ) {
                     let first = qwen_first_sliding_layer(&v, num_layers, file)?;
                     if first < num_layers {
                         (Some(w), first)
@@ -137,7 +141,8 @@ impl ModelConfig {
                 | Architecture::Qwen3
                 | Architecture::Gemma2
                 | Architecture::Gemma3
-                | Architecture::Phi3 => v
+                | Architecture::Phi3
+                | Architecture::SmolLM3 => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -154,6 +159,10 @@ impl ModelConfig {
             query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
                 .filter(|_| gemma)
                 .map(|s| s as f32),
+            no_rope_layers: match architecture {
+                Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
+                _ => Vec::new(),
+            },
             attn_softcap,
             final_softcap,
             norm_gain_offset: if gemma { 1.0 } else { 0.0 },
@@ -266,6 +275,29 @@ fn qwen_first_sliding_layer(v: &Value, layers: usize, file: &str) -> Result<usiz
         }
     }
     Ok(first)
+}
+
+/// SmolLM3's layers without RoPE: where `no_rope_layers` (one flag a layer, 1 for RoPE) has
+/// 0, or every `no_rope_layer_interval`th layer (4 unless given) when it has no list.
+fn no_rope_layers(v: &Value, layers: usize, file: &str) -> Result<Vec<usize>, ModelError> {
+    let Some(flags) = v.get("no_rope_layers").filter(|f| !f.is_null()) else {
+        let n = (v.get("no_rope_layer_interval").and_then(Value::as_u64)).map_or(4, |n| n as usize);
+        return Ok((1..=layers)
+            .filter(|i| i % n.max(1) == 0)
+            .map(|i| i - 1)
+            .collect());
+    };
+    let flags: Vec<u64> = (flags.as_array().into_iter().flatten())
+        .map(Value::as_u64)
+        .collect::<Option<_>>()
+        .filter(|f: &Vec<u64>| f.len() == layers && f.iter().all(|&x| x <= 1))
+        .ok_or_else(|| {
+            ModelError::config(
+                file,
+                format!("no_rope_layers must be {layers} flags of 0 or 1"),
+            )
+        })?;
+    Ok((0..layers).filter(|&i| flags[i] == 0).collect())
 }
 
 /// Gemma's interleaving: `sliding_window_pattern` (every `n`th layer global), or a

@@ -311,3 +311,36 @@ fn tensor_shorter_than_its_type_and_shape_is_refused_by_name() {
         .is_ok()
     );
 }
+
+/// SmolLM3's layers without RoPE: from its `no_rope_layers` flags (1 where a layer rotates),
+/// or every `no_rope_layer_interval`th layer (4 unless given); a list of the wrong length or
+/// with other values is refused by name.
+#[test]
+fn smollm3_layers_without_rope() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 8,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "rope_theta": 5000000.0, "tie_word_embeddings": true,
+        "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0], "no_rope_layer_interval": 4,
+        "use_sliding_window": false, "sliding_window": null,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.no_rope_layers, [3, 7]);
+    assert_eq!(c.layer_rope_inv_freq(3), vec![0.0; 8]);
+    assert!(c.layer_rope_inv_freq(2)[0] == 1.0);
+    assert!(
+        c.features()
+            .join("; ")
+            .contains("no rotary embedding on layers 3, 7")
+    );
+    cfg["no_rope_layers"] = serde_json::json!([0, 1, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(parse(&cfg).unwrap().no_rope_layers, [0]);
+    cfg["no_rope_layers"] = serde_json::Value::Null;
+    cfg["no_rope_layer_interval"] = serde_json::json!(3);
+    assert_eq!(parse(&cfg).unwrap().no_rope_layers, [2, 5]);
+    cfg["no_rope_layers"] = serde_json::json!([1, 1, 0]);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("no_rope_layers"), "{e}");
+}

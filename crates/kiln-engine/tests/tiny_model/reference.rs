@@ -276,6 +276,56 @@ fn logits_match_cpu_reference_gemma2() {
     check_model_against_reference("gemma2 gguf", &model);
 }
 
+/// SmolLM3: Llama's layer, the fourth of four layers without RoPE (its rotary table all
+/// zeros, so the fused rotary step writes q and k unrotated), as a Hugging Face folder (its
+/// `no_rope_layers` flags) and as GGUF (q and k permuted as Llama's; no key: every fourth
+/// layer, as llama.cpp reads it).
+#[test]
+fn logits_match_cpu_reference_smollm3() {
+    let cfg = TinyConfig::smollm3();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.architecture, kiln_model::Architecture::SmolLM3);
+    assert_eq!(model.config.no_rope_layers, [3]);
+    check_model_against_reference("smollm3", &model);
+    // Leaving the rotation out of one layer in four moves these logits by a few hundredths,
+    // inside the f16 cache's tolerance above: with the f32 cache, both families' logits must
+    // be far nearer the reference than the same model rotating on every layer.
+    let ctx = gpu();
+    let all = tokens(1, 45, model.config.vocab_size);
+    let exact = CpuModel::load(&model.config, &model.weights).unwrap();
+    let roped = kiln_model::ModelConfig {
+        no_rope_layers: Vec::new(),
+        ..model.config.clone()
+    };
+    let roped = CpuModel::load(&roped, &model.weights).unwrap();
+    let (want, other) = (&exact.forward(&all)[44], &roped.forward(&all)[44]);
+    let dist = |a: &[f32], b: &[f32]| {
+        (a.iter().zip(b))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    for family in FAMILIES {
+        let mut engine = engine(&ctx, &model, on(config(16, false), family, KvDtype::F32));
+        let got = pollster::block_on(engine.runner().logits(&chunk(&all, 0, &[5, 2, 7])))
+            .unwrap()
+            .remove(0);
+        let (near, far) = (dist(&got, want), dist(&got, other));
+        eprintln!(
+            "smollm3 kernels {family}: {near:e} from the reference, {far:e} from it with RoPE on every layer"
+        );
+        assert!(
+            near * 20.0 < far,
+            "smollm3 kernels {family}: {near} from the reference, {far} from the rotated one"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.no_rope_layers, [3]);
+    check_model_against_reference("smollm3 gguf", &model);
+}
+
 /// Gemma 3 4B and larger: linear RoPE scaling (factor 8) on the global layers only, the
 /// sliding layers keeping their own base unscaled, as Hugging Face's `rope_scaling` of type
 /// `linear` and as GGUF's `rope.scaling.type` `linear`.

@@ -97,8 +97,8 @@ pub(crate) struct LayerContext<'a> {
     pub inputs: &'a StepInputs,
     pub kv: &'a KvCache,
     pub bufs: &'a Activations,
-    /// The rotary tables: the global one, and the sliding layers' own when their base differs.
-    pub rope: (&'a wgpu::Buffer, Option<&'a wgpu::Buffer>),
+    /// Each layer's rotary table (layers with the same frequencies share one).
+    pub rope: &'a [&'a wgpu::Buffer],
     pub matrix: &'a UploadMatrix<'a>,
     pub weights: &'a Weights,
     /// The LoRA adapters and the room for more.
@@ -217,10 +217,7 @@ impl Layer {
             max_positions: l.rc.max_model_len,
             positions: &inputs.positions,
             slot_mapping: &inputs.slot_mapping,
-            rope: match (window, l.rope.1) {
-                (Some(_), Some(local)) => local,
-                _ => l.rope.0,
-            },
+            rope: l.rope[i],
             k_cache: &kv.k[i],
             v_cache: &kv.v[i],
         };

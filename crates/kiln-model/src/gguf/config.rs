@@ -50,6 +50,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "gemma2" => Architecture::Gemma2,
         "gemma3" => Architecture::Gemma3,
         "phi3" => Architecture::Phi3,
+        "smollm3" => Architecture::SmolLM3,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -173,6 +174,12 @@ pub(crate) fn config_from_meta(
         }),
         query_pre_attn_scalar: (gemma && num_layers == if gemma3 { 62 } else { 46 })
             .then(|| (hidden_size / num_heads.max(1)) as f32),
+        // llama.cpp's converter writes no key for SmolLM3's layers without RoPE: its graph
+        // leaves out every fourth, as the released models do.
+        no_rope_layers: match architecture {
+            Architecture::SmolLM3 => (3..num_layers).step_by(4).collect(),
+            _ => Vec::new(),
+        },
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,

@@ -13,7 +13,7 @@ use self::reader::MetaValue;
 use crate::storage::Storage;
 use crate::tokenizer::{Tokenizer, gguf_bpe, gguf_spm};
 use crate::weights::{Entry, StoredType, Weights};
-use crate::{Architecture, ChatTemplate, ModelConfig, ModelError};
+use crate::{ChatTemplate, ModelConfig, ModelError};
 
 pub(crate) struct Loaded {
     pub config: ModelConfig,
@@ -45,9 +45,9 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
 
     let (arch, heads) = (cfg.architecture, (cfg.num_heads, cfg.num_kv_heads));
     let weights = index_tensors(&header, storage, file, |name| {
-        let permute_heads = match (arch, names::permuted_kind(name)) {
-            (Architecture::Llama, Some(true)) => Some(heads.0),
-            (Architecture::Llama, Some(false)) => Some(heads.1),
+        let permute_heads = match (arch.gguf_permutes_qk(), names::permuted_kind(name)) {
+            (true, Some(true)) => Some(heads.0),
+            (true, Some(false)) => Some(heads.1),
             _ => None,
         };
         (names::gguf_to_hf_name(name, arch), permute_heads)

@@ -11,7 +11,7 @@ use super::{Scale, Source};
 use crate::gguf::config::Meta;
 use crate::gguf::{index_tensors, names, reader};
 use crate::storage::Storage;
-use crate::{Architecture, ModelConfig, ModelError};
+use crate::{ModelConfig, ModelError};
 
 /// Reads the adapter file held in `storage` (`file` names it in errors) for a model of
 /// `config`.
@@ -68,9 +68,9 @@ pub(super) fn read(
     let heads = (config.num_heads, config.num_kv_heads);
     let weights = index_tensors(&header, storage, &file, |name| {
         let b_of = name.strip_suffix(".lora_b");
-        let permute_heads = match (arch, b_of.and_then(names::permuted_kind)) {
-            (Architecture::Llama, Some(true)) => Some(heads.0),
-            (Architecture::Llama, Some(false)) => Some(heads.1),
+        let permute_heads = match (arch.gguf_permutes_qk(), b_of.and_then(names::permuted_kind)) {
+            (true, Some(true)) => Some(heads.0),
+            (true, Some(false)) => Some(heads.1),
             _ => None,
         };
         (name.to_string(), permute_heads)

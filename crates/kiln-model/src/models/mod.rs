@@ -14,6 +14,7 @@ mod llama;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod smollm3;
 
 use crate::{Architecture, ModelConfig};
 
@@ -133,6 +134,7 @@ impl ModelTensors {
             Architecture::Gemma2 => gemma2::layer,
             Architecture::Gemma3 => gemma3::layer,
             Architecture::Phi3 => phi3::layer,
+            Architecture::SmolLM3 => smollm3::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -399,9 +399,9 @@ pub fn model_gguf(
     }
     for t in tensors {
         let gname = hf_to_gguf_name(&t.name, cfg.architecture);
-        let heads = match (cfg.architecture, &gname) {
-            (Architecture::Llama, n) if n.contains(".attn_q.") => Some(cfg.num_heads),
-            (Architecture::Llama, n) if n.contains(".attn_k.") => Some(cfg.num_kv_heads),
+        let heads = match (cfg.architecture.gguf_permutes_qk(), &gname) {
+            (true, n) if n.contains(".attn_q.") => Some(cfg.num_heads),
+            (true, n) if n.contains(".attn_k.") => Some(cfg.num_kv_heads),
             _ => None,
         };
         let data = match heads {

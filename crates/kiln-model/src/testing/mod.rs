@@ -159,6 +159,19 @@ impl TinyConfig {
         }
     }
 
+    /// SmolLM3: Llama's layer, four layers of which the fourth applies no RoPE, tied
+    /// embeddings; a RoPE base of 10 turns the rotations fast enough that leaving out the
+    /// fourth layer's moves the logits by far more than the tests' tolerances.
+    pub fn smollm3() -> Self {
+        TinyConfig {
+            architecture: Architecture::SmolLM3,
+            num_layers: 4,
+            rope_theta: 10.0,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
     /// Phi-3: fused q/k/v and gate/up tensors, and LongRoPE with an original context of 64
     /// (the model's is 512, so the long factors apply; the 50 positions of the tests cross
     /// the original context's fastest and slowest frequencies alike).
@@ -202,6 +215,10 @@ impl TinyConfig {
             sliding_window_pattern: self.sliding_window_pattern,
             rope_local_theta: gemma3.then_some(10000.0),
             query_pre_attn_scalar: None,
+            no_rope_layers: match self.architecture {
+                Architecture::SmolLM3 => (3..self.num_layers).step_by(4).collect(),
+                _ => Vec::new(),
+            },
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
@@ -325,6 +342,7 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             Architecture::Gemma2 => "Gemma2ForCausalLM",
             Architecture::Gemma3 => "Gemma3ForCausalLM",
             Architecture::Phi3 => "Phi3ForCausalLM",
+            Architecture::SmolLM3 => "SmolLM3ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -381,11 +399,21 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
     }
-    if matches!(mc.architecture, Architecture::Qwen2 | Architecture::Qwen3)
-        && mc.sliding_window.is_some()
+    if matches!(
+        mc.architecture,
+        Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3
+    ) && mc.sliding_window.is_some()
     {
         config["use_sliding_window"] = json!(true);
         config["max_window_layers"] = json!(mc.first_sliding_layer);
+    }
+    if mc.architecture == Architecture::SmolLM3 {
+        // One flag a layer, 1 where it applies RoPE, as SmolLM3's folders carry it.
+        let flags: Vec<u8> = (0..mc.num_layers)
+            .map(|i| u8::from(!mc.no_rope_layers.contains(&i)))
+            .collect();
+        config["no_rope_layers"] = json!(flags);
+        config["no_rope_layer_interval"] = json!(4);
     }
     if let Some(r) = &mc.long_rope {
         let mut scaling = json!({
