@@ -266,7 +266,13 @@ impl CpuModel {
             }
             Step::Rotary { qk_norm } => {
                 let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
-                let inv_freq = c.layer_rope_inv_freq(i);
+                // The first `rot` dimensions of each head turn (all but with a partial rotary
+                // embedding), on every layer but SmolLM3's without RoPE.
+                let rot = match c.no_rope_layers.contains(&i) {
+                    true => 0,
+                    false => c.rotary_dim(),
+                };
+                let inv_freq = &c.layer_rope_inv_freq(i)[..rot / 2];
                 let factor = c.rope_attention_factor();
                 for (pos, qkv) in rows.qkv.iter_mut().enumerate() {
                     let (q, k) = qkv[..(nh + nkv) * d].split_at_mut(nh * d);
@@ -278,7 +284,7 @@ impl CpuModel {
                     }
                     q.chunks_mut(d)
                         .chain(k.chunks_mut(d))
-                        .for_each(|hd| rope(hd, pos, &inv_freq, factor));
+                        .for_each(|hd| rope(&mut hd[..rot], pos, inv_freq, factor));
                 }
             }
             Step::Attention => rows.attn = self.attention(i, &rows.qkv),
@@ -326,7 +332,7 @@ impl CpuModel {
                     // K rounded in the order the cache holds it (the rotary pair layout),
                     // which decides q8_0's groups.
                     let k = &row[nh * d..(nh + nkv) * d];
-                    let paired = |r| crate::ops::paired_row(r, d);
+                    let paired = |r| crate::ops::paired_row(r, d, c.rotary_dim());
                     let stored: Vec<f32> = (0..k.len()).map(|r| k[paired(r)]).collect();
                     let mut held = dtype.round(&[&stored[..], &row[(nh + nkv) * d..]].concat());
                     let mut k_held = vec![0f32; k.len()];

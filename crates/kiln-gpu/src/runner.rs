@@ -243,22 +243,25 @@ impl ModelRunner {
                 max,
             });
         }
-        let rope_table = |label: &str, inv_freq: &[f64]| {
-            let table = ops::rope_table(inv_freq, rc.max_model_len, c.rope_attention_factor());
+        let rope_table = |label: &str, inv_freq: &[f64], rotated: usize| {
+            let factor = c.rope_attention_factor();
+            let table = ops::rope_table(inv_freq, rc.max_model_len, factor, rotated);
             ctx.storage_init(label, bytemuck::cast_slice(&table))
         };
         // A table per distinct set of layer frequencies: Gemma 3's sliding layers rotate with
         // their own base (and without the global layers' linear scaling), SmolLM3's layers
-        // without RoPE by nothing (all frequencies 0).
-        let mut tables: Vec<(Vec<f64>, wgpu::Buffer)> = Vec::new();
+        // without RoPE by nothing.
+        type Table = ((Vec<f64>, usize), wgpu::Buffer);
+        let mut tables: Vec<Table> = Vec::new();
         let mut table_of_layer = Vec::with_capacity(c.num_layers);
         for i in 0..c.num_layers {
-            let freqs = c.layer_rope_inv_freq(i);
-            let k = match tables.iter().position(|(f, _)| *f == freqs) {
+            let key = (c.layer_rope_inv_freq(i), c.layer_rotated_pairs(i));
+            let k = match tables.iter().position(|(f, _)| *f == key) {
                 Some(k) => k,
                 None => {
                     let label = format!("rope ({} kind of layer)", tables.len() + 1);
-                    tables.push((freqs.clone(), rope_table(&label, &freqs)));
+                    let table = rope_table(&label, &key.0, key.1);
+                    tables.push((key, table));
                     tables.len() - 1
                 }
             };

@@ -26,7 +26,11 @@ const ROWS: usize = 8 * D;
 
 /// The stack's output row `row` holds stacked row `source(row)`: q and k in pair layout.
 fn source(row: usize) -> usize {
-    if row < 6 * D { paired_row(row, D) } else { row }
+    if row < 6 * D {
+        paired_row(row, D, D)
+    } else {
+        row
+    }
 }
 
 fn adapter(r: &mut StdRng, name: &str, pairs: &[(&str, usize, usize)]) -> Arc<LoraAdapter> {

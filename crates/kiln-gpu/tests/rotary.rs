@@ -30,7 +30,7 @@ fn host(
     };
     m.reorder_rows(|r| {
         if r < rotated {
-            ops::paired_row(r, d)
+            ops::paired_row(r, d, d)
         } else {
             r
         }
@@ -48,7 +48,10 @@ fn rotary_epilogue_matches_the_cpu() {
     let inv_freq: Vec<f64> = (0..d / 2)
         .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
         .collect();
-    let table = buf_f32(&ctx, &ops::rope_table(&inv_freq, max_pos, 1.0));
+    let table = buf_f32(
+        &ctx,
+        &ops::rope_table(&inv_freq, max_pos, 1.0, inv_freq.len()),
+    );
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(&ctx, &gain);
     let mut checked = 0;
@@ -80,7 +83,7 @@ fn rotary_epilogue_matches_the_cpu() {
         let mut w_ck = vec![0f32; held.len()];
         for row in 0..rows_w {
             let src = if row < rotated {
-                ops::paired_row(row, d)
+                ops::paired_row(row, d, d)
             } else {
                 row
             };

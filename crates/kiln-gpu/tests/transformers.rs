@@ -34,7 +34,8 @@ fn floats(v: &Value) -> Vec<f32> {
 /// `1e-4 + 1e-4 * |logit|` leaves 5-20x headroom. The test checks that what it is there to
 /// catch moves the logits by ten times the tolerance and more: one changed early token
 /// (except where every layer's window has left it behind, as with Mistral's, where it must
-/// not move them at all), and each soft cap and the layers without RoPE left out.
+/// not move them at all), and each soft cap, the layers without RoPE and the partial rotary
+/// embedding left out.
 #[test]
 fn cpu_reference_matches_transformers() {
     let fx = fixture();
@@ -119,6 +120,18 @@ fn cpu_reference_matches_transformers() {
                     ..c.clone()
                 },
             ));
+        }
+        if c.partial_rotary_dim.is_some() {
+            // Every dimension turning (the LongRoPE divisors of the added pairs 1).
+            let mut full = ModelConfig {
+                partial_rotary_dim: None,
+                ..c.clone()
+            };
+            if let Some(r) = &mut full.long_rope {
+                r.short_factor.resize(c.head_dim / 2, 1.0);
+                r.long_factor.resize(c.head_dim / 2, 1.0);
+            }
+            without.push(("the partial rotary embedding", full));
         }
         for (what, other) in without {
             let cpu = CpuModel::load(&other, &model.weights).unwrap();

@@ -147,6 +147,9 @@ pub struct ModelConfig {
     pub query_pre_attn_scalar: Option<f32>,
     /// SmolLM3: the layers that apply no rotary embedding (NoPE), ascending.
     pub no_rope_layers: Vec<usize>,
+    /// Partial rotary embedding (Phi-4-mini's `partial_rotary_factor`): only the first this
+    /// many dimensions of each q and k head turn, the rest pass through (`None`: all of them).
+    pub partial_rotary_dim: Option<usize>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).
     pub attn_softcap: Option<f32>,
     /// Gemma 2: the output logits become `cap * tanh(logit / cap)`.
@@ -274,6 +277,12 @@ impl ModelConfig {
         if let Some(c) = self.final_softcap {
             f.push(format!("logits soft-capped at {c}"));
         }
+        if let Some(r) = self.partial_rotary_dim {
+            f.push(format!(
+                "rotary embedding on {r} of {} dimensions a head",
+                self.head_dim
+            ));
+        }
         if let Some(r) = &self.long_rope {
             f.push(format!(
                 "LongRoPE (original context {}, attention factor {})",
@@ -300,7 +309,22 @@ impl ModelConfig {
         f
     }
 
-    /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when configured.
+    /// The dimensions of a head that the rotary embedding turns (all but with a partial one).
+    pub fn rotary_dim(&self) -> usize {
+        self.partial_rotary_dim.unwrap_or(self.head_dim)
+    }
+
+    /// The rotation pairs of layer `i`'s heads that turn: `rotary_dim / 2`, none on SmolLM3's
+    /// layers without RoPE. The rest of a head's `head_dim / 2` pairs pass through.
+    pub fn layer_rotated_pairs(&self, i: usize) -> usize {
+        match self.no_rope_layers.contains(&i) {
+            true => 0,
+            false => self.rotary_dim() / 2,
+        }
+    }
+
+    /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when
+    /// configured; 0 for the pairs a partial rotary embedding passes through.
     pub fn rope_inv_freq(&self) -> Vec<f32> {
         self.rope_inv_freq_f64()
             .into_iter()
@@ -326,7 +350,7 @@ impl ModelConfig {
     }
 
     fn rope_inv_freq_for(&self, theta: f32, linear: Option<f32>) -> Vec<f64> {
-        let half = self.head_dim / 2;
+        let (half, rot) = (self.head_dim / 2, self.rotary_dim());
         let theta = theta as f64;
         let divisors = self.long_rope.as_ref().map(|r| {
             match self.max_position_embeddings > r.original_max_position_embeddings {
@@ -336,7 +360,10 @@ impl ModelConfig {
         });
         (0..half)
             .map(|i| {
-                let inv = 1.0 / theta.powf((2 * i) as f64 / self.head_dim as f64);
+                if 2 * i >= rot {
+                    return 0.0;
+                }
+                let inv = 1.0 / theta.powf((2 * i) as f64 / rot as f64);
                 let inv = match &self.rope_scaling {
                     None => inv,
                     Some(s) => llama3_scale(inv, s),
@@ -398,14 +425,23 @@ impl ModelConfig {
                 return bad(format!("{what} soft cap {c} must be a positive number"));
             }
         }
+        if let Some(r) = self.partial_rotary_dim {
+            if r == 0 || r % 2 != 0 || r > self.head_dim {
+                return bad(format!(
+                    "a partial rotary embedding of {r} dimensions (head_dim {}): it must be even, \
+                     non-zero and at most head_dim",
+                    self.head_dim
+                ));
+            }
+        }
         if let Some(r) = &self.long_rope {
-            let half = self.head_dim / 2;
+            let half = self.rotary_dim() / 2;
             if r.short_factor.len() != half || r.long_factor.len() != half {
                 return bad(format!(
-                    "LongRoPE factors of {} and {} values; head_dim {} needs {half}",
+                    "LongRoPE factors of {} and {} values; {} rotary dimensions need {half}",
                     r.short_factor.len(),
                     r.long_factor.len(),
-                    self.head_dim
+                    self.rotary_dim()
                 ));
             }
         }

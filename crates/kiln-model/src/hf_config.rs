@@ -84,12 +84,32 @@ impl ModelConfig {
             }
             _ => (None, 0),
         };
-        if let Some(f) = opt_f("partial_rotary_factor").filter(|&f| f != 1.0) {
-            return Err(ModelError::Unsupported {
-                file: file.into(),
-                reason: format!("partial rotary embedding (partial_rotary_factor {f})"),
-            });
-        }
+        // A partial rotary embedding: Phi-3's code turns the first `factor * head_dim`
+        // dimensions of a head (Phi-4-mini); the other families' turn all of them.
+        let head_dim = opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1));
+        let partial_rotary_dim = match opt_f("partial_rotary_factor").filter(|&f| f != 1.0) {
+            None => None,
+            Some(f) if architecture == Architecture::Phi3 => {
+                let dim = (f * head_dim as f64).round() as usize;
+                if (dim as f64 - f * head_dim as f64).abs() > 1e-6 {
+                    return Err(ModelError::config(
+                        file,
+                        format!(
+                            "partial_rotary_factor {f} of head_dim {head_dim} is not a whole number of dimensions"
+                        ),
+                    ));
+                }
+                Some(dim)
+            }
+            Some(f) => {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: format!(
+                        "partial rotary embedding (partial_rotary_factor {f}) on {model_type}"
+                    ),
+                });
+            }
+        };
         let long_rope = long_rope(&v, max_position_embeddings, file)?;
         // Gemma 2's soft caps; any other architecture's would be a forward pass kiln does
         // not know.
@@ -120,7 +140,7 @@ impl ModelConfig {
             num_layers,
             num_heads,
             num_kv_heads: opt_usize("num_key_value_heads").unwrap_or(num_heads),
-            head_dim: opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1)),
+            head_dim,
             vocab_size: req("vocab_size")?,
             max_position_embeddings,
             rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(1e-6) as f32,
@@ -159,6 +179,7 @@ impl ModelConfig {
             query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
                 .filter(|_| gemma)
                 .map(|s| s as f32),
+            partial_rotary_dim,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
                 _ => Vec::new(),

@@ -344,3 +344,32 @@ fn smollm3_layers_without_rope() {
     let e = parse(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("no_rope_layers"), "{e}");
 }
+
+/// A partial rotary embedding is Phi-3's (Phi-4-mini); on another family, or a factor that is
+/// not a whole even number of a head's dimensions, it is refused by name.
+#[test]
+fn partial_rotary_embeddings() {
+    let mut cfg = serde_json::json!({
+        "model_type": "phi3", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "partial_rotary_factor": 0.75,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!((c.rotary_dim(), c.layer_rotated_pairs(0)), (12, 6));
+    assert!(
+        c.features()
+            .join("; ")
+            .contains("rotary embedding on 12 of 16 dimensions")
+    );
+    cfg["partial_rotary_factor"] = serde_json::json!(0.7);
+    let e = parse(&cfg).expect_err("11.2 dimensions");
+    assert!(e.to_string().contains("partial_rotary_factor 0.7"), "{e}");
+    cfg["partial_rotary_factor"] = serde_json::json!(0.5);
+    cfg["model_type"] = serde_json::json!("llama");
+    let e = parse(&cfg).expect_err("not Phi-3's");
+    assert!(
+        e.to_string().contains("partial rotary embedding") && e.to_string().contains("llama"),
+        "{e}"
+    );
+}

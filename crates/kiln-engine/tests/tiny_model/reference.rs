@@ -378,6 +378,26 @@ fn logits_match_cpu_reference_phi3() {
     check_model_against_reference("phi3 gguf", &model);
 }
 
+/// Phi-4-mini's shape: Phi-3 with a partial rotary embedding (12 of each head's 16
+/// dimensions turn: the other 4 pass through, not scaled by LongRoPE's attention factor),
+/// as a Hugging Face folder (`partial_rotary_factor` 0.75) and as GGUF (`rope.dimension_count`
+/// 12). The GPU lays each head out as 6 turning pairs and 2 pairs whose table entries turn by
+/// nothing; the CPU reference turns the first 12 dimensions of the checkpoint's order.
+#[test]
+fn logits_match_cpu_reference_phi4_mini_partial_rotary() {
+    let cfg = TinyConfig::phi4_mini();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.partial_rotary_dim, Some(12));
+    assert_eq!(model.config.layer_rope_inv_freq(0)[6..], [0.0, 0.0]);
+    check_model_against_reference("phi4-mini", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.partial_rotary_dim, Some(12));
+    check_model_against_reference("phi4-mini gguf", &model);
+}
+
 /// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original
 /// context 64, so the 50 positions here cross the scaled band of frequencies), as a Hugging
 /// Face folder and as GGUF (`rope.scaling.*` metadata).

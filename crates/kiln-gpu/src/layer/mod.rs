@@ -71,6 +71,8 @@ pub(crate) enum RowOrder {
     Rotary {
         rows: usize,
         head_dim: usize,
+        /// The dimensions of a head that turn ([`ModelConfig::rotary_dim`]).
+        rotary_dim: usize,
     },
 }
 
@@ -78,7 +80,11 @@ impl RowOrder {
     /// The stacked row that row `r` holds.
     pub fn source(self, r: usize) -> usize {
         match self {
-            RowOrder::Rotary { rows, head_dim } if r < rows => ops::paired_row(r, head_dim),
+            RowOrder::Rotary {
+                rows,
+                head_dim,
+                rotary_dim,
+            } if r < rows => ops::paired_row(r, head_dim, rotary_dim),
             _ => r,
         }
     }
@@ -210,6 +216,7 @@ impl Layer {
         let qk_order = RowOrder::Rotary {
             rows: (nh + nkv) * d,
             head_dim: d,
+            rotary_dim: c.rotary_dim(),
         };
         let rotary = Rotary {
             heads: (nh, nkv, d),

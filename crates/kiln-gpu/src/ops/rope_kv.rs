@@ -18,27 +18,40 @@ struct Params {
 /// `i < inv_freq.len()`, `(cos, sin)` of `p * inv_freq[i]`, computed in f64 and rounded once
 /// to f32, so the angle is exact at every position of the context (f32 `pos * inv_freq`
 /// followed by WGSL `sin`/`cos`, which are only specified on [-pi, pi], is not).
-/// Both are multiplied by `scale` (LongRoPE's attention factor; 1 otherwise).
-pub fn rope_table(inv_freq: &[f64], max_positions: usize, scale: f64) -> Vec<f32> {
+/// The first `rotated` pairs' are multiplied by `scale` (LongRoPE's attention factor; 1
+/// otherwise); the others pass through (cos 1, sin 0: a partial rotary embedding's unturned
+/// dimensions, or a layer without RoPE).
+pub fn rope_table(inv_freq: &[f64], max_positions: usize, scale: f64, rotated: usize) -> Vec<f32> {
     let mut table = Vec::with_capacity(max_positions * inv_freq.len() * 2);
     for p in 0..max_positions {
-        for &f in inv_freq {
-            let (s, c) = (p as f64 * f).sin_cos();
+        for (i, &f) in inv_freq.iter().enumerate() {
+            let (s, c) = match i < rotated {
+                true => (p as f64 * f).sin_cos(),
+                false => (0.0, 1.0),
+            };
+            let scale = if i < rotated { scale } else { 1.0 };
             table.extend([(c * scale) as f32, (s * scale) as f32]);
         }
     }
     table
 }
 
-/// Row `r` of a head in the rotary pair layout holds row `paired_row(r, head_dim)` of the head
-/// in the checkpoint's order ("rotate_half": element `i` turns with `i + head_dim / 2`): the
-/// pairs become adjacent, `(i, i + D/2)` at `(2i, 2i + 1)`. kiln lays out the rows of every
-/// rotated head of q and k so at load (weights, biases and q/k norm gains alike), so a rotation
-/// pair is two neighbouring outputs of the QKV product and one packed f16 word of the cache.
-/// Attention is unaffected: q and k are permuted alike, and v is not permuted.
-pub fn paired_row(r: usize, head_dim: usize) -> usize {
-    let h = r / head_dim * head_dim;
-    h + (r % head_dim) / 2 + (r % 2) * (head_dim / 2)
+/// Row `r` of a head in the rotary pair layout holds row `paired_row(r, head_dim, rot)` of the
+/// head in the checkpoint's order ("rotate_half" over the first `rot` dimensions: element `i`
+/// turns with `i + rot / 2`): the pairs become adjacent, `(i, i + rot/2)` at `(2i, 2i + 1)`.
+/// The `head_dim - rot` dimensions a partial rotary embedding passes through follow, paired
+/// the same way among themselves (their table entries turn by nothing). kiln lays out the rows
+/// of every rotated head of q and k so at load (weights, biases and q/k norm gains alike), so
+/// a rotation pair is two neighbouring outputs of the QKV product and one packed f16 word of
+/// the cache. Attention is unaffected: q and k are permuted alike, and v is not permuted.
+pub fn paired_row(r: usize, head_dim: usize, rot: usize) -> usize {
+    let (h, e) = (r / head_dim * head_dim, r % head_dim);
+    let (start, width) = match e < rot {
+        true => (0, rot),
+        false => (rot, head_dim - rot),
+    };
+    let e = e - start;
+    h + start + e / 2 + (e % 2) * (width / 2)
 }
 
 /// What the rotary step reads and writes besides q, k and v: shared by [`rope_kv`] and the
@@ -111,4 +124,30 @@ pub fn rope_kv(
         ],
         Grid::Tokens { per: 1, y: 1 },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paired_row;
+
+    /// The pair layout is a permutation of each head that puts `(i, i + rot / 2)` at
+    /// `(2i, 2i + 1)` and pairs the passed-through dimensions after them alike.
+    #[test]
+    fn pair_layout_of_whole_and_partial_rotations() {
+        let layout = |d, rot| {
+            (0..2 * d)
+                .map(|r| paired_row(r, d, rot))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(layout(4, 4), [0, 2, 1, 3, 4, 6, 5, 7]);
+        // 6 of 10 turn: pairs (0, 3), (1, 4), (2, 5), then (6, 8), (7, 9).
+        assert_eq!(layout(10, 6)[..10], [0, 3, 1, 4, 2, 5, 6, 8, 7, 9]);
+        assert_eq!(
+            layout(10, 6)[10..],
+            [10, 13, 11, 14, 12, 15, 16, 18, 17, 19]
+        );
+        let mut seen = layout(128, 96);
+        seen.sort_unstable();
+        assert_eq!(seen, (0..256).collect::<Vec<_>>());
+    }
 }

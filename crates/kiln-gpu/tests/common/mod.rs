@@ -241,7 +241,7 @@ pub fn check_plain_product(
 /// ([`kiln_gpu::ops::paired_row`]).
 pub fn pair_layout(v: &[f32], d: usize) -> Vec<f32> {
     (0..v.len())
-        .map(|r| v[kiln_gpu::ops::paired_row(r, d)])
+        .map(|r| v[kiln_gpu::ops::paired_row(r, d, d)])
         .collect()
 }
 
@@ -249,7 +249,7 @@ pub fn pair_layout(v: &[f32], d: usize) -> Vec<f32> {
 pub fn checkpoint_layout(v: &[f32], d: usize) -> Vec<f32> {
     let mut out = vec![0f32; v.len()];
     for (r, x) in v.iter().enumerate() {
-        out[kiln_gpu::ops::paired_row(r, d)] = *x;
+        out[kiln_gpu::ops::paired_row(r, d, d)] = *x;
     }
     out
 }

@@ -60,7 +60,7 @@ fn check_rope_kv(
         .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
         .collect();
     let step = step_buffer(&ctx, t as u32, 1, 0);
-    let table = ops::rope_table(&inv_freq, max_pos, 1.0);
+    let table = ops::rope_table(&inv_freq, max_pos, 1.0, inv_freq.len());
     let (pb, sb, fb) = (
         buf_u32(&ctx, &positions),
         buf_u32(&ctx, &slot_ids),

@@ -78,16 +78,20 @@ pub(crate) fn config_from_meta(
     let head_dim = meta
         .usize(&format!("{a}.attention.key_length"))
         .unwrap_or(hidden_size / num_heads.max(1));
-    if let Some(rot) = meta.usize(&format!("{a}.rope.dimension_count")) {
-        if rot != head_dim {
+    // A partial rotary embedding: Phi-3's (Phi-4-mini) turns the first `rot` dimensions of a
+    // head; the other families' graphs turn all of them.
+    let partial_rotary_dim = match meta.usize(&format!("{a}.rope.dimension_count")) {
+        Some(rot) if rot != head_dim && architecture == Architecture::Phi3 => Some(rot),
+        Some(rot) if rot != head_dim => {
             return Err(ModelError::Unsupported {
                 file: meta.file.into(),
                 reason: format!(
-                    "partial rotary embedding (rope.dimension_count {rot} != head_dim {head_dim})"
+                    "partial rotary embedding (rope.dimension_count {rot} != head_dim {head_dim}) on {a}"
                 ),
             });
         }
-    }
+        _ => None,
+    };
     // The embedding's row count is what the forward pass needs; llama.cpp's converter pads the
     // token list to it, so both agree in real files.
     let vocab_size = facts
@@ -176,6 +180,7 @@ pub(crate) fn config_from_meta(
             .then(|| (hidden_size / num_heads.max(1)) as f32),
         // llama.cpp's converter writes no key for SmolLM3's layers without RoPE: its graph
         // leaves out every fourth, as the released models do.
+        partial_rotary_dim,
         no_rope_layers: match architecture {
             Architecture::SmolLM3 => (3..num_layers).step_by(4).collect(),
             _ => Vec::new(),

@@ -264,7 +264,7 @@ pub fn model_gguf(
         .meta(&format!("{a}.attention.head_count_kv"), u(cfg.num_kv_heads))
         .meta(&format!("{a}.attention.key_length"), u(cfg.head_dim))
         .meta(&format!("{a}.attention.value_length"), u(cfg.head_dim))
-        .meta(&format!("{a}.rope.dimension_count"), u(cfg.head_dim))
+        .meta(&format!("{a}.rope.dimension_count"), u(cfg.rotary_dim()))
         .meta(
             &format!("{a}.rope.freq_base"),
             MetaValue::F32(cfg.rope_theta),

@@ -65,6 +65,8 @@ pub struct TinyConfig {
     pub sliding_window_pattern: Option<usize>,
     /// Phi-3's LongRoPE, written to config.json and as GGUF's factor tensors.
     pub long_rope: Option<LongRope>,
+    /// Phi-4-mini's partial rotary embedding: the dimensions of a head that turn.
+    pub partial_rotary_dim: Option<usize>,
     /// Gemma 2's soft caps on attention scores and on the logits.
     pub attn_softcap: Option<f32>,
     pub final_softcap: Option<f32>,
@@ -100,6 +102,7 @@ impl Default for TinyConfig {
             first_sliding_layer: 0,
             sliding_window_pattern: None,
             long_rope: None,
+            partial_rotary_dim: None,
             attn_softcap: None,
             final_softcap: None,
             dtype: DType::F32,
@@ -189,6 +192,23 @@ impl TinyConfig {
         }
     }
 
+    /// Phi-4-mini: Phi-3 with a partial rotary embedding (12 of each head's 16 dimensions turn,
+    /// its factor 0.75), LongRoPE factors for those 6 pairs, tied embeddings.
+    pub fn phi4_mini() -> Self {
+        let phi3 = Self::phi3();
+        let r = phi3.long_rope.clone().unwrap();
+        TinyConfig {
+            partial_rotary_dim: Some(12),
+            long_rope: Some(LongRope {
+                short_factor: r.short_factor[..6].to_vec(),
+                long_factor: r.long_factor[..6].to_vec(),
+                ..r
+            }),
+            tie_word_embeddings: true,
+            ..phi3
+        }
+    }
+
     /// The `ModelConfig` a loader should produce for this model.
     pub fn model_config(&self) -> ModelConfig {
         let gemma = self.architecture.is_gemma();
@@ -215,6 +235,7 @@ impl TinyConfig {
             sliding_window_pattern: self.sliding_window_pattern,
             rope_local_theta: gemma3.then_some(10000.0),
             query_pre_attn_scalar: None,
+            partial_rotary_dim: self.partial_rotary_dim,
             no_rope_layers: match self.architecture {
                 Architecture::SmolLM3 => (3..self.num_layers).step_by(4).collect(),
                 _ => Vec::new(),
@@ -414,6 +435,9 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             .collect();
         config["no_rope_layers"] = json!(flags);
         config["no_rope_layer_interval"] = json!(4);
+    }
+    if let Some(r) = mc.partial_rotary_dim {
+        config["partial_rotary_factor"] = json!(r as f64 / mc.head_dim as f64);
     }
     if let Some(r) = &mc.long_rope {
         let mut scaling = json!({

@@ -63,6 +63,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ),
         ("smollm3-nope", TinyConfig::smollm3()),
         ("phi3-longrope", TinyConfig::phi3()),
+        ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
             "phi3-longrope-scaled",
             TinyConfig {
