@@ -5,7 +5,8 @@ Writes tests/reference/tiny-transformers.json, which the `transformers` test of 
 folders are kiln_model::testing::transformers_cases(): one per architecture kiln runs and per
 feature that changes the forward pass (Llama 3 RoPE scaling with tied embeddings, Mistral's
 window, Qwen2's biases and its window from max_window_layers on, Qwen3's q/k norms, Gemma 2's
-soft caps, Gemma 3 with and without linear RoPE scaling, SmolLM3's layers without RoPE,
+soft caps, Gemma 3 with and without linear RoPE scaling, SmolLM3's layers without RoPE, Granite's
+multipliers,
 Phi-3's LongRoPE with its default and a given attention factor, Phi-4-mini's partial rotary
 embedding). Each runs one sequence of 72 token ids (past LongRoPE's original context of 64, so
 transformers uses the long factors, as kiln does for these models) in float32 with eager

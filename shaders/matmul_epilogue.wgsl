@@ -7,8 +7,9 @@
 // (the step's counts, the parameters, the bias and the output; each kernel declares its x and
 // gain, whose element types differ, and the format file its weights). Flags:
 // 2 adds bias[n]; 4 adds into y (a residual); 16 hands outputs (2j, 2j + 1) of a row to
-// `store_pair` together, its pair epilogue deciding what becomes of them; 64 soft-caps each
-// output (Gemma 2's logits: cap tanh(v / cap), after the bias).
+// `store_pair` together, its pair epilogue deciding what becomes of them; after the bias, 64
+// soft-caps each output (Gemma 2's logits: f tanh(v / f)) and 128 scales it (Granite's
+// sub-layer outputs and logits: v f), before a residual adds it.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -16,10 +17,10 @@ struct Params {
     n: u32,          // outputs in this weight chunk
     out_offset: u32, // first output column written by this chunk
     ldy: u32,        // row stride of y
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32, 64: the epilogues below
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32, 64, 128: the epilogues below
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
-    cap: f32,        // the soft cap (flag 64)
+    factor: f32,     // the soft cap (flag 64) or the scale (flag 128)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -41,7 +42,10 @@ fn store(t: u32, n: u32, v: f32) {
     if ((p.flags & 64u) != 0u) {
         // tanh's argument kept within 15 (1 to f32's precision), where an exp-based tanh
         // would overflow.
-        r = p.cap * tanh(clamp(r / p.cap, -15.0, 15.0));
+        r = p.factor * tanh(clamp(r / p.factor, -15.0, 15.0));
+    }
+    if ((p.flags & 128u) != 0u) {
+        r *= p.factor;
     }
     let idx = t * p.ldy + p.out_offset + n;
     if ((p.flags & 4u) != 0u) {

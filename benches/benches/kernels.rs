@@ -6,7 +6,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kiln_benches::{gpu, run, step_buffer, values};
-use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
+use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs, OutputMap};
 use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels, Recorded};
 use kiln_model::DType;
 use kiln_model::testing::quantize;
@@ -38,7 +38,7 @@ fn product(ctx: &GpuContext, k: &Kernels, w: &GpuMatrix, rows: usize) -> Matmul 
             norm: None,
             accumulate: false,
             sample_rows: false,
-            softcap: None,
+            map: OutputMap::Identity,
             pairs: None,
         },
     )

@@ -236,7 +236,8 @@ impl CpuModel {
         }
         (rows.residual.iter())
             .map(|x| {
-                let logits = matvec(&self.lm_head, &rmsnorm(x, &self.norm, eps));
+                let mut logits = matvec(&self.lm_head, &rmsnorm(x, &self.norm, eps));
+                logits.iter_mut().for_each(|l| *l /= c.logits_divisor());
                 match c.final_softcap {
                     Some(cap) => (logits.iter())
                         .map(|&l| soft_cap(l as f64, cap) as f32)
@@ -291,8 +292,9 @@ impl CpuModel {
             Step::Project { src, w, dst } => {
                 let out: Vec<Vec<f32>> = rows.get(*src).iter().map(|x| matvec(w, x)).collect();
                 if *dst == Buf::Residual {
+                    let m = c.residual_scale();
                     for (x, o) in rows.residual.iter_mut().zip(out) {
-                        x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
+                        x.iter_mut().zip(o).for_each(|(a, b)| *a += b * m);
                     }
                 } else {
                     *rows.get(*dst) = out;

@@ -26,7 +26,9 @@ use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, LoraAdapter, ModelConfig, ModelTensors, Weights};
 
 use crate::layer::{Activations, Layer, LayerContext, LoraSetup, RowOrder, gain};
-use crate::ops::{self, Matmul, MatmulArgs, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES};
+use crate::ops::{
+    self, Matmul, MatmulArgs, OutputMap, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES,
+};
 use crate::step_inputs::{StepCapacity, StepInputs};
 use crate::{
     GpuContext, GpuError, KernelFamily, Kernels, KvCache, KvDtype, KvLayout, Launch, WeightStorage,
@@ -372,7 +374,12 @@ impl ModelRunner {
                 accumulate: false,
                 sample_rows: true,
                 pairs: None,
-                softcap: config.final_softcap,
+                // Gemma 2 caps its logits, Granite divides them; no model does both.
+                map: match (config.final_softcap, config.logits_divisor()) {
+                    (Some(cap), _) => OutputMap::SoftCap(cap),
+                    (None, 1.0) => OutputMap::Identity,
+                    (None, d) => OutputMap::Scale(1.0 / d),
+                },
             },
         )?;
         let sample = ops::sample(

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use kiln_gpu::ops::{Matmul, MatmulArgs, Pairs};
+use kiln_gpu::ops::{Matmul, MatmulArgs, OutputMap, Pairs};
 use kiln_gpu::reference;
 use kiln_gpu::{GpuMatrix, HostMatrix, Recorded, WeightFormat};
 use kiln_model::Activation;
@@ -55,7 +55,7 @@ fn gated_products_match_the_cpu() {
                         norm: Some((&gain_b, 1e-5)),
                         accumulate: false,
                         sample_rows: false,
-                        softcap: None,
+                        map: OutputMap::Identity,
                         pairs: Some(Pairs::Glu(act)),
                     };
                     let mm = Matmul::new(&ctx, &kernels, &step, args).unwrap();

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kiln_gpu::ops::{self, Matmul, MatmulArgs};
+use kiln_gpu::ops::{self, Matmul, MatmulArgs, OutputMap};
 use kiln_gpu::reference;
 use kiln_gpu::{GpuContext, GpuMatrix, HostMatrix, Kernels, Recorded, WeightFormat};
 use kiln_model::DType;
@@ -127,7 +127,7 @@ fn check(ctx: &GpuContext, name: &str, k: &Kernels, format: WeightFormat, kdim: 
                 norm: norm.then_some((&gain_b, 1e-5)),
                 accumulate,
                 sample_rows: false,
-                softcap: None,
+                map: OutputMap::Identity,
                 pairs: None,
             };
             let mm = Matmul::new(ctx, k, &step, args).unwrap();
@@ -193,7 +193,7 @@ fn quantized_split_matrix_matches_whole() {
                             norm: Some((&gain, 1e-5)),
                             accumulate: false,
                             sample_rows: false,
-                            softcap: None,
+                            map: OutputMap::Identity,
                             pairs: None,
                         };
                         let mm = Matmul::new(&ctx, &k, &step, args).unwrap();

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use kiln_gpu::ops::{self, Matmul, MatmulArgs, Pairs, Rotary};
+use kiln_gpu::ops::{self, Matmul, MatmulArgs, OutputMap, Pairs, Rotary};
 use kiln_gpu::{GpuMatrix, HostMatrix, KvDtype, KvLayout, Recorded, WeightFormat, reference};
 use kiln_model::testing::quantize;
 use rand::Rng;
@@ -136,7 +136,7 @@ fn rotary_epilogue_matches_the_cpu() {
                     norm: Some((&gain_b, 1e-5)),
                     accumulate: false,
                     sample_rows: false,
-                    softcap: None,
+                    map: OutputMap::Identity,
                     pairs: Some(Pairs::Rotary(Rotary {
                         heads: (nh, nkv, d),
                         kv_dtype: dtype,
@@ -226,7 +226,7 @@ fn rotary_epilogue_refuses_other_products() {
             norm: None,
             accumulate,
             sample_rows: false,
-            softcap: None,
+            map: OutputMap::Identity,
             pairs: Some(Pairs::Rotary(Rotary {
                 heads: (nh, nkv, d),
                 kv_dtype,

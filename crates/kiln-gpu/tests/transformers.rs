@@ -10,7 +10,7 @@ use std::path::Path;
 
 use kiln_gpu::reference::CpuModel;
 use kiln_model::testing::{transformers_cases, write_transformers_case};
-use kiln_model::{Model, ModelConfig};
+use kiln_model::{GraniteScales, Model, ModelConfig};
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -34,8 +34,8 @@ fn floats(v: &Value) -> Vec<f32> {
 /// `1e-4 + 1e-4 * |logit|` leaves 5-20x headroom. The test checks that what it is there to
 /// catch moves the logits by ten times the tolerance and more: one changed early token
 /// (except where every layer's window has left it behind, as with Mistral's, where it must
-/// not move them at all), and each soft cap, the layers without RoPE and the partial rotary
-/// embedding left out.
+/// not move them at all), and each soft cap, the layers without RoPE, the partial rotary
+/// embedding and each of Granite's multipliers left out.
 #[test]
 fn cpu_reference_matches_transformers() {
     let fx = fixture();
@@ -120,6 +120,42 @@ fn cpu_reference_matches_transformers() {
                     ..c.clone()
                 },
             ));
+        }
+        if let Some(g) = c.granite {
+            let plain_attention = 1.0 / (c.head_dim as f32).sqrt();
+            for (what, one) in [
+                (
+                    "Granite's embedding multiplier",
+                    GraniteScales {
+                        embedding: 1.0,
+                        ..g
+                    },
+                ),
+                (
+                    "Granite's attention multiplier",
+                    GraniteScales {
+                        attention: plain_attention,
+                        ..g
+                    },
+                ),
+                (
+                    "Granite's residual multiplier",
+                    GraniteScales { residual: 1.0, ..g },
+                ),
+                (
+                    "Granite's logit divisor",
+                    GraniteScales { logits: 1.0, ..g },
+                ),
+            ] {
+                let granite = Some(one);
+                without.push((
+                    what,
+                    ModelConfig {
+                        granite,
+                        ..c.clone()
+                    },
+                ));
+            }
         }
         if c.partial_rotary_dim.is_some() {
             // Every dimension turning (the LongRoPE divisors of the added pairs 1).

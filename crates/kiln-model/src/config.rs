@@ -24,6 +24,9 @@ pub enum Architecture {
     Phi3,
     /// Llama whose every fourth layer applies no rotary embedding (NoPE; `models::smollm3`).
     SmolLM3,
+    /// Llama with four scalar multipliers: on the embeddings, the attention scores, each
+    /// sub-layer's output into the residual stream and the logits (`models::granite`).
+    Granite,
 }
 
 /// The activation of the MLP's gate.
@@ -45,13 +48,17 @@ impl Architecture {
             Architecture::Gemma3 => "gemma3",
             Architecture::Phi3 => "phi3",
             Architecture::SmolLM3 => "smollm3",
+            Architecture::Granite => "granite",
         }
     }
 
     /// Whether llama.cpp's converter stores this architecture's q and k rows with each head's
     /// rotary halves interleaved (Llama's, and SmolLM3's, whose converter is Llama's).
     pub fn gguf_permutes_qk(self) -> bool {
-        matches!(self, Architecture::Llama | Architecture::SmolLM3)
+        matches!(
+            self,
+            Architecture::Llama | Architecture::SmolLM3 | Architecture::Granite
+        )
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm
@@ -71,6 +78,19 @@ fn ordinal(n: usize) -> String {
         _ => "th",
     };
     format!("{n}{suffix}")
+}
+
+/// Granite's multipliers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GraniteScales {
+    /// The embedding rows are multiplied by this.
+    pub embedding: f32,
+    /// The attention scores' scale (in place of `1/sqrt(head_dim)`).
+    pub attention: f32,
+    /// Each sub-layer's output is multiplied by this on its way into the residual stream.
+    pub residual: f32,
+    /// The logits are divided by this.
+    pub logits: f32,
 }
 
 /// Llama 3 style RoPE frequency scaling.
@@ -150,6 +170,8 @@ pub struct ModelConfig {
     /// Partial rotary embedding (Phi-4-mini's `partial_rotary_factor`): only the first this
     /// many dimensions of each q and k head turn, the rest pass through (`None`: all of them).
     pub partial_rotary_dim: Option<usize>,
+    /// Granite's multipliers.
+    pub granite: Option<GraniteScales>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).
     pub attn_softcap: Option<f32>,
     /// Gemma 2: the output logits become `cap * tanh(logit / cap)`.
@@ -167,18 +189,33 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// The factor the embedding rows are multiplied by (Gemma: sqrt of the hidden size).
     pub fn embed_scale(&self) -> f32 {
-        match self.architecture.is_gemma() {
-            true => (self.hidden_size as f32).sqrt(),
-            false => 1.0,
+        match (self.architecture.is_gemma(), self.granite) {
+            (true, _) => (self.hidden_size as f32).sqrt(),
+            (false, Some(g)) => g.embedding,
+            (false, None) => 1.0,
         }
     }
 
     /// The attention scores' scale.
     pub fn attention_scale(&self) -> f32 {
+        if let Some(g) = self.granite {
+            return g.attention;
+        }
         1.0 / self
             .query_pre_attn_scalar
             .unwrap_or(self.head_dim as f32)
             .sqrt()
+    }
+
+    /// The factor on each sub-layer's output added into the residual stream (Granite's; 1
+    /// otherwise).
+    pub fn residual_scale(&self) -> f32 {
+        self.granite.map_or(1.0, |g| g.residual)
+    }
+
+    /// The divisor of the logits (Granite's; 1 otherwise).
+    pub fn logits_divisor(&self) -> f32 {
+        self.granite.map_or(1.0, |g| g.logits)
     }
 
     /// An RMSNorm gain as the forward pass multiplies by it: the stored values plus
@@ -269,6 +306,13 @@ impl ModelConfig {
                     .map(|i| i.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
+            ));
+        }
+        if let Some(g) = self.granite {
+            f.push(format!(
+                "attention scale {}, sub-layer outputs times {} into the residual stream, \
+                 logits divided by {}",
+                g.attention, g.residual, g.logits
             ));
         }
         if let Some(c) = self.attn_softcap {
@@ -416,6 +460,15 @@ impl ModelConfig {
                 "layer {i} is named as without RoPE, but the model has {} layers",
                 self.num_layers
             ));
+        }
+        if let Some(g) = self.granite {
+            let all = [g.embedding, g.attention, g.residual, g.logits];
+            if all.iter().any(|m| !(m.is_finite() && *m > 0.0)) {
+                return bad(format!(
+                    "Granite's multipliers (embedding, attention, residual, logits) {all:?} \
+                     must be positive numbers"
+                ));
+            }
         }
         for (what, cap) in [
             ("attention", self.attn_softcap),

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::config::{Activation, Architecture, LongRope, ModelConfig, RopeScaling};
+use crate::config::{Activation, Architecture, GraniteScales, LongRope, ModelConfig, RopeScaling};
 use crate::{GenerationDefaults, ModelError};
 
 impl ModelConfig {
@@ -22,6 +22,7 @@ impl ModelConfig {
             "gemma3_text" => Architecture::Gemma3,
             "phi3" => Architecture::Phi3,
             "smollm3" => Architecture::SmolLM3,
+            "granite" => Architecture::Granite,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -60,7 +61,8 @@ impl ModelConfig {
             Architecture::Llama
             | Architecture::Gemma2
             | Architecture::Gemma3
-            | Architecture::Phi3 => true,
+            | Architecture::Phi3
+            | Architecture::Granite => true,
         };
         // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
         // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
@@ -162,7 +164,8 @@ impl ModelConfig {
                 | Architecture::Gemma2
                 | Architecture::Gemma3
                 | Architecture::Phi3
-                | Architecture::SmolLM3 => v
+                | Architecture::SmolLM3
+                | Architecture::Granite => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -180,6 +183,17 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
+            // Granite's multipliers, 1 where its config leaves one out (as transformers'
+            // defaults; its attention multiplier replaces 1/sqrt(head_dim) outright).
+            granite: (architecture == Architecture::Granite).then(|| {
+                let m = |k: &str| opt_f(k).unwrap_or(1.0) as f32;
+                GraniteScales {
+                    embedding: m("embedding_multiplier"),
+                    attention: m("attention_multiplier"),
+                    residual: m("residual_multiplier"),
+                    logits: m("logits_scaling"),
+                }
+            }),
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
                 _ => Vec::new(),

@@ -373,3 +373,33 @@ fn partial_rotary_embeddings() {
         "{e}"
     );
 }
+
+/// Granite's multipliers from its config.json (transformers' defaults of 1 where one is left
+/// out, the attention multiplier replacing 1/sqrt(head_dim) outright); one that is not a
+/// positive number is refused.
+#[test]
+fn granite_multipliers() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["GraniteForCausalLM"], "model_type": "granite",
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "embedding_multiplier": 12.0, "attention_multiplier": 0.015625,
+        "residual_multiplier": 0.22, "logits_scaling": 8.0, "tie_word_embeddings": true,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(
+        (
+            c.embed_scale(),
+            c.attention_scale(),
+            c.residual_scale(),
+            c.logits_divisor()
+        ),
+        (12.0, 0.015625, 0.22, 8.0)
+    );
+    cfg.as_object_mut().unwrap().remove("attention_multiplier");
+    assert_eq!(parse(&cfg).unwrap().attention_scale(), 1.0);
+    cfg["logits_scaling"] = serde_json::json!(0.0);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("Granite's multipliers"), "{e}");
+}

@@ -235,6 +235,34 @@ fn gemma3_adapters_match_merged_models() {
 }
 
 #[test]
+fn granite_adapters_match_merged_models() {
+    // Its residual multiplier on what o_proj and down_proj add, their adapters' share too
+    // (without it in the adapters', the first token differs). Only the residual multiplier
+    // (the others scale the f16 roundings of the two models apart too); its 1.6 takes them
+    // 0.004 apart.
+    let all = LLAMA_PROJECTIONS;
+    let cfg = TinyConfig {
+        granite: Some(kiln_model::GraniteScales {
+            embedding: 1.0,
+            attention: 0.25,
+            residual: 1.6,
+            logits: 1.0,
+        }),
+        ..TinyConfig::granite()
+    };
+    check(&cfg, [&all, &["o_proj", "down_proj"]], 0.01);
+}
+
+#[test]
+fn smollm3_adapters_match_merged_models() {
+    // Its GGUF adapter's q and k rows permuted as Llama's (unpermuted, the second adapter's
+    // first log-prob moves by 0.28); a layer without RoPE. Four layers and fast rotations take the two
+    // models' f16 roundings up to 0.005 apart.
+    let all = LLAMA_PROJECTIONS;
+    check(&TinyConfig::smollm3(), [&all, &["q_proj", "k_proj"]], 0.01);
+}
+
+#[test]
 fn phi3_adapters_match_merged_models() {
     // Fused q/k/v and gate/up tensors.
     let all = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"];

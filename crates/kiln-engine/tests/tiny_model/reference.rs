@@ -378,6 +378,30 @@ fn logits_match_cpu_reference_phi3() {
     check_model_against_reference("phi3 gguf", &model);
 }
 
+/// Granite: Llama's layer with its four multipliers (embeddings times 3, attention scale 0.7,
+/// sub-layer outputs times 1.6 into the residual stream, logits divided by 0.7), as a Hugging
+/// Face folder
+/// and as GGUF (llama.cpp's `embedding_scale`, `attention.scale`, `residual_scale`,
+/// `logit_scale`). The GPU scales the residual products and the logits in the matrix
+/// kernels' epilogue.
+#[test]
+fn logits_match_cpu_reference_granite() {
+    let cfg = TinyConfig::granite();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.granite, cfg.granite);
+    assert_eq!(
+        (model.config.embed_scale(), model.config.attention_scale()),
+        (3.0, 0.7)
+    );
+    check_model_against_reference("granite", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    assert_eq!(model.config.granite, cfg.granite);
+    check_model_against_reference("granite gguf", &model);
+}
+
 /// Phi-4-mini's shape: Phi-3 with a partial rotary embedding (12 of each head's 16
 /// dimensions turn: the other 4 pass through, not scaled by LongRoPE's attention factor),
 /// as a Hugging Face folder (`partial_rotary_factor` 0.75) and as GGUF (`rope.dimension_count`

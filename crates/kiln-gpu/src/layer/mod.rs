@@ -14,7 +14,7 @@ use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
 
 use self::lora::lora_launch;
 pub(crate) use self::lora::{LoraSetup, lora_bytes};
-use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, Pairs, Rotary};
+use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, OutputMap, Pairs, Rotary};
 use crate::weight_format::gpu_format;
 use crate::{
     GpuContext, GpuError, GpuMatrix, Kernels, KvCache, KvDtype, Launch, Recorded, RunnerConfig,
@@ -266,7 +266,7 @@ impl Layer {
                             norm: Some((&gain, eps)),
                             accumulate: false,
                             sample_rows: false,
-                            softcap: None,
+                            map: OutputMap::Identity,
                             pairs: Some(Pairs::Glu(c.activation)),
                         })?));
                         continue;
@@ -307,7 +307,7 @@ impl Layer {
                         norm: Some((&gain, eps)),
                         accumulate: false,
                         sample_rows: false,
-                        softcap: None,
+                        map: OutputMap::Identity,
                         pairs: fused.then(|| Pairs::Rotary(rotary.clone())),
                     })?)
                 }
@@ -361,10 +361,13 @@ impl Layer {
                         ldy: rows,
                         out_offset: 0,
                         norm: None,
-                        // Into the residual stream a product adds.
+                        // Into the residual stream a product adds (Granite's scaled first).
                         accumulate: *dst == Buf::Residual,
                         sample_rows: false,
-                        softcap: None,
+                        map: match (*dst, c.residual_scale()) {
+                            (Buf::Residual, s) if s != 1.0 => OutputMap::Scale(s),
+                            _ => OutputMap::Identity,
+                        },
                         pairs: None,
                     })?)
                 }

@@ -33,8 +33,8 @@ struct Params {
     eps: f32,
     /// Where the weight chunk's block scales start, in u32s.
     so: u32,
-    /// The soft cap ([`SOFTCAP`]).
-    cap: f32,
+    /// The soft cap ([`SOFTCAP`]) or the scale ([`SCALE`]).
+    factor: f32,
 }
 
 const NORM: u32 = 1;
@@ -44,6 +44,7 @@ const SAMPLE_ROWS: u32 = 8;
 const PAIRS: u32 = 16;
 const GELU: u32 = 32;
 const SOFTCAP: u32 = 64;
+const SCALE: u32 = 128;
 
 /// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,
 /// `BLOCK` rows), as its grid needs them.
@@ -94,9 +95,18 @@ pub struct MatmulArgs<'a> {
     pub sample_rows: bool,
     /// Outputs taken two by two (a gated activation, or rotation and the KV cache).
     pub pairs: Option<Pairs<'a>>,
-    /// Each output (after the bias) becomes `cap * tanh(output / cap)`: Gemma 2's logits.
-    /// Not with pairs or a residual.
-    pub softcap: Option<f32>,
+    /// What becomes of each output after the bias, before a residual adds it. Not with pairs.
+    pub map: OutputMap,
+}
+
+/// What becomes of each output of a product after its bias.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OutputMap {
+    Identity,
+    /// `output * s`: Granite's sub-layer outputs into the residual stream, and its logits.
+    Scale(f32),
+    /// `cap * tanh(output / cap)`: Gemma 2's logits.
+    SoftCap(f32),
 }
 
 pub struct Matmul {
@@ -125,8 +135,8 @@ impl Matmul {
             })
         };
         let mut constants = Vec::new();
-        if a.softcap.is_some() && (a.pairs.is_some() || a.accumulate) {
-            return refuse("a soft cap takes plain outputs: no pairs, no residual".into());
+        if a.map != OutputMap::Identity && a.pairs.is_some() {
+            return refuse("a scale or soft cap takes plain outputs, not pairs".into());
         }
         match &a.pairs {
             Some(Pairs::Glu(_)) if !a.w.paired || a.bias.is_some() || a.accumulate => {
@@ -178,7 +188,11 @@ impl Matmul {
             | a.bias.map_or(0, |_| BIAS)
             | if a.accumulate { ACCUMULATE } else { 0 }
             | if a.sample_rows { SAMPLE_ROWS } else { 0 }
-            | a.softcap.map_or(0, |_| SOFTCAP)
+            | match a.map {
+                OutputMap::Identity => 0,
+                OutputMap::Scale(_) => SCALE,
+                OutputMap::SoftCap(_) => SOFTCAP,
+            }
             | match a.pairs {
                 Some(Pairs::Glu(Activation::GeluTanh)) => PAIRS | GELU,
                 Some(_) => PAIRS,
@@ -330,7 +344,10 @@ impl Matmul {
                     flags,
                     eps: a.norm.map_or(0.0, |n| n.1),
                     so: c.scale_offset,
-                    cap: a.softcap.unwrap_or(0.0),
+                    factor: match a.map {
+                        OutputMap::Identity => 1.0,
+                        OutputMap::Scale(f) | OutputMap::SoftCap(f) => f,
+                    },
                 },
             );
             let mut buffers = vec![

@@ -24,7 +24,7 @@ pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
 pub use lora::{Lora, LoraBuffers, LoraCapacity, LoraShape, MAX_LORA_SLOTS};
 pub use matmul::{
-    MATVEC_MAX_ROWS, Matmul, MatmulArgs, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,
+    MATVEC_MAX_ROWS, Matmul, MatmulArgs, OutputMap, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,
     coop_workgroup_bytes,
 };
 pub use prev_tokens::prev_tokens;

@@ -221,7 +221,7 @@ pub fn check_plain_product(
                 norm: None,
                 accumulate: false,
                 sample_rows: false,
-                softcap: None,
+                map: kiln_gpu::ops::OutputMap::Identity,
                 pairs: None,
             };
             let mm = kiln_gpu::ops::Matmul::new(ctx, &kernels, &step, args).unwrap();

@@ -13,7 +13,7 @@ mod pointwise;
 mod rope_kv;
 
 use common::*;
-use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs};
+use kiln_gpu::ops::{self, AttentionBuffers, Matmul, MatmulArgs, OutputMap};
 use kiln_gpu::reference;
 use kiln_gpu::{GpuMatrix, Kernels, KvDtype, KvLayout, Recorded};
 use kiln_model::Activation;

@@ -34,7 +34,7 @@ fn embedding_gathers_rows() {
 }
 
 /// Every matmul kernel (few rows: a matvec kernel; many: tiled; and the row-wise kernel of CPU
-/// devices) with every flag combination and the soft cap, at widths that are and are not
+/// devices) with every flag combination, the soft cap and the scale, at widths that are and are not
 /// multiples of 8.
 #[test]
 fn matmul_matches_reference() {
@@ -58,14 +58,15 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(&ctx, &gain);
     for rows in [1usize, 3, 8, 9, 16, 17, 45, 64, 67] {
-        // The last: Gemma 2's soft cap after the bias (outputs of a few units; the cap of 3
-        // bends them).
-        for (norm, with_bias, accumulate, softcap) in [
-            (false, false, false, None),
-            (true, true, false, None),
-            (false, false, true, None),
-            (true, false, true, None),
-            (true, true, false, Some(3.0f32)),
+        // The last two: Gemma 2's soft cap after the bias (outputs of a few units; the cap
+        // of 3 bends them), and Granite's scale before the residual adds the output.
+        for (norm, with_bias, accumulate, map) in [
+            (false, false, false, OutputMap::Identity),
+            (true, true, false, OutputMap::Identity),
+            (false, false, true, OutputMap::Identity),
+            (true, false, true, OutputMap::Identity),
+            (true, true, false, OutputMap::SoftCap(3.0)),
+            (false, true, true, OutputMap::Scale(0.3)),
         ] {
             let x = randn(&mut r, rows * kdim, 2.0);
             let y0 = randn(&mut r, rows * (n + 5), 1.0);
@@ -86,7 +87,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
                     norm: norm.then_some((&gain_b, 1e-5)),
                     accumulate,
                     sample_rows: false,
-                    softcap,
+                    map,
                     pairs: None,
                 },
             )
@@ -103,13 +104,17 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
                 let out = reference::matvec(&wr, &xin);
                 for j in 0..n {
                     let v = out[j] + if with_bias { bias[j] } else { 0.0 };
-                    let v = softcap.map_or(v, |c| reference::soft_cap(v as f64, c) as f32);
+                    let v = match map {
+                        OutputMap::Identity => v,
+                        OutputMap::Scale(s) => v * s,
+                        OutputMap::SoftCap(c) => reference::soft_cap(v as f64, c) as f32,
+                    };
                     let idx = t * (n + 5) + 3 + j;
                     want[idx] = if accumulate { want[idx] + v } else { v };
                 }
             }
             let what = format!(
-                "matmul {name} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate} cap={softcap:?}"
+                "matmul {name} k={kdim} rows={rows} norm={norm} bias={with_bias} acc={accumulate} map={map:?}"
             );
             let (atol, rtol) = tolerance(k, 1e-4, 1e-4);
             assert_close(&what, &read_f32(&ctx, &yb, want.len()), &want, atol, rtol);
@@ -161,7 +166,7 @@ fn split_matrix_matches_whole() {
                         norm: Some((&gain, 1e-5)),
                         accumulate: false,
                         sample_rows: false,
-                        softcap: None,
+                        map: OutputMap::Identity,
                         pairs: None,
                     };
                     let mm = Matmul::new(&ctx, &k, &step, args).unwrap();

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::reader::MetaValue;
-use crate::config::{LongRope, ModelConfig, RopeScaling, llama3_scale};
+use crate::config::{GraniteScales, LongRope, ModelConfig, RopeScaling, llama3_scale};
 use crate::{Activation, Architecture, ModelError};
 
 pub(crate) struct Meta<'a> {
@@ -51,6 +51,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "gemma3" => Architecture::Gemma3,
         "phi3" => Architecture::Phi3,
         "smollm3" => Architecture::SmolLM3,
+        "granite" => Architecture::Granite,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -181,6 +182,17 @@ pub(crate) fn config_from_meta(
         // llama.cpp's converter writes no key for SmolLM3's layers without RoPE: its graph
         // leaves out every fourth, as the released models do.
         partial_rotary_dim,
+        // Granite's multipliers as llama.cpp's converter writes them; without an attention
+        // scale llama.cpp's graph scales by 1/sqrt(head_dim).
+        granite: (architecture == Architecture::Granite).then(|| {
+            let m = |k: &str, default: f64| meta.f64(&format!("{a}.{k}")).unwrap_or(default) as f32;
+            GraniteScales {
+                embedding: m("embedding_scale", 1.0),
+                attention: m("attention.scale", 1.0 / (head_dim as f64).sqrt()),
+                residual: m("residual_scale", 1.0),
+                logits: m("logit_scale", 1.0),
+            }
+        }),
         no_rope_layers: match architecture {
             Architecture::SmolLM3 => (3..num_layers).step_by(4).collect(),
             _ => Vec::new(),

@@ -182,7 +182,16 @@ impl LoraAdapter {
                     ),
                 });
             }
-            let s = scale.of(rank);
+            // Granite multiplies what o_proj and down_proj add to the residual stream; their
+            // adapters' share is multiplied alike.
+            let into_residual =
+                base.ends_with("self_attn.o_proj.weight") || base.ends_with("mlp.down_proj.weight");
+            let s = scale.of(rank)
+                * if into_residual {
+                    config.residual_scale()
+                } else {
+                    1.0
+                };
             let a = weights.read_f32(&a_name)?;
             let b: Vec<f32> = (weights.read_f32(&b_name)?.iter()).map(|v| v * s).collect();
             out.insert(base, LoraPair { rank, a, b });

@@ -9,6 +9,7 @@
 
 mod gemma2;
 mod gemma3;
+mod granite;
 mod layer;
 mod llama;
 mod phi3;
@@ -135,6 +136,7 @@ impl ModelTensors {
             Architecture::Gemma3 => gemma3::layer,
             Architecture::Phi3 => phi3::layer,
             Architecture::SmolLM3 => smollm3::layer,
+            Architecture::Granite => granite::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -284,6 +284,16 @@ pub fn model_gguf(
     {
         b.meta(&format!("{a}.attention.sliding_window_pattern"), u(n));
     }
+    if let Some(g) = cfg.granite {
+        for (key, m) in [
+            ("embedding_scale", g.embedding),
+            ("attention.scale", g.attention),
+            ("residual_scale", g.residual),
+            ("logit_scale", g.logits),
+        ] {
+            b.meta(&format!("{a}.{key}"), MetaValue::F32(m));
+        }
+    }
     for (key, cap) in [
         ("attn_logit_softcapping", cfg.attn_softcap),
         ("final_logit_softcapping", cfg.final_softcap),

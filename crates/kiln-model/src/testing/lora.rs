@@ -16,7 +16,7 @@ use super::{
 };
 use crate::gguf::dequant::to_f32;
 use crate::gguf::names::{hf_to_gguf_name, permute_rows};
-use crate::{Architecture, ModelConfig, ModelError};
+use crate::{ModelConfig, ModelError};
 
 /// Every projection of a Llama-like layer, as PEFT's `target_modules` names them.
 pub const LLAMA_PROJECTIONS: [&str; 7] = [
@@ -158,9 +158,9 @@ impl TinyLora {
                 let s = self.scale(r);
                 b.iter_mut().for_each(|v| *v *= s);
             }
-            let heads = match (arch, name.rsplit('.').nth(1)) {
-                (Architecture::Llama, Some("q_proj")) => Some(mc.num_heads),
-                (Architecture::Llama, Some("k_proj")) => Some(mc.num_kv_heads),
+            let heads = match (arch.gguf_permutes_qk(), name.rsplit('.').nth(1)) {
+                (true, Some("q_proj")) => Some(mc.num_heads),
+                (true, Some("k_proj")) => Some(mc.num_kv_heads),
                 _ => None,
             };
             if let Some(h) = heads {

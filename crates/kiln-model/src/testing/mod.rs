@@ -67,6 +67,8 @@ pub struct TinyConfig {
     pub long_rope: Option<LongRope>,
     /// Phi-4-mini's partial rotary embedding: the dimensions of a head that turn.
     pub partial_rotary_dim: Option<usize>,
+    /// Granite's multipliers.
+    pub granite: Option<crate::GraniteScales>,
     /// Gemma 2's soft caps on attention scores and on the logits.
     pub attn_softcap: Option<f32>,
     pub final_softcap: Option<f32>,
@@ -103,6 +105,7 @@ impl Default for TinyConfig {
             sliding_window_pattern: None,
             long_rope: None,
             partial_rotary_dim: None,
+            granite: None,
             attn_softcap: None,
             final_softcap: None,
             dtype: DType::F32,
@@ -192,6 +195,24 @@ impl TinyConfig {
         }
     }
 
+    /// Granite: Llama's layer with its four multipliers, none of them 1 (embeddings tripled,
+    /// an attention scale of 0.7 rather than 1/sqrt(16), sub-layer outputs times 1.6, logits
+    /// divided by 0.7: larger than the real models' so that one context token still moves
+    /// these small random weights' logits far beyond the tests' tolerances).
+    pub fn granite() -> Self {
+        TinyConfig {
+            architecture: Architecture::Granite,
+            granite: Some(crate::GraniteScales {
+                embedding: 3.0,
+                attention: 0.7,
+                residual: 1.6,
+                logits: 0.7,
+            }),
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
     /// Phi-4-mini: Phi-3 with a partial rotary embedding (12 of each head's 16 dimensions turn,
     /// its factor 0.75), LongRoPE factors for those 6 pairs, tied embeddings.
     pub fn phi4_mini() -> Self {
@@ -236,6 +257,7 @@ impl TinyConfig {
             rope_local_theta: gemma3.then_some(10000.0),
             query_pre_attn_scalar: None,
             partial_rotary_dim: self.partial_rotary_dim,
+            granite: self.granite,
             no_rope_layers: match self.architecture {
                 Architecture::SmolLM3 => (3..self.num_layers).step_by(4).collect(),
                 _ => Vec::new(),
@@ -364,6 +386,7 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             Architecture::Gemma3 => "Gemma3ForCausalLM",
             Architecture::Phi3 => "Phi3ForCausalLM",
             Architecture::SmolLM3 => "SmolLM3ForCausalLM",
+            Architecture::Granite => "GraniteForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -435,6 +458,12 @@ fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, Model
             .collect();
         config["no_rope_layers"] = json!(flags);
         config["no_rope_layer_interval"] = json!(4);
+    }
+    if let Some(g) = mc.granite {
+        config["embedding_multiplier"] = json!(g.embedding);
+        config["attention_multiplier"] = json!(g.attention);
+        config["residual_multiplier"] = json!(g.residual);
+        config["logits_scaling"] = json!(g.logits);
     }
     if let Some(r) = mc.partial_rotary_dim {
         config["partial_rotary_factor"] = json!(r as f64 / mc.head_dim as f64);
