@@ -23,6 +23,15 @@ fn check_against_reference(name: &str, cfg: &TinyConfig) {
     check_model_against_reference(name, &model);
 }
 
+/// The same tiny model (seed 7) as an f16 GGUF file.
+fn tiny_gguf(cfg: &TinyConfig) -> (tempfile::TempDir, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    write_tiny_gguf(&path, cfg, 7, DType::F16).unwrap();
+    let model = Model::load(&path).unwrap();
+    (dir, model)
+}
+
 fn check_model_against_reference(name: &str, model: &Model) {
     let ctx = gpu();
     let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
@@ -198,10 +207,7 @@ fn logits_match_cpu_reference_qwen2_biases() {
 fn logits_match_cpu_reference_qwen3_qk_norm() {
     let cfg = TinyConfig::qwen3();
     check_against_reference("qwen3", &cfg);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.architecture, kiln_model::Architecture::Qwen3);
     check_model_against_reference("qwen3 gguf", &model);
 }
@@ -231,10 +237,7 @@ fn logits_match_cpu_reference_gemma3() {
     );
     assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
     check_model_against_reference("gemma3", &model);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.layer_window(3), None);
     assert_eq!(model.config.norm_gain_offset, 0.0);
     check_model_against_reference("gemma3 gguf", &model);
@@ -263,10 +266,7 @@ fn logits_match_cpu_reference_gemma2() {
     );
     assert_eq!((c.layer_rope_theta(0), c.layer_rope_theta(1)), (1e4, 1e4));
     check_model_against_reference("gemma2", &model);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     let c = &model.config;
     assert_eq!((c.attn_softcap, c.final_softcap), (Some(1.0), Some(2.0)));
     assert_eq!(
@@ -318,10 +318,7 @@ fn logits_match_cpu_reference_smollm3() {
             "smollm3 kernels {family}: {near} from the reference, {far} from the rotated one"
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.no_rope_layers, [3]);
     check_model_against_reference("smollm3 gguf", &model);
 }
@@ -350,10 +347,7 @@ fn logits_match_cpu_reference_gemma3_linear_rope() {
         );
     }
     check_model_against_reference("gemma3 linear rope", &model);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.rope_linear_factor, Some(8.0));
     check_model_against_reference("gemma3 linear rope gguf", &model);
 }
@@ -370,20 +364,16 @@ fn logits_match_cpu_reference_phi3() {
     assert_eq!(model.config.long_rope, cfg.long_rope);
     assert!((model.config.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
     check_model_against_reference("phi3", &model);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.long_rope, cfg.long_rope);
     check_model_against_reference("phi3 gguf", &model);
 }
 
 /// Granite: Llama's layer with its four multipliers (embeddings times 3, attention scale 0.7,
 /// sub-layer outputs times 1.6 into the residual stream, logits divided by 0.7), as a Hugging
-/// Face folder
-/// and as GGUF (llama.cpp's `embedding_scale`, `attention.scale`, `residual_scale`,
-/// `logit_scale`). The GPU scales the residual products and the logits in the matrix
-/// kernels' epilogue.
+/// Face folder and as GGUF (llama.cpp's `embedding_scale`, `attention.scale`,
+/// `residual_scale`, `logit_scale`). The GPU scales the residual products and the logits in
+/// the matrix kernels' epilogue.
 #[test]
 fn logits_match_cpu_reference_granite() {
     let cfg = TinyConfig::granite();
@@ -394,10 +384,7 @@ fn logits_match_cpu_reference_granite() {
         (3.0, 0.7)
     );
     check_model_against_reference("granite", &model);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.granite, cfg.granite);
     check_model_against_reference("granite gguf", &model);
 }
@@ -414,10 +401,7 @@ fn logits_match_cpu_reference_phi4_mini_partial_rotary() {
     assert_eq!(model.config.partial_rotary_dim, Some(12));
     assert_eq!(model.config.layer_rope_inv_freq(0)[6..], [0.0, 0.0]);
     check_model_against_reference("phi4-mini", &model);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.partial_rotary_dim, Some(12));
     check_model_against_reference("phi4-mini gguf", &model);
 }
@@ -439,10 +423,7 @@ fn logits_match_cpu_reference_llama32_rope_scaling() {
         ..TinyConfig::default()
     };
     check_against_reference("llama3.2", &cfg);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.rope_scaling, cfg.rope_scaling);
     assert!(model.config.tie_word_embeddings);
     check_model_against_reference("llama3.2 gguf", &model);
@@ -458,10 +439,7 @@ fn logits_match_cpu_reference_sliding_window() {
         ..TinyConfig::default()
     };
     check_against_reference("sliding window", &cfg);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tiny.gguf");
-    write_tiny_gguf(&path, &cfg, 7, DType::F16).unwrap();
-    let model = Model::load(&path).unwrap();
+    let (_gguf, model) = tiny_gguf(&cfg);
     assert_eq!(model.config.sliding_window, Some(30));
     check_model_against_reference("sliding window gguf", &model);
 }

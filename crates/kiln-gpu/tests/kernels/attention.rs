@@ -26,90 +26,36 @@ fn paged_attention_mixes_prefill_and_decode() {
             assert!(k.rowwise_subgroups, "no subgroup row-wise attention here");
         }
         k.rowwise_subgroups = subgroups;
-        for dtype in [KvDtype::F16, KvDtype::F32, KvDtype::Fp8] {
-            check_attention(&ctx, &k, dtype, split_tokens, (6, 2, 24), None, None);
+        use KvDtype::{F16, F32, Fp8, Q8};
+        // (cache, query heads / KV heads x head_dim, window, soft cap)
+        let cases = [
+            (F16, (6, 2, 24), None, None),
+            (F32, (6, 2, 24), None, None),
+            (Fp8, (6, 2, 24), None, None),
+            // 16 query heads of 64 on one KV head: every output slot of a GPU-family
+            // invocation.
+            (F16, (16, 1, 64), None, None),
+            // Query tiles of 16 tokens (one head per KV head), of 2 (Llama 3 8B's 4 heads of
+            // 128 per KV head) and of 1 (Gemma 3's 4 heads of 256).
+            (F32, (4, 4, 32), None, None),
+            (F16, (8, 2, 128), Some(20), None),
+            (F16, (4, 1, 256), None, None),
+            (F16, (6, 2, 24), Some(40), None),
+            (Fp8, (8, 2, 128), Some(20), None),
+            // q8_0: groups of 32 with their scales after each block's rows; heads of one
+            // group, of two pairs of groups, and of three groups (a pair split between two
+            // heads).
+            (Q8, (8, 2, 128), Some(20), None),
+            (Q8, (6, 2, 32), None, None),
+            (Q8, (4, 2, 96), None, None),
+            // Gemma 2's soft cap on the scores (these scores are about N(0, 1): the cap bends
+            // them).
+            (F16, (8, 2, 128), Some(20), Some(1.5)),
+            (F32, (6, 2, 24), None, Some(0.7)),
+        ];
+        for (dtype, heads, window, softcap) in cases {
+            check_attention(&ctx, &k, dtype, split_tokens, heads, window, softcap);
         }
-        // 16 query heads of 64 on one KV head: every output slot of a GPU-family invocation.
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::F16,
-            split_tokens,
-            (16, 1, 64),
-            None,
-            None,
-        );
-        // Query tiles of 16 tokens (one head per KV head), of 2 (Llama 3 8B's 4 heads of 128
-        // per KV head) and of 1 (Gemma 3's 4 heads of 256).
-        check_attention(&ctx, &k, KvDtype::F32, split_tokens, (4, 4, 32), None, None);
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::F16,
-            split_tokens,
-            (8, 2, 128),
-            Some(20),
-            None,
-        );
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::F16,
-            split_tokens,
-            (4, 1, 256),
-            None,
-            None,
-        );
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::F16,
-            split_tokens,
-            (6, 2, 24),
-            Some(40),
-            None,
-        );
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::Fp8,
-            split_tokens,
-            (8, 2, 128),
-            Some(20),
-            None,
-        );
-        // q8_0: groups of 32 with their scales after each block's rows; heads of one group,
-        // of two pairs of groups, and of three groups (a pair split between two heads).
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::Q8,
-            split_tokens,
-            (8, 2, 128),
-            Some(20),
-            None,
-        );
-        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (6, 2, 32), None, None);
-        check_attention(&ctx, &k, KvDtype::Q8, split_tokens, (4, 2, 96), None, None);
-        // Gemma 2's soft cap on the scores (these scores are about N(0, 1): the cap bends them).
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::F16,
-            split_tokens,
-            (8, 2, 128),
-            Some(20),
-            Some(1.5),
-        );
-        check_attention(
-            &ctx,
-            &k,
-            KvDtype::F32,
-            split_tokens,
-            (6, 2, 24),
-            None,
-            Some(0.7),
-        );
     }
 }
 
