@@ -236,40 +236,8 @@ impl ModelRunner {
             &inputs.penalties.writes,
             &inputs.penalties.store,
         );
-        let rope_bytes = (rc.max_model_len * d * 4) as u64;
-        if rope_bytes > ctx.max_binding() {
-            let max = (ctx.max_binding() / (d as u64 * 4)) as usize;
-            return Err(GpuError::Capacity {
-                what: "positions in the rotary table (one storage binding)",
-                needed: rc.max_model_len,
-                max,
-            });
-        }
-        let rope_table = |label: &str, inv_freq: &[f64], rotated: usize| {
-            let factor = c.rope_attention_factor();
-            let table = ops::rope_table(inv_freq, rc.max_model_len, factor, rotated);
-            ctx.storage_init(label, bytemuck::cast_slice(&table))
-        };
-        // A table per distinct set of layer frequencies: Gemma 3's sliding layers rotate with
-        // their own base (and without the global layers' linear scaling), SmolLM3's layers
-        // without RoPE by nothing.
-        type Table = ((Vec<f64>, usize), wgpu::Buffer);
-        let mut tables: Vec<Table> = Vec::new();
-        let mut table_of_layer = Vec::with_capacity(c.num_layers);
-        for i in 0..c.num_layers {
-            let key = (c.layer_rope_inv_freq(i), c.layer_rotated_pairs(i));
-            let k = match tables.iter().position(|(f, _)| *f == key) {
-                Some(k) => k,
-                None => {
-                    let label = format!("rope ({} kind of layer)", tables.len() + 1);
-                    let table = rope_table(&label, &key.0, key.1);
-                    tables.push((key, table));
-                    tables.len() - 1
-                }
-            };
-            table_of_layer.push(k);
-        }
-        let rope: Vec<&wgpu::Buffer> = table_of_layer.iter().map(|&k| &tables[k].1).collect();
+        let rope_tables = ops::LayerRopeTables::new(ctx, c, rc.max_model_len)?;
+        let rope = rope_tables.per_layer();
         let step = &inputs.step;
         let total = c.num_layers + 2;
         let mut weight_bytes = 0;

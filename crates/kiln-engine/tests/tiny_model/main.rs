@@ -1,8 +1,9 @@
 //! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
-//! path. `reference`: the runner's logits against the CPU reference forward pass for every
-//! architecture (Llama, Qwen2 with attention biases, Qwen3, Gemma 3, Phi-3, Llama 3.2's RoPE
-//! scaling, Mistral's window, tied embeddings, GGUF files of every quantized type kept
-//! quantized) over chunked prefill across non-contiguous KV blocks and decode steps.
+//! path. `reference` and `architectures`: the runner's logits against the CPU reference
+//! forward pass for every architecture (Llama, Qwen2 with attention biases and windows, Qwen3,
+//! Gemma 2 and 3, SmolLM3, Granite, Phi-3 and Phi-4-mini, Llama 3.2's RoPE scaling, Mistral's
+//! window, tied embeddings, GGUF files of every quantized type kept quantized) over chunked
+//! prefill across non-contiguous KV blocks and decode steps.
 //! `serving`: greedy tokens of 8 concurrent requests equal to each run alone, with prefix
 //! caching on and off; KV blocks evicted to the CPU tier and restored giving the same tokens
 //! and log-probs as a fresh engine that never evicted; blocks given back behind a sliding
@@ -17,6 +18,7 @@
 //! engine changing no output. Every test runs with both kernel families (`gpu`: tiled, `cpu`: row-wise) and the
 //! f16 KV cache; the reference and CPU-tier tests with the f32 cache too.
 
+mod architectures;
 #[path = "../common/mod.rs"]
 mod common;
 mod disk_tier;

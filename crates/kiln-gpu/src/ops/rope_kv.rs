@@ -1,6 +1,8 @@
 use bytemuck::{Pod, Zeroable};
 
-use crate::{GpuContext, Grid, Kernels, KvDtype, Launch};
+use kiln_model::ModelConfig;
+
+use crate::{GpuContext, GpuError, Grid, Kernels, KvDtype, Launch};
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -34,6 +36,50 @@ pub fn rope_table(inv_freq: &[f64], max_positions: usize, scale: f64, rotated: u
         }
     }
     table
+}
+
+/// The rotary tables of a model's layers: one per distinct set of layer frequencies (Gemma 3's
+/// sliding layers rotate with their own base, and without the global layers' linear scaling;
+/// SmolLM3's layers without RoPE by nothing), and which one each layer reads.
+pub struct LayerRopeTables {
+    tables: Vec<wgpu::Buffer>,
+    of_layer: Vec<usize>,
+}
+
+impl LayerRopeTables {
+    /// The tables of `c`'s layers for `max_positions` positions; refused when one table does
+    /// not fit a storage binding.
+    pub fn new(ctx: &GpuContext, c: &ModelConfig, max_positions: usize) -> Result<Self, GpuError> {
+        let d = c.head_dim;
+        if (max_positions * d * 4) as u64 > ctx.max_binding() {
+            return Err(GpuError::Capacity {
+                what: "positions in the rotary table (one storage binding)",
+                needed: max_positions,
+                max: (ctx.max_binding() / (d as u64 * 4)) as usize,
+            });
+        }
+        let mut keys: Vec<(Vec<f64>, usize)> = Vec::new();
+        let mut tables = Vec::new();
+        let mut of_layer = Vec::with_capacity(c.num_layers);
+        for i in 0..c.num_layers {
+            let key = (c.layer_rope_inv_freq(i), c.layer_rotated_pairs(i));
+            let k = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+                let factor = c.rope_attention_factor();
+                let table = rope_table(&key.0, max_positions, factor, key.1);
+                let label = format!("rope ({} kind of layer)", tables.len() + 1);
+                tables.push(ctx.storage_init(&label, bytemuck::cast_slice(&table)));
+                keys.push(key);
+                tables.len() - 1
+            });
+            of_layer.push(k);
+        }
+        Ok(Self { tables, of_layer })
+    }
+
+    /// Each layer's table, in layer order.
+    pub fn per_layer(&self) -> Vec<&wgpu::Buffer> {
+        self.of_layer.iter().map(|&k| &self.tables[k]).collect()
+    }
 }
 
 /// Row `r` of a head in the rotary pair layout holds row `paired_row(r, head_dim, rot)` of the

@@ -1,0 +1,289 @@
+//! Each architecture and feature on the GPU against the CPU reference forward pass
+//! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, Llama 3.2's RoPE
+//! scaling and Mistral's window.
+
+use super::reference::{check_against_reference, check_model_against_reference, tiny_gguf};
+use super::*;
+
+#[test]
+fn logits_match_cpu_reference_qwen2_biases() {
+    check_against_reference("qwen2", &TinyConfig::qwen2());
+}
+
+/// Qwen3: per-head q/k RMSNorm before the rotary embedding, no biases, head_dim 32 with 4 heads
+/// in a hidden size of 64; as a Hugging Face folder and as a GGUF file (`qwen3` metadata,
+/// `attn_q_norm` / `attn_k_norm` tensors).
+#[test]
+fn logits_match_cpu_reference_qwen3_qk_norm() {
+    let cfg = TinyConfig::qwen3();
+    check_against_reference("qwen3", &cfg);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.architecture, kiln_model::Architecture::Qwen3);
+    check_model_against_reference("qwen3 gguf", &model);
+}
+
+/// Gemma 3: norms after attention and after the MLP, GELU (tanh), embeddings scaled by
+/// sqrt(64), q/k norms, tied embeddings, and a window of 12 on layers 1 and 3 (RoPE base 10000)
+/// with layers 2 and 4 global (base 1e6), so the 50 positions here cross the window on the
+/// sliding layers while token 3 still reaches the decode logits through the global ones. As a
+/// Hugging Face folder (gains stored minus one, queries scaled by 1/sqrt(24)) and as GGUF.
+#[test]
+fn logits_match_cpu_reference_gemma3() {
+    let cfg = TinyConfig::gemma3();
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::Gemma3);
+    assert_eq!(
+        (c.norm_gain_offset, c.query_pre_attn_scalar),
+        (1.0, Some(24.0))
+    );
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(12), None, Some(12), None]
+    );
+    assert_eq!(
+        (c.layer_rope_theta(0), c.layer_rope_theta(1)),
+        (10000.0, 1.0e6)
+    );
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    check_model_against_reference("gemma3", &model);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.layer_window(3), None);
+    assert_eq!(model.config.norm_gain_offset, 0.0);
+    check_model_against_reference("gemma3 gguf", &model);
+}
+
+/// Gemma 2: Gemma 3's layer without q/k norms, every second layer sliding (one RoPE base),
+/// attention scores soft-capped at 1 and logits at 2 (both well inside tanh's bend for this
+/// model: its logits reach about 1.9 of the cap's 2). As a Hugging Face folder (with its
+/// `layer_types` list) and as GGUF (no pattern in the file, as llama.cpp writes it: every
+/// second layer global by default). The GPU runs both caps: the attention kernels' and the LM
+/// head's epilogue.
+#[test]
+fn logits_match_cpu_reference_gemma2() {
+    let cfg = TinyConfig::gemma2();
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::Gemma2);
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(1.0), Some(2.0)));
+    assert_eq!(
+        (c.norm_gain_offset, c.query_pre_attn_scalar),
+        (1.0, Some(24.0))
+    );
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(12), None, Some(12), None]
+    );
+    assert_eq!((c.layer_rope_theta(0), c.layer_rope_theta(1)), (1e4, 1e4));
+    check_model_against_reference("gemma2", &model);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    let c = &model.config;
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(1.0), Some(2.0)));
+    assert_eq!(
+        (c.sliding_window_pattern, c.layer_window(2)),
+        (Some(2), Some(12))
+    );
+    check_model_against_reference("gemma2 gguf", &model);
+}
+
+/// SmolLM3: Llama's layer, the fourth of four layers without RoPE (its rotary table all
+/// zeros, so the fused rotary step writes q and k unrotated), as a Hugging Face folder (its
+/// `no_rope_layers` flags) and as GGUF (q and k permuted as Llama's; no key: every fourth
+/// layer, as llama.cpp reads it).
+#[test]
+fn logits_match_cpu_reference_smollm3() {
+    let cfg = TinyConfig::smollm3();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.architecture, kiln_model::Architecture::SmolLM3);
+    assert_eq!(model.config.no_rope_layers, [3]);
+    check_model_against_reference("smollm3", &model);
+    // Leaving the rotation out of one layer in four moves these logits by a few hundredths,
+    // inside the f16 cache's tolerance above: with the f32 cache, both families' logits must
+    // be far nearer the reference than the same model rotating on every layer.
+    let ctx = gpu();
+    let all = tokens(1, 45, model.config.vocab_size);
+    let exact = CpuModel::load(&model.config, &model.weights).unwrap();
+    let roped = kiln_model::ModelConfig {
+        no_rope_layers: Vec::new(),
+        ..model.config.clone()
+    };
+    let roped = CpuModel::load(&roped, &model.weights).unwrap();
+    let (want, other) = (&exact.forward(&all)[44], &roped.forward(&all)[44]);
+    let dist = |a: &[f32], b: &[f32]| {
+        (a.iter().zip(b))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    for family in FAMILIES {
+        let mut engine = engine(&ctx, &model, on(config(16, false), family, KvDtype::F32));
+        let got = pollster::block_on(engine.runner().logits(&chunk(&all, 0, &[5, 2, 7])))
+            .unwrap()
+            .remove(0);
+        let (near, far) = (dist(&got, want), dist(&got, other));
+        eprintln!(
+            "smollm3 kernels {family}: {near:e} from the reference, {far:e} from it with RoPE on every layer"
+        );
+        assert!(
+            near * 20.0 < far,
+            "smollm3 kernels {family}: {near} from the reference, {far} from the rotated one"
+        );
+    }
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.no_rope_layers, [3]);
+    check_model_against_reference("smollm3 gguf", &model);
+}
+
+/// Gemma 3 4B and larger: linear RoPE scaling (factor 8) on the global layers only, the
+/// sliding layers keeping their own base unscaled, as Hugging Face's `rope_scaling` of type
+/// `linear` and as GGUF's `rope.scaling.type` `linear`.
+#[test]
+fn logits_match_cpu_reference_gemma3_linear_rope() {
+    let cfg = TinyConfig {
+        rope_linear_factor: Some(8.0),
+        ..TinyConfig::gemma3()
+    };
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.rope_linear_factor, Some(8.0));
+    let base = |theta: f64, i: usize| 1.0 / theta.powf(2.0 * i as f64 / c.head_dim as f64);
+    for i in 0..c.head_dim / 2 {
+        assert!(
+            (c.layer_rope_inv_freq(0)[i] - base(10000.0, i)).abs() < 1e-12,
+            "sliding"
+        );
+        assert!(
+            (c.layer_rope_inv_freq(1)[i] - base(1.0e6, i) / 8.0).abs() < 1e-12,
+            "global"
+        );
+    }
+    check_model_against_reference("gemma3 linear rope", &model);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.rope_linear_factor, Some(8.0));
+    check_model_against_reference("gemma3 linear rope gguf", &model);
+}
+
+/// Phi-3: q/k/v and gate/up fused into one tensor each (`qkv_proj`, `gate_up_proj`; GGUF
+/// `attn_qkv`, `ffn_up`), and LongRoPE: the long factors (the context, 512, is past the original
+/// 64) dividing each frequency, cos and sin scaled by sqrt(1 + ln 8 / ln 64). As a Hugging
+/// Face folder and as GGUF (factors as `rope_factors_*` tensors).
+#[test]
+fn logits_match_cpu_reference_phi3() {
+    let cfg = TinyConfig::phi3();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.architecture, kiln_model::Architecture::Phi3);
+    assert_eq!(model.config.long_rope, cfg.long_rope);
+    assert!((model.config.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
+    check_model_against_reference("phi3", &model);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.long_rope, cfg.long_rope);
+    check_model_against_reference("phi3 gguf", &model);
+}
+
+/// Granite: Llama's layer with its four multipliers (embeddings times 3, attention scale 0.7,
+/// sub-layer outputs times 1.6 into the residual stream, logits divided by 0.7), as a Hugging
+/// Face folder and as GGUF (llama.cpp's `embedding_scale`, `attention.scale`,
+/// `residual_scale`, `logit_scale`). The GPU scales the residual products and the logits in
+/// the matrix kernels' epilogue.
+#[test]
+fn logits_match_cpu_reference_granite() {
+    let cfg = TinyConfig::granite();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.granite, cfg.granite);
+    assert_eq!(
+        (model.config.embed_scale(), model.config.attention_scale()),
+        (3.0, 0.7)
+    );
+    check_model_against_reference("granite", &model);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.granite, cfg.granite);
+    check_model_against_reference("granite gguf", &model);
+}
+
+/// Phi-4-mini's shape: Phi-3 with a partial rotary embedding (12 of each head's 16
+/// dimensions turn: the other 4 pass through, not scaled by LongRoPE's attention factor),
+/// as a Hugging Face folder (`partial_rotary_factor` 0.75) and as GGUF (`rope.dimension_count`
+/// 12). The GPU lays each head out as 6 turning pairs and 2 pairs whose table entries turn by
+/// nothing; the CPU reference turns the first 12 dimensions of the checkpoint's order.
+#[test]
+fn logits_match_cpu_reference_phi4_mini_partial_rotary() {
+    let cfg = TinyConfig::phi4_mini();
+    let (_dir, model) = tiny(&cfg, 7);
+    assert_eq!(model.config.partial_rotary_dim, Some(12));
+    assert_eq!(model.config.layer_rope_inv_freq(0)[6..], [0.0, 0.0]);
+    check_model_against_reference("phi4-mini", &model);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.partial_rotary_dim, Some(12));
+    check_model_against_reference("phi4-mini gguf", &model);
+}
+
+/// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original
+/// context 64, so the 50 positions here cross the scaled band of frequencies), as a Hugging
+/// Face folder and as GGUF (`rope.scaling.*` metadata).
+#[test]
+fn logits_match_cpu_reference_llama32_rope_scaling() {
+    let cfg = TinyConfig {
+        tie_word_embeddings: true,
+        rope_theta: 500000.0,
+        rope_scaling: Some(kiln_model::RopeScaling {
+            factor: 32.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64,
+        }),
+        ..TinyConfig::default()
+    };
+    check_against_reference("llama3.2", &cfg);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.rope_scaling, cfg.rope_scaling);
+    assert!(model.config.tie_word_embeddings);
+    check_model_against_reference("llama3.2 gguf", &model);
+}
+
+/// Mistral's sliding window (30 positions, so the 45-token prompt's last chunk and every decode
+/// step see only part of the context; over two layers token 3 still reaches the decode
+/// logits, which the sensitivity check needs), as a folder and as GGUF.
+#[test]
+fn logits_match_cpu_reference_sliding_window() {
+    let cfg = TinyConfig {
+        sliding_window: Some(30),
+        ..TinyConfig::default()
+    };
+    check_against_reference("sliding window", &cfg);
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert_eq!(model.config.sliding_window, Some(30));
+    check_model_against_reference("sliding window gguf", &model);
+}
+
+/// Qwen2's window on the layers from `max_window_layers` on (here layer 1 of 2; layer 0
+/// attends to everything), from its Hugging Face folder. The window must change the logits
+/// (the same weights with no window give others), so a kernel that ignored it would fail.
+#[test]
+fn logits_match_cpu_reference_qwen2_sliding_layers() {
+    let cfg = TinyConfig {
+        sliding_window: Some(20),
+        first_sliding_layer: 1,
+        ..TinyConfig::qwen2()
+    };
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!((c.layer_window(0), c.layer_window(1)), (None, Some(20)));
+    let all = tokens(1, 50, c.vocab_size);
+    let windowed = CpuModel::load(c, &model.weights).unwrap().forward(&all);
+    let global = kiln_model::ModelConfig {
+        sliding_window: None,
+        ..c.clone()
+    };
+    let unwindowed = CpuModel::load(&global, &model.weights)
+        .unwrap()
+        .forward(&all);
+    let moved = (windowed[49].iter().zip(&unwindowed[49]))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    eprintln!("qwen2 sliding layers: the window moves the last logits by {moved}");
+    assert!(
+        moved > 0.05,
+        "the window moves the last logits by only {moved}"
+    );
+    check_model_against_reference("qwen2 sliding layers", &model);
+}

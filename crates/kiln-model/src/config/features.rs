@@ -1,0 +1,119 @@
+//! What sets a model apart from a plain Llama, in words: `kiln info`'s list.
+
+use super::{Activation, ModelConfig};
+use crate::{ModelTensors, Op};
+
+impl ModelConfig {
+    /// What sets this model apart from a plain Llama, in words (for `kiln info`).
+    pub fn features(&self) -> Vec<String> {
+        let mut f = Vec::new();
+        if self.num_kv_heads < self.num_heads {
+            f.push(format!(
+                "grouped-query attention ({} query heads per KV head)",
+                self.num_heads / self.num_kv_heads.max(1)
+            ));
+        }
+        if self.attention_bias {
+            f.push("q/k/v biases".into());
+        }
+        let tensors = ModelTensors::for_config(self);
+        let ops = tensors.layers.iter().flat_map(|l| &l.ops);
+        if ops
+            .clone()
+            .any(|op| matches!(op, Op::Rotary { qk_norm: Some(_) }))
+        {
+            f.push("per-head q/k RMSNorm".into());
+        }
+        if ops.clone().any(|op| matches!(op, Op::AddNormed { .. })) {
+            f.push("RMSNorm after attention and after the MLP".into());
+        }
+        if self.activation == Activation::GeluTanh {
+            f.push("GELU (tanh) gated MLP".into());
+        }
+        if self.embed_scale() != 1.0 {
+            f.push(format!("embeddings scaled by {}", self.embed_scale()));
+        }
+        if self.tie_word_embeddings {
+            f.push("tied embeddings".into());
+        }
+        match (self.sliding_window, self.sliding_window_pattern) {
+            (Some(w), Some(n)) => f.push(format!(
+                "sliding window of {w} positions, every {} layer global{}",
+                ordinal(n),
+                self.rope_local_theta
+                    .map(|t| format!(" (RoPE base {t} on the sliding layers)"))
+                    .unwrap_or_default()
+            )),
+            (Some(w), None) if self.first_sliding_layer > 0 => f.push(format!(
+                "sliding window of {w} positions from layer {} on",
+                self.first_sliding_layer
+            )),
+            (Some(w), None) => f.push(format!("sliding window of {w} positions on every layer")),
+            _ => {}
+        }
+        if !self.no_rope_layers.is_empty() {
+            f.push(format!(
+                "no rotary embedding on layers {}",
+                (self.no_rope_layers.iter())
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if let Some(g) = self.granite {
+            f.push(format!(
+                "attention scale {}, sub-layer outputs times {} into the residual stream, \
+                 logits divided by {}",
+                g.attention, g.residual, g.logits
+            ));
+        }
+        if let Some(c) = self.attn_softcap {
+            f.push(format!("attention scores soft-capped at {c}"));
+        }
+        if let Some(c) = self.final_softcap {
+            f.push(format!("logits soft-capped at {c}"));
+        }
+        if let Some(r) = self.partial_rotary_dim {
+            f.push(format!(
+                "rotary embedding on {r} of {} dimensions a head",
+                self.head_dim
+            ));
+        }
+        if let Some(r) = &self.long_rope {
+            f.push(format!(
+                "LongRoPE (original context {}, attention factor {})",
+                r.original_max_position_embeddings, r.attention_factor
+            ));
+        }
+        if let Some(s) = self.rope_scaling {
+            f.push(format!(
+                "Llama 3 RoPE scaling (factor {}, original context {})",
+                s.factor, s.original_max_position_embeddings
+            ));
+        }
+        if let Some(factor) = self.rope_linear_factor {
+            let which = match self.rope_local_theta {
+                Some(_) => " on the global layers",
+                None => "",
+            };
+            f.push(format!("linear RoPE scaling (factor {factor}){which}"));
+        }
+        f.push(format!(
+            "RMSNorm eps {}, RoPE base {}",
+            self.rms_norm_eps, self.rope_theta
+        ));
+        f
+    }
+}
+
+/// `n` as an English ordinal: 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}

@@ -1,0 +1,249 @@
+//! Tiny random models as Hugging Face folders: config.json as each architecture writes it,
+//! the weights in safetensors (one file or shards with their index), the tiny tokenizer and
+//! the generation config.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{NamedTensor, TinyConfig, quantize, tiny_tensors, tiny_tokenizer};
+use crate::{Architecture, DType, LongRope, ModelConfig, ModelError};
+
+pub(super) fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
+    move |e| ModelError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+/// Serializes tensors as a safetensors file in `dtype` (F32, F16 or BF16).
+pub fn safetensors_bytes(tensors: &[NamedTensor], dtype: DType) -> Vec<u8> {
+    let name = match dtype {
+        DType::F32 => "F32",
+        DType::F16 => "F16",
+        DType::BF16 => "BF16",
+        other => panic!("safetensors cannot hold {other:?}"),
+    };
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), json!({"format": "pt"}));
+    let mut data = Vec::new();
+    for t in tensors {
+        let bytes = quantize(dtype, &t.data);
+        header.insert(t.name.clone(), json!({"dtype": name, "shape": t.shape, "data_offsets": [data.len(), data.len() + bytes.len()]}));
+        data.extend(bytes);
+    }
+    let mut h = serde_json::to_vec(&header).expect("json");
+    h.resize(h.len().div_ceil(8) * 8, b' ');
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend(h);
+    out.extend(data);
+    out
+}
+
+/// Writes a tiny random model as a Hugging Face folder (config.json, model.safetensors,
+/// tokenizer.json, tokenizer_config.json, generation_config.json) and returns its config.
+pub fn write_tiny_llama(
+    dir: &Path,
+    cfg: &TinyConfig,
+    seed: u64,
+) -> Result<ModelConfig, ModelError> {
+    let mc = write_folder_files(dir, cfg)?;
+    let p = dir.join("model.safetensors");
+    std::fs::write(&p, safetensors_bytes(&tiny_tensors(&mc, seed), cfg.dtype)).map_err(io(&p))?;
+    Ok(mc)
+}
+
+/// Writes the same model as [`write_tiny_llama`] with its weights in `shards` files, as
+/// transformers saves a large model: `model-00001-of-0000N.safetensors` and so on (tensors
+/// in order, about as many in each), and `model.safetensors.index.json` mapping each tensor
+/// to its file.
+pub fn write_tiny_llama_sharded(
+    dir: &Path,
+    cfg: &TinyConfig,
+    seed: u64,
+    shards: usize,
+) -> Result<ModelConfig, ModelError> {
+    let mc = write_folder_files(dir, cfg)?;
+    let tensors = tiny_tensors(&mc, seed);
+    let per = tensors.len().div_ceil(shards.max(1));
+    let mut map = serde_json::Map::new();
+    let mut total = 0;
+    for (i, part) in tensors.chunks(per).enumerate() {
+        let name = format!("model-{:05}-of-{:05}.safetensors", i + 1, shards);
+        for t in part {
+            map.insert(t.name.clone(), json!(name));
+            total += t.data.len() * cfg.dtype.byte_len(1);
+        }
+        let p = dir.join(&name);
+        std::fs::write(&p, safetensors_bytes(part, cfg.dtype)).map_err(io(&p))?;
+    }
+    let index = json!({"metadata": {"total_size": total}, "weight_map": map});
+    let p = dir.join("model.safetensors.index.json");
+    std::fs::write(&p, serde_json::to_vec_pretty(&index).expect("json")).map_err(io(&p))?;
+    Ok(mc)
+}
+
+/// The Hugging Face folder around the weights: config, tiny tokenizer, generation config.
+pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mc = cfg.model_config();
+    // A Llama with a window is written as Mistral, whose folders carry one.
+    let mistral = mc.architecture == Architecture::Llama && mc.sliding_window.is_some();
+    let config = json!({
+        "architectures": [match mc.architecture {
+            Architecture::Llama if mistral => "MistralForCausalLM",
+            Architecture::Llama => "LlamaForCausalLM",
+            Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
+            Architecture::Gemma2 => "Gemma2ForCausalLM",
+            Architecture::Gemma3 => "Gemma3ForCausalLM",
+            Architecture::Phi3 => "Phi3ForCausalLM",
+            Architecture::SmolLM3 => "SmolLM3ForCausalLM",
+            Architecture::Granite => "GraniteForCausalLM",
+        }],
+        "model_type": match mc.architecture {
+            Architecture::Llama if mistral => "mistral",
+            Architecture::Gemma3 => "gemma3_text",
+            a => a.gguf_name(),
+        },
+        "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
+        "num_hidden_layers": mc.num_layers, "num_attention_heads": mc.num_heads,
+        "num_key_value_heads": mc.num_kv_heads, "head_dim": mc.head_dim, "vocab_size": mc.vocab_size,
+        "max_position_embeddings": mc.max_position_embeddings, "rms_norm_eps": mc.rms_norm_eps,
+        "rope_theta": mc.rope_theta, "tie_word_embeddings": mc.tie_word_embeddings,
+        "sliding_window": mc.sliding_window,
+        "rope_scaling": mc.rope_scaling.map(|s| json!({
+            "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
+            "high_freq_factor": s.high_freq_factor,
+            "original_max_position_embeddings": s.original_max_position_embeddings,
+        })),
+        "attention_bias": mc.attention_bias, "hidden_act": "silu", "eos_token_id": mc.eos_token_ids[0],
+        "torch_dtype": "float32",
+    });
+    let mut config = config;
+    if let Some(f) = mc.rope_linear_factor {
+        config["rope_scaling"] = json!({"rope_type": "linear", "factor": f});
+    }
+    if mc.architecture.is_gemma() {
+        let mut extra = json!({
+            "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
+            "sliding_window_pattern": mc.sliding_window_pattern,
+            "rope_local_base_freq": mc.rope_local_theta,
+            "attn_logit_softcapping": mc.attn_softcap,
+            "final_logit_softcapping": mc.final_softcap,
+        });
+        if mc.architecture == Architecture::Gemma2 {
+            // Gemma 2's folders name each layer's kind (newer transformers writes the list;
+            // older folders have none and alternate).
+            let kinds: Vec<&str> = (0..mc.num_layers)
+                .map(|i| match mc.layer_window(i) {
+                    Some(_) => "sliding_attention",
+                    None => "full_attention",
+                })
+                .collect();
+            extra["layer_types"] = json!(kinds);
+            extra
+                .as_object_mut()
+                .unwrap()
+                .remove("sliding_window_pattern");
+            extra
+                .as_object_mut()
+                .unwrap()
+                .remove("rope_local_base_freq");
+        }
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+    }
+    if matches!(
+        mc.architecture,
+        Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3
+    ) && mc.sliding_window.is_some()
+    {
+        config["use_sliding_window"] = json!(true);
+        config["max_window_layers"] = json!(mc.first_sliding_layer);
+    }
+    if mc.architecture == Architecture::SmolLM3 {
+        // One flag a layer, 1 where it applies RoPE, as SmolLM3's folders carry it.
+        let flags: Vec<u8> = (0..mc.num_layers)
+            .map(|i| u8::from(!mc.no_rope_layers.contains(&i)))
+            .collect();
+        config["no_rope_layers"] = json!(flags);
+        config["no_rope_layer_interval"] = json!(4);
+    }
+    if let Some(g) = mc.granite {
+        config["embedding_multiplier"] = json!(g.embedding);
+        config["attention_multiplier"] = json!(g.attention);
+        config["residual_multiplier"] = json!(g.residual);
+        config["logits_scaling"] = json!(g.logits);
+    }
+    if let Some(r) = mc.partial_rotary_dim {
+        config["partial_rotary_factor"] = json!(r as f64 / mc.head_dim as f64);
+    }
+    if let Some(r) = &mc.long_rope {
+        let mut scaling = json!({
+            "type": "longrope", "short_factor": r.short_factor, "long_factor": r.long_factor,
+        });
+        let default = LongRope::default_attention_factor(
+            mc.max_position_embeddings,
+            r.original_max_position_embeddings,
+        );
+        if r.attention_factor != default {
+            scaling["attention_factor"] = json!(r.attention_factor);
+        }
+        let extra = json!({
+            "original_max_position_embeddings": r.original_max_position_embeddings,
+            "rope_scaling": scaling,
+        });
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+    }
+    let files = [
+        ("config.json", serde_json::to_vec_pretty(&config)),
+        (
+            "tokenizer.json",
+            serde_json::to_vec(&tiny_tokenizer::tokenizer_json_with(
+                &cfg.extra_special_tokens
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "tokenizer_config.json",
+            serde_json::to_vec_pretty(&tiny_tokenizer::tokenizer_config_json(
+                cfg.chat_template.as_deref(),
+            )),
+        ),
+        (
+            "generation_config.json",
+            serde_json::to_vec_pretty(&generation_config(&mc)),
+        ),
+    ];
+    for (name, bytes) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes.expect("json")).map_err(io(&p))?;
+    }
+    Ok(mc)
+}
+
+/// generation_config.json: the EOS ids and the sampling settings that are set.
+fn generation_config(mc: &ModelConfig) -> serde_json::Value {
+    let g = &mc.generation;
+    let mut v = json!({"eos_token_id": mc.eos_token_ids});
+    for (key, value) in [
+        ("temperature", g.temperature.map(|x| json!(x))),
+        ("top_p", g.top_p.map(|x| json!(x))),
+        ("top_k", g.top_k.map(|x| json!(x))),
+        ("min_p", g.min_p.map(|x| json!(x))),
+        ("repetition_penalty", g.repetition_penalty.map(|x| json!(x))),
+    ] {
+        if let Some(x) = value {
+            v[key] = x;
+        }
+    }
+    v
+}

@@ -1,0 +1,145 @@
+//! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
+//! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
+//! embedding, Granite's multipliers.
+
+use kiln_model::ModelConfig;
+
+/// Soft caps are Gemma 2's: on another architecture they are a forward pass kiln does not
+/// know, refused by name. A Gemma 2 config.json as Google ships gemma-2-2b-it (no
+/// `layer_types`, no pattern) alternates sliding and global layers and keeps both caps.
+#[test]
+fn soft_caps_belong_to_gemma2() {
+    let llama = serde_json::json!({
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "final_logit_softcapping": 30.0,
+    });
+    let e = ModelConfig::from_hf_json(&llama.to_string(), "config.json").expect_err("must fail");
+    assert!(
+        e.to_string().contains("final_logit_softcapping") && e.to_string().contains("llama"),
+        "{e}"
+    );
+    let gemma2 = serde_json::json!({
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+        "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+        "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304,
+        "intermediate_size": 9216, "max_position_embeddings": 8192,
+        "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+        "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+        "sliding_window": 4096, "vocab_size": 256000, "eos_token_id": [1, 107],
+    });
+    let c = ModelConfig::from_hf_json(&gemma2.to_string(), "config.json").unwrap();
+    assert_eq!((c.attn_softcap, c.final_softcap), (Some(50.0), Some(30.0)));
+    assert_eq!(
+        (0..4).map(|i| c.layer_window(i)).collect::<Vec<_>>(),
+        [Some(4096), None, Some(4096), None]
+    );
+    assert_eq!((c.layer_rope_theta(0), c.layer_rope_theta(1)), (1e4, 1e4));
+    assert!(c.tie_word_embeddings && c.norm_gain_offset == 1.0);
+    assert_eq!(c.attention_scale(), 1.0 / 16.0);
+    assert!((c.embed_scale() - 48.0).abs() < 1e-4);
+    let features = c.features().join("; ");
+    assert!(
+        features.contains("attention scores soft-capped at 50")
+            && features.contains("logits soft-capped at 30"),
+        "{features}"
+    );
+    // A cap that is not a positive number is refused.
+    let mut bad = gemma2.clone();
+    bad["attn_logit_softcapping"] = serde_json::json!(0.0);
+    let e = ModelConfig::from_hf_json(&bad.to_string(), "config.json").expect_err("must fail");
+    assert!(e.to_string().contains("soft cap"), "{e}");
+}
+
+/// SmolLM3's layers without RoPE: from its `no_rope_layers` flags (1 where a layer rotates),
+/// or every `no_rope_layer_interval`th layer (4 unless given); a list of the wrong length or
+/// with other values is refused by name.
+#[test]
+fn smollm3_layers_without_rope() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 8,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "rope_theta": 5000000.0, "tie_word_embeddings": true,
+        "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0], "no_rope_layer_interval": 4,
+        "use_sliding_window": false, "sliding_window": null,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.no_rope_layers, [3, 7]);
+    assert_eq!(c.layer_rope_inv_freq(3), vec![0.0; 8]);
+    assert!(c.layer_rope_inv_freq(2)[0] == 1.0);
+    assert!(
+        c.features()
+            .join("; ")
+            .contains("no rotary embedding on layers 3, 7")
+    );
+    cfg["no_rope_layers"] = serde_json::json!([0, 1, 1, 1, 1, 1, 1, 1]);
+    assert_eq!(parse(&cfg).unwrap().no_rope_layers, [0]);
+    cfg["no_rope_layers"] = serde_json::Value::Null;
+    cfg["no_rope_layer_interval"] = serde_json::json!(3);
+    assert_eq!(parse(&cfg).unwrap().no_rope_layers, [2, 5]);
+    cfg["no_rope_layers"] = serde_json::json!([1, 1, 0]);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("no_rope_layers"), "{e}");
+}
+
+/// A partial rotary embedding is Phi-3's (Phi-4-mini); on another family, or a factor that is
+/// not a whole even number of a head's dimensions, it is refused by name.
+#[test]
+fn partial_rotary_embeddings() {
+    let mut cfg = serde_json::json!({
+        "model_type": "phi3", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+        "partial_rotary_factor": 0.75,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!((c.rotary_dim(), c.layer_rotated_pairs(0)), (12, 6));
+    assert!(
+        c.features()
+            .join("; ")
+            .contains("rotary embedding on 12 of 16 dimensions")
+    );
+    cfg["partial_rotary_factor"] = serde_json::json!(0.7);
+    let e = parse(&cfg).expect_err("11.2 dimensions");
+    assert!(e.to_string().contains("partial_rotary_factor 0.7"), "{e}");
+    cfg["partial_rotary_factor"] = serde_json::json!(0.5);
+    cfg["model_type"] = serde_json::json!("llama");
+    let e = parse(&cfg).expect_err("not Phi-3's");
+    assert!(
+        e.to_string().contains("partial rotary embedding") && e.to_string().contains("llama"),
+        "{e}"
+    );
+}
+
+/// Granite's multipliers from its config.json (transformers' defaults of 1 where one is left
+/// out, the attention multiplier replacing 1/sqrt(head_dim) outright); one that is not a
+/// positive number is refused.
+#[test]
+fn granite_multipliers() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["GraniteForCausalLM"], "model_type": "granite",
+        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "embedding_multiplier": 12.0, "attention_multiplier": 0.015625,
+        "residual_multiplier": 0.22, "logits_scaling": 8.0, "tie_word_embeddings": true,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(
+        (
+            c.embed_scale(),
+            c.attention_scale(),
+            c.residual_scale(),
+            c.logits_divisor()
+        ),
+        (12.0, 0.015625, 0.22, 8.0)
+    );
+    cfg.as_object_mut().unwrap().remove("attention_multiplier");
+    assert_eq!(parse(&cfg).unwrap().attention_scale(), 1.0);
+    cfg["logits_scaling"] = serde_json::json!(0.0);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("Granite's multipliers"), "{e}");
+}
