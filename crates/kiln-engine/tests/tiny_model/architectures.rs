@@ -3,7 +3,9 @@
 //! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, Llama 3.2's RoPE
 //! scaling and Mistral's window.
 
-use super::reference::{check_against_reference, check_model_against_reference, tiny_gguf};
+use super::reference::{
+    check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
+};
 use super::*;
 
 #[test]
@@ -170,14 +172,11 @@ fn logits_match_cpu_reference_gemma3_linear_rope() {
 #[test]
 fn logits_match_cpu_reference_phi3() {
     let cfg = TinyConfig::phi3();
-    let (_dir, model) = tiny(&cfg, 7);
-    assert_eq!(model.config.architecture, kiln_model::Architecture::Phi3);
-    assert_eq!(model.config.long_rope, cfg.long_rope);
-    assert!((model.config.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
-    check_model_against_reference("phi3", &model);
-    let (_gguf, model) = tiny_gguf(&cfg);
-    assert_eq!(model.config.long_rope, cfg.long_rope);
-    check_model_against_reference("phi3 gguf", &model);
+    check_folder_and_gguf("phi3", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Phi3);
+        assert_eq!(c.long_rope, cfg.long_rope);
+        assert!((c.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
+    });
 }
 
 /// Granite: Llama's layer with its four multipliers (embeddings times 3, attention scale 0.7,
@@ -188,16 +187,10 @@ fn logits_match_cpu_reference_phi3() {
 #[test]
 fn logits_match_cpu_reference_granite() {
     let cfg = TinyConfig::granite();
-    let (_dir, model) = tiny(&cfg, 7);
-    assert_eq!(model.config.granite, cfg.granite);
-    assert_eq!(
-        (model.config.embed_scale(), model.config.attention_scale()),
-        (3.0, 0.7)
-    );
-    check_model_against_reference("granite", &model);
-    let (_gguf, model) = tiny_gguf(&cfg);
-    assert_eq!(model.config.granite, cfg.granite);
-    check_model_against_reference("granite gguf", &model);
+    check_folder_and_gguf("granite", &cfg, |c| {
+        assert_eq!(c.granite, cfg.granite);
+        assert_eq!((c.embed_scale(), c.attention_scale()), (3.0, 0.7));
+    });
 }
 
 /// Phi-4-mini's shape: Phi-3 with a partial rotary embedding (12 of each head's 16
@@ -207,14 +200,10 @@ fn logits_match_cpu_reference_granite() {
 /// nothing; the CPU reference turns the first 12 dimensions of the checkpoint's order.
 #[test]
 fn logits_match_cpu_reference_phi4_mini_partial_rotary() {
-    let cfg = TinyConfig::phi4_mini();
-    let (_dir, model) = tiny(&cfg, 7);
-    assert_eq!(model.config.partial_rotary_dim, Some(12));
-    assert_eq!(model.config.layer_rope_inv_freq(0)[6..], [0.0, 0.0]);
-    check_model_against_reference("phi4-mini", &model);
-    let (_gguf, model) = tiny_gguf(&cfg);
-    assert_eq!(model.config.partial_rotary_dim, Some(12));
-    check_model_against_reference("phi4-mini gguf", &model);
+    check_folder_and_gguf("phi4-mini", &TinyConfig::phi4_mini(), |c| {
+        assert_eq!(c.partial_rotary_dim, Some(12));
+        assert_eq!(c.layer_rope_inv_freq(0)[6..], [0.0, 0.0]);
+    });
 }
 
 /// Llama 3.2's shape of model: tied embeddings and Llama 3 RoPE scaling (factor 32, original

@@ -33,6 +33,21 @@ pub(super) fn tiny_gguf(cfg: &TinyConfig) -> (tempfile::TempDir, Model) {
     (dir, model)
 }
 
+/// `cfg`'s tiny model (seed 7) as a Hugging Face folder and as GGUF, each read back and its
+/// config checked by `check`, against the reference.
+pub(super) fn check_folder_and_gguf(
+    name: &str,
+    cfg: &TinyConfig,
+    check: impl Fn(&kiln_model::ModelConfig),
+) {
+    let (_dir, model) = tiny(cfg, 7);
+    check(&model.config);
+    check_model_against_reference(name, &model);
+    let (_gguf, model) = tiny_gguf(cfg);
+    check(&model.config);
+    check_model_against_reference(&format!("{name} gguf"), &model);
+}
+
 pub(super) fn check_model_against_reference(name: &str, model: &Model) {
     let ctx = gpu();
     let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
