@@ -5,14 +5,16 @@ Writes tests/reference/tiny-transformers.json, which the `transformers` test of 
 folders are kiln_model::testing::transformers_cases(): one per architecture kiln runs and per
 feature that changes the forward pass (Llama 3 RoPE scaling with tied embeddings, Mistral's
 window, Qwen2's biases and its window from max_window_layers on, Qwen3's q/k norms, Gemma 2's
-soft caps, Gemma 3 with and without linear RoPE scaling, SmolLM3's layers without RoPE, Granite's
-multipliers,
-Phi-3's LongRoPE with its default and a given attention factor, Phi-4-mini's partial rotary
-embedding). Each runs one sequence of 72 token ids (past LongRoPE's original context of 64, so
+soft caps, Gemma 3 with and without linear RoPE scaling, SmolLM3's layers without RoPE (with and
+without YaRN), Granite's multipliers, Phi-3's LongRoPE with its default and a given attention
+factor, Phi-4-mini's partial rotary embedding, YaRN on Qwen3 and, with its ramp not truncated and
+a given attention factor, on Llama). Each runs one sequence of 72 token ids (past LongRoPE's original context of 64, so
 transformers uses the long factors, as kiln does for these models) in float32 with eager
 attention; the file keeps the logits at a few positions, the token ids, the CRC-32 of each
 folder's model.safetensors (so a change to kiln's random-model writer shows as that, not as
-a numerical difference) and the versions used.
+a numerical difference), the config.json transformers itself writes for the model (its own
+format: transformers 5 moves the RoPE entries into `rope_parameters`, which kiln must read
+alike) and the versions used.
 
     cargo run -p kiln-model --example transformers_cases -- /tmp/tfcases
     python3 -m venv ~/.cache/kiln/hf-venv
@@ -24,6 +26,7 @@ a numerical difference) and the versions used.
 import argparse
 import json
 import os
+import tempfile
 import zlib
 
 import torch
@@ -61,8 +64,13 @@ def main():
             logits = model(torch.tensor([ids])).logits[0]
         with open(os.path.join(folder, "model.safetensors"), "rb") as f:
             crc = zlib.crc32(f.read())
+        with tempfile.TemporaryDirectory() as saved:
+            model.config.save_pretrained(saved)
+            with open(os.path.join(saved, "config.json")) as f:
+                saved_config = json.load(f)
         cases[name] = {
             "class": type(model).__name__,
+            "saved_config": saved_config,
             "crc32": crc,
             "tokens": ids,
             "logits": [[float(f"{x:.6g}") for x in logits[p].tolist()] for p in POSITIONS],

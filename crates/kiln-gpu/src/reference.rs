@@ -269,12 +269,9 @@ impl CpuModel {
                 let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
                 // The first `rot` dimensions of each head turn (all but with a partial rotary
                 // embedding), on every layer but SmolLM3's without RoPE.
-                let rot = match c.no_rope_layers.contains(&i) {
-                    true => 0,
-                    false => c.rotary_dim(),
-                };
-                let inv_freq = &c.layer_rope_inv_freq(i)[..rot / 2];
-                let factor = c.rope_attention_factor();
+                let r = c.layer_rope(i);
+                let rot = 2 * r.inv_freq.len();
+                let (inv_freq, factor) = (&r.inv_freq[..], r.attention_factor);
                 for (pos, qkv) in rows.qkv.iter_mut().enumerate() {
                     let (q, k) = qkv[..(nh + nkv) * d].split_at_mut(nh * d);
                     if let Some((qn, kn)) = qk_norm {

@@ -45,13 +45,13 @@ fn rotary_epilogue_matches_the_cpu() {
     let (q_w, kv_w) = (nh * d, nkv * d);
     let (rows_w, rotated) = (q_w + 2 * kv_w, q_w + kv_w);
     let (slots, max_pos) = (50, 4096);
-    let inv_freq: Vec<f64> = (0..d / 2)
-        .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
-        .collect();
-    let table = buf_f32(
-        &ctx,
-        &ops::rope_table(&inv_freq, max_pos, 1.0, inv_freq.len()),
-    );
+    let rope = kiln_model::LayerRope {
+        inv_freq: (0..d / 2)
+            .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
+            .collect(),
+        attention_factor: 1.0,
+    };
+    let table = buf_f32(&ctx, &ops::rope_table(&rope, d / 2, max_pos));
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(&ctx, &gain);
     let mut checked = 0;
@@ -160,7 +160,7 @@ fn rotary_epilogue_matches_the_cpu() {
                         out.iter_mut().zip(&bias).for_each(|(o, b)| *o += b);
                     }
                     for h in out[..rotated].chunks_mut(d) {
-                        reference::rope(h, positions[t] as usize, &inv_freq, 1.0);
+                        reference::rope(h, positions[t] as usize, &rope.inv_freq, 1.0);
                         h.copy_from_slice(&pair_layout(h, d));
                     }
                     want_q.extend_from_slice(&out[..q_w]);

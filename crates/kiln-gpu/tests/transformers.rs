@@ -10,7 +10,7 @@ use std::path::Path;
 
 use kiln_gpu::reference::CpuModel;
 use kiln_model::testing::{transformers_cases, write_transformers_case};
-use kiln_model::{GraniteScales, Model, ModelConfig};
+use kiln_model::{GraniteScales, Model, ModelConfig, RopeScaling, Yarn};
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -35,7 +35,8 @@ fn floats(v: &Value) -> Vec<f32> {
 /// catch moves the logits by ten times the tolerance and more: one changed early token
 /// (except where every layer's window has left it behind, as with Mistral's, where it must
 /// not move them at all), and each soft cap, the layers without RoPE, the partial rotary
-/// embedding and each of Granite's multipliers left out.
+/// embedding, each RoPE scaling (and YaRN's factor on cos and sin) and each of Granite's
+/// multipliers left out.
 #[test]
 fn cpu_reference_matches_transformers() {
     let fx = fixture();
@@ -67,6 +68,20 @@ fn cpu_reference_matches_transformers() {
              scripts/transformers_reference.py"
         );
         let model = Model::load(dir.path()).unwrap();
+        // The config.json transformers writes for the model (its own format, RoPE entries
+        // in `rope_parameters`) reads as the same model (the sampling defaults come from
+        // generation_config.json; transformers fills in its class's default BOS id).
+        let saved = ModelConfig::from_hf_json(&case["saved_config"].to_string(), name)
+            .unwrap_or_else(|e| panic!("{name}: transformers' own config.json: {e}"));
+        assert_eq!(
+            ModelConfig {
+                generation: model.config.generation,
+                bos_token_id: model.config.bos_token_id,
+                ..saved
+            },
+            model.config,
+            "{name}: transformers' own config.json"
+        );
         let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
         let tokens: Vec<u32> = case["tokens"]
             .as_array()
@@ -157,13 +172,35 @@ fn cpu_reference_matches_transformers() {
                 ));
             }
         }
+        if let Some(s) = &c.rope_scaling {
+            without.push((
+                "the RoPE scaling",
+                ModelConfig {
+                    rope_scaling: None,
+                    ..c.clone()
+                },
+            ));
+            if let RopeScaling::Yarn(y) = s {
+                let plain = Yarn {
+                    attention_factor: 1.0,
+                    ..*y
+                };
+                without.push((
+                    "YaRN's factor on cos and sin",
+                    ModelConfig {
+                        rope_scaling: Some(RopeScaling::Yarn(plain)),
+                        ..c.clone()
+                    },
+                ));
+            }
+        }
         if c.partial_rotary_dim.is_some() {
             // Every dimension turning (the LongRoPE divisors of the added pairs 1).
             let mut full = ModelConfig {
                 partial_rotary_dim: None,
                 ..c.clone()
             };
-            if let Some(r) = &mut full.long_rope {
+            if let Some(RopeScaling::LongRope(r)) = &mut full.rope_scaling {
                 r.short_factor.resize(c.head_dim / 2, 1.0);
                 r.long_factor.resize(c.head_dim / 2, 1.0);
             }

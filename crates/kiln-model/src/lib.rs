@@ -22,7 +22,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use chat::{ChatInput, ChatMessage, ChatTemplate, FunctionCall, ToolCall};
-pub use config::{Activation, Architecture, GraniteScales, LongRope, ModelConfig, RopeScaling};
+pub use config::{
+    Activation, Architecture, GraniteScales, LayerRope, Llama3Rope, LongRope, ModelConfig,
+    RopeScaling, Yarn,
+};
 pub use error::ModelError;
 pub use generation::GenerationDefaults;
 pub use gguf::dequant::DType;

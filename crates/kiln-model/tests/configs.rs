@@ -1,8 +1,9 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers.
+//! embedding, Granite's multipliers, RoPE entries in transformers 5's `rope_parameters`,
+//! YaRN's defaults.
 
-use kiln_model::ModelConfig;
+use kiln_model::{ModelConfig, RopeScaling, Yarn};
 
 /// Soft caps are Gemma 2's: on another architecture they are a forward pass kiln does not
 /// know, refused by name. A Gemma 2 config.json as Google ships gemma-2-2b-it (no
@@ -68,8 +69,9 @@ fn smollm3_layers_without_rope() {
     let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
     let c = parse(&cfg).unwrap();
     assert_eq!(c.no_rope_layers, [3, 7]);
-    assert_eq!(c.layer_rope_inv_freq(3), vec![0.0; 8]);
-    assert!(c.layer_rope_inv_freq(2)[0] == 1.0);
+    assert_eq!(c.layer_rope(3).inv_freq, Vec::<f64>::new());
+    assert_eq!(c.layer_rope(2).inv_freq.len(), 8);
+    assert!(c.layer_rope(2).inv_freq[0] == 1.0);
     assert!(
         c.features()
             .join("; ")
@@ -96,7 +98,13 @@ fn partial_rotary_embeddings() {
     });
     let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
     let c = parse(&cfg).unwrap();
-    assert_eq!((c.rotary_dim(), c.layer_rotated_pairs(0)), (12, 6));
+    assert_eq!((c.rotary_dim(), c.layer_rope(0).inv_freq.len()), (12, 6));
+    // Transformers 5 may keep it in `rope_parameters` alone.
+    let mut v5 = cfg.clone();
+    v5.as_object_mut().unwrap().remove("partial_rotary_factor");
+    v5["rope_parameters"] =
+        serde_json::json!({"rope_type": "default", "partial_rotary_factor": 0.75});
+    assert_eq!(parse(&v5).unwrap(), c);
     assert!(
         c.features()
             .join("; ")
@@ -142,4 +150,100 @@ fn granite_multipliers() {
     cfg["logits_scaling"] = serde_json::json!(0.0);
     let e = parse(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("Granite's multipliers"), "{e}");
+}
+
+/// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:
+/// one per kind of layer); kiln reads them as it reads `rope_theta`, `rope_scaling` and
+/// `rope_local_base_freq`. A scaling on Gemma 3's sliding layers, which kiln keeps unscaled,
+/// is refused by name, as is a scaling type kiln does not run.
+#[test]
+fn rope_parameters_of_transformers_5() {
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let mut old = serde_json::json!({
+        "model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 6, "num_attention_heads": 4, "vocab_size": 100,
+        "sliding_window": 16, "rope_theta": 1000000.0, "rope_local_base_freq": 20000.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    });
+    let mut new = old.clone();
+    for k in ["rope_theta", "rope_local_base_freq", "rope_scaling"] {
+        new.as_object_mut().unwrap().remove(k);
+    }
+    new["rope_parameters"] = serde_json::json!({
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0},
+    });
+    let c = parse(&new).unwrap();
+    assert_eq!(c, parse(&old).unwrap());
+    assert_eq!(
+        (c.rope_theta, c.rope_local_theta, c.rope_scaling),
+        (1.0e6, Some(20000.0), Some(RopeScaling::Linear(8.0)))
+    );
+    new["rope_parameters"]["sliding_attention"]["rope_type"] = "yarn".into();
+    let e = parse(&new).expect_err("a scaled sliding layer");
+    assert!(
+        e.to_string().contains("\"yarn\" on the sliding layers"),
+        "{e}"
+    );
+
+    // One object for every layer (Qwen3's YaRN, as transformers 5 saves it).
+    old["model_type"] = "qwen3".into();
+    old["rope_scaling"] = serde_json::json!({
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+    });
+    old["max_position_embeddings"] = 131072.into();
+    let mut new = old.clone();
+    new.as_object_mut().unwrap().remove("rope_scaling");
+    new["rope_parameters"] = serde_json::json!({
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+    });
+    let c = parse(&new).unwrap();
+    assert_eq!(c, parse(&old).unwrap());
+    new["rope_parameters"]["rope_type"] = "dynamic".into();
+    let e = parse(&new).expect_err("dynamic NTK");
+    assert!(e.to_string().contains("\"dynamic\""), "{e}");
+}
+
+/// YaRN's defaults as transformers fills them in: betas 32 and 1 (a 0 read as the default),
+/// the factor on cos and sin 0.1 ln(factor) + 1, or DeepSeek's ratio of two such terms
+/// (`mscale`, `mscale_all_dim`), the factor from the two contexts where the config gives
+/// none, the original context the model's own where none is given.
+#[test]
+fn yarn_defaults() {
+    let parse = |scaling: serde_json::Value| {
+        let c = serde_json::json!({
+            "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+            "max_position_embeddings": 4096, "rope_scaling": scaling,
+        });
+        match ModelConfig::from_hf_json(&c.to_string(), "config.json")
+            .unwrap()
+            .rope_scaling
+        {
+            Some(RopeScaling::Yarn(y)) => y,
+            other => panic!("{other:?}"),
+        }
+    };
+    let y = parse(serde_json::json!({
+        "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024, "beta_fast": 0,
+    }));
+    let want = Yarn {
+        factor: 4.0,
+        original_max_position_embeddings: 1024,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        attention_factor: (0.1 * 4f64.ln() + 1.0) as f32,
+        truncate: true,
+    };
+    assert_eq!(y, want);
+    let y = parse(serde_json::json!({
+        "rope_type": "yarn", "original_max_position_embeddings": 1024, "mscale": 0.707,
+        "mscale_all_dim": 0.707 * 2.0, "truncate": false,
+    }));
+    let ratio = (0.1 * 0.707 * 4f64.ln() + 1.0) / (0.1 * 1.414 * 4f64.ln() + 1.0);
+    assert_eq!((y.factor, y.truncate), (4.0, false));
+    assert!((y.attention_factor as f64 - ratio).abs() < 1e-6);
+    let y = parse(serde_json::json!({"rope_type": "yarn", "factor": 2.0}));
+    assert_eq!(y.original_max_position_embeddings, 4096);
 }

@@ -3,7 +3,7 @@
 
 use kiln_model::gguf::dequant::to_f32;
 use kiln_model::testing::{self, TinyConfig, model_gguf, quantize, tiny_tensors, tiny_tokenizer};
-use kiln_model::{Architecture, ChatMessage, DType, Model, RopeScaling};
+use kiln_model::{Architecture, ChatMessage, DType, Llama3Rope, Model, RopeScaling};
 
 fn check_round_trip(tc: &TinyConfig, dtype: DType) {
     let dir = std::env::temp_dir().join(format!(
@@ -175,12 +175,12 @@ fn gguf_tokenizer_and_template_match_hf_folder() {
 #[test]
 fn llama3_rope_scaling_round_trip() {
     let mut mc = TinyConfig::default().model_config();
-    mc.rope_scaling = Some(RopeScaling {
+    mc.rope_scaling = Some(RopeScaling::Llama3(Llama3Rope {
         factor: 8.0,
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,
         original_max_position_embeddings: 64,
-    });
+    }));
     mc.rope_theta = 500000.0;
     let bytes = model_gguf(
         &mc,

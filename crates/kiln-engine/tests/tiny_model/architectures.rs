@@ -7,6 +7,7 @@ use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
 };
 use super::*;
+use kiln_model::RopeScaling;
 
 #[test]
 fn logits_match_cpu_reference_qwen2_biases() {
@@ -142,26 +143,21 @@ fn logits_match_cpu_reference_smollm3() {
 #[test]
 fn logits_match_cpu_reference_gemma3_linear_rope() {
     let cfg = TinyConfig {
-        rope_linear_factor: Some(8.0),
+        rope_scaling: Some(RopeScaling::Linear(8.0)),
         ..TinyConfig::gemma3()
     };
     let (_dir, model) = tiny(&cfg, 7);
     let c = &model.config;
-    assert_eq!(c.rope_linear_factor, Some(8.0));
+    assert_eq!(c.rope_scaling, Some(RopeScaling::Linear(8.0)));
     let base = |theta: f64, i: usize| 1.0 / theta.powf(2.0 * i as f64 / c.head_dim as f64);
+    let (sliding, global) = (c.layer_rope(0).inv_freq, c.layer_rope(1).inv_freq);
     for i in 0..c.head_dim / 2 {
-        assert!(
-            (c.layer_rope_inv_freq(0)[i] - base(10000.0, i)).abs() < 1e-12,
-            "sliding"
-        );
-        assert!(
-            (c.layer_rope_inv_freq(1)[i] - base(1.0e6, i) / 8.0).abs() < 1e-12,
-            "global"
-        );
+        assert!((sliding[i] - base(10000.0, i)).abs() < 1e-12, "sliding");
+        assert!((global[i] - base(1.0e6, i) / 8.0).abs() < 1e-12, "global");
     }
     check_model_against_reference("gemma3 linear rope", &model);
     let (_gguf, model) = tiny_gguf(&cfg);
-    assert_eq!(model.config.rope_linear_factor, Some(8.0));
+    assert_eq!(model.config.rope_scaling, Some(RopeScaling::Linear(8.0)));
     check_model_against_reference("gemma3 linear rope gguf", &model);
 }
 
@@ -174,8 +170,8 @@ fn logits_match_cpu_reference_phi3() {
     let cfg = TinyConfig::phi3();
     check_folder_and_gguf("phi3", &cfg, |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::Phi3);
-        assert_eq!(c.long_rope, cfg.long_rope);
-        assert!((c.rope_attention_factor() - 1.5f64.sqrt()).abs() < 1e-6);
+        assert_eq!(c.rope_scaling, cfg.rope_scaling);
+        assert!((c.layer_rope(0).attention_factor - 1.5f64.sqrt()).abs() < 1e-6);
     });
 }
 
@@ -202,7 +198,7 @@ fn logits_match_cpu_reference_granite() {
 fn logits_match_cpu_reference_phi4_mini_partial_rotary() {
     check_folder_and_gguf("phi4-mini", &TinyConfig::phi4_mini(), |c| {
         assert_eq!(c.partial_rotary_dim, Some(12));
-        assert_eq!(c.layer_rope_inv_freq(0)[6..], [0.0, 0.0]);
+        assert_eq!(c.layer_rope(0).inv_freq.len(), 6);
     });
 }
 
@@ -214,12 +210,12 @@ fn logits_match_cpu_reference_llama32_rope_scaling() {
     let cfg = TinyConfig {
         tie_word_embeddings: true,
         rope_theta: 500000.0,
-        rope_scaling: Some(kiln_model::RopeScaling {
+        rope_scaling: Some(RopeScaling::Llama3(kiln_model::Llama3Rope {
             factor: 32.0,
             low_freq_factor: 1.0,
             high_freq_factor: 4.0,
             original_max_position_embeddings: 64,
-        }),
+        })),
         ..TinyConfig::default()
     };
     check_against_reference("llama3.2", &cfg);
@@ -227,6 +223,26 @@ fn logits_match_cpu_reference_llama32_rope_scaling() {
     assert_eq!(model.config.rope_scaling, cfg.rope_scaling);
     assert!(model.config.tie_word_embeddings);
     check_model_against_reference("llama3.2 gguf", &model);
+}
+
+/// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
+/// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
+/// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF
+/// (`rope.scaling.type` `yarn`, llama.cpp's keys).
+#[test]
+fn logits_match_cpu_reference_qwen3_yarn() {
+    let cfg = TinyConfig::qwen3_yarn();
+    check_folder_and_gguf("qwen3 yarn", &cfg, |c| {
+        assert_eq!(c.rope_scaling, cfg.rope_scaling);
+        let r = c.layer_rope(0);
+        assert!((r.attention_factor - (0.1 * 4f64.ln() + 1.0)).abs() < 1e-6);
+        let plain = |i: usize| 1.0 / 10000f64.powf(2.0 * i as f64 / 32.0);
+        assert_eq!(r.inv_freq[0], plain(0), "the fastest pair is kept");
+        assert!(
+            (r.inv_freq[15] - plain(15) / 4.0).abs() < 1e-15,
+            "the slowest is stretched"
+        );
+    });
 }
 
 /// Mistral's sliding window (30 positions, so the 45-token prompt's last chunk and every decode

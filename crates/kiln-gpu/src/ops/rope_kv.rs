@@ -1,6 +1,6 @@
 use bytemuck::{Pod, Zeroable};
 
-use kiln_model::ModelConfig;
+use kiln_model::{LayerRope, ModelConfig};
 
 use crate::{GpuContext, GpuError, Grid, Kernels, KvDtype, Launch};
 
@@ -16,23 +16,24 @@ struct Params {
     pad: [u32; 2],
 }
 
-/// The rotary table `rope_kv` reads: for each position `p < max_positions` and each
-/// `i < inv_freq.len()`, `(cos, sin)` of `p * inv_freq[i]`, computed in f64 and rounded once
-/// to f32, so the angle is exact at every position of the context (f32 `pos * inv_freq`
-/// followed by WGSL `sin`/`cos`, which are only specified on [-pi, pi], is not).
-/// The first `rotated` pairs' are multiplied by `scale` (LongRoPE's attention factor; 1
-/// otherwise); the others pass through (cos 1, sin 0: a partial rotary embedding's unturned
-/// dimensions, or a layer without RoPE).
-pub fn rope_table(inv_freq: &[f64], max_positions: usize, scale: f64, rotated: usize) -> Vec<f32> {
-    let mut table = Vec::with_capacity(max_positions * inv_freq.len() * 2);
+/// The rotary table `rope_kv` reads: for each position `p < max_positions` and each of a
+/// head's `pairs` rotation pairs, `(cos, sin)` of `p * rope.inv_freq[i]` times
+/// `rope.attention_factor`, computed in f64 and rounded once to f32, so the angle is exact at
+/// every position of the context (f32 `pos * inv_freq` followed by WGSL `sin`/`cos`, which are
+/// only specified on [-pi, pi], is not). The pairs past `rope.inv_freq` pass through (cos 1,
+/// sin 0: a partial rotary embedding's unturned dimensions, or a layer without RoPE).
+pub fn rope_table(rope: &LayerRope, pairs: usize, max_positions: usize) -> Vec<f32> {
+    let mut table = Vec::with_capacity(max_positions * pairs * 2);
     for p in 0..max_positions {
-        for (i, &f) in inv_freq.iter().enumerate() {
-            let (s, c) = match i < rotated {
-                true => (p as f64 * f).sin_cos(),
-                false => (0.0, 1.0),
+        for i in 0..pairs {
+            let (s, c) = match rope.inv_freq.get(i) {
+                Some(f) => {
+                    let (s, c) = (p as f64 * f).sin_cos();
+                    (s * rope.attention_factor, c * rope.attention_factor)
+                }
+                None => (0.0, 1.0),
             };
-            let scale = if i < rotated { scale } else { 1.0 };
-            table.extend([(c * scale) as f32, (s * scale) as f32]);
+            table.extend([c as f32, s as f32]);
         }
     }
     table
@@ -58,14 +59,13 @@ impl LayerRopeTables {
                 max: (ctx.max_binding() / (d as u64 * 4)) as usize,
             });
         }
-        let mut keys: Vec<(Vec<f64>, usize)> = Vec::new();
+        let mut keys: Vec<LayerRope> = Vec::new();
         let mut tables = Vec::new();
         let mut of_layer = Vec::with_capacity(c.num_layers);
         for i in 0..c.num_layers {
-            let key = (c.layer_rope_inv_freq(i), c.layer_rotated_pairs(i));
+            let key = c.layer_rope(i);
             let k = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
-                let factor = c.rope_attention_factor();
-                let table = rope_table(&key.0, max_positions, factor, key.1);
+                let table = rope_table(&key, d / 2, max_positions);
                 let label = format!("rope ({} kind of layer)", tables.len() + 1);
                 tables.push(ctx.storage_init(&label, bytemuck::cast_slice(&table)));
                 keys.push(key);

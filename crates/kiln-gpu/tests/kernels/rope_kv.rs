@@ -56,11 +56,14 @@ fn check_rope_kv(
     let mut slot_ids: Vec<u32> = (0..slots as u32).collect();
     slot_ids.shuffle(&mut r);
     slot_ids.truncate(t);
-    let inv_freq: Vec<f64> = (0..d / 2)
-        .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
-        .collect();
+    let rope = kiln_model::LayerRope {
+        inv_freq: (0..d / 2)
+            .map(|i| 1.0 / 10000f64.powf(2.0 * i as f64 / d as f64))
+            .collect(),
+        attention_factor: 1.0,
+    };
     let step = step_buffer(&ctx, t as u32, 1, 0);
-    let table = ops::rope_table(&inv_freq, max_pos, 1.0, inv_freq.len());
+    let table = ops::rope_table(&rope, d / 2, max_pos);
     let (pb, sb, fb) = (
         buf_u32(&ctx, &positions),
         buf_u32(&ctx, &slot_ids),
@@ -82,7 +85,7 @@ fn check_rope_kv(
                     let g = &gains[if head < nh { 0 } else { d }..][..d];
                     x = reference::rmsnorm(&x, g, 1e-6);
                 }
-                reference::rope(&mut x, positions[i] as usize, &inv_freq, 1.0);
+                reference::rope(&mut x, positions[i] as usize, &rope.inv_freq, 1.0);
                 h.copy_from_slice(&pair_layout(&x, d));
             }
             let s = slot_ids[i] as usize;

@@ -1,6 +1,6 @@
 //! What sets a model apart from a plain Llama, in words: `kiln info`'s list.
 
-use super::{Activation, ModelConfig};
+use super::{Activation, ModelConfig, RopeScaling};
 use crate::{ModelTensors, Op};
 
 impl ModelConfig {
@@ -79,24 +79,27 @@ impl ModelConfig {
                 self.head_dim
             ));
         }
-        if let Some(r) = &self.long_rope {
-            f.push(format!(
-                "LongRoPE (original context {}, attention factor {})",
-                r.original_max_position_embeddings, r.attention_factor
-            ));
-        }
-        if let Some(s) = self.rope_scaling {
-            f.push(format!(
+        let global = match self.rope_local_theta {
+            Some(_) => " on the global layers",
+            None => "",
+        };
+        match &self.rope_scaling {
+            None => {}
+            Some(RopeScaling::Linear(factor)) => {
+                f.push(format!("linear RoPE scaling (factor {factor}){global}"))
+            }
+            Some(RopeScaling::Llama3(s)) => f.push(format!(
                 "Llama 3 RoPE scaling (factor {}, original context {})",
                 s.factor, s.original_max_position_embeddings
-            ));
-        }
-        if let Some(factor) = self.rope_linear_factor {
-            let which = match self.rope_local_theta {
-                Some(_) => " on the global layers",
-                None => "",
-            };
-            f.push(format!("linear RoPE scaling (factor {factor}){which}"));
+            )),
+            Some(RopeScaling::LongRope(r)) => f.push(format!(
+                "LongRoPE (original context {}, attention factor {})",
+                r.original_max_position_embeddings, r.attention_factor
+            )),
+            Some(RopeScaling::Yarn(y)) => f.push(format!(
+                "YaRN RoPE scaling (factor {}, original context {}, attention factor {})",
+                y.factor, y.original_max_position_embeddings, y.attention_factor
+            )),
         }
         f.push(format!(
             "RMSNorm eps {}, RoPE base {}",

@@ -6,7 +6,7 @@ mod features;
 mod rope;
 
 pub(crate) use rope::llama3_scale;
-pub use rope::{LongRope, RopeScaling};
+pub use rope::{LayerRope, Llama3Rope, LongRope, RopeScaling, Yarn};
 
 use crate::{GenerationDefaults, ModelError, ModelTensors, Weights};
 
@@ -100,13 +100,9 @@ pub struct ModelConfig {
     pub max_position_embeddings: usize,
     pub rms_norm_eps: f32,
     pub rope_theta: f32,
+    /// How the global layers' rotary frequencies are stretched (Gemma 3's sliding layers
+    /// keep their own base unscaled).
     pub rope_scaling: Option<RopeScaling>,
-    /// Phi-3's LongRoPE.
-    pub long_rope: Option<LongRope>,
-    /// Linear RoPE scaling (position interpolation, `rope_type: "linear"`): every frequency
-    /// divided by this factor; on Gemma 3 (4B and larger) only on the global layers, the
-    /// sliding layers keeping their own base unscaled.
-    pub rope_linear_factor: Option<f32>,
     pub tie_word_embeddings: bool,
     /// Qwen2: q/k/v projections have biases.
     pub attention_bias: bool,
@@ -267,7 +263,7 @@ impl ModelConfig {
                 ));
             }
         }
-        if let Some(r) = &self.long_rope {
+        if let Some(RopeScaling::LongRope(r)) = &self.rope_scaling {
             let half = self.rotary_dim() / 2;
             if r.short_factor.len() != half || r.long_factor.len() != half {
                 return bad(format!(

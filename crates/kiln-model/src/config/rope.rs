@@ -1,11 +1,27 @@
-//! RoPE: the scalings of its frequencies (Llama 3's, LongRoPE, linear), each layer's
-//! frequencies and base, and which dimensions of a head turn.
+//! RoPE: how a model stretches its frequencies past the context it was trained on (linear,
+//! Llama 3's, Phi-3's LongRoPE, YaRN), each layer's frequencies and base, and which dimensions
+//! of a head turn.
 
 use super::ModelConfig;
 
-/// Llama 3 style RoPE frequency scaling.
+/// A scaling of the rotary frequencies: at most one a model (Hugging Face's `rope_scaling`,
+/// GGUF's `rope.scaling.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    /// Position interpolation (`rope_type: "linear"`): every frequency divided by this factor;
+    /// on Gemma 3 (4B and larger) only on the global layers, the sliding layers keeping their
+    /// own base unscaled.
+    Linear(f32),
+    Llama3(Llama3Rope),
+    /// Phi-3's.
+    LongRope(LongRope),
+    Yarn(Yarn),
+}
+
+/// Llama 3's scaling: low frequencies divided by `factor`, high ones kept, a smooth blend
+/// between.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RopeScaling {
+pub struct Llama3Rope {
     pub factor: f32,
     pub low_freq_factor: f32,
     pub high_freq_factor: f32,
@@ -24,6 +40,22 @@ pub struct LongRope {
     pub attention_factor: f32,
 }
 
+/// YaRN (Qwen's and SmolLM3's long contexts): the frequencies that turn fewer than
+/// `beta_slow` times over the original context are divided by `factor`, those that turn more
+/// than `beta_fast` times are kept, with a linear ramp over the rotary pairs between, and cos
+/// and sin are multiplied by `attention_factor`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Yarn {
+    pub factor: f32,
+    pub original_max_position_embeddings: usize,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    /// cos and sin are multiplied by this: `0.1 ln(factor) + 1` unless the model says.
+    pub attention_factor: f32,
+    /// Whether the ramp's ends are rounded out to whole pairs (the usual; gpt-oss does not).
+    pub truncate: bool,
+}
+
 impl LongRope {
     /// The factor on cos and sin when the config gives none: sqrt(1 + ln(s) / ln(original))
     /// for a context `s` times the original, 1 when it is not longer.
@@ -35,6 +67,61 @@ impl LongRope {
             (1.0 + s.ln() / (original as f64).ln()).sqrt() as f32
         }
     }
+
+    /// The divisors of a model whose context is `max_position_embeddings`.
+    pub fn divisors(&self, max_position_embeddings: usize) -> &[f32] {
+        match max_position_embeddings > self.original_max_position_embeddings {
+            true => &self.long_factor,
+            false => &self.short_factor,
+        }
+    }
+}
+
+impl Yarn {
+    /// YaRN's `mscale`: the factor on cos and sin for a stretch of `factor` (1 when it does
+    /// not stretch); DeepSeek's configs give `mscale` and `mscale_all_dim`, whose ratio of
+    /// these is the factor.
+    pub fn mscale(factor: f64, mscale: f64) -> f64 {
+        if factor <= 1.0 {
+            1.0
+        } else {
+            0.1 * mscale * factor.ln() + 1.0
+        }
+    }
+
+    /// The ramp's ends in rotary pairs for `rot` turning dimensions at base `theta`: the pair
+    /// that turns `beta_fast` times over the original context, and the one that turns
+    /// `beta_slow` times.
+    fn ramp(&self, rot: usize, theta: f64) -> (f64, f64) {
+        let pair = |turns: f32| {
+            let orig = self.original_max_position_embeddings as f64;
+            rot as f64 * (orig / (turns as f64 * 2.0 * std::f64::consts::PI)).ln()
+                / (2.0 * theta.ln())
+        };
+        let (mut low, mut high) = (pair(self.beta_fast), pair(self.beta_slow));
+        if self.truncate {
+            (low, high) = (low.floor(), high.ceil());
+        }
+        (low.max(0.0), high.min(rot as f64 - 1.0))
+    }
+
+    /// Pair `i`'s inverse frequency: `inv` (unscaled) blended with `inv / factor`.
+    fn scale(&self, inv: f64, i: usize, (low, high): (f64, f64)) -> f64 {
+        let high = if low == high { high + 0.001 } else { high };
+        let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+        inv / self.factor as f64 * ramp + inv * (1.0 - ramp)
+    }
+}
+
+/// One layer's rotary embedding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerRope {
+    /// The inverse frequencies of the rotation pairs that turn, the first `inv_freq.len()` of
+    /// a head: `rotary_dim / 2` of them, none on SmolLM3's layers without RoPE. The rest of
+    /// the head's `head_dim / 2` pairs pass through.
+    pub inv_freq: Vec<f64>,
+    /// The factor on the turning pairs' cos and sin (LongRoPE's and YaRN's; 1 otherwise).
+    pub attention_factor: f64,
 }
 
 impl ModelConfig {
@@ -51,75 +138,64 @@ impl ModelConfig {
         self.partial_rotary_dim.unwrap_or(self.head_dim)
     }
 
-    /// The rotation pairs of layer `i`'s heads that turn: `rotary_dim / 2`, none on SmolLM3's
-    /// layers without RoPE. The rest of a head's `head_dim / 2` pairs pass through.
-    pub fn layer_rotated_pairs(&self, i: usize) -> usize {
-        match self.no_rope_layers.contains(&i) {
-            true => 0,
-            false => self.rotary_dim() / 2,
-        }
-    }
-
-    /// The `head_dim / 2` RoPE inverse frequencies, with Llama 3 scaling applied when
-    /// configured; 0 for the pairs a partial rotary embedding passes through.
-    pub fn rope_inv_freq(&self) -> Vec<f32> {
-        self.rope_inv_freq_f64()
-            .into_iter()
-            .map(|f| f as f32)
-            .collect()
-    }
-
-    /// The same frequencies in f64, for rotary tables computed on the CPU.
-    pub fn rope_inv_freq_f64(&self) -> Vec<f64> {
-        self.rope_inv_freq_for(self.rope_theta, self.rope_linear_factor)
-    }
-
-    /// The frequencies of layer `i` (its own base, unscaled, on Gemma 3's sliding layers; all
-    /// 0 on SmolLM3's layers without RoPE, which so rotate by nothing).
-    pub fn layer_rope_inv_freq(&self, i: usize) -> Vec<f64> {
+    /// Layer `i`'s rotary embedding: the global layers' (scaled as the model says), Gemma 3's
+    /// sliding layers' (their own base, unscaled), or none (SmolLM3's layers without RoPE).
+    pub fn layer_rope(&self, i: usize) -> LayerRope {
         if self.no_rope_layers.contains(&i) {
-            return vec![0.0; self.head_dim / 2];
+            return LayerRope {
+                inv_freq: Vec::new(),
+                attention_factor: 1.0,
+            };
         }
         match (self.layer_window(i), self.rope_local_theta) {
-            (Some(_), Some(local)) => self.rope_inv_freq_for(local, None),
-            _ => self.rope_inv_freq_f64(),
+            (Some(_), Some(local)) => LayerRope {
+                inv_freq: self.rope_inv_freq_for(local, None),
+                attention_factor: 1.0,
+            },
+            _ => LayerRope {
+                inv_freq: self.rope_inv_freq_for(self.rope_theta, self.rope_scaling.as_ref()),
+                attention_factor: match &self.rope_scaling {
+                    Some(RopeScaling::LongRope(r)) => r.attention_factor as f64,
+                    Some(RopeScaling::Yarn(y)) => y.attention_factor as f64,
+                    _ => 1.0,
+                },
+            },
         }
     }
 
-    fn rope_inv_freq_for(&self, theta: f32, linear: Option<f32>) -> Vec<f64> {
-        let (half, rot) = (self.head_dim / 2, self.rotary_dim());
-        let theta = theta as f64;
-        let divisors = self.long_rope.as_ref().map(|r| {
-            match self.max_position_embeddings > r.original_max_position_embeddings {
-                true => &r.long_factor,
-                false => &r.short_factor,
-            }
-        });
-        (0..half)
-            .map(|i| {
-                if 2 * i >= rot {
-                    return 0.0;
-                }
-                let inv = 1.0 / theta.powf((2 * i) as f64 / rot as f64);
-                let inv = match &self.rope_scaling {
-                    None => inv,
-                    Some(s) => llama3_scale(inv, s),
-                };
-                inv / divisors.map_or(1.0, |d| d[i] as f64) / linear.map_or(1.0, f64::from)
-            })
-            .collect()
+    /// The inverse frequencies of the global layers' turning pairs, in f32.
+    pub fn rope_inv_freq(&self) -> Vec<f32> {
+        let global = self.rope_inv_freq_for(self.rope_theta, self.rope_scaling.as_ref());
+        global.into_iter().map(|f| f as f32).collect()
     }
 
-    /// The factor on the rotary embedding's cos and sin (LongRoPE's; 1 otherwise).
-    pub fn rope_attention_factor(&self) -> f64 {
-        self.long_rope
-            .as_ref()
-            .map_or(1.0, |r| r.attention_factor as f64)
+    /// The `rotary_dim / 2` inverse frequencies at base `theta`, scaled by `scaling`.
+    fn rope_inv_freq_for(&self, theta: f32, scaling: Option<&RopeScaling>) -> Vec<f64> {
+        let rot = self.rotary_dim();
+        let theta = theta as f64;
+        let yarn_ramp = match scaling {
+            Some(RopeScaling::Yarn(y)) => y.ramp(rot, theta),
+            _ => (0.0, 0.0),
+        };
+        (0..rot / 2)
+            .map(|i| {
+                let inv = 1.0 / theta.powf((2 * i) as f64 / rot as f64);
+                match scaling {
+                    None => inv,
+                    Some(RopeScaling::Linear(f)) => inv / *f as f64,
+                    Some(RopeScaling::Llama3(s)) => llama3_scale(inv, s),
+                    Some(RopeScaling::LongRope(r)) => {
+                        inv / r.divisors(self.max_position_embeddings)[i] as f64
+                    }
+                    Some(RopeScaling::Yarn(y)) => y.scale(inv, i, yarn_ramp),
+                }
+            })
+            .collect()
     }
 }
 
 /// Llama 3 frequency scaling of one inverse frequency.
-pub(crate) fn llama3_scale(inv: f64, s: &RopeScaling) -> f64 {
+pub(crate) fn llama3_scale(inv: f64, s: &Llama3Rope) -> f64 {
     let orig = s.original_max_position_embeddings as f64;
     let (low, high, factor) = (
         s.low_freq_factor as f64,

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use super::reader::MetaValue;
-use crate::config::{GraniteScales, LongRope, ModelConfig, RopeScaling, llama3_scale};
+use crate::config::{
+    GraniteScales, Llama3Rope, LongRope, ModelConfig, RopeScaling, Yarn, llama3_scale,
+};
 use crate::{Activation, Architecture, ModelError};
 
 pub(crate) struct Meta<'a> {
@@ -147,20 +149,8 @@ pub(crate) fn config_from_meta(
             .f64(&format!("{a}.attention.layer_norm_rms_epsilon"))
             .unwrap_or(1e-5) as f32,
         rope_theta: meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32,
+        // Llama 3's divisors and Phi-3's LongRoPE factors are tensors; the loader reads them.
         rope_scaling: rope_scaling(meta, &a)?,
-        rope_linear_factor: match meta.str(&format!("{a}.rope.scaling.type")) {
-            Some("linear") => Some(meta.f64(&format!("{a}.rope.scaling.factor")).ok_or_else(
-                || {
-                    ModelError::config(
-                        meta.file,
-                        format!("linear rope scaling without {a}.rope.scaling.factor"),
-                    )
-                },
-            )? as f32),
-            _ => None,
-        },
-        // Phi-3's LongRoPE factors are tensors; the loader reads them.
-        long_rope: None,
         tie_word_embeddings: !facts.has_output,
         attention_bias: facts.has_q_bias,
         sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
@@ -213,26 +203,58 @@ pub(crate) fn config_from_meta(
     Ok(cfg)
 }
 
+/// The scaling `rope.scaling.*` names: linear, Llama 3's (when its parameters are written;
+/// llama.cpp's converter writes a `rope_freqs` tensor instead) or YaRN.
 fn rope_scaling(meta: &Meta, a: &str) -> Result<Option<RopeScaling>, ModelError> {
-    let kind = meta
-        .str(&format!("{a}.rope.scaling.type"))
-        .unwrap_or("none");
-    match kind {
-        "none" | "linear" => Ok(None),
+    let key = |k: &str| format!("{a}.rope.scaling.{k}");
+    let need = |k: &str| {
+        meta.f64(&key(k)).ok_or_else(|| {
+            let kind = meta.str(&key("type")).unwrap_or_default();
+            ModelError::config(meta.file, format!("{kind} rope scaling without {}", key(k)))
+        })
+    };
+    let kind = meta.str(&key("type")).unwrap_or("none");
+    Ok(Some(match kind {
+        "none" => return Ok(None),
+        "linear" => RopeScaling::Linear(need("factor")? as f32),
         "llama3" => {
-            let f = |k: &str, d: f64| meta.f64(&format!("{a}.rope.scaling.{k}")).unwrap_or(d);
-            Ok(Some(RopeScaling {
+            let f = |k: &str, d: f64| meta.f64(&key(k)).unwrap_or(d);
+            RopeScaling::Llama3(Llama3Rope {
                 factor: f("factor", 8.0) as f32,
                 low_freq_factor: f("low_freq_factor", 1.0) as f32,
                 high_freq_factor: f("high_freq_factor", 4.0) as f32,
                 original_max_position_embeddings: f("original_context_length", 8192.0) as usize,
-            }))
+            })
         }
-        other => Err(ModelError::Unsupported {
-            file: meta.file.into(),
-            reason: format!("rope scaling type \"{other}\""),
-        }),
-    }
+        "yarn" => {
+            // DeepSeek's log multiplier and a partial extrapolation mix are not YaRN as the
+            // Llama-family configs give it.
+            for (k, plain) in [("yarn_log_multiplier", 0.0), ("yarn_ext_factor", 1.0)] {
+                if let Some(x) = meta.f64(&key(k)).filter(|&x| x != plain) {
+                    return Err(ModelError::Unsupported {
+                        file: meta.file.into(),
+                        reason: format!("YaRN with {} = {x}", key(k)),
+                    });
+                }
+            }
+            let factor = need("factor")?;
+            let f = |k: &str, d: f64| meta.f64(&key(k)).unwrap_or(d);
+            RopeScaling::Yarn(Yarn {
+                factor: factor as f32,
+                original_max_position_embeddings: need("original_context_length")? as usize,
+                beta_fast: f("yarn_beta_fast", 32.0) as f32,
+                beta_slow: f("yarn_beta_slow", 1.0) as f32,
+                attention_factor: (f("yarn_attn_factor", 1.0) * Yarn::mscale(factor, 1.0)) as f32,
+                truncate: true,
+            })
+        }
+        other => {
+            return Err(ModelError::Unsupported {
+                file: meta.file.into(),
+                reason: format!("rope scaling type \"{other}\""),
+            });
+        }
+    }))
 }
 
 /// Phi-3's LongRoPE from its factor tensors (`rope_factors_short`, `rope_factors_long`) and
@@ -270,10 +292,10 @@ pub(crate) fn rope_scaling_from_freqs(
     divisors: &[f32],
     original_ctx: Option<usize>,
     file: &str,
-) -> Result<RopeScaling, ModelError> {
+) -> Result<Llama3Rope, ModelError> {
     let half = cfg.head_dim / 2;
     let factor = divisors.iter().cloned().fold(1.0f32, f32::max);
-    let s = RopeScaling {
+    let s = Llama3Rope {
         factor,
         low_freq_factor: 1.0,
         high_freq_factor: 4.0,

@@ -13,7 +13,7 @@ use self::reader::MetaValue;
 use crate::storage::Storage;
 use crate::tokenizer::{Tokenizer, gguf_bpe, gguf_spm};
 use crate::weights::{Entry, StoredType, Weights};
-use crate::{ChatTemplate, ModelConfig, ModelError};
+use crate::{ChatTemplate, ModelConfig, ModelError, RopeScaling};
 
 pub(crate) struct Loaded {
     pub config: ModelConfig,
@@ -59,9 +59,9 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             "{}.rope.scaling.original_context_length",
             cfg.architecture.gguf_name()
         ));
-        cfg.rope_scaling = Some(config::rope_scaling_from_freqs(
+        cfg.rope_scaling = Some(RopeScaling::Llama3(config::rope_scaling_from_freqs(
             &cfg, &divisors, orig, file,
-        )?);
+        )?));
     }
 
     if weights.contains("rope_factors_long.weight") {
@@ -69,7 +69,8 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             weights.read_f32("rope_factors_short.weight")?,
             weights.read_f32("rope_factors_long.weight")?,
         );
-        cfg.long_rope = Some(config::long_rope(&meta, &cfg, factors)?);
+        let long_rope = config::long_rope(&meta, &cfg, factors)?;
+        cfg.rope_scaling = Some(RopeScaling::LongRope(long_rope));
         cfg.validate(file)?;
     }
 

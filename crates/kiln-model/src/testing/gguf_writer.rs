@@ -9,7 +9,7 @@ use super::quant::quantize;
 use crate::gguf::dequant::DType;
 use crate::gguf::names::{hf_to_gguf_name, permute_rows};
 use crate::gguf::reader::{DEFAULT_ALIGNMENT, MetaValue};
-use crate::{Architecture, ModelConfig, ModelError};
+use crate::{Architecture, ModelConfig, ModelError, RopeScaling, Yarn};
 
 /// Tokenizer metadata for a GGUF file (`tokenizer.ggml.*`).
 #[derive(Debug, Clone, Default)]
@@ -305,28 +305,8 @@ pub fn model_gguf(
     if let Some(t) = cfg.rope_local_theta {
         b.meta(&format!("{a}.rope.freq_base_swa"), MetaValue::F32(t));
     }
-    if let Some(r) = &cfg.long_rope {
-        b.meta(
-            &format!("{a}.rope.scaling.original_context_length"),
-            u(r.original_max_position_embeddings),
-        )
-        .meta(
-            &format!("{a}.rope.scaling.attn_factor"),
-            MetaValue::F32(r.attention_factor),
-        );
-        let half = [r.short_factor.len()];
-        b.tensor(
-            "rope_factors_short.weight",
-            &half,
-            &r.short_factor,
-            DType::F32,
-        );
-        b.tensor(
-            "rope_factors_long.weight",
-            &half,
-            &r.long_factor,
-            DType::F32,
-        );
+    if let Some(scaling) = &cfg.rope_scaling {
+        write_rope_scaling(&mut b, a, scaling);
     }
     let g = &cfg.generation;
     for (key, value) in [
@@ -341,35 +321,6 @@ pub fn model_gguf(
     }
     if let Some(k) = g.top_k {
         b.meta("general.sampling.top_k", MetaValue::I32(k as i32));
-    }
-    if let Some(f) = cfg.rope_linear_factor {
-        b.meta(
-            &format!("{a}.rope.scaling.type"),
-            MetaValue::String("linear".into()),
-        )
-        .meta(&format!("{a}.rope.scaling.factor"), MetaValue::F32(f));
-    }
-    if let Some(s) = cfg.rope_scaling {
-        b.meta(
-            &format!("{a}.rope.scaling.type"),
-            MetaValue::String("llama3".into()),
-        )
-        .meta(
-            &format!("{a}.rope.scaling.factor"),
-            MetaValue::F32(s.factor),
-        )
-        .meta(
-            &format!("{a}.rope.scaling.low_freq_factor"),
-            MetaValue::F32(s.low_freq_factor),
-        )
-        .meta(
-            &format!("{a}.rope.scaling.high_freq_factor"),
-            MetaValue::F32(s.high_freq_factor),
-        )
-        .meta(
-            &format!("{a}.rope.scaling.original_context_length"),
-            u(s.original_max_position_embeddings),
-        );
     }
     // Like llama.cpp's converter, pad the vocabulary to the embedding size with unused tokens.
     let (mut tokens, mut types) = (tok.tokens.clone(), tok.token_types.clone());
@@ -421,4 +372,70 @@ pub fn model_gguf(
         b.tensor(&gname, &t.shape, &data, stored_type(&t.shape, dtype));
     }
     b
+}
+
+/// A RoPE scaling as llama.cpp's converter writes it: `rope.scaling.*` keys, LongRoPE's
+/// factors as tensors.
+fn write_rope_scaling(b: &mut GgufBuilder, a: &str, scaling: &RopeScaling) {
+    let (kind, values): (&str, Vec<(&str, f32)>) = match scaling {
+        RopeScaling::Linear(f) => ("linear", vec![("factor", *f)]),
+        RopeScaling::Llama3(s) => (
+            "llama3",
+            vec![
+                ("factor", s.factor),
+                ("low_freq_factor", s.low_freq_factor),
+                ("high_freq_factor", s.high_freq_factor),
+            ],
+        ),
+        RopeScaling::LongRope(r) => {
+            let half = [r.short_factor.len()];
+            b.tensor(
+                "rope_factors_short.weight",
+                &half,
+                &r.short_factor,
+                DType::F32,
+            );
+            b.tensor(
+                "rope_factors_long.weight",
+                &half,
+                &r.long_factor,
+                DType::F32,
+            );
+            ("", vec![("attn_factor", r.attention_factor)])
+        }
+        RopeScaling::Yarn(y) => {
+            assert!(y.truncate, "GGUF has no YaRN without a truncated ramp");
+            let default = Yarn::mscale(y.factor as f64, 1.0) as f32;
+            (
+                "yarn",
+                vec![
+                    ("factor", y.factor),
+                    ("yarn_beta_fast", y.beta_fast),
+                    ("yarn_beta_slow", y.beta_slow),
+                    ("yarn_attn_factor", y.attention_factor / default),
+                ],
+            )
+        }
+    };
+    let original = match scaling {
+        RopeScaling::Linear(_) => None,
+        RopeScaling::Llama3(s) => Some(s.original_max_position_embeddings),
+        RopeScaling::LongRope(r) => Some(r.original_max_position_embeddings),
+        RopeScaling::Yarn(y) => Some(y.original_max_position_embeddings),
+    };
+    if !kind.is_empty() {
+        b.meta(
+            &format!("{a}.rope.scaling.type"),
+            MetaValue::String(kind.into()),
+        );
+    }
+    for (key, value) in values {
+        b.meta(&format!("{a}.rope.scaling.{key}"), MetaValue::F32(value));
+    }
+    if let Some(o) = original {
+        b.meta(
+            &format!("{a}.rope.scaling.original_context_length"),
+            MetaValue::U32(o as u32),
+        );
+    }
 }

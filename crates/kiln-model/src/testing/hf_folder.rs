@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{NamedTensor, TinyConfig, quantize, tiny_tensors, tiny_tokenizer};
-use crate::{Architecture, DType, LongRope, ModelConfig, ModelError};
+use crate::{Architecture, DType, LongRope, ModelConfig, ModelError, RopeScaling, Yarn};
 
 pub(super) fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
     move |e| ModelError::Io {
@@ -112,18 +112,11 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         "max_position_embeddings": mc.max_position_embeddings, "rms_norm_eps": mc.rms_norm_eps,
         "rope_theta": mc.rope_theta, "tie_word_embeddings": mc.tie_word_embeddings,
         "sliding_window": mc.sliding_window,
-        "rope_scaling": mc.rope_scaling.map(|s| json!({
-            "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
-            "high_freq_factor": s.high_freq_factor,
-            "original_max_position_embeddings": s.original_max_position_embeddings,
-        })),
+        "rope_scaling": mc.rope_scaling.as_ref().map(|s| rope_scaling_json(&mc, s)),
         "attention_bias": mc.attention_bias, "hidden_act": "silu", "eos_token_id": mc.eos_token_ids[0],
         "torch_dtype": "float32",
     });
     let mut config = config;
-    if let Some(f) = mc.rope_linear_factor {
-        config["rope_scaling"] = json!({"rope_type": "linear", "factor": f});
-    }
     if mc.architecture.is_gemma() {
         let mut extra = json!({
             "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
@@ -181,25 +174,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     if let Some(r) = mc.partial_rotary_dim {
         config["partial_rotary_factor"] = json!(r as f64 / mc.head_dim as f64);
     }
-    if let Some(r) = &mc.long_rope {
-        let mut scaling = json!({
-            "type": "longrope", "short_factor": r.short_factor, "long_factor": r.long_factor,
-        });
-        let default = LongRope::default_attention_factor(
-            mc.max_position_embeddings,
-            r.original_max_position_embeddings,
-        );
-        if r.attention_factor != default {
-            scaling["attention_factor"] = json!(r.attention_factor);
-        }
-        let extra = json!({
-            "original_max_position_embeddings": r.original_max_position_embeddings,
-            "rope_scaling": scaling,
-        });
-        config
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+    if let Some(RopeScaling::LongRope(r)) = &mc.rope_scaling {
+        // Phi-3's folders keep the pre-training context outside the scaling object.
+        config["original_max_position_embeddings"] = json!(r.original_max_position_embeddings);
     }
     let files = [
         ("config.json", serde_json::to_vec_pretty(&config)),
@@ -246,4 +223,44 @@ fn generation_config(mc: &ModelConfig) -> serde_json::Value {
         }
     }
     v
+}
+
+/// `rope_scaling` as config.json spells it, the factors on cos and sin left out where they are
+/// the defaults transformers computes.
+fn rope_scaling_json(mc: &ModelConfig, s: &RopeScaling) -> serde_json::Value {
+    match s {
+        RopeScaling::Linear(f) => json!({"rope_type": "linear", "factor": f}),
+        RopeScaling::Llama3(s) => json!({
+            "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
+            "high_freq_factor": s.high_freq_factor,
+            "original_max_position_embeddings": s.original_max_position_embeddings,
+        }),
+        RopeScaling::LongRope(r) => {
+            let mut scaling = json!({
+                "type": "longrope", "short_factor": r.short_factor, "long_factor": r.long_factor,
+            });
+            let default = LongRope::default_attention_factor(
+                mc.max_position_embeddings,
+                r.original_max_position_embeddings,
+            );
+            if r.attention_factor != default {
+                scaling["attention_factor"] = json!(r.attention_factor);
+            }
+            scaling
+        }
+        RopeScaling::Yarn(y) => {
+            let mut scaling = json!({
+                "rope_type": "yarn", "factor": y.factor,
+                "original_max_position_embeddings": y.original_max_position_embeddings,
+                "beta_fast": y.beta_fast, "beta_slow": y.beta_slow,
+            });
+            if y.attention_factor != Yarn::mscale(y.factor as f64, 1.0) as f32 {
+                scaling["attention_factor"] = json!(y.attention_factor);
+            }
+            if !y.truncate {
+                scaling["truncate"] = json!(false);
+            }
+            scaling
+        }
+    }
 }

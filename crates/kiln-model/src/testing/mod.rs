@@ -55,18 +55,15 @@ pub struct TinyConfig {
     pub rope_theta: f32,
     pub rms_norm_eps: f32,
     pub tie_word_embeddings: bool,
-    /// Llama 3 RoPE frequency scaling (Llama 3.1 / 3.2), written to config.json and GGUF.
+    /// A RoPE scaling (linear, Llama 3's, LongRoPE, YaRN), written to config.json and GGUF
+    /// (LongRoPE's factors as tensors).
     pub rope_scaling: Option<RopeScaling>,
-    /// Linear RoPE scaling (Gemma 3 4B and larger: the global layers only).
-    pub rope_linear_factor: Option<f32>,
     /// Mistral's sliding window, written to config.json and GGUF.
     pub sliding_window: Option<usize>,
     /// Qwen: the first layer the window applies to (`max_window_layers`).
     pub first_sliding_layer: usize,
     /// Gemma 2 and 3: every `n`th layer global (with `sliding_window` set).
     pub sliding_window_pattern: Option<usize>,
-    /// Phi-3's LongRoPE, written to config.json and as GGUF's factor tensors.
-    pub long_rope: Option<LongRope>,
     /// Phi-4-mini's partial rotary embedding: the dimensions of a head that turn.
     pub partial_rotary_dim: Option<usize>,
     /// Granite's multipliers.
@@ -101,11 +98,9 @@ impl Default for TinyConfig {
             rms_norm_eps: 1e-5,
             tie_word_embeddings: false,
             rope_scaling: None,
-            rope_linear_factor: None,
             sliding_window: None,
             first_sliding_layer: 0,
             sliding_window_pattern: None,
-            long_rope: None,
             partial_rotary_dim: None,
             granite: None,
             attn_softcap: None,
@@ -187,13 +182,30 @@ impl TinyConfig {
         let half = 8;
         TinyConfig {
             architecture: Architecture::Phi3,
-            long_rope: Some(LongRope {
+            rope_scaling: Some(RopeScaling::LongRope(LongRope {
                 short_factor: (0..half).map(|i| 1.0 + 0.1 * i as f32).collect(),
                 long_factor: (0..half).map(|i| 1.0 + 1.5 * i as f32).collect(),
                 original_max_position_embeddings: 64,
                 attention_factor: LongRope::default_attention_factor(512, 64),
-            }),
+            })),
             ..Default::default()
+        }
+    }
+
+    /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
+    /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
+    /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
+    pub fn qwen3_yarn() -> Self {
+        TinyConfig {
+            rope_scaling: Some(RopeScaling::Yarn(crate::Yarn {
+                factor: 4.0,
+                original_max_position_embeddings: 64,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                attention_factor: crate::Yarn::mscale(4.0, 1.0) as f32,
+                truncate: true,
+            })),
+            ..Self::qwen3()
         }
     }
 
@@ -219,14 +231,16 @@ impl TinyConfig {
     /// its factor 0.75), LongRoPE factors for those 6 pairs, tied embeddings.
     pub fn phi4_mini() -> Self {
         let phi3 = Self::phi3();
-        let r = phi3.long_rope.clone().unwrap();
+        let Some(RopeScaling::LongRope(r)) = phi3.rope_scaling.clone() else {
+            unreachable!("Phi-3's tiny model has LongRoPE")
+        };
         TinyConfig {
             partial_rotary_dim: Some(12),
-            long_rope: Some(LongRope {
+            rope_scaling: Some(RopeScaling::LongRope(LongRope {
                 short_factor: r.short_factor[..6].to_vec(),
                 long_factor: r.long_factor[..6].to_vec(),
                 ..r
-            }),
+            })),
             tie_word_embeddings: true,
             ..phi3
         }
@@ -248,9 +262,7 @@ impl TinyConfig {
             max_position_embeddings: self.max_position_embeddings,
             rms_norm_eps: self.rms_norm_eps,
             rope_theta: self.rope_theta,
-            rope_scaling: self.rope_scaling,
-            rope_linear_factor: self.rope_linear_factor,
-            long_rope: self.long_rope.clone(),
+            rope_scaling: self.rope_scaling.clone(),
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: self.architecture == Architecture::Qwen2,
             sliding_window: self.sliding_window,

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::{TinyConfig, write_tiny_llama};
-use crate::{DType, LongRope, ModelConfig, ModelError, RopeScaling};
+use crate::{DType, Llama3Rope, LongRope, ModelConfig, ModelError, RopeScaling, Yarn};
 
 /// The seed every case's weights are drawn with.
 pub const TRANSFORMERS_SEED: u64 = 7;
@@ -26,12 +26,12 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
             TinyConfig {
                 tie_word_embeddings: true,
                 rope_theta: 500000.0,
-                rope_scaling: Some(RopeScaling {
+                rope_scaling: Some(RopeScaling::Llama3(Llama3Rope {
                     factor: 32.0,
                     low_freq_factor: 1.0,
                     high_freq_factor: 4.0,
                     original_max_position_embeddings: 64,
-                }),
+                })),
                 ..TinyConfig::default()
             },
         ),
@@ -52,25 +52,50 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
             },
         ),
         ("qwen3", TinyConfig::qwen3()),
+        ("qwen3-yarn", TinyConfig::qwen3_yarn()),
+        (
+            "llama-yarn-untruncated",
+            TinyConfig {
+                rope_scaling: Some(RopeScaling::Yarn(Yarn {
+                    factor: 8.0,
+                    original_max_position_embeddings: 48,
+                    beta_fast: 16.0,
+                    beta_slow: 2.0,
+                    attention_factor: 1.3,
+                    truncate: false,
+                })),
+                ..TinyConfig::default()
+            },
+        ),
         ("gemma2", TinyConfig::gemma2()),
         ("gemma3", TinyConfig::gemma3()),
         (
             "gemma3-linear-rope",
             TinyConfig {
-                rope_linear_factor: Some(8.0),
+                rope_scaling: Some(RopeScaling::Linear(8.0)),
                 ..TinyConfig::gemma3()
             },
         ),
         ("smollm3-nope", TinyConfig::smollm3()),
+        (
+            "smollm3-nope-yarn",
+            TinyConfig {
+                rope_scaling: TinyConfig::qwen3_yarn().rope_scaling,
+                ..TinyConfig::smollm3()
+            },
+        ),
         ("granite", TinyConfig::granite()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
             "phi3-longrope-scaled",
             TinyConfig {
-                long_rope: Some(LongRope {
-                    attention_factor: 1.25,
-                    ..TinyConfig::phi3().long_rope.unwrap()
+                rope_scaling: TinyConfig::phi3().rope_scaling.map(|s| match s {
+                    RopeScaling::LongRope(r) => RopeScaling::LongRope(LongRope {
+                        attention_factor: 1.25,
+                        ..r
+                    }),
+                    other => other,
                 }),
                 ..TinyConfig::phi3()
             },

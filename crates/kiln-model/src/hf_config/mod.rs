@@ -2,7 +2,9 @@
 
 use serde_json::Value;
 
-use crate::config::{Activation, Architecture, GraniteScales, LongRope, ModelConfig, RopeScaling};
+mod rope;
+
+use crate::config::{Activation, Architecture, GraniteScales, ModelConfig};
 use crate::{GenerationDefaults, ModelError};
 
 impl ModelConfig {
@@ -88,8 +90,13 @@ impl ModelConfig {
         };
         // A partial rotary embedding: Phi-3's code turns the first `factor * head_dim`
         // dimensions of a head (Phi-4-mini); the other families' turn all of them.
+        // Transformers 5 also writes the factor into `rope_parameters`.
         let head_dim = opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1));
-        let partial_rotary_dim = match opt_f("partial_rotary_factor").filter(|&f| f != 1.0) {
+        let partial = opt_f("partial_rotary_factor").or_else(|| {
+            v.pointer("/rope_parameters/partial_rotary_factor")
+                .and_then(Value::as_f64)
+        });
+        let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
             Some(f) if architecture == Architecture::Phi3 => {
                 let dim = (f * head_dim as f64).round() as usize;
@@ -112,7 +119,7 @@ impl ModelConfig {
                 });
             }
         };
-        let long_rope = long_rope(&v, max_position_embeddings, file)?;
+        let rope = rope::rope(&v, max_position_embeddings, file)?;
         // Gemma 2's soft caps; any other architecture's would be a forward pass kiln does
         // not know.
         let cap = |key: &str| -> Result<Option<f32>, ModelError> {
@@ -146,13 +153,8 @@ impl ModelConfig {
             vocab_size: req("vocab_size")?,
             max_position_embeddings,
             rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(1e-6) as f32,
-            rope_theta: opt_f("rope_theta").unwrap_or(10000.0) as f32,
-            rope_scaling: match &long_rope {
-                Some(_) => None,
-                None => parse_rope_scaling(v.get("rope_scaling"), file)?,
-            },
-            rope_linear_factor: linear_rope_factor(v.get("rope_scaling"), file)?,
-            long_rope,
+            rope_theta: rope.theta,
+            rope_scaling: rope.scaling,
             tie_word_embeddings: v
                 .get("tie_word_embeddings")
                 .and_then(Value::as_bool)
@@ -177,8 +179,7 @@ impl ModelConfig {
                 Architecture::Gemma3 => Some(gemma_pattern(&v, 6, file)?),
                 _ => None,
             },
-            rope_local_theta: (architecture == Architecture::Gemma3)
-                .then(|| opt_f("rope_local_base_freq").unwrap_or(10000.0) as f32),
+            rope_local_theta: (architecture == Architecture::Gemma3).then_some(rope.local_theta),
             query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
                 .filter(|_| gemma)
                 .map(|s| s as f32),
@@ -224,55 +225,6 @@ pub(crate) fn token_id_list(v: Option<&Value>) -> Vec<u32> {
             .map(|x| x as u32)
             .collect(),
         _ => Vec::new(),
-    }
-}
-
-fn parse_rope_scaling(v: Option<&Value>, file: &str) -> Result<Option<RopeScaling>, ModelError> {
-    let Some(obj) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let kind = obj
-        .get("rope_type")
-        .or_else(|| obj.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("<missing rope_type>");
-    if kind == "default" || kind == "linear" {
-        return Ok(None);
-    }
-    if kind != "llama3" {
-        return Err(ModelError::Unsupported {
-            file: file.into(),
-            reason: format!("rope_scaling type \"{kind}\""),
-        });
-    }
-    let f = |k: &str| {
-        obj.get(k)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| ModelError::config(file, format!("rope_scaling is missing \"{k}\"")))
-    };
-    Ok(Some(RopeScaling {
-        factor: f("factor")? as f32,
-        low_freq_factor: f("low_freq_factor")? as f32,
-        high_freq_factor: f("high_freq_factor")? as f32,
-        original_max_position_embeddings: f("original_max_position_embeddings")? as usize,
-    }))
-}
-
-/// The factor of a `rope_scaling` of type `linear`.
-fn linear_rope_factor(v: Option<&Value>, file: &str) -> Result<Option<f32>, ModelError> {
-    let Some(obj) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let kind = obj.get("rope_type").or_else(|| obj.get("type"));
-    if kind.and_then(Value::as_str) != Some("linear") {
-        return Ok(None);
-    }
-    match obj.get("factor").and_then(Value::as_f64) {
-        Some(f) if f > 0.0 => Ok(Some(f as f32)),
-        _ => Err(ModelError::config(
-            file,
-            "rope_scaling of type linear needs a positive \"factor\"",
-        )),
     }
 }
 
@@ -364,46 +316,4 @@ fn gemma_pattern(v: &Value, default: usize, file: &str) -> Result<usize, ModelEr
             reason: "layer_types that are not every n-th layer global".into(),
         })
     }
-}
-
-/// Phi-3's `rope_scaling` of type `longrope` (or its older name `su`).
-fn long_rope(v: &Value, max_pos: usize, file: &str) -> Result<Option<LongRope>, ModelError> {
-    let Some(r) = v.get("rope_scaling").filter(|r| !r.is_null()) else {
-        return Ok(None);
-    };
-    let kind = r
-        .get("rope_type")
-        .or_else(|| r.get("type"))
-        .and_then(Value::as_str);
-    if !matches!(kind, Some("longrope" | "su")) {
-        return Ok(None);
-    }
-    let list = |k: &str| -> Result<Vec<f32>, ModelError> {
-        r.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_f64)
-                    .map(|x| x as f32)
-                    .collect()
-            })
-            .ok_or_else(|| ModelError::config(file, format!("rope_scaling is missing \"{k}\"")))
-    };
-    let original = v
-        .get("original_max_position_embeddings")
-        .or_else(|| r.get("original_max_position_embeddings"))
-        .and_then(Value::as_u64)
-        .ok_or_else(|| {
-            ModelError::config(file, "LongRoPE without original_max_position_embeddings")
-        })? as usize;
-    let attention_factor = match r.get("attention_factor").and_then(Value::as_f64) {
-        Some(f) => f as f32,
-        None => LongRope::default_attention_factor(max_pos, original),
-    };
-    Ok(Some(LongRope {
-        short_factor: list("short_factor")?,
-        long_factor: list("long_factor")?,
-        original_max_position_embeddings: original,
-        attention_factor,
-    }))
 }
