@@ -23,16 +23,7 @@
 
 override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override SPLITS: u32 = 1u;
-override SOFTCAP: f32 = 0.0; // Gemma 2: each score becomes SOFTCAP tanh(score / SOFTCAP); 0: none
-
-// A score through the soft cap (tanh's argument kept within 15, where it is 1 to f32's
-// precision, so an exp-based tanh cannot overflow).
-fn soft_cap(s: f32) -> f32 {
-    if (SOFTCAP <= 0.0) {
-        return s;
-    }
-    return SOFTCAP * tanh(clamp(s / SOFTCAP, -15.0, 15.0));
-}
+override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: none
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -276,7 +267,7 @@ fn query(tile: Tile, r: u32, i: u32) -> f32 {
 fn put_scores(r0: u32, s: vec4<f32>, lid: u32, rows: u32) {
     for (var c = 0u; c < 4u; c++) {
         if (r0 + c < rows) {
-            probs[(r0 + c) * WG + lid] = soft_cap(s[c]);
+            probs[(r0 + c) * WG + lid] = soft_capped(s[c], SOFTCAP);
         }
     }
 }

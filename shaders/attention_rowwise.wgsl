@@ -8,16 +8,7 @@
 // Grid: (ceil(num_tokens * num_heads / 64), 1, 1).
 
 override KV_TYPE: u32 = 1u; // kv_codec.wgsl
-override SOFTCAP: f32 = 0.0; // Gemma 2: each score becomes SOFTCAP tanh(score / SOFTCAP); 0: none
-
-// A score through the soft cap (tanh's argument kept within 15, where it is 1 to f32's
-// precision, so an exp-based tanh cannot overflow).
-fn soft_cap(s: f32) -> f32 {
-    if (SOFTCAP <= 0.0) {
-        return s;
-    }
-    return SOFTCAP * tanh(clamp(s / SOFTCAP, -15.0, 15.0));
-}
+override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: none
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -114,7 +105,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         for (var c = 0u; c < d4; c++) {
             s += dot(q[c], k4(slot, kb + c));
         }
-        s = soft_cap(s);
+        s = soft_capped(s, SOFTCAP);
         let m_new = max(m, s);
         let a = exp(m - m_new);
         let e = exp(s - m_new);

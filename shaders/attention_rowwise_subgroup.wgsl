@@ -32,16 +32,7 @@
 override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override D4: u32 = 16u; // head_dim / 4, at most 64
 override ROWS: u32 = 8u; // query rows a workgroup serves, at most LANES
-override SOFTCAP: f32 = 0.0; // Gemma 2: each score becomes SOFTCAP tanh(score / SOFTCAP); 0: none
-
-// A score through the soft cap (tanh's argument kept within 15, where it is 1 to f32's
-// precision, so an exp-based tanh cannot overflow).
-fn soft_cap(s: f32) -> f32 {
-    if (SOFTCAP <= 0.0) {
-        return s;
-    }
-    return SOFTCAP * tanh(clamp(s / SOFTCAP, -15.0, 15.0));
-}
+override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: none
 
 const LANES: u32 = 8u;
 const KEYS: u32 = 8u; // keys per rescale
@@ -228,7 +219,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 dot4 += q[c + 14u] * subgroupBroadcast(kc.lo, 7u) + q[c + 15u] * subgroupBroadcast(kc.hi, 7u);
             }
             let seen = j0 + k >= first && j0 + k < n_keys;
-            s[k] = select(-3.0e38, soft_cap(dot4.x + dot4.y + dot4.z + dot4.w), seen);
+            s[k] = select(-3.0e38, soft_capped(dot4.x + dot4.y + dot4.z + dot4.w, SOFTCAP), seen);
             m_new = max(m_new, s[k]);
         }
         let a = exp(m - m_new);

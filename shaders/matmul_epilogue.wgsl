@@ -40,9 +40,7 @@ fn store(t: u32, n: u32, v: f32) {
         r += bias[n];
     }
     if ((p.flags & 64u) != 0u) {
-        // tanh's argument kept within 15 (1 to f32's precision), where an exp-based tanh
-        // would overflow.
-        r = p.factor * tanh(clamp(r / p.factor, -15.0, 15.0));
+        r = soft_capped(r, p.factor);
     }
     if ((p.flags & 128u) != 0u) {
         r *= p.factor;

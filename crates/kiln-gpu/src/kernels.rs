@@ -96,6 +96,13 @@ const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgs
 const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
 /// The KV cache's element types, shared by the kernels that read or write the cache.
 const KV_CODEC: &str = include_str!("../../../shaders/kv_codec.wgsl");
+/// Gemma 2's soft cap, shared by the attention kernels and the matrix epilogue.
+const SOFT_CAP: &str = include_str!("../../../shaders/soft_cap.wgsl");
+const ATTENTION_KERNELS: [&str; 3] = [
+    "attention",
+    "attention_rowwise",
+    "attention_rowwise_subgroup",
+];
 const KV_KERNELS: [&str; 4] = [
     "rope_kv",
     "attention",
@@ -355,9 +362,12 @@ impl Kernels {
                 };
                 // The fragments a kernel calls into, as with the formats.
                 let fragments: &[&str] = match (matrix, pairs) {
-                    (true, PairEpilogue::Glu) => &[EPILOGUE, EPILOGUE_GLU, ACTIVATION],
-                    (true, PairEpilogue::Rotary) => &[EPILOGUE, EPILOGUE_ROTARY, KV_CODEC],
+                    (true, PairEpilogue::Glu) => &[EPILOGUE, SOFT_CAP, EPILOGUE_GLU, ACTIVATION],
+                    (true, PairEpilogue::Rotary) => {
+                        &[EPILOGUE, SOFT_CAP, EPILOGUE_ROTARY, KV_CODEC]
+                    }
                     _ if name == "glu" => &[ACTIVATION],
+                    _ if ATTENTION_KERNELS.contains(&name) => &[KV_CODEC, SOFT_CAP],
                     _ if KV_KERNELS.contains(&name) => &[KV_CODEC],
                     _ => &[],
                 };
