@@ -1,6 +1,7 @@
-// Rotary embedding on q and k, then K and V written into the paged cache. With QK_NORM (Qwen3),
-// each head of q and of k is first RMS-normalized over its head_dim and multiplied by its gain
-// (qk_gain: the q gain, then the k gain, head_dim each).
+// Rotary embedding on q and k, then K and V written into the paged cache. With qk_norm 1
+// (Qwen3, Gemma 3), each head of q and of k is first RMS-normalized over its head_dim and
+// multiplied by its gain (qk_gain: the q gain, then the k gain, head_dim each); with qk_norm 2
+// (OLMo 2), all of q and all of k, each as one vector (qk_gain as wide as q, then as k).
 //   qkv[t] = [q heads | k heads | v heads], each head_dim wide, q and k heads in the rotary
 //   pair layout (rope_kv.rs: the checkpoint's pair (i, i + D/2) at (2i, 2i + 1)):
 //   for i < D/2, (cos, sin) = rope[pos, i], precomputed on the CPU in f64 (WGSL's sin and cos
@@ -21,7 +22,7 @@ struct Params {
     num_kv_heads: u32,
     head_dim: u32,
     max_positions: u32,
-    qk_norm: u32,
+    qk_norm: u32, // 0: none, 1: each head, 2: all of q and all of k
     eps: f32,
     pad0: u32,
     pad1: u32,
@@ -35,7 +36,9 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> qkv: array<f32>;     // (T, (H + 2 * KVH) * D)
 @group(0) @binding(6) var<storage, read_write> k_cache: array<u32>; // (slots, KVH, D) packed
 @group(0) @binding(7) var<storage, read_write> v_cache: array<u32>; // (slots, KVH, D) packed
-@group(0) @binding(8) var<storage, read> qk_gain: array<f32>;       // (2 * D), or a dummy
+@group(0) @binding(8) var<storage, read> qk_gain: array<f32>;       // (2 * D) or ((H + KVH) * D), or a dummy
+
+var<workgroup> sums: array<vec2<f32>, 64>; // the q and k sums of squares of qk_norm 2
 
 // Word `w` of a cache row from the f32 values starting at qkv[src].
 fn pack_word(src: u32, w: u32) -> u32 {
@@ -63,8 +66,33 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let slot = slot_mapping[t];
     let kv_width = p.num_kv_heads * d;
 
+    // All of q and all of k: RMS-normalize each (OLMo 2), the sums of squares reduced over the
+    // workgroup.
+    if (p.qk_norm == 2u) {
+        let q_width = p.num_heads * d;
+        var ss = vec2<f32>(0.0);
+        for (var e = lid.x; e < q_width + kv_width; e += 64u) {
+            let x = qkv[row + e];
+            ss += select(vec2<f32>(0.0, x * x), vec2<f32>(x * x, 0.0), e < q_width);
+        }
+        sums[lid.x] = ss;
+        workgroupBarrier();
+        for (var stride = 32u; stride > 0u; stride >>= 1u) {
+            if (lid.x < stride) {
+                sums[lid.x] += sums[lid.x + stride];
+            }
+            workgroupBarrier();
+        }
+        let total = sums[0];
+        let scale = inverseSqrt(total / vec2<f32>(f32(q_width), f32(kv_width)) + p.eps);
+        for (var e = lid.x; e < q_width + kv_width; e += 64u) {
+            qkv[row + e] *= select(scale.y, scale.x, e < q_width) * qk_gain[e];
+        }
+        storageBarrier();
+    }
+
     // q and k heads: RMS-normalize each (Qwen3), one head per invocation.
-    if (p.qk_norm != 0u) {
+    if (p.qk_norm == 1u) {
         for (var head = lid.x; head < p.num_heads + p.num_kv_heads; head += 64u) {
             let a = row + head * d;
             var ss = 0.0;

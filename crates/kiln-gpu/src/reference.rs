@@ -11,7 +11,7 @@ use crate::KvDtype;
 /// One operation of a layer with its weights read ([`Op`]'s counterpart).
 enum Step {
     NormedProject {
-        norm: Vec<f32>,
+        norm: Option<Vec<f32>>,
         w: Vec<f32>,
         bias: Option<Vec<f32>>,
         dst: Buf,
@@ -164,7 +164,7 @@ impl CpuModel {
                             None => None,
                         };
                         Step::NormedProject {
-                            norm: norm(n)?,
+                            norm: n.as_ref().map(norm).transpose()?,
                             w,
                             bias,
                             dst: *dst,
@@ -256,7 +256,10 @@ impl CpuModel {
             Step::NormedProject { norm, w, bias, dst } => {
                 let out: Vec<Vec<f32>> = (rows.residual.iter())
                     .map(|x| {
-                        let mut y = matvec(w, &rmsnorm(x, norm, eps));
+                        let mut y = match norm {
+                            Some(g) => matvec(w, &rmsnorm(x, g, eps)),
+                            None => matvec(w, x),
+                        };
                         if let Some(b) = bias {
                             y.iter_mut().zip(b).for_each(|(a, b)| *a += b);
                         }
@@ -274,10 +277,12 @@ impl CpuModel {
                 let (inv_freq, factor) = (&r.inv_freq[..], r.attention_factor);
                 for (pos, qkv) in rows.qkv.iter_mut().enumerate() {
                     let (q, k) = qkv[..(nh + nkv) * d].split_at_mut(nh * d);
+                    // Over each head, or (OLMo 2) over all of q and all of k: as wide as
+                    // the gains.
                     if let Some((qn, kn)) = qk_norm {
-                        q.chunks_mut(d)
+                        q.chunks_mut(qn.len())
                             .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, eps)));
-                        k.chunks_mut(d)
+                        k.chunks_mut(kn.len())
                             .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, eps)));
                     }
                     q.chunks_mut(d)

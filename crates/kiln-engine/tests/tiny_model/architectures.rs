@@ -225,6 +225,26 @@ fn logits_match_cpu_reference_llama32_rope_scaling() {
     check_model_against_reference("llama3.2 gguf", &model);
 }
 
+/// OLMo 2: q/k/v and gate/up read the residual stream unnormalized, each sub-layer's output
+/// normalized into it, q and k each RMS-normalized as a whole (gains of 64 and 32 values) in
+/// the rotary launch, as a Hugging Face folder and as GGUF (llama.cpp's `olmo2`:
+/// `post_attention_norm`, `post_ffw_norm`, q/k rows not permuted).
+#[test]
+fn logits_match_cpu_reference_olmo2() {
+    check_folder_and_gguf("olmo2", &TinyConfig::olmo2(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Olmo2);
+        let features = c.features().join("; ");
+        assert!(
+            features.contains("q/k RMSNorm over all heads"),
+            "{features}"
+        );
+        assert!(
+            features.contains("no RMSNorm before attention"),
+            "{features}"
+        );
+    });
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

@@ -253,7 +253,11 @@ impl Layer {
                         _ => RowOrder::Stacked,
                     };
                     let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), order)?;
-                    let gain = gains(&[norm], RowOrder::Stacked)?;
+                    let gain = match norm {
+                        Some(n) => Some(gains(&[n], RowOrder::Stacked)?),
+                        None => None,
+                    };
+                    let norm = gain.as_ref().map(|g| (g, eps));
                     if w.paired {
                         ops.next();
                         steps.push(Step::Matmul(mm(MatmulArgs {
@@ -263,7 +267,7 @@ impl Layer {
                             y: &b.act,
                             ldy: rows / 2,
                             out_offset: 0,
-                            norm: Some((&gain, eps)),
+                            norm,
                             accumulate: false,
                             sample_rows: false,
                             map: OutputMap::Identity,
@@ -286,7 +290,7 @@ impl Layer {
                     // the activation writes none, and its buffer is not made.)
                     let y = b.get(ctx, *dst)?;
                     if lora {
-                        let x = (&b.x, Some((&gain, eps)));
+                        let x = (&b.x, norm);
                         adapters = lora_launch(l, weights, order, x, (y, rows), &mut lora_bytes)?;
                     }
                     // QKV followed by a rotary step without a q/k norm: one launch.
@@ -304,7 +308,7 @@ impl Layer {
                         y,
                         ldy: rows,
                         out_offset: 0,
-                        norm: Some((&gain, eps)),
+                        norm,
                         accumulate: false,
                         sample_rows: false,
                         map: OutputMap::Identity,
@@ -313,7 +317,7 @@ impl Layer {
                 }
                 Op::Rotary { qk_norm } => {
                     let qk_gain = match qk_norm {
-                        Some([q, k]) => Some(gains(&[q, k], qk_order)?),
+                        Some([q, k]) => Some((gains(&[q, k], qk_order)?, q.len() != d)),
                         None => None,
                     };
                     Step::Launch(ops::rope_kv(
@@ -322,7 +326,11 @@ impl Layer {
                         step,
                         &rotary,
                         &b.qkv,
-                        qk_gain.as_ref().map(|g| (g, eps)),
+                        qk_gain.as_ref().map(|(g, whole)| ops::QkNorm {
+                            gains: g,
+                            eps,
+                            whole: *whole,
+                        }),
                     ))
                 }
                 Op::Attention => Step::Attention(ops::attention(

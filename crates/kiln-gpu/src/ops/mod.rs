@@ -29,7 +29,7 @@ pub use matmul::{
 };
 pub use prev_tokens::prev_tokens;
 pub use residual_rmsnorm::residual_rmsnorm;
-pub use rope_kv::{LayerRopeTables, Rotary, paired_row, rope_kv, rope_table};
+pub use rope_kv::{LayerRopeTables, QkNorm, Rotary, paired_row, rope_kv, rope_table};
 pub use sample::{
     MAX_UNLISTED, NO_MASK, NO_TOKEN, SAMPLE_OUT_STRIDE, SampleBuffers, SampleUniform,
     decode_sample_out, sample, sampler_rows,

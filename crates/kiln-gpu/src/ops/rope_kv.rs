@@ -126,17 +126,26 @@ impl Rotary<'_> {
     }
 }
 
+/// The RMSNorm of q and k before they turn.
+#[derive(Clone, Copy)]
+pub struct QkNorm<'a> {
+    /// The q gain then the k gain, in the rotary pair layout as q and k are: `head_dim` each
+    /// (over each head: Qwen3, Gemma 3), or as wide as q and as k (`whole`: OLMo 2).
+    pub gains: &'a wgpu::Buffer,
+    pub eps: f32,
+    pub whole: bool,
+}
+
 /// Rotary embedding on q and k of `qkv` (each head in the rotary pair layout, [`paired_row`])
-/// in place, and K/V into the cache at each token's slot. `qk_norm`: the per-head RMSNorm of
-/// q and k first (Qwen3, Gemma 3): the q gain then the k gain (`2 * head_dim` values, in the
-/// pair layout too), and epsilon.
+/// in place, q and k normalized first with `qk_norm`, and K/V into the cache at each token's
+/// slot.
 pub fn rope_kv(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     r: &Rotary<'_>,
     qkv: &wgpu::Buffer,
-    qk_norm: Option<(&wgpu::Buffer, f32)>,
+    qk_norm: Option<QkNorm<'_>>,
 ) -> Launch {
     r.check();
     let (num_heads, num_kv_heads, head_dim) = r.heads;
@@ -148,8 +157,12 @@ pub fn rope_kv(
             num_kv_heads: num_kv_heads as u32,
             head_dim: head_dim as u32,
             max_positions: r.max_positions as u32,
-            qk_norm: qk_norm.is_some() as u32,
-            eps: qk_norm.map_or(0.0, |n| n.1),
+            qk_norm: match qk_norm {
+                None => 0,
+                Some(QkNorm { whole: false, .. }) => 1,
+                Some(QkNorm { whole: true, .. }) => 2,
+            },
+            eps: qk_norm.map_or(0.0, |n| n.eps),
             pad: [0; 2],
         },
     );
@@ -166,7 +179,7 @@ pub fn rope_kv(
             qkv,
             r.k_cache,
             r.v_cache,
-            qk_norm.map_or(&no_gain, |n| n.0),
+            qk_norm.map_or(&no_gain, |n| n.gains),
         ],
         Grid::Tokens { per: 1, y: 1 },
     )

@@ -1,7 +1,17 @@
-//! RoPE with the KV-cache write (`rope_kv`), with and without the per-head q/k norm, into f16,
-//! f32, fp8 and q8_0 caches.
+//! RoPE with the KV-cache write (`rope_kv`), without a q/k norm, with one over each head and
+//! with one over all of q and all of k, into f16, f32, fp8 and q8_0 caches.
 
 use super::*;
+
+/// The q/k norm before the rotation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Norm {
+    None,
+    /// Over each head (Qwen3, Gemma 3).
+    Heads,
+    /// Over all of q and all of k (OLMo 2).
+    Whole,
+}
 
 /// RoPE and the KV write, for every cache type, at positions up to the end of a 32768-token
 /// context against the rotation in f64 (of the checkpoint's order: the kernel's heads are in
@@ -17,11 +27,12 @@ fn rope_kv_rotates_and_writes_cache() {
         &k,
         (6, 2, 20),
         &[
-            (false, KvDtype::F16),
-            (false, KvDtype::F32),
-            (true, KvDtype::F16),
-            (false, KvDtype::Fp8),
-            (true, KvDtype::Fp8),
+            (Norm::None, KvDtype::F16),
+            (Norm::None, KvDtype::F32),
+            (Norm::Heads, KvDtype::F16),
+            (Norm::Whole, KvDtype::F16),
+            (Norm::None, KvDtype::Fp8),
+            (Norm::Heads, KvDtype::Fp8),
         ],
     );
     // q8_0 needs rows of whole pairs of groups: 2 heads of 32.
@@ -29,7 +40,11 @@ fn rope_kv_rotates_and_writes_cache() {
         &ctx,
         &k,
         (4, 2, 32),
-        &[(false, KvDtype::Q8), (true, KvDtype::Q8)],
+        &[
+            (Norm::None, KvDtype::Q8),
+            (Norm::Heads, KvDtype::Q8),
+            (Norm::Whole, KvDtype::Q8),
+        ],
     );
 }
 
@@ -37,7 +52,7 @@ fn check_rope_kv(
     ctx: &kiln_gpu::GpuContext,
     k: &Kernels,
     (nh, nkv, d): (usize, usize, usize),
-    cases: &[(bool, KvDtype)],
+    cases: &[(Norm, KvDtype)],
 ) {
     let ctx = ctx.clone();
     let mut r = rng(5);
@@ -69,24 +84,40 @@ fn check_rope_kv(
         buf_u32(&ctx, &slot_ids),
         buf_f32(&ctx, &table),
     );
-    // Qwen3's per-head q/k norm first, or not: the q gain, then the k gain (the kernel's in the
+    // The q gain, then the k gain: head_dim each, or as wide as q and k (the kernel's in the
     // rotary pair layout, as q and k are).
-    let gains = randn(&mut r, 2 * d, 1.0);
-    let gain_b = buf_f32(&ctx, &pair_layout(&gains, d));
+    let head_gains = randn(&mut r, 2 * d, 1.0);
+    let whole_gains = randn(&mut r, (nh + nkv) * d, 1.0);
+    let head_gain_b = buf_f32(&ctx, &pair_layout(&head_gains, d));
+    let whole_gain_b = buf_f32(&ctx, &pair_layout(&whole_gains, d));
     for &(qk_norm, dtype) in cases {
         let mut want = qkv.clone();
         let mut want_k = vec![0f32; slots * nkv * d];
         let mut want_v = vec![0f32; slots * nkv * d];
         for i in 0..t {
             let row = &mut want[i * width..(i + 1) * width];
-            for (head, h) in row[..(nh + nkv) * d].chunks_mut(d).enumerate() {
-                let mut x = checkpoint_layout(h, d);
-                if qk_norm {
-                    let g = &gains[if head < nh { 0 } else { d }..][..d];
-                    x = reference::rmsnorm(&x, g, 1e-6);
+            let mut x: Vec<f32> = (row[..(nh + nkv) * d].chunks(d))
+                .flat_map(|h| checkpoint_layout(h, d))
+                .collect();
+            let (q, k) = x.split_at_mut(nh * d);
+            let norm = |v: &mut [f32], g: &[f32]| {
+                v.chunks_mut(g.len())
+                    .for_each(|c| c.copy_from_slice(&reference::rmsnorm(c, g, 1e-6)))
+            };
+            match qk_norm {
+                Norm::None => {}
+                Norm::Heads => {
+                    norm(q, &head_gains[..d]);
+                    norm(k, &head_gains[d..]);
                 }
-                reference::rope(&mut x, positions[i] as usize, &rope.inv_freq, 1.0);
-                h.copy_from_slice(&pair_layout(&x, d));
+                Norm::Whole => {
+                    norm(q, &whole_gains[..nh * d]);
+                    norm(k, &whole_gains[nh * d..]);
+                }
+            }
+            for (h, x) in row[..(nh + nkv) * d].chunks_mut(d).zip(x.chunks_mut(d)) {
+                reference::rope(x, positions[i] as usize, &rope.inv_freq, 1.0);
+                h.copy_from_slice(&pair_layout(x, d));
             }
             let s = slot_ids[i] as usize;
             want_k[s * nkv * d..(s + 1) * nkv * d].copy_from_slice(&row[nh * d..(nh + nkv) * d]);
@@ -115,11 +146,23 @@ fn check_rope_kv(
             &step,
             &rotary,
             &qb,
-            qk_norm.then_some((&gain_b, 1e-6)),
+            match qk_norm {
+                Norm::None => None,
+                Norm::Heads => Some(ops::QkNorm {
+                    gains: &head_gain_b,
+                    eps: 1e-6,
+                    whole: false,
+                }),
+                Norm::Whole => Some(ops::QkNorm {
+                    gains: &whole_gain_b,
+                    eps: 1e-6,
+                    whole: true,
+                }),
+            },
         );
         run_launches(&ctx, &[&l], t as u32, 0);
         assert_close(
-            &format!("rope q/k {dtype} qk_norm {qk_norm}"),
+            &format!("rope q/k {dtype} qk_norm {qk_norm:?}"),
             &read_f32(&ctx, &qb, want.len()),
             &want,
             1e-5,
@@ -138,7 +181,7 @@ fn check_rope_kv(
                     for (a, b) in g.iter().zip(w) {
                         assert!(
                             (a - b).abs() <= 0.501 * step + 1e-5,
-                            "{what} cache q8_0 qk_norm {qk_norm}: group {i}: {a} vs {b} (step {step})"
+                            "{what} cache q8_0 qk_norm {qk_norm:?}: group {i}: {a} vs {b} (step {step})"
                         );
                     }
                 }
@@ -158,10 +201,10 @@ fn check_rope_kv(
             assert_eq!(
                 read_u32(&ctx, &vc, words),
                 layout.encode(&want_v),
-                "v cache fp8 qk_norm {qk_norm}: codes"
+                "v cache fp8 qk_norm {qk_norm:?}: codes"
             );
             assert_close(
-                &format!("k cache fp8 qk_norm {qk_norm}"),
+                &format!("k cache fp8 qk_norm {qk_norm:?}"),
                 &got_k,
                 &kw,
                 1e-5 + 2f32.powi(-10),

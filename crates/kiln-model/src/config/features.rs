@@ -18,14 +18,25 @@ impl ModelConfig {
         }
         let tensors = ModelTensors::for_config(self);
         let ops = tensors.layers.iter().flat_map(|l| &l.ops);
-        if ops
-            .clone()
-            .any(|op| matches!(op, Op::Rotary { qk_norm: Some(_) }))
-        {
-            f.push("per-head q/k RMSNorm".into());
+        let qk_norm = ops.clone().find_map(|op| match op {
+            Op::Rotary {
+                qk_norm: Some([q, _]),
+            } => Some(q.len()),
+            _ => None,
+        });
+        match qk_norm {
+            Some(w) if w == self.head_dim => f.push("per-head q/k RMSNorm".into()),
+            Some(_) => f.push("q/k RMSNorm over all heads".into()),
+            None => {}
         }
         if ops.clone().any(|op| matches!(op, Op::AddNormed { .. })) {
             f.push("RMSNorm after attention and after the MLP".into());
+        }
+        if ops
+            .clone()
+            .any(|op| matches!(op, Op::NormedProject { norm: None, .. }))
+        {
+            f.push("no RMSNorm before attention and the MLP".into());
         }
         if self.activation == Activation::GeluTanh {
             f.push("GELU (tanh) gated MLP".into());

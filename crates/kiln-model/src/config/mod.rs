@@ -33,6 +33,9 @@ pub enum Architecture {
     /// Llama with four scalar multipliers: on the embeddings, the attention scores, each
     /// sub-layer's output into the residual stream and the logits (`models::granite`).
     Granite,
+    /// Llama whose sub-layers read the residual stream unnormalized and normalize their
+    /// outputs into it, with q and k each RMS-normalized whole (`models::olmo2`).
+    Olmo2,
 }
 
 /// The activation of the MLP's gate.
@@ -55,6 +58,7 @@ impl Architecture {
             Architecture::Phi3 => "phi3",
             Architecture::SmolLM3 => "smollm3",
             Architecture::Granite => "granite",
+            Architecture::Olmo2 => "olmo2",
         }
     }
 
@@ -65,6 +69,12 @@ impl Architecture {
             self,
             Architecture::Llama | Architecture::SmolLM3 | Architecture::Granite
         )
+    }
+
+    /// Whether GGUF names the norms on the sub-layers' outputs (`post_attention_norm`,
+    /// `post_ffw_norm`), Gemma 2's and 3's and OLMo 2's.
+    pub fn gguf_post_norms(self) -> bool {
+        self.is_gemma() || self == Architecture::Olmo2
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

@@ -54,6 +54,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "phi3" => Architecture::Phi3,
         "smollm3" => Architecture::SmolLM3,
         "granite" => Architecture::Granite,
+        "olmo2" => Architecture::Olmo2,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -133,6 +134,18 @@ pub(crate) fn config_from_meta(
             .map(|c| c as f32)
     };
     let num_layers = meta.req_usize(&format!("{a}.block_count"))?;
+    // OLMo 3's files are `olmo2` with a window on three layers of four, whose RoPE kiln has
+    // not been checked against.
+    if architecture == Architecture::Olmo2
+        && meta
+            .usize(&format!("{a}.attention.sliding_window"))
+            .is_some()
+    {
+        return Err(ModelError::Unsupported {
+            file: meta.file.into(),
+            reason: "OLMo 3 (olmo2 with a sliding window): its sliding layers are not built".into(),
+        });
+    }
     let cfg = ModelConfig {
         architecture,
         hidden_size,

@@ -6,9 +6,9 @@
 
 use crate::Architecture;
 
-/// Gemma's norms (2 and 3), whose GGUF names mean other roles than Llama's: `ffn_norm` is the norm
-/// before the MLP (Llama's `post_attention_layernorm`), and Gemma's HF
-/// `post_attention_layernorm` is the norm on the attention's output.
+/// Gemma's norms (2 and 3; OLMo 2 has the last two), whose GGUF names mean other roles than
+/// Llama's: `ffn_norm` is the norm before the MLP (Llama's `post_attention_layernorm`), and
+/// Gemma's HF `post_attention_layernorm` is the norm on the attention's output.
 const GEMMA3_NORMS: [(&str, &str); 3] = [
     ("ffn_norm", "pre_feedforward_layernorm"),
     ("post_attention_norm", "post_attention_layernorm"),
@@ -30,7 +30,7 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
             let (layer, part) = rest.split_once('.')?;
             layer.parse::<usize>().ok()?;
             let gemma = GEMMA3_NORMS.iter().find(|(g, _)| *g == part);
-            if let (true, Some((_, hf))) = (arch.is_gemma(), gemma) {
+            if let (true, Some((_, hf))) = (arch.gguf_post_norms(), gemma) {
                 return Some(format!("model.layers.{layer}.{hf}"));
             }
             // Phi-3's `ffn_up` holds gate and up together.
@@ -74,7 +74,7 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
         _ => base.strip_prefix("model.layers.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
             let gemma = GEMMA3_NORMS.iter().find(|(_, hf)| *hf == part);
-            if let (true, Some((g, _))) = (arch.is_gemma(), gemma) {
+            if let (true, Some((g, _))) = (arch.gguf_post_norms(), gemma) {
                 return Some(format!("blk.{layer}.{g}"));
             }
             if (arch, part) == (Architecture::Phi3, "mlp.gate_up_proj") {

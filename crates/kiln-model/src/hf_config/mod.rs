@@ -25,6 +25,7 @@ impl ModelConfig {
             "phi3" => Architecture::Phi3,
             "smollm3" => Architecture::SmolLM3,
             "granite" => Architecture::Granite,
+            "olmo2" => Architecture::Olmo2,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -60,6 +61,7 @@ impl ModelConfig {
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            Architecture::Olmo2 => false,
             Architecture::Llama
             | Architecture::Gemma2
             | Architecture::Gemma3
@@ -171,6 +173,16 @@ impl ModelConfig {
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
+                // OLMo 2's flag would put a bias on o_proj too, which kiln does not run.
+                Architecture::Olmo2 => match v.get("attention_bias").and_then(Value::as_bool) {
+                    Some(true) => {
+                        return Err(ModelError::Unsupported {
+                            file: file.into(),
+                            reason: "OLMo 2 with attention_bias (biases on q, k, v and o)".into(),
+                        });
+                    }
+                    _ => false,
+                },
             },
             sliding_window,
             first_sliding_layer,

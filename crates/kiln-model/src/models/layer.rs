@@ -25,18 +25,20 @@ pub enum Buf {
 /// One operation of a decoder layer.
 #[derive(Debug, Clone)]
 pub enum Op {
-    /// `dst = W · (rmsnorm(x) * norm) + bias`: the residual stream normalized, then multiplied
-    /// by matrices stacked by rows (q, k and v; gate and up), stored as separate tensors or as
-    /// one fused tensor; the bias, if any, stacked the same way.
+    /// `dst = W · (rmsnorm(x) * norm) + bias`: the residual stream normalized (as it is
+    /// without `norm`: OLMo 2's sub-layers read it unnormalized), then multiplied by matrices
+    /// stacked by rows (q, k and v; gate and up), stored as separate tensors or as one fused
+    /// tensor; the bias, if any, stacked the same way.
     NormedProject {
-        norm: Tensor,
+        norm: Option<Tensor>,
         weights: Vec<Tensor>,
         bias: Option<Vec<Tensor>>,
         dst: Buf,
     },
-    /// On [`Buf::Qkv`]: each head of q and k RMS-normalized with its gain if `qk_norm` is
-    /// given, then both rotated by their position (the layer's RoPE base); k and v written to
-    /// the layer's KV cache.
+    /// On [`Buf::Qkv`]: q and k RMS-normalized with their gains if `qk_norm` is given (each
+    /// head, where the gains are `head_dim` wide: Qwen3, Gemma 3; all of q and all of k, where
+    /// they are as wide as q and k: OLMo 2), then both rotated by their position (the layer's
+    /// RoPE base); k and v written to the layer's KV cache.
     Rotary { qk_norm: Option<[Tensor; 2]> },
     /// Causal attention of [`Buf::Qkv`]'s queries over the cached keys and values (within the
     /// layer's window, scaled by the model's attention scale), into [`Buf::Attn`].
@@ -59,7 +61,7 @@ impl Op {
                 bias,
                 ..
             } => {
-                let mut v = vec![norm];
+                let mut v: Vec<&Tensor> = norm.iter().collect();
                 v.extend(weights);
                 v.extend(bias.iter().flatten());
                 v

@@ -28,7 +28,7 @@ pub(super) fn attention(
 ) -> [Op; 4] {
     [
         NormedProject {
-            norm: n.norm("input_layernorm"),
+            norm: Some(n.norm("input_layernorm")),
             weights: qkv,
             bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
             dst: Qkv,
@@ -48,7 +48,7 @@ pub(super) fn attention(
 pub(super) fn mlp(n: &Names, norm: &str, gate_up: Vec<Tensor>, dst: Buf) -> [Op; 3] {
     [
         NormedProject {
-            norm: n.norm(norm),
+            norm: Some(n.norm(norm)),
             weights: gate_up,
             bias: None,
             dst: GateUp,

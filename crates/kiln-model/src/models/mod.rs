@@ -12,6 +12,7 @@ mod gemma3;
 mod granite;
 mod layer;
 mod llama;
+mod olmo2;
 mod phi3;
 mod qwen2;
 mod qwen3;
@@ -137,6 +138,7 @@ impl ModelTensors {
             Architecture::Phi3 => phi3::layer,
             Architecture::SmolLM3 => smollm3::layer,
             Architecture::Granite => granite::layer,
+            Architecture::Olmo2 => olmo2::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -172,9 +174,13 @@ mod tests {
             .iter()
             .map(|op| match op {
                 Op::NormedProject {
-                    weights, bias, dst, ..
+                    norm,
+                    weights,
+                    bias,
+                    dst,
                 } => format!(
-                    "norm {}{} -> {dst:?}",
+                    "{} {}{} -> {dst:?}",
+                    if norm.is_some() { "norm" } else { "raw" },
                     weights.len(),
                     if bias.is_some() { "+bias" } else { "" }
                 ),
@@ -236,6 +242,19 @@ mod tests {
              norm 2 -> GateUp, glu, Act -> Proj, +norm Proj"
         );
         assert_eq!(l.tensors().len(), 11);
+
+        let (l, ops, _) = layer(TinyConfig::olmo2());
+        assert_eq!(
+            ops,
+            "raw 3 -> Qkv, rotary+norm, attention, Attn -> Proj, +norm Proj, \
+             raw 2 -> GateUp, glu, Act -> Proj, +norm Proj"
+        );
+        let t = l.tensors();
+        assert_eq!(t.len(), 11);
+        assert_eq!(
+            (t[3].shape.as_slice(), t[4].shape.as_slice()),
+            ([64].as_slice(), [32].as_slice())
+        );
 
         let (l, ops, _) = layer(TinyConfig::phi3());
         assert!(ops.starts_with("norm 1 -> Qkv, rotary, attention"));

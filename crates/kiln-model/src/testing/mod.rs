@@ -192,6 +192,15 @@ impl TinyConfig {
         }
     }
 
+    /// OLMo 2: no norms before the sub-layers, norms after them, and q and k each normalized
+    /// whole (gains of 64 and 32).
+    pub fn olmo2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Olmo2,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.

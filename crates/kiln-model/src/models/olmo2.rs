@@ -1,0 +1,58 @@
+//! OLMo 2: Llama's attention and gated MLP with the norms moved: each sub-layer reads the
+//! residual stream as it is and its output is RMS-normalized on its way back into it (Gemma's
+//! post-norms without the pre-norms), and q and k are each RMS-normalized as a whole (one gain
+//! as wide as q, one as wide as k) before the rotary embedding.
+
+use super::Buf::{Act, Attn, GateUp, Proj, Qkv};
+use super::Op::{AddNormed, Attention, GatedActivation, NormedProject, Project, Rotary};
+use super::{Layer, Names};
+use crate::ModelConfig;
+
+/// Layer `i`.
+pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
+    let n = Names::new(cfg, i);
+    let (q, kv) = (
+        cfg.num_heads * cfg.head_dim,
+        cfg.num_kv_heads * cfg.head_dim,
+    );
+    let qk_norm =
+        [("q", q), ("k", kv)].map(|(p, w)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[w]));
+    let ops = vec![
+        NormedProject {
+            norm: None,
+            weights: n.qkv(),
+            bias: None,
+            dst: Qkv,
+        },
+        Rotary {
+            qk_norm: Some(qk_norm),
+        },
+        Attention,
+        Project {
+            src: Attn,
+            weight: n.o(),
+            dst: Proj,
+        },
+        AddNormed {
+            src: Proj,
+            norm: n.norm("post_attention_layernorm"),
+        },
+        NormedProject {
+            norm: None,
+            weights: n.gate_up(),
+            bias: None,
+            dst: GateUp,
+        },
+        GatedActivation,
+        Project {
+            src: Act,
+            weight: n.down(),
+            dst: Proj,
+        },
+        AddNormed {
+            src: Proj,
+            norm: n.norm("post_feedforward_layernorm"),
+        },
+    ];
+    Layer { ops }
+}
