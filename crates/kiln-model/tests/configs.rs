@@ -247,3 +247,30 @@ fn yarn_defaults() {
     let y = parse(serde_json::json!({"rope_type": "yarn", "factor": 2.0}));
     assert_eq!(y.original_max_position_embeddings, 4096);
 }
+
+/// EXAONE 4's pattern as its configs spell it: a string of local layers ending in one global
+/// ("LLLG": every 4th layer global, and those apply no RoPE), or a number; any other string
+/// is refused by name. Without a window every layer is global and turns.
+#[test]
+fn exaone4_patterns() {
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let mut cfg = serde_json::json!({
+        "model_type": "exaone4", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 8, "num_attention_heads": 4, "vocab_size": 100,
+        "max_position_embeddings": 8192, "sliding_window": 1024, "sliding_window_pattern": "LLLG",
+    });
+    let c = parse(&cfg).unwrap();
+    assert_eq!(
+        (c.sliding_window, c.sliding_window_pattern),
+        (Some(1024), Some(4))
+    );
+    assert_eq!(c.no_rope_layers, [3, 7]);
+    cfg["sliding_window_pattern"] = 2.into();
+    assert_eq!(parse(&cfg).unwrap().no_rope_layers, [1, 3, 5, 7]);
+    cfg["sliding_window_pattern"] = "LGL".into();
+    let e = parse(&cfg).expect_err("a global layer before local ones");
+    assert!(e.to_string().contains("\"LGL\""), "{e}");
+    cfg["sliding_window"] = serde_json::Value::Null;
+    let c = parse(&cfg).unwrap();
+    assert!(c.sliding_window.is_none() && c.no_rope_layers.is_empty());
+}

@@ -220,3 +220,43 @@ fn sampling_defaults_round_trip() {
     };
     check_round_trip(&tc, DType::F16);
 }
+
+/// EXAONE 4 as llama.cpp reads its files: windows only on the 64-layer (32B) size, 4096
+/// positions unless the file gives a window, every 4th layer global and without RoPE; other
+/// sizes global throughout, every layer turning.
+#[test]
+fn exaone4_windows_follow_llama_cpp() {
+    let load = |num_layers: usize, window: Option<usize>| {
+        let tc = TinyConfig {
+            architecture: Architecture::Exaone4,
+            hidden_size: 32,
+            intermediate_size: 32,
+            num_heads: 2,
+            num_kv_heads: 1,
+            num_layers,
+            sliding_window: window,
+            ..TinyConfig::default()
+        };
+        let mc = tc.model_config();
+        let bytes = model_gguf(
+            &mc,
+            &tiny_tensors(&mc, 3),
+            DType::F32,
+            &tiny_tokenizer::gguf_tokenizer(),
+        )
+        .to_bytes();
+        Model::from_gguf_bytes(bytes, "exaone4.gguf")
+            .unwrap()
+            .config
+    };
+    let c = load(64, None);
+    assert_eq!(
+        (c.sliding_window, c.sliding_window_pattern),
+        (Some(4096), Some(4))
+    );
+    assert_eq!(c.no_rope_layers, (3..64).step_by(4).collect::<Vec<_>>());
+    assert_eq!((c.layer_window(2), c.layer_window(3)), (Some(4096), None));
+    assert_eq!(load(64, Some(1024)).sliding_window, Some(1024));
+    let c = load(30, Some(1024));
+    assert_eq!((c.sliding_window, c.no_rope_layers.len()), (None, 0));
+}

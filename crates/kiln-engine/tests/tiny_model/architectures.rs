@@ -245,6 +245,28 @@ fn logits_match_cpu_reference_olmo2() {
     });
 }
 
+/// EXAONE 4: OLMo 2's norms with per-head q/k norms. As a Hugging Face folder with a window
+/// (20 positions) on two of four layers, the other two global and without RoPE; as GGUF
+/// without one (llama.cpp windows only the 64-layer size), every layer turning.
+#[test]
+fn logits_match_cpu_reference_exaone4() {
+    let cfg = TinyConfig::exaone4();
+    let (_dir, model) = tiny(&cfg, 7);
+    let c = &model.config;
+    assert_eq!(c.no_rope_layers, [1, 3]);
+    assert_eq!((c.layer_window(0), c.layer_window(1)), (Some(20), None));
+    assert!(c.layer_rope(1).inv_freq.is_empty());
+    check_model_against_reference("exaone4 window", &model);
+    let global = TinyConfig {
+        sliding_window: None,
+        ..cfg
+    };
+    check_folder_and_gguf("exaone4", &global, |c| {
+        assert!(c.no_rope_layers.is_empty() && c.sliding_window.is_none());
+        assert!(c.features().join("; ").contains("per-head q/k RMSNorm"));
+    });
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

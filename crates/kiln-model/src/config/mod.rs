@@ -36,6 +36,9 @@ pub enum Architecture {
     /// Llama whose sub-layers read the residual stream unnormalized and normalize their
     /// outputs into it, with q and k each RMS-normalized whole (`models::olmo2`).
     Olmo2,
+    /// OLMo 2's layer with per-head q/k norms; with a window, three sliding layers to a
+    /// global one that applies no RoPE (`models::exaone4`).
+    Exaone4,
 }
 
 /// The activation of the MLP's gate.
@@ -59,6 +62,7 @@ impl Architecture {
             Architecture::SmolLM3 => "smollm3",
             Architecture::Granite => "granite",
             Architecture::Olmo2 => "olmo2",
+            Architecture::Exaone4 => "exaone4",
         }
     }
 
@@ -72,9 +76,9 @@ impl Architecture {
     }
 
     /// Whether GGUF names the norms on the sub-layers' outputs (`post_attention_norm`,
-    /// `post_ffw_norm`), Gemma 2's and 3's and OLMo 2's.
+    /// `post_ffw_norm`), Gemma 2's and 3's, OLMo 2's and EXAONE 4's.
     pub fn gguf_post_norms(self) -> bool {
-        self.is_gemma() || self == Architecture::Olmo2
+        self.is_gemma() || matches!(self, Architecture::Olmo2 | Architecture::Exaone4)
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

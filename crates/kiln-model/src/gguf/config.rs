@@ -55,6 +55,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "smollm3" => Architecture::SmolLM3,
         "granite" => Architecture::Granite,
         "olmo2" => Architecture::Olmo2,
+        "exaone4" => Architecture::Exaone4,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -146,6 +147,9 @@ pub(crate) fn config_from_meta(
             reason: "OLMo 3 (olmo2 with a sliding window): its sliding layers are not built".into(),
         });
     }
+    // llama.cpp runs EXAONE 4's windows on its 64-layer (32B) size only: 4096 positions unless
+    // the file says, every 4th layer global and without RoPE.
+    let exaone_windowed = architecture == Architecture::Exaone4 && num_layers == 64;
     let cfg = ModelConfig {
         architecture,
         hidden_size,
@@ -166,16 +170,25 @@ pub(crate) fn config_from_meta(
         rope_scaling: rope_scaling(meta, &a)?,
         tie_word_embeddings: !facts.has_output,
         attention_bias: facts.has_q_bias,
-        sliding_window: meta.usize(&format!("{a}.attention.sliding_window")),
+        sliding_window: match architecture {
+            Architecture::Exaone4 => exaone_windowed.then(|| {
+                meta.usize(&format!("{a}.attention.sliding_window"))
+                    .unwrap_or(4096)
+            }),
+            _ => meta.usize(&format!("{a}.attention.sliding_window")),
+        },
         first_sliding_layer: 0,
         // llama.cpp's converter writes neither Gemma's interleaving (Gemma 2: every 2nd layer
         // global, Gemma 3: every 6th) nor Gemma 3's sliding layers' RoPE base (10000); the 27B
         // sizes scale queries by hidden / heads instead of head_dim (the size is told by its
         // layers: 46 for Gemma 2, 62 for Gemma 3).
-        sliding_window_pattern: gemma.then(|| {
-            meta.usize(&format!("{a}.attention.sliding_window_pattern"))
-                .unwrap_or(if gemma3 { 6 } else { 2 })
-        }),
+        sliding_window_pattern: match gemma {
+            true => Some(
+                meta.usize(&format!("{a}.attention.sliding_window_pattern"))
+                    .unwrap_or(if gemma3 { 6 } else { 2 }),
+            ),
+            false => exaone_windowed.then_some(4),
+        },
         rope_local_theta: gemma3.then(|| {
             meta.f64(&format!("{a}.rope.freq_base_swa"))
                 .unwrap_or(10000.0) as f32
@@ -198,6 +211,7 @@ pub(crate) fn config_from_meta(
         }),
         no_rope_layers: match architecture {
             Architecture::SmolLM3 => (3..num_layers).step_by(4).collect(),
+            Architecture::Exaone4 if exaone_windowed => (3..num_layers).step_by(4).collect(),
             _ => Vec::new(),
         },
         attn_softcap: cap("attn_logit_softcapping"),

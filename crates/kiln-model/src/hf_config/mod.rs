@@ -26,6 +26,7 @@ impl ModelConfig {
             "smollm3" => Architecture::SmolLM3,
             "granite" => Architecture::Granite,
             "olmo2" => Architecture::Olmo2,
+            "exaone4" => Architecture::Exaone4,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -63,6 +64,7 @@ impl ModelConfig {
                 .unwrap_or(false),
             Architecture::Olmo2 => false,
             Architecture::Llama
+            | Architecture::Exaone4
             | Architecture::Gemma2
             | Architecture::Gemma3
             | Architecture::Phi3
@@ -140,6 +142,11 @@ impl ModelConfig {
                 }),
             }
         };
+        // EXAONE 4 with a window: every `n`th layer global, and without RoPE.
+        let exaone_global = match (architecture, sliding) {
+            (Architecture::Exaone4, Some(_)) => Some(exaone_pattern(&v, file)?),
+            _ => None,
+        };
         let (attn_softcap, final_softcap) = (
             cap("attn_logit_softcapping")?,
             cap("final_logit_softcapping")?,
@@ -183,13 +190,14 @@ impl ModelConfig {
                     }
                     _ => false,
                 },
+                Architecture::Exaone4 => false,
             },
             sliding_window,
             first_sliding_layer,
             sliding_window_pattern: match architecture {
                 Architecture::Gemma2 => Some(gemma_pattern(&v, 2, file)?),
                 Architecture::Gemma3 => Some(gemma_pattern(&v, 6, file)?),
-                _ => None,
+                _ => exaone_global,
             },
             rope_local_theta: (architecture == Architecture::Gemma3).then_some(rope.local_theta),
             query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
@@ -209,7 +217,10 @@ impl ModelConfig {
             }),
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
-                _ => Vec::new(),
+                _ => match exaone_global {
+                    Some(n) => (0..num_layers).filter(|i| (i + 1) % n == 0).collect(),
+                    None => Vec::new(),
+                },
             },
             attn_softcap,
             final_softcap,
@@ -297,6 +308,25 @@ fn no_rope_layers(v: &Value, layers: usize, file: &str) -> Result<Vec<usize>, Mo
             )
         })?;
     Ok((0..layers).filter(|&i| flags[i] == 0).collect())
+}
+
+/// EXAONE 4's global layers: every `n`th, from `sliding_window_pattern` (a number, or a
+/// string of `L`s ending in one `G`, such as "LLLG"), `layer_types`, or 4.
+fn exaone_pattern(v: &Value, file: &str) -> Result<usize, ModelError> {
+    match v.get("sliding_window_pattern") {
+        Some(Value::String(p)) => {
+            match p.strip_suffix('G').filter(|l| l.chars().all(|c| c == 'L')) {
+                Some(l) => Ok(l.len() + 1),
+                None => Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: format!(
+                        "sliding_window_pattern \"{p}\" (kiln runs local layers followed by one global)"
+                    ),
+                }),
+            }
+        }
+        _ => gemma_pattern(v, 4, file),
+    }
 }
 
 /// Gemma's interleaving: `sliding_window_pattern` (every `n`th layer global), or a

@@ -7,6 +7,7 @@
 //! Gemma's chat template (2 and 3), for files that carry none, is here too
 //! ([`GEMMA_CHAT_TEMPLATE`]).
 
+mod exaone4;
 mod gemma2;
 mod gemma3;
 mod granite;
@@ -139,6 +140,7 @@ impl ModelTensors {
             Architecture::SmolLM3 => smollm3::layer,
             Architecture::Granite => granite::layer,
             Architecture::Olmo2 => olmo2::layer,
+            Architecture::Exaone4 => exaone4::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -5,7 +5,7 @@
 
 use super::Buf::{Act, Attn, GateUp, Proj, Qkv};
 use super::Op::{AddNormed, Attention, GatedActivation, NormedProject, Project, Rotary};
-use super::{Layer, Names};
+use super::{Layer, Names, Tensor};
 use crate::ModelConfig;
 
 /// Layer `i`.
@@ -17,6 +17,12 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     );
     let qk_norm =
         [("q", q), ("k", kv)].map(|(p, w)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[w]));
+    post_normed(&n, qk_norm)
+}
+
+/// Attention (q and k normalized by `qk_norm`) and the MLP on the residual stream as it is,
+/// each output normalized into it: OLMo 2's layer, and EXAONE 4's.
+pub(super) fn post_normed(n: &Names, qk_norm: [Tensor; 2]) -> Layer {
     let ops = vec![
         NormedProject {
             norm: None,

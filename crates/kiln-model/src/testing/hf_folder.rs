@@ -101,6 +101,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::SmolLM3 => "SmolLM3ForCausalLM",
             Architecture::Granite => "GraniteForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
+            Architecture::Exaone4 => "Exaone4ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -157,6 +158,18 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     {
         config["use_sliding_window"] = json!(true);
         config["max_window_layers"] = json!(mc.first_sliding_layer);
+    }
+    if mc.architecture == Architecture::Exaone4 {
+        // Both as EXAONE's folders carry them (its config cannot make layer types without a
+        // window).
+        let kinds: Vec<&str> = (0..mc.num_layers)
+            .map(|i| match mc.layer_window(i) {
+                Some(_) => "sliding_attention",
+                None => "full_attention",
+            })
+            .collect();
+        config["layer_types"] = json!(kinds);
+        config["sliding_window_pattern"] = json!(mc.sliding_window_pattern);
     }
     if mc.architecture == Architecture::SmolLM3 {
         // One flag a layer, 1 where it applies RoPE, as SmolLM3's folders carry it.

@@ -201,6 +201,20 @@ impl TinyConfig {
         }
     }
 
+    /// EXAONE 4: OLMo 2's norms with per-head q/k norms, four layers of which the second and
+    /// fourth are global and apply no RoPE (a window of 20 on the others; the RoPE base of 100
+    /// turns fast enough that leaving out a global layer's rotation shows).
+    pub fn exaone4() -> Self {
+        TinyConfig {
+            architecture: Architecture::Exaone4,
+            num_layers: 4,
+            sliding_window: Some(20),
+            sliding_window_pattern: Some(2),
+            rope_theta: 100.0,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -281,8 +295,11 @@ impl TinyConfig {
             query_pre_attn_scalar: None,
             partial_rotary_dim: self.partial_rotary_dim,
             granite: self.granite,
-            no_rope_layers: match self.architecture {
-                Architecture::SmolLM3 => (3..self.num_layers).step_by(4).collect(),
+            no_rope_layers: match (self.architecture, self.sliding_window_pattern) {
+                (Architecture::SmolLM3, _) => (3..self.num_layers).step_by(4).collect(),
+                (Architecture::Exaone4, Some(n)) if self.sliding_window.is_some() => {
+                    (0..self.num_layers).filter(|i| (i + 1) % n == 0).collect()
+                }
                 _ => Vec::new(),
             },
             attn_softcap: self.attn_softcap,

@@ -1,7 +1,7 @@
 //! The tiny random Hugging Face folders whose logits Hugging Face transformers computed for
 //! `tests/reference/tiny-transformers.json` (`scripts/transformers_reference.py`): one per
 //! architecture and per feature that changes the forward pass (RoPE scalings, windows, biases,
-//! norms, soft caps, layers without RoPE, multipliers, OLMo 2's norms), so kiln's CPU reference is checked against the implementation the models were
+//! norms, soft caps, layers without RoPE, multipliers, OLMo 2's and EXAONE 4's norms), so kiln's CPU reference is checked against the implementation the models were
 //! trained with, not only the GPU against kiln's own reading of it.
 
 use std::path::Path;
@@ -86,6 +86,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ),
         ("granite", TinyConfig::granite()),
         ("olmo2", TinyConfig::olmo2()),
+        ("exaone4-window-nope", TinyConfig::exaone4()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
