@@ -25,7 +25,7 @@ pub(super) fn normed_sublayers(n: &Names, qk_norm: Option<[Tensor; 2]>) -> Layer
         src: Proj,
         norm: n.norm("post_attention_layernorm"),
     });
-    ops.extend(mlp(n, "pre_feedforward_layernorm", n.gate_up(), Proj));
+    ops.extend(mlp(n, Some("pre_feedforward_layernorm"), n.gate_up(), Proj));
     ops.push(AddNormed {
         src: Proj,
         norm: n.norm("post_feedforward_layernorm"),

@@ -12,7 +12,12 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
-    ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
+    ops.extend(mlp(
+        &n,
+        Some("post_attention_layernorm"),
+        n.gate_up(),
+        Residual,
+    ));
     Layer { ops }
 }
 
@@ -43,12 +48,12 @@ pub(super) fn attention(
     ]
 }
 
-/// The gated MLP on the normalized residual stream (norm gain `norm`, gate and up
-/// `gate_up`), its output written to `dst` (added, into the residual stream).
-pub(super) fn mlp(n: &Names, norm: &str, gate_up: Vec<Tensor>, dst: Buf) -> [Op; 3] {
+/// The gated MLP on the residual stream, normalized with gain `norm` (as it is without),
+/// gate and up `gate_up`, its output written to `dst` (added, into the residual stream).
+pub(super) fn mlp(n: &Names, norm: Option<&str>, gate_up: Vec<Tensor>, dst: Buf) -> [Op; 3] {
     [
         NormedProject {
-            norm: Some(n.norm(norm)),
+            norm: norm.map(|g| n.norm(g)),
             weights: gate_up,
             bias: None,
             dst: GateUp,

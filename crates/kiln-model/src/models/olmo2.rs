@@ -3,8 +3,9 @@
 //! post-norms without the pre-norms), and q and k are each RMS-normalized as a whole (one gain
 //! as wide as q, one as wide as k) before the rotary embedding.
 
-use super::Buf::{Act, Attn, GateUp, Proj, Qkv};
-use super::Op::{AddNormed, Attention, GatedActivation, NormedProject, Project, Rotary};
+use super::Buf::{Attn, Proj, Qkv};
+use super::Op::{AddNormed, Attention, NormedProject, Project, Rotary};
+use super::llama::mlp;
 use super::{Layer, Names, Tensor};
 use crate::ModelConfig;
 
@@ -23,7 +24,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
 /// Attention (q and k normalized by `qk_norm`) and the MLP on the residual stream as it is,
 /// each output normalized into it: OLMo 2's layer, and EXAONE 4's.
 pub(super) fn post_normed(n: &Names, qk_norm: [Tensor; 2]) -> Layer {
-    let ops = vec![
+    let mut ops = vec![
         NormedProject {
             norm: None,
             weights: n.qkv(),
@@ -43,22 +44,11 @@ pub(super) fn post_normed(n: &Names, qk_norm: [Tensor; 2]) -> Layer {
             src: Proj,
             norm: n.norm("post_attention_layernorm"),
         },
-        NormedProject {
-            norm: None,
-            weights: n.gate_up(),
-            bias: None,
-            dst: GateUp,
-        },
-        GatedActivation,
-        Project {
-            src: Act,
-            weight: n.down(),
-            dst: Proj,
-        },
-        AddNormed {
-            src: Proj,
-            norm: n.norm("post_feedforward_layernorm"),
-        },
     ];
+    ops.extend(mlp(n, None, n.gate_up(), Proj));
+    ops.push(AddNormed {
+        src: Proj,
+        norm: n.norm("post_feedforward_layernorm"),
+    });
     Layer { ops }
 }

@@ -15,6 +15,11 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     );
     let gate_up = n.tensor("mlp.gate_up_proj.weight", &[2 * ff, h]);
     let mut ops = attention(&n, vec![qkv], None, Residual).to_vec();
-    ops.extend(mlp(&n, "post_attention_layernorm", vec![gate_up], Residual));
+    ops.extend(mlp(
+        &n,
+        Some("post_attention_layernorm"),
+        vec![gate_up],
+        Residual,
+    ));
     Layer { ops }
 }

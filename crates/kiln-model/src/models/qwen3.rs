@@ -9,6 +9,11 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Residual).to_vec();
-    ops.extend(mlp(&n, "post_attention_layernorm", n.gate_up(), Residual));
+    ops.extend(mlp(
+        &n,
+        Some("post_attention_layernorm"),
+        n.gate_up(),
+        Residual,
+    ));
     Layer { ops }
 }

@@ -130,13 +130,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         if mc.architecture == Architecture::Gemma2 {
             // Gemma 2's folders name each layer's kind (newer transformers writes the list;
             // older folders have none and alternate).
-            let kinds: Vec<&str> = (0..mc.num_layers)
-                .map(|i| match mc.layer_window(i) {
-                    Some(_) => "sliding_attention",
-                    None => "full_attention",
-                })
-                .collect();
-            extra["layer_types"] = json!(kinds);
+            extra["layer_types"] = json!(layer_types(&mc));
             extra
                 .as_object_mut()
                 .unwrap()
@@ -162,13 +156,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     if mc.architecture == Architecture::Exaone4 {
         // Both as EXAONE's folders carry them (its config cannot make layer types without a
         // window).
-        let kinds: Vec<&str> = (0..mc.num_layers)
-            .map(|i| match mc.layer_window(i) {
-                Some(_) => "sliding_attention",
-                None => "full_attention",
-            })
-            .collect();
-        config["layer_types"] = json!(kinds);
+        config["layer_types"] = json!(layer_types(&mc));
         config["sliding_window_pattern"] = json!(mc.sliding_window_pattern);
     }
     if mc.architecture == Architecture::SmolLM3 {
@@ -237,6 +225,16 @@ fn generation_config(mc: &ModelConfig) -> serde_json::Value {
         }
     }
     v
+}
+
+/// Each layer's kind as config.json's `layer_types` names it.
+fn layer_types(mc: &ModelConfig) -> Vec<&'static str> {
+    (0..mc.num_layers)
+        .map(|i| match mc.layer_window(i) {
+            Some(_) => "sliding_attention",
+            None => "full_attention",
+        })
+        .collect()
 }
 
 /// `rope_scaling` as config.json spells it, the factors on cos and sin left out where they are
