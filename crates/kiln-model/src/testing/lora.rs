@@ -9,7 +9,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use super::gguf_writer::{GgufBuilder, stored_type};
+use super::gguf_builder::GgufBuilder;
+use super::gguf_writer::stored_type;
 use super::{
     DType, MetaValue, NamedTensor, TinyConfig, io, quantize, safetensors_bytes, tiny_tensors,
     write_folder_files,

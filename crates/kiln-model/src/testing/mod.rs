@@ -1,6 +1,7 @@
 //! Test fixtures shared with other crates: tiny deterministic random models written as Hugging
 //! Face folders or GGUF files, a GGUF writer and reference quantizers.
 
+mod gguf_builder;
 mod gguf_writer;
 mod hf_folder;
 mod kquant_enc;
@@ -15,7 +16,8 @@ use std::path::Path;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-pub use self::gguf_writer::{GgufBuilder, GgufTokenizer, model_gguf};
+pub use self::gguf_builder::GgufBuilder;
+pub use self::gguf_writer::{GgufTokenizer, model_gguf};
 use self::hf_folder::{io, write_folder_files};
 pub use self::hf_folder::{safetensors_bytes, write_tiny_llama, write_tiny_llama_sharded};
 pub use self::lora::{LLAMA_PROJECTIONS, TinyLora};

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::gguf_writer::{TensorSpec, model_gguf, stored_type};
+use super::gguf_builder::TensorSpec;
+use super::gguf_writer::{model_gguf, stored_type};
 use super::{TinyConfig, io, quantize, tiny_tokenizer, write_folder_files};
 use crate::gguf::names::hf_to_gguf_name;
 use crate::{DType, ModelConfig, ModelError};
