@@ -245,6 +245,32 @@ fn logits_match_cpu_reference_olmo2() {
     });
 }
 
+/// OLMo 3: OLMo 2 with a window of 20 on three layers of four, as a Hugging Face folder
+/// (`Olmo3ForCausalLM`, with YaRN on the global layer only, the sliding ones turning
+/// unscaled) and as GGUF (`olmo2` with a sliding window, unscaled: a scaled one is refused).
+#[test]
+fn logits_match_cpu_reference_olmo3() {
+    let yarn = TinyConfig {
+        rope_scaling: TinyConfig::qwen3_yarn().rope_scaling,
+        ..TinyConfig::olmo3()
+    };
+    let (dir, model) = tiny(&yarn, 7);
+    let c = &model.config;
+    assert_eq!((c.layer_window(2), c.layer_window(3)), (Some(20), None));
+    assert_eq!(c.layer_rope(2).attention_factor, 1.0);
+    assert!(c.layer_rope(3).attention_factor > 1.1);
+    check_model_against_reference("olmo3 yarn", &model);
+    check_folder_and_gguf("olmo3", &TinyConfig::olmo3(), |c| {
+        assert_eq!(c.sliding_window_pattern, Some(4));
+    });
+    let gguf = dir.path().join("olmo3.gguf");
+    kiln_model::testing::write_tiny_gguf(&gguf, &yarn, 7, kiln_model::DType::F32).unwrap();
+    let Err(e) = kiln_model::Model::load(&gguf) else {
+        panic!("a scaled OLMo 3 GGUF loaded");
+    };
+    assert!(e.to_string().contains("OLMo 3"), "{e}");
+}
+
 /// EXAONE 4: OLMo 2's norms with per-head q/k norms. As a Hugging Face folder with a window
 /// (20 positions) on two of four layers, the other two global and without RoPE; as GGUF
 /// without one (llama.cpp windows only the 64-layer size), every layer turning.

@@ -94,24 +94,25 @@ impl ModelConfig {
             Some(_) => " on the global layers",
             None => "",
         };
-        match &self.rope_scaling {
-            None => {}
+        let scaling = match &self.rope_scaling {
+            None => None,
             Some(RopeScaling::Linear(factor)) => {
-                f.push(format!("linear RoPE scaling (factor {factor}){global}"))
+                Some(format!("linear RoPE scaling (factor {factor})"))
             }
-            Some(RopeScaling::Llama3(s)) => f.push(format!(
+            Some(RopeScaling::Llama3(s)) => Some(format!(
                 "Llama 3 RoPE scaling (factor {}, original context {})",
                 s.factor, s.original_max_position_embeddings
             )),
-            Some(RopeScaling::LongRope(r)) => f.push(format!(
+            Some(RopeScaling::LongRope(r)) => Some(format!(
                 "LongRoPE (original context {}, attention factor {})",
                 r.original_max_position_embeddings, r.attention_factor
             )),
-            Some(RopeScaling::Yarn(y)) => f.push(format!(
+            Some(RopeScaling::Yarn(y)) => Some(format!(
                 "YaRN RoPE scaling (factor {}, original context {}, attention factor {})",
                 y.factor, y.original_max_position_embeddings, y.attention_factor
             )),
-        }
+        };
+        f.extend(scaling.map(|s| format!("{s}{global}")));
         f.push(format!(
             "RMSNorm eps {}, RoPE base {}",
             self.rms_norm_eps, self.rope_theta

@@ -34,7 +34,8 @@ pub enum Architecture {
     /// sub-layer's output into the residual stream and the logits (`models::granite`).
     Granite,
     /// Llama whose sub-layers read the residual stream unnormalized and normalize their
-    /// outputs into it, with q and k each RMS-normalized whole (`models::olmo2`).
+    /// outputs into it, with q and k each RMS-normalized whole (`models::olmo2`); OLMo 3 is
+    /// this with windows on three layers of four.
     Olmo2,
     /// OLMo 2's layer with per-head q/k norms; with a window, three sliding layers to a
     /// global one that applies no RoPE (`models::exaone4`).
@@ -130,7 +131,8 @@ pub struct ModelConfig {
     /// Gemma 2 and 3: every `n`th layer (Gemma 3's 6th, 12th, ...; Gemma 2's 2nd, 4th, ...)
     /// is global, the others slide.
     pub sliding_window_pattern: Option<usize>,
-    /// Gemma 3: the RoPE base of the sliding layers (`rope_theta` is the global layers').
+    /// Gemma 3 and OLMo 3: the RoPE base of the sliding layers, which turn without the global
+    /// layers' scaling (`rope_theta` is the global layers').
     pub rope_local_theta: Option<f32>,
     /// Gemma: attention scores are scaled by `1/sqrt(query_pre_attn_scalar)` instead of
     /// `1/sqrt(head_dim)`.

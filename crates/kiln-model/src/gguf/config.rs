@@ -135,21 +135,27 @@ pub(crate) fn config_from_meta(
             .map(|c| c as f32)
     };
     let num_layers = meta.req_usize(&format!("{a}.block_count"))?;
-    // OLMo 3's files are `olmo2` with a window on three layers of four, whose RoPE kiln has
-    // not been checked against.
-    if architecture == Architecture::Olmo2
+    // OLMo 3's files are `olmo2` with a window on three layers of four (llama.cpp's fixed
+    // pattern); its sliding layers turn unscaled, which kiln has not checked against
+    // llama.cpp's reading of a scaled file.
+    let olmo3 = architecture == Architecture::Olmo2
         && meta
             .usize(&format!("{a}.attention.sliding_window"))
-            .is_some()
+            .is_some();
+    if olmo3
+        && meta
+            .str(&format!("{a}.rope.scaling.type"))
+            .is_some_and(|t| t != "none")
     {
         return Err(ModelError::Unsupported {
             file: meta.file.into(),
-            reason: "OLMo 3 (olmo2 with a sliding window): its sliding layers are not built".into(),
+            reason: "OLMo 3 (olmo2 with a sliding window) with a RoPE scaling".into(),
         });
     }
     // llama.cpp runs EXAONE 4's windows on its 64-layer (32B) size only: 4096 positions unless
     // the file says, every 4th layer global and without RoPE.
     let exaone_windowed = architecture == Architecture::Exaone4 && num_layers == 64;
+    let rope_theta = meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32;
     let cfg = ModelConfig {
         architecture,
         hidden_size,
@@ -165,7 +171,7 @@ pub(crate) fn config_from_meta(
         rms_norm_eps: meta
             .f64(&format!("{a}.attention.layer_norm_rms_epsilon"))
             .unwrap_or(1e-5) as f32,
-        rope_theta: meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32,
+        rope_theta,
         // Llama 3's divisors and Phi-3's LongRoPE factors are tensors; the loader reads them.
         rope_scaling: rope_scaling(meta, &a)?,
         tie_word_embeddings: !facts.has_output,
@@ -187,12 +193,19 @@ pub(crate) fn config_from_meta(
                 meta.usize(&format!("{a}.attention.sliding_window_pattern"))
                     .unwrap_or(if gemma3 { 6 } else { 2 }),
             ),
-            false => exaone_windowed.then_some(4),
+            false => (exaone_windowed || olmo3).then_some(4),
         },
-        rope_local_theta: gemma3.then(|| {
-            meta.f64(&format!("{a}.rope.freq_base_swa"))
-                .unwrap_or(10000.0) as f32
-        }),
+        rope_local_theta: match (gemma3, olmo3) {
+            (true, _) => Some(
+                meta.f64(&format!("{a}.rope.freq_base_swa"))
+                    .unwrap_or(10000.0) as f32,
+            ),
+            (_, true) => Some(
+                meta.f64(&format!("{a}.rope.freq_base_swa"))
+                    .map_or(rope_theta, |t| t as f32),
+            ),
+            _ => None,
+        },
         query_pre_attn_scalar: (gemma && num_layers == if gemma3 { 62 } else { 46 })
             .then(|| (hidden_size / num_heads.max(1)) as f32),
         // llama.cpp's converter writes no key for SmolLM3's layers without RoPE: its graph

@@ -25,7 +25,8 @@ impl ModelConfig {
             "phi3" => Architecture::Phi3,
             "smollm3" => Architecture::SmolLM3,
             "granite" => Architecture::Granite,
-            "olmo2" => Architecture::Olmo2,
+            // OLMo 3 is OLMo 2 with windows on three layers of four.
+            "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
@@ -62,7 +63,7 @@ impl ModelConfig {
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            Architecture::Olmo2 => false,
+            Architecture::Olmo2 => model_type == "olmo3",
             Architecture::Llama
             | Architecture::Exaone4
             | Architecture::Gemma2
@@ -197,9 +198,20 @@ impl ModelConfig {
             sliding_window_pattern: match architecture {
                 Architecture::Gemma2 => Some(gemma_pattern(&v, 2, file)?),
                 Architecture::Gemma3 => Some(gemma_pattern(&v, 6, file)?),
+                Architecture::Olmo2 if sliding_window.is_some() => {
+                    Some(gemma_pattern(&v, 4, file)?)
+                }
                 _ => exaone_global,
             },
-            rope_local_theta: (architecture == Architecture::Gemma3).then_some(rope.local_theta),
+            // Gemma 3's sliding layers turn at 10000 unless the config says; OLMo 3's at the
+            // global layers' base, without their scaling.
+            rope_local_theta: match architecture {
+                Architecture::Gemma3 => Some(rope.local_theta.unwrap_or(10000.0)),
+                Architecture::Olmo2 if sliding_window.is_some() => {
+                    Some(rope.local_theta.unwrap_or(rope.theta))
+                }
+                _ => None,
+            },
             query_pre_attn_scalar: opt_f("query_pre_attn_scalar")
                 .filter(|_| gemma)
                 .map(|s| s as f32),

@@ -12,8 +12,9 @@ use crate::config::{Llama3Rope, LongRope, RopeScaling, Yarn};
 pub(super) struct HfRope {
     /// The global layers' base.
     pub theta: f32,
-    /// Gemma 3's sliding layers' base (`rope_local_base_freq`, or `sliding_attention`'s).
-    pub local_theta: f32,
+    /// The sliding layers' base where the config gives one of their own (Gemma 3's
+    /// `rope_local_base_freq`, or `sliding_attention`'s).
+    pub local_theta: Option<f32>,
     pub scaling: Option<RopeScaling>,
 }
 
@@ -31,7 +32,7 @@ pub(super) fn rope(v: &Value, max_pos: usize, file: &str) -> Result<HfRope, Mode
         p.and_then(|p| p.get("rope_theta"))
             .or_else(|| v.get(old_key))
             .and_then(Value::as_f64)
-            .unwrap_or(10000.0) as f32
+            .map(|t| t as f32)
     };
     let local = local.filter(|l| !l.is_null());
     if let Some(kind) = local.map(kind_of).filter(|k| *k != "default") {
@@ -44,7 +45,7 @@ pub(super) fn rope(v: &Value, max_pos: usize, file: &str) -> Result<HfRope, Mode
         });
     }
     Ok(HfRope {
-        theta: theta_of(global, "rope_theta"),
+        theta: theta_of(global, "rope_theta").unwrap_or(10000.0),
         local_theta: theta_of(local, "rope_local_base_freq"),
         scaling: scaling(v, global.filter(|g| !g.is_null()), max_pos, file)?,
     })

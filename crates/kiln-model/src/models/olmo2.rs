@@ -1,7 +1,9 @@
 //! OLMo 2: Llama's attention and gated MLP with the norms moved: each sub-layer reads the
 //! residual stream as it is and its output is RMS-normalized on its way back into it (Gemma's
 //! post-norms without the pre-norms), and q and k are each RMS-normalized as a whole (one gain
-//! as wide as q, one as wide as k) before the rotary embedding.
+//! as wide as q, one as wide as k) before the rotary embedding. OLMo 3 is the same layer with
+//! windows on three layers of four, whose sliding layers turn without the global layers'
+//! RoPE scaling ([`ModelConfig`]).
 
 use super::Buf::{Attn, Proj, Qkv};
 use super::Op::{AddNormed, Attention, NormedProject, Project, Rotary};

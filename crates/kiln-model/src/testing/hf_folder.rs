@@ -89,6 +89,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     let mc = cfg.model_config();
     // A Llama with a window is written as Mistral, whose folders carry one.
     let mistral = mc.architecture == Architecture::Llama && mc.sliding_window.is_some();
+    // And an OLMo 2 with windows as OLMo 3.
+    let windowed = mc.sliding_window.is_some();
     let config = json!({
         "architectures": [match mc.architecture {
             Architecture::Llama if mistral => "MistralForCausalLM",
@@ -100,11 +102,13 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Phi3 => "Phi3ForCausalLM",
             Architecture::SmolLM3 => "SmolLM3ForCausalLM",
             Architecture::Granite => "GraniteForCausalLM",
+            Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
+            Architecture::Olmo2 if windowed => "olmo3",
             Architecture::Gemma3 => "gemma3_text",
             a => a.gguf_name(),
         },
@@ -152,6 +156,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     {
         config["use_sliding_window"] = json!(true);
         config["max_window_layers"] = json!(mc.first_sliding_layer);
+    }
+    if mc.architecture == Architecture::Olmo2 && windowed {
+        config["layer_types"] = json!(layer_types(&mc));
     }
     if mc.architecture == Architecture::Exaone4 {
         // Both as EXAONE's folders carry them (its config cannot make layer types without a

@@ -203,6 +203,19 @@ impl TinyConfig {
         }
     }
 
+    /// OLMo 3: OLMo 2 with a window of 20 on three layers of four (the fourth global), the
+    /// base 500000 that its configs give (transformers reads an older config's sliding
+    /// layers at that base whatever `rope_theta` says).
+    pub fn olmo3() -> Self {
+        TinyConfig {
+            num_layers: 4,
+            sliding_window: Some(20),
+            sliding_window_pattern: Some(4),
+            rope_theta: 500000.0,
+            ..Self::olmo2()
+        }
+    }
+
     /// EXAONE 4: OLMo 2's norms with per-head q/k norms, four layers of which the second and
     /// fourth are global and apply no RoPE (a window of 20 on the others; the RoPE base of 100
     /// turns fast enough that leaving out a global layer's rotation shows).
@@ -274,7 +287,6 @@ impl TinyConfig {
     /// The `ModelConfig` a loader should produce for this model.
     pub fn model_config(&self) -> ModelConfig {
         let gemma = self.architecture.is_gemma();
-        let gemma3 = self.architecture == Architecture::Gemma3;
         ModelConfig {
             architecture: self.architecture,
             hidden_size: self.hidden_size,
@@ -293,7 +305,11 @@ impl TinyConfig {
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
             sliding_window_pattern: self.sliding_window_pattern,
-            rope_local_theta: gemma3.then_some(10000.0),
+            rope_local_theta: match self.architecture {
+                Architecture::Gemma3 => Some(10000.0),
+                Architecture::Olmo2 if self.sliding_window.is_some() => Some(self.rope_theta),
+                _ => None,
+            },
             query_pre_attn_scalar: None,
             partial_rotary_dim: self.partial_rotary_dim,
             granite: self.granite,

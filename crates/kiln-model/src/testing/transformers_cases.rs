@@ -86,6 +86,14 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ),
         ("granite", TinyConfig::granite()),
         ("olmo2", TinyConfig::olmo2()),
+        ("olmo3-window", TinyConfig::olmo3()),
+        (
+            "olmo3-window-yarn",
+            TinyConfig {
+                rope_scaling: TinyConfig::qwen3_yarn().rope_scaling,
+                ..TinyConfig::olmo3()
+            },
+        ),
         ("exaone4-window-nope", TinyConfig::exaone4()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
