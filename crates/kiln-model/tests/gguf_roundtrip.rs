@@ -195,9 +195,9 @@ fn llama3_rope_scaling_round_trip() {
     let plain = {
         let mut c = mc.clone();
         c.rope_scaling = None;
-        c.rope_inv_freq()
+        c.layer_rope(0).inv_freq
     };
-    let scaled = m.config.rope_inv_freq();
+    let scaled = m.config.layer_rope(0).inv_freq;
     assert_eq!(scaled.len(), 8);
     assert_eq!(scaled[0], plain[0], "high frequencies unchanged");
     assert!(

@@ -59,10 +59,10 @@ fn config_values() {
     assert!((c.rms_norm_eps - 1e-5).abs() < 1e-9);
     assert_eq!(c.bos_token_id, Some(1));
     assert_eq!(c.eos_token_ids, vec![2]);
-    let inv = c.rope_inv_freq();
+    let inv = c.layer_rope(0).inv_freq;
     assert_eq!(inv.len(), 32);
     assert_eq!(inv[0], 1.0);
-    assert!((inv[1] - 100000f32.powf(-2.0 / 64.0)).abs() < 1e-7);
+    assert!((inv[1] - 100000f64.powf(-2.0 / 64.0)).abs() < 1e-12);
     // 134.5M parameters for SmolLM2-135M.
     assert_eq!(c.param_count(), 134_515_008);
     assert_eq!(m.tokenizer.vocab_size(), 49152);

@@ -138,8 +138,9 @@ impl ModelConfig {
         self.partial_rotary_dim.unwrap_or(self.head_dim)
     }
 
-    /// Layer `i`'s rotary embedding: the global layers' (scaled as the model says), Gemma 3's
-    /// sliding layers' (their own base, unscaled), or none (SmolLM3's layers without RoPE).
+    /// Layer `i`'s rotary embedding: the global layers' (scaled as the model says), the
+    /// sliding layers' of a model that gives them a base of their own (Gemma 3, OLMo 3:
+    /// [`Self::layer_rope_theta`], unscaled), or none (SmolLM3's layers without RoPE).
     pub fn layer_rope(&self, i: usize) -> LayerRope {
         if self.no_rope_layers.contains(&i) {
             return LayerRope {
@@ -147,26 +148,16 @@ impl ModelConfig {
                 attention_factor: 1.0,
             };
         }
-        match (self.layer_window(i), self.rope_local_theta) {
-            (Some(_), Some(local)) => LayerRope {
-                inv_freq: self.rope_inv_freq_for(local, None),
-                attention_factor: 1.0,
-            },
-            _ => LayerRope {
-                inv_freq: self.rope_inv_freq_for(self.rope_theta, self.rope_scaling.as_ref()),
-                attention_factor: match &self.rope_scaling {
-                    Some(RopeScaling::LongRope(r)) => r.attention_factor as f64,
-                    Some(RopeScaling::Yarn(y)) => y.attention_factor as f64,
-                    _ => 1.0,
-                },
+        let own_base = self.layer_window(i).is_some() && self.rope_local_theta.is_some();
+        let scaling = self.rope_scaling.as_ref().filter(|_| !own_base);
+        LayerRope {
+            inv_freq: self.rope_inv_freq_for(self.layer_rope_theta(i), scaling),
+            attention_factor: match scaling {
+                Some(RopeScaling::LongRope(r)) => r.attention_factor as f64,
+                Some(RopeScaling::Yarn(y)) => y.attention_factor as f64,
+                _ => 1.0,
             },
         }
-    }
-
-    /// The inverse frequencies of the global layers' turning pairs, in f32.
-    pub fn rope_inv_freq(&self) -> Vec<f32> {
-        let global = self.rope_inv_freq_for(self.rope_theta, self.rope_scaling.as_ref());
-        global.into_iter().map(|f| f as f32).collect()
     }
 
     /// The `rotary_dim / 2` inverse frequencies at base `theta`, scaled by `scaling`.
