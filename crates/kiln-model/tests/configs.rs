@@ -205,6 +205,22 @@ fn rope_parameters_of_transformers_5() {
     assert!(e.to_string().contains("\"dynamic\""), "{e}");
 }
 
+/// A window as long as the context bounds nothing, but its layers are still sliding layers:
+/// Gemma 3's turn at their own RoPE base (as in transformers, which keeps such a window).
+#[test]
+fn window_as_long_as_the_context() {
+    let gemma3 = serde_json::json!({
+        "model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 6, "num_attention_heads": 4, "vocab_size": 100,
+        "max_position_embeddings": 512, "sliding_window": 512,
+        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+    });
+    let c = ModelConfig::from_hf_json(&gemma3.to_string(), "config.json").unwrap();
+    assert_eq!((c.layer_window(0), c.layer_window(5)), (Some(512), None));
+    assert_eq!((c.layer_rope_theta(0), c.layer_rope_theta(5)), (1e4, 1e6));
+    assert_eq!(c.layer_rope(0).inv_freq[1], 1e4f64.powf(-2.0 / 16.0));
+}
+
 /// YaRN's defaults as transformers fills them in: betas 32 and 1 (a 0 read as the default),
 /// the factor on cos and sin 0.1 ln(factor) + 1, or DeepSeek's ratio of two such terms
 /// (`mscale`, `mscale_all_dim`), the factor from the two contexts where the config gives

@@ -73,10 +73,12 @@ impl ModelConfig {
         };
         // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
         // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
-        // `use_sliding_window`).
+        // `use_sliding_window`). A window as long as the context or longer is kept, as
+        // transformers keeps it: it bounds nothing, but it still makes a layer a sliding one,
+        // which on Gemma 3 and OLMo 3 turns at its own RoPE base.
         let num_layers = req("num_hidden_layers")?;
         let (sliding_window, first_sliding_layer) = match (uses_sliding, sliding) {
-            (true, Some(w)) if w < max_position_embeddings => {
+            (true, Some(w)) => {
                 if matches!(
                     architecture,
                     Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3
