@@ -1,21 +1,34 @@
 """llama.cpp as the reference for kiln on quantized files (run by scripts/llama-cpp-compare.sh).
 
 Makes Q4_K_M, Q5_K_M, Q6_K and Q8_0 versions of the default model with llama.cpp's own
-quantizer (requantizing from its Q4_1 file), then runs llama.cpp on the CPU on each: greedy
-tokens for the reference prompts, and the top-1 token at every position of a forced sequence
-(teacher forcing). Writes one JSON per file next to it, which the Rust test
+quantizer (requantizing from its Q4_1 file), then runs llama.cpp on each and on the Q4_1 file
+itself: greedy tokens for the reference prompts, and the top-1 token at every position of a
+forced sequence (teacher forcing). Writes one JSON per file next to it, which the Rust test
 crates/kiln-engine/tests/llama_cpp.rs compares kiln's output with.
+
+Backends (the fourth argument): `cpu` (the default; its matrix products quantize the
+activations to 8 bits) or `vulkan-f32` (a build with -DGGML_VULKAN=on, every layer on the first
+Vulkan device, in f32: no f16 or 8-bit integer arithmetic, an f32 KV cache), which computes
+what the file holds.
 """
 
 import ctypes
 import json
 import os
+import shutil
 import sys
 
-import llama_cpp
-import numpy as np
+# llama.cpp's Vulkan backend skips CPU devices (lavapipe) unless one is named, and uses f16
+# and 8-bit integer arithmetic where the device has them, unless told not to.
+os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
+os.environ["GGML_VK_DISABLE_F16"] = "1"
+os.environ["GGML_VK_DISABLE_INTEGER_DOT_PRODUCT"] = "1"
+
+import llama_cpp  # noqa: E402
+import numpy as np  # noqa: E402
 
 TYPES = {
+    "Q4_1": None,  # the default model's own file, as it is
     "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M,
     "Q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M,
     "Q6_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q6_K,
@@ -26,6 +39,9 @@ GREEDY_TOKENS = 16
 
 def quantize(src, dst, ftype):
     if os.path.exists(dst):
+        return
+    if ftype is None:
+        shutil.copyfile(src, dst)
         return
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
@@ -54,9 +70,12 @@ def greedy_and_forced(llm, prompts, forced):
     return greedy, np.array(llm.scores[: len(forced)])
 
 
-def run(path, prompts, forced):
+def run(path, prompts, forced, backend):
+    gpu = {"cpu": {"n_gpu_layers": 0},
+           # GGML_TYPE_F32 for K and V.
+           "vulkan-f32": {"n_gpu_layers": -1, "type_k": 0, "type_v": 0}}[backend]
     llm = llama_cpp.Llama(model_path=path, n_ctx=256, logits_all=True, n_threads=os.cpu_count(),
-                          n_gpu_layers=0, verbose=False)
+                          verbose=False, **gpu)
     greedy, scores = greedy_and_forced(llm, prompts, forced)
     last = scores[len(prompts["chat"]) - 1]
     top = np.argsort(-last)[:20]
@@ -72,6 +91,7 @@ def run(path, prompts, forced):
 
 def main():
     src, out_dir, reference = sys.argv[1], sys.argv[2], sys.argv[3]
+    backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
     os.makedirs(out_dir, exist_ok=True)
     ref = json.load(open(reference))["prompts"]
     prompts = {name: p["input_ids"] for name, p in ref.items()}
@@ -80,7 +100,8 @@ def main():
     for name, ftype in TYPES.items():
         path = os.path.join(out_dir, f"SmolLM2-135M-Instruct.{name}.gguf")
         quantize(src, path, ftype)
-        result = {"type": name, "file": os.path.basename(path), **run(path, prompts, forced)}
+        result = {"type": name, "file": os.path.basename(path), "backend": backend,
+                  **run(path, prompts, forced, backend)}
         with open(path + ".llama-cpp.json", "w") as f:
             json.dump(result, f)
         print(f"{name}: {os.path.getsize(path)} bytes, greedy {result['greedy']['chat']['ids'][:8]}...")

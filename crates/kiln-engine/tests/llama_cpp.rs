@@ -5,12 +5,14 @@
 //!
 //! On each file, kiln (the GPU kernel family, weights kept quantized, f32 KV cache) must match
 //! the exact forward pass (kiln's CPU reference: weights dequantized by the code that is checked
-//! against the `gguf` package, sums in f64) within 2e-3 on the chat prompt's logits, and agree
-//! with llama.cpp's top-1 token at 85% or more of 64 teacher-forced positions. It prints how
-//! many greedy tokens equal llama.cpp's and both logit differences. llama.cpp is not exact
-//! here: its CPU matrix products quantize the activations to 8 bits, which moves these logits
-//! by up to about 0.8 (BENCHMARKS.md), so issue 9's bar (greedy equal for 16 tokens, 95%
-//! agreement) is not met against it.
+//! against the `gguf` package, sums in f64) within 2e-3 on the chat prompt's logits. It prints
+//! how many greedy tokens equal llama.cpp's and both logit differences. Against llama.cpp's
+//! Vulkan backend in f32 (`scripts/llama-cpp-compare.sh --vulkan`), which computes what the
+//! file holds, kiln must meet issue 9's bar: greedy tokens equal for 16 tokens on every
+//! prompt, and llama.cpp's top-1 token at 95% or more of 64 teacher-forced positions. On the
+//! CPU llama.cpp is not exact: its matrix products quantize the activations to 8 bits, which
+//! moves these logits by up to about 1.1 (BENCHMARKS.md), so against it the test asks 85%
+//! agreement only.
 
 mod common;
 
@@ -71,9 +73,10 @@ fn quantized_files_match_llama_cpp() {
             },
         );
         let name = want["type"].as_str().unwrap();
+        let exact_reference = want["backend"] == "vulkan-f32";
 
         // Greedy tokens: how many of the first 16 equal llama.cpp's, per prompt.
-        let mut greedy = Vec::new();
+        let (mut greedy, mut greedy_equal) = (Vec::new(), true);
         for (prompt, g) in want["greedy"].as_object().unwrap() {
             let expected = ids(&g["ids"]);
             let out = run_all(
@@ -91,6 +94,7 @@ fn quantized_files_match_llama_cpp() {
                 .zip(&expected)
                 .take_while(|(a, b)| a == b)
                 .count();
+            greedy_equal &= same == expected.len();
             greedy.push(format!("{prompt} {same}/{}", expected.len()));
         }
 
@@ -134,10 +138,11 @@ fn quantized_files_match_llama_cpp() {
         let llama_vs_exact = max_diff(&llama, &exact, Some(&top_ids));
         let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} {t}")).collect();
         eprintln!(
-            "{name} ({}): greedy tokens equal to llama.cpp's: {}; teacher-forced top-1 {agree}/{total}; \
+            "{name} ({}), llama.cpp {}: greedy tokens equal to llama.cpp's: {}; teacher-forced top-1 {agree}/{total}; \
              chat prompt, largest logit difference: kiln vs exact {kiln_vs_exact:.5}, llama.cpp vs exact \
              {llama_vs_exact:.4} (its top 20)",
             types.join(", "),
+            want["backend"].as_str().unwrap_or("cpu"),
             greedy.join(", ")
         );
         assert!(
@@ -145,8 +150,14 @@ fn quantized_files_match_llama_cpp() {
             "{name}: kiln's logits differ from the exact forward pass by {kiln_vs_exact}"
         );
         assert!(
-            agree * 100 >= 85 * total,
-            "{name}: teacher-forced top-1 agreement with llama.cpp {agree}/{total} is under 85%"
+            greedy_equal || !exact_reference,
+            "{name}: greedy tokens part from llama.cpp's ({})",
+            greedy.join(", ")
+        );
+        let bar = if exact_reference { 95 } else { 85 };
+        assert!(
+            agree * 100 >= bar * total,
+            "{name}: teacher-forced top-1 agreement with llama.cpp {agree}/{total} is under {bar}%"
         );
     }
 }
