@@ -2,7 +2,11 @@
 //! Q8_0 tensors, fetched by `scripts/fetch-model.sh gemma3`) against two references made by
 //! `scripts/gemma3_reference.py` (tests/reference/gemma3-270m.json): llama.cpp on the same file,
 //! and a NumPy forward pass over the weights dequantized by the `gguf` package, in f64. The
-//! long prompt (689 tokens) crosses the 512-token window of the sliding layers.
+//! long prompt (689 tokens) crosses the 512-token window of the sliding layers. llama.cpp ran
+//! twice: on the CPU (whose matrix products quantize activations to 8 bits, so its logits are
+//! 0.2-0.5 off) and on its Vulkan backend in f32 (`scripts/gemma3_llama_vulkan.py`), which
+//! kiln must match as issue 13 asks: greedy tokens equal for 16 tokens on every prompt and
+//! 95% teacher-forced top-1 agreement.
 //!
 //! Greedy continuations are checked position by position along the NumPy pass's own greedy
 //! tokens (teacher forcing), which is the same as comparing whole greedy runs until the first
@@ -163,11 +167,17 @@ fn logits_match_numpy_and_llama_cpp() {
             .zip(&numpy_greedy)
             .take_while(|(a, b)| a == b)
             .count();
-        let llama_same = greedy
-            .iter()
-            .zip(&ids(&p["greedy"]))
-            .take_while(|(a, b)| a == b)
-            .count();
+        let common = |other: &Value| {
+            greedy
+                .iter()
+                .zip(&ids(other))
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let (llama_same, vulkan_same) = (
+            common(&p["greedy"]),
+            common(&p["llama_cpp_vulkan_f32"]["greedy"]),
+        );
         let diff = |top: &[u32], logits: &[f32]| {
             top.iter()
                 .zip(logits)
@@ -176,38 +186,45 @@ fn logits_match_numpy_and_llama_cpp() {
         };
         let top = &p["numpy_last_top20"];
         let vs_numpy = diff(&ids(&top["ids"]), &floats(&top["logits"]));
-        let vs_llama = diff(
-            &ids(&p["last_top20"]["ids"]),
-            &floats(&p["last_top20"]["logits"]),
-        );
+        let top_diff = |top: &Value| diff(&ids(&top["ids"]), &floats(&top["logits"]));
+        let vs_llama = top_diff(&p["last_top20"]);
+        let vs_vulkan = top_diff(&p["llama_cpp_vulkan_f32"]["last_top20"]);
         eprintln!(
             "gemma3 {name} ({} tokens): greedy equal to NumPy's for {same}/16 tokens, to \
-             llama.cpp's for {llama_same}/16; last position's top-20 logits: kiln vs NumPy \
-             {vs_numpy:.4}, kiln vs llama.cpp {vs_llama:.3}",
+             llama.cpp's for {llama_same}/16 (CPU) and {vulkan_same}/16 (Vulkan, f32); last \
+             position's top-20 logits: kiln vs NumPy {vs_numpy:.4}, kiln vs llama.cpp {vs_llama:.3} \
+             (CPU) and {vs_vulkan:.4} (Vulkan, f32)",
             prompt.len()
         );
         assert_eq!(
             same, 16,
             "{name}: greedy tokens {greedy:?}, NumPy's {numpy_greedy:?}"
         );
+        assert_eq!(
+            vulkan_same, 16,
+            "{name}: greedy tokens part from llama.cpp's (Vulkan, f32)"
+        );
         assert!(vs_numpy < 0.02, "{name}: logits {vs_numpy} off NumPy's");
     }
 
     // Teacher forcing over the long prompt's last 64 positions, all past the window.
     let agree = |other: &[u32]| top1.iter().zip(other).filter(|(a, b)| a == b).count();
-    let (numpy, llama) = (
+    let (numpy, llama, vulkan) = (
         agree(&ids(&f["numpy_top1"])),
         agree(&ids(&f["llama_cpp_top1"])),
+        agree(&ids(&f["llama_cpp_vulkan_f32_top1"])),
     );
     eprintln!(
         "gemma3 teacher-forced top-1 at positions {}..={}: {numpy}/64 equal to NumPy's, \
-         {llama}/64 to llama.cpp's",
+         {llama}/64 to llama.cpp's (CPU), {vulkan}/64 (Vulkan, f32)",
         positions[0], positions[63]
     );
     assert_eq!(top1.len(), 64);
     assert_eq!(numpy, 64, "top-1 against the exact pass");
-    assert!(
-        llama >= 61,
-        "top-1 agreement with llama.cpp {llama}/64 is under 95%"
-    );
+    for (who, n) in [("CPU", llama), ("Vulkan, f32", vulkan)] {
+        assert!(
+            n >= 61,
+            "top-1 agreement with llama.cpp ({who}) {n}/64 is under 95%"
+        );
+    }
 }
