@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import llama_cpp_reference  # noqa: E402,F401
 import llama_cpp  # noqa: E402
 import numpy as np  # noqa: E402
-from gemma3_reference import FORCED_POSITIONS, GREEDY_TOKENS, common_prefix, top_k  # noqa: E402
+from gemma3_reference import FORCED_POSITIONS, common_prefix, llama_greedy, top_k  # noqa: E402
 
 
 def main():
@@ -51,11 +51,7 @@ def main():
             agree = sum(a == b for a, b in zip(top1, ref["forced"]["numpy_top1"]))
             agreement["forced_top1_agree"] = agree
         del scores
-        greedy = []
-        for _ in range(GREEDY_TOKENS):
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            greedy.append(tok)
-            llm.eval([tok])
+        greedy = llama_greedy(llm)
         tids, tlogits = top_k(last)
         p["llama_cpp_vulkan_f32"] = {"greedy": greedy, "last_top20": {"ids": tids, "logits": tlogits}}
         numpy_ids = p["numpy_last_top20"]["ids"]

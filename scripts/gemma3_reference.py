@@ -103,6 +103,16 @@ def top_k(row, k=TOP):
 # llama.cpp
 # ---------------------------------------------------------------------------------------------
 
+def llama_greedy(llm):
+    """llm's next greedy tokens after what it has evaluated (argmax, EOS ignored)."""
+    out = []
+    for _ in range(GREEDY_TOKENS):
+        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        out.append(tok)
+        llm.eval([tok])
+    return out
+
+
 def run_llama_cpp(path, threads):
     llm = llama_cpp.Llama(model_path=path, n_ctx=1024, n_batch=1024, n_ubatch=1024,
                           logits_all=True, n_gpu_layers=0, n_threads=threads,
@@ -121,11 +131,7 @@ def run_llama_cpp(path, threads):
             forced = {"prompt": "long", "positions": positions,
                       "llama_cpp_top1": [int(np.argmax(scores[p])) for p in positions]}
         del scores
-        greedy = []
-        for _ in range(GREEDY_TOKENS):
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            greedy.append(tok)
-            llm.eval([tok])
+        greedy = llama_greedy(llm)
         tids, tlogits = top_k(last)
         out[name] = {"text": text, "input_ids": [int(i) for i in ids], "greedy": greedy,
                      "last_top20": {"ids": tids, "logits": tlogits}}
