@@ -109,11 +109,14 @@ impl Model {
 
     fn assemble(
         config: ModelConfig,
-        weights: Weights,
+        mut weights: Weights,
         tokenizer: Tokenizer,
         chat_template: Option<ChatTemplate>,
         source: String,
     ) -> Result<Model, ModelError> {
+        for (name, layout) in models::interleaved_rows(&config) {
+            weights.set_interleaved(&name, layout);
+        }
         validate::check_weights(&config, &weights, &source)?;
         Ok(Model {
             config,

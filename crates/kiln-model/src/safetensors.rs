@@ -57,7 +57,7 @@ pub(crate) fn index_file(
             len: end - start,
             dtype,
             shape: info.shape.clone(),
-            permute_heads: None,
+            interleaved: None,
             file: file.to_string(),
         };
         entries.push((name, entry));

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::ModelError;
 use crate::gguf::dequant::{self, DType};
-use crate::gguf::names::{hf_row_of_gguf_row, unpermute_rows};
+use crate::gguf::names::Interleaved;
 use crate::storage::Storage;
 
 /// How a tensor's elements are stored, or the name of an unsupported type.
@@ -24,8 +24,8 @@ pub(crate) struct Entry {
     pub dtype: StoredType,
     /// HF shape: linear weights are `[out_features, in_features]`.
     pub shape: Vec<usize>,
-    /// `Some(n_heads)`: rows were interleaved by llama.cpp's converter and must be un-permuted.
-    pub permute_heads: Option<usize>,
+    /// q or k rows stored with their rotary pairs side by side, put back on read.
+    pub interleaved: Option<Interleaved>,
     /// File shown in error messages.
     pub file: String,
 }
@@ -119,7 +119,7 @@ impl Weights {
         (bytes, counts.into_iter().collect())
     }
 
-    /// The tensor's bytes in the file, and the number of heads whose rows must be un-permuted.
+    /// The tensor's bytes in the file, checked to split into rows as its entry says.
     fn stored(&self, name: &str) -> Result<(DType, &[u8], &Entry), ModelError> {
         let dtype = self.dtype(name)?;
         let e = self.entry(name)?;
@@ -132,16 +132,10 @@ impl Weights {
                     format!("data of tensor \"{name}\" lies past the end of the file"),
                 )
             })?;
-        if let Some(n_heads) = e.permute_heads {
-            let rows = e.shape[0];
-            if n_heads == 0 || rows % n_heads != 0 || (rows / n_heads) % 2 != 0 {
-                return Err(ModelError::corrupt(
-                    &e.file,
-                    format!(
-                        "tensor \"{name}\" has {rows} rows, not divisible into {n_heads} heads of even size"
-                    ),
-                ));
-            }
+        if let Some(il) = e.interleaved {
+            il.check(e.shape[0]).map_err(|why| {
+                ModelError::corrupt(&e.file, format!("tensor \"{name}\" has {why}"))
+            })?;
         }
         Ok((dtype, bytes, e))
     }
@@ -160,8 +154,8 @@ impl Weights {
                 ),
             ));
         }
-        if let Some(n_heads) = e.permute_heads {
-            data = unpermute_rows(&data, e.shape[0], n_heads);
+        if let Some(il) = e.interleaved {
+            data = in_run_order(&data, e.shape[0], il);
         }
         Ok(data)
     }
@@ -182,18 +176,30 @@ impl Weights {
                 ),
             ));
         }
-        let Some(n_heads) = e.permute_heads else {
-            return Ok((dtype, bytes.to_vec()));
-        };
-        let rows = e.shape[0];
-        let row_bytes = bytes.len() / rows.max(1);
-        let head_dim = rows / n_heads;
-        let mut out = vec![0u8; bytes.len()];
-        for r in 0..rows {
-            let dst = hf_row_of_gguf_row(r, head_dim);
-            out[dst * row_bytes..(dst + 1) * row_bytes]
-                .copy_from_slice(&bytes[r * row_bytes..(r + 1) * row_bytes]);
-        }
-        Ok((dtype, out))
+        Ok(match e.interleaved {
+            Some(il) => (dtype, in_run_order(bytes, e.shape[0], il)),
+            None => (dtype, bytes.to_vec()),
+        })
     }
+
+    /// Marks q or k tensor `name` as stored with its rotary pairs side by side (GLM's
+    /// layout), to be put back in the order kiln runs on every read. A missing tensor is left
+    /// for the model's own check to name.
+    pub(crate) fn set_interleaved(&mut self, name: &str, il: Interleaved) {
+        if let Some(e) = self.entries.get_mut(name) {
+            e.interleaved = Some(il);
+        }
+    }
+}
+
+/// `data`'s `rows` rows (of whatever width: elements, or a quantized row's bytes) moved from
+/// their stored order to the order kiln runs.
+fn in_run_order<T: Copy + Default>(data: &[T], rows: usize, il: Interleaved) -> Vec<T> {
+    let width = data.len() / rows.max(1);
+    let mut out = vec![T::default(); data.len()];
+    for (r, row) in data.chunks_exact(width).enumerate() {
+        let dst = il.run_row(r, rows);
+        out[dst * width..(dst + 1) * width].copy_from_slice(row);
+    }
+    out
 }

@@ -20,6 +20,17 @@ fn tiny_gguf_bytes() -> Vec<u8> {
     .to_bytes()
 }
 
+/// A tiny random model of `cfg`'s shape as a GGUF file of f32 tensors, to be changed.
+fn f32_gguf(cfg: &TinyConfig) -> testing::GgufBuilder {
+    let mc = cfg.model_config();
+    model_gguf(
+        &mc,
+        &tiny_tensors(&mc, 1),
+        DType::F32,
+        &tiny_tokenizer::gguf_tokenizer(),
+    )
+}
+
 #[test]
 fn missing_file() {
     let p = std::path::Path::new("/nonexistent/kiln/model.gguf");
@@ -73,13 +84,7 @@ fn truncated_gguf() {
 
 #[test]
 fn unknown_architecture() {
-    let mc = TinyConfig::default().model_config();
-    let mut b = model_gguf(
-        &mc,
-        &tiny_tensors(&mc, 1),
-        DType::F32,
-        &tiny_tokenizer::gguf_tokenizer(),
-    );
+    let mut b = f32_gguf(&TinyConfig::default());
     b.meta("general.architecture", MetaValue::String("mamba".into()));
     let e = Model::from_gguf_bytes(b.to_bytes(), "weird.gguf")
         .err()
@@ -143,6 +148,23 @@ fn unknown_architecture() {
     let e = qwen(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("layer_types"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// GLM-4V's language model is a `glm4` file with M-RoPE sections, which kiln does not run:
+/// refused by name, where the plain GLM-4 file loads.
+#[test]
+fn glm4v_mrope_is_refused() {
+    let mut b = f32_gguf(&TinyConfig::glm4());
+    assert!(Model::from_gguf_bytes(b.to_bytes(), "glm4.gguf").is_ok());
+    let sections = [4, 2, 2, 0].map(MetaValue::I32).to_vec();
+    b.meta("glm4.rope.dimension_sections", MetaValue::Array(sections));
+    let e = Model::from_gguf_bytes(b.to_bytes(), "glm4v.gguf")
+        .err()
+        .expect("must fail");
+    assert!(
+        e.to_string().contains("dimension_sections") && e.to_string().contains("glm4v.gguf"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, Llama 3.2's RoPE
-//! scaling and Mistral's window.
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
+//! EXAONE 4, GLM-4, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -290,6 +290,22 @@ fn logits_match_cpu_reference_exaone4() {
     check_folder_and_gguf("exaone4", &global, |c| {
         assert!(c.no_rope_layers.is_empty() && c.sliding_window.is_none());
         assert!(c.features().join("; ").contains("per-head q/k RMSNorm"));
+    });
+}
+
+/// GLM-4: q/k/v biases, norms on both sub-layers' outputs, gate and up fused, and the rotary
+/// embedding on the first 8 of each head's 16 dimensions, whose pairs the files store side
+/// by side (`glm4` GGUF metadata and tensor names as llama.cpp's converter writes them).
+#[test]
+fn logits_match_cpu_reference_glm4() {
+    check_folder_and_gguf("glm4", &TinyConfig::glm4(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Glm4);
+        assert!(c.attention_bias && c.partial_rotary_dim == Some(8));
+        let f = c.features().join("; ");
+        assert!(
+            f.contains("RMSNorm after attention and after the MLP"),
+            "{f}"
+        );
     });
 }
 

@@ -270,6 +270,21 @@ fn phi3_adapters_match_merged_models() {
 }
 
 #[test]
+fn glm4_adapters_match_merged_models() {
+    // Its q and k rows stored with the rotary pairs side by side, B's as the weights' (put
+    // back alike), post-norms and fused gate/up.
+    let all = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_up_proj",
+        "down_proj",
+    ];
+    check(&TinyConfig::glm4(), [&all, &["q_proj", "k_proj"]], 0.01);
+}
+
+#[test]
 fn an_adapter_for_another_model_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = TinyConfig::default();

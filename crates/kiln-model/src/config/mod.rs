@@ -40,6 +40,10 @@ pub enum Architecture {
     /// OLMo 2's layer with per-head q/k norms; with a window, three sliding layers to a
     /// global one that applies no RoPE (`models::exaone4`).
     Exaone4,
+    /// GLM-4 (0414): Llama's layer with norms on both sub-layers' outputs too, q/k/v biases,
+    /// gate and up fused, and a rotary embedding on the first half of each head whose pairs
+    /// are side by side in the weights (`models::glm4`).
+    Glm4,
 }
 
 /// The activation of the MLP's gate.
@@ -64,6 +68,7 @@ impl Architecture {
             Architecture::Granite => "granite",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
+            Architecture::Glm4 => "glm4",
         }
     }
 
@@ -74,12 +79,6 @@ impl Architecture {
             self,
             Architecture::Llama | Architecture::SmolLM3 | Architecture::Granite
         )
-    }
-
-    /// Whether GGUF names the norms on the sub-layers' outputs (`post_attention_norm`,
-    /// `post_ffw_norm`), Gemma 2's and 3's, OLMo 2's and EXAONE 4's.
-    pub fn gguf_post_norms(self) -> bool {
-        self.is_gemma() || matches!(self, Architecture::Olmo2 | Architecture::Exaone4)
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

@@ -56,6 +56,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "granite" => Architecture::Granite,
         "olmo2" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
+        "glm4" => Architecture::Glm4,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -83,10 +84,15 @@ pub(crate) fn config_from_meta(
     let head_dim = meta
         .usize(&format!("{a}.attention.key_length"))
         .unwrap_or(hidden_size / num_heads.max(1));
-    // A partial rotary embedding: Phi-3's (Phi-4-mini) turns the first `rot` dimensions of a
-    // head; the other families' graphs turn all of them.
+    // A partial rotary embedding: Phi-3's (Phi-4-mini) and GLM-4's turn the first `rot`
+    // dimensions of a head; the other families' graphs turn all of them.
     let partial_rotary_dim = match meta.usize(&format!("{a}.rope.dimension_count")) {
-        Some(rot) if rot != head_dim && architecture == Architecture::Phi3 => Some(rot),
+        Some(rot)
+            if rot != head_dim
+                && matches!(architecture, Architecture::Phi3 | Architecture::Glm4) =>
+        {
+            Some(rot)
+        }
         Some(rot) if rot != head_dim => {
             return Err(ModelError::Unsupported {
                 file: meta.file.into(),
@@ -150,6 +156,16 @@ pub(crate) fn config_from_meta(
         return Err(ModelError::Unsupported {
             file: meta.file.into(),
             reason: "OLMo 3 (olmo2 with a sliding window) with a RoPE scaling".into(),
+        });
+    }
+    // GLM-4V's language model is `glm4` with M-RoPE (positions in sections, q and k rows in
+    // another order), which kiln does not run.
+    if architecture == Architecture::Glm4
+        && meta.get(&format!("{a}.rope.dimension_sections")).is_some()
+    {
+        return Err(ModelError::Unsupported {
+            file: meta.file.into(),
+            reason: "GLM-4V's multimodal RoPE (glm4.rope.dimension_sections)".into(),
         });
     }
     // llama.cpp runs EXAONE 4's windows on its 64-layer (32B) size only: 4096 positions unless

@@ -9,6 +9,7 @@ pub mod reader;
 
 use self::config::{Meta, TensorFacts};
 use self::dequant::DType;
+use self::names::Interleaved;
 use self::reader::MetaValue;
 use crate::storage::Storage;
 use crate::tokenizer::{Tokenizer, gguf_bpe, gguf_spm};
@@ -45,12 +46,12 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
 
     let (arch, heads) = (cfg.architecture, (cfg.num_heads, cfg.num_kv_heads));
     let weights = index_tensors(&header, storage, file, |name| {
-        let permute_heads = match (arch.gguf_permutes_qk(), names::permuted_kind(name)) {
-            (true, Some(true)) => Some(heads.0),
-            (true, Some(false)) => Some(heads.1),
+        let interleaved = match (arch.gguf_permutes_qk(), names::permuted_kind(name)) {
+            (true, Some(true)) => Some(Interleaved::whole(heads.0)),
+            (true, Some(false)) => Some(Interleaved::whole(heads.1)),
             _ => None,
         };
-        (names::gguf_to_hf_name(name, arch), permute_heads)
+        (names::gguf_to_hf_name(name, arch), interleaved)
     })?;
 
     if cfg.rope_scaling.is_none() && weights.contains("rope_freqs.weight") {
@@ -106,13 +107,13 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
 }
 
 /// Indexes every tensor of the GGUF file `header` was parsed from (held in `storage`), each
-/// under the name `place` gives it with the heads (if any) its rows must be un-permuted by;
+/// under the name `place` gives it with the rotary layout (if any) its rows are put back from;
 /// checks each tensor's bytes lie in the file and overlap no other's.
 pub(crate) fn index_tensors(
     header: &reader::GgufHeader,
     storage: Storage,
     file: &str,
-    place: impl Fn(&str) -> (String, Option<usize>),
+    place: impl Fn(&str) -> (String, Option<Interleaved>),
 ) -> Result<Weights, ModelError> {
     let file_len = storage.bytes().len();
     let mut weights = Weights::new(file);
@@ -167,14 +168,14 @@ pub(crate) fn index_tensors(
             }
         }
         spans.push((t.offset, len as u64, t));
-        let (name, permute_heads) = place(&t.name);
+        let (name, interleaved) = place(&t.name);
         let entry = Entry {
             storage: idx,
             offset: offset.unwrap_or(0),
             len,
             dtype,
             shape,
-            permute_heads,
+            interleaved,
             file: file.to_string(),
         };
         weights.insert(name, entry);

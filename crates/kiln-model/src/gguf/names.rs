@@ -1,4 +1,5 @@
-//! GGUF ↔ Hugging Face tensor naming, and the llama.cpp Q/K row permutation.
+//! GGUF ↔ Hugging Face tensor naming, and the q/k row orders of rotary pairs stored side by
+//! side (llama.cpp's for Llama, GLM-4's own).
 //!
 //! llama.cpp's converter stores llama-architecture `attn_q` / `attn_k` rows with the two rotary
 //! halves of every head interleaved (`w.reshape(n_head, 2, head_dim/2, in).swapaxes(1, 2)`);
@@ -6,14 +7,38 @@
 
 use crate::Architecture;
 
-/// Gemma's norms (2 and 3; OLMo 2 has the last two), whose GGUF names mean other roles than
-/// Llama's: `ffn_norm` is the norm before the MLP (Llama's `post_attention_layernorm`), and
-/// Gemma's HF `post_attention_layernorm` is the norm on the attention's output.
-const GEMMA3_NORMS: [(&str, &str); 3] = [
+/// Gemma's norms (2 and 3; OLMo 2 and EXAONE 4 have the last two), whose GGUF names mean
+/// other roles than Llama's: `ffn_norm` is the norm before the MLP (Llama's
+/// `post_attention_layernorm`), and Gemma's HF `post_attention_layernorm` is the norm on the
+/// attention's output.
+const GEMMA3_NORMS: &[(&str, &str)] = &[
     ("ffn_norm", "pre_feedforward_layernorm"),
     ("post_attention_norm", "post_attention_layernorm"),
     ("post_ffw_norm", "post_feedforward_layernorm"),
 ];
+
+/// GLM-4's norms on the sub-layers' outputs (its norm before the MLP is Llama's).
+const GLM4_NORMS: &[(&str, &str)] = &[
+    ("post_attention_norm", "post_self_attn_layernorm"),
+    ("post_ffw_norm", "post_mlp_layernorm"),
+];
+
+/// The (GGUF, HF) names of `arch`'s norms that differ from Llama's.
+fn norm_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
+    match arch {
+        Architecture::Gemma2
+        | Architecture::Gemma3
+        | Architecture::Olmo2
+        | Architecture::Exaone4 => GEMMA3_NORMS,
+        Architecture::Glm4 => GLM4_NORMS,
+        _ => &[],
+    }
+}
+
+/// Whether `arch`'s GGUF `ffn_up` holds gate and up together (Hugging Face's `gate_up_proj`).
+fn fused_gate_up(arch: Architecture) -> bool {
+    matches!(arch, Architecture::Phi3 | Architecture::Glm4)
+}
 
 /// Maps a GGUF tensor name of an `arch` model to its HF name; unknown names are returned
 /// unchanged.
@@ -29,12 +54,10 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
         _ => base.strip_prefix("blk.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
             layer.parse::<usize>().ok()?;
-            let gemma = GEMMA3_NORMS.iter().find(|(g, _)| *g == part);
-            if let (true, Some((_, hf))) = (arch.gguf_post_norms(), gemma) {
+            if let Some((_, hf)) = norm_names(arch).iter().find(|(g, _)| *g == part) {
                 return Some(format!("model.layers.{layer}.{hf}"));
             }
-            // Phi-3's `ffn_up` holds gate and up together.
-            if (arch, part) == (Architecture::Phi3, "ffn_up") {
+            if fused_gate_up(arch) && part == "ffn_up" {
                 return Some(format!("model.layers.{layer}.mlp.gate_up_proj"));
             }
             let hf = match part {
@@ -73,11 +96,10 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
         "lm_head" => Some("output".to_string()),
         _ => base.strip_prefix("model.layers.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
-            let gemma = GEMMA3_NORMS.iter().find(|(_, hf)| *hf == part);
-            if let (true, Some((g, _))) = (arch.gguf_post_norms(), gemma) {
+            if let Some((g, _)) = norm_names(arch).iter().find(|(_, hf)| *hf == part) {
                 return Some(format!("blk.{layer}.{g}"));
             }
-            if (arch, part) == (Architecture::Phi3, "mlp.gate_up_proj") {
+            if fused_gate_up(arch) && part == "mlp.gate_up_proj" {
                 return Some(format!("blk.{layer}.ffn_up"));
             }
             let g = match part {
@@ -117,11 +139,55 @@ pub(crate) fn permuted_kind(gguf_name: &str) -> Option<bool> {
     }
 }
 
-/// Row `r` of the permuted (GGUF) layout holds row `source_row(r)` of the HF layout.
-pub(crate) fn hf_row_of_gguf_row(r: usize, head_dim: usize) -> usize {
+/// q or k rows (a weight's or a bias's) stored with each head's rotary pairs side by side,
+/// `(2j, 2j + 1)` (llama.cpp's layout for Llama, and GLM's own), where kiln runs them half the
+/// rotary width apart, `(j, j + rotary / 2)` (Hugging Face's Llama layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Interleaved {
+    pub heads: usize,
+    /// The rows of each head that turn (its first ones; GLM's half); `None`: all of them.
+    pub rotary: Option<usize>,
+}
+
+impl Interleaved {
+    /// All of each of `heads` heads.
+    pub fn whole(heads: usize) -> Self {
+        Interleaved {
+            heads,
+            rotary: None,
+        }
+    }
+
+    /// The row kiln runs that stored row `r` of a tensor of `rows` rows holds (the rows
+    /// having passed [`Self::check`]).
+    pub fn run_row(self, r: usize, rows: usize) -> usize {
+        let head_dim = rows / self.heads;
+        hf_row_of_gguf_row(r, head_dim, self.rotary.unwrap_or(head_dim))
+    }
+
+    /// Why a tensor of `rows` rows cannot be stored so, if it cannot.
+    pub fn check(self, rows: usize) -> Result<(), String> {
+        let head_dim = rows / self.heads.max(1);
+        let rotary = self.rotary.unwrap_or(head_dim);
+        if self.heads == 0 || rows % self.heads != 0 || rotary % 2 != 0 || rotary > head_dim {
+            return Err(format!(
+                "{rows} rows, not divisible into {} heads whose first {rotary} rows turn in pairs",
+                self.heads
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Row `r` of the permuted (GGUF) layout holds row `hf_row_of_gguf_row(r)` of the HF
+/// layout, where the first `rotary` rows of each head turn.
+fn hf_row_of_gguf_row(r: usize, head_dim: usize, rotary: usize) -> usize {
     let (head, within) = (r / head_dim, r % head_dim);
+    if within >= rotary {
+        return r;
+    }
     let (j, s) = (within / 2, within % 2);
-    head * head_dim + s * (head_dim / 2) + j
+    head * head_dim + s * (rotary / 2) + j
 }
 
 /// HF → GGUF: what llama.cpp's converter does to Q/K rows. `data` is `rows × cols`, row-major.
@@ -130,7 +196,7 @@ pub fn permute_rows(data: &[f32], rows: usize, n_heads: usize) -> Vec<f32> {
     let head_dim = rows / n_heads;
     let mut out = vec![0f32; data.len()];
     for r in 0..rows {
-        let src = hf_row_of_gguf_row(r, head_dim);
+        let src = hf_row_of_gguf_row(r, head_dim, head_dim);
         out[r * cols..(r + 1) * cols].copy_from_slice(&data[src * cols..(src + 1) * cols]);
     }
     out
@@ -142,7 +208,7 @@ pub fn unpermute_rows(data: &[f32], rows: usize, n_heads: usize) -> Vec<f32> {
     let head_dim = rows / n_heads;
     let mut out = vec![0f32; data.len()];
     for r in 0..rows {
-        let dst = hf_row_of_gguf_row(r, head_dim);
+        let dst = hf_row_of_gguf_row(r, head_dim, head_dim);
         out[dst * cols..(dst + 1) * cols].copy_from_slice(&data[r * cols..(r + 1) * cols]);
     }
     out

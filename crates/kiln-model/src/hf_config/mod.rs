@@ -28,6 +28,7 @@ impl ModelConfig {
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
+            "glm4" => Architecture::Glm4,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -64,6 +65,7 @@ impl ModelConfig {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             Architecture::Olmo2 => model_type == "olmo3",
+            Architecture::Glm4 => false,
             Architecture::Llama
             | Architecture::Exaone4
             | Architecture::Gemma2
@@ -95,17 +97,20 @@ impl ModelConfig {
             }
             _ => (None, 0),
         };
-        // A partial rotary embedding: Phi-3's code turns the first `factor * head_dim`
-        // dimensions of a head (Phi-4-mini); the other families' turn all of them.
-        // Transformers 5 also writes the factor into `rope_parameters`.
+        // A partial rotary embedding: Phi-3's and GLM-4's code turns the first `factor *
+        // head_dim` dimensions of a head (Phi-4-mini; GLM-4's half unless the config says);
+        // the other families' turn all of them. Transformers 5 also writes the factor into
+        // `rope_parameters`.
         let head_dim = opt_usize("head_dim").unwrap_or(hidden_size / num_heads.max(1));
-        let partial = opt_f("partial_rotary_factor").or_else(|| {
-            v.pointer("/rope_parameters/partial_rotary_factor")
-                .and_then(Value::as_f64)
-        });
+        let partial = opt_f("partial_rotary_factor")
+            .or_else(|| {
+                v.pointer("/rope_parameters/partial_rotary_factor")
+                    .and_then(Value::as_f64)
+            })
+            .or((architecture == Architecture::Glm4).then_some(0.5));
         let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
-            Some(f) if architecture == Architecture::Phi3 => {
+            Some(f) if matches!(architecture, Architecture::Phi3 | Architecture::Glm4) => {
                 let dim = (f * head_dim as f64).round() as usize;
                 if (dim as f64 - f * head_dim as f64).abs() > 1e-6 {
                     return Err(ModelError::config(
@@ -194,6 +199,10 @@ impl ModelConfig {
                     _ => false,
                 },
                 Architecture::Exaone4 => false,
+                Architecture::Glm4 => v
+                    .get("attention_bias")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
             },
             sliding_window,
             first_sliding_layer,

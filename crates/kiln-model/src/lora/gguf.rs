@@ -9,6 +9,7 @@
 
 use super::{Scale, Source};
 use crate::gguf::config::Meta;
+use crate::gguf::names::Interleaved;
 use crate::gguf::{index_tensors, names, reader};
 use crate::storage::Storage;
 use crate::{ModelConfig, ModelError};
@@ -68,12 +69,12 @@ pub(super) fn read(
     let heads = (config.num_heads, config.num_kv_heads);
     let weights = index_tensors(&header, storage, &file, |name| {
         let b_of = name.strip_suffix(".lora_b");
-        let permute_heads = match (arch.gguf_permutes_qk(), b_of.and_then(names::permuted_kind)) {
-            (true, Some(true)) => Some(heads.0),
-            (true, Some(false)) => Some(heads.1),
+        let interleaved = match (arch.gguf_permutes_qk(), b_of.and_then(names::permuted_kind)) {
+            (true, Some(true)) => Some(Interleaved::whole(heads.0)),
+            (true, Some(false)) => Some(Interleaved::whole(heads.1)),
             _ => None,
         };
-        (name.to_string(), permute_heads)
+        (name.to_string(), interleaved)
     })?;
     let names = weights.names();
     if let Some(other) = (names.iter()).find(|n| !n.ends_with(".lora_a") && !n.ends_with(".lora_b"))

@@ -143,7 +143,7 @@ impl LoraAdapter {
     /// Checks `source`'s pairs against `config`'s layers and reads them.
     fn check(source: Source, config: &ModelConfig) -> Result<LoraPairs, ModelError> {
         let Source {
-            weights,
+            mut weights,
             file,
             mut pairs,
             scale,
@@ -161,6 +161,11 @@ impl LoraAdapter {
         }
         pairs.sort_unstable();
         let targets = targets(config);
+        // B's rows are q's or k's: stored as the model's are (GLM-4's rotary pairs side by
+        // side), put back alike.
+        let layouts: HashMap<_, _> = crate::models::interleaved_rows(config)
+            .into_iter()
+            .collect();
         let mut out = HashMap::new();
         for (base, a_name, b_name) in pairs {
             let Some(&(rows, cols)) = targets.get(base.as_str()) else {
@@ -192,6 +197,9 @@ impl LoraAdapter {
                 } else {
                     1.0
                 };
+            if let Some(&il) = layouts.get(&base) {
+                weights.set_interleaved(&b_name, il);
+            }
             let a = weights.read_f32(&a_name)?;
             let b: Vec<f32> = (weights.read_f32(&b_name)?.iter()).map(|v| v * s).collect();
             out.insert(base, LoraPair { rank, a, b });

@@ -10,6 +10,7 @@
 mod exaone4;
 mod gemma2;
 mod gemma3;
+mod glm4;
 mod granite;
 mod layer;
 mod llama;
@@ -19,6 +20,7 @@ mod qwen2;
 mod qwen3;
 mod smollm3;
 
+use crate::gguf::names::Interleaved;
 use crate::{Architecture, ModelConfig};
 
 pub use gemma3::CHAT_TEMPLATE as GEMMA_CHAT_TEMPLATE;
@@ -117,6 +119,15 @@ impl<'a> Names<'a> {
     }
 }
 
+/// The tensors whose rows the files of `cfg`'s architecture store in another order than kiln
+/// runs them (GLM-4's q and k), each with its stored layout.
+pub(crate) fn interleaved_rows(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
+    match cfg.architecture {
+        Architecture::Glm4 => glm4::interleaved_qk(cfg),
+        _ => Vec::new(),
+    }
+}
+
 /// Every tensor of a model, by role.
 #[derive(Debug, Clone)]
 pub struct ModelTensors {
@@ -141,6 +152,7 @@ impl ModelTensors {
             Architecture::Granite => granite::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
+            Architecture::Glm4 => glm4::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -105,6 +105,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
+            Architecture::Glm4 => "Glm4ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",

@@ -230,6 +230,18 @@ impl TinyConfig {
         }
     }
 
+    /// GLM-4: q/k/v biases, norms on both sub-layers' outputs, gate and up fused, and a
+    /// rotary embedding on the first 8 of each head's 16 dimensions, stored side by side in
+    /// pairs (a RoPE base of 100 turns them fast enough that the pairs' order shows).
+    pub fn glm4() -> Self {
+        TinyConfig {
+            architecture: Architecture::Glm4,
+            partial_rotary_dim: Some(8),
+            rope_theta: 100.0,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -301,7 +313,7 @@ impl TinyConfig {
             rope_theta: self.rope_theta,
             rope_scaling: self.rope_scaling.clone(),
             tie_word_embeddings: self.tie_word_embeddings,
-            attention_bias: self.architecture == Architecture::Qwen2,
+            attention_bias: matches!(self.architecture, Architecture::Qwen2 | Architecture::Glm4),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
             sliding_window_pattern: self.sliding_window_pattern,

@@ -95,6 +95,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
             },
         ),
         ("exaone4-window-nope", TinyConfig::exaone4()),
+        ("glm4-partial-interleaved", TinyConfig::glm4()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
