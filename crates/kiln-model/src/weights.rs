@@ -155,7 +155,7 @@ impl Weights {
             ));
         }
         if let Some(il) = e.interleaved {
-            data = in_run_order(&data, e.shape[0], il);
+            data = il.reorder(&data, e.shape[0], false);
         }
         Ok(data)
     }
@@ -177,7 +177,7 @@ impl Weights {
             ));
         }
         Ok(match e.interleaved {
-            Some(il) => (dtype, in_run_order(bytes, e.shape[0], il)),
+            Some(il) => (dtype, il.reorder(bytes, e.shape[0], false)),
             None => (dtype, bytes.to_vec()),
         })
     }
@@ -190,16 +190,4 @@ impl Weights {
             e.interleaved = Some(il);
         }
     }
-}
-
-/// `data`'s `rows` rows (of whatever width: elements, or a quantized row's bytes) moved from
-/// their stored order to the order kiln runs.
-fn in_run_order<T: Copy + Default>(data: &[T], rows: usize, il: Interleaved) -> Vec<T> {
-    let width = data.len() / rows.max(1);
-    let mut out = vec![T::default(); data.len()];
-    for (r, row) in data.chunks_exact(width).enumerate() {
-        let dst = il.run_row(r, rows);
-        out[dst * width..(dst + 1) * width].copy_from_slice(row);
-    }
-    out
 }

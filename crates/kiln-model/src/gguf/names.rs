@@ -160,9 +160,28 @@ impl Interleaved {
 
     /// The row kiln runs that stored row `r` of a tensor of `rows` rows holds (the rows
     /// having passed [`Self::check`]).
-    pub fn run_row(self, r: usize, rows: usize) -> usize {
+    fn run_row(self, r: usize, rows: usize) -> usize {
         let head_dim = rows / self.heads;
-        hf_row_of_gguf_row(r, head_dim, self.rotary.unwrap_or(head_dim))
+        let (head, within) = (r / head_dim, r % head_dim);
+        let rotary = self.rotary.unwrap_or(head_dim);
+        if within >= rotary {
+            return r;
+        }
+        let (j, s) = (within / 2, within % 2);
+        head * head_dim + s * (rotary / 2) + j
+    }
+
+    /// `data`'s `rows` rows (of any width: elements, or a quantized row's bytes) moved from
+    /// the stored order to the order kiln runs, or back with `to_stored`.
+    pub fn reorder<T: Copy + Default>(self, data: &[T], rows: usize, to_stored: bool) -> Vec<T> {
+        let width = data.len() / rows.max(1);
+        let mut out = vec![T::default(); data.len()];
+        for r in 0..rows {
+            let run = self.run_row(r, rows);
+            let (from, to) = if to_stored { (run, r) } else { (r, run) };
+            out[to * width..][..width].copy_from_slice(&data[from * width..][..width]);
+        }
+        out
     }
 
     /// Why a tensor of `rows` rows cannot be stored so, if it cannot.
@@ -179,37 +198,12 @@ impl Interleaved {
     }
 }
 
-/// Row `r` of the permuted (GGUF) layout holds row `hf_row_of_gguf_row(r)` of the HF
-/// layout, where the first `rotary` rows of each head turn.
-fn hf_row_of_gguf_row(r: usize, head_dim: usize, rotary: usize) -> usize {
-    let (head, within) = (r / head_dim, r % head_dim);
-    if within >= rotary {
-        return r;
-    }
-    let (j, s) = (within / 2, within % 2);
-    head * head_dim + s * (rotary / 2) + j
-}
-
 /// HF → GGUF: what llama.cpp's converter does to Q/K rows. `data` is `rows × cols`, row-major.
 pub fn permute_rows(data: &[f32], rows: usize, n_heads: usize) -> Vec<f32> {
-    let cols = data.len() / rows;
-    let head_dim = rows / n_heads;
-    let mut out = vec![0f32; data.len()];
-    for r in 0..rows {
-        let src = hf_row_of_gguf_row(r, head_dim, head_dim);
-        out[r * cols..(r + 1) * cols].copy_from_slice(&data[src * cols..(src + 1) * cols]);
-    }
-    out
+    Interleaved::whole(n_heads).reorder(data, rows, true)
 }
 
 /// GGUF → HF: undoes [`permute_rows`].
 pub fn unpermute_rows(data: &[f32], rows: usize, n_heads: usize) -> Vec<f32> {
-    let cols = data.len() / rows;
-    let head_dim = rows / n_heads;
-    let mut out = vec![0f32; data.len()];
-    for r in 0..rows {
-        let dst = hf_row_of_gguf_row(r, head_dim, head_dim);
-        out[dst * cols..(dst + 1) * cols].copy_from_slice(&data[r * cols..(r + 1) * cols]);
-    }
-    out
+    Interleaved::whole(n_heads).reorder(data, rows, false)
 }
