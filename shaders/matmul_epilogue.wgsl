@@ -8,8 +8,9 @@
 // gain, whose element types differ, and the format file its weights). Flags:
 // 2 adds bias[n]; 4 adds into y (a residual); 16 hands outputs (2j, 2j + 1) of a row to
 // `store_pair` together, its pair epilogue deciding what becomes of them; after the bias, 64
-// soft-caps each output (Gemma 2's logits: f tanh(v / f)) and 128 scales it (Granite's
-// sub-layer outputs and logits: v f), before a residual adds it.
+// soft-caps each output (Gemma 2's logits: f tanh(v / f)), 128 scales it (Granite's
+// sub-layer outputs and logits: v f) and 256 squares it where positive and zeroes it elsewhere
+// (relu(v)^2: the activation of a MLP without a gate), before a residual adds it.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -17,7 +18,7 @@ struct Params {
     n: u32,          // outputs in this weight chunk
     out_offset: u32, // first output column written by this chunk
     ldy: u32,        // row stride of y
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32, 64, 128: the epilogues below
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32, 64, 128, 256: the epilogues below
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     factor: f32,     // the soft cap (flag 64) or the scale (flag 128)
@@ -44,6 +45,10 @@ fn store(t: u32, n: u32, v: f32) {
     }
     if ((p.flags & 128u) != 0u) {
         r *= p.factor;
+    }
+    if ((p.flags & 256u) != 0u) {
+        let pos = max(r, 0.0);
+        r = pos * pos;
     }
     let idx = t * p.ldy + p.out_offset + n;
     if ((p.flags & 4u) != 0u) {

@@ -68,6 +68,7 @@ kernel_table!(
     "attention_rowwise",
     "attention_rowwise_subgroup",
     "glu",
+    "relu_squared",
     "lora_shrink",
     "lora_expand",
     "gather_rmsnorm",

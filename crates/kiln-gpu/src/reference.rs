@@ -30,6 +30,7 @@ enum Step {
         norm: Vec<f32>,
     },
     GatedActivation,
+    Activation,
 }
 
 /// Each position's row of every activation.
@@ -118,6 +119,7 @@ pub fn activation(act: Activation, g: f64) -> f64 {
             let c = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh())
         }
+        Activation::Relu2 => g.max(0.0) * g.max(0.0),
     }
 }
 
@@ -187,6 +189,7 @@ impl CpuModel {
                         norm: norm(n)?,
                     },
                     Op::GatedActivation => Step::GatedActivation,
+                    Op::Activation => Step::Activation,
                 });
             }
             layers.push(steps);
@@ -308,6 +311,12 @@ impl CpuModel {
                     .collect();
                 for (x, o) in rows.residual.iter_mut().zip(out) {
                     x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
+                }
+            }
+            Step::Activation => {
+                for row in rows.act.iter_mut() {
+                    row.iter_mut()
+                        .for_each(|v| *v = activation(c.activation, *v as f64) as f32);
                 }
             }
             Step::GatedActivation => {

@@ -1,6 +1,8 @@
 //! Checks that a model's weights match its config: every tensor the forward pass needs is
 //! present, has the expected HF shape and a supported type.
 
+use std::collections::HashSet;
+
 use crate::{ModelConfig, ModelError, ModelTensors, Weights};
 
 /// (name, expected shape) of every tensor the forward pass reads.
@@ -27,5 +29,30 @@ pub(crate) fn check_weights(
         }
         w.dtype(&name)?;
     }
+    // A tensor the forward pass would not read (a bias on o_proj or the MLP, a norm of another
+    // variant) means a model kiln would run wrong: refused by name, never left out silently.
+    let expected: HashSet<String> = expected_tensors(cfg).into_iter().map(|(n, _)| n).collect();
+    if let Some(name) =
+        (w.names().into_iter()).find(|n| !expected.contains(*n) && !read_elsewhere(n, cfg))
+    {
+        return Err(ModelError::Unsupported {
+            file: w.file_of(name).unwrap_or(source).into(),
+            reason: format!(
+                "tensor \"{name}\", which kiln's {} forward pass does not read",
+                cfg.architecture.gguf_name()
+            ),
+        });
+    }
     Ok(())
+}
+
+/// Tensors besides the layers' that a loader reads or that change nothing: RoPE's factor
+/// tensors (read into the config), stored inverse frequencies (computed again), and an output
+/// matrix that a tied model ignores, as transformers ignores it.
+fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
+    matches!(
+        name,
+        "rope_freqs.weight" | "rope_factors_long.weight" | "rope_factors_short.weight"
+    ) || name.ends_with("rotary_emb.inv_freq")
+        || (name == "lm_head.weight" && cfg.tie_word_embeddings)
 }

@@ -167,6 +167,61 @@ fn glm4v_mrope_is_refused() {
     );
 }
 
+/// A tensor the forward pass would not read (here a bias on o_proj, which no kiln kernel
+/// adds) is refused by name: the model would otherwise run without it.
+#[test]
+fn tensor_kiln_would_not_read_is_refused_by_name() {
+    let mut b = f32_gguf(&TinyConfig::default());
+    assert!(Model::from_gguf_bytes(b.to_bytes(), "plain.gguf").is_ok());
+    let bias: Vec<u8> = (0..64).flat_map(|_| 0.5f32.to_le_bytes()).collect();
+    b.raw_tensor("blk.1.attn_output.bias", &[64], 0, bias);
+    let e = Model::from_gguf_bytes(b.to_bytes(), "o-bias.gguf")
+        .err()
+        .expect("must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("model.layers.1.self_attn.o_proj.bias") && msg.contains("o-bias.gguf"),
+        "{msg}"
+    );
+}
+
+/// Configs that put biases where kiln runs none (ERNIE 4.5's `use_bias`, Llama's `mlp_bias`,
+/// Seed-OSS's `attention_out_bias`) and a GGUF attention scale other than 1/sqrt(head_dim)
+/// are refused by name; the plain ones load.
+#[test]
+fn biases_and_scales_kiln_does_not_run_are_refused() {
+    let dir = tmp("bias-flags");
+    for (cfg, key, flag) in [
+        (TinyConfig::ernie45(), "use_bias", "ERNIE 4.5 with use_bias"),
+        (TinyConfig::default(), "mlp_bias", "mlp_bias"),
+        (
+            TinyConfig::seed_oss(),
+            "attention_out_bias",
+            "attention_out_bias",
+        ),
+    ] {
+        testing::write_tiny_llama(&dir, &cfg, 1).unwrap();
+        let json = std::fs::read_to_string(dir.join("config.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v[key] = serde_json::json!(false);
+        ModelConfig::from_hf_json(&v.to_string(), "config.json").expect("without the bias");
+        v[key] = serde_json::json!(true);
+        let e = ModelConfig::from_hf_json(&v.to_string(), "config.json").expect_err(key);
+        assert!(e.to_string().contains(flag), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+
+    let mut b = f32_gguf(&TinyConfig::seed_oss());
+    // 1/sqrt(16), the head size's own scale, is what every graph runs.
+    b.meta("seed_oss.attention.scale", MetaValue::F32(0.25));
+    assert!(Model::from_gguf_bytes(b.to_bytes(), "seed.gguf").is_ok());
+    b.meta("seed_oss.attention.scale", MetaValue::F32(0.125));
+    let e = Model::from_gguf_bytes(b.to_bytes(), "seed-scaled.gguf")
+        .err()
+        .expect("must fail");
+    assert!(e.to_string().contains("seed_oss.attention.scale"), "{e}");
+}
+
 #[test]
 fn unsupported_tensor_type() {
     let mc = TinyConfig::default().model_config();

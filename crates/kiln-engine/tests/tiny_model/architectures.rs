@@ -1,7 +1,7 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
 //! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
-//! EXAONE 4, GLM-4, Llama 3.2's RoPE scaling and Mistral's window.
+//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -306,6 +306,38 @@ fn logits_match_cpu_reference_glm4() {
             f.contains("RMSNorm after attention and after the MLP"),
             "{f}"
         );
+    });
+}
+
+/// ERNIE 4.5: Llama's layer with each head's rotary pairs side by side in the stored q and k
+/// rows, as its Hugging Face folders and llama.cpp's `ernie4_5` GGUF files keep them.
+#[test]
+fn logits_match_cpu_reference_ernie45() {
+    check_folder_and_gguf("ernie4_5", &TinyConfig::ernie45(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Ernie45);
+        assert!(!c.attention_bias && c.tie_word_embeddings);
+        let f = c.features().join("; ");
+        assert!(f.contains("rotary pairs side by side"), "{f}");
+    });
+}
+
+/// Seed-OSS: q/k/v biases, and (as GGUF) the norm before the MLP under llama.cpp's
+/// `post_attention_norm`.
+#[test]
+fn logits_match_cpu_reference_seed_oss() {
+    check_folder_and_gguf("seed_oss", &TinyConfig::seed_oss(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::SeedOss);
+        assert!(c.attention_bias);
+    });
+}
+
+/// Arcee: a MLP without a gate, relu(x)^2 in the up product's epilogue (llama.cpp's `arcee`
+/// GGUF: q and k rows permuted as Llama's, no `ffn_gate`).
+#[test]
+fn logits_match_cpu_reference_arcee() {
+    check_folder_and_gguf("arcee", &TinyConfig::arcee(), |c| {
+        assert_eq!(c.activation, kiln_model::Activation::Relu2);
+        assert!(c.features().join("; ").contains("without a gate"));
     });
 }
 

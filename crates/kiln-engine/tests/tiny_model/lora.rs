@@ -285,6 +285,21 @@ fn glm4_adapters_match_merged_models() {
 }
 
 #[test]
+fn arcee_adapters_match_merged_models() {
+    // An adapter on up_proj adds to the product before its activation, which then runs as a
+    // launch of its own (relu_squared.wgsl) instead of in the product's epilogue.
+    let all = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "up_proj",
+        "down_proj",
+    ];
+    check(&TinyConfig::arcee(), [&all, &["up_proj"]], 0.01);
+}
+
+#[test]
 fn an_adapter_for_another_model_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = TinyConfig::default();

@@ -167,6 +167,18 @@ pub(crate) fn needs_gate_up(
     Ok(false)
 }
 
+/// The epilogue of a product that a MLP without a gate activates (relu(x)^2, the one such
+/// activation kiln runs).
+fn activation_map(act: kiln_model::Activation) -> Result<OutputMap, GpuError> {
+    match act {
+        kiln_model::Activation::Relu2 => Ok(OutputMap::Relu2),
+        other => Err(GpuError::Shape {
+            op: "layer",
+            detail: format!("a MLP without a gate activated by {other:?}"),
+        }),
+    }
+}
+
 /// Reads a norm gain (with the config's offset) and checks its shape.
 pub(crate) fn gain(w: &Weights, c: &ModelConfig, t: &Tensor) -> Result<Vec<f32>, GpuError> {
     let got = w.shape(&t.name)?;
@@ -301,6 +313,12 @@ impl Layer {
                     if fused {
                         ops.next();
                     }
+                    // A MLP's one product followed by its activation (no gate): one launch,
+                    // unless an adapter adds to the product after it.
+                    let activated = !lora && matches!(ops.peek(), Some(Op::Activation));
+                    if activated {
+                        ops.next();
+                    }
                     Step::Matmul(mm(MatmulArgs {
                         x: &b.x,
                         w: &w,
@@ -311,7 +329,10 @@ impl Layer {
                         norm,
                         accumulate: false,
                         sample_rows: false,
-                        map: OutputMap::Identity,
+                        map: match activated {
+                            true => activation_map(c.activation)?,
+                            false => OutputMap::Identity,
+                        },
                         pairs: fused.then(|| Pairs::Rotary(rotary.clone())),
                     })?)
                 }
@@ -388,6 +409,12 @@ impl Layer {
                     &gains(&[norm], RowOrder::Stacked)?,
                     &b.x,
                 )),
+                Op::Activation => {
+                    activation_map(c.activation)?;
+                    let act = b.get(ctx, Buf::Act)?;
+                    let width = c.intermediate_size;
+                    Step::Launch(ops::relu_squared(ctx, l.kernels, step, width, act))
+                }
                 Op::GatedActivation => Step::Launch(ops::glu(
                     ctx,
                     l.kernels,

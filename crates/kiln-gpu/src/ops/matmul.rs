@@ -45,6 +45,7 @@ const PAIRS: u32 = 16;
 const GELU: u32 = 32;
 const SOFTCAP: u32 = 64;
 const SCALE: u32 = 128;
+const RELU2: u32 = 256;
 
 /// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,
 /// `BLOCK` rows), as its grid needs them.
@@ -107,6 +108,8 @@ pub enum OutputMap {
     Scale(f32),
     /// `cap * tanh(output / cap)`: Gemma 2's logits.
     SoftCap(f32),
+    /// `relu(output)^2`: the activation of a MLP without a gate (Arcee's), on its product.
+    Relu2,
 }
 
 pub struct Matmul {
@@ -192,6 +195,7 @@ impl Matmul {
                 OutputMap::Identity => 0,
                 OutputMap::Scale(_) => SCALE,
                 OutputMap::SoftCap(_) => SOFTCAP,
+                OutputMap::Relu2 => RELU2,
             }
             | match a.pairs {
                 Some(Pairs::Glu(Activation::GeluTanh)) => PAIRS | GELU,
@@ -345,7 +349,7 @@ impl Matmul {
                     eps: a.norm.map_or(0.0, |n| n.1),
                     so: c.scale_offset,
                     factor: match a.map {
-                        OutputMap::Identity => 1.0,
+                        OutputMap::Identity | OutputMap::Relu2 => 1.0,
                         OutputMap::Scale(f) | OutputMap::SoftCap(f) => f,
                     },
                 },

@@ -10,6 +10,7 @@ mod lora;
 mod matmul;
 mod matmul_tiles;
 mod prev_tokens;
+mod relu_squared;
 mod residual_rmsnorm;
 mod rope_kv;
 mod sample;
@@ -28,6 +29,7 @@ pub use matmul::{
     coop_workgroup_bytes,
 };
 pub use prev_tokens::prev_tokens;
+pub use relu_squared::relu_squared;
 pub use residual_rmsnorm::residual_rmsnorm;
 pub use rope_kv::{LayerRopeTables, QkNorm, Rotary, paired_row, rope_kv, rope_table};
 pub use sample::{

@@ -58,8 +58,9 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
     let gain = randn(&mut r, kdim, 1.0);
     let gain_b = buf_f32(&ctx, &gain);
     for rows in [1usize, 3, 8, 9, 16, 17, 45, 64, 67] {
-        // The last two: Gemma 2's soft cap after the bias (outputs of a few units; the cap
-        // of 3 bends them), and Granite's scale before the residual adds the output.
+        // The last three: Gemma 2's soft cap after the bias (outputs of a few units; the cap
+        // of 3 bends them), Granite's scale before the residual adds the output, and a MLP's
+        // relu(v)^2 after the bias (about half the outputs negative).
         for (norm, with_bias, accumulate, map) in [
             (false, false, false, OutputMap::Identity),
             (true, true, false, OutputMap::Identity),
@@ -67,6 +68,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
             (true, false, true, OutputMap::Identity),
             (true, true, false, OutputMap::SoftCap(3.0)),
             (false, true, true, OutputMap::Scale(0.3)),
+            (true, true, false, OutputMap::Relu2),
         ] {
             let x = randn(&mut r, rows * kdim, 2.0);
             let y0 = randn(&mut r, rows * (n + 5), 1.0);
@@ -108,6 +110,7 @@ fn check_matmul(ctx: &kiln_gpu::GpuContext, name: &str, k: &Kernels, kdim: usize
                         OutputMap::Identity => v,
                         OutputMap::Scale(s) => v * s,
                         OutputMap::SoftCap(c) => reference::soft_cap(v as f64, c) as f32,
+                        OutputMap::Relu2 => v.max(0.0) * v.max(0.0),
                     };
                     let idx = t * (n + 5) + 3 + j;
                     want[idx] = if accumulate { want[idx] + v } else { v };

@@ -38,8 +38,10 @@ impl ModelConfig {
         {
             f.push("no RMSNorm before attention and the MLP".into());
         }
-        if self.activation == Activation::GeluTanh {
-            f.push("GELU (tanh) gated MLP".into());
+        match self.activation {
+            Activation::GeluTanh => f.push("GELU (tanh) gated MLP".into()),
+            Activation::Relu2 => f.push("MLP without a gate, relu(x)^2".into()),
+            Activation::Silu => {}
         }
         if self.embed_scale() != 1.0 {
             f.push(format!("embeddings scaled by {}", self.embed_scale()));
@@ -89,6 +91,11 @@ impl ModelConfig {
                 "rotary embedding on {r} of {} dimensions a head",
                 self.head_dim
             ));
+        }
+        if !crate::models::interleaved_rows(self).is_empty() {
+            f.push(
+                "rotary pairs side by side in the stored q and k rows (reordered on load)".into(),
+            );
         }
         let global = match self.rope_local_theta {
             Some(_) => " on the global layers",

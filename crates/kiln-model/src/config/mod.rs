@@ -44,14 +44,24 @@ pub enum Architecture {
     /// gate and up fused, and a rotary embedding on the first half of each head whose pairs
     /// are side by side in the weights (`models::glm4`).
     Glm4,
+    /// ERNIE 4.5 (the dense models: 0.3B): Llama's layer, its rotary pairs side by side in
+    /// the stored q and k rows (`models::ernie4_5`).
+    Ernie45,
+    /// Seed-OSS: Llama's layer with q/k/v biases (`models::seed_oss`).
+    SeedOss,
+    /// Arcee (AFM-4.5B): Llama's attention, its MLP not gated: `down(relu(up x)^2)`
+    /// (`models::arcee`).
+    Arcee,
 }
 
-/// The activation of the MLP's gate.
+/// The activation of the MLP: of its gate, or of its one product where it has no gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {
     Silu,
     /// GELU with the tanh approximation.
     GeluTanh,
+    /// `relu(x)^2`, of a MLP without a gate (Arcee's).
+    Relu2,
 }
 
 impl Architecture {
@@ -69,6 +79,9 @@ impl Architecture {
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
+            Architecture::Ernie45 => "ernie4_5",
+            Architecture::SeedOss => "seed_oss",
+            Architecture::Arcee => "arcee",
         }
     }
 
@@ -77,7 +90,10 @@ impl Architecture {
     pub fn gguf_permutes_qk(self) -> bool {
         matches!(
             self,
-            Architecture::Llama | Architecture::SmolLM3 | Architecture::Granite
+            Architecture::Llama
+                | Architecture::SmolLM3
+                | Architecture::Granite
+                | Architecture::Arcee
         )
     }
 
@@ -245,6 +261,18 @@ impl ModelConfig {
                 "head_dim {} must be even and non-zero",
                 self.head_dim
             ));
+        }
+        // Arcee's MLP has no gate, the others' have one: relu^2 is the one activation kiln runs
+        // without a gate, and it runs only so.
+        if (self.architecture == Architecture::Arcee) != (self.activation == Activation::Relu2) {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: format!(
+                    "the MLP activation {:?} on {}",
+                    self.activation,
+                    self.architecture.gguf_name()
+                ),
+            });
         }
         if let Some(&i) = self.no_rope_layers.iter().find(|&&i| i >= self.num_layers) {
             return bad(format!(

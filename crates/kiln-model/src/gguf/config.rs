@@ -57,6 +57,9 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "olmo2" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
         "glm4" => Architecture::Glm4,
+        "ernie4_5" => Architecture::Ernie45,
+        "seed_oss" => Architecture::SeedOss,
+        "arcee" => Architecture::Arcee,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -168,6 +171,17 @@ pub(crate) fn config_from_meta(
             reason: "GLM-4V's multimodal RoPE (glm4.rope.dimension_sections)".into(),
         });
     }
+    // An attention scale other than 1/sqrt(head_dim) (llama.cpp's graphs read one for Seed-OSS
+    // and a few others) is Granite's multiplier or a scale kiln does not run.
+    if let Some(scale) = meta.f64(&format!("{a}.attention.scale"))
+        && architecture != Architecture::Granite
+        && (scale * (head_dim as f64).sqrt() - 1.0).abs() > 1e-6
+    {
+        return Err(ModelError::Unsupported {
+            file: meta.file.into(),
+            reason: format!("attention scale {scale} ({a}.attention.scale) on {a}"),
+        });
+    }
     // llama.cpp runs EXAONE 4's windows on its 64-layer (32B) size only: 4096 positions unless
     // the file says, every 4th layer global and without RoPE.
     let exaone_windowed = architecture == Architecture::Exaone4 && num_layers == 64;
@@ -246,10 +260,10 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
-        activation: if gemma {
-            Activation::GeluTanh
-        } else {
-            Activation::Silu
+        activation: match architecture {
+            _ if gemma => Activation::GeluTanh,
+            Architecture::Arcee => Activation::Relu2,
+            _ => Activation::Silu,
         },
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
         eos_token_ids: eos,

@@ -236,8 +236,9 @@ fn tokenizer(meta: &Meta, bos: Option<u32>) -> Result<Tokenizer, ModelError> {
         .and_then(MetaValue::as_array)
         .map(|a| a.iter().map(|v| v.as_u64().unwrap_or(1) as u32).collect())
         .unwrap_or_default();
-    let add_bos_default = model == "llama";
-    let json = match model {
+    // SentencePiece vocabularies start with BOS unless the file says; byte-level ones as
+    // their split rule's family does (Llama 3's, Tekken's).
+    let (json, add_bos_default) = match model {
         "gpt2" => {
             let merges = strings(meta, "tokenizer.ggml.merges")?;
             let pre = meta.str("tokenizer.ggml.pre").unwrap_or("default");
@@ -253,7 +254,10 @@ fn tokenizer(meta: &Meta, bos: Option<u32>) -> Result<Tokenizer, ModelError> {
                 .get("tokenizer.ggml.add_space_prefix")
                 .and_then(MetaValue::as_bool)
                 .unwrap_or(true);
-            gguf_spm::tokenizer_json(&tokens, &types, &scores, prefix)
+            (
+                gguf_spm::tokenizer_json(&tokens, &types, &scores, prefix),
+                true,
+            )
         }
         other => {
             return Err(ModelError::Unsupported {

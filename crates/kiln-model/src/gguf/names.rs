@@ -23,6 +23,10 @@ const GLM4_NORMS: &[(&str, &str)] = &[
     ("post_ffw_norm", "post_mlp_layernorm"),
 ];
 
+/// Seed-OSS's norm before the MLP, which llama.cpp names as Gemma's norm on the attention's
+/// output.
+const SEED_OSS_NORMS: &[(&str, &str)] = &[("post_attention_norm", "post_attention_layernorm")];
+
 /// The (GGUF, HF) names of `arch`'s norms that differ from Llama's.
 fn norm_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
     match arch {
@@ -31,6 +35,7 @@ fn norm_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         | Architecture::Olmo2
         | Architecture::Exaone4 => GEMMA3_NORMS,
         Architecture::Glm4 => GLM4_NORMS,
+        Architecture::SeedOss => SEED_OSS_NORMS,
         _ => &[],
     }
 }

@@ -29,6 +29,9 @@ impl ModelConfig {
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
             "glm4" => Architecture::Glm4,
+            "ernie4_5" => Architecture::Ernie45,
+            "seed_oss" => Architecture::SeedOss,
+            "arcee" => Architecture::Arcee,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -65,8 +68,9 @@ impl ModelConfig {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             Architecture::Olmo2 => model_type == "olmo3",
-            Architecture::Glm4 => false,
+            Architecture::Glm4 | Architecture::Ernie45 | Architecture::SeedOss => false,
             Architecture::Llama
+            | Architecture::Arcee
             | Architecture::Exaone4
             | Architecture::Gemma2
             | Architecture::Gemma3
@@ -131,6 +135,15 @@ impl ModelConfig {
                 });
             }
         };
+        // Biases on o_proj or the MLP (Llama's and Seed-OSS's flags): no kiln kernel adds them.
+        for key in ["mlp_bias", "attention_out_bias"] {
+            if v.get(key).and_then(Value::as_bool) == Some(true) {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: format!("{key} (biases kiln does not run) on {model_type}"),
+                });
+            }
+        }
         let rope = rope::rope(&v, max_position_embeddings, file)?;
         // Gemma 2's soft caps; any other architecture's would be a forward pass kiln does
         // not know.
@@ -169,16 +182,20 @@ impl ModelConfig {
             head_dim,
             vocab_size: req("vocab_size")?,
             max_position_embeddings,
-            rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(1e-6) as f32,
+            rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(default_rms_norm_eps(architecture))
+                as f32,
             rope_theta: rope.theta,
             rope_scaling: rope.scaling,
             tie_word_embeddings: v
                 .get("tie_word_embeddings")
                 .and_then(Value::as_bool)
-                .unwrap_or(gemma),
+                .unwrap_or(
+                    gemma || matches!(architecture, Architecture::SmolLM3 | Architecture::Ernie45),
+                ),
             attention_bias: match architecture {
                 Architecture::Qwen2 => true,
                 Architecture::Llama
+                | Architecture::Arcee
                 | Architecture::Qwen3
                 | Architecture::Gemma2
                 | Architecture::Gemma3
@@ -199,10 +216,21 @@ impl ModelConfig {
                     _ => false,
                 },
                 Architecture::Exaone4 => false,
-                Architecture::Glm4 => v
+                Architecture::Glm4 | Architecture::SeedOss => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(true),
+                // ERNIE 4.5's flag puts biases on o_proj and the MLP too, which kiln does not
+                // run; the released models have none.
+                Architecture::Ernie45 => match v.get("use_bias").and_then(Value::as_bool) {
+                    Some(true) => {
+                        return Err(ModelError::Unsupported {
+                            file: file.into(),
+                            reason: "ERNIE 4.5 with use_bias (biases on every projection)".into(),
+                        });
+                    }
+                    _ => false,
+                },
             },
             sliding_window,
             first_sliding_layer,
@@ -261,6 +289,19 @@ impl ModelConfig {
     }
 }
 
+/// `rms_norm_eps` where a config leaves it out: transformers' default for the architecture.
+fn default_rms_norm_eps(architecture: Architecture) -> f64 {
+    match architecture {
+        Architecture::Phi3
+        | Architecture::Olmo2
+        | Architecture::Exaone4
+        | Architecture::Ernie45
+        | Architecture::Arcee => 1e-5,
+        Architecture::Glm4 => 1.5625e-7,
+        _ => 1e-6,
+    }
+}
+
 /// `eos_token_id` may be an integer or a list of integers.
 pub(crate) fn token_id_list(v: Option<&Value>) -> Vec<u32> {
     match v {
@@ -284,6 +325,7 @@ fn activation(v: &Value, file: &str) -> Result<Activation, ModelError> {
     match name {
         "silu" | "swish" => Ok(Activation::Silu),
         "gelu_pytorch_tanh" | "gelu_tanh" => Ok(Activation::GeluTanh),
+        "relu2" => Ok(Activation::Relu2),
         other => Err(ModelError::Unsupported {
             file: file.into(),
             reason: format!("MLP activation \"{other}\""),

@@ -3,14 +3,13 @@
 //! way into the residual stream as well. Its rotary embedding turns the first half of each
 //! head ([`ModelConfig`]'s partial rotary dimensions), with each pair's two rows side by side
 //! in q and k; the loaders put them half a rotary width apart, as kiln runs every model
-//! ([`interleaved_qk`]).
+//! ([`super::interleaved_rows`]).
 
 use super::Buf::Proj;
 use super::Op::AddNormed;
 use super::llama::{attention, mlp};
 use super::{Layer, Names};
 use crate::ModelConfig;
-use crate::gguf::names::Interleaved;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
@@ -35,25 +34,4 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
         norm: n.norm("post_mlp_layernorm"),
     });
     Layer { ops }
-}
-
-/// The q and k tensors (weights and biases) of a GLM-4 model, each with the layout of its
-/// rows: rotary pairs side by side in the first `rotary_dim` rows of each head, in Hugging
-/// Face folders and GGUF files alike.
-pub(crate) fn interleaved_qk(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
-    let rotary = Some(cfg.rotary_dim());
-    (0..cfg.num_layers)
-        .flat_map(|i| {
-            [("q", cfg.num_heads), ("k", cfg.num_kv_heads)]
-                .into_iter()
-                .flat_map(move |(p, heads)| {
-                    ["weight", "bias"].map(|s| {
-                        (
-                            format!("model.layers.{i}.self_attn.{p}_proj.{s}"),
-                            Interleaved { heads, rotary },
-                        )
-                    })
-                })
-        })
-        .collect()
 }

@@ -49,6 +49,8 @@ pub enum Op {
     AddNormed { src: Buf, norm: Tensor },
     /// [`Buf::Act`] = activation(gate) * up, from [`Buf::GateUp`] (the model's activation).
     GatedActivation,
+    /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
+    Activation,
 }
 
 impl Op {
@@ -69,7 +71,7 @@ impl Op {
             Op::Rotary { qk_norm } => qk_norm.iter().flatten().collect(),
             Op::Project { weight, .. } => vec![weight],
             Op::AddNormed { norm, .. } => vec![norm],
-            Op::Attention | Op::GatedActivation => Vec::new(),
+            Op::Attention | Op::GatedActivation | Op::Activation => Vec::new(),
         }
     }
 
@@ -91,6 +93,7 @@ impl Op {
             Op::Project { src, dst, .. } => buf == *src || buf == *dst,
             Op::AddNormed { src, .. } => buf == Buf::Residual || buf == *src,
             Op::GatedActivation => buf == Buf::GateUp || buf == Buf::Act,
+            Op::Activation => buf == Buf::Act,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! Gemma's chat template (2 and 3), for files that carry none, is here too
 //! ([`GEMMA_CHAT_TEMPLATE`]).
 
+mod arcee;
+mod ernie4_5;
 mod exaone4;
 mod gemma2;
 mod gemma3;
@@ -18,6 +20,7 @@ mod olmo2;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod seed_oss;
 mod smollm3;
 
 use crate::gguf::names::Interleaved;
@@ -120,12 +123,32 @@ impl<'a> Names<'a> {
 }
 
 /// The tensors whose rows the files of `cfg`'s architecture store in another order than kiln
-/// runs them (GLM-4's q and k), each with its stored layout.
+/// runs them (GLM-4's and ERNIE 4.5's q and k), each with its stored layout.
 pub(crate) fn interleaved_rows(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
     match cfg.architecture {
-        Architecture::Glm4 => glm4::interleaved_qk(cfg),
+        Architecture::Glm4 | Architecture::Ernie45 => qk_pairs_side_by_side(cfg),
         _ => Vec::new(),
     }
+}
+
+/// The q and k tensors (weights and biases) of every layer, each head's rotary pairs side by
+/// side in its first `rotary_dim` rows, in Hugging Face folders and GGUF files alike.
+fn qk_pairs_side_by_side(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
+    let rotary = Some(cfg.rotary_dim());
+    (0..cfg.num_layers)
+        .flat_map(|i| {
+            [("q", cfg.num_heads), ("k", cfg.num_kv_heads)]
+                .into_iter()
+                .flat_map(move |(p, heads)| {
+                    ["weight", "bias"].map(|s| {
+                        (
+                            format!("model.layers.{i}.self_attn.{p}_proj.{s}"),
+                            Interleaved { heads, rotary },
+                        )
+                    })
+                })
+        })
+        .collect()
 }
 
 /// Every tensor of a model, by role.
@@ -153,6 +176,9 @@ impl ModelTensors {
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
+            Architecture::Ernie45 => ernie4_5::layer,
+            Architecture::SeedOss => seed_oss::layer,
+            Architecture::Arcee => arcee::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -205,6 +231,7 @@ mod tests {
                 Op::Project { src, dst, .. } => format!("{src:?} -> {dst:?}"),
                 Op::AddNormed { src, .. } => format!("+norm {src:?}"),
                 Op::GatedActivation => "glu".into(),
+                Op::Activation => "act".into(),
             })
             .collect();
         (l, short.join(", "), total)
@@ -278,6 +305,14 @@ mod tests {
             l.tensors()[4].name,
             "model.layers.1.mlp.gate_up_proj.weight"
         );
+
+        let (l, ops, _) = layer(TinyConfig::arcee());
+        assert_eq!(
+            ops,
+            "norm 3 -> Qkv, rotary, attention, Attn -> Residual, \
+             norm 1 -> Act, act, Act -> Residual"
+        );
+        assert_eq!(l.tensors()[6].name, "model.layers.1.mlp.up_proj.weight");
 
         // A Llama whose config has attention_bias reads (and so requires) the biases.
         let mut biased = TinyConfig::default().model_config();

@@ -7,7 +7,9 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{NamedTensor, TinyConfig, quantize, tiny_tensors, tiny_tokenizer};
-use crate::{Architecture, DType, LongRope, ModelConfig, ModelError, RopeScaling, Yarn};
+use crate::{
+    Activation, Architecture, DType, LongRope, ModelConfig, ModelError, RopeScaling, Yarn,
+};
 
 pub(super) fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
     move |e| ModelError::Io {
@@ -106,6 +108,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
             Architecture::Glm4 => "Glm4ForCausalLM",
+            Architecture::Ernie45 => "Ernie4_5ForCausalLM",
+            Architecture::SeedOss => "SeedOssForCausalLM",
+            Architecture::Arcee => "ArceeForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -120,7 +125,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         "rope_theta": mc.rope_theta, "tie_word_embeddings": mc.tie_word_embeddings,
         "sliding_window": mc.sliding_window,
         "rope_scaling": mc.rope_scaling.as_ref().map(|s| rope_scaling_json(&mc, s)),
-        "attention_bias": mc.attention_bias, "hidden_act": "silu", "eos_token_id": mc.eos_token_ids[0],
+        "attention_bias": mc.attention_bias,
+        "hidden_act": if mc.activation == Activation::Relu2 { "relu2" } else { "silu" }, "eos_token_id": mc.eos_token_ids[0],
         "torch_dtype": "float32",
     });
     let mut config = config;
@@ -174,6 +180,13 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             .collect();
         config["no_rope_layers"] = json!(flags);
         config["no_rope_layer_interval"] = json!(4);
+    }
+    if mc.architecture == Architecture::Ernie45 {
+        config["use_bias"] = json!(false);
+    }
+    if mc.architecture == Architecture::SeedOss {
+        config["attention_out_bias"] = json!(false);
+        config["mlp_bias"] = json!(false);
     }
     if let Some(g) = mc.granite {
         config["embedding_multiplier"] = json!(g.embedding);

@@ -242,6 +242,33 @@ impl TinyConfig {
         }
     }
 
+    /// ERNIE 4.5: Llama's layer with each head's rotary pairs side by side in the stored q
+    /// and k rows (a RoPE base of 100 turns them fast enough that the pairs' order shows).
+    pub fn ernie45() -> Self {
+        TinyConfig {
+            architecture: Architecture::Ernie45,
+            rope_theta: 100.0,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
+    /// Seed-OSS: Llama's layer with q/k/v biases.
+    pub fn seed_oss() -> Self {
+        TinyConfig {
+            architecture: Architecture::SeedOss,
+            ..Default::default()
+        }
+    }
+
+    /// Arcee: Llama's attention and a MLP without a gate, relu(x)^2.
+    pub fn arcee() -> Self {
+        TinyConfig {
+            architecture: Architecture::Arcee,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -313,7 +340,10 @@ impl TinyConfig {
             rope_theta: self.rope_theta,
             rope_scaling: self.rope_scaling.clone(),
             tie_word_embeddings: self.tie_word_embeddings,
-            attention_bias: matches!(self.architecture, Architecture::Qwen2 | Architecture::Glm4),
+            attention_bias: matches!(
+                self.architecture,
+                Architecture::Qwen2 | Architecture::Glm4 | Architecture::SeedOss
+            ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
             sliding_window_pattern: self.sliding_window_pattern,
@@ -335,10 +365,10 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
-            activation: if gemma {
-                Activation::GeluTanh
-            } else {
-                Activation::Silu
+            activation: match self.architecture {
+                _ if gemma => Activation::GeluTanh,
+                Architecture::Arcee => Activation::Relu2,
+                _ => Activation::Silu,
             },
             bos_token_id: None,
             eos_token_ids: vec![tiny_tokenizer::eos_id()],

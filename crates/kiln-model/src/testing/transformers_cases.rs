@@ -96,6 +96,9 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ),
         ("exaone4-window-nope", TinyConfig::exaone4()),
         ("glm4-partial-interleaved", TinyConfig::glm4()),
+        ("ernie45-interleaved", TinyConfig::ernie45()),
+        ("seed-oss-biases", TinyConfig::seed_oss()),
+        ("arcee-relu2", TinyConfig::arcee()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (

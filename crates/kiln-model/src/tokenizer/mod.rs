@@ -2,6 +2,7 @@
 //! HF `tokenizer.json`, or from GGUF tokenizer metadata (see `gguf_bpe` and `gguf_spm`).
 
 pub(crate) mod gguf_bpe;
+mod gguf_pre;
 pub(crate) mod gguf_spm;
 mod token_bytes;
 
