@@ -1,7 +1,8 @@
 // Rotary embedding on q and k, then K and V written into the paged cache. With qk_norm 1
 // (Qwen3, Gemma 3), each head of q and of k is first RMS-normalized over its head_dim and
-// multiplied by its gain (qk_gain: the q gain, then the k gain, head_dim each); with qk_norm 2
-// (OLMo 2), all of q and all of k, each as one vector (qk_gain as wide as q, then as k).
+// multiplied by its gain (qk_gain: the q gain, then the k gain, head_dim each); with qk_norm 3
+// (Hunyuan) the same once the heads have turned; with qk_norm 2 (OLMo 2), all of q and all of
+// k first, each as one vector (qk_gain as wide as q, then as k).
 //   qkv[t] = [q heads | k heads | v heads], each head_dim wide, q and k heads in the rotary
 //   pair layout (rope_kv.rs: the checkpoint's pair (i, i + D/2) at (2i, 2i + 1)):
 //   for i < D/2, (cos, sin) = rope[pos, i], precomputed on the CPU in f64 (WGSL's sin and cos
@@ -22,7 +23,7 @@ struct Params {
     num_kv_heads: u32,
     head_dim: u32,
     max_positions: u32,
-    qk_norm: u32, // 0: none, 1: each head, 2: all of q and all of k
+    qk_norm: u32, // 0: none, 1: each head, 2: all of q and all of k, 3: each head after turning
     eps: f32,
     pad0: u32,
     pad1: u32,
@@ -50,6 +51,25 @@ fn pack_word(src: u32, w: u32) -> u32 {
         return pack2x16float(vec2<f32>(qkv[src + 2u * w], qkv[src + 2u * w + 1u]));
     }
     return bitcast<u32>(qkv[src + w]);
+}
+
+// q and k heads of the token whose row starts at `row`: RMS-normalize each, one head per
+// invocation (`lane` of 64).
+fn norm_heads(row: u32, lane: u32) {
+    let d = p.head_dim;
+    for (var head = lane; head < p.num_heads + p.num_kv_heads; head += 64u) {
+        let a = row + head * d;
+        var ss = 0.0;
+        for (var i = 0u; i < d; i++) {
+            ss += qkv[a + i] * qkv[a + i];
+        }
+        let s = inverseSqrt(ss / f32(d) + p.eps);
+        let g = select(0u, d, head >= p.num_heads); // k heads use the second gain
+        for (var i = 0u; i < d; i++) {
+            qkv[a + i] = qkv[a + i] * s * qk_gain[g + i];
+        }
+    }
+    storageBarrier();
 }
 
 @compute @workgroup_size(64)
@@ -91,21 +111,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         storageBarrier();
     }
 
-    // q and k heads: RMS-normalize each (Qwen3), one head per invocation.
     if (p.qk_norm == 1u) {
-        for (var head = lid.x; head < p.num_heads + p.num_kv_heads; head += 64u) {
-            let a = row + head * d;
-            var ss = 0.0;
-            for (var i = 0u; i < d; i++) {
-                ss += qkv[a + i] * qkv[a + i];
-            }
-            let s = inverseSqrt(ss / f32(d) + p.eps);
-            let g = select(0u, d, head >= p.num_heads); // k heads use the second gain
-            for (var i = 0u; i < d; i++) {
-                qkv[a + i] = qkv[a + i] * s * qk_gain[g + i];
-            }
-        }
-        storageBarrier();
+        norm_heads(row, lid.x);
     }
 
     // q and k heads: rotate pairs (2i, 2i + 1) in place.
@@ -121,6 +128,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         qkv[a + 1u] = x2 * cs.x + x1 * cs.y;
     }
     storageBarrier();
+    if (p.qk_norm == 3u) {
+        norm_heads(row, lid.x);
+    }
 
     // K (rotated) and V rows into the cache slot, one u32 word per iteration.
     if (KV_TYPE == KV_Q8) {

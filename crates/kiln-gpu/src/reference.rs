@@ -18,6 +18,7 @@ enum Step {
     },
     Rotary {
         qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+        norm_after: bool,
     },
     Attention,
     Project {
@@ -172,11 +173,15 @@ impl CpuModel {
                             dst: *dst,
                         }
                     }
-                    Op::Rotary { qk_norm } => Step::Rotary {
+                    Op::Rotary {
+                        qk_norm,
+                        norm_after,
+                    } => Step::Rotary {
                         qk_norm: match qk_norm {
                             Some([q, k]) => Some((norm(q)?, norm(k)?)),
                             None => None,
                         },
+                        norm_after: *norm_after,
                     },
                     Op::Attention => Step::Attention,
                     Op::Project { src, weight, dst } => Step::Project {
@@ -271,7 +276,10 @@ impl CpuModel {
                     .collect();
                 *rows.get(*dst) = out;
             }
-            Step::Rotary { qk_norm } => {
+            Step::Rotary {
+                qk_norm,
+                norm_after,
+            } => {
                 let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
                 // The first `rot` dimensions of each head turn (all but with a partial rotary
                 // embedding), on every layer but SmolLM3's without RoPE.
@@ -282,15 +290,23 @@ impl CpuModel {
                     let (q, k) = qkv[..(nh + nkv) * d].split_at_mut(nh * d);
                     // Over each head, or (OLMo 2) over all of q and all of k: as wide as
                     // the gains.
-                    if let Some((qn, kn)) = qk_norm {
-                        q.chunks_mut(qn.len())
-                            .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, eps)));
-                        k.chunks_mut(kn.len())
-                            .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, eps)));
+                    let normalize = |q: &mut [f32], k: &mut [f32]| {
+                        if let Some((qn, kn)) = qk_norm {
+                            q.chunks_mut(qn.len())
+                                .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, eps)));
+                            k.chunks_mut(kn.len())
+                                .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, eps)));
+                        }
+                    };
+                    if !norm_after {
+                        normalize(q, k);
                     }
                     q.chunks_mut(d)
                         .chain(k.chunks_mut(d))
                         .for_each(|hd| rope(&mut hd[..rot], pos, inv_freq, factor));
+                    if *norm_after {
+                        normalize(q, k);
+                    }
                 }
             }
             Step::Attention => rows.attn = self.attention(i, &rows.qkv),

@@ -1,7 +1,7 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
 //! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
-//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Llama 3.2's RoPE scaling and Mistral's window.
+//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -338,6 +338,19 @@ fn logits_match_cpu_reference_arcee() {
     check_folder_and_gguf("arcee", &TinyConfig::arcee(), |c| {
         assert_eq!(c.activation, kiln_model::Activation::Relu2);
         assert!(c.features().join("; ").contains("without a gate"));
+    });
+}
+
+/// Hunyuan (dense): per-head q/k norms after the rotary embedding (the separate rotary launch
+/// in its third mode), and a RoPE base stretched by an NTK alpha in the folder (stored
+/// stretched in GGUF, as llama.cpp's converter writes it).
+#[test]
+fn logits_match_cpu_reference_hunyuan_dense() {
+    check_folder_and_gguf("hunyuan-dense", &TinyConfig::hunyuan_dense(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::HunyuanDense);
+        assert!((c.rope_theta - 100.0).abs() < 1e-3, "{}", c.rope_theta);
+        let f = c.features().join("; ");
+        assert!(f.contains("after the rotary embedding"), "{f}");
     });
 }
 

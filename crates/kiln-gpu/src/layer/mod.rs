@@ -309,7 +309,7 @@ impl Layer {
                     let fused = *dst == Buf::Qkv
                         && !lora
                         && rotary_epilogue
-                        && matches!(ops.peek(), Some(Op::Rotary { qk_norm: None }));
+                        && matches!(ops.peek(), Some(Op::Rotary { qk_norm: None, .. }));
                     if fused {
                         ops.next();
                     }
@@ -336,11 +336,20 @@ impl Layer {
                         pairs: fused.then(|| Pairs::Rotary(rotary.clone())),
                     })?)
                 }
-                Op::Rotary { qk_norm } => {
+                Op::Rotary {
+                    qk_norm,
+                    norm_after,
+                } => {
                     let qk_gain = match qk_norm {
                         Some([q, k]) => Some((gains(&[q, k], qk_order)?, q.len() != d)),
                         None => None,
                     };
+                    if *norm_after && qk_gain.as_ref().is_some_and(|(_, whole)| *whole) {
+                        return Err(GpuError::Shape {
+                            op: "rope_kv",
+                            detail: "q and k normalized whole after they turn".into(),
+                        });
+                    }
                     Step::Launch(ops::rope_kv(
                         ctx,
                         l.kernels,
@@ -351,6 +360,7 @@ impl Layer {
                             gains: g,
                             eps,
                             whole: *whole,
+                            after: *norm_after,
                         }),
                     ))
                 }

@@ -126,7 +126,7 @@ impl Rotary<'_> {
     }
 }
 
-/// The RMSNorm of q and k before they turn.
+/// The RMSNorm of q and k before they turn (or, `after`, once they have).
 #[derive(Clone, Copy)]
 pub struct QkNorm<'a> {
     /// The q gain then the k gain, in the rotary pair layout as q and k are: `head_dim` each
@@ -134,11 +134,13 @@ pub struct QkNorm<'a> {
     pub gains: &'a wgpu::Buffer,
     pub eps: f32,
     pub whole: bool,
+    /// Each head normalized after it turns (Hunyuan's); not with `whole`.
+    pub after: bool,
 }
 
 /// Rotary embedding on q and k of `qkv` (each head in the rotary pair layout, [`paired_row`])
-/// in place, q and k normalized first with `qk_norm`, and K/V into the cache at each token's
-/// slot.
+/// in place, q and k normalized first (or after) with `qk_norm`, and K/V into the cache at
+/// each token's slot.
 pub fn rope_kv(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -159,8 +161,9 @@ pub fn rope_kv(
             max_positions: r.max_positions as u32,
             qk_norm: match qk_norm {
                 None => 0,
-                Some(QkNorm { whole: false, .. }) => 1,
                 Some(QkNorm { whole: true, .. }) => 2,
+                Some(QkNorm { after: true, .. }) => 3,
+                Some(QkNorm { .. }) => 1,
             },
             eps: qk_norm.map_or(0.0, |n| n.eps),
             pad: [0; 2],

@@ -1,5 +1,6 @@
-//! RoPE with the KV-cache write (`rope_kv`), without a q/k norm, with one over each head and
-//! with one over all of q and all of k, into f16, f32, fp8 and q8_0 caches.
+//! RoPE with the KV-cache write (`rope_kv`), without a q/k norm, with one over each head
+//! (before or after the rotation) and with one over all of q and all of k, into f16, f32, fp8
+//! and q8_0 caches.
 
 use super::*;
 
@@ -11,6 +12,8 @@ enum Norm {
     Heads,
     /// Over all of q and all of k (OLMo 2).
     Whole,
+    /// Over each head once it has turned (Hunyuan).
+    HeadsAfter,
 }
 
 /// RoPE and the KV write, for every cache type, at positions up to the end of a 32768-token
@@ -33,6 +36,7 @@ fn rope_kv_rotates_and_writes_cache() {
             (Norm::Whole, KvDtype::F16),
             (Norm::None, KvDtype::Fp8),
             (Norm::Heads, KvDtype::Fp8),
+            (Norm::HeadsAfter, KvDtype::F16),
         ],
     );
     // q8_0 needs rows of whole pairs of groups: 2 heads of 32.
@@ -44,6 +48,7 @@ fn rope_kv_rotates_and_writes_cache() {
             (Norm::None, KvDtype::Q8),
             (Norm::Heads, KvDtype::Q8),
             (Norm::Whole, KvDtype::Q8),
+            (Norm::HeadsAfter, KvDtype::Q8),
         ],
     );
 }
@@ -105,7 +110,7 @@ fn check_rope_kv(
                     .for_each(|c| c.copy_from_slice(&reference::rmsnorm(c, g, 1e-6)))
             };
             match qk_norm {
-                Norm::None => {}
+                Norm::None | Norm::HeadsAfter => {}
                 Norm::Heads => {
                     norm(q, &head_gains[..d]);
                     norm(k, &head_gains[d..]);
@@ -115,8 +120,15 @@ fn check_rope_kv(
                     norm(k, &whole_gains[nh * d..]);
                 }
             }
-            for (h, x) in row[..(nh + nkv) * d].chunks_mut(d).zip(x.chunks_mut(d)) {
+            for x in x.chunks_mut(d) {
                 reference::rope(x, positions[i] as usize, &rope.inv_freq, 1.0);
+            }
+            if qk_norm == Norm::HeadsAfter {
+                let (q, k) = x.split_at_mut(nh * d);
+                norm(q, &head_gains[..d]);
+                norm(k, &head_gains[d..]);
+            }
+            for (h, x) in row[..(nh + nkv) * d].chunks_mut(d).zip(x.chunks(d)) {
                 h.copy_from_slice(&pair_layout(x, d));
             }
             let s = slot_ids[i] as usize;
@@ -148,15 +160,17 @@ fn check_rope_kv(
             &qb,
             match qk_norm {
                 Norm::None => None,
-                Norm::Heads => Some(ops::QkNorm {
+                Norm::Heads | Norm::HeadsAfter => Some(ops::QkNorm {
                     gains: &head_gain_b,
                     eps: 1e-6,
                     whole: false,
+                    after: qk_norm == Norm::HeadsAfter,
                 }),
                 Norm::Whole => Some(ops::QkNorm {
                     gains: &whole_gain_b,
                     eps: 1e-6,
                     whole: true,
+                    after: false,
                 }),
             },
         );

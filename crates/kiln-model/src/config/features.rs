@@ -21,11 +21,13 @@ impl ModelConfig {
         let qk_norm = ops.clone().find_map(|op| match op {
             Op::Rotary {
                 qk_norm: Some([q, _]),
-            } => Some(q.len()),
+                norm_after,
+            } => Some((q.len(), *norm_after)),
             _ => None,
         });
         match qk_norm {
-            Some(w) if w == self.head_dim => f.push("per-head q/k RMSNorm".into()),
+            Some((w, false)) if w == self.head_dim => f.push("per-head q/k RMSNorm".into()),
+            Some((_, true)) => f.push("per-head q/k RMSNorm after the rotary embedding".into()),
             Some(_) => f.push("q/k RMSNorm over all heads".into()),
             None => {}
         }

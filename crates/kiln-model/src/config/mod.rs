@@ -52,6 +52,9 @@ pub enum Architecture {
     /// Arcee (AFM-4.5B): Llama's attention, its MLP not gated: `down(relu(up x)^2)`
     /// (`models::arcee`).
     Arcee,
+    /// Hunyuan's dense models: Qwen3's per-head q/k norms, after the rotary embedding
+    /// (`models::hunyuan_dense`).
+    HunyuanDense,
 }
 
 /// The activation of the MLP: of its gate, or of its one product where it has no gate.
@@ -82,6 +85,7 @@ impl Architecture {
             Architecture::Ernie45 => "ernie4_5",
             Architecture::SeedOss => "seed_oss",
             Architecture::Arcee => "arcee",
+            Architecture::HunyuanDense => "hunyuan-dense",
         }
     }
 

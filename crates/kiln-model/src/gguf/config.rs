@@ -60,6 +60,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "ernie4_5" => Architecture::Ernie45,
         "seed_oss" => Architecture::SeedOss,
         "arcee" => Architecture::Arcee,
+        "hunyuan-dense" => Architecture::HunyuanDense,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),

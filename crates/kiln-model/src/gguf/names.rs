@@ -27,6 +27,12 @@ const GLM4_NORMS: &[(&str, &str)] = &[
 /// output.
 const SEED_OSS_NORMS: &[(&str, &str)] = &[("post_attention_norm", "post_attention_layernorm")];
 
+/// Hunyuan's per-head q/k norms.
+const HUNYUAN_NORMS: &[(&str, &str)] = &[
+    ("attn_q_norm", "self_attn.query_layernorm"),
+    ("attn_k_norm", "self_attn.key_layernorm"),
+];
+
 /// The (GGUF, HF) names of `arch`'s norms that differ from Llama's.
 fn norm_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
     match arch {
@@ -36,6 +42,7 @@ fn norm_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         | Architecture::Exaone4 => GEMMA3_NORMS,
         Architecture::Glm4 => GLM4_NORMS,
         Architecture::SeedOss => SEED_OSS_NORMS,
+        Architecture::HunyuanDense => HUNYUAN_NORMS,
         _ => &[],
     }
 }

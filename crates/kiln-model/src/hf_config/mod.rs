@@ -32,6 +32,7 @@ impl ModelConfig {
             "ernie4_5" => Architecture::Ernie45,
             "seed_oss" => Architecture::SeedOss,
             "arcee" => Architecture::Arcee,
+            "hunyuan_v1_dense" => Architecture::HunyuanDense,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -68,7 +69,10 @@ impl ModelConfig {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             Architecture::Olmo2 => model_type == "olmo3",
-            Architecture::Glm4 | Architecture::Ernie45 | Architecture::SeedOss => false,
+            Architecture::Glm4
+            | Architecture::Ernie45
+            | Architecture::SeedOss
+            | Architecture::HunyuanDense => false,
             Architecture::Llama
             | Architecture::Arcee
             | Architecture::Exaone4
@@ -144,7 +148,8 @@ impl ModelConfig {
                 });
             }
         }
-        let rope = rope::rope(&v, max_position_embeddings, file)?;
+        let alpha_head_dim = (architecture == Architecture::HunyuanDense).then_some(head_dim);
+        let rope = rope::rope(&v, max_position_embeddings, file, alpha_head_dim)?;
         // Gemma 2's soft caps; any other architecture's would be a forward pass kiln does
         // not know.
         let cap = |key: &str| -> Result<Option<f32>, ModelError> {
@@ -196,6 +201,7 @@ impl ModelConfig {
                 Architecture::Qwen2 => true,
                 Architecture::Llama
                 | Architecture::Arcee
+                | Architecture::HunyuanDense
                 | Architecture::Qwen3
                 | Architecture::Gemma2
                 | Architecture::Gemma3
@@ -296,7 +302,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Olmo2
         | Architecture::Exaone4
         | Architecture::Ernie45
-        | Architecture::Arcee => 1e-5,
+        | Architecture::Arcee
+        | Architecture::HunyuanDense => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

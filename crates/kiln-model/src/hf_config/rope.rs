@@ -18,8 +18,15 @@ pub(super) struct HfRope {
     pub scaling: Option<RopeScaling>,
 }
 
-/// Reads the RoPE entries of config `v` (of a model whose context is `max_pos`).
-pub(super) fn rope(v: &Value, max_pos: usize, file: &str) -> Result<HfRope, ModelError> {
+/// Reads the RoPE entries of config `v` (of a model whose context is `max_pos`). With
+/// `alpha_head_dim` (Hunyuan's heads' size), a "dynamic" scaling with an `alpha` is the fixed
+/// NTK stretch of the base that Hunyuan's code makes of it: `base * alpha^(d / (d - 2))`.
+pub(super) fn rope(
+    v: &Value,
+    max_pos: usize,
+    file: &str,
+    alpha_head_dim: Option<usize>,
+) -> Result<HfRope, ModelError> {
     let params = v.get("rope_parameters").filter(|p| p.is_object());
     let (global, local) = match params {
         Some(p) if p.get("full_attention").is_some() || p.get("sliding_attention").is_some() => {
@@ -34,6 +41,20 @@ pub(super) fn rope(v: &Value, max_pos: usize, file: &str) -> Result<HfRope, Mode
             .and_then(Value::as_f64)
             .map(|t| t as f32)
     };
+    let alpha = global
+        .filter(|g| kind_of(g) == "dynamic")
+        .and_then(|g| g.get("alpha"));
+    if let (Some(d), Some(alpha)) = (alpha_head_dim, alpha.and_then(Value::as_f64)) {
+        let base = (global.and_then(|g| g.get("rope_theta")))
+            .or_else(|| v.get("rope_theta"))
+            .and_then(Value::as_f64)
+            .unwrap_or(10000.0);
+        return Ok(HfRope {
+            theta: (base * alpha.powf(d as f64 / (d as f64 - 2.0))) as f32,
+            local_theta: None,
+            scaling: None,
+        });
+    }
     let local = local.filter(|l| !l.is_null());
     if let Some(kind) = local.map(kind_of).filter(|k| *k != "default") {
         return Err(ModelError::Unsupported {

@@ -38,8 +38,12 @@ pub enum Op {
     /// On [`Buf::Qkv`]: q and k RMS-normalized with their gains if `qk_norm` is given (each
     /// head, where the gains are `head_dim` wide: Qwen3, Gemma 3; all of q and all of k, where
     /// they are as wide as q and k: OLMo 2), then both rotated by their position (the layer's
-    /// RoPE base); k and v written to the layer's KV cache.
-    Rotary { qk_norm: Option<[Tensor; 2]> },
+    /// RoPE base); or, with `norm_after`, rotated first and each head normalized after
+    /// (Hunyuan's); k and v written to the layer's KV cache.
+    Rotary {
+        qk_norm: Option<[Tensor; 2]>,
+        norm_after: bool,
+    },
     /// Causal attention of [`Buf::Qkv`]'s queries over the cached keys and values (within the
     /// layer's window, scaled by the model's attention scale), into [`Buf::Attn`].
     Attention,
@@ -68,7 +72,7 @@ impl Op {
                 v.extend(bias.iter().flatten());
                 v
             }
-            Op::Rotary { qk_norm } => qk_norm.iter().flatten().collect(),
+            Op::Rotary { qk_norm, .. } => qk_norm.iter().flatten().collect(),
             Op::Project { weight, .. } => vec![weight],
             Op::AddNormed { norm, .. } => vec![norm],
             Op::Attention | Op::GatedActivation | Op::Activation => Vec::new(),

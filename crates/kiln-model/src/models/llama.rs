@@ -38,7 +38,10 @@ pub(super) fn attention(
             bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
             dst: Qkv,
         },
-        Rotary { qk_norm },
+        Rotary {
+            qk_norm,
+            norm_after: false,
+        },
         Attention,
         Project {
             src: Attn,

@@ -14,6 +14,7 @@ mod gemma2;
 mod gemma3;
 mod glm4;
 mod granite;
+mod hunyuan_dense;
 mod layer;
 mod llama;
 mod olmo2;
@@ -179,6 +180,7 @@ impl ModelTensors {
             Architecture::Ernie45 => ernie4_5::layer,
             Architecture::SeedOss => seed_oss::layer,
             Architecture::Arcee => arcee::layer,
+            Architecture::HunyuanDense => hunyuan_dense::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -224,9 +226,14 @@ mod tests {
                     weights.len(),
                     if bias.is_some() { "+bias" } else { "" }
                 ),
-                Op::Rotary { qk_norm } => {
-                    format!("rotary{}", if qk_norm.is_some() { "+norm" } else { "" })
-                }
+                Op::Rotary {
+                    qk_norm,
+                    norm_after,
+                } => match (qk_norm.is_some(), norm_after) {
+                    (false, _) => "rotary".into(),
+                    (true, false) => "rotary+norm".into(),
+                    (true, true) => "rotary, then norm".into(),
+                },
                 Op::Attention => "attention".into(),
                 Op::Project { src, dst, .. } => format!("{src:?} -> {dst:?}"),
                 Op::AddNormed { src, .. } => format!("+norm {src:?}"),
@@ -304,6 +311,13 @@ mod tests {
         assert_eq!(
             l.tensors()[4].name,
             "model.layers.1.mlp.gate_up_proj.weight"
+        );
+
+        let (l, ops, _) = layer(TinyConfig::hunyuan_dense());
+        assert!(ops.starts_with("norm 3 -> Qkv, rotary, then norm, attention"));
+        assert_eq!(
+            l.tensors()[4].name,
+            "model.layers.1.self_attn.query_layernorm.weight"
         );
 
         let (l, ops, _) = layer(TinyConfig::arcee());

@@ -35,6 +35,7 @@ pub(super) fn post_normed(n: &Names, qk_norm: [Tensor; 2]) -> Layer {
         },
         Rotary {
             qk_norm: Some(qk_norm),
+            norm_after: false,
         },
         Attention,
         Project {

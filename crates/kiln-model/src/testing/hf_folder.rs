@@ -85,6 +85,9 @@ pub fn write_tiny_llama_sharded(
     Ok(mc)
 }
 
+/// The NTK alpha of tiny Hunyuan folders.
+const HUNYUAN_ALPHA: f64 = 4.0;
+
 /// The Hugging Face folder around the weights: config, tiny tokenizer, generation config.
 pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -111,11 +114,13 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Ernie45 => "Ernie4_5ForCausalLM",
             Architecture::SeedOss => "SeedOssForCausalLM",
             Architecture::Arcee => "ArceeForCausalLM",
+            Architecture::HunyuanDense => "HunYuanDenseV1ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
             Architecture::Olmo2 if windowed => "olmo3",
             Architecture::Gemma3 => "gemma3_text",
+            Architecture::HunyuanDense => "hunyuan_v1_dense",
             a => a.gguf_name(),
         },
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
@@ -183,6 +188,13 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     }
     if mc.architecture == Architecture::Ernie45 {
         config["use_bias"] = json!(false);
+    }
+    if mc.architecture == Architecture::HunyuanDense {
+        // Its fixed NTK alpha, as Hunyuan's folders give it: the stored base stretched by
+        // alpha^(d / (d - 2)) is the model's.
+        let d = mc.head_dim as f64;
+        config["rope_theta"] = json!(mc.rope_theta as f64 / HUNYUAN_ALPHA.powf(d / (d - 2.0)));
+        config["rope_scaling"] = json!({"type": "dynamic", "alpha": HUNYUAN_ALPHA, "factor": 1.0});
     }
     if mc.architecture == Architecture::SeedOss {
         config["attention_out_bias"] = json!(false);

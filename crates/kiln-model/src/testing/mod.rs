@@ -269,6 +269,16 @@ impl TinyConfig {
         }
     }
 
+    /// Hunyuan (dense): per-head q/k norms after the rotary embedding, and a RoPE base of
+    /// about 100 reached as the folders reach theirs, a smaller base stretched by an NTK alpha.
+    pub fn hunyuan_dense() -> Self {
+        TinyConfig {
+            architecture: Architecture::HunyuanDense,
+            rope_theta: 100.0,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.

@@ -99,6 +99,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("ernie45-interleaved", TinyConfig::ernie45()),
         ("seed-oss-biases", TinyConfig::seed_oss()),
         ("arcee-relu2", TinyConfig::arcee()),
+        ("hunyuan-dense-norm-after-rope", TinyConfig::hunyuan_dense()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (

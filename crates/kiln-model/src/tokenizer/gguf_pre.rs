@@ -32,6 +32,16 @@ const DEEPSEEK_CODER: &[&str] = &[
     r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+",
 ];
 
+/// DeepSeek V3's splits (Hunyuan's dense models' too), one after another: numbers in threes,
+/// runs of CJK ideographs and kana, then words (an ASCII punctuation mark keeps the Latin
+/// letters after it), punctuation runs and spaces.
+const DEEPSEEK3: &[&str] = &[
+    r"\p{N}{1,3}",
+    r"[\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+",
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
+];
+const DEEPSEEK3_NAMES: &[&str] = &["deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"];
+
 /// Names whose rule is Llama 3's with merges skipped for whole-token pieces and a BOS token
 /// by default (llama.cpp's `LLAMA3` group).
 const LLAMA3_NAMES: &[&str] = &[
@@ -145,6 +155,10 @@ impl Pre {
             }
         } else if is(DIGITS_NAMES) {
             Pre::splits(vec![digits(), byte_level(true)])
+        } else if is(DEEPSEEK3_NAMES) {
+            let mut parts: Vec<Value> = DEEPSEEK3.iter().map(|r| split(r)).collect();
+            parts.push(byte_level(false));
+            Pre::splits(parts)
         } else if pre == "deepseek-coder" {
             let mut parts: Vec<Value> = DEEPSEEK_CODER.iter().map(|r| split(r)).collect();
             parts.extend([digits(), byte_level(false)]);
@@ -155,6 +169,7 @@ impl Pre {
                 LLAMA3_SPLIT_NAMES,
                 QWEN2_NAMES,
                 &["seed-coder", "tekken", "deepseek-coder"],
+                DEEPSEEK3_NAMES,
                 GPT4O_NAMES,
                 GPT2_NAMES,
                 DIGITS_NAMES,
@@ -236,17 +251,22 @@ mod tests {
                 "deepseek-coder",
                 "It|'|s| |1|2|3|4|5| HelloWorld|!!|\n|\n|OK",
             ),
+            ("hunyuan-dense", "It|'s| |123|45| HelloWorld|!!\n\n|OK"),
         ];
         for (pre, want) in cases {
             assert_eq!(pieces(pre, text).join("|"), want, "{pre}");
         }
     }
 
-    /// DeepSeek Coder's CJK run and Qwen2's NFC: the composed and decomposed forms of "é"
-    /// become one.
+    /// DeepSeek Coder's and V3's CJK runs, and Qwen2's NFC normalizer (not the others').
     #[test]
     fn cjk_runs_and_normalization() {
         assert_eq!(pieces("deepseek-coder", "代码abc").join("|"), "代码|abc");
+        // A punctuation mark keeps the Latin letters after it; kana and ideographs in runs.
+        assert_eq!(
+            pieces("deepseek-v3", "a.b,代码かなx").join("|"),
+            "a|.b|,|代码かな|x"
+        );
         let nfc = Pre::named("qwen2", "m.gguf").unwrap().normalizer;
         assert_eq!(nfc["type"], "NFC");
         assert!(
