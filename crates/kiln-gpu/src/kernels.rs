@@ -62,6 +62,8 @@ kernel_table!(
     "matvec_rowwise",
     "matmul_rowwise",
     "matmul_rowwise_subgroup",
+    "moe_matvec",
+    "moe_route",
     "rope_kv",
     "attention",
     "attention_reduce",
@@ -81,7 +83,7 @@ kernel_table!(
 
 /// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` and one pair epilogue
 /// (appended like a format).
-const MATRIX_KERNELS: [&str; 7] = [
+const MATRIX_KERNELS: [&str; 8] = [
     "matmul",
     "matmul_coop",
     "matvec",
@@ -89,6 +91,7 @@ const MATRIX_KERNELS: [&str; 7] = [
     "matvec_rowwise",
     "matmul_rowwise",
     "matmul_rowwise_subgroup",
+    "moe_matvec",
 ];
 const EPILOGUE: &str = include_str!("../../../shaders/matmul_epilogue.wgsl");
 const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");

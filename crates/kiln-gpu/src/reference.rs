@@ -3,6 +3,10 @@
 //! weights as the GPU stores them
 //! (quantized types dequantized exactly, the others rounded through f16). Slow by design; only for tests.
 
+mod experts;
+
+pub use experts::route;
+
 use half::f16;
 use kiln_model::{Activation, Buf, ModelConfig, ModelError, ModelTensors, Op, Tensor, Weights};
 
@@ -32,6 +36,7 @@ enum Step {
     },
     GatedActivation,
     Activation,
+    Experts(experts::Experts),
 }
 
 /// Each position's row of every activation.
@@ -195,6 +200,27 @@ impl CpuModel {
                     },
                     Op::GatedActivation => Step::GatedActivation,
                     Op::Activation => Step::Activation,
+                    Op::Experts {
+                        norm: n,
+                        router,
+                        gate_up,
+                        down,
+                    } => {
+                        let all = |ts: &[Tensor]| -> Result<Vec<f32>, ModelError> {
+                            let mut v = Vec::new();
+                            for t in ts {
+                                v.extend(get(&t.name)?);
+                            }
+                            Ok(v)
+                        };
+                        Step::Experts(experts::Experts {
+                            moe: config.moe.expect("a layer with experts has a MoE config"),
+                            norm: norm(n)?,
+                            router: get(&router.name)?,
+                            gate_up: all(gate_up)?,
+                            down: all(down)?,
+                        })
+                    }
                 });
             }
             layers.push(steps);
@@ -327,6 +353,12 @@ impl CpuModel {
                     .collect();
                 for (x, o) in rows.residual.iter_mut().zip(out) {
                     x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
+                }
+            }
+            Step::Experts(experts) => {
+                for x in rows.residual.iter_mut() {
+                    let y = experts.forward(x, eps, c.activation);
+                    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
                 }
             }
             Step::Activation => {

@@ -206,6 +206,15 @@ impl ModelRunner {
                 .chain(capacity.map(|c| c.rank))
                 .max()
                 .map(|r| f32s("lora A x", max_tokens * (3 * r).next_multiple_of(4))),
+            experts: c.moe.map(|m| {
+                let pairs = max_tokens * m.experts_per_token;
+                crate::layer::ExpertBuffers {
+                    logits: f32s("router logits", max_tokens * m.experts),
+                    ids: f32s("expert ids", pairs),
+                    weights: f32s("expert weights", pairs),
+                    act: f32s("expert activations", pairs * m.intermediate_size),
+                }
+            }),
         };
         let x = &bufs.x;
         let normed = x_f32s("normed", max_rows * h);

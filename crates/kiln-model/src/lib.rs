@@ -23,8 +23,8 @@ use std::path::Path;
 
 pub use chat::{ChatInput, ChatMessage, ChatTemplate, FunctionCall, ToolCall};
 pub use config::{
-    Activation, Architecture, GraniteScales, LayerRope, Llama3Rope, LongRope, ModelConfig,
-    RopeScaling, Yarn,
+    Activation, Architecture, GraniteScales, LayerRope, Llama3Rope, LongRope,
+    MAX_EXPERTS_PER_TOKEN, ModelConfig, Moe, RopeScaling, Yarn,
 };
 pub use error::ModelError;
 pub use generation::GenerationDefaults;

@@ -222,6 +222,36 @@ fn biases_and_scales_kiln_does_not_run_are_refused() {
     assert!(e.to_string().contains("seed_oss.attention.scale"), "{e}");
 }
 
+/// A Qwen3 MoE config with dense MLP layers among its experts' (which kiln does not run) is
+/// refused by name; its GGUF file with more experts a token than it has, or than kiln runs,
+/// by the numbers.
+#[test]
+fn experts_kiln_does_not_run_are_refused() {
+    let dir = tmp("moe");
+    testing::write_tiny_llama(&dir, &TinyConfig::qwen3_moe(), 1).unwrap();
+    let json = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    ModelConfig::from_hf_json(&v.to_string(), "config.json").expect("every layer's experts");
+    for (key, value) in [
+        ("mlp_only_layers", serde_json::json!([1])),
+        ("decoder_sparse_step", serde_json::json!(2)),
+    ] {
+        let mut v = v.clone();
+        v[key] = value;
+        let e = ModelConfig::from_hf_json(&v.to_string(), "config.json").expect_err(key);
+        assert!(e.to_string().contains("dense MLP layers"), "{e}");
+    }
+    for used in [6, 17] {
+        let mut b = f32_gguf(&TinyConfig::qwen3_moe());
+        b.meta("qwen3moe.expert_used_count", MetaValue::U32(used));
+        let e = Model::from_gguf_bytes(b.to_bytes(), "moe.gguf")
+            .err()
+            .expect("must fail");
+        assert!(e.to_string().contains(&format!("{used} a token")), "{e}");
+    }
+}
+
 #[test]
 fn unsupported_tensor_type() {
     let mc = TinyConfig::default().model_config();

@@ -1,7 +1,7 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
 //! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
-//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Llama 3.2's RoPE scaling and Mistral's window.
+//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -351,6 +351,26 @@ fn logits_match_cpu_reference_hunyuan_dense() {
         assert!((c.rope_theta - 100.0).abs() < 1e-3, "{}", c.rope_theta);
         let f = c.features().join("; ");
         assert!(f.contains("after the rotary embedding"), "{f}");
+    });
+}
+
+/// Qwen3 MoE: 5 experts a layer, 2 a token, through the router's launch and the experts'
+/// products (gate/up into each chosen expert's activations, down weighted into the residual
+/// stream); as GGUF, each kind of the experts' matrices stacked in one tensor of three
+/// dimensions, as llama.cpp's converter writes them.
+#[test]
+fn logits_match_cpu_reference_qwen3_moe() {
+    check_folder_and_gguf("qwen3-moe", &TinyConfig::qwen3_moe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Qwen3Moe);
+        assert_eq!(
+            c.moe.map(|m| (m.experts, m.experts_per_token)),
+            Some((5, 2))
+        );
+        let f = c.features().join("; ");
+        assert!(
+            f.contains("mixture of experts: 5 experts of 64, 2 a token"),
+            "{f}"
+        );
     });
 }
 

@@ -39,6 +39,20 @@ pub(crate) struct Activations {
     pub runs: wgpu::Buffer,
     /// The adapters' A x, for every stack ([`ops::LoraBuffers::t`]); only with adapters.
     pub lora_t: Option<wgpu::Buffer>,
+    /// A mixture of experts' routing and activations; only for a model with experts.
+    pub experts: Option<ExpertBuffers>,
+}
+
+/// What a mixture of experts' launches share across layers.
+pub(crate) struct ExpertBuffers {
+    /// The router's logits, (tokens, experts).
+    pub logits: wgpu::Buffer,
+    /// Each token's chosen experts and their weights, (tokens, experts a token).
+    pub ids: wgpu::Buffer,
+    pub weights: wgpu::Buffer,
+    /// Each token's chosen experts' gated activations, (tokens x experts a token,
+    /// intermediate).
+    pub act: wgpu::Buffer,
 }
 
 impl Activations {
@@ -424,6 +438,64 @@ impl Layer {
                     let act = b.get(ctx, Buf::Act)?;
                     let width = c.intermediate_size;
                     Step::Launch(ops::relu_squared(ctx, l.kernels, step, width, act))
+                }
+                Op::Experts {
+                    norm,
+                    router,
+                    gate_up,
+                    down,
+                } => {
+                    let (Some(moe), Some(eb)) = (c.moe, b.experts.as_ref()) else {
+                        return Err(GpuError::Shape {
+                            op: "layer",
+                            detail: "experts without a mixture of experts' config".into(),
+                        });
+                    };
+                    let gain = gains(&[norm], RowOrder::Stacked)?;
+                    let (rw, experts) = stack(&[router], RowOrder::Stacked)?;
+                    steps.push(Step::Matmul(mm(MatmulArgs {
+                        x: &b.x,
+                        w: &rw,
+                        bias: None,
+                        y: &eb.logits,
+                        ldy: experts,
+                        out_offset: 0,
+                        norm: Some((&gain, eps)),
+                        accumulate: false,
+                        sample_rows: false,
+                        map: OutputMap::Identity,
+                        pairs: None,
+                    })?));
+                    let routing = ops::Routing {
+                        ids: &eb.ids,
+                        weights: &eb.weights,
+                    };
+                    let route = ops::moe_route(ctx, l.kernels, step, &moe, &eb.logits, &routing);
+                    steps.push(Step::Launch(route));
+                    let slots = moe.experts_per_token;
+                    let (gu, _) = stack(&gate_up.iter().collect::<Vec<_>>(), RowOrder::GateUp)?;
+                    let gate_up = ops::ExpertProduct {
+                        x: &b.x,
+                        norm: Some((&gain, eps)),
+                        w: &gu,
+                        rows_per_expert: 2 * moe.intermediate_size,
+                        y: &eb.act,
+                        glu: Some(c.activation),
+                    };
+                    let launch = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, gate_up);
+                    steps.push(Step::Launch(launch?));
+                    let (dw, _) = stack(&down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
+                    let down = ops::ExpertProduct {
+                        x: &eb.act,
+                        norm: None,
+                        w: &dw,
+                        rows_per_expert: c.hidden_size,
+                        y: &b.x,
+                        glu: None,
+                    };
+                    let launch = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, down);
+                    steps.push(Step::Launch(launch?));
+                    continue;
                 }
                 Op::GatedActivation => Step::Launch(ops::glu(
                     ctx,

@@ -22,27 +22,28 @@ use crate::{
 /// [`Kernels::matvec_rows`]).
 pub const MATVEC_MAX_ROWS: u32 = 8;
 
+/// The parameters every matrix kernel reads (`shaders/matmul_epilogue.wgsl`'s `Params`).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    k: u32,
-    n: u32,
-    out_offset: u32,
-    ldy: u32,
-    flags: u32,
-    eps: f32,
+pub(super) struct Params {
+    pub k: u32,
+    pub n: u32,
+    pub out_offset: u32,
+    pub ldy: u32,
+    pub flags: u32,
+    pub eps: f32,
     /// Where the weight chunk's block scales start, in u32s.
-    so: u32,
+    pub so: u32,
     /// The soft cap ([`SOFTCAP`]) or the scale ([`SCALE`]).
-    factor: f32,
+    pub factor: f32,
 }
 
-const NORM: u32 = 1;
+pub(super) const NORM: u32 = 1;
 const BIAS: u32 = 2;
-const ACCUMULATE: u32 = 4;
+pub(super) const ACCUMULATE: u32 = 4;
 const SAMPLE_ROWS: u32 = 8;
-const PAIRS: u32 = 16;
-const GELU: u32 = 32;
+pub(super) const PAIRS: u32 = 16;
+pub(super) const GELU: u32 = 32;
 const SOFTCAP: u32 = 64;
 const SCALE: u32 = 128;
 const RELU2: u32 = 256;

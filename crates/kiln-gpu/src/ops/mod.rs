@@ -4,6 +4,7 @@
 
 mod attention;
 mod embedding;
+mod experts;
 mod gather_rmsnorm;
 mod glu;
 mod lora;
@@ -21,6 +22,7 @@ pub use attention::{
     query_tile,
 };
 pub use embedding::embedding;
+pub use experts::{ExpertProduct, Routing, expert_matvec, moe_route};
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
 pub use lora::{Lora, LoraBuffers, LoraCapacity, LoraShape, MAX_LORA_SLOTS};

@@ -40,6 +40,19 @@ impl ModelConfig {
         {
             f.push("no RMSNorm before attention and the MLP".into());
         }
+        if let Some(m) = self.moe {
+            f.push(format!(
+                "mixture of experts: {} experts of {}, {} a token{}",
+                m.experts,
+                m.intermediate_size,
+                m.experts_per_token,
+                if m.normalize {
+                    " (their weights renormalized)"
+                } else {
+                    ""
+                }
+            ));
+        }
         match self.activation {
             Activation::GeluTanh => f.push("GELU (tanh) gated MLP".into()),
             Activation::Relu2 => f.push("MLP without a gate, relu(x)^2".into()),

@@ -10,6 +10,10 @@ pub use rope::{LayerRope, Llama3Rope, LongRope, RopeScaling, Yarn};
 
 use crate::{GenerationDefaults, ModelError, ModelTensors, Weights};
 
+/// The most experts a token is routed to that kiln runs (the router's launch keeps its choices
+/// in registers).
+pub const MAX_EXPERTS_PER_TOKEN: usize = 16;
+
 /// The decoder families kiln runs. Mistral loads as `Llama` (with its sliding window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
@@ -55,6 +59,22 @@ pub enum Architecture {
     /// Hunyuan's dense models: Qwen3's per-head q/k norms, after the rotary embedding
     /// (`models::hunyuan_dense`).
     HunyuanDense,
+    /// Qwen3's mixtures of experts (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): Qwen3's attention,
+    /// and in place of its MLP a router choosing experts, each a gated MLP of its own, for
+    /// every token ([`Moe`]; `models::qwen3_moe`).
+    Qwen3Moe,
+}
+
+/// A mixture of experts in place of the MLP: each token's router logits (one per expert)
+/// go through a softmax, the `experts_per_token` most likely experts are run on the token
+/// (each a gated MLP of `intermediate_size`), and their outputs are summed, weighted by their
+/// probabilities (renormalized over the chosen ones where `normalize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moe {
+    pub experts: usize,
+    pub experts_per_token: usize,
+    pub intermediate_size: usize,
+    pub normalize: bool,
 }
 
 /// The activation of the MLP: of its gate, or of its one product where it has no gate.
@@ -86,6 +106,7 @@ impl Architecture {
             Architecture::SeedOss => "seed_oss",
             Architecture::Arcee => "arcee",
             Architecture::HunyuanDense => "hunyuan-dense",
+            Architecture::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -171,6 +192,8 @@ pub struct ModelConfig {
     /// gain minus one (GGUF files store the gain).
     pub norm_gain_offset: f32,
     pub activation: Activation,
+    /// The mixture of experts every layer has in place of its MLP (`Qwen3Moe`).
+    pub moe: Option<Moe>,
     pub bos_token_id: Option<u32>,
     pub eos_token_ids: Vec<u32>,
     /// The sampling settings the model ships with (the front ends' request defaults).
@@ -277,6 +300,25 @@ impl ModelConfig {
                     self.architecture.gguf_name()
                 ),
             });
+        }
+        if (self.architecture == Architecture::Qwen3Moe) != self.moe.is_some() {
+            return bad(format!(
+                "{} with experts {:?}",
+                self.architecture.gguf_name(),
+                self.moe
+            ));
+        }
+        if let Some(m) = self.moe
+            && (m.experts == 0
+                || m.experts_per_token == 0
+                || m.experts_per_token > m.experts.min(MAX_EXPERTS_PER_TOKEN)
+                || m.intermediate_size == 0)
+        {
+            return bad(format!(
+                "{} experts, {} a token (at most {MAX_EXPERTS_PER_TOKEN}), of {} intermediate \
+                 size",
+                m.experts, m.experts_per_token, m.intermediate_size
+            ));
         }
         if let Some(&i) = self.no_rope_layers.iter().find(|&&i| i >= self.num_layers) {
             return bad(format!(

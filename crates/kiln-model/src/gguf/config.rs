@@ -61,6 +61,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "seed_oss" => Architecture::SeedOss,
         "arcee" => Architecture::Arcee,
         "hunyuan-dense" => Architecture::HunyuanDense,
+        "qwen3moe" => Architecture::Qwen3Moe,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -261,6 +262,16 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
+        // llama.cpp's Qwen3 MoE graph renormalizes the chosen experts' weights.
+        moe: match architecture {
+            Architecture::Qwen3Moe => Some(crate::Moe {
+                experts: meta.req_usize(&format!("{a}.expert_count"))?,
+                experts_per_token: meta.req_usize(&format!("{a}.expert_used_count"))?,
+                intermediate_size: meta.req_usize(&format!("{a}.expert_feed_forward_length"))?,
+                normalize: true,
+            }),
+            _ => None,
+        },
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
             Architecture::Arcee => Activation::Relu2,

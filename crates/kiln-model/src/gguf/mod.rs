@@ -178,7 +178,23 @@ pub(crate) fn index_tensors(
             interleaved,
             file: file.to_string(),
         };
-        weights.insert(name, entry);
+        // A stack of experts' matrices (`ffn_gate_exps`: experts x rows x columns) is read
+        // as each expert's matrix, under Hugging Face's per-expert names.
+        match name.split_once(".mlp.experts.") {
+            Some((layer, part)) if entry.shape.len() == 3 => {
+                let (experts, per) = (entry.shape[0], entry.len / entry.shape[0].max(1));
+                for e in 0..experts {
+                    let one = Entry {
+                        offset: entry.offset + e * per,
+                        len: per,
+                        shape: entry.shape[1..].to_vec(),
+                        ..entry.clone()
+                    };
+                    weights.insert(format!("{layer}.mlp.experts.{e}.{part}"), one);
+                }
+            }
+            _ => weights.insert(name, entry),
+        }
     }
 
     check_no_overlap(&mut spans, file)?;

@@ -73,6 +73,10 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
                 return Some(format!("model.layers.{layer}.mlp.gate_up_proj"));
             }
             let hf = match part {
+                "ffn_gate_inp" => "mlp.gate",
+                "ffn_gate_exps" => "mlp.experts.gate_proj",
+                "ffn_up_exps" => "mlp.experts.up_proj",
+                "ffn_down_exps" => "mlp.experts.down_proj",
                 "attn_norm" => "input_layernorm",
                 "attn_q" => "self_attn.q_proj",
                 "attn_k" => "self_attn.k_proj",
@@ -115,6 +119,10 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
                 return Some(format!("blk.{layer}.ffn_up"));
             }
             let g = match part {
+                "mlp.gate" => "ffn_gate_inp",
+                "mlp.experts.gate_proj" => "ffn_gate_exps",
+                "mlp.experts.up_proj" => "ffn_up_exps",
+                "mlp.experts.down_proj" => "ffn_down_exps",
                 "input_layernorm" => "attn_norm",
                 "self_attn.q_proj" => "attn_q",
                 "self_attn.k_proj" => "attn_k",

@@ -33,6 +33,7 @@ impl ModelConfig {
             "seed_oss" => Architecture::SeedOss,
             "arcee" => Architecture::Arcee,
             "hunyuan_v1_dense" => Architecture::HunyuanDense,
+            "qwen3_moe" => Architecture::Qwen3Moe,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -64,7 +65,10 @@ impl ModelConfig {
         let sliding = opt_usize("sliding_window");
         let gemma = architecture.is_gemma();
         let uses_sliding = match architecture {
-            Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3 => v
+            Architecture::Qwen2
+            | Architecture::Qwen3
+            | Architecture::Qwen3Moe
+            | Architecture::SmolLM3 => v
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
@@ -91,7 +95,10 @@ impl ModelConfig {
             (true, Some(w)) => {
                 if matches!(
                     architecture,
-                    Architecture::Qwen2 | Architecture::Qwen3 | Architecture::SmolLM3
+                    Architecture::Qwen2
+                        | Architecture::Qwen3
+                        | Architecture::Qwen3Moe
+                        | Architecture::SmolLM3
                 ) {
                     let first = qwen_first_sliding_layer(&v, num_layers, file)?;
                     if first < num_layers {
@@ -202,6 +209,7 @@ impl ModelConfig {
                 Architecture::Llama
                 | Architecture::Arcee
                 | Architecture::HunyuanDense
+                | Architecture::Qwen3Moe
                 | Architecture::Qwen3
                 | Architecture::Gemma2
                 | Architecture::Gemma3
@@ -283,6 +291,10 @@ impl ModelConfig {
             final_softcap,
             norm_gain_offset: if gemma { 1.0 } else { 0.0 },
             activation: activation(&v, file)?,
+            moe: match architecture {
+                Architecture::Qwen3Moe => Some(qwen3_moe(&v, num_layers, file)?),
+                _ => None,
+            },
             bos_token_id: v
                 .get("bos_token_id")
                 .and_then(Value::as_u64)
@@ -293,6 +305,34 @@ impl ModelConfig {
         cfg.validate(file)?;
         Ok(cfg)
     }
+}
+
+/// Qwen3 MoE's experts: on every layer (`decoder_sparse_step` 1 and no `mlp_only_layers`, as
+/// the released models have them; the others are refused by name).
+fn qwen3_moe(v: &Value, layers: usize, file: &str) -> Result<crate::Moe, ModelError> {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
+    let step = n("decoder_sparse_step").unwrap_or(1);
+    let dense = (v.get("mlp_only_layers").and_then(Value::as_array)).is_some_and(|a| !a.is_empty());
+    if step != 1 || dense {
+        return Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!(
+                "Qwen3 MoE with dense MLP layers (decoder_sparse_step {step}, mlp_only_layers) \
+                 among its {layers}"
+            ),
+        });
+    }
+    let need = |k: &str| n(k).ok_or_else(|| ModelError::config(file, format!("missing \"{k}\"")));
+    Ok(crate::Moe {
+        // Transformers 5 writes the released configs' `num_experts` under another name.
+        experts: n("num_local_experts").map_or_else(|| need("num_experts"), Ok)?,
+        experts_per_token: need("num_experts_per_tok")?,
+        intermediate_size: need("moe_intermediate_size")?,
+        normalize: v
+            .get("norm_topk_prob")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
 }
 
 /// `rms_norm_eps` where a config leaves it out: transformers' default for the architecture.

@@ -55,6 +55,17 @@ pub enum Op {
     GatedActivation,
     /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
     Activation,
+    /// A mixture of experts ([`crate::Moe`]) on the residual stream normalized with gain
+    /// `norm`: the router's logits (`router`, a row an expert), then each token's chosen
+    /// experts' gated MLPs (`gate_up`: every expert's gate, then every expert's up; `down`:
+    /// every expert's), their outputs weighted by the router and added into the residual
+    /// stream.
+    Experts {
+        norm: Tensor,
+        router: Tensor,
+        gate_up: Vec<Tensor>,
+        down: Vec<Tensor>,
+    },
 }
 
 impl Op {
@@ -76,6 +87,16 @@ impl Op {
             Op::Project { weight, .. } => vec![weight],
             Op::AddNormed { norm, .. } => vec![norm],
             Op::Attention | Op::GatedActivation | Op::Activation => Vec::new(),
+            Op::Experts {
+                norm,
+                router,
+                gate_up,
+                down,
+            } => [norm, router]
+                .into_iter()
+                .chain(gate_up)
+                .chain(down)
+                .collect(),
         }
     }
 
@@ -98,6 +119,7 @@ impl Op {
             Op::AddNormed { src, .. } => buf == Buf::Residual || buf == *src,
             Op::GatedActivation => buf == Buf::GateUp || buf == Buf::Act,
             Op::Activation => buf == Buf::Act,
+            Op::Experts { .. } => buf == Buf::Residual,
         }
     }
 }

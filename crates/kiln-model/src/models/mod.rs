@@ -21,6 +21,7 @@ mod olmo2;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3_moe;
 mod seed_oss;
 mod smollm3;
 
@@ -181,6 +182,7 @@ impl ModelTensors {
             Architecture::SeedOss => seed_oss::layer,
             Architecture::Arcee => arcee::layer,
             Architecture::HunyuanDense => hunyuan_dense::layer,
+            Architecture::Qwen3Moe => qwen3_moe::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -239,6 +241,7 @@ mod tests {
                 Op::AddNormed { src, .. } => format!("+norm {src:?}"),
                 Op::GatedActivation => "glu".into(),
                 Op::Activation => "act".into(),
+                Op::Experts { gate_up, .. } => format!("experts {}", gate_up.len() / 2),
             })
             .collect();
         (l, short.join(", "), total)

@@ -82,6 +82,14 @@ pub fn model_gguf(
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }
+    if let Some(m) = cfg.moe {
+        b.meta(&format!("{a}.expert_count"), u(m.experts))
+            .meta(&format!("{a}.expert_used_count"), u(m.experts_per_token))
+            .meta(
+                &format!("{a}.expert_feed_forward_length"),
+                u(m.intermediate_size),
+            );
+    }
     // As llama.cpp's converter, which writes no pattern for Gemma 2 (always every second
     // layer).
     if let Some(n) = cfg
@@ -164,7 +172,7 @@ pub fn model_gguf(
     if let Some(t) = &tok.chat_template {
         b.meta("tokenizer.chat_template", MetaValue::String(t.clone()));
     }
-    for t in tensors {
+    for t in &stack_experts(tensors) {
         let gname = hf_to_gguf_name(&t.name, cfg.architecture);
         let heads = match (cfg.architecture.gguf_permutes_qk(), &gname) {
             (true, n) if n.contains(".attn_q.") => Some(cfg.num_heads),
@@ -178,6 +186,33 @@ pub fn model_gguf(
         b.tensor(&gname, &t.shape, &data, stored_type(&t.shape, dtype));
     }
     b
+}
+
+/// `tensors` with each layer's experts' matrices of a kind stacked into one tensor of three
+/// dimensions (`mlp.experts.gate_proj.weight`: experts x rows x columns), in expert order, as
+/// llama.cpp's converter stacks them.
+fn stack_experts(tensors: &[NamedTensor]) -> Vec<NamedTensor> {
+    let mut out: Vec<NamedTensor> = Vec::new();
+    for t in tensors {
+        let Some((layer, rest)) = t.name.split_once(".mlp.experts.") else {
+            out.push(t.clone());
+            continue;
+        };
+        let (_, part) = rest.split_once('.').expect("experts.{e}.{part}");
+        let name = format!("{layer}.mlp.experts.{part}");
+        match out.iter_mut().find(|s| s.name == name) {
+            Some(s) => {
+                s.shape[0] += 1;
+                s.data.extend(&t.data);
+            }
+            None => out.push(NamedTensor {
+                name,
+                shape: [&[1], &t.shape[..]].concat(),
+                data: t.data.clone(),
+            }),
+        }
+    }
+    out
 }
 
 /// A RoPE scaling as llama.cpp's converter writes it: `rope.scaling.*` keys, LongRoPE's

@@ -115,12 +115,14 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::SeedOss => "SeedOssForCausalLM",
             Architecture::Arcee => "ArceeForCausalLM",
             Architecture::HunyuanDense => "HunYuanDenseV1ForCausalLM",
+            Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
             Architecture::Olmo2 if windowed => "olmo3",
             Architecture::Gemma3 => "gemma3_text",
             Architecture::HunyuanDense => "hunyuan_v1_dense",
+            Architecture::Qwen3Moe => "qwen3_moe",
             a => a.gguf_name(),
         },
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
@@ -195,6 +197,14 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         let d = mc.head_dim as f64;
         config["rope_theta"] = json!(mc.rope_theta as f64 / HUNYUAN_ALPHA.powf(d / (d - 2.0)));
         config["rope_scaling"] = json!({"type": "dynamic", "alpha": HUNYUAN_ALPHA, "factor": 1.0});
+    }
+    if let Some(m) = mc.moe {
+        config["num_experts"] = json!(m.experts);
+        config["num_experts_per_tok"] = json!(m.experts_per_token);
+        config["moe_intermediate_size"] = json!(m.intermediate_size);
+        config["norm_topk_prob"] = json!(m.normalize);
+        config["decoder_sparse_step"] = json!(1);
+        config["mlp_only_layers"] = json!([]);
     }
     if mc.architecture == Architecture::SeedOss {
         config["attention_out_bias"] = json!(false);

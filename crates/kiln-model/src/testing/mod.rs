@@ -279,6 +279,15 @@ impl TinyConfig {
         }
     }
 
+    /// Qwen3 MoE: Qwen3's attention and 5 experts of 64 a layer, 2 a token, their weights
+    /// renormalized.
+    pub fn qwen3_moe() -> Self {
+        TinyConfig {
+            architecture: Architecture::Qwen3Moe,
+            ..Self::qwen3()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -375,6 +384,12 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
+            moe: (self.architecture == Architecture::Qwen3Moe).then_some(crate::Moe {
+                experts: 5,
+                experts_per_token: 2,
+                intermediate_size: 64,
+                normalize: true,
+            }),
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee => Activation::Relu2,

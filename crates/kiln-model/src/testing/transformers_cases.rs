@@ -100,6 +100,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("seed-oss-biases", TinyConfig::seed_oss()),
         ("arcee-relu2", TinyConfig::arcee()),
         ("hunyuan-dense-norm-after-rope", TinyConfig::hunyuan_dense()),
+        ("qwen3-moe", TinyConfig::qwen3_moe()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (

@@ -1,0 +1,165 @@
+//! A mixture of experts' launches: the router's choice of experts for each token
+//! (`shaders/moe_route.wgsl`), and the products with the chosen experts' stacked matrices
+//! (`shaders/moe_matvec.wgsl`, compiled for the matrix's format with the shared epilogue):
+//! gate and up into each token's chosen experts' activations, then down, weighted and summed
+//! into the residual stream.
+
+use bytemuck::{Pod, Zeroable};
+
+use kiln_model::{Activation, Moe};
+
+use super::matmul::{ACCUMULATE, GELU, NORM, PAIRS, Params};
+use crate::kernels::PairEpilogue;
+use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
+
+/// Outputs per workgroup of `moe_matvec.wgsl` (16 invocations of 4).
+const OUTPUTS: u32 = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct RouteParams {
+    experts: u32,
+    slots: u32,
+    normalize: u32,
+    pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Route {
+    slots: u32,
+    summed: u32,
+    pad: [u32; 2],
+}
+
+/// The step's routing: each token's chosen experts and their weights.
+pub struct Routing<'a> {
+    pub ids: &'a wgpu::Buffer,
+    pub weights: &'a wgpu::Buffer,
+}
+
+/// Each token's experts and weights from its router `logits` (tokens x experts).
+pub fn moe_route(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    step: &wgpu::Buffer,
+    moe: &Moe,
+    logits: &wgpu::Buffer,
+    r: &Routing,
+) -> Launch {
+    let p = super::params(
+        ctx,
+        "moe_route",
+        &RouteParams {
+            experts: moe.experts as u32,
+            slots: moe.experts_per_token as u32,
+            normalize: moe.normalize as u32,
+            pad: 0,
+        },
+    );
+    Launch::new(
+        &ctx.device,
+        kernels.get("moe_route"),
+        &[step, &p, logits, r.ids, r.weights],
+        Grid::Tokens { per: 64, y: 1 },
+    )
+}
+
+/// What one product with the experts' matrices reads and writes.
+pub struct ExpertProduct<'a> {
+    /// Gate and up: the residual stream, normalized with this gain. Down: the activations.
+    pub x: &'a wgpu::Buffer,
+    pub norm: Option<(&'a wgpu::Buffer, f32)>,
+    /// Every expert's matrix, `rows_per_expert` rows each, in one chunk.
+    pub w: &'a GpuMatrix,
+    pub rows_per_expert: usize,
+    pub y: &'a wgpu::Buffer,
+    /// Gate and up (interleaved pairs, [`GpuMatrix::paired`]) made the gated activation, a
+    /// row of `y` for each token's expert; else (down) the weighted sum added into each
+    /// token's row.
+    pub glu: Option<Activation>,
+}
+
+/// The product's launch for the tokens' `slots` experts each.
+pub fn expert_matvec(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    step: &wgpu::Buffer,
+    slots: usize,
+    r: &Routing,
+    a: ExpertProduct,
+) -> Result<Launch, GpuError> {
+    let refuse = |detail: String| {
+        Err(GpuError::Shape {
+            op: "moe_matvec",
+            detail,
+        })
+    };
+    let [chunk] = &a.w.chunks[..] else {
+        return refuse(format!(
+            "the experts' matrix ({} x {}) is split over {} buffers: kiln binds it whole",
+            a.w.rows,
+            a.w.cols,
+            a.w.chunks.len()
+        ));
+    };
+    if !a.w.cols.is_multiple_of(8) || !a.w.rows.is_multiple_of(a.rows_per_expert) {
+        return refuse(format!(
+            "{} x {} is not experts of {} rows of a multiple of 8 columns",
+            a.w.rows, a.w.cols, a.rows_per_expert
+        ));
+    }
+    if a.glu.is_some() && !a.w.paired {
+        return refuse("gate and up stored in different formats".into());
+    }
+    let n = a.rows_per_expert as u32;
+    let flags = a.norm.map_or(0, |_| NORM)
+        | match a.glu {
+            Some(Activation::GeluTanh) => PAIRS | GELU,
+            Some(_) => PAIRS,
+            None => ACCUMULATE,
+        };
+    let p = super::params(
+        ctx,
+        "moe_matvec",
+        &Params {
+            k: a.w.cols as u32,
+            n,
+            out_offset: 0,
+            ldy: if a.glu.is_some() { n / 2 } else { n },
+            flags,
+            eps: a.norm.map_or(0.0, |n| n.1),
+            so: chunk.scale_offset,
+            factor: 1.0,
+        },
+    );
+    let route = ctx.uniform_init(
+        "moe route",
+        bytemuck::bytes_of(&Route {
+            slots: slots as u32,
+            summed: a.glu.is_none() as u32,
+            pad: [0; 2],
+        }),
+    );
+    let no_bias = ctx.placeholder(16);
+    let kernel = kernels.get_matrix("moe_matvec", chunk.format, PairEpilogue::Glu, &[]);
+    let gain = a.norm.map_or(&no_bias, |n| n.0);
+    let buffers = [
+        step,
+        &p,
+        a.x,
+        &chunk.buffer,
+        &no_bias,
+        a.y,
+        gain,
+        &route,
+        r.ids,
+        r.weights,
+    ];
+    let z = if a.glu.is_some() { slots as u32 } else { 1 };
+    let grid = Grid::TokensZ {
+        y: n.div_ceil(OUTPUTS),
+        z,
+    };
+    Ok(Launch::new(&ctx.device, kernel, &buffers, grid))
+}

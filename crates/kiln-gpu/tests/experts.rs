@@ -1,0 +1,193 @@
+//! A mixture of experts' launches against the CPU: the router's choice and weights
+//! (`moe_route.wgsl`, ties included), and the products with the chosen experts' matrices
+//! (`moe_matvec.wgsl`): gate and up with the RMSNorm and the gated activation into a row
+//! for each token's expert, and down weighted and summed into the residual, for float and
+//! quantized matrices, at awkward token counts.
+
+mod common;
+
+use common::*;
+use kiln_gpu::ops::{self, ExpertProduct, Routing};
+use kiln_gpu::reference;
+use kiln_gpu::{GpuMatrix, HostMatrix, Kernels, WeightFormat};
+use kiln_model::testing::quantize;
+use kiln_model::{Activation, Moe};
+
+fn host(format: WeightFormat, w: &[f32], rows: usize, cols: usize) -> HostMatrix {
+    match format {
+        WeightFormat::F16 => HostMatrix::from_f32(w, rows, cols),
+        f => HostMatrix::from_stored(f.dtype(), quantize(f.dtype(), w), rows, cols).unwrap(),
+    }
+}
+
+#[test]
+fn router_chooses_as_the_cpu_does() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(41);
+    let (t, experts) = (13, 7);
+    let mut logits = randn(&mut r, t * experts, 2.0);
+    // Ties: token 0's experts 2 and 5, token 1's all equal.
+    logits[5] = logits[2];
+    logits[experts..2 * experts].fill(0.5);
+    for (slots, normalize) in [(3, true), (3, false), (1, true), (7, false)] {
+        let moe = Moe {
+            experts,
+            experts_per_token: slots,
+            intermediate_size: 8,
+            normalize,
+        };
+        let (lb, ids, weights) = (
+            buf_f32(&ctx, &logits),
+            ctx.storage("ids", (t * slots * 4) as u64),
+            ctx.storage("weights", (t * slots * 4) as u64),
+        );
+        let step = step_buffer(&ctx, t as u32, 1, 0);
+        let routing = Routing {
+            ids: &ids,
+            weights: &weights,
+        };
+        let l = ops::moe_route(&ctx, &k, &step, &moe, &lb, &routing);
+        run_launches(&ctx, &[&l], t as u32, 0);
+        let (got_ids, got_w) = (
+            read_u32(&ctx, &ids, t * slots),
+            read_f32(&ctx, &weights, t * slots),
+        );
+        let want: Vec<(usize, f32)> = (0..t)
+            .flat_map(|i| reference::route(&logits[i * experts..][..experts], &moe))
+            .collect();
+        let want_ids: Vec<u32> = want.iter().map(|w| w.0 as u32).collect();
+        let want_w: Vec<f32> = want.iter().map(|w| w.1).collect();
+        assert_eq!(got_ids, want_ids, "{slots} slots, normalize {normalize}");
+        assert_close("route weights", &got_w, &want_w, 1e-6, 1e-5);
+    }
+}
+
+/// Gate/up then down through the chosen experts, for every token count and format, against
+/// `act(rmsnorm(x) . gate_e) * (rmsnorm(x) . up_e)` and the weighted sum of `down_e . a`.
+#[test]
+fn expert_products_match_the_cpu() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(42);
+    let (experts, slots) = (5, 2);
+    let mut checked = 0;
+    // Widths of a multiple of 8 for float matrices; of 256 for the K-quants' blocks.
+    for (format, hidden, inter) in [
+        (WeightFormat::F16, 72, 40),
+        (WeightFormat::Q8_0, 96, 64),
+        (WeightFormat::Q4_1, 64, 32),
+        (WeightFormat::Q4_K, 256, 256),
+        (WeightFormat::Q6_K, 256, 256),
+    ] {
+        let gain = randn(&mut r, hidden, 1.0);
+        let gain_b = buf_f32(&ctx, &gain);
+        let gate_up = [
+            host(
+                format,
+                &randn(&mut r, experts * inter * hidden, 0.5),
+                experts * inter,
+                hidden,
+            ),
+            host(
+                format,
+                &randn(&mut r, experts * inter * hidden, 0.5),
+                experts * inter,
+                hidden,
+            ),
+        ];
+        let paired = HostMatrix::paired(&gate_up).expect("one format");
+        let mut gu = GpuMatrix::upload_host(&ctx, "gate_up", &paired).unwrap();
+        gu.paired = true;
+        let (g, u) = (gate_up[0].to_f32(), gate_up[1].to_f32());
+        let down_h = host(
+            format,
+            &randn(&mut r, experts * hidden * inter, 0.5),
+            experts * hidden,
+            inter,
+        );
+        let dw = GpuMatrix::upload_host(&ctx, "down", &down_h).unwrap();
+        let d = down_h.to_f32();
+        for t in [1usize, 3, 17] {
+            let x = randn(&mut r, t * hidden, 2.0);
+            let residual = randn(&mut r, t * hidden, 1.0);
+            // Each token's experts, distinct, and weights.
+            let ids: Vec<u32> = (0..t)
+                .flat_map(|i| [(i % experts) as u32, ((i + 2) % experts) as u32])
+                .collect();
+            let weights: Vec<f32> = (0..t * slots).map(|i| 0.3 + 0.1 * (i % 4) as f32).collect();
+            let (xb, idb, wb) = (
+                buf_f32(&ctx, &x),
+                buf_u32(&ctx, &ids),
+                buf_f32(&ctx, &weights),
+            );
+            let act = ctx.storage("act", (t * slots * inter * 4) as u64);
+            let yb = buf_f32(&ctx, &residual);
+            let step = step_buffer(&ctx, t as u32, 1, 0);
+            let routing = Routing {
+                ids: &idb,
+                weights: &wb,
+            };
+            let up = ops::expert_matvec(
+                &ctx,
+                &k,
+                &step,
+                slots,
+                &routing,
+                ExpertProduct {
+                    x: &xb,
+                    norm: Some((&gain_b, 1e-5)),
+                    w: &gu,
+                    rows_per_expert: 2 * inter,
+                    y: &act,
+                    glu: Some(Activation::Silu),
+                },
+            )
+            .unwrap();
+            let down = ops::expert_matvec(
+                &ctx,
+                &k,
+                &step,
+                slots,
+                &routing,
+                ExpertProduct {
+                    x: &act,
+                    norm: None,
+                    w: &dw,
+                    rows_per_expert: hidden,
+                    y: &yb,
+                    glu: None,
+                },
+            )
+            .unwrap();
+            run_launches(&ctx, &[&up, &down], t as u32, 0);
+            let mut want_act = Vec::new();
+            let mut want_y = residual.clone();
+            for i in 0..t {
+                let xn = reference::rmsnorm(&x[i * hidden..][..hidden], &gain, 1e-5);
+                for j in 0..slots {
+                    let e = ids[i * slots + j] as usize;
+                    let gate = reference::matvec(&g[e * inter * hidden..][..inter * hidden], &xn);
+                    let upv = reference::matvec(&u[e * inter * hidden..][..inter * hidden], &xn);
+                    let a: Vec<f32> = (gate.iter().zip(&upv))
+                        .map(|(&g, &u)| {
+                            (reference::activation(Activation::Silu, g as f64) * u as f64) as f32
+                        })
+                        .collect();
+                    let y = reference::matvec(&d[e * hidden * inter..][..hidden * inter], &a);
+                    let w = weights[i * slots + j];
+                    (want_y[i * hidden..][..hidden].iter_mut().zip(y))
+                        .for_each(|(o, y)| *o += w * y);
+                    want_act.extend(a);
+                }
+            }
+            let what = format!("{format:?} tokens={t}");
+            let got_act = read_f32(&ctx, &act, want_act.len());
+            assert_close(&format!("{what} gate/up"), &got_act, &want_act, 1e-4, 1e-4);
+            let got_y = read_f32(&ctx, &yb, want_y.len());
+            assert_close(&format!("{what} down"), &got_y, &want_y, 1e-3, 1e-4);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 15);
+}

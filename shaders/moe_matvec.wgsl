@@ -1,0 +1,87 @@
+// Products with a mixture's experts: each token's rows through the experts its router chose
+// (moe_route.wgsl), the experts' matrices stacked by rows, p.n rows an expert (same contract
+// as matmul.wgsl otherwise: the RMSNorm gain multiplying x in registers, the shared epilogue).
+//   route.summed 0 (gate/up): y[t * slots + j, n] = s * sum_k x[t, k] * w[e * p.n + n, k],
+//     e = ids[t * slots + j]: each chosen expert's outputs in a row of their own;
+//   route.summed 1 (down): y[t, n] (+)= sum_j weights[t * slots + j] *
+//     sum_k x[t * slots + j, k] * w[e * p.n + n, k]: the chosen experts' outputs weighted and
+//     summed into the token's row (a residual adds them).
+// Each invocation owns OUTS consecutive outputs and walks their weight rows 8 weights at a
+// time, as matvec_rowwise.wgsl does; every expert's matrix is read only for the tokens that
+// chose it. Needs K % 8 == 0.
+// Grid: (tokens, ceil(p.n / (16 * OUTS)), slots, or 1 when summed), 16 invocations a workgroup.
+
+// bindings 0, 1, 4, 5 (step, p, bias, y) and their structs: matmul_epilogue.wgsl, appended
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;    // (rows, K / 4)
+// binding 3: the weights `w` (experts * p.n, K), declared by the format file the loader appends
+@group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
+
+struct Route { slots: u32, summed: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(7) var<uniform> route: Route;
+@group(0) @binding(8) var<storage, read> expert_ids: array<u32>;     // (tokens, slots)
+@group(0) @binding(9) var<storage, read> expert_weights: array<f32>; // (tokens, slots)
+
+const OUTS: u32 = 4u;
+
+@compute @workgroup_size(16)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = wg.x;
+    let n0 = (wg.y * 16u + lid.x) * OUTS;
+    if (t >= step.num_tokens || n0 >= p.n) {
+        return;
+    }
+    let norm = (p.flags & 1u) != 0u;
+    let summed = route.summed != 0u;
+    var total: array<f32, OUTS>;
+    for (var o = 0u; o < OUTS; o++) {
+        total[o] = 0.0;
+    }
+    let k8 = p.k / 8u;
+    for (var i = 0u; i < select(1u, route.slots, summed); i++) {
+        let pair = t * route.slots + select(wg.z, i, summed);
+        let e = expert_ids[pair];
+        let xbase = select(t, pair, summed) * (p.k / 4u);
+        // Rows past the expert's repeat its last one; their results are not written.
+        var wrow: array<u32, OUTS>;
+        var acc: array<f32, OUTS>;
+        for (var o = 0u; o < OUTS; o++) {
+            wrow[o] = e * p.n + min(n0 + o, p.n - 1u);
+            acc[o] = 0.0;
+        }
+        var ss = 0.0;
+        for (var c = 0u; c < k8; c++) {
+            var x0 = x[xbase + 2u * c];
+            var x1 = x[xbase + 2u * c + 1u];
+            if (norm) {
+                ss += dot(x0, x0) + dot(x1, x1);
+                x0 *= gain[2u * c];
+                x1 *= gain[2u * c + 1u];
+            }
+            for (var o = 0u; o < OUTS; o++) {
+                let q = w_octet(wrow[o], c, p.k, p.so);
+                acc[o] += dot(x0, q.a) + dot(x1, q.b);
+            }
+        }
+        var s = 1.0;
+        if (norm) {
+            s = inverseSqrt(ss / f32(p.k) + p.eps);
+        }
+        if (summed) {
+            s *= expert_weights[pair];
+        }
+        for (var o = 0u; o < OUTS; o++) {
+            total[o] += acc[o] * s;
+        }
+    }
+    let row = select(t * route.slots + wg.z, t, summed);
+    if (paired()) {
+        // p.n is even, so a pair is whole when its first output is in range.
+        for (var o = 0u; o < OUTS && n0 + o < p.n; o += 2u) {
+            store_pair(row, n0 + o, total[o], total[o + 1u]);
+        }
+        return;
+    }
+    for (var o = 0u; o < OUTS && n0 + o < p.n; o++) {
+        store(row, n0 + o, total[o]);
+    }
+}
