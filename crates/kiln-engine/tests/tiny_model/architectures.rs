@@ -1,7 +1,7 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
 //! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
-//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Llama 3.2's RoPE scaling and Mistral's window.
+//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -371,6 +371,16 @@ fn logits_match_cpu_reference_qwen3_moe() {
             f.contains("mixture of experts: 5 experts of 64, 2 a token"),
             "{f}"
         );
+    });
+}
+
+/// Mixtral: 4 experts of the MLP's size, 2 a token, under Mixtral's names (`w1`, `w3`, `w2`);
+/// as GGUF, a `llama` file with experts (q and k permuted as Llama's).
+#[test]
+fn logits_match_cpu_reference_mixtral() {
+    check_folder_and_gguf("mixtral", &TinyConfig::mixtral(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Mixtral);
+        assert_eq!(c.moe.map(|m| m.experts), Some(4));
     });
 }
 

@@ -63,6 +63,9 @@ pub enum Architecture {
     /// and in place of its MLP a router choosing experts, each a gated MLP of its own, for
     /// every token ([`Moe`]; `models::qwen3_moe`).
     Qwen3Moe,
+    /// Mixtral: Mistral's attention and a mixture of experts in place of its MLP (GGUF: a
+    /// `llama` file with experts; `models::mixtral`).
+    Mixtral,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
@@ -107,6 +110,7 @@ impl Architecture {
             Architecture::Arcee => "arcee",
             Architecture::HunyuanDense => "hunyuan-dense",
             Architecture::Qwen3Moe => "qwen3moe",
+            Architecture::Mixtral => "llama",
         }
     }
 
@@ -119,6 +123,7 @@ impl Architecture {
                 | Architecture::SmolLM3
                 | Architecture::Granite
                 | Architecture::Arcee
+                | Architecture::Mixtral
         )
     }
 
@@ -301,7 +306,11 @@ impl ModelConfig {
                 ),
             });
         }
-        if (self.architecture == Architecture::Qwen3Moe) != self.moe.is_some() {
+        let experts = matches!(
+            self.architecture,
+            Architecture::Qwen3Moe | Architecture::Mixtral
+        );
+        if experts != self.moe.is_some() {
             return bad(format!(
                 "{} with experts {:?}",
                 self.architecture.gguf_name(),

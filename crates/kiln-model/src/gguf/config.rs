@@ -45,7 +45,10 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
     let arch = meta
         .str("general.architecture")
         .unwrap_or("<missing general.architecture>");
+    let experts = meta.usize(&format!("{arch}.expert_count")).unwrap_or(0);
     let a = match arch {
+        // llama.cpp writes Mixtral as Llama with experts.
+        "llama" if experts > 0 => Architecture::Mixtral,
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
         "qwen3" => Architecture::Qwen3,
@@ -262,12 +265,16 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
-        // llama.cpp's Qwen3 MoE graph renormalizes the chosen experts' weights.
+        // llama.cpp's Qwen3 MoE and Mixtral graphs renormalize the chosen experts' weights.
         moe: match architecture {
-            Architecture::Qwen3Moe => Some(crate::Moe {
+            Architecture::Qwen3Moe | Architecture::Mixtral => Some(crate::Moe {
                 experts: meta.req_usize(&format!("{a}.expert_count"))?,
                 experts_per_token: meta.req_usize(&format!("{a}.expert_used_count"))?,
-                intermediate_size: meta.req_usize(&format!("{a}.expert_feed_forward_length"))?,
+                // Mixtral's experts are its MLP's size.
+                intermediate_size: match architecture {
+                    Architecture::Mixtral => meta.req_usize(&format!("{a}.feed_forward_length"))?,
+                    _ => meta.req_usize(&format!("{a}.expert_feed_forward_length"))?,
+                },
                 normalize: true,
             }),
             _ => None,

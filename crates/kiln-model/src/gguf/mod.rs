@@ -180,7 +180,7 @@ pub(crate) fn index_tensors(
         };
         // A stack of experts' matrices (`ffn_gate_exps`: experts x rows x columns) is read
         // as each expert's matrix, under Hugging Face's per-expert names.
-        match name.split_once(".mlp.experts.") {
+        match name.split_once(".experts.") {
             Some((layer, part)) if entry.shape.len() == 3 => {
                 let (experts, per) = (entry.shape[0], entry.len / entry.shape[0].max(1));
                 for e in 0..experts {
@@ -190,7 +190,7 @@ pub(crate) fn index_tensors(
                         shape: entry.shape[1..].to_vec(),
                         ..entry.clone()
                     };
-                    weights.insert(format!("{layer}.mlp.experts.{e}.{part}"), one);
+                    weights.insert(format!("{layer}.experts.{e}.{part}"), one);
                 }
             }
             _ => weights.insert(name, entry),

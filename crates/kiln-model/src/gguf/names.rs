@@ -33,9 +33,18 @@ const HUNYUAN_NORMS: &[(&str, &str)] = &[
     ("attn_k_norm", "self_attn.key_layernorm"),
 ];
 
-/// The (GGUF, HF) names of `arch`'s norms that differ from Llama's.
-fn norm_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
+/// Mixtral's router and experts, under Hugging Face's names for them.
+const MIXTRAL_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_inp", "block_sparse_moe.gate"),
+    ("ffn_gate_exps", "block_sparse_moe.experts.w1"),
+    ("ffn_up_exps", "block_sparse_moe.experts.w3"),
+    ("ffn_down_exps", "block_sparse_moe.experts.w2"),
+];
+
+/// The (GGUF, HF) names of `arch`'s tensors that differ from Llama's (mostly norms).
+fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
     match arch {
+        Architecture::Mixtral => MIXTRAL_NAMES,
         Architecture::Gemma2
         | Architecture::Gemma3
         | Architecture::Olmo2
@@ -66,7 +75,7 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
         _ => base.strip_prefix("blk.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
             layer.parse::<usize>().ok()?;
-            if let Some((_, hf)) = norm_names(arch).iter().find(|(g, _)| *g == part) {
+            if let Some((_, hf)) = arch_names(arch).iter().find(|(g, _)| *g == part) {
                 return Some(format!("model.layers.{layer}.{hf}"));
             }
             if fused_gate_up(arch) && part == "ffn_up" {
@@ -112,7 +121,7 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
         "lm_head" => Some("output".to_string()),
         _ => base.strip_prefix("model.layers.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
-            if let Some((g, _)) = norm_names(arch).iter().find(|(_, hf)| *hf == part) {
+            if let Some((g, _)) = arch_names(arch).iter().find(|(_, hf)| *hf == part) {
                 return Some(format!("blk.{layer}.{g}"));
             }
             if fused_gate_up(arch) && part == "mlp.gate_up_proj" {

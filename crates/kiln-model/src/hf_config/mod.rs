@@ -34,6 +34,7 @@ impl ModelConfig {
             "arcee" => Architecture::Arcee,
             "hunyuan_v1_dense" => Architecture::HunyuanDense,
             "qwen3_moe" => Architecture::Qwen3Moe,
+            "mixtral" => Architecture::Mixtral,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -78,6 +79,7 @@ impl ModelConfig {
             | Architecture::SeedOss
             | Architecture::HunyuanDense => false,
             Architecture::Llama
+            | Architecture::Mixtral
             | Architecture::Arcee
             | Architecture::Exaone4
             | Architecture::Gemma2
@@ -207,6 +209,7 @@ impl ModelConfig {
             attention_bias: match architecture {
                 Architecture::Qwen2 => true,
                 Architecture::Llama
+                | Architecture::Mixtral
                 | Architecture::Arcee
                 | Architecture::HunyuanDense
                 | Architecture::Qwen3Moe
@@ -293,6 +296,14 @@ impl ModelConfig {
             activation: activation(&v, file)?,
             moe: match architecture {
                 Architecture::Qwen3Moe => Some(qwen3_moe(&v, num_layers, file)?),
+                // Mixtral's experts are its MLP's size, their weights the softmax of the
+                // chosen logits.
+                Architecture::Mixtral => Some(crate::Moe {
+                    experts: req("num_local_experts")?,
+                    experts_per_token: req("num_experts_per_tok")?,
+                    intermediate_size: req("intermediate_size")?,
+                    normalize: true,
+                }),
                 _ => None,
             },
             bos_token_id: v

@@ -17,6 +17,7 @@ mod granite;
 mod hunyuan_dense;
 mod layer;
 mod llama;
+mod mixtral;
 mod olmo2;
 mod phi3;
 mod qwen2;
@@ -183,6 +184,7 @@ impl ModelTensors {
             Architecture::Arcee => arcee::layer,
             Architecture::HunyuanDense => hunyuan_dense::layer,
             Architecture::Qwen3Moe => qwen3_moe::layer,
+            Architecture::Mixtral => mixtral::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -194,12 +194,12 @@ pub fn model_gguf(
 fn stack_experts(tensors: &[NamedTensor]) -> Vec<NamedTensor> {
     let mut out: Vec<NamedTensor> = Vec::new();
     for t in tensors {
-        let Some((layer, rest)) = t.name.split_once(".mlp.experts.") else {
+        let Some((layer, rest)) = t.name.split_once(".experts.") else {
             out.push(t.clone());
             continue;
         };
         let (_, part) = rest.split_once('.').expect("experts.{e}.{part}");
-        let name = format!("{layer}.mlp.experts.{part}");
+        let name = format!("{layer}.experts.{part}");
         match out.iter_mut().find(|s| s.name == name) {
             Some(s) => {
                 s.shape[0] += 1;

@@ -116,6 +116,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Arcee => "ArceeForCausalLM",
             Architecture::HunyuanDense => "HunYuanDenseV1ForCausalLM",
             Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Architecture::Mixtral => "MixtralForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -123,6 +124,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Gemma3 => "gemma3_text",
             Architecture::HunyuanDense => "hunyuan_v1_dense",
             Architecture::Qwen3Moe => "qwen3_moe",
+            Architecture::Mixtral => "mixtral",
             a => a.gguf_name(),
         },
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
@@ -198,7 +200,10 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["rope_theta"] = json!(mc.rope_theta as f64 / HUNYUAN_ALPHA.powf(d / (d - 2.0)));
         config["rope_scaling"] = json!({"type": "dynamic", "alpha": HUNYUAN_ALPHA, "factor": 1.0});
     }
-    if let Some(m) = mc.moe {
+    if let (Architecture::Mixtral, Some(m)) = (mc.architecture, mc.moe) {
+        config["num_local_experts"] = json!(m.experts);
+        config["num_experts_per_tok"] = json!(m.experts_per_token);
+    } else if let Some(m) = mc.moe {
         config["num_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);
         config["moe_intermediate_size"] = json!(m.intermediate_size);

@@ -288,6 +288,14 @@ impl TinyConfig {
         }
     }
 
+    /// Mixtral: Llama's attention and 4 experts of the MLP's size a layer, 2 a token.
+    pub fn mixtral() -> Self {
+        TinyConfig {
+            architecture: Architecture::Mixtral,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -384,12 +392,21 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
-            moe: (self.architecture == Architecture::Qwen3Moe).then_some(crate::Moe {
-                experts: 5,
-                experts_per_token: 2,
-                intermediate_size: 64,
-                normalize: true,
-            }),
+            moe: match self.architecture {
+                Architecture::Qwen3Moe => Some(crate::Moe {
+                    experts: 5,
+                    experts_per_token: 2,
+                    intermediate_size: 64,
+                    normalize: true,
+                }),
+                Architecture::Mixtral => Some(crate::Moe {
+                    experts: 4,
+                    experts_per_token: 2,
+                    intermediate_size: self.intermediate_size,
+                    normalize: true,
+                }),
+                _ => None,
+            },
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee => Activation::Relu2,

@@ -101,6 +101,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("arcee-relu2", TinyConfig::arcee()),
         ("hunyuan-dense-norm-after-rope", TinyConfig::hunyuan_dense()),
         ("qwen3-moe", TinyConfig::qwen3_moe()),
+        ("mixtral", TinyConfig::mixtral()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
