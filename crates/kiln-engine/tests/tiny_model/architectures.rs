@@ -1,7 +1,7 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
 //! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
-//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, Llama 3.2's RoPE scaling and Mistral's window.
+//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -381,6 +381,15 @@ fn logits_match_cpu_reference_mixtral() {
     check_folder_and_gguf("mixtral", &TinyConfig::mixtral(), |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::Mixtral);
         assert_eq!(c.moe.map(|m| m.experts), Some(4));
+    });
+}
+
+/// OLMoE: q and k normalized whole, 6 experts, 3 a token, their weights not renormalized.
+#[test]
+fn logits_match_cpu_reference_olmoe() {
+    check_folder_and_gguf("olmoe", &TinyConfig::olmoe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Olmoe);
+        assert_eq!(c.moe.map(|m| m.normalize), Some(false));
     });
 }
 

@@ -66,6 +66,10 @@ pub enum Architecture {
     /// Mixtral: Mistral's attention and a mixture of experts in place of its MLP (GGUF: a
     /// `llama` file with experts; `models::mixtral`).
     Mixtral,
+    /// OLMoE: Llama's layer with q and k each RMS-normalized whole (as OLMo 2's), and a
+    /// mixture of experts in place of its MLP, their weights not renormalized
+    /// (`models::olmoe`).
+    Olmoe,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
@@ -111,6 +115,7 @@ impl Architecture {
             Architecture::HunyuanDense => "hunyuan-dense",
             Architecture::Qwen3Moe => "qwen3moe",
             Architecture::Mixtral => "llama",
+            Architecture::Olmoe => "olmoe",
         }
     }
 
@@ -308,7 +313,7 @@ impl ModelConfig {
         }
         let experts = matches!(
             self.architecture,
-            Architecture::Qwen3Moe | Architecture::Mixtral
+            Architecture::Qwen3Moe | Architecture::Mixtral | Architecture::Olmoe
         );
         if experts != self.moe.is_some() {
             return bad(format!(

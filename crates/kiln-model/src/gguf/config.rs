@@ -65,6 +65,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "arcee" => Architecture::Arcee,
         "hunyuan-dense" => Architecture::HunyuanDense,
         "qwen3moe" => Architecture::Qwen3Moe,
+        "olmoe" => Architecture::Olmoe,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -267,16 +268,21 @@ pub(crate) fn config_from_meta(
         norm_gain_offset: 0.0,
         // llama.cpp's Qwen3 MoE and Mixtral graphs renormalize the chosen experts' weights.
         moe: match architecture {
-            Architecture::Qwen3Moe | Architecture::Mixtral => Some(crate::Moe {
-                experts: meta.req_usize(&format!("{a}.expert_count"))?,
-                experts_per_token: meta.req_usize(&format!("{a}.expert_used_count"))?,
-                // Mixtral's experts are its MLP's size.
-                intermediate_size: match architecture {
-                    Architecture::Mixtral => meta.req_usize(&format!("{a}.feed_forward_length"))?,
-                    _ => meta.req_usize(&format!("{a}.expert_feed_forward_length"))?,
-                },
-                normalize: true,
-            }),
+            Architecture::Qwen3Moe | Architecture::Mixtral | Architecture::Olmoe => {
+                Some(crate::Moe {
+                    experts: meta.req_usize(&format!("{a}.expert_count"))?,
+                    experts_per_token: meta.req_usize(&format!("{a}.expert_used_count"))?,
+                    // Mixtral's experts are its MLP's size.
+                    intermediate_size: match architecture {
+                        Architecture::Mixtral | Architecture::Olmoe => {
+                            meta.req_usize(&format!("{a}.feed_forward_length"))?
+                        }
+                        _ => meta.req_usize(&format!("{a}.expert_feed_forward_length"))?,
+                    },
+                    // OLMoE's graph weighs the chosen experts by their share of all of them.
+                    normalize: architecture != Architecture::Olmoe,
+                })
+            }
             _ => None,
         },
         activation: match architecture {

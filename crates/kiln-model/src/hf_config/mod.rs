@@ -35,6 +35,7 @@ impl ModelConfig {
             "hunyuan_v1_dense" => Architecture::HunyuanDense,
             "qwen3_moe" => Architecture::Qwen3Moe,
             "mixtral" => Architecture::Mixtral,
+            "olmoe" => Architecture::Olmoe,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -77,7 +78,8 @@ impl ModelConfig {
             Architecture::Glm4
             | Architecture::Ernie45
             | Architecture::SeedOss
-            | Architecture::HunyuanDense => false,
+            | Architecture::HunyuanDense
+            | Architecture::Olmoe => false,
             Architecture::Llama
             | Architecture::Mixtral
             | Architecture::Arcee
@@ -148,6 +150,13 @@ impl ModelConfig {
                 });
             }
         };
+        // OLMoE's clipping of q, k and v, which kiln does not run.
+        if v.get("clip_qkv").is_some_and(|c| !c.is_null()) {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: format!("clip_qkv (q, k and v clipped) on {model_type}"),
+            });
+        }
         // Biases on o_proj or the MLP (Llama's and Seed-OSS's flags): no kiln kernel adds them.
         for key in ["mlp_bias", "attention_out_bias"] {
             if v.get(key).and_then(Value::as_bool) == Some(true) {
@@ -210,6 +219,7 @@ impl ModelConfig {
                 Architecture::Qwen2 => true,
                 Architecture::Llama
                 | Architecture::Mixtral
+                | Architecture::Olmoe
                 | Architecture::Arcee
                 | Architecture::HunyuanDense
                 | Architecture::Qwen3Moe
@@ -304,6 +314,17 @@ impl ModelConfig {
                     intermediate_size: req("intermediate_size")?,
                     normalize: true,
                 }),
+                // OLMoE's experts are its MLP's size too.
+                Architecture::Olmoe => Some(crate::Moe {
+                    experts: opt_usize("num_local_experts")
+                        .map_or_else(|| req("num_experts"), Ok)?,
+                    experts_per_token: req("num_experts_per_tok")?,
+                    intermediate_size: req("intermediate_size")?,
+                    normalize: v
+                        .get("norm_topk_prob")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                }),
                 _ => None,
             },
             bos_token_id: v
@@ -354,6 +375,7 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Exaone4
         | Architecture::Ernie45
         | Architecture::Arcee
+        | Architecture::Olmoe
         | Architecture::HunyuanDense => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,

@@ -19,6 +19,7 @@ mod layer;
 mod llama;
 mod mixtral;
 mod olmo2;
+mod olmoe;
 mod phi3;
 mod qwen2;
 mod qwen3;
@@ -185,6 +186,7 @@ impl ModelTensors {
             Architecture::HunyuanDense => hunyuan_dense::layer,
             Architecture::Qwen3Moe => qwen3_moe::layer,
             Architecture::Mixtral => mixtral::layer,
+            Architecture::Olmoe => olmoe::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

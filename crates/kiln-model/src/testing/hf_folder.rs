@@ -117,6 +117,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::HunyuanDense => "HunYuanDenseV1ForCausalLM",
             Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
             Architecture::Mixtral => "MixtralForCausalLM",
+            Architecture::Olmoe => "OlmoeForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -203,6 +204,10 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     if let (Architecture::Mixtral, Some(m)) = (mc.architecture, mc.moe) {
         config["num_local_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);
+    } else if let (Architecture::Olmoe, Some(m)) = (mc.architecture, mc.moe) {
+        config["num_experts"] = json!(m.experts);
+        config["num_experts_per_tok"] = json!(m.experts_per_token);
+        config["norm_topk_prob"] = json!(m.normalize);
     } else if let Some(m) = mc.moe {
         config["num_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);

@@ -296,6 +296,15 @@ impl TinyConfig {
         }
     }
 
+    /// OLMoE: whole-q/k norms, 6 experts of the MLP's size a layer, 3 a token, their weights
+    /// not renormalized.
+    pub fn olmoe() -> Self {
+        TinyConfig {
+            architecture: Architecture::Olmoe,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -404,6 +413,12 @@ impl TinyConfig {
                     experts_per_token: 2,
                     intermediate_size: self.intermediate_size,
                     normalize: true,
+                }),
+                Architecture::Olmoe => Some(crate::Moe {
+                    experts: 6,
+                    experts_per_token: 3,
+                    intermediate_size: self.intermediate_size,
+                    normalize: false,
                 }),
                 _ => None,
             },

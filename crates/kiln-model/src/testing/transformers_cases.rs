@@ -102,6 +102,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("hunyuan-dense-norm-after-rope", TinyConfig::hunyuan_dense()),
         ("qwen3-moe", TinyConfig::qwen3_moe()),
         ("mixtral", TinyConfig::mixtral()),
+        ("olmoe", TinyConfig::olmoe()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
