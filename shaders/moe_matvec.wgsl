@@ -8,7 +8,10 @@
 //     summed into the token's row (a residual adds them).
 // Each invocation owns OUTS consecutive outputs and walks their weight rows 8 weights at a
 // time, as matvec_rowwise.wgsl does; every expert's matrix is read only for the tokens that
-// chose it. Needs K % 8 == 0.
+// chose it. A stack larger than a storage binding is split into chunks (at multiples of 64
+// rows), a launch each: this one holds the stack's rows route.row0 .. route.row0 + route.rows
+// and computes only the outputs whose rows it holds (the others' chunks compute theirs; a
+// summed output adds each chunk's share). Needs K % 8 == 0 and p.n % 4 == 0.
 // Grid: (tokens, ceil(p.n / (16 * OUTS)), slots, or 1 when summed), 16 invocations a workgroup.
 
 // bindings 0, 1, 4, 5 (step, p, bias, y) and their structs: matmul_epilogue.wgsl, appended
@@ -16,7 +19,7 @@
 // binding 3: the weights `w` (experts * p.n, K), declared by the format file the loader appends
 @group(0) @binding(6) var<storage, read> gain: array<vec4<f32>>; // (K / 4) RMSNorm gain, or a dummy
 
-struct Route { slots: u32, summed: u32, pad0: u32, pad1: u32 }
+struct Route { slots: u32, summed: u32, row0: u32, rows: u32 }
 @group(0) @binding(7) var<uniform> route: Route;
 @group(0) @binding(8) var<storage, read> expert_ids: array<u32>;     // (tokens, slots)
 @group(0) @binding(9) var<storage, read> expert_weights: array<f32>; // (tokens, slots)
@@ -40,12 +43,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var i = 0u; i < select(1u, route.slots, summed); i++) {
         let pair = t * route.slots + select(wg.z, i, summed);
         let e = expert_ids[pair];
+        // The OUTS outputs' rows lie in this chunk or none do (chunks end at multiples of 64).
+        let first = e * p.n + n0;
+        if (first < route.row0 || first >= route.row0 + route.rows) {
+            if (summed) {
+                continue;
+            }
+            return;
+        }
         let xbase = select(t, pair, summed) * (p.k / 4u);
         // Rows past the expert's repeat its last one; their results are not written.
         var wrow: array<u32, OUTS>;
         var acc: array<f32, OUTS>;
         for (var o = 0u; o < OUTS; o++) {
-            wrow[o] = e * p.n + min(n0 + o, p.n - 1u);
+            wrow[o] = e * p.n + min(n0 + o, p.n - 1u) - route.row0;
             acc[o] = 0.0;
         }
         var ss = 0.0;

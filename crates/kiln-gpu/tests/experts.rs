@@ -2,7 +2,7 @@
 //! (`moe_route.wgsl`, ties included), and the products with the chosen experts' matrices
 //! (`moe_matvec.wgsl`): gate and up with the RMSNorm and the gated activation into a row
 //! for each token's expert, and down weighted and summed into the residual, for float and
-//! quantized matrices, at awkward token counts.
+//! quantized matrices, at awkward token counts, whole and split over buffers within experts.
 
 mod common;
 
@@ -97,8 +97,6 @@ fn expert_products_match_the_cpu() {
             ),
         ];
         let paired = HostMatrix::paired(&gate_up).expect("one format");
-        let mut gu = GpuMatrix::upload_host(&ctx, "gate_up", &paired).unwrap();
-        gu.paired = true;
         let (g, u) = (gate_up[0].to_f32(), gate_up[1].to_f32());
         let down_h = host(
             format,
@@ -106,9 +104,18 @@ fn expert_products_match_the_cpu() {
             experts * hidden,
             inter,
         );
-        let dw = GpuMatrix::upload_host(&ctx, "down", &down_h).unwrap();
         let d = down_h.to_f32();
-        for t in [1usize, 3, 17] {
+        // Whole, and in chunks of 64 rows (as a stack larger than a binding splits: within
+        // experts, whose rows are not multiples of 64).
+        for (t, split) in [(1usize, false), (3, true), (17, false), (5, true)] {
+            let upload = |m: &HostMatrix| match split {
+                true => GpuMatrix::upload_chunked(&ctx, "experts", m, 64).unwrap(),
+                false => GpuMatrix::upload_host(&ctx, "experts", m).unwrap(),
+            };
+            let mut gu = upload(&paired);
+            gu.paired = true;
+            let dw = upload(&down_h);
+            assert_eq!(gu.chunks.len() > 1, split);
             let x = randn(&mut r, t * hidden, 2.0);
             let residual = randn(&mut r, t * hidden, 1.0);
             // Each token's experts, distinct, and weights.
@@ -160,7 +167,8 @@ fn expert_products_match_the_cpu() {
                 },
             )
             .unwrap();
-            run_launches(&ctx, &[&up, &down], t as u32, 0);
+            let launches: Vec<_> = up.iter().chain(&down).collect();
+            run_launches(&ctx, &launches, t as u32, 0);
             let mut want_act = Vec::new();
             let mut want_y = residual.clone();
             for i in 0..t {
@@ -181,7 +189,7 @@ fn expert_products_match_the_cpu() {
                     want_act.extend(a);
                 }
             }
-            let what = format!("{format:?} tokens={t}");
+            let what = format!("{format:?} tokens={t} split={split}");
             let got_act = read_f32(&ctx, &act, want_act.len());
             assert_close(&format!("{what} gate/up"), &got_act, &want_act, 1e-4, 1e-4);
             let got_y = read_f32(&ctx, &yb, want_y.len());
@@ -189,5 +197,5 @@ fn expert_products_match_the_cpu() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 15);
+    assert_eq!(checked, 20);
 }

@@ -482,8 +482,9 @@ impl Layer {
                         y: &eb.act,
                         glu: Some(c.activation),
                     };
-                    let launch = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, gate_up);
-                    steps.push(Step::Launch(launch?));
+                    let launches =
+                        ops::expert_matvec(ctx, l.kernels, step, slots, &routing, gate_up);
+                    steps.extend(launches?.into_iter().map(Step::Launch));
                     let (dw, _) = stack(&down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
                     let down = ops::ExpertProduct {
                         x: &eb.act,
@@ -493,8 +494,8 @@ impl Layer {
                         y: &b.x,
                         glu: None,
                     };
-                    let launch = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, down);
-                    steps.push(Step::Launch(launch?));
+                    let launches = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, down);
+                    steps.extend(launches?.into_iter().map(Step::Launch));
                     continue;
                 }
                 Op::GatedActivation => Step::Launch(ops::glu(

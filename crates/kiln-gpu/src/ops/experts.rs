@@ -29,7 +29,9 @@ struct RouteParams {
 struct Route {
     slots: u32,
     summed: u32,
-    pad: [u32; 2],
+    /// The chunk's rows of the stack.
+    row0: u32,
+    rows: u32,
 }
 
 /// The step's routing: each token's chosen experts and their weights.
@@ -70,7 +72,7 @@ pub struct ExpertProduct<'a> {
     /// Gate and up: the residual stream, normalized with this gain. Down: the activations.
     pub x: &'a wgpu::Buffer,
     pub norm: Option<(&'a wgpu::Buffer, f32)>,
-    /// Every expert's matrix, `rows_per_expert` rows each, in one chunk.
+    /// Every expert's matrix, `rows_per_expert` rows each, in chunks of whole 64 rows.
     pub w: &'a GpuMatrix,
     pub rows_per_expert: usize,
     pub y: &'a wgpu::Buffer,
@@ -80,7 +82,7 @@ pub struct ExpertProduct<'a> {
     pub glu: Option<Activation>,
 }
 
-/// The product's launch for the tokens' `slots` experts each.
+/// The product's launches (one per chunk of the stack) for the tokens' `slots` experts each.
 pub fn expert_matvec(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -88,26 +90,24 @@ pub fn expert_matvec(
     slots: usize,
     r: &Routing,
     a: ExpertProduct,
-) -> Result<Launch, GpuError> {
+) -> Result<Vec<Launch>, GpuError> {
     let refuse = |detail: String| {
         Err(GpuError::Shape {
             op: "moe_matvec",
             detail,
         })
     };
-    let [chunk] = &a.w.chunks[..] else {
+    let cols_ok = a.w.cols.is_multiple_of(8) && a.rows_per_expert.is_multiple_of(4);
+    if !cols_ok || !a.w.rows.is_multiple_of(a.rows_per_expert) {
         return refuse(format!(
-            "the experts' matrix ({} x {}) is split over {} buffers: kiln binds it whole",
-            a.w.rows,
-            a.w.cols,
-            a.w.chunks.len()
-        ));
-    };
-    if !a.w.cols.is_multiple_of(8) || !a.w.rows.is_multiple_of(a.rows_per_expert) {
-        return refuse(format!(
-            "{} x {} is not experts of {} rows of a multiple of 8 columns",
+            "{} x {} is not experts of {} rows (a multiple of 4) of a multiple of 8 columns",
             a.w.rows, a.w.cols, a.rows_per_expert
         ));
+    }
+    let whole_groups =
+        |c: &crate::matrix::MatrixChunk| c.row_offset.is_multiple_of(4) && c.rows.is_multiple_of(4);
+    if a.w.chunks.iter().any(|c| !whole_groups(c)) {
+        return refuse("the experts' matrix is split within a group of 4 rows".into());
     }
     if a.glu.is_some() && !a.w.paired {
         return refuse("gate and up stored in different formats".into());
@@ -119,47 +119,52 @@ pub fn expert_matvec(
             Some(_) => PAIRS,
             None => ACCUMULATE,
         };
-    let p = super::params(
-        ctx,
-        "moe_matvec",
-        &Params {
-            k: a.w.cols as u32,
-            n,
-            out_offset: 0,
-            ldy: if a.glu.is_some() { n / 2 } else { n },
-            flags,
-            eps: a.norm.map_or(0.0, |n| n.1),
-            so: chunk.scale_offset,
-            factor: 1.0,
-        },
-    );
-    let route = ctx.uniform_init(
-        "moe route",
-        bytemuck::bytes_of(&Route {
-            slots: slots as u32,
-            summed: a.glu.is_none() as u32,
-            pad: [0; 2],
-        }),
-    );
     let no_bias = ctx.placeholder(16);
-    let kernel = kernels.get_matrix("moe_matvec", chunk.format, PairEpilogue::Glu, &[]);
     let gain = a.norm.map_or(&no_bias, |n| n.0);
-    let buffers = [
-        step,
-        &p,
-        a.x,
-        &chunk.buffer,
-        &no_bias,
-        a.y,
-        gain,
-        &route,
-        r.ids,
-        r.weights,
-    ];
-    let z = if a.glu.is_some() { slots as u32 } else { 1 };
-    let grid = Grid::TokensZ {
-        y: n.div_ceil(OUTPUTS),
-        z,
-    };
-    Ok(Launch::new(&ctx.device, kernel, &buffers, grid))
+    let mut launches = Vec::new();
+    for chunk in &a.w.chunks {
+        let p = super::params(
+            ctx,
+            "moe_matvec",
+            &Params {
+                k: a.w.cols as u32,
+                n,
+                out_offset: 0,
+                ldy: if a.glu.is_some() { n / 2 } else { n },
+                flags,
+                eps: a.norm.map_or(0.0, |n| n.1),
+                so: chunk.scale_offset,
+                factor: 1.0,
+            },
+        );
+        let route = ctx.uniform_init(
+            "moe route",
+            bytemuck::bytes_of(&Route {
+                slots: slots as u32,
+                summed: a.glu.is_none() as u32,
+                row0: chunk.row_offset,
+                rows: chunk.rows,
+            }),
+        );
+        let kernel = kernels.get_matrix("moe_matvec", chunk.format, PairEpilogue::Glu, &[]);
+        let buffers = [
+            step,
+            &p,
+            a.x,
+            &chunk.buffer,
+            &no_bias,
+            a.y,
+            gain,
+            &route,
+            r.ids,
+            r.weights,
+        ];
+        let z = if a.glu.is_some() { slots as u32 } else { 1 };
+        let grid = Grid::TokensZ {
+            y: n.div_ceil(OUTPUTS),
+            z,
+        };
+        launches.push(Launch::new(&ctx.device, kernel, &buffers, grid));
+    }
+    Ok(launches)
 }
