@@ -72,7 +72,8 @@ pub struct ExpertProduct<'a> {
     /// Gate and up: the residual stream, normalized with this gain. Down: the activations.
     pub x: &'a wgpu::Buffer,
     pub norm: Option<(&'a wgpu::Buffer, f32)>,
-    /// Every expert's matrix, `rows_per_expert` rows each, in chunks of whole 64 rows.
+    /// Every expert's matrix, `rows_per_expert` rows each, in chunks of whole groups of 4 rows
+    /// (an upload cuts a matrix at multiples of 64).
     pub w: &'a GpuMatrix,
     pub rows_per_expert: usize,
     pub y: &'a wgpu::Buffer,
