@@ -112,6 +112,28 @@ impl<'a> Names<'a> {
         self.tensor("self_attn.o_proj.weight", &[c.hidden_size, q])
     }
 
+    /// A mixture of experts on the residual stream normalized by `post_attention_layernorm`:
+    /// the router `router` and each expert `e`'s gate, up and down matrices, named by
+    /// `name(e, "gate" | "up" | "down")`.
+    fn experts(&self, router: &str, name: impl Fn(usize, &str) -> String) -> Op {
+        let moe = self
+            .cfg
+            .moe
+            .expect("a layer with experts has a MoE config (validated)");
+        let (h, ff) = (self.cfg.hidden_size, moe.intermediate_size);
+        let all = |kind: &str, shape: &[usize]| -> Vec<Tensor> {
+            (0..moe.experts)
+                .map(|e| self.tensor(&name(e, kind), shape))
+                .collect()
+        };
+        Op::Experts {
+            norm: self.norm("post_attention_layernorm"),
+            router: self.tensor(router, &[moe.experts, h]),
+            gate_up: [all("gate", &[ff, h]), all("up", &[ff, h])].concat(),
+            down: all("down", &[h, ff]),
+        }
+    }
+
     /// The gate and up projections, as separate tensors.
     fn gate_up(&self) -> Vec<Tensor> {
         let (h, ff) = (self.cfg.hidden_size, self.cfg.intermediate_size);

@@ -7,27 +7,16 @@
 //! tensors.
 
 use super::Buf::Residual;
-use super::Op::Experts;
 use super::llama::attention;
-use super::{Layer, Names, Tensor};
+use super::{Layer, Names};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let moe = cfg.moe.expect("a Qwen3 MoE config has experts (validated)");
-    let (h, ff) = (cfg.hidden_size, moe.intermediate_size);
-    let experts = |p: &str, shape: &[usize]| -> Vec<Tensor> {
-        (0..moe.experts)
-            .map(|e| n.tensor(&format!("mlp.experts.{e}.{p}_proj.weight"), shape))
-            .collect()
-    };
     let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Residual).to_vec();
-    ops.push(Experts {
-        norm: n.norm("post_attention_layernorm"),
-        router: n.tensor("mlp.gate.weight", &[moe.experts, h]),
-        gate_up: [experts("gate", &[ff, h]), experts("up", &[ff, h])].concat(),
-        down: experts("down", &[h, ff]),
-    });
+    ops.push(n.experts("mlp.gate.weight", |e, kind| {
+        format!("mlp.experts.{e}.{kind}_proj.weight")
+    }));
     Layer { ops }
 }
