@@ -64,6 +64,7 @@ kernel_table!(
     "matmul_rowwise_subgroup",
     "moe_matvec",
     "moe_route",
+    "moe_shared_gate",
     "rope_kv",
     "attention",
     "attention_reduce",

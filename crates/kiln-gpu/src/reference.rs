@@ -200,12 +200,7 @@ impl CpuModel {
                     },
                     Op::GatedActivation => Step::GatedActivation,
                     Op::Activation => Step::Activation,
-                    Op::Experts {
-                        norm: n,
-                        router,
-                        gate_up,
-                        down,
-                    } => {
+                    Op::Experts(e) => {
                         let all = |ts: &[Tensor]| -> Result<Vec<f32>, ModelError> {
                             let mut v = Vec::new();
                             for t in ts {
@@ -213,12 +208,15 @@ impl CpuModel {
                             }
                             Ok(v)
                         };
+                        let opt = |t: &Option<Tensor>| t.as_ref().map(|t| get(&t.name)).transpose();
                         Step::Experts(experts::Experts {
                             moe: config.moe.expect("a layer with experts has a MoE config"),
-                            norm: norm(n)?,
-                            router: get(&router.name)?,
-                            gate_up: all(gate_up)?,
-                            down: all(down)?,
+                            norm: norm(&e.norm)?,
+                            router: get(&e.router.name)?,
+                            choice_bias: opt(&e.choice_bias)?,
+                            shared_gate: opt(&e.shared_gate)?,
+                            gate_up: all(&e.gate_up)?,
+                            down: all(&e.down)?,
                         })
                     }
                 });
@@ -356,8 +354,11 @@ impl CpuModel {
                 }
             }
             Step::Experts(experts) => {
-                for x in rows.residual.iter_mut() {
-                    let y = experts.forward(x, eps, c.activation);
+                for (t, x) in rows.residual.iter_mut().enumerate() {
+                    let (y, gate) = experts.forward(x, eps, c.activation);
+                    if let Some(g) = gate {
+                        rows.act[t].iter_mut().for_each(|a| *a *= g);
+                    }
                     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
                 }
             }
@@ -368,10 +369,9 @@ impl CpuModel {
                 }
             }
             Step::GatedActivation => {
-                let ff = c.intermediate_size;
                 rows.act = (rows.gate_up.iter())
                     .map(|gu| {
-                        let (g, u) = gu.split_at(ff);
+                        let (g, u) = gu.split_at(gu.len() / 2);
                         (g.iter().zip(u))
                             .map(|(&g, &u)| (activation(c.activation, g as f64) * u as f64) as f32)
                             .collect()

@@ -145,7 +145,7 @@ impl ModelRunner {
             c.num_heads,
             c.num_kv_heads,
             c.head_dim,
-            c.intermediate_size,
+            c.mlp_width(),
             c.vocab_size,
         );
         let qkv_width = (nh + 2 * nkv) * d;
@@ -209,7 +209,11 @@ impl ModelRunner {
             experts: c.moe.map(|m| {
                 let pairs = max_tokens * m.experts_per_token;
                 crate::layer::ExpertBuffers {
-                    logits: f32s("router logits", max_tokens * m.experts),
+                    // A gated shared expert's gate is one more column.
+                    logits: f32s(
+                        "router logits",
+                        max_tokens * (m.experts + m.shared.is_some_and(|s| s.gated) as usize),
+                    ),
                     ids: f32s("expert ids", pairs),
                     weights: f32s("expert weights", pairs),
                     act: f32s("expert activations", pairs * m.intermediate_size),

@@ -11,7 +11,7 @@ use kiln_gpu::ops::{self, ExpertProduct, Routing};
 use kiln_gpu::reference;
 use kiln_gpu::{GpuMatrix, HostMatrix, Kernels, WeightFormat};
 use kiln_model::testing::quantize;
-use kiln_model::{Activation, Moe};
+use kiln_model::{Activation, Moe, Scoring};
 
 fn host(format: WeightFormat, w: &[f32], rows: usize, cols: usize) -> HostMatrix {
     match format {
@@ -20,47 +20,103 @@ fn host(format: WeightFormat, w: &[f32], rows: usize, cols: usize) -> HostMatrix
     }
 }
 
+/// Softmax and sigmoid scoring, choosing by the scores or by the scores plus each expert's
+/// bias (then scaled by 2.5), renormalized or not, over logits in rows one wider than the experts (a shared
+/// expert's gate column after them, which must not be chosen).
 #[test]
 fn router_chooses_as_the_cpu_does() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let mut r = rng(41);
     let (t, experts) = (13, 7);
-    let mut logits = randn(&mut r, t * experts, 2.0);
-    // Ties: token 0's experts 2 and 5, token 1's all equal.
+    let stride = experts + 1;
+    let mut logits = randn(&mut r, t * stride, 2.0);
+    // Ties: token 0's experts 2 and 5, token 1's all equal; every gate column the largest.
     logits[5] = logits[2];
-    logits[experts..2 * experts].fill(0.5);
-    for (slots, normalize) in [(3, true), (3, false), (1, true), (7, false)] {
+    logits[stride..stride + experts].fill(0.5);
+    (0..t).for_each(|i| logits[i * stride + experts] = 10.0);
+    let bias = randn(&mut r, experts, 0.3);
+    for (slots, normalize, scoring, biased) in [
+        (3, true, Scoring::Softmax, false),
+        (3, false, Scoring::Softmax, false),
+        (1, true, Scoring::Softmax, false),
+        (7, false, Scoring::Softmax, false),
+        (3, true, Scoring::Softmax, true),
+        (3, true, Scoring::Sigmoid, true),
+        (2, false, Scoring::Sigmoid, true),
+        (2, false, Scoring::Sigmoid, false),
+    ] {
         let moe = Moe {
-            experts,
-            experts_per_token: slots,
-            intermediate_size: 8,
-            normalize,
+            scoring,
+            choice_bias: biased,
+            scale: if biased { 2.5 } else { 1.0 },
+            ..Moe::softmax(experts, slots, 8, normalize)
         };
         let (lb, ids, weights) = (
             buf_f32(&ctx, &logits),
             ctx.storage("ids", (t * slots * 4) as u64),
             ctx.storage("weights", (t * slots * 4) as u64),
         );
+        let bias_b = buf_f32(&ctx, &bias);
         let step = step_buffer(&ctx, t as u32, 1, 0);
         let routing = Routing {
             ids: &ids,
             weights: &weights,
         };
-        let l = ops::moe_route(&ctx, &k, &step, &moe, &lb, &routing);
+        let router = ops::RouterLogits {
+            logits: &lb,
+            stride,
+        };
+        let b = biased.then_some(&bias_b);
+        let l = ops::moe_route(&ctx, &k, &step, &moe, router, b, &routing).unwrap();
         run_launches(&ctx, &[&l], t as u32, 0);
         let (got_ids, got_w) = (
             read_u32(&ctx, &ids, t * slots),
             read_f32(&ctx, &weights, t * slots),
         );
+        let bias = biased.then_some(&bias[..]);
         let want: Vec<(usize, f32)> = (0..t)
-            .flat_map(|i| reference::route(&logits[i * experts..][..experts], &moe))
+            .flat_map(|i| reference::route(&logits[i * stride..][..experts], bias, &moe))
             .collect();
         let want_ids: Vec<u32> = want.iter().map(|w| w.0 as u32).collect();
         let want_w: Vec<f32> = want.iter().map(|w| w.1).collect();
-        assert_eq!(got_ids, want_ids, "{slots} slots, normalize {normalize}");
-        assert_close("route weights", &got_w, &want_w, 1e-6, 1e-5);
+        let case = format!("{slots} slots, normalize {normalize}, {scoring:?}, bias {biased}");
+        assert_eq!(got_ids, want_ids, "{case}");
+        assert_close(&case, &got_w, &want_w, 1e-6, 1e-5);
     }
+}
+
+/// A gated shared expert's activations scaled by the sigmoid of each token's gate column.
+#[test]
+fn shared_gate_scales_each_row_by_its_sigmoid() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(43);
+    let (t, stride, width) = (11, 6, 37);
+    let logits = randn(&mut r, t * stride, 2.0);
+    let act = randn(&mut r, t * width, 1.0);
+    let act_b = buf_f32(&ctx, &act);
+    let lb = buf_f32(&ctx, &logits);
+    let step = step_buffer(&ctx, t as u32, 1, 0);
+    let router = ops::RouterLogits {
+        logits: &lb,
+        stride,
+    };
+    let l = ops::moe_shared_gate(&ctx, &k, &step, router, stride - 1, (&act_b, width));
+    run_launches(&ctx, &[&l], t as u32, 0);
+    let want: Vec<f32> = (0..t * width)
+        .map(|i| {
+            let g = logits[(i / width) * stride + stride - 1] as f64;
+            (act[i] as f64 / (1.0 + (-g).exp())) as f32
+        })
+        .collect();
+    assert_close(
+        "gated",
+        &read_f32(&ctx, &act_b, t * width),
+        &want,
+        1e-6,
+        1e-5,
+    );
 }
 
 /// Gate/up then down through the chosen experts, for every token count and format, against

@@ -24,7 +24,7 @@ use std::path::Path;
 pub use chat::{ChatInput, ChatMessage, ChatTemplate, FunctionCall, ToolCall};
 pub use config::{
     Activation, Architecture, GraniteScales, LayerRope, Llama3Rope, LongRope,
-    MAX_EXPERTS_PER_TOKEN, ModelConfig, Moe, RopeScaling, Yarn,
+    MAX_EXPERTS_PER_TOKEN, ModelConfig, Moe, RopeScaling, Scoring, SharedExpert, Yarn,
 };
 pub use error::ModelError;
 pub use generation::GenerationDefaults;

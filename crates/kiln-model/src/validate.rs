@@ -47,12 +47,21 @@ pub(crate) fn check_weights(
 }
 
 /// Tensors besides the layers' that a loader reads or that change nothing: RoPE's factor
-/// tensors (read into the config), stored inverse frequencies (computed again), and an output
-/// matrix that a tied model ignores, as transformers ignores it.
+/// tensors (read into the config), stored inverse frequencies (computed again), an output
+/// matrix that a tied model ignores, as transformers ignores it, and GLM-4.5's and ERNIE 4.5's
+/// multi-token-prediction layers (draft heads kiln does not run).
 fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
-    matches!(
-        name,
-        "rope_freqs.weight" | "rope_factors_long.weight" | "rope_factors_short.weight"
-    ) || name.ends_with("rotary_emb.inv_freq")
+    // (llama.cpp's own names for their parts, `blk.N.nextn.*`, stay unmapped.)
+    let after_last = (name.strip_prefix("model.layers."))
+        .or_else(|| name.strip_prefix("blk."))
+        .and_then(|rest| rest.split_once('.')?.0.parse::<usize>().ok())
+        .is_some_and(|i| i >= cfg.num_layers);
+    (after_last && cfg.architecture == crate::Architecture::Glm4Moe)
+        || (name.starts_with("model.mtp_") && cfg.architecture == crate::Architecture::Ernie45Moe)
+        || matches!(
+            name,
+            "rope_freqs.weight" | "rope_factors_long.weight" | "rope_factors_short.weight"
+        )
+        || name.ends_with("rotary_emb.inv_freq")
         || (name == "lm_head.weight" && cfg.tie_word_embeddings)
 }

@@ -252,6 +252,52 @@ fn experts_kiln_does_not_run_are_refused() {
     }
 }
 
+/// GLM-4.5's files carry a multi-token-prediction layer after the last (GGUF: counted in
+/// `block_count`, `nextn_predict_layers` saying how many): loaded past, not run. Its choice of
+/// experts within groups, per-head q/k norms and a gating other than sigmoid are refused by
+/// name.
+#[test]
+fn glm4_moe_prediction_layer_is_skipped_and_its_variants_refused() {
+    let mut b = f32_gguf(&TinyConfig::glm4_moe());
+    b.meta("glm4moe.block_count", MetaValue::U32(4))
+        .meta("glm4moe.nextn_predict_layers", MetaValue::U32(1))
+        .tensor(
+            "blk.3.nextn.eh_proj.weight",
+            &[64, 128],
+            &[0.0; 64 * 128],
+            DType::F32,
+        )
+        .tensor("blk.3.attn_norm.weight", &[64], &[1.0; 64], DType::F32);
+    let m = Model::from_gguf_bytes(b.to_bytes(), "glm.gguf").expect("the MTP layer skipped");
+    assert_eq!(m.config.num_layers, 3);
+    b.meta("glm4moe.expert_gating_func", MetaValue::U32(1));
+    let e = Model::from_gguf_bytes(b.to_bytes(), "glm.gguf")
+        .err()
+        .expect("softmax gating");
+    assert!(e.to_string().contains("gating function 1"), "{e}");
+
+    let dir = tmp("glm4moe");
+    testing::write_tiny_llama(&dir, &TinyConfig::glm4_moe(), 1).unwrap();
+    let json = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    ModelConfig::from_hf_json(&v.to_string(), "config.json").expect("GLM-4.5's own");
+    for (key, value, says) in [
+        ("topk_group", 1, "within 1 of 4 groups"),
+        ("use_qk_norm", 2, "use_qk_norm true"),
+    ] {
+        let mut v = v.clone();
+        v["n_group"] = serde_json::json!(4);
+        v["topk_group"] = serde_json::json!(4);
+        v[key] = match value {
+            2 => serde_json::json!(true),
+            n => serde_json::json!(n),
+        };
+        let e = ModelConfig::from_hf_json(&v.to_string(), "config.json").expect_err(key);
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}
+
 #[test]
 fn unsupported_tensor_type() {
     let mc = TinyConfig::default().model_config();

@@ -393,6 +393,53 @@ fn logits_match_cpu_reference_olmoe() {
     });
 }
 
+/// Qwen2 MoE: Qwen2's biases, 6 experts of 32, 2 a token, not renormalized, and a shared
+/// expert of 192 (wider than the model's MLP) that every token runs, scaled by the sigmoid of
+/// its gate, a row the router's product computes after the experts' (GGUF: llama.cpp's
+/// `ffn_*_shexp` tensors and the gate as a vector).
+#[test]
+fn logits_match_cpu_reference_qwen2_moe() {
+    check_folder_and_gguf("qwen2-moe", &TinyConfig::qwen2_moe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Qwen2Moe);
+        assert!(c.attention_bias);
+        assert_eq!(c.mlp_width(), 192);
+        let f = c.features().join("; ");
+        assert!(f.contains("a shared expert of 192, gated"), "{f}");
+    });
+}
+
+/// GLM-4.5: the first of three layers dense, then 8 experts of 32, 3 a token, chosen by
+/// sigmoid scores plus each expert's bias and weighted by the scores renormalized times 2.5,
+/// and an ungated shared expert; half of each head turning, q/k/v biases (GGUF: `glm4moe`
+/// with `exp_probs_b`, the leading dense block count and the weights' scale).
+#[test]
+fn logits_match_cpu_reference_glm4_moe() {
+    check_folder_and_gguf("glm4-moe", &TinyConfig::glm4_moe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Glm4Moe);
+        let m = c.moe.unwrap();
+        assert_eq!(
+            (m.scoring, m.scale, m.first_layer),
+            (kiln_model::Scoring::Sigmoid, 2.5, 1)
+        );
+        assert_eq!(c.partial_rotary_dim, Some(8));
+        let f = c.features().join("; ");
+        assert!(f.contains("sigmoid"), "{f}");
+    });
+}
+
+/// ERNIE 4.5's MoE: the first of three layers dense, then 6 experts of 32, 2 a token, chosen
+/// by softmax scores plus each expert's bias (a row in the folder, a vector in GGUF) and
+/// renormalized, with a shared expert of two experts' size; rotary pairs side by side.
+#[test]
+fn logits_match_cpu_reference_ernie45_moe() {
+    check_folder_and_gguf("ernie45-moe", &TinyConfig::ernie45_moe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Ernie45Moe);
+        let m = c.moe.unwrap();
+        assert!(m.choice_bias && m.scoring == kiln_model::Scoring::Softmax);
+        assert_eq!(m.shared.map(|s| s.intermediate_size), Some(64));
+    });
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

@@ -262,6 +262,9 @@ impl Layer {
         let mut steps = Vec::with_capacity(layer.ops.len());
         let mut ops = layer.ops.iter().peekable();
         let mut adapters = None;
+        // The rows of the last normed product: the width of the MLP (dense or a shared
+        // expert's) whose activation follows.
+        let mut mlp_rows = 0;
         while let Some(op) = ops.next() {
             steps.push(match op {
                 Op::NormedProject {
@@ -279,6 +282,7 @@ impl Layer {
                         _ => RowOrder::Stacked,
                     };
                     let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), order)?;
+                    mlp_rows = rows as usize;
                     let gain = match norm {
                         Some(n) => Some(gains(&[n], RowOrder::Stacked)?),
                         None => None,
@@ -436,29 +440,26 @@ impl Layer {
                 Op::Activation => {
                     activation_map(c.activation)?;
                     let act = b.get(ctx, Buf::Act)?;
-                    let width = c.intermediate_size;
-                    Step::Launch(ops::relu_squared(ctx, l.kernels, step, width, act))
+                    Step::Launch(ops::relu_squared(ctx, l.kernels, step, mlp_rows, act))
                 }
-                Op::Experts {
-                    norm,
-                    router,
-                    gate_up,
-                    down,
-                } => {
+                Op::Experts(e) => {
                     let (Some(moe), Some(eb)) = (c.moe, b.experts.as_ref()) else {
                         return Err(GpuError::Shape {
                             op: "layer",
                             detail: "experts without a mixture of experts' config".into(),
                         });
                     };
-                    let gain = gains(&[norm], RowOrder::Stacked)?;
-                    let (rw, experts) = stack(&[router], RowOrder::Stacked)?;
+                    let gain = gains(&[&e.norm], RowOrder::Stacked)?;
+                    // The router's rows, and a gated shared expert's after them.
+                    let router: Vec<&Tensor> =
+                        [&e.router].into_iter().chain(&e.shared_gate).collect();
+                    let (rw, stride) = stack(&router, RowOrder::Stacked)?;
                     steps.push(Step::Matmul(mm(MatmulArgs {
                         x: &b.x,
                         w: &rw,
                         bias: None,
                         y: &eb.logits,
-                        ldy: experts,
+                        ldy: stride,
                         out_offset: 0,
                         norm: Some((&gain, eps)),
                         accumulate: false,
@@ -470,10 +471,30 @@ impl Layer {
                         ids: &eb.ids,
                         weights: &eb.weights,
                     };
-                    let route = ops::moe_route(ctx, l.kernels, step, &moe, &eb.logits, &routing);
-                    steps.push(Step::Launch(route));
+                    let logits = || ops::RouterLogits {
+                        logits: &eb.logits,
+                        stride: stride as usize,
+                    };
+                    let choice_bias = match &e.choice_bias {
+                        Some(t) => {
+                            let v = l.weights.read_f32(&t.name)?;
+                            Some(ctx.storage_init(&t.name, bytemuck::cast_slice(&v)))
+                        }
+                        None => None,
+                    };
+                    let bias = choice_bias.as_ref();
+                    let route =
+                        ops::moe_route(ctx, l.kernels, step, &moe, logits(), bias, &routing);
+                    steps.push(Step::Launch(route?));
+                    if e.shared_gate.is_some() {
+                        // The shared expert's activations, which the operations before made.
+                        let act = (&b.act, mlp_rows / 2);
+                        let gate =
+                            ops::moe_shared_gate(ctx, l.kernels, step, logits(), moe.experts, act);
+                        steps.push(Step::Launch(gate));
+                    }
                     let slots = moe.experts_per_token;
-                    let (gu, _) = stack(&gate_up.iter().collect::<Vec<_>>(), RowOrder::GateUp)?;
+                    let (gu, _) = stack(&e.gate_up.iter().collect::<Vec<_>>(), RowOrder::GateUp)?;
                     let gate_up = ops::ExpertProduct {
                         x: &b.x,
                         norm: Some((&gain, eps)),
@@ -485,7 +506,7 @@ impl Layer {
                     let launches =
                         ops::expert_matvec(ctx, l.kernels, step, slots, &routing, gate_up);
                     steps.extend(launches?.into_iter().map(Step::Launch));
-                    let (dw, _) = stack(&down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
+                    let (dw, _) = stack(&e.down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
                     let down = ops::ExpertProduct {
                         x: &eb.act,
                         norm: None,
@@ -502,7 +523,7 @@ impl Layer {
                     ctx,
                     l.kernels,
                     step,
-                    (c.intermediate_size, c.activation),
+                    (mlp_rows / 2, c.activation),
                     b.get(ctx, Buf::GateUp)?,
                     &b.act,
                 )),

@@ -1,12 +1,12 @@
 //! A mixture of experts' launches: the router's choice of experts for each token
-//! (`shaders/moe_route.wgsl`), and the products with the chosen experts' stacked matrices
+//! (`shaders/moe_route.wgsl`), the products with the chosen experts' stacked matrices
 //! (`shaders/moe_matvec.wgsl`, compiled for the matrix's format with the shared epilogue):
 //! gate and up into each token's chosen experts' activations, then down, weighted and summed
-//! into the residual stream.
+//! into the residual stream; and a gated shared expert's gate (`shaders/moe_shared_gate.wgsl`).
 
 use bytemuck::{Pod, Zeroable};
 
-use kiln_model::{Activation, Moe};
+use kiln_model::{Activation, Moe, Scoring};
 
 use super::matmul::{ACCUMULATE, GELU, NORM, PAIRS, Params};
 use crate::kernels::PairEpilogue;
@@ -21,6 +21,19 @@ struct RouteParams {
     experts: u32,
     slots: u32,
     normalize: u32,
+    stride: u32,
+    sigmoid: u32,
+    scale: f32,
+    biased: u32,
+    pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GateParams {
+    width: u32,
+    stride: u32,
+    column: u32,
     pad: u32,
 }
 
@@ -40,15 +53,36 @@ pub struct Routing<'a> {
     pub weights: &'a wgpu::Buffer,
 }
 
-/// Each token's experts and weights from its router `logits` (tokens x experts).
+/// The router's logits: each token's row of `stride`, the experts' first (a gated shared
+/// expert's gate after them).
+pub struct RouterLogits<'a> {
+    pub logits: &'a wgpu::Buffer,
+    pub stride: usize,
+}
+
+/// Each token's experts and weights from its router logits; `choice_bias` (each expert's,
+/// where `moe.choice_bias`) on the choice.
 pub fn moe_route(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     moe: &Moe,
-    logits: &wgpu::Buffer,
+    router: RouterLogits,
+    choice_bias: Option<&wgpu::Buffer>,
     r: &Routing,
-) -> Launch {
+) -> Result<Launch, GpuError> {
+    if moe.choice_bias != choice_bias.is_some() || router.stride < moe.experts {
+        return Err(GpuError::Shape {
+            op: "moe_route",
+            detail: format!(
+                "choice biases {} given {}, {} experts in rows of {} logits",
+                moe.choice_bias,
+                choice_bias.is_some(),
+                moe.experts,
+                router.stride
+            ),
+        });
+    }
     let p = super::params(
         ctx,
         "moe_route",
@@ -56,14 +90,51 @@ pub fn moe_route(
             experts: moe.experts as u32,
             slots: moe.experts_per_token as u32,
             normalize: moe.normalize as u32,
+            stride: router.stride as u32,
+            sigmoid: (moe.scoring == Scoring::Sigmoid) as u32,
+            scale: moe.scale,
+            biased: moe.choice_bias as u32,
+            pad: 0,
+        },
+    );
+    let no_bias = ctx.placeholder(16);
+    let bias = choice_bias.unwrap_or(&no_bias);
+    Ok(Launch::new(
+        &ctx.device,
+        kernels.get("moe_route"),
+        &[step, &p, router.logits, r.ids, r.weights, bias],
+        Grid::Tokens { per: 64, y: 1 },
+    ))
+}
+
+/// A gated shared expert's activations (rows of `width`) times the sigmoid of each token's
+/// gate logit, column `column` of the router's logits.
+pub fn moe_shared_gate(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    step: &wgpu::Buffer,
+    router: RouterLogits,
+    column: usize,
+    (act, width): (&wgpu::Buffer, usize),
+) -> Launch {
+    let p = super::params(
+        ctx,
+        "moe_shared_gate",
+        &GateParams {
+            width: width as u32,
+            stride: router.stride as u32,
+            column: column as u32,
             pad: 0,
         },
     );
     Launch::new(
         &ctx.device,
-        kernels.get("moe_route"),
-        &[step, &p, logits, r.ids, r.weights],
-        Grid::Tokens { per: 64, y: 1 },
+        kernels.get("moe_shared_gate"),
+        &[step, &p, router.logits, act],
+        Grid::Elements {
+            width: width as u32,
+            per: 256,
+        },
     )
 }
 

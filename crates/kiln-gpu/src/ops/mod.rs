@@ -22,7 +22,9 @@ pub use attention::{
     query_tile,
 };
 pub use embedding::embedding;
-pub use experts::{ExpertProduct, Routing, expert_matvec, moe_route};
+pub use experts::{
+    ExpertProduct, RouterLogits, Routing, expert_matvec, moe_route, moe_shared_gate,
+};
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
 pub use lora::{Lora, LoraBuffers, LoraCapacity, LoraShape, MAX_LORA_SLOTS};

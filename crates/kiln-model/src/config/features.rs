@@ -1,6 +1,6 @@
 //! What sets a model apart from a plain Llama, in words: `kiln info`'s list.
 
-use super::{Activation, ModelConfig, RopeScaling};
+use super::{Activation, ModelConfig, RopeScaling, Scoring};
 use crate::{ModelTensors, Op};
 
 impl ModelConfig {
@@ -41,17 +41,31 @@ impl ModelConfig {
             f.push("no RMSNorm before attention and the MLP".into());
         }
         if let Some(m) = self.moe {
-            f.push(format!(
+            let mut e = format!(
                 "mixture of experts: {} experts of {}, {} a token{}",
                 m.experts,
                 m.intermediate_size,
                 m.experts_per_token,
-                if m.normalize {
-                    " (their weights renormalized)"
-                } else {
-                    ""
+                match (m.scoring, m.normalize) {
+                    (Scoring::Softmax, true) => " (their weights renormalized)",
+                    (Scoring::Softmax, false) => "",
+                    (Scoring::Sigmoid, true) => {
+                        " (chosen by sigmoid scores and biases, renormalized)"
+                    }
+                    (Scoring::Sigmoid, false) => " (chosen by sigmoid scores and biases)",
                 }
-            ));
+            );
+            if m.scale != 1.0 {
+                e += &format!(", weights times {}", m.scale);
+            }
+            if let Some(s) = m.shared {
+                let gated = if s.gated { ", gated" } else { "" };
+                e += &format!("; a shared expert of {}{gated}", s.intermediate_size);
+            }
+            if m.first_layer > 0 {
+                e += &format!("; the first {} layers dense", m.first_layer);
+            }
+            f.push(e);
         }
         match self.activation {
             Activation::GeluTanh => f.push("GELU (tanh) gated MLP".into()),

@@ -70,18 +70,84 @@ pub enum Architecture {
     /// mixture of experts in place of its MLP, their weights not renormalized
     /// (`models::olmoe`).
     Olmoe,
+    /// Qwen2's mixtures of experts (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's attention
+    /// (q/k/v biases), and besides the routed experts a shared expert every token runs, its
+    /// output scaled by a gate of its own (`models::qwen2_moe`).
+    Qwen2Moe,
+    /// GLM-4.5 and 4.6 (and their Air models): Llama's attention with q/k/v biases and a
+    /// rotary embedding on half of each head; the first layers dense, the others a mixture
+    /// of experts routed by sigmoid scores with a bias for the choice, plus a shared expert
+    /// (`models::glm4_moe`).
+    Glm4Moe,
+    /// ERNIE 4.5's mixtures of experts (ERNIE-4.5-21B-A3B, 300B-A47B): ERNIE 4.5's attention,
+    /// the first layer dense, the others a mixture of experts chosen by softmax scores plus a
+    /// bias of each expert's, and shared experts (`models::ernie4_5_moe`).
+    Ernie45Moe,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
-/// go through a softmax, the `experts_per_token` most likely experts are run on the token
-/// (each a gated MLP of `intermediate_size`), and their outputs are summed, weighted by their
-/// probabilities (renormalized over the chosen ones where `normalize`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// are scored ([`Scoring`]), the `experts_per_token` best experts (by score, or by score plus
+/// a bias of each expert's where `choice_bias`) are run on the token (each a gated MLP of
+/// `intermediate_size`), and their outputs are summed, weighted by their scores
+/// (renormalized over the chosen ones where `normalize`, then times `scale`); a shared expert,
+/// where there is one, runs on every token besides.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Moe {
     pub experts: usize,
     pub experts_per_token: usize,
     pub intermediate_size: usize,
     pub normalize: bool,
+    pub scoring: Scoring,
+    /// Experts are chosen by their scores plus a bias of each (`e_score_correction_bias`, a
+    /// tensor of the layer), and weighted by their scores alone (GLM-4.5's, ERNIE 4.5's).
+    pub choice_bias: bool,
+    /// The chosen experts' weights are multiplied by this (GLM-4.5's `routed_scaling_factor`;
+    /// 1 elsewhere).
+    pub scale: f32,
+    pub shared: Option<SharedExpert>,
+    /// The layers before this one have a dense MLP of the model's `intermediate_size` in
+    /// place of the experts (GLM-4.5's `first_k_dense_replace`).
+    pub first_layer: usize,
+}
+
+impl Moe {
+    /// Experts chosen by the softmax of their logits, on every layer, none shared.
+    pub fn softmax(
+        experts: usize,
+        experts_per_token: usize,
+        intermediate_size: usize,
+        normalize: bool,
+    ) -> Self {
+        Moe {
+            experts,
+            experts_per_token,
+            intermediate_size,
+            normalize,
+            scoring: Scoring::Softmax,
+            choice_bias: false,
+            scale: 1.0,
+            shared: None,
+            first_layer: 0,
+        }
+    }
+}
+
+/// How a router's logits weigh the experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scoring {
+    /// The softmax over all experts; the most probable are chosen.
+    Softmax,
+    /// Each logit's sigmoid, not normalized across experts (GLM-4.5's, DeepSeek V3's).
+    Sigmoid,
+}
+
+/// An expert every token runs besides its routed ones: a gated MLP of `intermediate_size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedExpert {
+    pub intermediate_size: usize,
+    /// Its output is scaled by the sigmoid of a row of its own times the normalized input
+    /// (Qwen2 MoE's `shared_expert_gate`).
+    pub gated: bool,
 }
 
 /// The activation of the MLP: of its gate, or of its one product where it has no gate.
@@ -116,6 +182,9 @@ impl Architecture {
             Architecture::Qwen3Moe => "qwen3moe",
             Architecture::Mixtral => "llama",
             Architecture::Olmoe => "olmoe",
+            Architecture::Qwen2Moe => "qwen2moe",
+            Architecture::Glm4Moe => "glm4moe",
+            Architecture::Ernie45Moe => "ernie4_5-moe",
         }
     }
 
@@ -220,6 +289,13 @@ impl ModelConfig {
         }
     }
 
+    /// The widest gated MLP of a layer: the dense MLP's or a shared expert's (the width of
+    /// [`crate::Buf::Act`]).
+    pub fn mlp_width(&self) -> usize {
+        let shared = self.moe.and_then(|m| m.shared).map(|s| s.intermediate_size);
+        self.intermediate_size.max(shared.unwrap_or(0))
+    }
+
     /// The attention scores' scale.
     pub fn attention_scale(&self) -> f32 {
         if let Some(g) = self.granite {
@@ -313,7 +389,12 @@ impl ModelConfig {
         }
         let experts = matches!(
             self.architecture,
-            Architecture::Qwen3Moe | Architecture::Mixtral | Architecture::Olmoe
+            Architecture::Qwen3Moe
+                | Architecture::Mixtral
+                | Architecture::Olmoe
+                | Architecture::Qwen2Moe
+                | Architecture::Glm4Moe
+                | Architecture::Ernie45Moe
         );
         if experts != self.moe.is_some() {
             return bad(format!(
@@ -326,12 +407,21 @@ impl ModelConfig {
             && (m.experts == 0
                 || m.experts_per_token == 0
                 || m.experts_per_token > m.experts.min(MAX_EXPERTS_PER_TOKEN)
-                || m.intermediate_size == 0)
+                || m.intermediate_size == 0
+                || m.shared.is_some_and(|s| s.intermediate_size == 0)
+                || m.first_layer > self.num_layers
+                || !(m.scale.is_finite() && m.scale > 0.0))
         {
             return bad(format!(
                 "{} experts, {} a token (at most {MAX_EXPERTS_PER_TOKEN}), of {} intermediate \
-                 size",
-                m.experts, m.experts_per_token, m.intermediate_size
+                 size, shared {:?}, from layer {} of {}, weights scaled by {}",
+                m.experts,
+                m.experts_per_token,
+                m.intermediate_size,
+                m.shared,
+                m.first_layer,
+                self.num_layers,
+                m.scale
             ));
         }
         if let Some(&i) = self.no_rope_layers.iter().find(|&&i| i >= self.num_layers) {

@@ -66,6 +66,9 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "hunyuan-dense" => Architecture::HunyuanDense,
         "qwen3moe" => Architecture::Qwen3Moe,
         "olmoe" => Architecture::Olmoe,
+        "qwen2moe" => Architecture::Qwen2Moe,
+        "glm4moe" => Architecture::Glm4Moe,
+        "ernie4_5-moe" => Architecture::Ernie45Moe,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -98,7 +101,10 @@ pub(crate) fn config_from_meta(
     let partial_rotary_dim = match meta.usize(&format!("{a}.rope.dimension_count")) {
         Some(rot)
             if rot != head_dim
-                && matches!(architecture, Architecture::Phi3 | Architecture::Glm4) =>
+                && matches!(
+                    architecture,
+                    Architecture::Phi3 | Architecture::Glm4 | Architecture::Glm4Moe
+                ) =>
         {
             Some(rot)
         }
@@ -149,7 +155,12 @@ pub(crate) fn config_from_meta(
             .flatten()
             .map(|c| c as f32)
     };
-    let num_layers = meta.req_usize(&format!("{a}.block_count"))?;
+    // GLM-4.5's blocks include its multi-token-prediction layers after the last, which a
+    // forward pass does not run.
+    let num_layers = (meta.req_usize(&format!("{a}.block_count"))?).saturating_sub(
+        meta.usize(&format!("{a}.nextn_predict_layers"))
+            .unwrap_or(0),
+    );
     // OLMo 3's files are `olmo2` with a window on three layers of four (llama.cpp's fixed
     // pattern); its sliding layers turn unscaled, which kiln has not checked against
     // llama.cpp's reading of a scaled file.
@@ -266,25 +277,7 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
-        // llama.cpp's Qwen3 MoE and Mixtral graphs renormalize the chosen experts' weights.
-        moe: match architecture {
-            Architecture::Qwen3Moe | Architecture::Mixtral | Architecture::Olmoe => {
-                Some(crate::Moe {
-                    experts: meta.req_usize(&format!("{a}.expert_count"))?,
-                    experts_per_token: meta.req_usize(&format!("{a}.expert_used_count"))?,
-                    // Mixtral's experts are its MLP's size.
-                    intermediate_size: match architecture {
-                        Architecture::Mixtral | Architecture::Olmoe => {
-                            meta.req_usize(&format!("{a}.feed_forward_length"))?
-                        }
-                        _ => meta.req_usize(&format!("{a}.expert_feed_forward_length"))?,
-                    },
-                    // OLMoE's graph weighs the chosen experts by their share of all of them.
-                    normalize: architecture != Architecture::Olmoe,
-                })
-            }
-            _ => None,
-        },
+        moe: moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
             Architecture::Arcee => Activation::Relu2,
@@ -410,4 +403,90 @@ pub(crate) fn rope_scaling_from_freqs(
             reason: "tensor \"rope_freqs.weight\" does not match Llama 3 rope scaling".into(),
         })
     }
+}
+
+/// The mixture of experts of `architecture`'s files, as llama.cpp's graphs run them.
+fn moe(meta: &Meta, architecture: Architecture) -> Result<Option<crate::Moe>, ModelError> {
+    let a = architecture.gguf_name();
+    let key = |k: &str| format!("{a}.{k}");
+    let req = |k: &str| meta.req_usize(&key(k));
+    let routed = |intermediate: &str, normalize: bool| -> Result<crate::Moe, ModelError> {
+        Ok(crate::Moe::softmax(
+            req("expert_count")?,
+            req("expert_used_count")?,
+            req(intermediate)?,
+            normalize,
+        ))
+    };
+    Ok(Some(match architecture {
+        // Qwen3 MoE's and Mixtral's graphs renormalize the chosen experts' weights; OLMoE's
+        // weighs them by their share of all experts. Mixtral's and OLMoE's experts are the
+        // MLP's size.
+        Architecture::Qwen3Moe => routed("expert_feed_forward_length", true)?,
+        Architecture::Mixtral => routed("feed_forward_length", true)?,
+        Architecture::Olmoe => routed("feed_forward_length", false)?,
+        // Qwen2 MoE's does not renormalize, and gates its shared expert.
+        Architecture::Qwen2Moe => crate::Moe {
+            shared: Some(crate::SharedExpert {
+                intermediate_size: req("expert_shared_feed_forward_length")?,
+                gated: true,
+            }),
+            ..routed("expert_feed_forward_length", false)?
+        },
+        Architecture::Glm4Moe => {
+            // llama.cpp's gating functions: 1 softmax, 2 sigmoid (GLM-4.5's).
+            let gating = meta.usize(&key("expert_gating_func")).unwrap_or(2);
+            if gating != 2 {
+                return Err(ModelError::Unsupported {
+                    file: meta.file.into(),
+                    reason: format!("{a} with expert gating function {gating} (not sigmoid)"),
+                });
+            }
+            let scale = meta.f64(&key("expert_weights_scale")).ok_or_else(|| {
+                ModelError::config(
+                    meta.file,
+                    format!("missing \"{}\"", key("expert_weights_scale")),
+                )
+            })?;
+            let experts = routed(
+                "expert_feed_forward_length",
+                (meta.get(&key("expert_weights_norm"))).and_then(MetaValue::as_bool) == Some(true),
+            )?;
+            let shared = meta.usize(&key("expert_shared_count")).unwrap_or(1);
+            crate::Moe {
+                scoring: crate::Scoring::Sigmoid,
+                choice_bias: true,
+                scale: scale as f32,
+                shared: (shared > 0).then_some(crate::SharedExpert {
+                    intermediate_size: shared * experts.intermediate_size,
+                    gated: false,
+                }),
+                first_layer: req("leading_dense_block_count")?,
+                ..experts
+            }
+        }
+        // ERNIE 4.5's renormalizes, choosing with each expert's bias; its shared experts are
+        // counted in experts' sizes.
+        Architecture::Ernie45Moe => {
+            let step = meta.usize(&key("interleave_moe_layer_step")).unwrap_or(1);
+            if step != 1 {
+                return Err(ModelError::Unsupported {
+                    file: meta.file.into(),
+                    reason: format!("{a} with experts on every {step} layers"),
+                });
+            }
+            let experts = routed("expert_feed_forward_length", true)?;
+            let shared = meta.usize(&key("expert_shared_count")).unwrap_or(0);
+            crate::Moe {
+                choice_bias: true,
+                shared: (shared > 0).then_some(crate::SharedExpert {
+                    intermediate_size: shared * experts.intermediate_size,
+                    gated: false,
+                }),
+                first_layer: req("leading_dense_block_count")?,
+                ..experts
+            }
+        }
+        _ => return Ok(None),
+    }))
 }

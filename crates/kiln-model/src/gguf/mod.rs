@@ -169,6 +169,16 @@ pub(crate) fn index_tensors(
         }
         spans.push((t.offset, len as u64, t));
         let (name, interleaved) = place(&t.name);
+        // Qwen2 MoE's shared expert's gate and ERNIE 4.5's experts' choice biases are one
+        // row each, which llama.cpp stores as a vector.
+        let row = [
+            "shared_expert_gate.weight",
+            "moe_statics.e_score_correction_bias",
+        ];
+        let shape = match shape.as_slice() {
+            [n] if row.iter().any(|r| name.ends_with(r)) => vec![1, *n],
+            _ => shape,
+        };
         let entry = Entry {
             storage: idx,
             offset: offset.unwrap_or(0),

@@ -41,10 +41,37 @@ const MIXTRAL_NAMES: &[(&str, &str)] = &[
     ("ffn_down_exps", "block_sparse_moe.experts.w2"),
 ];
 
+/// Qwen2 MoE's shared expert and its gate.
+const QWEN2MOE_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_shexp", "mlp.shared_expert.gate_proj"),
+    ("ffn_up_shexp", "mlp.shared_expert.up_proj"),
+    ("ffn_down_shexp", "mlp.shared_expert.down_proj"),
+    ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
+];
+
+/// GLM-4.5's and ERNIE 4.5's shared experts.
+const SHARED_EXPERTS_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
+    ("ffn_up_shexp", "mlp.shared_experts.up_proj"),
+    ("ffn_down_shexp", "mlp.shared_experts.down_proj"),
+];
+
+/// The experts' choice biases: llama.cpp's `exp_probs_b.bias`, and `arch`'s Hugging Face name
+/// for them, without a `.bias` or `.weight` suffix.
+fn choice_bias(arch: Architecture) -> (&'static str, &'static str) {
+    let hf = match arch {
+        Architecture::Ernie45Moe => "mlp.moe_statics.e_score_correction_bias",
+        _ => "mlp.gate.e_score_correction_bias",
+    };
+    ("exp_probs_b.bias", hf)
+}
+
 /// The (GGUF, HF) names of `arch`'s tensors that differ from Llama's (mostly norms).
 fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
     match arch {
         Architecture::Mixtral => MIXTRAL_NAMES,
+        Architecture::Qwen2Moe => QWEN2MOE_NAMES,
+        Architecture::Glm4Moe | Architecture::Ernie45Moe => SHARED_EXPERTS_NAMES,
         Architecture::Gemma2
         | Architecture::Gemma3
         | Architecture::Olmo2
@@ -64,6 +91,12 @@ fn fused_gate_up(arch: Architecture) -> bool {
 /// Maps a GGUF tensor name of an `arch` model to its HF name; unknown names are returned
 /// unchanged.
 pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
+    let (gguf, hf) = choice_bias(arch);
+    if let Some(layer) =
+        (name.strip_prefix("blk.")).and_then(|rest| rest.strip_suffix(gguf)?.strip_suffix('.'))
+    {
+        return format!("model.layers.{layer}.{hf}");
+    }
     let (base, suffix) = match name.rsplit_once('.') {
         Some((b, s @ ("weight" | "bias"))) => (b, s),
         _ => return name.to_string(),
@@ -111,6 +144,12 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
 
 /// Maps an HF tensor name of an `arch` model to its GGUF name (inverse of [`gguf_to_hf_name`]).
 pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
+    let (gguf, hf) = choice_bias(arch);
+    if let Some(layer) = (name.strip_prefix("model.layers."))
+        .and_then(|rest| rest.strip_suffix(hf)?.strip_suffix('.'))
+    {
+        return format!("blk.{layer}.{gguf}");
+    }
     let (base, suffix) = match name.rsplit_once('.') {
         Some((b, s @ ("weight" | "bias"))) => (b, s),
         _ => return name.to_string(),

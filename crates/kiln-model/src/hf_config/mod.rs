@@ -36,6 +36,9 @@ impl ModelConfig {
             "qwen3_moe" => Architecture::Qwen3Moe,
             "mixtral" => Architecture::Mixtral,
             "olmoe" => Architecture::Olmoe,
+            "qwen2_moe" => Architecture::Qwen2Moe,
+            "glm4_moe" => Architecture::Glm4Moe,
+            "ernie4_5_moe" => Architecture::Ernie45Moe,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -70,6 +73,7 @@ impl ModelConfig {
             Architecture::Qwen2
             | Architecture::Qwen3
             | Architecture::Qwen3Moe
+            | Architecture::Qwen2Moe
             | Architecture::SmolLM3 => v
                 .get("use_sliding_window")
                 .and_then(Value::as_bool)
@@ -79,6 +83,8 @@ impl ModelConfig {
             | Architecture::Ernie45
             | Architecture::SeedOss
             | Architecture::HunyuanDense
+            | Architecture::Glm4Moe
+            | Architecture::Ernie45Moe
             | Architecture::Olmoe => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -102,6 +108,7 @@ impl ModelConfig {
                     Architecture::Qwen2
                         | Architecture::Qwen3
                         | Architecture::Qwen3Moe
+                        | Architecture::Qwen2Moe
                         | Architecture::SmolLM3
                 ) {
                     let first = qwen_first_sliding_layer(&v, num_layers, file)?;
@@ -126,10 +133,15 @@ impl ModelConfig {
                 v.pointer("/rope_parameters/partial_rotary_factor")
                     .and_then(Value::as_f64)
             })
-            .or((architecture == Architecture::Glm4).then_some(0.5));
+            .or(matches!(architecture, Architecture::Glm4 | Architecture::Glm4Moe).then_some(0.5));
         let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
-            Some(f) if matches!(architecture, Architecture::Phi3 | Architecture::Glm4) => {
+            Some(f)
+                if matches!(
+                    architecture,
+                    Architecture::Phi3 | Architecture::Glm4 | Architecture::Glm4Moe
+                ) =>
+            {
                 let dim = (f * head_dim as f64).round() as usize;
                 if (dim as f64 - f * head_dim as f64).abs() > 1e-6 {
                     return Err(ModelError::config(
@@ -213,7 +225,13 @@ impl ModelConfig {
                 .get("tie_word_embeddings")
                 .and_then(Value::as_bool)
                 .unwrap_or(
-                    gemma || matches!(architecture, Architecture::SmolLM3 | Architecture::Ernie45),
+                    gemma
+                        || matches!(
+                            architecture,
+                            Architecture::SmolLM3
+                                | Architecture::Ernie45
+                                | Architecture::Ernie45Moe
+                        ),
                 ),
             attention_bias: match architecture {
                 Architecture::Qwen2 => true,
@@ -243,21 +261,32 @@ impl ModelConfig {
                     _ => false,
                 },
                 Architecture::Exaone4 => false,
+                // Transformers 5 names Qwen2 MoE's flag `qkv_bias`; older configs have none.
+                Architecture::Qwen2Moe => {
+                    v.get("qkv_bias").and_then(Value::as_bool).unwrap_or(true)
+                }
+                Architecture::Glm4Moe => v
+                    .get("attention_bias")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
                 Architecture::Glm4 | Architecture::SeedOss => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(true),
                 // ERNIE 4.5's flag puts biases on o_proj and the MLP too, which kiln does not
                 // run; the released models have none.
-                Architecture::Ernie45 => match v.get("use_bias").and_then(Value::as_bool) {
-                    Some(true) => {
-                        return Err(ModelError::Unsupported {
-                            file: file.into(),
-                            reason: "ERNIE 4.5 with use_bias (biases on every projection)".into(),
-                        });
+                Architecture::Ernie45 | Architecture::Ernie45Moe => {
+                    match v.get("use_bias").and_then(Value::as_bool) {
+                        Some(true) => {
+                            return Err(ModelError::Unsupported {
+                                file: file.into(),
+                                reason: "ERNIE 4.5 with use_bias (biases on every projection)"
+                                    .into(),
+                            });
+                        }
+                        _ => false,
                     }
-                    _ => false,
-                },
+                }
             },
             sliding_window,
             first_sliding_layer,
@@ -306,25 +335,33 @@ impl ModelConfig {
             activation: activation(&v, file)?,
             moe: match architecture {
                 Architecture::Qwen3Moe => Some(qwen3_moe(&v, num_layers, file)?),
+                // Qwen3 MoE's routing (Qwen2 MoE came first) and a gated shared expert.
+                Architecture::Qwen2Moe => Some(crate::Moe {
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: req("shared_expert_intermediate_size")?,
+                        gated: true,
+                    }),
+                    ..qwen3_moe(&v, num_layers, file)?
+                }),
+                Architecture::Glm4Moe => Some(glm4_moe(&v, file)?),
+                Architecture::Ernie45Moe => Some(ernie4_5_moe(&v, num_layers, file)?),
                 // Mixtral's experts are its MLP's size, their weights the softmax of the
                 // chosen logits.
-                Architecture::Mixtral => Some(crate::Moe {
-                    experts: req("num_local_experts")?,
-                    experts_per_token: req("num_experts_per_tok")?,
-                    intermediate_size: req("intermediate_size")?,
-                    normalize: true,
-                }),
+                Architecture::Mixtral => Some(crate::Moe::softmax(
+                    req("num_local_experts")?,
+                    req("num_experts_per_tok")?,
+                    req("intermediate_size")?,
+                    true,
+                )),
                 // OLMoE's experts are its MLP's size too.
-                Architecture::Olmoe => Some(crate::Moe {
-                    experts: opt_usize("num_local_experts")
-                        .map_or_else(|| req("num_experts"), Ok)?,
-                    experts_per_token: req("num_experts_per_tok")?,
-                    intermediate_size: req("intermediate_size")?,
-                    normalize: v
-                        .get("norm_topk_prob")
+                Architecture::Olmoe => Some(crate::Moe::softmax(
+                    opt_usize("num_local_experts").map_or_else(|| req("num_experts"), Ok)?,
+                    req("num_experts_per_tok")?,
+                    req("intermediate_size")?,
+                    v.get("norm_topk_prob")
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
-                }),
+                )),
                 _ => None,
             },
             bos_token_id: v
@@ -339,7 +376,7 @@ impl ModelConfig {
     }
 }
 
-/// Qwen3 MoE's experts: on every layer (`decoder_sparse_step` 1 and no `mlp_only_layers`, as
+/// Qwen3 MoE's experts (and Qwen2 MoE's routed ones): on every layer (`decoder_sparse_step` 1 and no `mlp_only_layers`, as
 /// the released models have them; the others are refused by name).
 fn qwen3_moe(v: &Value, layers: usize, file: &str) -> Result<crate::Moe, ModelError> {
     let n = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
@@ -349,21 +386,103 @@ fn qwen3_moe(v: &Value, layers: usize, file: &str) -> Result<crate::Moe, ModelEr
         return Err(ModelError::Unsupported {
             file: file.into(),
             reason: format!(
-                "Qwen3 MoE with dense MLP layers (decoder_sparse_step {step}, mlp_only_layers) \
-                 among its {layers}"
+                "a Qwen mixture of experts with dense MLP layers (decoder_sparse_step {step}, \
+                 mlp_only_layers) among its {layers}"
             ),
         });
     }
     let need = |k: &str| n(k).ok_or_else(|| ModelError::config(file, format!("missing \"{k}\"")));
-    Ok(crate::Moe {
+    Ok(crate::Moe::softmax(
         // Transformers 5 writes the released configs' `num_experts` under another name.
-        experts: n("num_local_experts").map_or_else(|| need("num_experts"), Ok)?,
-        experts_per_token: need("num_experts_per_tok")?,
-        intermediate_size: need("moe_intermediate_size")?,
-        normalize: v
-            .get("norm_topk_prob")
+        n("num_local_experts").map_or_else(|| need("num_experts"), Ok)?,
+        need("num_experts_per_tok")?,
+        need("moe_intermediate_size")?,
+        v.get("norm_topk_prob")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+    ))
+}
+
+/// GLM-4.5's experts: chosen by sigmoid scores plus each expert's bias, weighted by the
+/// scores renormalized and times `routed_scaling_factor`; `n_shared_experts` experts' worth
+/// of shared expert; the first `first_k_dense_replace` layers dense. Groups of experts that
+/// limit the choice (`topk_group` of `n_group`) and per-head q/k norms (`use_qk_norm`) are
+/// refused.
+fn glm4_moe(v: &Value, file: &str) -> Result<crate::Moe, ModelError> {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
+    let need = |k: &str| n(k).ok_or_else(|| ModelError::config(file, format!("missing \"{k}\"")));
+    let (groups, chosen_groups) = (n("n_group").unwrap_or(1), n("topk_group").unwrap_or(1));
+    let qk_norm = v.get("use_qk_norm").and_then(Value::as_bool) == Some(true);
+    if chosen_groups < groups || qk_norm {
+        return Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!(
+                "GLM-4.5 with experts chosen within {chosen_groups} of {groups} groups, or with \
+                 per-head q/k norms (use_qk_norm {qk_norm})"
+            ),
+        });
+    }
+    let intermediate_size = need("moe_intermediate_size")?;
+    let shared = n("n_shared_experts").unwrap_or(1);
+    Ok(crate::Moe {
+        scoring: crate::Scoring::Sigmoid,
+        choice_bias: true,
+        scale: v
+            .get("routed_scaling_factor")
+            .and_then(Value::as_f64)
+            .unwrap_or(1.0) as f32,
+        shared: (shared > 0).then_some(crate::SharedExpert {
+            intermediate_size: shared * intermediate_size,
+            gated: false,
+        }),
+        first_layer: n("first_k_dense_replace").unwrap_or(1),
+        ..crate::Moe::softmax(
+            n("n_routed_experts").map_or_else(|| need("num_local_experts"), Ok)?,
+            need("num_experts_per_tok")?,
+            intermediate_size,
+            v.get("norm_topk_prob")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        )
+    })
+}
+
+/// ERNIE 4.5's experts: chosen by softmax scores plus each expert's bias, weighted by the
+/// scores renormalized; `moe_num_shared_experts` experts' worth of shared expert; dense layers
+/// before `moe_layer_start_index`. Dense layers among the experts' (an interval other than 1,
+/// or an end before the last layer) are refused.
+fn ernie4_5_moe(v: &Value, layers: usize, file: &str) -> Result<crate::Moe, ModelError> {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
+    let need = |k: &str| n(k).ok_or_else(|| ModelError::config(file, format!("missing \"{k}\"")));
+    let interval = n("moe_layer_interval").unwrap_or(1);
+    let end = v
+        .get("moe_layer_end_index")
+        .and_then(Value::as_i64)
+        .unwrap_or(-1);
+    if interval != 1 || (end != -1 && end != layers as i64 - 1) {
+        return Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!(
+                "ERNIE 4.5 with dense layers among its experts' (moe_layer_interval {interval}, \
+                 moe_layer_end_index {end} of {layers} layers)"
+            ),
+        });
+    }
+    let intermediate_size = need("moe_intermediate_size")?;
+    let shared = n("moe_num_shared_experts").unwrap_or(0);
+    Ok(crate::Moe {
+        choice_bias: true,
+        shared: (shared > 0).then_some(crate::SharedExpert {
+            intermediate_size: shared * intermediate_size,
+            gated: false,
+        }),
+        first_layer: n("moe_layer_start_index").unwrap_or(1),
+        ..crate::Moe::softmax(
+            n("moe_num_experts").map_or_else(|| need("num_experts"), Ok)?,
+            n("moe_k").map_or_else(|| need("num_experts_per_tok"), Ok)?,
+            intermediate_size,
+            true,
+        )
     })
 }
 
@@ -376,6 +495,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Ernie45
         | Architecture::Arcee
         | Architecture::Olmoe
+        | Architecture::Glm4Moe
+        | Architecture::Ernie45Moe
         | Architecture::HunyuanDense => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,

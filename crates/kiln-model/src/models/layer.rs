@@ -55,17 +55,30 @@ pub enum Op {
     GatedActivation,
     /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
     Activation,
-    /// A mixture of experts ([`crate::Moe`]) on the residual stream normalized with gain
-    /// `norm`: the router's logits (`router`, a row an expert), then each token's chosen
-    /// experts' gated MLPs (`gate_up`: every expert's gate, then every expert's up; `down`:
-    /// every expert's), their outputs weighted by the router and added into the residual
-    /// stream.
-    Experts {
-        norm: Tensor,
-        router: Tensor,
-        gate_up: Vec<Tensor>,
-        down: Vec<Tensor>,
-    },
+    /// A mixture of experts' routed experts, added into the residual stream ([`Experts`]).
+    Experts(Experts),
+}
+
+/// A mixture of experts ([`crate::Moe`]) on the residual stream normalized with gain `norm`:
+/// the router's logits (`router`, a row an expert), then each token's chosen experts' gated
+/// MLPs (`gate_up`: every expert's gate, then every expert's up; `down`: every expert's),
+/// their outputs weighted by the router and added into the residual stream.
+///
+/// A shared expert is a gated MLP of its own, written as the operations around this one: its
+/// gate/up product and activation into [`Buf::Act`] before, its down product into the
+/// residual stream after (this operation reads the stream before either adds to it). Where
+/// it is gated, this operation scales [`Buf::Act`] by its gate.
+#[derive(Debug, Clone)]
+pub struct Experts {
+    pub norm: Tensor,
+    pub router: Tensor,
+    /// With [`crate::Scoring::Sigmoid`]: each expert's bias in the choice.
+    pub choice_bias: Option<Tensor>,
+    /// A gated shared expert's gate: one row, whose product with the normalized input, through
+    /// a sigmoid, scales the shared expert's activations in [`Buf::Act`].
+    pub shared_gate: Option<Tensor>,
+    pub gate_up: Vec<Tensor>,
+    pub down: Vec<Tensor>,
 }
 
 impl Op {
@@ -87,15 +100,12 @@ impl Op {
             Op::Project { weight, .. } => vec![weight],
             Op::AddNormed { norm, .. } => vec![norm],
             Op::Attention | Op::GatedActivation | Op::Activation => Vec::new(),
-            Op::Experts {
-                norm,
-                router,
-                gate_up,
-                down,
-            } => [norm, router]
+            Op::Experts(e) => [&e.norm, &e.router]
                 .into_iter()
-                .chain(gate_up)
-                .chain(down)
+                .chain(&e.choice_bias)
+                .chain(&e.shared_gate)
+                .chain(&e.gate_up)
+                .chain(&e.down)
                 .collect(),
         }
     }
@@ -119,7 +129,7 @@ impl Op {
             Op::AddNormed { src, .. } => buf == Buf::Residual || buf == *src,
             Op::GatedActivation => buf == Buf::GateUp || buf == Buf::Act,
             Op::Activation => buf == Buf::Act,
-            Op::Experts { .. } => buf == Buf::Residual,
+            Op::Experts(e) => buf == Buf::Residual || (buf == Buf::Act && e.shared_gate.is_some()),
         }
     }
 }
@@ -131,8 +141,15 @@ pub struct Layer {
 }
 
 impl Layer {
-    /// Every tensor of the layer, in the order its operations read them.
+    /// Every tensor of the layer, once (a norm may feed two operations: a shared expert's
+    /// and the routed experts'), in the order its operations read them.
     pub fn tensors(&self) -> Vec<&Tensor> {
-        self.ops.iter().flat_map(Op::tensors).collect()
+        let mut v: Vec<&Tensor> = Vec::new();
+        for t in self.ops.iter().flat_map(Op::tensors) {
+            if !v.iter().any(|u| u.name == t.name) {
+                v.push(t);
+            }
+        }
+        v
     }
 }

@@ -5,20 +5,23 @@
 
 use super::Buf::Residual;
 use super::llama::attention;
-use super::{Layer, Names};
+use super::{Layer, Names, Op};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
-    ops.push(n.experts("block_sparse_moe.gate.weight", |e, kind| {
-        let w = match kind {
-            "gate" => "w1",
-            "up" => "w3",
-            _ => "w2",
-        };
-        format!("block_sparse_moe.experts.{e}.{w}.weight")
-    }));
+    ops.push(Op::Experts(n.experts(
+        "block_sparse_moe.gate.weight",
+        |e, kind| {
+            let w = match kind {
+                "gate" => "w1",
+                "up" => "w3",
+                _ => "w2",
+            };
+            format!("block_sparse_moe.experts.{e}.{w}.weight")
+        },
+    )));
     Layer { ops }
 }

@@ -9,10 +9,12 @@
 
 mod arcee;
 mod ernie4_5;
+mod ernie4_5_moe;
 mod exaone4;
 mod gemma2;
 mod gemma3;
 mod glm4;
+mod glm4_moe;
 mod granite;
 mod hunyuan_dense;
 mod layer;
@@ -22,6 +24,7 @@ mod olmo2;
 mod olmoe;
 mod phi3;
 mod qwen2;
+mod qwen2_moe;
 mod qwen3;
 mod qwen3_moe;
 mod seed_oss;
@@ -31,7 +34,7 @@ use crate::gguf::names::Interleaved;
 use crate::{Architecture, ModelConfig};
 
 pub use gemma3::CHAT_TEMPLATE as GEMMA_CHAT_TEMPLATE;
-pub use layer::{Buf, Layer, Op};
+pub use layer::{Buf, Experts, Layer, Op};
 
 /// A tensor the forward pass reads: its name and shape as Hugging Face writes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,8 +117,8 @@ impl<'a> Names<'a> {
 
     /// A mixture of experts on the residual stream normalized by `post_attention_layernorm`:
     /// the router `router` and each expert `e`'s gate, up and down matrices, named by
-    /// `name(e, "gate" | "up" | "down")`.
-    fn experts(&self, router: &str, name: impl Fn(usize, &str) -> String) -> Op {
+    /// `name(e, "gate" | "up" | "down")`; no choice biases, no shared expert's gate.
+    fn experts(&self, router: &str, name: impl Fn(usize, &str) -> String) -> Experts {
         let moe = self
             .cfg
             .moe
@@ -126,12 +129,38 @@ impl<'a> Names<'a> {
                 .map(|e| self.tensor(&name(e, kind), shape))
                 .collect()
         };
-        Op::Experts {
+        Experts {
             norm: self.norm("post_attention_layernorm"),
             router: self.tensor(router, &[moe.experts, h]),
+            choice_bias: None,
+            shared_gate: None,
             gate_up: [all("gate", &[ff, h]), all("up", &[ff, h])].concat(),
             down: all("down", &[h, ff]),
         }
+    }
+
+    /// A shared expert's gated MLP named `mlp.{prefix}.{gate,up,down}_proj` around the routed
+    /// `experts` (see [`Experts`]): its gate/up product and activation before them, its down
+    /// product into the residual stream after.
+    fn with_shared_expert(&self, prefix: &str, experts: Experts) -> [Op; 4] {
+        let h = self.cfg.hidden_size;
+        let ff = (self.cfg.moe.and_then(|m| m.shared))
+            .expect("a shared expert has its config (validated)")
+            .intermediate_size;
+        let t =
+            |p: &str, shape: &[usize]| self.tensor(&format!("mlp.{prefix}.{p}_proj.weight"), shape);
+        let [project, glu, _] = llama::mlp(
+            self,
+            Some("post_attention_layernorm"),
+            vec![t("gate", &[ff, h]), t("up", &[ff, h])],
+            Buf::Residual,
+        );
+        let down = Op::Project {
+            src: Buf::Act,
+            weight: t("down", &[h, ff]),
+            dst: Buf::Residual,
+        };
+        [project, glu, Op::Experts(experts), down]
     }
 
     /// The gate and up projections, as separate tensors.
@@ -152,7 +181,9 @@ impl<'a> Names<'a> {
 /// runs them (GLM-4's and ERNIE 4.5's q and k), each with its stored layout.
 pub(crate) fn interleaved_rows(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
     match cfg.architecture {
-        Architecture::Glm4 | Architecture::Ernie45 => qk_pairs_side_by_side(cfg),
+        Architecture::Glm4 | Architecture::Ernie45 | Architecture::Ernie45Moe => {
+            qk_pairs_side_by_side(cfg)
+        }
         _ => Vec::new(),
     }
 }
@@ -209,6 +240,9 @@ impl ModelTensors {
             Architecture::Qwen3Moe => qwen3_moe::layer,
             Architecture::Mixtral => mixtral::layer,
             Architecture::Olmoe => olmoe::layer,
+            Architecture::Qwen2Moe => qwen2_moe::layer,
+            Architecture::Glm4Moe => glm4_moe::layer,
+            Architecture::Ernie45Moe => ernie4_5_moe::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -267,7 +301,12 @@ mod tests {
                 Op::AddNormed { src, .. } => format!("+norm {src:?}"),
                 Op::GatedActivation => "glu".into(),
                 Op::Activation => "act".into(),
-                Op::Experts { gate_up, .. } => format!("experts {}", gate_up.len() / 2),
+                Op::Experts(e) => format!(
+                    "experts {}{}{}",
+                    e.gate_up.len() / 2,
+                    if e.choice_bias.is_some() { "+bias" } else { "" },
+                    if e.shared_gate.is_some() { "+gate" } else { "" }
+                ),
             })
             .collect();
         (l, short.join(", "), total)
@@ -356,6 +395,32 @@ mod tests {
              norm 1 -> Act, act, Act -> Residual"
         );
         assert_eq!(l.tensors()[6].name, "model.layers.1.mlp.up_proj.weight");
+
+        // A shared expert's MLP around the routed experts, the norm read by both listed once.
+        let (l, ops, _) = layer(TinyConfig::qwen2_moe());
+        assert_eq!(
+            ops,
+            "norm 3+bias -> Qkv, rotary, attention, Attn -> Residual, \
+             norm 2 -> GateUp, glu, experts 6+gate, Act -> Residual"
+        );
+        let names: Vec<&str> = l.tensors().iter().map(|t| t.name.as_str()).collect();
+        let norm = "model.layers.1.post_attention_layernorm.weight";
+        assert_eq!(names.iter().filter(|n| **n == norm).count(), 1);
+        assert!(names.contains(&"model.layers.1.mlp.shared_expert_gate.weight"));
+        let (l, ops, _) = layer(TinyConfig::glm4_moe());
+        assert!(ops.ends_with("norm 2 -> GateUp, glu, experts 8+bias, Act -> Residual"));
+        assert!(
+            l.tensors()
+                .iter()
+                .any(|t| t.name.ends_with("e_score_correction_bias"))
+        );
+        let glm = ModelTensors::for_config(&TinyConfig::glm4_moe().model_config());
+        assert!(
+            !glm.layers[0]
+                .ops
+                .iter()
+                .any(|op| matches!(op, Op::Experts(_)))
+        );
 
         // A Llama whose config has attention_bias reads (and so requires) the biases.
         let mut biased = TinyConfig::default().model_config();

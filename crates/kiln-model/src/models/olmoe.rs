@@ -5,7 +5,7 @@
 
 use super::Buf::Residual;
 use super::llama::attention;
-use super::{Layer, Names};
+use super::{Layer, Names, Op};
 use crate::ModelConfig;
 
 /// Layer `i`.
@@ -15,8 +15,8 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let qk_norm = [("q", cfg.num_heads * d), ("k", cfg.num_kv_heads * d)]
         .map(|(p, w)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[w]));
     let mut ops = attention(&n, n.qkv(), Some(qk_norm), Residual).to_vec();
-    ops.push(n.experts("mlp.gate.weight", |e, kind| {
+    ops.push(Op::Experts(n.experts("mlp.gate.weight", |e, kind| {
         format!("mlp.experts.{e}.{kind}_proj.weight")
-    }));
+    })));
     Layer { ops }
 }

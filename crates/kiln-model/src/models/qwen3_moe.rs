@@ -8,15 +8,15 @@
 
 use super::Buf::Residual;
 use super::llama::attention;
-use super::{Layer, Names};
+use super::{Layer, Names, Op};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Residual).to_vec();
-    ops.push(n.experts("mlp.gate.weight", |e, kind| {
+    ops.push(Op::Experts(n.experts("mlp.gate.weight", |e, kind| {
         format!("mlp.experts.{e}.{kind}_proj.weight")
-    }));
+    })));
     Layer { ops }
 }

@@ -89,6 +89,34 @@ pub fn model_gguf(
                 &format!("{a}.expert_feed_forward_length"),
                 u(m.intermediate_size),
             );
+        match (cfg.architecture, m.shared) {
+            (Architecture::Qwen2Moe, Some(s)) => {
+                let key = format!("{a}.expert_shared_feed_forward_length");
+                b.meta(&key, u(s.intermediate_size));
+            }
+            (Architecture::Ernie45Moe, shared) => {
+                let count = shared.map_or(0, |s| s.intermediate_size / m.intermediate_size);
+                b.meta(&format!("{a}.expert_shared_count"), u(count))
+                    .meta(&format!("{a}.leading_dense_block_count"), u(m.first_layer))
+                    .meta(&format!("{a}.interleave_moe_layer_step"), u(1));
+            }
+            (Architecture::Glm4Moe, shared) => {
+                let count = shared.map_or(0, |s| s.intermediate_size / m.intermediate_size);
+                b.meta(&format!("{a}.expert_shared_count"), u(count))
+                    .meta(&format!("{a}.leading_dense_block_count"), u(m.first_layer))
+                    .meta(
+                        &format!("{a}.expert_weights_scale"),
+                        MetaValue::F32(m.scale),
+                    )
+                    .meta(
+                        &format!("{a}.expert_weights_norm"),
+                        MetaValue::Bool(m.normalize),
+                    )
+                    .meta(&format!("{a}.expert_gating_func"), u(2))
+                    .meta(&format!("{a}.nextn_predict_layers"), u(0));
+            }
+            _ => {}
+        }
     }
     // As llama.cpp's converter, which writes no pattern for Gemma 2 (always every second
     // layer).
@@ -183,7 +211,15 @@ pub fn model_gguf(
             Some(h) => permute_rows(&t.data, t.shape[0], h),
             None => t.data.clone(),
         };
-        b.tensor(&gname, &t.shape, &data, stored_type(&t.shape, dtype));
+        // Qwen2 MoE's shared expert's gate and ERNIE 4.5's choice biases, one row each, are
+        // vectors in llama.cpp's files.
+        let shape = match t.shape.as_slice() {
+            [1, _] if gname.ends_with("_shexp.weight") || gname.ends_with("exp_probs_b.bias") => {
+                &t.shape[1..]
+            }
+            _ => &t.shape[..],
+        };
+        b.tensor(&gname, shape, &data, stored_type(shape, dtype));
     }
     b
 }

@@ -118,6 +118,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
             Architecture::Mixtral => "MixtralForCausalLM",
             Architecture::Olmoe => "OlmoeForCausalLM",
+            Architecture::Qwen2Moe => "Qwen2MoeForCausalLM",
+            Architecture::Glm4Moe => "Glm4MoeForCausalLM",
+            Architecture::Ernie45Moe => "Ernie4_5_MoeForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -126,6 +129,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::HunyuanDense => "hunyuan_v1_dense",
             Architecture::Qwen3Moe => "qwen3_moe",
             Architecture::Mixtral => "mixtral",
+            Architecture::Qwen2Moe => "qwen2_moe",
+            Architecture::Glm4Moe => "glm4_moe",
+            Architecture::Ernie45Moe => "ernie4_5_moe",
             a => a.gguf_name(),
         },
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
@@ -191,7 +197,10 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["no_rope_layers"] = json!(flags);
         config["no_rope_layer_interval"] = json!(4);
     }
-    if mc.architecture == Architecture::Ernie45 {
+    if matches!(
+        mc.architecture,
+        Architecture::Ernie45 | Architecture::Ernie45Moe
+    ) {
         config["use_bias"] = json!(false);
     }
     if mc.architecture == Architecture::HunyuanDense {
@@ -208,7 +217,38 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["num_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);
         config["norm_topk_prob"] = json!(m.normalize);
+    } else if let (Architecture::Glm4Moe, Some(m)) = (mc.architecture, mc.moe) {
+        let shared = m
+            .shared
+            .map_or(0, |s| s.intermediate_size / m.intermediate_size);
+        config["n_routed_experts"] = json!(m.experts);
+        config["num_experts_per_tok"] = json!(m.experts_per_token);
+        config["moe_intermediate_size"] = json!(m.intermediate_size);
+        config["norm_topk_prob"] = json!(m.normalize);
+        config["routed_scaling_factor"] = json!(m.scale);
+        config["n_shared_experts"] = json!(shared);
+        config["first_k_dense_replace"] = json!(m.first_layer);
+        config["n_group"] = json!(1);
+        config["topk_group"] = json!(1);
+        config["use_qk_norm"] = json!(false);
+        config["attention_bias"] = json!(true);
+        // The released folders carry a multi-token-prediction layer; this one has none.
+        config["num_nextn_predict_layers"] = json!(0);
+    } else if let (Architecture::Ernie45Moe, Some(m)) = (mc.architecture, mc.moe) {
+        let shared = m
+            .shared
+            .map_or(0, |s| s.intermediate_size / m.intermediate_size);
+        config["moe_num_experts"] = json!(m.experts);
+        config["moe_k"] = json!(m.experts_per_token);
+        config["moe_intermediate_size"] = json!(m.intermediate_size);
+        config["moe_num_shared_experts"] = json!(shared);
+        config["moe_layer_start_index"] = json!(m.first_layer);
+        config["moe_layer_end_index"] = json!(-1);
+        config["moe_layer_interval"] = json!(1);
     } else if let Some(m) = mc.moe {
+        if let Some(s) = m.shared {
+            config["shared_expert_intermediate_size"] = json!(s.intermediate_size);
+        }
         config["num_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);
         config["moe_intermediate_size"] = json!(m.intermediate_size);

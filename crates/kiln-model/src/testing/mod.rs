@@ -305,6 +305,43 @@ impl TinyConfig {
         }
     }
 
+    /// Qwen2 MoE: Qwen2's attention (biases), 6 experts of 32 a layer, 2 a token, their
+    /// weights not renormalized, and a gated shared expert of 192 (wider than the model's
+    /// MLP of 160, as Qwen2-57B's is).
+    pub fn qwen2_moe() -> Self {
+        TinyConfig {
+            architecture: Architecture::Qwen2Moe,
+            ..Default::default()
+        }
+    }
+
+    /// GLM-4.5: three layers, the first dense; q/k/v biases, the first half of each head
+    /// turning (base 100, fast enough that a wrong pair order shows); 8 experts of 32, 3 a
+    /// token, chosen by sigmoid scores plus each expert's bias, their weights renormalized
+    /// and times 2.5, and a shared expert of one expert's size.
+    pub fn glm4_moe() -> Self {
+        TinyConfig {
+            architecture: Architecture::Glm4Moe,
+            num_layers: 3,
+            partial_rotary_dim: Some(8),
+            rope_theta: 100.0,
+            ..Default::default()
+        }
+    }
+
+    /// ERNIE 4.5's MoE: three layers, the first dense; rotary pairs side by side (base 100);
+    /// 6 experts of 32, 2 a token, chosen by softmax scores plus each expert's bias, renormalized;
+    /// two shared experts' worth (64) of shared expert; tied embeddings.
+    pub fn ernie45_moe() -> Self {
+        TinyConfig {
+            architecture: Architecture::Ernie45Moe,
+            num_layers: 3,
+            rope_theta: 100.0,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -378,7 +415,11 @@ impl TinyConfig {
             tie_word_embeddings: self.tie_word_embeddings,
             attention_bias: matches!(
                 self.architecture,
-                Architecture::Qwen2 | Architecture::Glm4 | Architecture::SeedOss
+                Architecture::Qwen2
+                    | Architecture::Glm4
+                    | Architecture::SeedOss
+                    | Architecture::Qwen2Moe
+                    | Architecture::Glm4Moe
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -402,23 +443,39 @@ impl TinyConfig {
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
             moe: match self.architecture {
-                Architecture::Qwen3Moe => Some(crate::Moe {
-                    experts: 5,
-                    experts_per_token: 2,
-                    intermediate_size: 64,
-                    normalize: true,
+                Architecture::Qwen3Moe => Some(crate::Moe::softmax(5, 2, 64, true)),
+                Architecture::Mixtral => {
+                    Some(crate::Moe::softmax(4, 2, self.intermediate_size, true))
+                }
+                Architecture::Olmoe => {
+                    Some(crate::Moe::softmax(6, 3, self.intermediate_size, false))
+                }
+                Architecture::Qwen2Moe => Some(crate::Moe {
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: 192,
+                        gated: true,
+                    }),
+                    ..crate::Moe::softmax(6, 2, 32, false)
                 }),
-                Architecture::Mixtral => Some(crate::Moe {
-                    experts: 4,
-                    experts_per_token: 2,
-                    intermediate_size: self.intermediate_size,
-                    normalize: true,
+                Architecture::Glm4Moe => Some(crate::Moe {
+                    scoring: crate::Scoring::Sigmoid,
+                    choice_bias: true,
+                    scale: 2.5,
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: 32,
+                        gated: false,
+                    }),
+                    first_layer: 1,
+                    ..crate::Moe::softmax(8, 3, 32, true)
                 }),
-                Architecture::Olmoe => Some(crate::Moe {
-                    experts: 6,
-                    experts_per_token: 3,
-                    intermediate_size: self.intermediate_size,
-                    normalize: false,
+                Architecture::Ernie45Moe => Some(crate::Moe {
+                    choice_bias: true,
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: 64,
+                        gated: false,
+                    }),
+                    first_layer: 1,
+                    ..crate::Moe::softmax(6, 2, 32, true)
                 }),
                 _ => None,
             },

@@ -103,6 +103,9 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("qwen3-moe", TinyConfig::qwen3_moe()),
         ("mixtral", TinyConfig::mixtral()),
         ("olmoe", TinyConfig::olmoe()),
+        ("qwen2-moe-gated-shared-expert", TinyConfig::qwen2_moe()),
+        ("glm4-moe-sigmoid-routing", TinyConfig::glm4_moe()),
+        ("ernie45-moe-biased-choice", TinyConfig::ernie45_moe()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
