@@ -362,6 +362,7 @@ fn logits_match_cpu_reference_hunyuan_dense() {
 fn logits_match_cpu_reference_qwen3_moe() {
     check_folder_and_gguf("qwen3-moe", &TinyConfig::qwen3_moe(), |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::Qwen3Moe);
+        assert_eq!(c.mlp_width(), 0, "no MLP outside the experts");
         assert_eq!(
             c.moe.map(|m| (m.experts, m.experts_per_token)),
             Some((5, 2))
@@ -416,6 +417,7 @@ fn logits_match_cpu_reference_qwen2_moe() {
 fn logits_match_cpu_reference_glm4_moe() {
     check_folder_and_gguf("glm4-moe", &TinyConfig::glm4_moe(), |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::Glm4Moe);
+        assert_eq!(c.mlp_width(), 160, "layer 0's dense MLP");
         let m = c.moe.unwrap();
         assert_eq!(
             (m.scoring, m.scale, m.first_layer),

@@ -289,11 +289,27 @@ impl ModelConfig {
         }
     }
 
-    /// The widest gated MLP of a layer: the dense MLP's or a shared expert's (the width of
-    /// [`crate::Buf::Act`]).
+    /// The widest MLP the layers run outside their routed experts: a dense MLP's or a shared
+    /// expert's (the width of [`crate::Buf::Act`]); 0 where every layer's MLP is experts.
     pub fn mlp_width(&self) -> usize {
-        let shared = self.moe.and_then(|m| m.shared).map(|s| s.intermediate_size);
-        self.intermediate_size.max(shared.unwrap_or(0))
+        let rows = |ts: &[crate::Tensor]| ts.iter().map(|t| t.shape[0]).sum::<usize>();
+        (ModelTensors::for_config(self).layers.iter())
+            .flat_map(|l| &l.ops)
+            .filter_map(|op| match op {
+                crate::Op::NormedProject {
+                    weights,
+                    dst: crate::Buf::GateUp,
+                    ..
+                } => Some(rows(weights) / 2),
+                crate::Op::NormedProject {
+                    weights,
+                    dst: crate::Buf::Act,
+                    ..
+                } => Some(rows(weights)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The attention scores' scale.
