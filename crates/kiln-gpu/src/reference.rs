@@ -354,12 +354,14 @@ impl CpuModel {
                 }
             }
             Step::Experts(experts) => {
+                // (Into the residual stream scaled as any sub-layer's output: Granite's.)
+                let m = c.residual_scale();
                 for (t, x) in rows.residual.iter_mut().enumerate() {
                     let (y, gate) = experts.forward(x, eps, c.activation);
                     if let Some(g) = gate {
                         rows.act[t].iter_mut().for_each(|a| *a *= g);
                     }
-                    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+                    x.iter_mut().zip(y).for_each(|(a, b)| *a += b * m);
                 }
             }
             Step::Activation => {

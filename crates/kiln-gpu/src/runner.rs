@@ -157,7 +157,11 @@ impl ModelRunner {
         let experts = c.moe.map_or(0, |m| {
             (m.experts_per_token * m.intermediate_size).max(m.experts + 1)
         });
-        let widest = [h, qkv_width, 2 * inter, experts].into_iter().max().unwrap_or(h) * 4;
+        let widest = [h, qkv_width, 2 * inter, experts]
+            .into_iter()
+            .max()
+            .unwrap_or(h)
+            * 4;
         let max_tokens = rc.max_tokens.min(max_binding / widest);
         let max_logit_rows = (max_binding / (vocab * 4)).min(max_tokens);
         let max_seqs = rc.max_seqs.min(max_logit_rows);

@@ -30,6 +30,26 @@ pub(crate) struct Entry {
     pub file: String,
 }
 
+impl Entry {
+    /// Part `i` of `n` equal parts along the first dimension: a matrix of a stack of three
+    /// dimensions (the first dropped), or a range of a matrix's rows. Only for element types
+    /// whose bytes divide by rows (safetensors').
+    pub fn part(&self, i: usize, n: usize) -> Entry {
+        let len = self.len / n;
+        let shape = match self.shape.as_slice() {
+            [_, rest @ ..] if self.shape.len() == 3 => rest.to_vec(),
+            [rows, rest @ ..] => [&[rows / n], rest].concat(),
+            [] => Vec::new(),
+        };
+        Entry {
+            offset: self.offset + i * len,
+            len,
+            shape,
+            ..self.clone()
+        }
+    }
+}
+
 /// Lazily-read tensors, addressed by Hugging Face names.
 pub struct Weights {
     storages: Vec<Storage>,

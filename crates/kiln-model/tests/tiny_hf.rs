@@ -190,3 +190,57 @@ fn a_sharded_folder_loads_as_one_file_does() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// Experts stacked in three dimensions load as each expert's matrices: Granite's files
+/// (`block_sparse_moe.input_linear`, each expert's gate rows then its up rows; its shared
+/// expert's gate and up in one matrix) and transformers 5's saved mixtures
+/// (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`, no `.weight`).
+#[test]
+fn stacked_experts_load_as_each_experts_matrices() {
+    let m = check(&TinyConfig::granite_moe(), "granite-moe");
+    assert!(
+        !m.weights
+            .contains("model.layers.0.block_sparse_moe.input_linear.weight")
+    );
+
+    let dir = tmp("stacked-qwen3-moe");
+    let cfg = testing::write_tiny_llama(&dir, &TinyConfig::qwen3_moe(), 5).unwrap();
+    let tensors = tiny_tensors(&cfg, 5);
+    let moe = cfg.moe.unwrap();
+    let (h, ff) = (cfg.hidden_size, moe.intermediate_size);
+    let get = |name: String| {
+        tensors
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+            .data
+            .clone()
+    };
+    let mut stacked: Vec<testing::NamedTensor> = (tensors.iter())
+        .filter(|t| !t.name.contains(".experts."))
+        .cloned()
+        .collect();
+    for i in 0..cfg.num_layers {
+        let e =
+            |x: usize, k: &str| get(format!("model.layers.{i}.mlp.experts.{x}.{k}_proj.weight"));
+        let gate_up = (0..moe.experts).flat_map(|x| [e(x, "gate"), e(x, "up")].concat());
+        stacked.push(testing::NamedTensor {
+            name: format!("model.layers.{i}.mlp.experts.gate_up_proj"),
+            shape: vec![moe.experts, 2 * ff, h],
+            data: gate_up.collect(),
+        });
+        stacked.push(testing::NamedTensor {
+            name: format!("model.layers.{i}.mlp.experts.down_proj"),
+            shape: vec![moe.experts, h, ff],
+            data: (0..moe.experts).flat_map(|x| e(x, "down")).collect(),
+        });
+    }
+    let bytes = testing::safetensors_bytes(&stacked, DType::F32);
+    std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+    let m = Model::load(&dir).unwrap();
+    for t in &tensors {
+        assert_eq!(m.weights.shape(&t.name).unwrap(), t.shape, "{}", t.name);
+        assert_eq!(m.weights.read_f32(&t.name).unwrap(), t.data, "{}", t.name);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -442,6 +442,20 @@ fn logits_match_cpu_reference_ernie45_moe() {
     });
 }
 
+/// GraniteMoeShared: Granite's multipliers (the experts' and the shared expert's outputs
+/// scaled as any sub-layer's), 4 experts of the MLP's size, 2 a token, and a shared expert;
+/// the folder stacks the experts' matrices in three dimensions and the shared expert's gate
+/// and up in one (`input_linear`), as Granite's files do; GGUF splits them as llama.cpp's
+/// converter does.
+#[test]
+fn logits_match_cpu_reference_granite_moe() {
+    check_folder_and_gguf("granite-moe", &TinyConfig::granite_moe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::GraniteMoe);
+        assert_eq!(c.granite.map(|g| g.residual), Some(1.6));
+        assert_eq!(c.mlp_width(), 96);
+    });
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

@@ -502,6 +502,7 @@ impl Layer {
                         rows_per_expert: 2 * moe.intermediate_size,
                         y: &eb.act,
                         glu: Some(c.activation),
+                        scale: 1.0,
                     };
                     let launches =
                         ops::expert_matvec(ctx, l.kernels, step, slots, &routing, gate_up);
@@ -514,6 +515,8 @@ impl Layer {
                         rows_per_expert: c.hidden_size,
                         y: &b.x,
                         glu: None,
+                        // Into the residual stream, scaled as any sub-layer's output.
+                        scale: c.residual_scale(),
                     };
                     let launches = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, down);
                     steps.extend(launches?.into_iter().map(Step::Launch));

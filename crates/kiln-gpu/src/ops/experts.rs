@@ -8,7 +8,7 @@ use bytemuck::{Pod, Zeroable};
 
 use kiln_model::{Activation, Moe, Scoring};
 
-use super::matmul::{ACCUMULATE, GELU, NORM, PAIRS, Params};
+use super::matmul::{ACCUMULATE, GELU, NORM, PAIRS, Params, SCALE};
 use crate::kernels::PairEpilogue;
 use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
 
@@ -152,6 +152,8 @@ pub struct ExpertProduct<'a> {
     /// row of `y` for each token's expert; else (down) the weighted sum added into each
     /// token's row.
     pub glu: Option<Activation>,
+    /// Each output is multiplied by this (down: Granite's residual multiplier).
+    pub scale: f32,
 }
 
 /// The product's launches (one per chunk of the stack) for the tokens' `slots` experts each.
@@ -190,7 +192,8 @@ pub fn expert_matvec(
             Some(Activation::GeluTanh) => PAIRS | GELU,
             Some(_) => PAIRS,
             None => ACCUMULATE,
-        };
+        }
+        | if a.scale != 1.0 { SCALE } else { 0 };
     let no_bias = ctx.placeholder(16);
     let gain = a.norm.map_or(&no_bias, |n| n.0);
     let mut launches = Vec::new();
@@ -206,7 +209,7 @@ pub fn expert_matvec(
                 flags,
                 eps: a.norm.map_or(0.0, |n| n.1),
                 so: chunk.scale_offset,
-                factor: 1.0,
+                factor: a.scale,
             },
         );
         let route = ctx.uniform_init(

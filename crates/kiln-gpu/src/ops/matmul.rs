@@ -45,7 +45,7 @@ const SAMPLE_ROWS: u32 = 8;
 pub(super) const PAIRS: u32 = 16;
 pub(super) const GELU: u32 = 32;
 const SOFTCAP: u32 = 64;
-const SCALE: u32 = 128;
+pub(super) const SCALE: u32 = 128;
 const RELU2: u32 = 256;
 
 /// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,

@@ -83,6 +83,10 @@ pub enum Architecture {
     /// the first layer dense, the others a mixture of experts chosen by softmax scores plus a
     /// bias of each expert's, and shared experts (`models::ernie4_5_moe`).
     Ernie45Moe,
+    /// Granite's mixtures of experts (Granite 3.0/3.1 1B-A400M and 3B-A800M; with a shared
+    /// expert, GraniteMoeShared): Granite's layer and multipliers, a mixture of experts in
+    /// place of its MLP (`models::granite_moe`).
+    GraniteMoe,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
@@ -185,6 +189,7 @@ impl Architecture {
             Architecture::Qwen2Moe => "qwen2moe",
             Architecture::Glm4Moe => "glm4moe",
             Architecture::Ernie45Moe => "ernie4_5-moe",
+            Architecture::GraniteMoe => "granitemoe",
         }
     }
 
@@ -196,6 +201,7 @@ impl Architecture {
             Architecture::Llama
                 | Architecture::SmolLM3
                 | Architecture::Granite
+                | Architecture::GraniteMoe
                 | Architecture::Arcee
                 | Architecture::Mixtral
         )
@@ -411,6 +417,7 @@ impl ModelConfig {
                 | Architecture::Qwen2Moe
                 | Architecture::Glm4Moe
                 | Architecture::Ernie45Moe
+                | Architecture::GraniteMoe
         );
         if experts != self.moe.is_some() {
             return bad(format!(

@@ -57,6 +57,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "phi3" => Architecture::Phi3,
         "smollm3" => Architecture::SmolLM3,
         "granite" => Architecture::Granite,
+        "granitemoe" => Architecture::GraniteMoe,
         "olmo2" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
         "glm4" => Architecture::Glm4,
@@ -191,7 +192,10 @@ pub(crate) fn config_from_meta(
     // An attention scale other than 1/sqrt(head_dim) (llama.cpp's graphs read one for Seed-OSS
     // and a few others) is Granite's multiplier or a scale kiln does not run.
     if let Some(scale) = meta.f64(&format!("{a}.attention.scale"))
-        && architecture != Architecture::Granite
+        && !matches!(
+            architecture,
+            Architecture::Granite | Architecture::GraniteMoe
+        )
         && (scale * (head_dim as f64).sqrt() - 1.0).abs() > 1e-6
     {
         return Err(ModelError::Unsupported {
@@ -260,7 +264,11 @@ pub(crate) fn config_from_meta(
         partial_rotary_dim,
         // Granite's multipliers as llama.cpp's converter writes them; without an attention
         // scale llama.cpp's graph scales by 1/sqrt(head_dim).
-        granite: (architecture == Architecture::Granite).then(|| {
+        granite: matches!(
+            architecture,
+            Architecture::Granite | Architecture::GraniteMoe
+        )
+        .then(|| {
             let m = |k: &str, default: f64| meta.f64(&format!("{a}.{k}")).unwrap_or(default) as f32;
             GraniteScales {
                 embedding: m("embedding_scale", 1.0),
@@ -465,6 +473,16 @@ fn moe(meta: &Meta, architecture: Architecture) -> Result<Option<crate::Moe>, Mo
                 ..experts
             }
         }
+        // Granite's renormalizes; its experts are the MLP's size, a shared expert of its own.
+        Architecture::GraniteMoe => crate::Moe {
+            shared: (meta.usize(&key("expert_shared_feed_forward_length")))
+                .filter(|&s| s > 0)
+                .map(|intermediate_size| crate::SharedExpert {
+                    intermediate_size,
+                    gated: false,
+                }),
+            ..routed("feed_forward_length", true)?
+        },
         // ERNIE 4.5's renormalizes, choosing with each expert's bias; its shared experts are
         // counted in experts' sizes.
         Architecture::Ernie45Moe => {

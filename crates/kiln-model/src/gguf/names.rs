@@ -49,6 +49,17 @@ const QWEN2MOE_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
 ];
 
+/// Granite's router, experts and shared expert, under Granite's names.
+const GRANITEMOE_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_inp", "block_sparse_moe.router.layer"),
+    ("ffn_gate_exps", "block_sparse_moe.experts.gate_proj"),
+    ("ffn_up_exps", "block_sparse_moe.experts.up_proj"),
+    ("ffn_down_exps", "block_sparse_moe.experts.down_proj"),
+    ("ffn_gate_shexp", "shared_mlp.gate_proj"),
+    ("ffn_up_shexp", "shared_mlp.up_proj"),
+    ("ffn_down_shexp", "shared_mlp.down_proj"),
+];
+
 /// GLM-4.5's and ERNIE 4.5's shared experts.
 const SHARED_EXPERTS_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
@@ -71,6 +82,7 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
     match arch {
         Architecture::Mixtral => MIXTRAL_NAMES,
         Architecture::Qwen2Moe => QWEN2MOE_NAMES,
+        Architecture::GraniteMoe => GRANITEMOE_NAMES,
         Architecture::Glm4Moe | Architecture::Ernie45Moe => SHARED_EXPERTS_NAMES,
         Architecture::Gemma2
         | Architecture::Gemma3

@@ -25,6 +25,7 @@ impl ModelConfig {
             "phi3" => Architecture::Phi3,
             "smollm3" => Architecture::SmolLM3,
             "granite" => Architecture::Granite,
+            "granitemoe" | "granitemoeshared" => Architecture::GraniteMoe,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -93,7 +94,8 @@ impl ModelConfig {
             | Architecture::Gemma2
             | Architecture::Gemma3
             | Architecture::Phi3
-            | Architecture::Granite => true,
+            | Architecture::Granite
+            | Architecture::GraniteMoe => true,
         };
         // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
         // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
@@ -246,7 +248,8 @@ impl ModelConfig {
                 | Architecture::Gemma3
                 | Architecture::Phi3
                 | Architecture::SmolLM3
-                | Architecture::Granite => v
+                | Architecture::Granite
+                | Architecture::GraniteMoe => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -313,7 +316,11 @@ impl ModelConfig {
             partial_rotary_dim,
             // Granite's multipliers, 1 where its config leaves one out (as transformers'
             // defaults; its attention multiplier replaces 1/sqrt(head_dim) outright).
-            granite: (architecture == Architecture::Granite).then(|| {
+            granite: matches!(
+                architecture,
+                Architecture::Granite | Architecture::GraniteMoe
+            )
+            .then(|| {
                 let m = |k: &str| opt_f(k).unwrap_or(1.0) as f32;
                 GraniteScales {
                     embedding: m("embedding_multiplier"),
@@ -345,6 +352,21 @@ impl ModelConfig {
                 }),
                 Architecture::Glm4Moe => Some(glm4_moe(&v, file)?),
                 Architecture::Ernie45Moe => Some(ernie4_5_moe(&v, num_layers, file)?),
+                // Granite's experts are its MLP's size; GraniteMoeShared adds a shared expert.
+                Architecture::GraniteMoe => Some(crate::Moe {
+                    shared: opt_usize("shared_intermediate_size")
+                        .filter(|&s| s > 0)
+                        .map(|intermediate_size| crate::SharedExpert {
+                            intermediate_size,
+                            gated: false,
+                        }),
+                    ..crate::Moe::softmax(
+                        req("num_local_experts")?,
+                        req("num_experts_per_tok")?,
+                        req("intermediate_size")?,
+                        true,
+                    )
+                }),
                 // Mixtral's experts are its MLP's size, their weights the softmax of the
                 // chosen logits.
                 Architecture::Mixtral => Some(crate::Moe::softmax(

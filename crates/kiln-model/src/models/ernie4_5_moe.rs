@@ -32,7 +32,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
                 })
             };
             match m.shared {
-                Some(_) => ops.extend(n.with_shared_expert("shared_experts", experts)),
+                Some(_) => ops.extend(n.with_shared_expert("mlp.shared_experts", experts)),
                 None => ops.push(Op::Experts(experts)),
             }
         }

@@ -29,7 +29,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
                     format!("mlp.experts.{e}.{kind}_proj.weight")
                 })
             };
-            ops.extend(n.with_shared_expert("shared_experts", experts));
+            ops.extend(n.with_shared_expert("mlp.shared_experts", experts));
         }
     }
     Layer { ops }

@@ -16,6 +16,7 @@ mod gemma3;
 mod glm4;
 mod glm4_moe;
 mod granite;
+mod granite_moe;
 mod hunyuan_dense;
 mod layer;
 mod llama;
@@ -139,7 +140,7 @@ impl<'a> Names<'a> {
         }
     }
 
-    /// A shared expert's gated MLP named `mlp.{prefix}.{gate,up,down}_proj` around the routed
+    /// A shared expert's gated MLP named `{prefix}.{gate,up,down}_proj` around the routed
     /// `experts` (see [`Experts`]): its gate/up product and activation before them, its down
     /// product into the residual stream after.
     fn with_shared_expert(&self, prefix: &str, experts: Experts) -> [Op; 4] {
@@ -147,8 +148,7 @@ impl<'a> Names<'a> {
         let ff = (self.cfg.moe.and_then(|m| m.shared))
             .expect("a shared expert has its config (validated)")
             .intermediate_size;
-        let t =
-            |p: &str, shape: &[usize]| self.tensor(&format!("mlp.{prefix}.{p}_proj.weight"), shape);
+        let t = |p: &str, shape: &[usize]| self.tensor(&format!("{prefix}.{p}_proj.weight"), shape);
         let [project, glu, _] = llama::mlp(
             self,
             Some("post_attention_layernorm"),
@@ -243,6 +243,7 @@ impl ModelTensors {
             Architecture::Qwen2Moe => qwen2_moe::layer,
             Architecture::Glm4Moe => glm4_moe::layer,
             Architecture::Ernie45Moe => ernie4_5_moe::layer,
+            Architecture::GraniteMoe => granite_moe::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -19,6 +19,6 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
             format!("mlp.experts.{e}.{kind}_proj.weight")
         })
     };
-    ops.extend(n.with_shared_expert("shared_expert", experts));
+    ops.extend(n.with_shared_expert("mlp.shared_expert", experts));
     Layer { ops }
 }

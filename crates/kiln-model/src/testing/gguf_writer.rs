@@ -90,7 +90,7 @@ pub fn model_gguf(
                 u(m.intermediate_size),
             );
         match (cfg.architecture, m.shared) {
-            (Architecture::Qwen2Moe, Some(s)) => {
+            (Architecture::Qwen2Moe | Architecture::GraniteMoe, Some(s)) => {
                 let key = format!("{a}.expert_shared_feed_forward_length");
                 b.meta(&key, u(s.intermediate_size));
             }

@@ -51,8 +51,69 @@ pub fn write_tiny_llama(
 ) -> Result<ModelConfig, ModelError> {
     let mc = write_folder_files(dir, cfg)?;
     let p = dir.join("model.safetensors");
-    std::fs::write(&p, safetensors_bytes(&tiny_tensors(&mc, seed), cfg.dtype)).map_err(io(&p))?;
+    std::fs::write(&p, safetensors_bytes(&folder_tensors(&mc, seed), cfg.dtype)).map_err(io(&p))?;
     Ok(mc)
+}
+
+/// The tiny model's tensors as its architecture's folders hold them: Granite's MoE with each
+/// layer's experts stacked (`block_sparse_moe.input_linear`: every expert's gate rows, then
+/// its up rows; `output_linear`) and its shared expert's gate and up in one matrix
+/// (`shared_mlp.input_linear`); every other architecture's as kiln names them.
+fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
+    let tensors = tiny_tensors(mc, seed);
+    if mc.architecture != Architecture::GraniteMoe {
+        return tensors;
+    }
+    let take = |name: &str| -> NamedTensor {
+        (tensors.iter().find(|t| t.name == name).cloned()).expect("the layer's tensor")
+    };
+    let stack = |name: String, shape: Vec<usize>, parts: Vec<NamedTensor>| NamedTensor {
+        name,
+        shape,
+        data: parts.into_iter().flat_map(|t| t.data).collect(),
+    };
+    let (h, moe) = (mc.hidden_size, mc.moe.expect("experts"));
+    let ff = moe.intermediate_size;
+    let mut out: Vec<NamedTensor> = (tensors.iter())
+        .filter(|t| !t.name.contains(".experts.") && !t.name.contains(".shared_mlp."))
+        .cloned()
+        .collect();
+    for i in 0..mc.num_layers {
+        let l = format!("model.layers.{i}");
+        let expert = |e: usize, kind: &str| {
+            take(&format!(
+                "{l}.block_sparse_moe.experts.{e}.{kind}_proj.weight"
+            ))
+        };
+        let gate_up = (0..moe.experts).flat_map(|e| [expert(e, "gate"), expert(e, "up")]);
+        out.push(stack(
+            format!("{l}.block_sparse_moe.input_linear.weight"),
+            vec![moe.experts, 2 * ff, h],
+            gate_up.collect(),
+        ));
+        out.push(stack(
+            format!("{l}.block_sparse_moe.output_linear.weight"),
+            vec![moe.experts, h, ff],
+            (0..moe.experts).map(|e| expert(e, "down")).collect(),
+        ));
+        if let Some(s) = moe.shared {
+            let shared = |kind: &str| take(&format!("{l}.shared_mlp.{kind}_proj.weight"));
+            let (s, name) = (s.intermediate_size, |p: &str| {
+                format!("{l}.shared_mlp.{p}.weight")
+            });
+            out.push(stack(
+                name("input_linear"),
+                vec![2 * s, h],
+                vec![shared("gate"), shared("up")],
+            ));
+            out.push(stack(
+                name("output_linear"),
+                vec![h, s],
+                vec![shared("down")],
+            ));
+        }
+    }
+    out
 }
 
 /// Writes the same model as [`write_tiny_llama`] with its weights in `shards` files, as
@@ -66,7 +127,7 @@ pub fn write_tiny_llama_sharded(
     shards: usize,
 ) -> Result<ModelConfig, ModelError> {
     let mc = write_folder_files(dir, cfg)?;
-    let tensors = tiny_tensors(&mc, seed);
+    let tensors = folder_tensors(&mc, seed);
     let per = tensors.len().div_ceil(shards.max(1));
     let mut map = serde_json::Map::new();
     let mut total = 0;
@@ -94,6 +155,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     let mc = cfg.model_config();
     // A Llama with a window is written as Mistral, whose folders carry one.
     let mistral = mc.architecture == Architecture::Llama && mc.sliding_window.is_some();
+    // A Granite MoE with a shared expert as GraniteMoeShared.
+    let shared = mc.moe.is_some_and(|m| m.shared.is_some());
     // And an OLMo 2 with windows as OLMo 3.
     let windowed = mc.sliding_window.is_some();
     let config = json!({
@@ -121,6 +184,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Qwen2Moe => "Qwen2MoeForCausalLM",
             Architecture::Glm4Moe => "Glm4MoeForCausalLM",
             Architecture::Ernie45Moe => "Ernie4_5_MoeForCausalLM",
+            Architecture::GraniteMoe if shared => "GraniteMoeSharedForCausalLM",
+            Architecture::GraniteMoe => "GraniteMoeForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -132,6 +197,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Qwen2Moe => "qwen2_moe",
             Architecture::Glm4Moe => "glm4_moe",
             Architecture::Ernie45Moe => "ernie4_5_moe",
+            Architecture::GraniteMoe if shared => "granitemoeshared",
             a => a.gguf_name(),
         },
         "hidden_size": mc.hidden_size, "intermediate_size": mc.intermediate_size,
@@ -234,6 +300,10 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["attention_bias"] = json!(true);
         // The released folders carry a multi-token-prediction layer; this one has none.
         config["num_nextn_predict_layers"] = json!(0);
+    } else if let (Architecture::GraniteMoe, Some(m)) = (mc.architecture, mc.moe) {
+        config["num_local_experts"] = json!(m.experts);
+        config["num_experts_per_tok"] = json!(m.experts_per_token);
+        config["shared_intermediate_size"] = json!(m.shared.map_or(0, |s| s.intermediate_size));
     } else if let (Architecture::Ernie45Moe, Some(m)) = (mc.architecture, mc.moe) {
         let shared = m
             .shared

@@ -342,6 +342,15 @@ impl TinyConfig {
         }
     }
 
+    /// GraniteMoeShared: Granite's multipliers (as [`Self::granite`]), 4 experts of the MLP's
+    /// size a layer, 2 a token, renormalized, and a shared expert of 96.
+    pub fn granite_moe() -> Self {
+        TinyConfig {
+            architecture: Architecture::GraniteMoe,
+            ..Self::granite()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -467,6 +476,13 @@ impl TinyConfig {
                     }),
                     first_layer: 1,
                     ..crate::Moe::softmax(8, 3, 32, true)
+                }),
+                Architecture::GraniteMoe => Some(crate::Moe {
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: 96,
+                        gated: false,
+                    }),
+                    ..crate::Moe::softmax(4, 2, self.intermediate_size, true)
                 }),
                 Architecture::Ernie45Moe => Some(crate::Moe {
                     choice_bias: true,
