@@ -78,6 +78,15 @@ pub enum Synthetic {
     /// Llama 3.2 1B: hidden 2048, 16 layers, 32 heads / 8 KV heads of 64, tied embeddings.
     #[value(name = "llama3.2-1b")]
     Llama32_1b,
+    /// Granite 3.0 1B-A400M, a mixture of experts: hidden 1024, 24 layers, 16 heads / 8 KV
+    /// heads of 64, 32 experts of 512 a layer, 8 a token, tied embeddings (1.3B parameters,
+    /// 0.4B a token).
+    #[value(name = "granite-moe-1b")]
+    GraniteMoe1b,
+    /// The same with a dense MLP of 4096 (8 experts' worth): what a token reads and
+    /// computes, without the experts' routing and gathering.
+    #[value(name = "granite-moe-1b-dense")]
+    GraniteMoe1bDense,
 }
 
 impl Synthetic {
@@ -86,22 +95,48 @@ impl Synthetic {
         {
             Synthetic::Llama3_8b => (4096, 14336, 32, 128, false),
             Synthetic::Llama32_1b => (2048, 8192, 16, 64, true),
+            Synthetic::GraniteMoe1b => (1024, 512, 24, 64, true),
+            Synthetic::GraniteMoe1bDense => (1024, 4096, 24, 64, true),
+        };
+        // Granite 3.0's multipliers.
+        let granite = kiln_model::GraniteScales {
+            embedding: 12.0,
+            attention: 0.015625,
+            residual: 0.22,
+            logits: 6.0,
+        };
+        let granite = |architecture| TinyConfig {
+            architecture,
+            num_heads: 16,
+            vocab_size: 49155,
+            rope_theta: 10000.0,
+            granite: Some(granite),
+            moe: (architecture == Architecture::GraniteMoe)
+                .then(|| kiln_model::Moe::softmax(32, 8, 512, true)),
+            ..TinyConfig::default()
+        };
+        let base = match self {
+            Synthetic::GraniteMoe1b => granite(Architecture::GraniteMoe),
+            Synthetic::GraniteMoe1bDense => granite(Architecture::Granite),
+            _ => TinyConfig {
+                architecture: Architecture::Llama,
+                num_heads: 32,
+                vocab_size: 128256,
+                rope_theta: 500000.0,
+                ..TinyConfig::default()
+            },
         };
         TinyConfig {
-            architecture: Architecture::Llama,
             hidden_size,
             intermediate_size,
             num_layers,
-            num_heads: 32,
             num_kv_heads: 8,
             head_dim,
-            vocab_size: 128256,
             max_position_embeddings: 8192,
-            rope_theta: 500000.0,
             rms_norm_eps: 1e-5,
             tie_word_embeddings,
             dtype: DType::F16,
-            ..TinyConfig::default()
+            ..base
         }
     }
 }
@@ -199,12 +234,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(side) = cooperative_matrix {
         eprintln!("products of many rows on cooperative matrices {side}x{side}");
     }
-    let step_weight_bytes = weight_bytes * read_share(&c);
+    let step_weight_bytes = |sequences| weight_bytes * read_share(&c, sequences);
     let kv_token_bytes = KvLayout::for_model(&c, a.device.kv_dtype).bytes_per_token() as f64;
     println!(
         "model: {name}; {:.2} GB of weights on the GPU, {:.2} GB read per decode step",
         weight_bytes / 1e9,
-        step_weight_bytes / 1e9
+        step_weight_bytes(1) / 1e9
     );
     println!(
         "bandwidth: {:.1} GB/s (the larger of: buffer copies {:.1} GB/s read + write, a reading kernel {:.1} GB/s)",
@@ -275,7 +310,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let dispatches = engine.runner().last_dispatches();
         run_all(&mut engine)?;
         let context = (prompt_len + 2 + a.decode_steps / 2) as f64;
-        let bytes = step_weight_bytes + n as f64 * context * kv_token_bytes;
+        let bytes = step_weight_bytes(n) + n as f64 * context * kv_token_bytes;
         let fraction = bytes / bandwidth / step_s;
         let rate = tokens as f64 / (step_s * a.decode_steps as f64);
         println!(
@@ -322,7 +357,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "model": name, "adapter": ctx.describe(), "kernels": a.device.kernels.to_string(),
             "cooperative_matrix": cooperative_matrix,
             "kv_dtype": a.device.kv_dtype.to_string(), "weight_bytes": weight_bytes,
-            "bytes_read_per_step_weights": step_weight_bytes, "bandwidth_bytes_per_s": bandwidth,
+            "bytes_read_per_step_weights": step_weight_bytes(1), "bandwidth_bytes_per_s": bandwidth,
             "copy_bandwidth_bytes_per_s": measured.copy, "read_bandwidth_bytes_per_s": measured.read,
             "decode": decode, "prefill": prefill, "profiles": profiles,
         });
@@ -365,16 +400,25 @@ fn print_profile(what: &str, p: &KernelProfile) -> Value {
     json!({"steps": what, "steps_timed": p.steps, "ms_per_step": total, "operations": operations})
 }
 
-/// The share of the model's parameters one decode step reads: all but the embedding table,
-/// unless that table is also the output matrix.
-fn read_share(c: &ModelConfig) -> f64 {
+/// The share of the model's parameters a decode step of `sequences` reads: all but the
+/// embedding table (unless that table is also the output matrix), and of a mixture's experts
+/// the share that so many tokens choose, if each chose at random (`1 - (1 - k/E)^n`).
+fn read_share(c: &ModelConfig, sequences: usize) -> f64 {
     let all = c.param_count() as f64;
     let gathered = if c.tie_word_embeddings {
         0
     } else {
         c.vocab_size * c.hidden_size
     };
-    (all - gathered as f64) / all
+    let unread_experts = c.moe.map_or(0.0, |m| {
+        let routed = m.first_layer..c.num_layers;
+        let expert = 3 * c.hidden_size * m.intermediate_size;
+        let all_experts = (routed.len() * m.experts * expert) as f64;
+        let untouched =
+            (1.0 - m.experts_per_token as f64 / m.experts as f64).powi(sequences as i32);
+        all_experts * untouched
+    });
+    (all - gathered as f64 - unread_experts) / all
 }
 
 /// Tokens produced by one engine step.

@@ -82,6 +82,8 @@ pub struct TinyConfig {
     /// More special tokens for the Hugging Face folder's tokenizer (numbered after the tiny
     /// tokenizer's own).
     pub extra_special_tokens: Vec<String>,
+    /// The mixture of experts, in place of the architecture's tiny one (full-size shapes).
+    pub moe: Option<crate::Moe>,
 }
 
 impl Default for TinyConfig {
@@ -111,6 +113,7 @@ impl Default for TinyConfig {
             generation: GenerationDefaults::default(),
             chat_template: None,
             extra_special_tokens: Vec::new(),
+            moe: None,
         }
     }
 }
@@ -451,7 +454,7 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
-            moe: match self.architecture {
+            moe: self.moe.or(match self.architecture {
                 Architecture::Qwen3Moe => Some(crate::Moe::softmax(5, 2, 64, true)),
                 Architecture::Mixtral => {
                     Some(crate::Moe::softmax(4, 2, self.intermediate_size, true))
@@ -494,7 +497,7 @@ impl TinyConfig {
                     ..crate::Moe::softmax(6, 2, 32, true)
                 }),
                 _ => None,
-            },
+            }),
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee => Activation::Relu2,
