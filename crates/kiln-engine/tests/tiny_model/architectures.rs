@@ -456,6 +456,19 @@ fn logits_match_cpu_reference_granite_moe() {
     });
 }
 
+/// dots.llm1: Qwen3's per-head q/k norms and GLM-4.5's sigmoid routing (not renormalized
+/// here, times 2.5) with a shared expert of two experts' size, the first layer dense.
+#[test]
+fn logits_match_cpu_reference_dots1() {
+    check_folder_and_gguf("dots1", &TinyConfig::dots1(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Dots1);
+        let m = c.moe.unwrap();
+        assert!(!m.normalize && m.choice_bias && m.first_layer == 1);
+        let f = c.features().join("; ");
+        assert!(f.contains("per-head q/k RMSNorm"), "{f}");
+    });
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

@@ -87,6 +87,10 @@ pub enum Architecture {
     /// expert, GraniteMoeShared): Granite's layer and multipliers, a mixture of experts in
     /// place of its MLP (`models::granite_moe`).
     GraniteMoe,
+    /// dots.llm1: Qwen3's attention (per-head q/k norms) and GLM-4.5's mixture of experts
+    /// (sigmoid scores with each expert's bias in the choice, shared experts, the first
+    /// layer dense; `models::dots1`).
+    Dots1,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
@@ -190,6 +194,7 @@ impl Architecture {
             Architecture::Glm4Moe => "glm4moe",
             Architecture::Ernie45Moe => "ernie4_5-moe",
             Architecture::GraniteMoe => "granitemoe",
+            Architecture::Dots1 => "dots1",
         }
     }
 
@@ -418,6 +423,7 @@ impl ModelConfig {
                 | Architecture::Glm4Moe
                 | Architecture::Ernie45Moe
                 | Architecture::GraniteMoe
+                | Architecture::Dots1
         );
         if experts != self.moe.is_some() {
             return bad(format!(

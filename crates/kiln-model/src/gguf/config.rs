@@ -58,6 +58,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "smollm3" => Architecture::SmolLM3,
         "granite" => Architecture::Granite,
         "granitemoe" => Architecture::GraniteMoe,
+        "dots1" => Architecture::Dots1,
         "olmo2" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
         "glm4" => Architecture::Glm4,
@@ -441,7 +442,8 @@ fn moe(meta: &Meta, architecture: Architecture) -> Result<Option<crate::Moe>, Mo
             }),
             ..routed("expert_feed_forward_length", false)?
         },
-        Architecture::Glm4Moe => {
+        // dots.llm1's are GLM-4.5's.
+        Architecture::Glm4Moe | Architecture::Dots1 => {
             // llama.cpp's gating functions: 1 softmax, 2 sigmoid (GLM-4.5's).
             let gating = meta.usize(&key("expert_gating_func")).unwrap_or(2);
             if gating != 2 {

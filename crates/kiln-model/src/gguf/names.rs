@@ -60,7 +60,7 @@ const GRANITEMOE_NAMES: &[(&str, &str)] = &[
     ("ffn_down_shexp", "shared_mlp.down_proj"),
 ];
 
-/// GLM-4.5's and ERNIE 4.5's shared experts.
+/// GLM-4.5's, ERNIE 4.5's and dots.llm1's shared experts.
 const SHARED_EXPERTS_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
     ("ffn_up_shexp", "mlp.shared_experts.up_proj"),
@@ -83,7 +83,9 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         Architecture::Mixtral => MIXTRAL_NAMES,
         Architecture::Qwen2Moe => QWEN2MOE_NAMES,
         Architecture::GraniteMoe => GRANITEMOE_NAMES,
-        Architecture::Glm4Moe | Architecture::Ernie45Moe => SHARED_EXPERTS_NAMES,
+        Architecture::Glm4Moe | Architecture::Ernie45Moe | Architecture::Dots1 => {
+            SHARED_EXPERTS_NAMES
+        }
         Architecture::Gemma2
         | Architecture::Gemma3
         | Architecture::Olmo2

@@ -40,6 +40,7 @@ impl ModelConfig {
             "qwen2_moe" => Architecture::Qwen2Moe,
             "glm4_moe" => Architecture::Glm4Moe,
             "ernie4_5_moe" => Architecture::Ernie45Moe,
+            "dots1" => Architecture::Dots1,
             "gemma3" => {
                 return Err(ModelError::Unsupported {
                     file: file.into(),
@@ -80,6 +81,8 @@ impl ModelConfig {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             Architecture::Olmo2 => model_type == "olmo3",
+            // dots.llm1's layers from max_window_layers on slide whenever it has a window.
+            Architecture::Dots1 => true,
             Architecture::Glm4
             | Architecture::Ernie45
             | Architecture::SeedOss
@@ -112,6 +115,7 @@ impl ModelConfig {
                         | Architecture::Qwen3Moe
                         | Architecture::Qwen2Moe
                         | Architecture::SmolLM3
+                        | Architecture::Dots1
                 ) {
                     let first = qwen_first_sliding_layer(&v, num_layers, file)?;
                     if first < num_layers {
@@ -268,7 +272,7 @@ impl ModelConfig {
                 Architecture::Qwen2Moe => {
                     v.get("qkv_bias").and_then(Value::as_bool).unwrap_or(true)
                 }
-                Architecture::Glm4Moe => v
+                Architecture::Glm4Moe | Architecture::Dots1 => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -350,7 +354,9 @@ impl ModelConfig {
                     }),
                     ..qwen3_moe(&v, num_layers, file)?
                 }),
-                Architecture::Glm4Moe => Some(glm4_moe(&v, file)?),
+                Architecture::Glm4Moe => Some(glm4_moe(&v, file, (true, 1, 1))?),
+                // dots.llm1's defaults: not renormalized, no dense layer, no shared expert.
+                Architecture::Dots1 => Some(glm4_moe(&v, file, (false, 0, 0))?),
                 Architecture::Ernie45Moe => Some(ernie4_5_moe(&v, num_layers, file)?),
                 // Granite's experts are its MLP's size; GraniteMoeShared adds a shared expert.
                 Architecture::GraniteMoe => Some(crate::Moe {
@@ -425,12 +431,17 @@ fn qwen3_moe(v: &Value, layers: usize, file: &str) -> Result<crate::Moe, ModelEr
     ))
 }
 
-/// GLM-4.5's experts: chosen by sigmoid scores plus each expert's bias, weighted by the
-/// scores renormalized and times `routed_scaling_factor`; `n_shared_experts` experts' worth
-/// of shared expert; the first `first_k_dense_replace` layers dense. Groups of experts that
-/// limit the choice (`topk_group` of `n_group`) and per-head q/k norms (`use_qk_norm`) are
-/// refused.
-fn glm4_moe(v: &Value, file: &str) -> Result<crate::Moe, ModelError> {
+/// GLM-4.5's experts (and dots.llm1's): chosen by sigmoid scores plus each expert's bias,
+/// weighted by the scores (renormalized with `norm_topk_prob`) times
+/// `routed_scaling_factor`; `n_shared_experts` experts' worth of shared expert; the first
+/// `first_k_dense_replace` layers dense; `defaults` the architecture's for the first three
+/// where its config leaves them out. Groups of experts that limit the choice (`topk_group`
+/// of `n_group`) and GLM's per-head q/k norms (`use_qk_norm`) are refused.
+fn glm4_moe(
+    v: &Value,
+    file: &str,
+    defaults: (bool, usize, usize),
+) -> Result<crate::Moe, ModelError> {
     let n = |k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as usize);
     let need = |k: &str| n(k).ok_or_else(|| ModelError::config(file, format!("missing \"{k}\"")));
     let (groups, chosen_groups) = (n("n_group").unwrap_or(1), n("topk_group").unwrap_or(1));
@@ -439,13 +450,14 @@ fn glm4_moe(v: &Value, file: &str) -> Result<crate::Moe, ModelError> {
         return Err(ModelError::Unsupported {
             file: file.into(),
             reason: format!(
-                "GLM-4.5 with experts chosen within {chosen_groups} of {groups} groups, or with \
-                 per-head q/k norms (use_qk_norm {qk_norm})"
+                "experts chosen within {chosen_groups} of {groups} groups, or GLM-4.5's per-head \
+                 q/k norms (use_qk_norm {qk_norm})"
             ),
         });
     }
     let intermediate_size = need("moe_intermediate_size")?;
-    let shared = n("n_shared_experts").unwrap_or(1);
+    let (normalize, first_dense, shared) = defaults;
+    let shared = n("n_shared_experts").unwrap_or(shared);
     Ok(crate::Moe {
         scoring: crate::Scoring::Sigmoid,
         choice_bias: true,
@@ -457,14 +469,14 @@ fn glm4_moe(v: &Value, file: &str) -> Result<crate::Moe, ModelError> {
             intermediate_size: shared * intermediate_size,
             gated: false,
         }),
-        first_layer: n("first_k_dense_replace").unwrap_or(1),
+        first_layer: n("first_k_dense_replace").unwrap_or(first_dense),
         ..crate::Moe::softmax(
             n("n_routed_experts").map_or_else(|| need("num_local_experts"), Ok)?,
             need("num_experts_per_tok")?,
             intermediate_size,
             v.get("norm_topk_prob")
                 .and_then(Value::as_bool)
-                .unwrap_or(true),
+                .unwrap_or(normalize),
         )
     })
 }

@@ -7,20 +7,22 @@
 
 use super::Buf::Residual;
 use super::llama::{attention, mlp};
-use super::{Experts, Layer, Names};
+use super::{Experts, Layer, Names, Op};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
-    match cfg.moe.filter(|m| i >= m.first_layer) {
-        None => ops.extend(mlp(
-            &n,
-            Some("post_attention_layernorm"),
-            n.gate_up(),
-            Residual,
-        )),
+    ops.extend(mlp_or_experts(&n));
+    Layer { ops }
+}
+
+/// A dense layer's gated MLP, or the mixture: experts chosen with each one's bias
+/// (`mlp.gate.e_score_correction_bias`) and a shared expert where the config has one.
+pub(super) fn mlp_or_experts(n: &Names) -> Vec<Op> {
+    match n.cfg.moe.filter(|m| n.i >= m.first_layer) {
+        None => mlp(n, Some("post_attention_layernorm"), n.gate_up(), Residual).to_vec(),
         Some(m) => {
             let bias = n.tensor("mlp.gate.e_score_correction_bias", &[m.experts]);
             let experts = Experts {
@@ -29,8 +31,10 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
                     format!("mlp.experts.{e}.{kind}_proj.weight")
                 })
             };
-            ops.extend(n.with_shared_expert("mlp.shared_experts", experts));
+            match m.shared {
+                Some(_) => n.with_shared_expert("mlp.shared_experts", experts).to_vec(),
+                None => vec![Op::Experts(experts)],
+            }
         }
     }
-    Layer { ops }
 }

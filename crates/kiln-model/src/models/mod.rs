@@ -8,6 +8,7 @@
 //! ([`GEMMA_CHAT_TEMPLATE`]).
 
 mod arcee;
+mod dots1;
 mod ernie4_5;
 mod ernie4_5_moe;
 mod exaone4;
@@ -244,6 +245,7 @@ impl ModelTensors {
             Architecture::Glm4Moe => glm4_moe::layer,
             Architecture::Ernie45Moe => ernie4_5_moe::layer,
             Architecture::GraniteMoe => granite_moe::layer,
+            Architecture::Dots1 => dots1::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

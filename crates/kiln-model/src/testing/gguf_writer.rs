@@ -100,7 +100,7 @@ pub fn model_gguf(
                     .meta(&format!("{a}.leading_dense_block_count"), u(m.first_layer))
                     .meta(&format!("{a}.interleave_moe_layer_step"), u(1));
             }
-            (Architecture::Glm4Moe, shared) => {
+            (Architecture::Glm4Moe | Architecture::Dots1, shared) => {
                 let count = shared.map_or(0, |s| s.intermediate_size / m.intermediate_size);
                 b.meta(&format!("{a}.expert_shared_count"), u(count))
                     .meta(&format!("{a}.leading_dense_block_count"), u(m.first_layer))

@@ -186,6 +186,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Ernie45Moe => "Ernie4_5_MoeForCausalLM",
             Architecture::GraniteMoe if shared => "GraniteMoeSharedForCausalLM",
             Architecture::GraniteMoe => "GraniteMoeForCausalLM",
+            Architecture::Dots1 => "Dots1ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -283,7 +284,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["num_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);
         config["norm_topk_prob"] = json!(m.normalize);
-    } else if let (Architecture::Glm4Moe, Some(m)) = (mc.architecture, mc.moe) {
+    } else if let (Architecture::Glm4Moe | Architecture::Dots1, Some(m)) = (mc.architecture, mc.moe)
+    {
         let shared = m
             .shared
             .map_or(0, |s| s.intermediate_size / m.intermediate_size);
@@ -296,8 +298,12 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["first_k_dense_replace"] = json!(m.first_layer);
         config["n_group"] = json!(1);
         config["topk_group"] = json!(1);
-        config["use_qk_norm"] = json!(false);
-        config["attention_bias"] = json!(true);
+        if mc.architecture == Architecture::Glm4Moe {
+            config["use_qk_norm"] = json!(false);
+            config["attention_bias"] = json!(true);
+        } else {
+            config["max_window_layers"] = json!(mc.num_layers);
+        }
         // The released folders carry a multi-token-prediction layer; this one has none.
         config["num_nextn_predict_layers"] = json!(0);
     } else if let (Architecture::GraniteMoe, Some(m)) = (mc.architecture, mc.moe) {

@@ -354,6 +354,17 @@ impl TinyConfig {
         }
     }
 
+    /// dots.llm1: Qwen3's attention (head_dim 32) in three layers, the first dense; GLM-4.5's
+    /// routing with 8 experts of 32, 3 a token, not renormalized, times 2.5; a shared expert
+    /// of two experts' size.
+    pub fn dots1() -> Self {
+        TinyConfig {
+            architecture: Architecture::Dots1,
+            num_layers: 3,
+            ..Self::qwen3()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -486,6 +497,17 @@ impl TinyConfig {
                         gated: false,
                     }),
                     ..crate::Moe::softmax(4, 2, self.intermediate_size, true)
+                }),
+                Architecture::Dots1 => Some(crate::Moe {
+                    scoring: crate::Scoring::Sigmoid,
+                    choice_bias: true,
+                    scale: 2.5,
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: 64,
+                        gated: false,
+                    }),
+                    first_layer: 1,
+                    ..crate::Moe::softmax(8, 3, 32, false)
                 }),
                 Architecture::Ernie45Moe => Some(crate::Moe {
                     choice_bias: true,

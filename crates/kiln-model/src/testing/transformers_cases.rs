@@ -107,6 +107,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("glm4-moe-sigmoid-routing", TinyConfig::glm4_moe()),
         ("ernie45-moe-biased-choice", TinyConfig::ernie45_moe()),
         ("granite-moe-shared", TinyConfig::granite_moe()),
+        ("dots1", TinyConfig::dots1()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
