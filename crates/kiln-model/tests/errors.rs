@@ -298,6 +298,23 @@ fn glm4_moe_prediction_layer_is_skipped_and_its_variants_refused() {
     }
 }
 
+/// Hunyuan's cross-layer attention (layers sharing K/V) is refused by name, in its dense and
+/// its mixture-of-experts configs.
+#[test]
+fn hunyuan_cross_layer_attention_is_refused() {
+    for tc in [TinyConfig::hunyuan_dense(), TinyConfig::hunyuan_moe()] {
+        let dir = tmp("hunyuan-cla");
+        testing::write_tiny_llama(&dir, &tc, 1).unwrap();
+        let json = std::fs::read_to_string(dir.join("config.json")).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        ModelConfig::from_hf_json(&v.to_string(), "config.json").expect("without");
+        v["use_cla"] = serde_json::json!(true);
+        let e = ModelConfig::from_hf_json(&v.to_string(), "config.json").expect_err("use_cla");
+        assert!(e.to_string().contains("use_cla"), "{e}");
+    }
+}
+
 #[test]
 fn unsupported_tensor_type() {
     let mc = TinyConfig::default().model_config();

@@ -469,6 +469,21 @@ fn logits_match_cpu_reference_dots1() {
     });
 }
 
+/// Hunyuan's MoE: Hunyuan's attention (norms after the rotary embedding, its NTK alpha), 6
+/// experts of 32, 2 a token, renormalized, and a shared expert of the MLP's size; its folder
+/// gives the experts a token and their size a layer at a time, as Hunyuan-A13B's does.
+#[test]
+fn logits_match_cpu_reference_hunyuan_moe() {
+    check_folder_and_gguf("hunyuan-moe", &TinyConfig::hunyuan_moe(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::HunyuanMoe);
+        assert!((c.rope_theta - 100.0).abs() < 1e-3, "{}", c.rope_theta);
+        assert_eq!(
+            c.moe.and_then(|m| m.shared).map(|s| s.intermediate_size),
+            Some(160)
+        );
+    });
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

@@ -91,6 +91,10 @@ pub enum Architecture {
     /// (sigmoid scores with each expert's bias in the choice, shared experts, the first
     /// layer dense; `models::dots1`).
     Dots1,
+    /// Hunyuan's mixture of experts (Hunyuan-A13B): Hunyuan's dense attention (q/k norms after
+    /// the rotary embedding, an NTK alpha), experts chosen by their renormalized softmax, and a
+    /// shared expert (`models::hunyuan_moe`).
+    HunyuanMoe,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
@@ -195,6 +199,7 @@ impl Architecture {
             Architecture::Ernie45Moe => "ernie4_5-moe",
             Architecture::GraniteMoe => "granitemoe",
             Architecture::Dots1 => "dots1",
+            Architecture::HunyuanMoe => "hunyuan-moe",
         }
     }
 
@@ -424,6 +429,7 @@ impl ModelConfig {
                 | Architecture::Ernie45Moe
                 | Architecture::GraniteMoe
                 | Architecture::Dots1
+                | Architecture::HunyuanMoe
         );
         if experts != self.moe.is_some() {
             return bad(format!(

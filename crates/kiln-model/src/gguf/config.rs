@@ -59,6 +59,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "granite" => Architecture::Granite,
         "granitemoe" => Architecture::GraniteMoe,
         "dots1" => Architecture::Dots1,
+        "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
         "glm4" => Architecture::Glm4,
@@ -485,6 +486,19 @@ fn moe(meta: &Meta, architecture: Architecture) -> Result<Option<crate::Moe>, Mo
                 }),
             ..routed("feed_forward_length", true)?
         },
+        // Hunyuan's renormalizes; its shared expert is `expert_shared_count` of the MLP's size.
+        Architecture::HunyuanMoe => {
+            let count = meta.usize(&key("expert_shared_count")).unwrap_or(1);
+            let shared = meta.usize(&key("expert_shared_feed_forward_length"));
+            crate::Moe {
+                shared: (count > 0).then_some(crate::SharedExpert {
+                    intermediate_size: count
+                        * shared.map_or_else(|| req("feed_forward_length"), Ok)?,
+                    gated: false,
+                }),
+                ..routed("expert_feed_forward_length", true)?
+            }
+        }
         // ERNIE 4.5's renormalizes, choosing with each expert's bias; its shared experts are
         // counted in experts' sizes.
         Architecture::Ernie45Moe => {

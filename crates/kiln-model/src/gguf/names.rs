@@ -33,6 +33,16 @@ const HUNYUAN_NORMS: &[(&str, &str)] = &[
     ("attn_k_norm", "self_attn.key_layernorm"),
 ];
 
+/// Hunyuan's MoE: its per-head q/k norms, router and shared expert.
+const HUNYUAN_MOE_NAMES: &[(&str, &str)] = &[
+    ("attn_q_norm", "self_attn.query_layernorm"),
+    ("attn_k_norm", "self_attn.key_layernorm"),
+    ("ffn_gate_inp", "mlp.gate.wg"),
+    ("ffn_gate_shexp", "mlp.shared_mlp.gate_proj"),
+    ("ffn_up_shexp", "mlp.shared_mlp.up_proj"),
+    ("ffn_down_shexp", "mlp.shared_mlp.down_proj"),
+];
+
 /// Mixtral's router and experts, under Hugging Face's names for them.
 const MIXTRAL_NAMES: &[(&str, &str)] = &[
     ("ffn_gate_inp", "block_sparse_moe.gate"),
@@ -93,6 +103,7 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         Architecture::Glm4 => GLM4_NORMS,
         Architecture::SeedOss => SEED_OSS_NORMS,
         Architecture::HunyuanDense => HUNYUAN_NORMS,
+        Architecture::HunyuanMoe => HUNYUAN_MOE_NAMES,
         _ => &[],
     }
 }

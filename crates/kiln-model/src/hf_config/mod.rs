@@ -34,6 +34,7 @@ impl ModelConfig {
             "seed_oss" => Architecture::SeedOss,
             "arcee" => Architecture::Arcee,
             "hunyuan_v1_dense" => Architecture::HunyuanDense,
+            "hunyuan_v1_moe" => Architecture::HunyuanMoe,
             "qwen3_moe" => Architecture::Qwen3Moe,
             "mixtral" => Architecture::Mixtral,
             "olmoe" => Architecture::Olmoe,
@@ -87,6 +88,7 @@ impl ModelConfig {
             | Architecture::Ernie45
             | Architecture::SeedOss
             | Architecture::HunyuanDense
+            | Architecture::HunyuanMoe
             | Architecture::Glm4Moe
             | Architecture::Ernie45Moe
             | Architecture::Olmoe => false,
@@ -184,7 +186,18 @@ impl ModelConfig {
                 });
             }
         }
-        let alpha_head_dim = (architecture == Architecture::HunyuanDense).then_some(head_dim);
+        let hunyuan = matches!(
+            architecture,
+            Architecture::HunyuanDense | Architecture::HunyuanMoe
+        );
+        // Hunyuan's cross-layer attention (layers sharing K/V), which kiln does not run.
+        if hunyuan && v.get("use_cla").and_then(Value::as_bool) == Some(true) {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: "Hunyuan with cross-layer attention (use_cla)".into(),
+            });
+        }
+        let alpha_head_dim = hunyuan.then_some(head_dim);
         let rope = rope::rope(&v, max_position_embeddings, file, alpha_head_dim)?;
         // Gemma 2's soft caps; any other architecture's would be a forward pass kiln does
         // not know.
@@ -246,6 +259,7 @@ impl ModelConfig {
                 | Architecture::Olmoe
                 | Architecture::Arcee
                 | Architecture::HunyuanDense
+                | Architecture::HunyuanMoe
                 | Architecture::Qwen3Moe
                 | Architecture::Qwen3
                 | Architecture::Gemma2
@@ -357,6 +371,7 @@ impl ModelConfig {
                 Architecture::Glm4Moe => Some(glm4_moe(&v, file, (true, 1, 1))?),
                 // dots.llm1's defaults: not renormalized, no dense layer, no shared expert.
                 Architecture::Dots1 => Some(glm4_moe(&v, file, (false, 0, 0))?),
+                Architecture::HunyuanMoe => Some(hunyuan_moe(&v, file)?),
                 Architecture::Ernie45Moe => Some(ernie4_5_moe(&v, num_layers, file)?),
                 // Granite's experts are its MLP's size; GraniteMoeShared adds a shared expert.
                 Architecture::GraniteMoe => Some(crate::Moe {
@@ -520,6 +535,43 @@ fn ernie4_5_moe(v: &Value, layers: usize, file: &str) -> Result<crate::Moe, Mode
     })
 }
 
+/// Hunyuan's experts: their softmax renormalized over the chosen; a shared expert of the
+/// MLP's size times `num_shared_expert`. Its configs give the experts' size, number a token
+/// and shared experts a layer as lists; layers that differ are refused.
+fn hunyuan_moe(v: &Value, file: &str) -> Result<crate::Moe, ModelError> {
+    let same = |key: &str| -> Result<Option<usize>, ModelError> {
+        let all: Vec<u64> = match v.get(key) {
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).collect(),
+            Some(x) => x.as_u64().into_iter().collect(),
+            None => return Ok(None),
+        };
+        match all.first() {
+            Some(&first) if all.iter().all(|&x| x == first) => Ok(Some(first as usize)),
+            _ => Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: format!("Hunyuan with layers of different \"{key}\" ({all:?})"),
+            }),
+        }
+    };
+    let need = |key: &str| {
+        same(key)?.ok_or_else(|| ModelError::config(file, format!("missing \"{key}\"")))
+    };
+    let intermediate = need("intermediate_size")?;
+    let shared = same("num_shared_expert")?.unwrap_or(1);
+    Ok(crate::Moe {
+        shared: (shared > 0).then_some(crate::SharedExpert {
+            intermediate_size: shared * intermediate,
+            gated: false,
+        }),
+        ..crate::Moe::softmax(
+            need("num_experts")?,
+            need("moe_topk")?,
+            same("moe_intermediate_size")?.unwrap_or(intermediate),
+            true,
+        )
+    })
+}
+
 /// `rms_norm_eps` where a config leaves it out: transformers' default for the architecture.
 fn default_rms_norm_eps(architecture: Architecture) -> f64 {
     match architecture {
@@ -531,6 +583,7 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Olmoe
         | Architecture::Glm4Moe
         | Architecture::Ernie45Moe
+        | Architecture::HunyuanMoe
         | Architecture::HunyuanDense => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,

@@ -5,22 +5,15 @@
 //! read by the config reader; llama.cpp's converter writes the stretched base).
 
 use super::Buf::Residual;
-use super::Op::Rotary;
-use super::llama::{attention, mlp};
+use super::Op::{self, Rotary};
+use super::llama::{self, mlp};
 use super::{Layer, Names};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let d = cfg.head_dim;
-    let qk_norm =
-        ["query", "key"].map(|p| n.tensor(&format!("self_attn.{p}_layernorm.weight"), &[d]));
-    let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
-    ops[1] = Rotary {
-        qk_norm: Some(qk_norm),
-        norm_after: true,
-    };
+    let mut ops = attention(&n);
     ops.extend(mlp(
         &n,
         Some("post_attention_layernorm"),
@@ -28,4 +21,18 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
         Residual,
     ));
     Layer { ops }
+}
+
+/// Llama's attention with the per-head q/k norms after the rotary embedding.
+pub(super) fn attention(n: &Names) -> Vec<Op> {
+    let d = n.cfg.head_dim;
+    let qk_norm =
+        ["query", "key"].map(|p| n.tensor(&format!("self_attn.{p}_layernorm.weight"), &[d]));
+    let mut ops = llama::attention(n, n.qkv(), Some(qk_norm), Residual).to_vec();
+    for op in &mut ops {
+        if let Rotary { norm_after, .. } = op {
+            *norm_after = true;
+        }
+    }
+    ops
 }

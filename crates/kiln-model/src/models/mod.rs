@@ -19,6 +19,7 @@ mod glm4_moe;
 mod granite;
 mod granite_moe;
 mod hunyuan_dense;
+mod hunyuan_moe;
 mod layer;
 mod llama;
 mod mixtral;
@@ -246,6 +247,7 @@ impl ModelTensors {
             Architecture::Ernie45Moe => ernie4_5_moe::layer,
             Architecture::GraniteMoe => granite_moe::layer,
             Architecture::Dots1 => dots1::layer,
+            Architecture::HunyuanMoe => hunyuan_moe::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {

@@ -90,6 +90,12 @@ pub fn model_gguf(
                 u(m.intermediate_size),
             );
         match (cfg.architecture, m.shared) {
+            (Architecture::HunyuanMoe, Some(s)) => {
+                b.meta(&format!("{a}.expert_shared_count"), u(1)).meta(
+                    &format!("{a}.expert_shared_feed_forward_length"),
+                    u(s.intermediate_size),
+                );
+            }
             (Architecture::Qwen2Moe | Architecture::GraniteMoe, Some(s)) => {
                 let key = format!("{a}.expert_shared_feed_forward_length");
                 b.meta(&key, u(s.intermediate_size));

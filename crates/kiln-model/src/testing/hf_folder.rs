@@ -187,12 +187,14 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::GraniteMoe if shared => "GraniteMoeSharedForCausalLM",
             Architecture::GraniteMoe => "GraniteMoeForCausalLM",
             Architecture::Dots1 => "Dots1ForCausalLM",
+            Architecture::HunyuanMoe => "HunYuanMoEV1ForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
             Architecture::Olmo2 if windowed => "olmo3",
             Architecture::Gemma3 => "gemma3_text",
             Architecture::HunyuanDense => "hunyuan_v1_dense",
+            Architecture::HunyuanMoe => "hunyuan_v1_moe",
             Architecture::Qwen3Moe => "qwen3_moe",
             Architecture::Mixtral => "mixtral",
             Architecture::Qwen2Moe => "qwen2_moe",
@@ -270,7 +272,10 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     ) {
         config["use_bias"] = json!(false);
     }
-    if mc.architecture == Architecture::HunyuanDense {
+    if matches!(
+        mc.architecture,
+        Architecture::HunyuanDense | Architecture::HunyuanMoe
+    ) {
         // Its fixed NTK alpha, as Hunyuan's folders give it: the stored base stretched by
         // alpha^(d / (d - 2)) is the model's.
         let d = mc.head_dim as f64;
@@ -306,6 +311,14 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         }
         // The released folders carry a multi-token-prediction layer; this one has none.
         config["num_nextn_predict_layers"] = json!(0);
+    } else if let (Architecture::HunyuanMoe, Some(m)) = (mc.architecture, mc.moe) {
+        // As Hunyuan-A13B's folder gives them: a value a layer.
+        let layers = |x: usize| json!(vec![x; mc.num_layers]);
+        config["num_experts"] = json!(m.experts);
+        config["moe_topk"] = layers(m.experts_per_token);
+        config["moe_intermediate_size"] = layers(m.intermediate_size);
+        config["num_shared_expert"] = layers(1);
+        config["use_cla"] = json!(false);
     } else if let (Architecture::GraniteMoe, Some(m)) = (mc.architecture, mc.moe) {
         config["num_local_experts"] = json!(m.experts);
         config["num_experts_per_tok"] = json!(m.experts_per_token);

@@ -365,6 +365,16 @@ impl TinyConfig {
         }
     }
 
+    /// Hunyuan's MoE: Hunyuan's attention (as [`Self::hunyuan_dense`]), 6 experts of the MLP's
+    /// size (transformers 5 makes them so, whatever `moe_intermediate_size` says; Hunyuan-A13B's
+    /// are), 2 a token, renormalized, and a shared expert of the MLP's size.
+    pub fn hunyuan_moe() -> Self {
+        TinyConfig {
+            architecture: Architecture::HunyuanMoe,
+            ..Self::hunyuan_dense()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -497,6 +507,13 @@ impl TinyConfig {
                         gated: false,
                     }),
                     ..crate::Moe::softmax(4, 2, self.intermediate_size, true)
+                }),
+                Architecture::HunyuanMoe => Some(crate::Moe {
+                    shared: Some(crate::SharedExpert {
+                        intermediate_size: self.intermediate_size,
+                        gated: false,
+                    }),
+                    ..crate::Moe::softmax(6, 2, self.intermediate_size, true)
                 }),
                 Architecture::Dots1 => Some(crate::Moe {
                     scoring: crate::Scoring::Sigmoid,

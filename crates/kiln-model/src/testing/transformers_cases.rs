@@ -108,6 +108,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("ernie45-moe-biased-choice", TinyConfig::ernie45_moe()),
         ("granite-moe-shared", TinyConfig::granite_moe()),
         ("dots1", TinyConfig::dots1()),
+        ("hunyuan-moe", TinyConfig::hunyuan_moe()),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
