@@ -1,9 +1,11 @@
-//! GGUF loading: container parsing (`reader`), metadata → config (`config`), tensor types
-//! (`dequant`), naming and Q/K un-permutation (`names`); `load` assembles a model from them.
+//! GGUF loading: container parsing (`reader`), metadata → config (`config`; a mixture of
+//! experts' in `moe`), tensor types (`dequant`), naming and Q/K un-permutation (`names`);
+//! `load` assembles a model from them.
 
 pub(crate) mod config;
 pub mod dequant;
 pub mod kquant;
+mod moe;
 pub mod names;
 pub mod reader;
 
