@@ -7,7 +7,6 @@
 //! read.
 
 use super::Buf::Residual;
-use super::Op;
 use super::llama::{attention, mlp};
 use super::{Experts, Layer, Names};
 use crate::ModelConfig;
@@ -31,10 +30,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
                     format!("mlp.experts.{e}.{kind}_proj.weight")
                 })
             };
-            match m.shared {
-                Some(_) => ops.extend(n.with_shared_expert("mlp.shared_experts", experts)),
-                None => ops.push(Op::Experts(experts)),
-            }
+            ops.extend(n.with_shared_expert("mlp.shared_experts", experts));
         }
     }
     Layer { ops }

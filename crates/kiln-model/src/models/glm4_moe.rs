@@ -31,10 +31,7 @@ pub(super) fn mlp_or_experts(n: &Names) -> Vec<Op> {
                     format!("mlp.experts.{e}.{kind}_proj.weight")
                 })
             };
-            match m.shared {
-                Some(_) => n.with_shared_expert("mlp.shared_experts", experts).to_vec(),
-                None => vec![Op::Experts(experts)],
-            }
+            n.with_shared_expert("mlp.shared_experts", experts)
         }
     }
 }

@@ -8,7 +8,6 @@
 //! them as the per-expert matrices named here.
 
 use super::Buf::Residual;
-use super::Op;
 use super::llama::attention;
 use super::{Layer, Names};
 use crate::ModelConfig;
@@ -20,9 +19,6 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let experts = n.experts("block_sparse_moe.router.layer.weight", |e, kind| {
         format!("block_sparse_moe.experts.{e}.{kind}_proj.weight")
     });
-    match cfg.moe.and_then(|m| m.shared) {
-        Some(_) => ops.extend(n.with_shared_expert("shared_mlp", experts)),
-        None => ops.push(Op::Experts(experts)),
-    }
+    ops.extend(n.with_shared_expert("shared_mlp", experts));
     Layer { ops }
 }

@@ -144,12 +144,9 @@ impl Layer {
     /// Every tensor of the layer, once (a norm may feed two operations: a shared expert's
     /// and the routed experts'), in the order its operations read them.
     pub fn tensors(&self) -> Vec<&Tensor> {
-        let mut v: Vec<&Tensor> = Vec::new();
-        for t in self.ops.iter().flat_map(Op::tensors) {
-            if !v.iter().any(|u| u.name == t.name) {
-                v.push(t);
-            }
-        }
-        v
+        let mut seen = std::collections::HashSet::new();
+        (self.ops.iter().flat_map(Op::tensors))
+            .filter(|t| seen.insert(t.name.as_str()))
+            .collect()
     }
 }

@@ -145,11 +145,13 @@ impl<'a> Names<'a> {
     /// A shared expert's gated MLP named `{prefix}.{gate,up,down}_proj` around the routed
     /// `experts` (see [`Experts`]): its gate/up product and activation before them, its down
     /// product into the residual stream after.
-    fn with_shared_expert(&self, prefix: &str, experts: Experts) -> [Op; 4] {
+    /// Without a shared expert in the config, the routed experts alone.
+    fn with_shared_expert(&self, prefix: &str, experts: Experts) -> Vec<Op> {
         let h = self.cfg.hidden_size;
-        let ff = (self.cfg.moe.and_then(|m| m.shared))
-            .expect("a shared expert has its config (validated)")
-            .intermediate_size;
+        let Some(shared) = self.cfg.moe.and_then(|m| m.shared) else {
+            return vec![Op::Experts(experts)];
+        };
+        let ff = shared.intermediate_size;
         let t = |p: &str, shape: &[usize]| self.tensor(&format!("{prefix}.{p}_proj.weight"), shape);
         let [project, glu, _] = llama::mlp(
             self,
@@ -162,7 +164,7 @@ impl<'a> Names<'a> {
             weight: t("down", &[h, ff]),
             dst: Buf::Residual,
         };
-        [project, glu, Op::Experts(experts), down]
+        vec![project, glu, Op::Experts(experts), down]
     }
 
     /// The gate and up projections, as separate tensors.
@@ -419,6 +421,11 @@ mod tests {
                 .iter()
                 .any(|t| t.name.ends_with("e_score_correction_bias"))
         );
+        // Without a shared expert in the config, the routed experts alone.
+        let mut unshared = TinyConfig::hunyuan_moe().model_config();
+        unshared.moe = unshared.moe.map(|m| crate::Moe { shared: None, ..m });
+        let ops = &ModelTensors::for_config(&unshared).layers[1].ops;
+        assert!(matches!(ops.last(), Some(Op::Experts(_))), "{ops:?}");
         let glm = ModelTensors::for_config(&TinyConfig::glm4_moe().model_config());
         assert!(
             !glm.layers[0]
