@@ -63,6 +63,8 @@ kernel_table!(
     "matmul_rowwise",
     "matmul_rowwise_subgroup",
     "moe_matvec",
+    "moe_matmul_subgroup",
+    "moe_group",
     "moe_route",
     "moe_shared_gate",
     "rope_kv",
@@ -84,7 +86,7 @@ kernel_table!(
 
 /// The matrix kernels, which share `shaders/matmul_epilogue.wgsl` and one pair epilogue
 /// (appended like a format).
-const MATRIX_KERNELS: [&str; 8] = [
+const MATRIX_KERNELS: [&str; 9] = [
     "matmul",
     "matmul_coop",
     "matvec",
@@ -93,6 +95,7 @@ const MATRIX_KERNELS: [&str; 8] = [
     "matmul_rowwise",
     "matmul_rowwise_subgroup",
     "moe_matvec",
+    "moe_matmul_subgroup",
 ];
 const EPILOGUE: &str = include_str!("../../../shaders/matmul_epilogue.wgsl");
 const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");
@@ -159,6 +162,7 @@ const K_QUANT_SCALES: &str = include_str!("../../../shaders/kquant_scales.wgsl")
 const UNBOUNDED_LOOPS: &[&str] = &[
     "attention_rowwise_subgroup",
     "matmul_rowwise_subgroup",
+    "moe_matmul_subgroup",
     "attention",
     "attention_reduce",
     "lora_shrink",
@@ -202,6 +206,10 @@ pub struct Kernels {
     /// ([`crate::GpuContext::cooperative_matrix`]) and `KILN_COOPERATIVE_MATRIX=1` asks for
     /// them: off by default until the kernel has been measured on a GPU.
     pub cooperative: Option<u32>,
+    /// Steps of at least this many tokens run a mixture of experts' grouped product
+    /// (`crate::ops::expert_matmul`) where it is built: `KILN_MOE_GROUPED_FROM` sets it for
+    /// tuning (`None`: [`crate::ops::grouped_from`] the model's experts).
+    pub moe_grouped_from: Option<u32>,
     /// Kernels compiled without naga's loop guard (`UNBOUNDED_LOOPS`).
     unbounded: Vec<String>,
 }
@@ -255,6 +263,7 @@ impl Kernels {
             cooperative: ctx
                 .cooperative_matrix
                 .filter(|_| !rowwise && env("KILN_COOPERATIVE_MATRIX").as_deref() == Some("1")),
+            moe_grouped_from: env("KILN_MOE_GROUPED_FROM").and_then(|v| v.parse().ok()),
             unbounded: match env("KILN_UNBOUNDED_LOOPS") {
                 Some(v) => v.split(',').map(|s| s.trim().to_string()).collect(),
                 None => UNBOUNDED_LOOPS.iter().map(|s| s.to_string()).collect(),

@@ -20,11 +20,30 @@ pub enum Grid {
     Tiles { x: u32, per: u32, samples: bool },
     /// `ceil(tokens * width / per)` workgroups, folded into two dimensions.
     Elements { width: u32, per: u32 },
+    /// `x` x (`ceil(tokens / per)` + `groups`) x `z`: enough tiles of `per` rows for the
+    /// step's tokens in as many as `groups` groups (a grouped product's).
+    Grouped {
+        x: u32,
+        per: u32,
+        groups: u32,
+        z: u32,
+    },
+    /// `grid` on steps of `tokens.start` to `tokens.end - 1` tokens; nothing on others.
+    Within {
+        tokens: std::ops::Range<u32>,
+        grid: Box<Grid>,
+    },
 }
 
 impl Grid {
     pub fn size(&self, tokens: u32, samples: u32) -> [u32; 3] {
         match *self {
+            Grid::Within {
+                tokens: ref range,
+                ref grid,
+            } if range.contains(&tokens) => grid.size(tokens, samples),
+            Grid::Within { .. } => [0, 0, 0],
+            Grid::Grouped { x, per, groups, z } => [x, tokens.div_ceil(per) + groups, z],
             Grid::Tokens { per, y } => [tokens.div_ceil(per), y, 1],
             Grid::Samples { per, y } => [samples.div_ceil(per), y, 1],
             Grid::TokensZ { y, z } => [tokens, y, z],

@@ -1,8 +1,10 @@
 //! A mixture of experts' launches against the CPU: the router's choice and weights
 //! (`moe_route.wgsl`, ties included), and the products with the chosen experts' matrices
-//! (`moe_matvec.wgsl`): gate and up with the RMSNorm and the gated activation into a row
-//! for each token's expert, and down weighted and summed into the residual, for float and
-//! quantized matrices, at awkward token counts, whole and split over buffers within experts.
+//! (`moe_matvec.wgsl` a token at a time, and where subgroups allow `moe_group.wgsl`'s listing
+//! by expert with `moe_matmul_subgroup.wgsl`'s tiles of an expert's tokens): gate and up with
+//! the RMSNorm and the gated activation into a row for each token's expert, and down weighted
+//! and summed into the residual, for float and quantized matrices, at awkward token counts,
+//! whole and split over buffers within experts.
 
 mod common;
 
@@ -120,11 +122,21 @@ fn shared_gate_scales_each_row_by_its_sigmoid() {
 }
 
 /// Gate/up then down through the chosen experts, for every token count and format, against
-/// `act(rmsnorm(x) . gate_e) * (rmsnorm(x) . up_e)` and the weighted sum of `down_e . a`.
+/// `act(rmsnorm(x) . gate_e) * (rmsnorm(x) . up_e)` and the weighted sum of `down_e . a`,
+/// through the per-token product and the grouped one.
 #[test]
 fn expert_products_match_the_cpu() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
+    let grouped = Kernels::with_rowwise(&ctx, true);
+    if !grouped.rowwise_subgroups {
+        // lavapipe has subgroups of 8: the kernel CPU adapters get must be the one tested.
+        assert!(
+            !ctx.cpu_adapter(),
+            "no grouped expert product on this CPU adapter"
+        );
+        eprintln!("subgroups narrower than 8: moe_matmul_subgroup.wgsl not tested");
+    }
     let mut r = rng(42);
     let (experts, slots) = (5, 2);
     let mut checked = 0;
@@ -163,7 +175,21 @@ fn expert_products_match_the_cpu() {
         let d = down_h.to_f32();
         // Whole, and in chunks of 64 rows (as a stack larger than a binding splits: within
         // experts, whose rows are not multiples of 64).
-        for (t, split) in [(1usize, false), (3, true), (17, false), (5, true)] {
+        // 90 tokens: two tiles of some experts' tokens in a slot.
+        let cases = [
+            (1usize, false),
+            (3, true),
+            (17, false),
+            (5, true),
+            (90, true),
+        ];
+        let paths = [false, true]
+            .into_iter()
+            .filter(|&g| !g || grouped.rowwise_subgroups);
+        for ((t, split), grouped_path) in cases
+            .into_iter()
+            .flat_map(|c| paths.clone().map(move |g| (c, g)))
+        {
             // Down's outputs scaled into the residual stream (Granite's multiplier) on some.
             let scale = if t == 3 || t == 17 { 1.6 } else { 1.0 };
             let upload = |m: &HostMatrix| match split {
@@ -176,9 +202,13 @@ fn expert_products_match_the_cpu() {
             assert_eq!(gu.chunks.len() > 1, split);
             let x = randn(&mut r, t * hidden, 2.0);
             let residual = randn(&mut r, t * hidden, 1.0);
-            // Each token's experts, distinct, and weights.
+            // Each token's experts, distinct (in no regular order), and weights.
             let ids: Vec<u32> = (0..t)
-                .flat_map(|i| [(i % experts) as u32, ((i + 2) % experts) as u32])
+                .flat_map(|i| {
+                    let first = (7 * i + i * i / 3) % experts;
+                    let second = (first + 1 + i % (experts - 1)) % experts;
+                    [first as u32, second as u32]
+                })
                 .collect();
             let weights: Vec<f32> = (0..t * slots).map(|i| 0.3 + 0.1 * (i % 4) as f32).collect();
             let (xb, idb, wb) = (
@@ -193,42 +223,41 @@ fn expert_products_match_the_cpu() {
                 ids: &idb,
                 weights: &wb,
             };
-            let up = ops::expert_matvec(
-                &ctx,
-                &k,
-                &step,
-                slots,
-                &routing,
-                ExpertProduct {
-                    x: &xb,
-                    norm: Some((&gain_b, 1e-5)),
-                    w: &gu,
-                    rows_per_expert: 2 * inter,
-                    y: &act,
-                    glu: Some(Activation::Silu),
-                    scale: 1.0,
-                },
-            )
-            .unwrap();
-            let down = ops::expert_matvec(
-                &ctx,
-                &k,
-                &step,
-                slots,
-                &routing,
-                ExpertProduct {
-                    x: &act,
-                    norm: None,
-                    w: &dw,
-                    rows_per_expert: hidden,
-                    y: &yb,
-                    glu: None,
-                    scale,
-                },
-            )
-            .unwrap();
-            let launches: Vec<_> = up.iter().chain(&down).collect();
-            run_launches(&ctx, &launches, t as u32, 0);
+            let gate_up = ExpertProduct {
+                x: &xb,
+                norm: Some((&gain_b, 1e-5)),
+                w: &gu,
+                rows_per_expert: 2 * inter,
+                y: &act,
+                glu: Some(Activation::Silu),
+                scale: 1.0,
+            };
+            let down = ExpertProduct {
+                x: &act,
+                norm: None,
+                w: &dw,
+                rows_per_expert: hidden,
+                y: &yb,
+                glu: None,
+                scale,
+            };
+            let mut launches = Vec::new();
+            if grouped_path {
+                // From any number of tokens, so that tiles of one token run too.
+                let groups = ops::ExpertGroups::new(&ctx, experts, slots, t);
+                let kernels = &grouped;
+                launches.push(ops::moe_group(&ctx, kernels, &step, 0, &routing, &groups).unwrap());
+                for a in [gate_up, down] {
+                    let l = ops::expert_matmul(&ctx, kernels, 0, &routing, &groups, a);
+                    launches.extend(l.unwrap());
+                }
+            } else {
+                for a in [gate_up, down] {
+                    let all = (slots, u32::MAX);
+                    launches.extend(ops::expert_matvec(&ctx, &k, &step, all, &routing, a).unwrap());
+                }
+            }
+            run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
             let mut want_act = Vec::new();
             let mut want_y = residual.clone();
             for i in 0..t {
@@ -249,7 +278,7 @@ fn expert_products_match_the_cpu() {
                     want_act.extend(a);
                 }
             }
-            let what = format!("{format:?} tokens={t} split={split}");
+            let what = format!("{format:?} tokens={t} split={split} grouped={grouped_path}");
             let got_act = read_f32(&ctx, &act, want_act.len());
             assert_close(&format!("{what} gate/up"), &got_act, &want_act, 1e-4, 1e-4);
             let got_y = read_f32(&ctx, &yb, want_y.len());
@@ -257,5 +286,6 @@ fn expert_products_match_the_cpu() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 20);
+    let paths = if grouped.rowwise_subgroups { 2 } else { 1 };
+    assert_eq!(checked, 25 * paths);
 }

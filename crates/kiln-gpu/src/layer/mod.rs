@@ -53,6 +53,9 @@ pub(crate) struct ExpertBuffers {
     /// Each token's chosen experts' gated activations, (tokens x experts a token,
     /// intermediate).
     pub act: wgpu::Buffer,
+    /// The step's tokens listed by expert, where the grouped product runs (steps of many
+    /// tokens on CPU-backed adapters with subgroups).
+    pub groups: Option<ops::ExpertGroups>,
 }
 
 impl Activations {
@@ -504,9 +507,6 @@ impl Layer {
                         glu: Some(c.activation),
                         scale: 1.0,
                     };
-                    let launches =
-                        ops::expert_matvec(ctx, l.kernels, step, slots, &routing, gate_up);
-                    steps.extend(launches?.into_iter().map(Step::Launch));
                     let (dw, _) = stack(&e.down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
                     let down = ops::ExpertProduct {
                         x: &eb.act,
@@ -518,8 +518,36 @@ impl Layer {
                         // Into the residual stream, scaled as any sub-layer's output.
                         scale: c.residual_scale(),
                     };
-                    let launches = ops::expert_matvec(ctx, l.kernels, step, slots, &routing, down);
-                    steps.extend(launches?.into_iter().map(Step::Launch));
+                    // Steps of many tokens list them by expert and run the grouped product
+                    // where it is built; the others (and every step elsewhere) a token's
+                    // experts at a time.
+                    let from = match &eb.groups {
+                        Some(_) => (l.kernels.moe_grouped_from)
+                            .unwrap_or_else(|| ops::grouped_from(moe.experts)),
+                        None => u32::MAX,
+                    };
+                    let mut products = Vec::new();
+                    for a in [gate_up, down] {
+                        let per_token = (slots, from);
+                        let launches = ops::expert_matvec(
+                            ctx,
+                            l.kernels,
+                            step,
+                            per_token,
+                            &routing,
+                            a.clone(),
+                        );
+                        products.extend(launches?);
+                        if let Some(g) = &eb.groups {
+                            if a.glu.is_some() {
+                                products
+                                    .push(ops::moe_group(ctx, l.kernels, step, from, &routing, g)?);
+                            }
+                            products
+                                .extend(ops::expert_matmul(ctx, l.kernels, from, &routing, g, a)?);
+                        }
+                    }
+                    steps.extend(products.into_iter().map(Step::Launch));
                     continue;
                 }
                 Op::GatedActivation => Step::Launch(ops::glu(

@@ -139,6 +139,7 @@ pub fn moe_shared_gate(
 }
 
 /// What one product with the experts' matrices reads and writes.
+#[derive(Clone)]
 pub struct ExpertProduct<'a> {
     /// Gate and up: the residual stream, normalized with this gain. Down: the activations.
     pub x: &'a wgpu::Buffer,
@@ -156,21 +157,14 @@ pub struct ExpertProduct<'a> {
     pub scale: f32,
 }
 
-/// The product's launches (one per chunk of the stack) for the tokens' `slots` experts each.
-pub fn expert_matvec(
+/// Checks a product's shapes and writes each chunk's parameters for the kernel `op`; returns
+/// the rows an expert and the parameters, a buffer per chunk.
+pub(super) fn product_params(
     ctx: &GpuContext,
-    kernels: &Kernels,
-    step: &wgpu::Buffer,
-    slots: usize,
-    r: &Routing,
-    a: ExpertProduct,
-) -> Result<Vec<Launch>, GpuError> {
-    let refuse = |detail: String| {
-        Err(GpuError::Shape {
-            op: "moe_matvec",
-            detail,
-        })
-    };
+    op: &'static str,
+    a: &ExpertProduct,
+) -> Result<(u32, Vec<wgpu::Buffer>), GpuError> {
+    let refuse = |detail: String| Err(GpuError::Shape { op, detail });
     let cols_ok = a.w.cols.is_multiple_of(8) && a.rows_per_expert.is_multiple_of(4);
     if !cols_ok || !a.w.rows.is_multiple_of(a.rows_per_expert) {
         return refuse(format!(
@@ -194,24 +188,42 @@ pub fn expert_matvec(
             None => ACCUMULATE,
         }
         | if a.scale != 1.0 { SCALE } else { 0 };
+    let params = (a.w.chunks.iter())
+        .map(|chunk| {
+            super::params(
+                ctx,
+                op,
+                &Params {
+                    k: a.w.cols as u32,
+                    n,
+                    out_offset: 0,
+                    ldy: if a.glu.is_some() { n / 2 } else { n },
+                    flags,
+                    eps: a.norm.map_or(0.0, |n| n.1),
+                    so: chunk.scale_offset,
+                    factor: a.scale,
+                },
+            )
+        })
+        .collect();
+    Ok((n, params))
+}
+
+/// The product's launches (one per chunk of the stack) for the tokens' `slots` experts each,
+/// on steps of fewer than `until` tokens (larger ones run the grouped product).
+pub fn expert_matvec(
+    ctx: &GpuContext,
+    kernels: &Kernels,
+    step: &wgpu::Buffer,
+    (slots, until): (usize, u32),
+    r: &Routing,
+    a: ExpertProduct,
+) -> Result<Vec<Launch>, GpuError> {
+    let (n, params) = product_params(ctx, "moe_matvec", &a)?;
     let no_bias = ctx.placeholder(16);
     let gain = a.norm.map_or(&no_bias, |n| n.0);
     let mut launches = Vec::new();
-    for chunk in &a.w.chunks {
-        let p = super::params(
-            ctx,
-            "moe_matvec",
-            &Params {
-                k: a.w.cols as u32,
-                n,
-                out_offset: 0,
-                ldy: if a.glu.is_some() { n / 2 } else { n },
-                flags,
-                eps: a.norm.map_or(0.0, |n| n.1),
-                so: chunk.scale_offset,
-                factor: a.scale,
-            },
-        );
+    for (chunk, p) in a.w.chunks.iter().zip(&params) {
         let route = ctx.uniform_init(
             "moe route",
             bytemuck::bytes_of(&Route {
@@ -224,7 +236,7 @@ pub fn expert_matvec(
         let kernel = kernels.get_matrix("moe_matvec", chunk.format, PairEpilogue::Glu, &[]);
         let buffers = [
             step,
-            &p,
+            p,
             a.x,
             &chunk.buffer,
             &no_bias,
@@ -238,6 +250,10 @@ pub fn expert_matvec(
         let grid = Grid::TokensZ {
             y: n.div_ceil(OUTPUTS),
             z,
+        };
+        let grid = Grid::Within {
+            tokens: 0..until,
+            grid: Box::new(grid),
         };
         launches.push(Launch::new(&ctx.device, kernel, &buffers, grid));
     }

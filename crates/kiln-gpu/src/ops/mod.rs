@@ -4,6 +4,7 @@
 
 mod attention;
 mod embedding;
+mod expert_groups;
 mod experts;
 mod gather_rmsnorm;
 mod glu;
@@ -22,6 +23,9 @@ pub use attention::{
     query_tile,
 };
 pub use embedding::embedding;
+pub use expert_groups::{
+    ExpertGroups, MAX_GROUPED_EXPERTS, expert_matmul, grouped_from, moe_group,
+};
 pub use experts::{
     ExpertProduct, RouterLogits, Routing, expert_matvec, moe_route, moe_shared_gate,
 };
