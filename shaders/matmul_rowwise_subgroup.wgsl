@@ -144,20 +144,8 @@ struct XOctet { a: vec4<f32>, b: vec4<f32>, sq: f32 }
 
 fn x_octet(i: u32, g: f32, hi: bool) -> XOctet {
     let xl = x_at(i, hi);
-    let xg = xl * g;
-    let a = vec4<f32>(
-        subgroupBroadcast(xg, 0u),
-        subgroupBroadcast(xg, 1u),
-        subgroupBroadcast(xg, 2u),
-        subgroupBroadcast(xg, 3u),
-    );
-    let b = vec4<f32>(
-        subgroupBroadcast(xg, 4u),
-        subgroupBroadcast(xg, 5u),
-        subgroupBroadcast(xg, 6u),
-        subgroupBroadcast(xg, 7u),
-    );
-    return XOctet(a, b, xl * xl);
+    let o = lane_octet(xl * g); // lane_octet.wgsl, appended
+    return XOctet(o.a, o.b, xl * xl);
 }
 
 fn x_at(i: u32, hi: bool) -> f32 {

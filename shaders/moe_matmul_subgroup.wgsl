@@ -92,21 +92,9 @@ fn main(
         for (var r = 0u; r < ROWS; r++) {
             let xl = x[xrow[r] + 8u * c];
             ss[r] += xl * xl;
-            let xg = xl * g;
-            let xa = vec4<f32>(
-                subgroupBroadcast(xg, 0u),
-                subgroupBroadcast(xg, 1u),
-                subgroupBroadcast(xg, 2u),
-                subgroupBroadcast(xg, 3u),
-            );
-            let xb = vec4<f32>(
-                subgroupBroadcast(xg, 4u),
-                subgroupBroadcast(xg, 5u),
-                subgroupBroadcast(xg, 6u),
-                subgroupBroadcast(xg, 7u),
-            );
+            let xo = lane_octet(xl * g); // lane_octet.wgsl, appended
             for (var o = 0u; o < OUTS; o++) {
-                acc[r][o] += dot(xa, wa[o]) + dot(xb, wb[o]);
+                acc[r][o] += dot(xo.a, wa[o]) + dot(xo.b, wb[o]);
             }
         }
     }

@@ -104,6 +104,9 @@ const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgs
 const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
 /// The KV cache's element types, shared by the kernels that read or write the cache.
 const KV_CODEC: &str = include_str!("../../../shaders/kv_codec.wgsl");
+/// An octet of x from 8 lanes' loads, shared by the row-wise subgroup matrix kernels.
+const LANE_OCTET: &str = include_str!("../../../shaders/lane_octet.wgsl");
+const LANE_OCTET_KERNELS: [&str; 2] = ["matmul_rowwise_subgroup", "moe_matmul_subgroup"];
 /// Gemma 2's soft cap, shared by the attention kernels and the matrix epilogue.
 const SOFT_CAP: &str = include_str!("../../../shaders/soft_cap.wgsl");
 const ATTENTION_KERNELS: [&str; 3] = [
@@ -385,7 +388,11 @@ impl Kernels {
                     _ if KV_KERNELS.contains(&name) => &[KV_CODEC],
                     _ => &[],
                 };
-                for f in fragments.iter().chain(&coop.as_deref()) {
+                let lane_octet = LANE_OCTET_KERNELS.contains(&name).then_some(LANE_OCTET);
+                for f in (fragments.iter())
+                    .chain(&coop.as_deref())
+                    .chain(&lane_octet)
+                {
                     source = format!("{source}\n{f}");
                 }
                 let desc = wgpu::ShaderModuleDescriptor {
