@@ -1,7 +1,8 @@
-// Products with a mixture's experts for steps of many tokens, on CPU-backed adapters with
-// subgroups of at least 8 (the tile of matmul_rowwise_subgroup.wgsl, over one expert's
-// tokens): each workgroup takes one tile of moe_group.wgsl's listing, up to ROWS tokens that
-// chose the same expert in the same slot s, and WORKGROUP * OUTS of that expert's outputs, so
+// Products with a mixture's experts for steps of many tokens, on adapters with subgroups of
+// at least 8, in either kernel family (the tile of matmul_rowwise_subgroup.wgsl, shaped for
+// lavapipe, over one expert's tokens; lanes past the 8th load what lanes 0-7 do): each
+// workgroup takes one tile of moe_group.wgsl's listing, up to ROWS tokens that chose the same
+// expert in the same slot s, and WORKGROUP * OUTS of that expert's outputs, so
 // each weight is dequantized once for all the tile's tokens, where moe_matvec.wgsl reads it
 // once a token.
 //   route.summed 0 (gate/up, grid z = slot): y[t * slots + s, n] = norm * sum_k x[t, k] *

@@ -209,9 +209,14 @@ pub struct Kernels {
     /// ([`crate::GpuContext::cooperative_matrix`]) and `KILN_COOPERATIVE_MATRIX=1` asks for
     /// them: off by default until the kernel has been measured on a GPU.
     pub cooperative: Option<u32>,
-    /// Steps of at least this many tokens run a mixture of experts' grouped product
-    /// (`crate::ops::expert_matmul`) where it is built: `KILN_MOE_GROUPED_FROM` sets it for
-    /// tuning (`None`: [`crate::ops::grouped_from`] the model's experts).
+    /// Whether a mixture of experts' steps of many tokens run the grouped product
+    /// (`crate::ops::expert_matmul`): where the adapter has subgroups of at least 8, in
+    /// either family (measured on lavapipe; on a GPU it reads each expert's weights once a
+    /// tile of 8 tokens where the per-token product reads them once a token, unmeasured).
+    pub moe_grouped: bool,
+    /// Steps of at least this many tokens run the grouped product where it runs:
+    /// `KILN_MOE_GROUPED_FROM` sets it for tuning (`None`: [`crate::ops::grouped_from`] the
+    /// model's experts).
     pub moe_grouped_from: Option<u32>,
     /// Kernels compiled without naga's loop guard (`UNBOUNDED_LOOPS`).
     unbounded: Vec<String>,
@@ -266,6 +271,7 @@ impl Kernels {
             cooperative: ctx
                 .cooperative_matrix
                 .filter(|_| !rowwise && env("KILN_COOPERATIVE_MATRIX").as_deref() == Some("1")),
+            moe_grouped: subgroups && ctx.info.subgroup_min_size >= 8,
             moe_grouped_from: env("KILN_MOE_GROUPED_FROM").and_then(|v| v.parse().ok()),
             unbounded: match env("KILN_UNBOUNDED_LOOPS") {
                 Some(v) => v.split(',').map(|s| s.trim().to_string()).collect(),

@@ -225,10 +225,9 @@ impl ModelRunner {
                     ids: f32s("expert ids", pairs),
                     weights: f32s("expert weights", pairs),
                     act: f32s("expert activations", pairs * m.intermediate_size),
-                    groups: (kernels.rowwise_subgroups && m.experts <= ops::MAX_GROUPED_EXPERTS)
-                        .then(|| {
-                            ops::ExpertGroups::new(ctx, m.experts, m.experts_per_token, max_tokens)
-                        }),
+                    groups: (kernels.moe_grouped && m.experts <= ops::MAX_GROUPED_EXPERTS).then(
+                        || ops::ExpertGroups::new(ctx, m.experts, m.experts_per_token, max_tokens),
+                    ),
                 }
             }),
         };

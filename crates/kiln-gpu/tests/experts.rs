@@ -128,8 +128,7 @@ fn shared_gate_scales_each_row_by_its_sigmoid() {
 fn expert_products_match_the_cpu() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
-    let grouped = Kernels::with_rowwise(&ctx, true);
-    if !grouped.rowwise_subgroups {
+    if !k.moe_grouped {
         // lavapipe has subgroups of 8: the kernel CPU adapters get must be the one tested.
         assert!(
             !ctx.cpu_adapter(),
@@ -183,9 +182,7 @@ fn expert_products_match_the_cpu() {
             (5, true),
             (90, true),
         ];
-        let paths = [false, true]
-            .into_iter()
-            .filter(|&g| !g || grouped.rowwise_subgroups);
+        let paths = [false, true].into_iter().filter(|&g| !g || k.moe_grouped);
         for ((t, split), grouped_path) in cases
             .into_iter()
             .flat_map(|c| paths.clone().map(move |g| (c, g)))
@@ -245,10 +242,9 @@ fn expert_products_match_the_cpu() {
             if grouped_path {
                 // From any number of tokens, so that tiles of one token run too.
                 let groups = ops::ExpertGroups::new(&ctx, experts, slots, t);
-                let kernels = &grouped;
-                launches.push(ops::moe_group(&ctx, kernels, &step, 0, &routing, &groups).unwrap());
+                launches.push(ops::moe_group(&ctx, &k, &step, 0, &routing, &groups).unwrap());
                 for a in [gate_up, down] {
-                    let l = ops::expert_matmul(&ctx, kernels, 0, &routing, &groups, a);
+                    let l = ops::expert_matmul(&ctx, &k, 0, &routing, &groups, a);
                     launches.extend(l.unwrap());
                 }
             } else {
@@ -286,6 +282,6 @@ fn expert_products_match_the_cpu() {
             checked += 1;
         }
     }
-    let paths = if grouped.rowwise_subgroups { 2 } else { 1 };
+    let paths = if k.moe_grouped { 2 } else { 1 };
     assert_eq!(checked, 25 * paths);
 }

@@ -54,7 +54,7 @@ pub(crate) struct ExpertBuffers {
     /// intermediate).
     pub act: wgpu::Buffer,
     /// The step's tokens listed by expert, where the grouped product runs (steps of many
-    /// tokens on CPU-backed adapters with subgroups).
+    /// tokens on adapters with subgroups of at least 8).
     pub groups: Option<ops::ExpertGroups>,
 }
 
