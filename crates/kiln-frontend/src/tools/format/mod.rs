@@ -3,10 +3,13 @@
 //! (Qwen2.5, Qwen3, Hermes), Llama 3.x's bare `{"name": .., "parameters": {..}}`, or
 //! Mistral's `[TOOL_CALLS][{"name": .., "arguments": {..}}, ..]` (with 9-character call ids),
 //! or its later `[TOOL_CALLS]name[ARGS]{..}` per call (see `mistral.rs`), or a Python list of
-//! calls, `[name(arg=value, ..)]` (Llama 3.2's and Llama 4's pythonic form, see `pythonic.rs`).
+//! calls, `[name(arg=value, ..)]` (Llama 3.2's and Llama 4's pythonic form, see `pythonic.rs`),
+//! or GLM-4.5's `<tool_call>name<arg_key>..</arg_key><arg_value>..</arg_value></tool_call>`
+//! (see `glm.rs`).
 //! Templates without tools get kiln's generic format (see `tools.rs`). Detected from the
 //! template text.
 
+pub(crate) mod glm;
 mod mistral;
 pub(crate) mod pythonic;
 
@@ -38,6 +41,9 @@ pub enum ToolFormat {
     },
     /// `[name(arg=value, ..), ..]`, the whole reply: Python calls with literal arguments.
     Pythonic,
+    /// `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>..</tool_call>` for each
+    /// call, after any text: GLM-4.5, 4.6 and 4.7.
+    Glm,
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
@@ -60,6 +66,8 @@ pub type Reply = (Option<String>, Vec<(String, String)>);
 impl ToolFormat {
     pub fn detect(template: Option<&ChatTemplate>, tokenizer: &Tokenizer) -> ToolFormat {
         match template {
+            // GLM's calls open as Hermes' do, with arguments as tags rather than JSON.
+            Some(t) if t.reads_tools() && t.source().contains(glm::ARG_KEY) => ToolFormat::Glm,
             Some(t) if t.reads_tools() && t.source().contains(HERMES_OPEN) => ToolFormat::Hermes,
             Some(t) if t.reads_tools() && t.source().contains(MISTRAL_OPEN) => {
                 Self::mistral(t.source().contains(MISTRAL_ARGS), tokenizer)
@@ -116,9 +124,10 @@ impl ToolFormat {
             "llama3_json" => native(ToolFormat::Llama3),
             "pythonic" | "llama4_pythonic" => native(ToolFormat::Pythonic),
             "mistral" => native(Self::mistral(later, tokenizer)),
+            "glm45" | "glm47" => native(ToolFormat::Glm),
             other => Err(format!(
                 "{other}: not a tool-call parser kiln reads (auto, hermes, llama3_json, \
-                 mistral, pythonic or llama4_pythonic, kiln)"
+                 mistral, pythonic or llama4_pythonic, glm45 or glm47, kiln)"
             )),
         }
     }
@@ -171,6 +180,7 @@ impl ToolFormat {
             ToolFormat::Mistral { .. } => "Mistral [TOOL_CALLS] arrays",
             ToolFormat::MistralArgs { .. } => "Mistral [TOOL_CALLS]name[ARGS] calls",
             ToolFormat::Pythonic => "pythonic [name(arg=value)] calls",
+            ToolFormat::Glm => "GLM <tool_call> blocks of <arg_key>/<arg_value> pairs",
         }
     }
 
@@ -247,6 +257,7 @@ impl ToolFormat {
                 mistral::named_grammar(open, args, offered, auto, parallel)
             }
             ToolFormat::Pythonic => pythonic::grammar(offered, auto, parallel),
+            ToolFormat::Glm => glm::grammar(offered, auto, parallel),
             _ => Grammar::JsonSchema(self.call_schema(offered)),
         }
     }
@@ -292,6 +303,7 @@ impl ToolFormat {
             ToolFormat::Mistral { .. } => mistral::parse_array(text, |v| call(v, &["arguments"])),
             ToolFormat::MistralArgs { .. } => mistral::parse_named(text),
             ToolFormat::Pythonic => pythonic::parse(text),
+            ToolFormat::Glm => glm::parse(text),
             ToolFormat::Generic => whole(),
         }
     }

@@ -91,6 +91,10 @@ pub fn partial(format: ToolFormat, text: &str) -> Partial {
             // A call's arguments go out whole, as JSON, once its `)` is written.
             (p.content, p.calls) = super::format::pythonic::partial(text);
         }
+        ToolFormat::Glm => {
+            // A call's arguments go out whole, as JSON, once its `</tool_call>` is written.
+            (p.content, p.calls) = super::format::glm::partial(text);
+        }
         ToolFormat::Llama3 => {
             let body = text.trim_start().trim_start_matches("<|python_tag|>");
             if body.starts_with('{') {

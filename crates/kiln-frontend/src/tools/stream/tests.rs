@@ -125,3 +125,17 @@ fn later_mistral_streams_text_then_each_call() {
     let (content, calls) = replay(f, "Plain [answer].");
     assert_eq!((content.as_str(), calls.len()), ("Plain [answer].", 0));
 }
+
+#[test]
+fn glm_streams_text_then_each_call_whole() {
+    let f = ToolFormat::Glm;
+    let text = "Let me <look>.\n<tool_call>get\n<arg_key>q</arg_key>\n<arg_value>a </tool_call> b</arg_value>\n</tool_call>\n<tool_call>put\n</tool_call>";
+    let (content, calls) = replay(f, text);
+    let (whole_content, whole_calls) = f.parse(text);
+    assert_eq!(content, whole_content.unwrap());
+    assert_eq!(calls, whole_calls);
+    assert_eq!(content, "Let me <look>.");
+    assert_eq!(calls.len(), 2);
+    let (content, calls) = replay(f, "Plain <answer>.");
+    assert_eq!((content.as_str(), calls.len()), ("Plain <answer>.", 0));
+}

@@ -362,4 +362,5 @@ fn later_mistral_grammars_hold_each_call_to_its_tool() {
     assert!(!accepts_parts(&tok, &required, &[Text("It is")]));
 }
 
+mod glm;
 mod pythonic;
