@@ -4,7 +4,7 @@
 //! read a reply through this one reader.
 
 use crate::ReasoningStream;
-use crate::tools::{self, ToolFormat, ToolStream};
+use crate::tools::{self, ToolFormat, ToolPlan, ToolStream};
 
 /// What the reply adds, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,10 +22,10 @@ pub struct ReplyReader {
 }
 
 impl ReplyReader {
-    pub fn new(reasoning: ReasoningStream, tools: Option<ToolFormat>) -> Self {
+    pub fn new(reasoning: ReasoningStream, tools: Option<&ToolPlan>) -> Self {
         ReplyReader {
             reasoning,
-            tools: tools.map(|f| (f, ToolStream::new(f))),
+            tools: tools.map(|p| (p.format, ToolStream::for_plan(p))),
         }
     }
 

@@ -41,7 +41,7 @@ pub(crate) struct ChatTools {
 impl ChatTools {
     pub fn new(plan: ToolPlan) -> Self {
         ChatTools {
-            stream: ToolStream::new(plan.format),
+            stream: ToolStream::for_plan(&plan),
             plan,
             answer: String::new(),
         }

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::ParamError;
-pub use format::{MISTRAL_ARGS, MISTRAL_OPEN, Reply, ToolFormat};
-pub use stream::{Partial, Piece, ToolStream, partial};
+pub use format::{MISTRAL_ARGS, MISTRAL_OPEN, ParamKinds, Reply, ToolFormat};
+pub use stream::{Partial, Piece, ToolStream, partial, partial_typed};
 pub use turns::{ChatTurn, ContentPart, MessageContent};
 
 #[derive(Deserialize, Debug, Clone)]
@@ -175,6 +175,16 @@ impl ToolPlan {
         t.parameters.clone().unwrap_or(json!({"type": "object"}))
     }
 
+    /// Which of the offered tools' parameters take strings.
+    pub fn param_kinds(&self) -> ParamKinds {
+        let offered = self.offered();
+        let params: Vec<Value> = offered.iter().map(|t| Self::parameters(t)).collect();
+        let named: Vec<(&str, Value)> = (offered.iter().zip(params))
+            .map(|(t, p)| (t.name.as_str(), p))
+            .collect();
+        ParamKinds::new(&named)
+    }
+
     /// The tools for a template that renders them (the offered ones, as the request wrote
     /// them); `None` in the generic format.
     pub fn template_tools(&self) -> Option<Vec<Value>> {
@@ -255,7 +265,7 @@ impl ToolPlan {
     /// (a reply cut by `max_tokens`).
     pub fn parse_reply(&self, text: &str) -> Reply {
         if self.format.is_native() {
-            return self.format.parse(text);
+            return self.format.parse_typed(text, &self.param_kinds());
         }
         let Ok(v) = serde_json::from_str::<Value>(text) else {
             return (Some(text.to_string()), Vec::new());

@@ -81,7 +81,7 @@ pub async fn create(State(st): State<Shared>, body: Body) -> Result<Response, Me
         prompt_tokens: prompt.len(),
         ..Usage::default()
     }));
-    let mut reply = ReplyReader::new(st.reasoning.stream(opened), plan.map(|p| p.format));
+    let mut reply = ReplyReader::new(st.reasoning.stream(opened), plan.as_ref());
     let mut writer = Writer::new(head);
     let start = writer.take_events();
     let counts = usage.clone();

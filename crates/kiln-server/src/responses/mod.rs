@@ -131,7 +131,7 @@ pub async fn create(
     let mut turn = Turn {
         st: st.clone(),
         writer: Writer::new(head.clone()),
-        reply: ReplyReader::new(st.reasoning.stream(opened), plan.map(|p| p.format)),
+        reply: ReplyReader::new(st.reasoning.stream(opened), plan.as_ref()),
         usage: usage.clone(),
         store: store.then(|| (id.clone(), previous.clone(), input.clone())),
     };

@@ -113,7 +113,7 @@ pub(super) fn stream_tools(
         })
         .collect();
     let mut streams: Vec<(ReasoningStream, ToolStream)> = (0..seqs.len())
-        .map(|_| (reasoning.clone(), ToolStream::new(plan.format)))
+        .map(|_| (reasoning.clone(), ToolStream::for_plan(&plan)))
         .collect();
     // Per choice, the log-probabilities of tokens no chunk has carried yet (their text held
     // back); the first choice's prompt log-probabilities until its first chunk.

@@ -4,7 +4,10 @@
 //! `</tool_call>`. The templates write a string value as it is and any other value as JSON,
 //! so a value is read back as JSON where it reads as a JSON value other than a string, and as
 //! a string otherwise: a string argument whose text reads as a number, `true`, `false`,
-//! `null`, an array or an object comes back as that value.
+//! `null`, an array or an object comes back as that value, unless the offered tools say which
+//! parameters take strings ([`ParamKinds`]), as a request's do.
+
+use std::collections::HashMap;
 
 use kiln_core::{Grammar, compact_schema, lark_string, regex_escape};
 use serde_json::{Map, Value};
@@ -20,11 +23,43 @@ const ARG_KEY_CLOSE: &str = "</arg_key>";
 const ARG_VALUE: &str = "<arg_value>";
 const ARG_VALUE_CLOSE: &str = "</arg_value>";
 
-/// An argument's value as the template wrote it: JSON other than a string, or a string.
-fn value(text: &str) -> Value {
-    match serde_json::from_str::<Value>(text) {
-        Ok(v) if !v.is_string() => v,
-        _ => Value::String(text.to_string()),
+/// Which of the offered tools' parameters take strings: (function, parameter) to whether its
+/// schema's `type` is `"string"`, for the parameters whose schema names one type.
+#[derive(Debug, Clone, Default)]
+pub struct ParamKinds(HashMap<(String, String), bool>);
+
+impl ParamKinds {
+    /// From each offered function's name and parameters' schema.
+    pub fn new(offered: &[(&str, Value)]) -> Self {
+        let mut kinds = HashMap::new();
+        for (name, params) in offered {
+            let props = params.get("properties").and_then(Value::as_object);
+            for (key, schema) in props.into_iter().flatten() {
+                if let Some(t) = schema.get("type").and_then(Value::as_str) {
+                    kinds.insert((name.to_string(), key.clone()), t == "string");
+                }
+            }
+        }
+        ParamKinds(kinds)
+    }
+
+    fn string(&self, function: &str, key: &str) -> Option<bool> {
+        self.0
+            .get(&(function.to_string(), key.to_string()))
+            .copied()
+    }
+}
+
+/// An argument's value as the template wrote it: a string parameter's text as it is, another
+/// parameter's JSON (its text where it is not JSON), and for a parameter of no known type
+/// JSON other than a string, or the text.
+fn value(text: &str, string: Option<bool>) -> Value {
+    let text_value = || Value::String(text.to_string());
+    match (string, serde_json::from_str::<Value>(text)) {
+        (Some(true), _) => text_value(),
+        (Some(false), Ok(v)) => v,
+        (None, Ok(v)) if !v.is_string() => v,
+        _ => text_value(),
     }
 }
 
@@ -40,7 +75,7 @@ enum Scan<'a> {
 
 /// Reads one call from `s` (after its `<tool_call>`): the name, then tags in order, so that
 /// a value may hold any text but its own closer.
-fn scan(s: &str) -> Scan<'_> {
+fn scan<'a>(s: &'a str, kinds: &ParamKinds) -> Scan<'a> {
     let Some(end) = s.find('<') else {
         return Scan::Open(None);
     };
@@ -76,14 +111,15 @@ fn scan(s: &str) -> Scan<'_> {
         let Some((text, after)) = after.split_once(ARG_VALUE_CLOSE) else {
             return Scan::Open(Some(name.to_string()));
         };
-        args.insert(key.trim().to_string(), value(text));
+        let key = key.trim();
+        args.insert(key.to_string(), value(text, kinds.string(name, key)));
         rest = after.trim_start();
     }
 }
 
 /// Splits a finished reply: the text before the first `<tool_call>`, then each call. A reply
 /// that does not read as calls to its end is all text.
-pub(super) fn parse(text: &str) -> Reply {
+pub(super) fn parse(text: &str, kinds: &ParamKinds) -> Reply {
     let whole = || (Some(text.to_string()), Vec::new());
     let Some(start) = text.find(OPEN) else {
         return whole();
@@ -91,7 +127,7 @@ pub(super) fn parse(text: &str) -> Reply {
     let mut calls = Vec::new();
     let mut rest = &text[start..];
     while let Some(block) = rest.strip_prefix(OPEN) {
-        let Scan::Call(name, args, after) = scan(block) else {
+        let Scan::Call(name, args, after) = scan(block, kinds) else {
             return whole();
         };
         calls.push((name, args));
@@ -107,7 +143,7 @@ pub(super) fn parse(text: &str) -> Reply {
 /// A reply's prefix as far as it goes: its content (trimmed, without what may still become
 /// an opener) and its calls, each with its name once its first argument or its end is
 /// written and its arguments (as JSON) once its `</tool_call>` is.
-pub(crate) fn partial(text: &str) -> (String, Vec<(String, String)>) {
+pub(crate) fn partial(text: &str, kinds: &ParamKinds) -> (String, Vec<(String, String)>) {
     let Some(start) = text.find(OPEN) else {
         let held = crate::partial_suffix(text, OPEN);
         return (text[..text.len() - held].trim().to_string(), Vec::new());
@@ -115,7 +151,7 @@ pub(crate) fn partial(text: &str) -> (String, Vec<(String, String)>) {
     let mut calls = Vec::new();
     let mut rest = &text[start..];
     while let Some(block) = rest.strip_prefix(OPEN) {
-        match scan(block) {
+        match scan(block, kinds) {
             Scan::Call(name, args, after) => {
                 calls.push((name, args));
                 rest = after.trim_start();

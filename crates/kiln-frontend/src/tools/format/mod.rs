@@ -10,6 +10,8 @@
 //! template text.
 
 pub(crate) mod glm;
+
+pub use glm::ParamKinds;
 mod mistral;
 pub(crate) mod pythonic;
 
@@ -265,6 +267,12 @@ impl ToolFormat {
     /// Splits a finished reply into text and calls. Text that is not a well-formed call is
     /// returned whole as content, as a model that chose not to call a tool wrote it.
     pub fn parse(self, text: &str) -> Reply {
+        self.parse_typed(text, &ParamKinds::default())
+    }
+
+    /// The same, with the offered tools' string parameters known (GLM's syntax writes
+    /// strings bare, so a value's type is the schema's where it names one).
+    pub fn parse_typed(self, text: &str, kinds: &ParamKinds) -> Reply {
         let whole = || (Some(text.to_string()), Vec::new());
         let call = |v: &Value, args_keys: &[&str]| -> Option<(String, String)> {
             let name = v.get("name")?.as_str()?.to_string();
@@ -303,7 +311,7 @@ impl ToolFormat {
             ToolFormat::Mistral { .. } => mistral::parse_array(text, |v| call(v, &["arguments"])),
             ToolFormat::MistralArgs { .. } => mistral::parse_named(text),
             ToolFormat::Pythonic => pythonic::parse(text),
-            ToolFormat::Glm => glm::parse(text),
+            ToolFormat::Glm => glm::parse(text, kinds),
             ToolFormat::Generic => whole(),
         }
     }

@@ -5,7 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::format::{MISTRAL_ARGS, MISTRAL_OPEN, ToolFormat};
+use super::ToolPlan;
+use super::format::{MISTRAL_ARGS, MISTRAL_OPEN, ParamKinds, ToolFormat};
 
 /// A reply's prefix, parsed: its content so far and its calls so far (a call's name once
 /// complete, its arguments' raw JSON text so far).
@@ -17,6 +18,11 @@ pub struct Partial {
 
 /// Parses the prefix `text` of a reply in `format` (`generic`: kiln's JSON reply object).
 pub fn partial(format: ToolFormat, text: &str) -> Partial {
+    partial_typed(format, text, &ParamKinds::default())
+}
+
+/// The same, with the offered tools' string parameters known.
+pub fn partial_typed(format: ToolFormat, text: &str, kinds: &ParamKinds) -> Partial {
     let mut p = Partial::default();
     match format {
         ToolFormat::Generic => {
@@ -93,7 +99,7 @@ pub fn partial(format: ToolFormat, text: &str) -> Partial {
         }
         ToolFormat::Glm => {
             // A call's arguments go out whole, as JSON, once its `</tool_call>` is written.
-            (p.content, p.calls) = super::format::glm::partial(text);
+            (p.content, p.calls) = super::format::glm::partial(text, kinds);
         }
         ToolFormat::Llama3 => {
             let body = text.trim_start().trim_start_matches("<|python_tag|>");
@@ -213,6 +219,7 @@ fn held_back<'a>(text: &'a str, opener: &str) -> &'a str {
 /// One streamed choice: its text so far and what of it has been sent.
 pub struct ToolStream {
     format: ToolFormat,
+    kinds: ParamKinds,
     text: String,
     content_sent: usize,
     /// Per call sent: its id and how many bytes of its arguments went out.
@@ -223,9 +230,18 @@ impl ToolStream {
     pub fn new(format: ToolFormat) -> Self {
         ToolStream {
             format,
+            kinds: ParamKinds::default(),
             text: String::new(),
             content_sent: 0,
             calls_sent: Vec::new(),
+        }
+    }
+
+    /// A stream in `plan`'s format, its offered tools' string parameters known.
+    pub fn for_plan(plan: &ToolPlan) -> Self {
+        ToolStream {
+            kinds: plan.param_kinds(),
+            ..Self::new(plan.format)
         }
     }
 
@@ -242,7 +258,7 @@ impl ToolStream {
     /// Takes the choice's next text; returns what it adds to the reply, in order.
     pub fn pieces(&mut self, text: &str, new_id: impl FnMut() -> String) -> Vec<Piece> {
         self.text.push_str(text);
-        self.new_pieces(partial(self.format, &self.text), new_id)
+        self.new_pieces(partial_typed(self.format, &self.text, &self.kinds), new_id)
     }
 
     /// The text taken so far, where none of it has gone out as content or calls (a reply

@@ -97,7 +97,7 @@ fn a_rendered_call_reads_back_as_itself() {
 
 #[test]
 fn glm_calls_stream_whole_once_closed() {
-    let p = glm::partial;
+    let p = |t: &str| glm::partial(t, &ParamKinds::default());
     assert_eq!(p("Let me <tool_"), ("Let me".into(), vec![]));
     assert_eq!(p("<tool_call>get_wea"), (String::new(), vec![]));
     assert_eq!(
@@ -152,4 +152,30 @@ fn glm_grammars_hold_names_and_value_types() {
     assert!(accepts(&auto, "Oslo is cold."));
     assert!(accepts(&auto, &format!("Let me look.\n{call}")));
     assert!(!accepts(&auto, "Let me look.\n<tool_call>put</tool_call>"));
+}
+
+/// With the offered tools' schemas, a string parameter's text stays text however it reads,
+/// and a typed one's JSON is read as such; parameters of no known type are read as they look.
+#[test]
+fn schemas_type_the_values_read_back() {
+    let offered = [(
+        "run",
+        json!({"type": "object", "properties": {"code": {"type": "string"}, "n": {"type": "integer"}, "any": {}}}),
+    )];
+    let kinds = ParamKinds::new(&offered);
+    let text = "<tool_call>run<arg_key>code</arg_key><arg_value>42</arg_value><arg_key>n</arg_key><arg_value>7</arg_value><arg_key>any</arg_key><arg_value>true</arg_value></tool_call>";
+    let want = vec![(
+        "run".into(),
+        r#"{"code": "42", "n": 7, "any": true}"#.into(),
+    )];
+    assert_eq!(
+        ToolFormat::Glm.parse_typed(text, &kinds),
+        (None, want.clone())
+    );
+    // Untyped, the string's text reads as a number.
+    let (_, calls) = ToolFormat::Glm.parse(text);
+    assert_eq!(calls[0].1, r#"{"code": 42, "n": 7, "any": true}"#);
+    // The stream reads alike.
+    let streamed = crate::tools::partial_typed(ToolFormat::Glm, text, &kinds);
+    assert_eq!(streamed.calls, want);
 }
