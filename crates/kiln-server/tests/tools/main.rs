@@ -9,6 +9,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod glm;
 mod mistral;
 mod pythonic;
 

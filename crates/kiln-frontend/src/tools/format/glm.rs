@@ -166,11 +166,12 @@ pub(crate) fn partial(text: &str, kinds: &ParamKinds) -> (String, Vec<(String, S
     (text[..start].trim().to_string(), calls)
 }
 
-/// The grammar of a reply calling `offered`: each call one of their names and arguments
-/// among its parameters (`properties`), a string parameter's value any text without the
-/// value's closer and any other's JSON that fits its schema (a function whose parameters
-/// name no properties takes any keys, each value JSON or text). Which arguments are required
-/// is not held. `auto`: text first, which calls may follow.
+/// The grammar of a reply calling `offered`: each call one of their names and its arguments,
+/// the required ones first in the schema's order, then any of the others in order; a string
+/// parameter's value its text (one of its `enum`, or of its `minLength` to `maxLength`
+/// characters without a `<`, or any text without the value's closer) and any other's JSON
+/// that fits its schema. A function whose parameters name no properties takes any keys, each
+/// value JSON or text. `auto`: text first, which calls may follow.
 pub(super) fn grammar(offered: &[(&str, Value)], auto: bool, parallel: bool) -> Grammar {
     let nl = "\"\\n\"?";
     let mut rules = format!(
@@ -182,31 +183,30 @@ pub(super) fn grammar(offered: &[(&str, Value)], auto: bool, parallel: bool) -> 
     let mut names = Vec::new();
     for (i, (name, params)) in offered.iter().enumerate() {
         let props = params.get("properties").and_then(Value::as_object);
-        let mut args = Vec::new();
+        let required: Vec<&str> = (params.get("required").and_then(Value::as_array))
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let (mut first, mut then) = (Vec::new(), Vec::new());
         for (j, (key, schema)) in props.into_iter().flatten().enumerate() {
-            // A string's text ends with the value's closer; anything else is JSON, then it.
-            let v = match schema.get("type").and_then(Value::as_str) {
-                Some("string") => "text_value".to_string(),
-                _ => {
-                    rules += &format!("v{i}_{j}: %json {}\n", compact_schema(schema.clone()));
-                    format!("v{i}_{j} {close_v}")
-                }
-            };
+            let v = format!("v{i}_{j}");
+            rules += &format!("{v}: {}\n", value_rule(schema, &close_v));
             rules += &format!(
                 "a{i}_{j}: {open_k} {} {close_k} {nl} {open_v} {v} {nl}\n",
                 lark_string(key)
             );
-            args.push(format!("a{i}_{j}"));
+            match required.contains(&key.as_str()) {
+                true => first.push(format!("a{i}_{j}")),
+                false => then.push(format!("a{i}_{j}?")),
+            }
         }
         if props.is_none() {
             rules +=
                 &format!("a{i}_any: {open_k} ANY_KEY {close_k} {nl} {open_v} text_value {nl}\n");
-            args.push(format!("a{i}_any"));
+            then.push(format!("a{i}_any*"));
         }
-        let args = match args.is_empty() {
-            true => String::new(),
-            false => format!(" ({})*", args.join(" | ")),
-        };
+        let args: String = first.iter().chain(&then).map(|a| format!(" {a}")).collect();
         rules += &format!("fn{i}: {} {nl}{args}\n", lark_string(name));
         names.push(format!("fn{i}"));
     }
@@ -232,4 +232,28 @@ pub(super) fn grammar(offered: &[(&str, Value)], auto: bool, parallel: bool) -> 
         ),
     };
     Grammar::Lark(format!("{start}{rules}"))
+}
+
+/// A value of `schema` and the value's closer (`close`, a Lark string), as a Lark rule body.
+fn value_rule(schema: &Value, close: &str) -> String {
+    if schema.get("type").and_then(Value::as_str) != Some("string") {
+        return format!("%json {} {close}", compact_schema(schema.clone()));
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        let texts: Vec<String> = (options.iter().filter_map(Value::as_str))
+            .map(lark_string)
+            .collect();
+        if !texts.is_empty() {
+            return format!("({}) {close}", texts.join(" | "));
+        }
+    }
+    let bound = |k: &str| schema.get(k).and_then(Value::as_u64);
+    match (bound("minLength"), bound("maxLength")) {
+        (None, None) => "text_value".to_string(),
+        (min, max) => format!(
+            "/[^<]{{{},{}}}/ {close}",
+            min.unwrap_or(0),
+            max.map_or(String::new(), |m| m.to_string())
+        ),
+    }
 }

@@ -179,3 +179,41 @@ fn schemas_type_the_values_read_back() {
     let streamed = crate::tools::partial_typed(ToolFormat::Glm, text, &kinds);
     assert_eq!(streamed.calls, want);
 }
+
+/// Required arguments come first and must be there; a string's `enum` and length bounds hold.
+#[test]
+fn glm_grammars_hold_required_arguments_and_string_bounds() {
+    let offered = [(
+        "get",
+        json!({"type": "object", "properties": {
+            "days": {"type": "integer"},
+            "city": {"type": "string", "maxLength": 8},
+            "units": {"type": "string", "enum": ["metric", "imperial"]}},
+            "required": ["city"]}),
+    )];
+    let g = ToolFormat::Glm.calls_grammar(&offered, false, false);
+    let call = |args: &[(&str, &str)]| {
+        let args: String = (args.iter())
+            .map(|(k, v)| format!("<arg_key>{k}</arg_key><arg_value>{v}</arg_value>"))
+            .collect();
+        format!("<tool_call>get{args}</tool_call>")
+    };
+    assert!(accepts(&g, &call(&[("city", "Oslo")])));
+    assert!(accepts(
+        &g,
+        &call(&[("city", "Oslo"), ("days", "3"), ("units", "metric")])
+    ));
+    assert!(!accepts(&g, &call(&[])), "city is required");
+    assert!(
+        !accepts(&g, &call(&[("days", "3"), ("city", "Oslo")])),
+        "required first"
+    );
+    assert!(
+        !accepts(&g, &call(&[("city", "Reykjavik")])),
+        "longer than 8"
+    );
+    assert!(!accepts(
+        &g,
+        &call(&[("city", "Oslo"), ("units", "kelvin")])
+    ));
+}
