@@ -18,22 +18,6 @@ const GLM_TEMPLATE: &str = concat!(
     "{%- if add_generation_prompt %}<|assistant|>\n{%- endif %}",
 );
 
-/// The calls of a finished choice, checked as offered tools' fitting calls, as (name, args).
-fn glm_calls(choice: &Value) -> Vec<(String, Value)> {
-    check_calls(choice, &["get_weather", "add"]);
-    let calls = choice["message"]["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    (calls.iter())
-        .map(|c| {
-            let args = c["function"]["arguments"].as_str().unwrap();
-            let name = c["function"]["name"].as_str().unwrap().to_string();
-            (name, serde_json::from_str(args).unwrap())
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn glm_calls_are_constrained_parsed_and_streamed() {
     let base = tiny_with(GLM_TEMPLATE);
@@ -58,31 +42,11 @@ async fn glm_calls_are_constrained_parsed_and_streamed() {
             continue;
         }
         assert_eq!(want["finish_reason"], "tool_calls", "{want}");
-        let calls = glm_calls(want);
+        let calls = fitting_calls(want);
         assert!(!calls.is_empty(), "{want}");
         finished += 1;
         // Streamed: the same calls, each one's arguments in one piece once it is closed.
-        let mut s = ask.clone();
-        s["stream"] = json!(true);
-        let mut got: Vec<(String, String)> = Vec::new();
-        for c in stream(&base, "/v1/chat/completions", &s).await {
-            for tc in c["choices"][0]["delta"]["tool_calls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                if let Some(name) = tc["function"]["name"].as_str() {
-                    got.push((name.to_string(), String::new()));
-                }
-                let args = tc["function"]["arguments"].as_str().unwrap();
-                let last = got.last_mut().unwrap();
-                assert!(last.1.is_empty() || args.is_empty(), "{tc}");
-                last.1 += args;
-            }
-        }
-        let got: Vec<(String, Value)> = (got.into_iter())
-            .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
-            .collect();
+        let got = calls_streamed_whole(&base, &ask).await;
         assert_eq!(got, calls);
         streamed += 1;
     }

@@ -148,6 +148,49 @@ fn mistral_id(id: &str) -> bool {
 }
 
 /// Every call of a finished choice names an offered tool and its arguments validate.
+/// The calls of a finished choice, each checked to be an offered tool whose arguments fit
+/// its parameters (`check_calls`), as (name, arguments).
+fn fitting_calls(choice: &Value) -> Vec<(String, Value)> {
+    check_calls(choice, &["get_weather", "add"]);
+    let calls = choice["message"]["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    (calls.iter())
+        .map(|c| {
+            let args = c["function"]["arguments"].as_str().unwrap();
+            let name = c["function"]["name"].as_str().unwrap().to_string();
+            (name, serde_json::from_str(args).unwrap())
+        })
+        .collect()
+}
+
+/// The calls `ask` streams, for formats that send each call's arguments in one piece once
+/// the call is closed (asserted), as (name, arguments).
+async fn calls_streamed_whole(base: &str, ask: &Value) -> Vec<(String, Value)> {
+    let mut s = ask.clone();
+    s["stream"] = json!(true);
+    let mut got: Vec<(String, String)> = Vec::new();
+    for c in stream(base, "/v1/chat/completions", &s).await {
+        for tc in c["choices"][0]["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = tc["function"]["name"].as_str() {
+                got.push((name.to_string(), String::new()));
+            }
+            let args = tc["function"]["arguments"].as_str().unwrap();
+            let last = got.last_mut().unwrap();
+            assert!(last.1.is_empty() || args.is_empty(), "{tc}");
+            last.1 += args;
+        }
+    }
+    (got.into_iter())
+        .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
+        .collect()
+}
+
 fn check_calls(choice: &Value, allowed: &[&str]) -> usize {
     check_calls_with(choice, allowed, kiln_id)
 }

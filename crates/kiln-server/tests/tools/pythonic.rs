@@ -20,23 +20,6 @@ const PYTHONIC_TEMPLATE: &str = concat!(
     "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}",
 );
 
-/// The calls of a finished choice, each checked to be an offered tool whose arguments fit
-/// its parameters (`check_calls`), as (name, arguments).
-fn py_calls(choice: &Value) -> Vec<(String, Value)> {
-    check_calls(choice, &["get_weather", "add"]);
-    let calls = choice["message"]["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    (calls.iter())
-        .map(|c| {
-            let args = c["function"]["arguments"].as_str().unwrap();
-            let name = c["function"]["name"].as_str().unwrap().to_string();
-            (name, serde_json::from_str(args).unwrap())
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn pythonic_calls_are_constrained_parsed_and_streamed() {
     let base = tiny_with(PYTHONIC_TEMPLATE);
@@ -64,31 +47,11 @@ async fn pythonic_calls_are_constrained_parsed_and_streamed() {
             continue; // a random model may run long inside a string
         }
         assert_eq!(want["finish_reason"], "tool_calls", "{want}");
-        let calls = py_calls(want);
+        let calls = fitting_calls(want);
         assert!(!calls.is_empty(), "{want}");
         finished += 1;
         // Streamed: the same calls, each one's arguments in one piece once it is closed.
-        let mut s = ask.clone();
-        s["stream"] = json!(true);
-        let mut got: Vec<(String, String)> = Vec::new();
-        for c in stream(&base, "/v1/chat/completions", &s).await {
-            for tc in c["choices"][0]["delta"]["tool_calls"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                if let Some(name) = tc["function"]["name"].as_str() {
-                    got.push((name.to_string(), String::new()));
-                }
-                let args = tc["function"]["arguments"].as_str().unwrap();
-                let last = got.last_mut().unwrap();
-                assert!(last.1.is_empty() || args.is_empty(), "{tc}");
-                last.1 += args;
-            }
-        }
-        let got: Vec<(String, Value)> = (got.into_iter())
-            .map(|(n, a)| (n, serde_json::from_str(&a).unwrap()))
-            .collect();
+        let got = calls_streamed_whole(&base, &ask).await;
         assert_eq!(got, calls);
         streamed += 1;
     }
@@ -102,7 +65,7 @@ async fn pythonic_calls_are_constrained_parsed_and_streamed() {
     assert_eq!(s, 200, "{r}");
     let c = &r["choices"][0];
     if c["finish_reason"] != "length" {
-        let calls = py_calls(c);
+        let calls = fitting_calls(c);
         assert_eq!(calls.len(), 1, "{c}");
         assert_eq!(calls[0].0, "add");
     }
