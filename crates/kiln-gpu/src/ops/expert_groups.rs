@@ -1,10 +1,9 @@
 //! The grouped product with a mixture's experts, for steps of many tokens on adapters with
 //! subgroups of at least 8 ([`crate::Kernels::moe_grouped`]): the step's tokens listed by the
-//! expert each chose in each slot
-//! (`shaders/moe_group.wgsl`), then each expert's weights read once for a tile of its tokens
-//! (`shaders/moe_matmul_subgroup.wgsl`). Steps of fewer tokens than [`grouped_from`] run the
-//! per-token product ([`super::expert_matvec`]) instead; the step's token count picks one
-//! when it is recorded.
+//! expert each chose in each slot (`shaders/moe_group.wgsl`), then each expert's weights
+//! read once for a tile of its tokens (`shaders/moe_matmul_subgroup.wgsl`). Steps of fewer
+//! tokens than [`grouped_from`] run the per-token product ([`super::expert_matvec`])
+//! instead; the step's token count picks one when it is recorded.
 
 use bytemuck::{Pod, Zeroable};
 
