@@ -191,6 +191,31 @@ async fn calls_streamed_whole(base: &str, ask: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// `required` calls asked of `base` under four seeds: each finished choice's calls fit the
+/// offered tools, and streamed (each call's arguments whole once it is closed) they are the
+/// same calls; at least one choice must finish (a random model may run long in a string).
+async fn required_calls_stream_whole(base: &str) {
+    let (mut finished, mut streamed) = (0, 0);
+    for seed in 0..4 {
+        let ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required",
+            "seed": seed, "temperature": 1.0, "max_tokens": 120,
+            "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
+        let (s, r) = post(base, "/v1/chat/completions", &ask).await;
+        assert_eq!(s, 200, "{r}");
+        let want = &r["choices"][0];
+        if want["finish_reason"] == "length" {
+            continue;
+        }
+        assert_eq!(want["finish_reason"], "tool_calls", "{want}");
+        let calls = fitting_calls(want);
+        assert!(!calls.is_empty(), "{want}");
+        finished += 1;
+        assert_eq!(calls_streamed_whole(base, &ask).await, calls);
+        streamed += 1;
+    }
+    assert!(finished > 0 && streamed > 0, "no choice finished");
+}
+
 fn check_calls(choice: &Value, allowed: &[&str]) -> usize {
     check_calls_with(choice, allowed, kiln_id)
 }
