@@ -4,10 +4,15 @@ package (PyPI, gguf.quants.dequantize) decodes them to, for the test `dequant_gg
 
 Cases per type: rows cut from real GGUF files given on the command line (made by llama.cpp's
 quantizer), rows of real weights quantized by gguf.quants.quantize where it supports the type,
-and blocks of random bits (every bit pattern of the quants, scales in a sane range).
+rows of real weights quantized by llama.cpp's own reference quantizers (ggml's
+`quantize_row_<type>_ref`, called through ctypes) when KILN_GGML_LIB names a libggml-base.so
+(llama-cpp-python's has them), and blocks of random bits (every bit pattern of the quants,
+scales in a sane range).
 
-    scripts/gguf-py.sh scripts/dequant-fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf ~/.cache/kiln/*.gguf
+    KILN_GGML_LIB=~/.cache/kiln/llama-vk-venv/lib/python3.11/site-packages/llama_cpp/lib/libggml-base.so \
+    scripts/gguf-py.sh scripts/dequant-fixtures.py models/SmolLM2-135M-Instruct.Q4_1.gguf
 """
+import ctypes
 import os
 import sys
 
@@ -17,10 +22,12 @@ from gguf import GGMLQuantizationType as T
 from gguf.constants import GGML_QUANT_SIZES
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "kiln-model", "tests", "data", "dequant")
-TYPES = [T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K]
+TYPES = [T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4, T.Q3_K, T.Q2_K, T.IQ4_NL, T.IQ4_XS]
 # Byte ranges of the f16 fields of each block (random bits there could be NaN or huge).
 F16_FIELDS = {T.Q8_0: [0], T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2],
-              T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208]}
+              T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208], T.MXFP4: [], T.Q3_K: [108], T.Q2_K: [80, 82], T.IQ4_NL: [0], T.IQ4_XS: [0]}
+# Byte offsets of the E8M0 exponents of each block (random ones span 2^-127 to 2^127).
+E8M0_FIELDS = {T.MXFP4: [0]}
 MAX_ROWS = 3
 cases = []
 
@@ -60,6 +67,8 @@ def random_blocks(rng):
         for at in F16_FIELDS[qtype]:
             vals = rng.uniform(-0.05, 0.05, size=n_blocks).astype(np.float16)
             raw[:, at:at + 2] = vals.view(np.uint8).reshape(n_blocks, 2)
+        for at in E8M0_FIELDS.get(qtype, []):
+            raw[:, at] = rng.integers(118, 131, size=n_blocks, dtype=np.uint8)
         write(f"random_{qtype.name}", qtype, raw.reshape(-1), bs * 3, "random bits")
 
 
@@ -77,6 +86,24 @@ def requantized(path, rng):
         write(f"gguf_quantize_{qtype.name}", qtype, np.asarray(raw).reshape(-1), cols, f"gguf.quants.quantize of {os.path.basename(path)}:{t.name}")
 
 
+def ggml_quantized(path):
+    """Real weights (dequantized from `path`) quantized by ggml's reference quantizers."""
+    lib = ctypes.CDLL(os.environ["KILN_GGML_LIB"])
+    reader = gguf.GGUFReader(path)
+    t = next(t for t in reader.tensors if t.name == "blk.0.ffn_down.weight")
+    cols = int(t.shape[0])
+    w = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(-1, cols)[:MAX_ROWS]
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    for qtype in TYPES:
+        bs, bb = GGML_QUANT_SIZES[qtype]
+        if cols % bs:
+            continue
+        fn = getattr(lib, f"quantize_row_{qtype.name.lower().replace('_k', '_K')}_ref")
+        out = np.zeros(w.size // bs * bb, dtype=np.uint8)
+        fn(w.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(w.size))
+        write(f"ggml_quantize_{qtype.name}", qtype, out, cols, f"ggml's quantize_row_{qtype.name.lower()}_ref of {os.path.basename(path)}:{t.name}")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -85,6 +112,8 @@ def main():
     random_blocks(rng)
     if len(sys.argv) > 1:
         requantized(sys.argv[1], rng)
+        if os.environ.get("KILN_GGML_LIB"):
+            ggml_quantized(sys.argv[1])
     for path in sys.argv[1:]:
         from_file(path)
     with open(os.path.join(OUT, "cases.txt"), "w") as f:

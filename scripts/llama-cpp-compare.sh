@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# kiln against llama.cpp on files made by llama.cpp's quantizer: Q4_K_M, Q5_K_M, Q6_K and Q8_0
-# versions of the default model (requantized from its Q4_1 file), with llama.cpp itself (the
+# kiln against llama.cpp on files made by llama.cpp's quantizer: Q4_K_M, Q5_K_M, Q6_K, Q8_0,
+# Q3_K_M, Q2_K, IQ4_XS and IQ4_NL versions of the default model (requantized from its Q4_1
+# file; and an MXFP4 one by the `gguf` package's quantizer), with llama.cpp itself (the
 # PyPI package llama-cpp-python, built from source: about 15 minutes on 2 cores, once) as the
 # reference. Not part of scripts/test.sh (the llama.cpp build would double CI's time); the
 # figures are in BENCHMARKS.md. Also a GGUF LoRA adapter (random, written by the `gguf`

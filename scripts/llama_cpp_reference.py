@@ -1,7 +1,9 @@
 """llama.cpp as the reference for kiln on quantized files (run by scripts/llama-cpp-compare.sh).
 
-Makes Q4_K_M, Q5_K_M, Q6_K and Q8_0 versions of the default model with llama.cpp's own
-quantizer (requantizing from its Q4_1 file), then runs llama.cpp on each and on the Q4_1 file
+Makes Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q3_K_M, Q2_K, IQ4_XS and IQ4_NL versions of the default
+model with llama.cpp's own quantizer (requantizing from its Q4_1 file), and an MXFP4 one with the `gguf` package's
+(scripts/requantize.py: llama.cpp's quantizer makes MXFP4 of a mixture of experts' experts
+only), then runs llama.cpp on each and on the Q4_1 file
 itself: greedy tokens for the reference prompts, and the top-1 token at every position of a
 forced sequence (teacher forcing). Writes one JSON per file next to it, which the Rust test
 crates/kiln-engine/tests/llama_cpp.rs compares kiln's output with.
@@ -16,6 +18,7 @@ import ctypes
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 # llama.cpp's Vulkan backend skips CPU devices (lavapipe) unless one is named, and uses f16
@@ -33,6 +36,11 @@ TYPES = {
     "Q5_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_M,
     "Q6_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q6_K,
     "Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
+    "Q3_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q3_K_M,
+    "Q2_K": llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K,
+    "IQ4_XS": llama_cpp.LLAMA_FTYPE_MOSTLY_IQ4_XS,
+    "IQ4_NL": llama_cpp.LLAMA_FTYPE_MOSTLY_IQ4_NL,
+    "MXFP4": "gguf",  # every matrix, by the gguf package's quantizer
 }
 GREEDY_TOKENS = 16
 
@@ -42,6 +50,13 @@ def quantize(src, dst, ftype):
         return
     if ftype is None:
         shutil.copyfile(src, dst)
+        return
+    if ftype == "gguf":
+        requantize = os.path.join(os.path.dirname(__file__), "requantize.py")
+        name = os.path.basename(dst).split(".")[-2]
+        subprocess.run([sys.executable, requantize, src, dst + ".part", name], check=True,
+                       stderr=subprocess.DEVNULL)
+        os.rename(dst + ".part", dst)
         return
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
@@ -97,7 +112,10 @@ def main():
     prompts = {name: p["input_ids"] for name, p in ref.items()}
     # Forced sequence: the chat prompt and the reference model's greedy continuation.
     forced = ref["chat"]["input_ids"] + ref["chat"]["greedy_32"]["ids"]
+    only = os.environ.get("KILN_LLAMA_CPP_TYPES")  # e.g. "MXFP4,Q8_0": those files alone
     for name, ftype in TYPES.items():
+        if only and name not in only.split(","):
+            continue
         path = os.path.join(out_dir, f"SmolLM2-135M-Instruct.{name}.gguf")
         quantize(src, path, ftype)
         result = {"type": name, "file": os.path.basename(path), "backend": backend,

@@ -32,7 +32,8 @@ pub struct Args {
     #[arg(long, value_enum)]
     synthetic: Option<Synthetic>,
     /// The synthetic model's matrix type: f16 (a Hugging Face folder) or a GGUF block type
-    /// (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: a GGUF file, kept quantized on the GPU).
+    /// (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k ... q6_k, iq4_nl, iq4_xs, mxfp4: a GGUF file, kept
+    /// quantized on the GPU).
     #[arg(long, default_value = "f16", value_parser = parse_synthetic_type, requires = "synthetic")]
     synthetic_type: DType,
     /// Write the synthetic model here and keep it (a later run with the same folder reads it

@@ -1,5 +1,6 @@
-//! kiln against llama.cpp on files made by llama.cpp's quantizer (Q4_K_M, Q5_K_M, Q6_K, Q8_0
-//! versions of the default model). `scripts/llama-cpp-compare.sh` builds llama.cpp (PyPI
+//! kiln against llama.cpp on files made by llama.cpp's quantizer (Q4_K_M, Q5_K_M, Q6_K, Q8_0,
+//! Q3_K_M, Q2_K, IQ4_XS and IQ4_NL versions of the default model; an MXFP4 one made by the
+//! `gguf` package's). `scripts/llama-cpp-compare.sh` builds llama.cpp (PyPI
 //! `llama-cpp-python`), makes the files and llama.cpp's outputs, then runs this test, which is
 //! ignored otherwise: the llama.cpp build takes longer than the rest of CI together.
 //!

@@ -142,15 +142,23 @@ kernel_table!(
     "weights_q4_1",
     "weights_q5_0",
     "weights_q5_1",
+    "weights_q2_k",
+    "weights_q3_k",
     "weights_q4_k",
     "weights_q4_kx4",
     "weights_q5_k",
     "weights_q6_k",
+    "weights_mxfp4",
+    "weights_iq4_nl",
+    "weights_iq4_xs",
 );
 
 /// The format files that decode sub-block scales through `shaders/kquant_scales.wgsl`.
 const K_QUANT_FORMATS: [&str; 3] = ["weights_q4_k", "weights_q4_kx4", "weights_q5_k"];
 const K_QUANT_SCALES: &str = include_str!("../../../shaders/kquant_scales.wgsl");
+/// The format files that look their nibbles' levels up through `shaders/iq4_levels.wgsl`.
+const IQ4_FORMATS: [&str; 2] = ["weights_iq4_nl", "weights_iq4_xs"];
+const IQ4_LEVELS: &str = include_str!("../../../shaders/iq4_levels.wgsl");
 
 /// Kernels compiled without naga's guard against infinite loops, so that the driver sees
 /// their trip counts and unrolls them: on lavapipe that made the row-wise attention about
@@ -379,6 +387,10 @@ impl Kernels {
                     // The K-quants' formats share their scale decoding.
                     Some((f, w)) if K_QUANT_FORMATS.contains(&f) => {
                         format!("{source}\n{w}\n{K_QUANT_SCALES}")
+                    }
+                    // The IQ4 formats share their table of levels.
+                    Some((f, w)) if IQ4_FORMATS.contains(&f) => {
+                        format!("{source}\n{w}\n{IQ4_LEVELS}")
                     }
                     Some((_, w)) => format!("{source}\n{w}"),
                     None => source.to_string(),

@@ -4,7 +4,8 @@
 //! without growing (Q6_K: by 2 bytes in 210): each chunk buffer holds the quants of its rows
 //! first (row-major, the block's quant bytes in file order, so every block starts on a word)
 //! and then each block's scale bytes in the same order (`d`; `d` and `m` for Q4_1 and Q5_1;
-//! Q6_K's 16 scales and `d`; none for Q4_K and Q5_K, whose 144- and 176-byte blocks stay
+//! MXFP4's exponent byte; IQ4_XS's `d` and 6-bit scales; Q2_K's 16 sub-block scale bytes (its `d` and `dmin` stay with the
+//! quants); Q3_K's 12 bytes of scales and `d`; Q6_K's 16 scales and `d`; none for Q4_K and Q5_K, whose 144- and 176-byte blocks stay
 //! whole). The matrix kernels dequantize in registers through the format's WGSL snippet
 //! (`shaders/weights_*.wgsl`), which the kernel loader appends to the kernel's source. Every
 //! quantized type kiln reads has one; F32, BF16 and F16 matrices are stored as f16.
@@ -74,12 +75,22 @@ pub enum WeightFormat {
     Q5_0,
     /// Blocks of 32 five-bit values with f16 `d` and `m`: w = d * q + m.
     Q5_1,
+    /// Super-blocks of 256 two-bit values in 16 sub-blocks with 4-bit scales and mins.
+    Q2_K,
+    /// Super-blocks of 256 three-bit values in 16 sub-blocks with 6-bit scales.
+    Q3_K,
     /// Super-blocks of 256 nibbles in 8 sub-blocks with 6-bit scales and mins.
     Q4_K,
     /// The same with a fifth bit per weight.
     Q5_K,
     /// Super-blocks of 256 six-bit values in 16 sub-blocks with 8-bit scales.
     Q6_K,
+    /// Blocks of 32 four-bit floats (E2M1) with a power-of-two scale, its exponent a byte.
+    MXFP4,
+    /// Blocks of 32 nibbles indexing 16 fixed levels, with an f16 scale `d`.
+    IQ4_NL,
+    /// Super-blocks of 256 of IQ4_NL's levels, a 6-bit scale per 32 under an f16 `d`.
+    IQ4_XS,
 }
 
 impl WeightFormat {
@@ -91,9 +102,14 @@ impl WeightFormat {
             DType::Q4_1 => WeightFormat::Q4_1,
             DType::Q5_0 => WeightFormat::Q5_0,
             DType::Q5_1 => WeightFormat::Q5_1,
+            DType::Q2_K => WeightFormat::Q2_K,
+            DType::Q3_K => WeightFormat::Q3_K,
             DType::Q4_K => WeightFormat::Q4_K,
             DType::Q5_K => WeightFormat::Q5_K,
             DType::Q6_K => WeightFormat::Q6_K,
+            DType::MXFP4 => WeightFormat::MXFP4,
+            DType::IQ4_NL => WeightFormat::IQ4_NL,
+            DType::IQ4_XS => WeightFormat::IQ4_XS,
             _ => WeightFormat::F16,
         }
     }
@@ -108,9 +124,14 @@ impl WeightFormat {
             WeightFormat::Q4_1 => DType::Q4_1,
             WeightFormat::Q5_0 => DType::Q5_0,
             WeightFormat::Q5_1 => DType::Q5_1,
+            WeightFormat::Q2_K => DType::Q2_K,
+            WeightFormat::Q3_K => DType::Q3_K,
             WeightFormat::Q4_K => DType::Q4_K,
             WeightFormat::Q5_K => DType::Q5_K,
             WeightFormat::Q6_K => DType::Q6_K,
+            WeightFormat::MXFP4 => DType::MXFP4,
+            WeightFormat::IQ4_NL => DType::IQ4_NL,
+            WeightFormat::IQ4_XS => DType::IQ4_XS,
         }
     }
 
@@ -124,9 +145,14 @@ impl WeightFormat {
             WeightFormat::Q4_1 => "weights_q4_1",
             WeightFormat::Q5_0 => "weights_q5_0",
             WeightFormat::Q5_1 => "weights_q5_1",
+            WeightFormat::Q2_K => "weights_q2_k",
+            WeightFormat::Q3_K => "weights_q3_k",
             WeightFormat::Q4_K => "weights_q4_k",
             WeightFormat::Q5_K => "weights_q5_k",
             WeightFormat::Q6_K => "weights_q6_k",
+            WeightFormat::MXFP4 => "weights_mxfp4",
+            WeightFormat::IQ4_NL => "weights_iq4_nl",
+            WeightFormat::IQ4_XS => "weights_iq4_xs",
         }
     }
 
@@ -146,9 +172,15 @@ impl WeightFormat {
             WeightFormat::F16 | WeightFormat::F32 | WeightFormat::Q4_K | WeightFormat::Q5_K => {
                 (0, 0, 0)
             }
-            WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q5_0 => (0, 2, 0),
+            WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q5_0 | WeightFormat::IQ4_NL => {
+                (0, 2, 0)
+            }
+            WeightFormat::IQ4_XS => (0, 8, 0),
             WeightFormat::Q4_1 | WeightFormat::Q5_1 => (0, 4, 0),
+            WeightFormat::Q2_K => (0, 16, 0),
+            WeightFormat::Q3_K => (96, 14, 0),
             WeightFormat::Q6_K => (192, 18, 2),
+            WeightFormat::MXFP4 => (0, 1, 0),
         }
     }
 
@@ -305,7 +337,8 @@ impl HostMatrix {
     }
 
     /// Rows `start..start + n` in the GPU layout: quants of every block, then the scales of
-    /// every block (padded to a whole u32). Returns the bytes and the scales' offset in u32s.
+    /// every block (padded to a whole u32; Q3_K's in pairs of blocks, [`q3_k_pairs`]). Returns
+    /// the bytes and the scales' offset in u32s.
     pub fn gpu_chunk(&self, start: usize, n: usize) -> (Vec<u8>, u32) {
         let row = self.format.row_bytes(self.cols);
         let src = &self.bytes[start * row..(start + n) * row];
@@ -322,11 +355,30 @@ impl HostMatrix {
             quants.extend_from_slice(&b[..s0]);
             quants.extend_from_slice(&b[s0 + len..]);
         }
+        if self.format == WeightFormat::Q3_K {
+            scales = q3_k_pairs(&scales);
+        }
         let offset = (quants.len() / 4) as u32;
         quants.extend(scales);
         quants.resize(quants.len().next_multiple_of(4), 0);
         (quants, offset)
     }
+}
+
+/// Q3_K's scale records (12 bytes of packed scales and an f16 `d` a block) regrouped by pairs
+/// of blocks into 7 whole words, so that the kernels read them with aligned loads: the first
+/// block's 12 bytes, the second's, then both `d`s (a last, unpaired block padded with zeros).
+fn q3_k_pairs(records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(records.len().div_ceil(28) * 28);
+    for pair in records.chunks(28) {
+        let (a, b) = pair.split_at(14);
+        let b = if b.is_empty() { &[0u8; 14][..] } else { b };
+        out.extend_from_slice(&a[..12]);
+        out.extend_from_slice(&b[..12]);
+        out.extend_from_slice(&a[12..]);
+        out.extend_from_slice(&b[12..]);
+    }
+    out
 }
 
 /// The format matrix `name` of `weights` takes on the GPU: its own, f16 where `storage` widens

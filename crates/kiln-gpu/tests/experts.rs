@@ -144,6 +144,11 @@ fn expert_products_match_the_cpu() {
         (WeightFormat::F16, 72, 40),
         (WeightFormat::Q8_0, 96, 64),
         (WeightFormat::Q4_1, 64, 32),
+        (WeightFormat::MXFP4, 96, 64),
+        (WeightFormat::IQ4_NL, 64, 96),
+        (WeightFormat::IQ4_XS, 256, 256),
+        (WeightFormat::Q2_K, 256, 256),
+        (WeightFormat::Q3_K, 256, 256),
         (WeightFormat::Q4_K, 256, 256),
         (WeightFormat::Q6_K, 256, 256),
     ] {
@@ -283,5 +288,5 @@ fn expert_products_match_the_cpu() {
         }
     }
     let paths = if k.moe_grouped { 2 } else { 1 };
-    assert_eq!(checked, 25 * paths);
+    assert_eq!(checked, 50 * paths);
 }

@@ -13,15 +13,20 @@ use kiln_model::testing::quantize;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-const FORMATS: [WeightFormat; 8] = [
+const FORMATS: [WeightFormat; 13] = [
     WeightFormat::Q8_0,
     WeightFormat::Q4_0,
     WeightFormat::Q4_1,
     WeightFormat::Q5_0,
     WeightFormat::Q5_1,
+    WeightFormat::Q2_K,
+    WeightFormat::Q3_K,
     WeightFormat::Q4_K,
     WeightFormat::Q5_K,
     WeightFormat::Q6_K,
+    WeightFormat::MXFP4,
+    WeightFormat::IQ4_NL,
+    WeightFormat::IQ4_XS,
 ];
 
 /// A random `(rows, cols)` matrix quantized to `format`'s GGUF type.

@@ -324,14 +324,14 @@ fn unsupported_tensor_type() {
         .filter(|t| t.name != name)
         .collect();
     let mut b = model_gguf(&mc, &tensors, DType::F32, &tiny_tokenizer::gguf_tokenizer());
-    // GGML type 10 is Q2_K: 84 bytes per 256 elements.
+    // GGML type 16 is IQ2_XXS: 66 bytes per 256 elements.
     b.raw_tensor(
         "blk.0.ffn_down.weight",
         &[160, 64],
-        10,
-        vec![0u8; 160 * 64 / 256 * 84],
+        16,
+        vec![0u8; 160 * 64 / 256 * 66],
     );
-    let e = Model::from_gguf_bytes(b.to_bytes(), "k-quant.gguf")
+    let e = Model::from_gguf_bytes(b.to_bytes(), "i-quant.gguf")
         .err()
         .expect("must fail");
     assert!(
@@ -340,7 +340,7 @@ fn unsupported_tensor_type() {
     );
     let msg = e.to_string();
     assert!(
-        msg.contains("Q2_K") && msg.contains(name) && msg.contains("k-quant.gguf"),
+        msg.contains("IQ2_XXS") && msg.contains(name) && msg.contains("i-quant.gguf"),
         "{msg}"
     );
 }

@@ -38,6 +38,10 @@ fn check_round_trip(tc: &TinyConfig, dtype: DType) {
             DType::F16 => 1e-4,
             DType::Q8_0 => 2e-3,
             DType::Q6_K => 1e-2,
+            // Eight levels a sub-block: half a step is an eighth of its largest magnitude.
+            DType::Q3_K => 4e-2,
+            // Four levels between a sub-block's minimum and maximum.
+            DType::Q2_K => 8e-2,
             _ => 2e-2,
         };
         assert!(
@@ -63,6 +67,8 @@ fn llama_all_types_round_trip() {
         DType::Q4_1,
         DType::Q5_0,
         DType::Q5_1,
+        DType::MXFP4,
+        DType::IQ4_NL,
     ] {
         check_round_trip(&TinyConfig::default(), dtype);
     }
@@ -79,7 +85,14 @@ fn k_quants_round_trip() {
         head_dim: 64,
         ..Default::default()
     };
-    for dtype in [DType::Q4_K, DType::Q5_K, DType::Q6_K] {
+    for dtype in [
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::IQ4_XS,
+    ] {
         check_round_trip(&tc, dtype);
     }
 }

@@ -1,10 +1,11 @@
 //! Element types a tensor can be stored in, and their conversion to f32: plain floats, the
 //! 32-element GGML blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) here, the 256-element K-quant
-//! super-blocks (Q4_K, Q5_K, Q6_K) in `kquant`.
+//! super-blocks (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) in `kquant`, the 4-bit types whose levels are
+//! not evenly spaced (MXFP4, IQ4_NL, IQ4_XS) in `nonlinear`.
 
 use half::{bf16, f16};
 
-use super::kquant;
+use super::{kquant, nonlinear};
 
 /// Storage type of a tensor in a model file (variants spelled as GGML names them).
 #[allow(non_camel_case_types)]
@@ -18,9 +19,17 @@ pub enum DType {
     Q4_1,
     Q5_0,
     Q5_1,
+    Q2_K,
+    Q3_K,
     Q4_K,
     Q5_K,
     Q6_K,
+    /// OCP microscaling FP4: 4-bit E2M1 values with a power-of-two (E8M0) scale a block.
+    MXFP4,
+    /// Blocks of 32 nibbles indexing 16 fixed non-uniform levels, an f16 scale a block.
+    IQ4_NL,
+    /// Super-blocks of 256: IQ4_NL's levels with a 6-bit scale per 32 under an f16 one.
+    IQ4_XS,
 }
 
 /// Elements per block of the 32-element types.
@@ -30,7 +39,7 @@ pub const QK_K: usize = 256;
 
 impl DType {
     /// Every supported type.
-    pub const ALL: [DType; 11] = [
+    pub const ALL: [DType; 16] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -39,17 +48,30 @@ impl DType {
         DType::Q4_1,
         DType::Q5_0,
         DType::Q5_1,
+        DType::Q2_K,
+        DType::Q3_K,
         DType::Q4_K,
         DType::Q5_K,
         DType::Q6_K,
+        DType::MXFP4,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
     ];
 
     /// Elements per block (1 for plain floats).
     pub fn block_size(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 => 1,
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => QK,
-            DType::Q4_K | DType::Q5_K | DType::Q6_K => QK_K,
+            DType::Q8_0
+            | DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::MXFP4
+            | DType::IQ4_NL => QK,
+            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::IQ4_XS => {
+                QK_K
+            }
         }
     }
 
@@ -63,9 +85,14 @@ impl DType {
             DType::Q4_1 => 20,
             DType::Q5_0 => 22,
             DType::Q5_1 => 24,
+            DType::Q2_K => 84,
+            DType::Q3_K => 110,
             DType::Q4_K => 144,
             DType::Q5_K => 176,
             DType::Q6_K => 210,
+            DType::MXFP4 => 17,
+            DType::IQ4_NL => 18,
+            DType::IQ4_XS => 136,
         }
     }
 
@@ -88,10 +115,15 @@ impl DType {
             DType::Q5_0 => 6,
             DType::Q5_1 => 7,
             DType::Q8_0 => 8,
+            DType::Q2_K => 10,
+            DType::Q3_K => 11,
             DType::Q4_K => 12,
             DType::Q5_K => 13,
             DType::Q6_K => 14,
             DType::BF16 => 30,
+            DType::MXFP4 => 39,
+            DType::IQ4_NL => 20,
+            DType::IQ4_XS => 23,
         }
     }
 
@@ -173,9 +205,14 @@ pub fn to_f32(dtype: DType, bytes: &[u8]) -> Vec<f32> {
         DType::Q4_1 => dequant_q4_1(bytes),
         DType::Q5_0 => dequant_q5(bytes, false),
         DType::Q5_1 => dequant_q5(bytes, true),
+        DType::Q2_K => kquant::dequant_q2_k(bytes),
+        DType::Q3_K => kquant::dequant_q3_k(bytes),
         DType::Q4_K => kquant::dequant_q4_k(bytes),
         DType::Q5_K => kquant::dequant_q5_k(bytes),
         DType::Q6_K => kquant::dequant_q6_k(bytes),
+        DType::MXFP4 => nonlinear::dequant_mxfp4(bytes),
+        DType::IQ4_NL => nonlinear::dequant_iq4_nl(bytes),
+        DType::IQ4_XS => nonlinear::dequant_iq4_xs(bytes),
     }
 }
 

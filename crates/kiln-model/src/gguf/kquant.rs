@@ -1,6 +1,8 @@
-//! Dequantization of the K-quant super-blocks (256 elements each): Q4_K and Q5_K (eight
-//! sub-blocks of 32 with 6-bit scales and minimums under two f16 factors) and Q6_K (sixteen
-//! sub-blocks of 16 with signed 8-bit scales).
+//! Dequantization of the K-quant super-blocks (256 elements each): Q2_K (sixteen sub-blocks
+//! of 16 with 4-bit scales and minimums), Q3_K (sixteen sub-blocks of 16 with signed 6-bit
+//! scales), Q4_K and Q5_K (eight sub-blocks of 32 with 6-bit scales
+//! and minimums under two f16 factors) and Q6_K (sixteen sub-blocks of 16 with signed 8-bit
+//! scales).
 
 use super::dequant::{QK_K, f16_at};
 
@@ -98,6 +100,53 @@ pub fn dequant_q6_k(bytes: &[u8]) -> Vec<f32> {
                     o[l + 32 * k] = d * s * (q as i32 - 32) as f32;
                 }
             }
+        }
+    }
+    out
+}
+
+/// Q3_K's scale of sub-block `i` (0..16), -32..31, from the 12 packed bytes `s`: its low
+/// nibble is nibble `i / 8` of byte `i % 8`, its two high bits bits `2 * (i / 4)` of byte
+/// `8 + i % 4`.
+pub fn scale_q3_k(i: usize, s: &[u8]) -> i32 {
+    let lo = (s[i % 8] >> (4 * (i / 8))) & 0x0F;
+    let hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+    (lo | hi << 4) as i32 - 32
+}
+
+/// Q3_K super-block (110 bytes): 32 bytes of high bits (`hmask`), 64 bytes of low bit pairs
+/// (`qs`), 12 bytes of packed scales, then f16 `d`. Element i: half h = i / 128, quarter j =
+/// (i % 128) / 32, l = i % 32: its low pair at bit 2j of qs[32h + l], its high bit bit 4h + j
+/// of hmask[l], its scale sub-block 8h + 2j + l / 16; value = d * scale * (q - 4), the pair
+/// and the high bit making q (0..7).
+pub fn dequant_q3_k(bytes: &[u8]) -> Vec<f32> {
+    let mut out = vec![0f32; bytes.len() / 110 * QK_K];
+    for (b, o) in bytes.chunks_exact(110).zip(out.chunks_exact_mut(QK_K)) {
+        let (hmask, qs, scales, d) = (&b[..32], &b[32..96], &b[96..108], f16_at(b, 108));
+        for (i, o) in o.iter_mut().enumerate() {
+            let (h, j, l) = (i / 128, (i % 128) / 32, i % 32);
+            let low = (qs[32 * h + l] >> (2 * j)) & 3;
+            let high = (hmask[l] >> (4 * h + j)) & 1;
+            let q = (low | high << 2) as i32 - 4;
+            *o = d * scale_q3_k(8 * h + 2 * j + l / 16, scales) as f32 * q as f32;
+        }
+    }
+    out
+}
+
+/// Q2_K super-block (84 bytes): 16 bytes of sub-block scales (low nibble) and minimums (high
+/// nibble), 64 bytes of bit pairs (`qs`, laid out as Q3_K's), f16 `d`, f16 `dmin`. Element i:
+/// half h = i / 128, quarter j = (i % 128) / 32, l = i % 32: its pair at bit 2j of qs[32h + l],
+/// its sub-block 8h + 2j + l / 16; value = d * scale * q - dmin * min.
+pub fn dequant_q2_k(bytes: &[u8]) -> Vec<f32> {
+    let mut out = vec![0f32; bytes.len() / 84 * QK_K];
+    for (b, o) in bytes.chunks_exact(84).zip(out.chunks_exact_mut(QK_K)) {
+        let (scales, qs, d, dmin) = (&b[..16], &b[16..80], f16_at(b, 80), f16_at(b, 82));
+        for (i, o) in o.iter_mut().enumerate() {
+            let (h, j, l) = (i / 128, (i % 128) / 32, i % 32);
+            let q = (qs[32 * h + l] >> (2 * j)) & 3;
+            let sc = scales[8 * h + 2 * j + l / 16];
+            *o = d * (sc & 0x0F) as f32 * q as f32 - dmin * (sc >> 4) as f32;
         }
     }
     out

@@ -7,6 +7,7 @@ pub mod dequant;
 pub mod kquant;
 mod moe;
 pub mod names;
+pub mod nonlinear;
 pub mod reader;
 
 use self::config::{Meta, TensorFacts};

@@ -1,4 +1,4 @@
-//! Reference K-quant encoders (f32 → Q4_K / Q5_K / Q6_K super-blocks) for the test GGUF writer:
+//! Reference K-quant encoders (f32 → Q2_K / Q3_K / Q4_K / Q5_K / Q6_K super-blocks) for the test GGUF writer:
 //! per sub-block min/max, 6-bit (or signed 8-bit) sub-block scales under an f16 factor, round to
 //! nearest.
 
@@ -120,5 +120,91 @@ pub fn q6_k(x: &[f32]) -> Vec<u8> {
     out.extend(qh);
     out.extend(sc.iter().map(|&s| s as u8));
     out.extend(d.to_le_bytes());
+    out
+}
+
+/// Q3_K encoding of 256 values: each sub-block of 16 a signed step (its largest magnitude at
+/// -4 steps), the steps as 6-bit multiples of an f16 `d`, values rounded to -4..3 steps.
+pub fn q3_k(x: &[f32]) -> Vec<u8> {
+    let steps: Vec<f32> = x
+        .chunks(16)
+        .map(|sub| {
+            sub.iter()
+                .fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m })
+                / -4.0
+        })
+        .collect();
+    let d = f16::from_f32(steps.iter().fold(0f32, |m, s| m.max(s.abs())) / 31.0);
+    let df = d.to_f32();
+    let sc: Vec<i32> = steps
+        .iter()
+        .map(|&s| match df > 0.0 {
+            true => ((s / df).round() as i32).clamp(-32, 31),
+            false => 0,
+        })
+        .collect();
+    let mut out = vec![0u8; 110];
+    for (i, &v) in x.iter().enumerate() {
+        let step = df * sc[i / 16] as f32;
+        let q = match step != 0.0 {
+            true => ((v / step).round() as i32).clamp(-4, 3) + 4,
+            false => 4,
+        } as u8;
+        let (h, j, l) = (i / 128, (i % 128) / 32, i % 32);
+        out[32 + 32 * h + l] |= (q & 3) << (2 * j);
+        out[l] |= (q >> 2) << (4 * h + j);
+    }
+    for (i, &s) in sc.iter().enumerate() {
+        let u = (s + 32) as u8;
+        out[96 + i % 8] |= (u & 0x0F) << (4 * (i / 8));
+        out[96 + 8 + i % 4] |= (u >> 4) << (2 * (i / 4));
+    }
+    out[108..110].copy_from_slice(&d.to_le_bytes());
+    out
+}
+
+/// Q2_K encoding of 256 values: each sub-block of 16 its minimum (at most 0) and a step to its
+/// maximum over 3 levels, both as 4-bit multiples of the f16 `dmin` and `d`.
+pub fn q2_k(x: &[f32]) -> Vec<u8> {
+    let (mut steps, mut offsets) = ([0f32; 16], [0f32; 16]);
+    for (j, sub) in x.chunks(16).enumerate() {
+        let min = sub.iter().cloned().fold(0f32, f32::min);
+        let max = sub.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+        steps[j] = (max - min) / 3.0;
+        offsets[j] = -min;
+    }
+    let d = f16::from_f32(steps.iter().cloned().fold(0f32, f32::max) / 15.0);
+    let dmin = f16::from_f32(offsets.iter().cloned().fold(0f32, f32::max) / 15.0);
+    let (df, dminf) = (d.to_f32(), dmin.to_f32());
+    let sc: Vec<u8> = (0..16)
+        .map(|j| {
+            let s = if df > 0.0 {
+                round_q(steps[j] / df, 15)
+            } else {
+                0
+            };
+            let m = if dminf > 0.0 {
+                round_q(offsets[j] / dminf, 15)
+            } else {
+                0
+            };
+            s | m << 4
+        })
+        .collect();
+    let mut out = sc.clone();
+    out.resize(84, 0);
+    for (i, &v) in x.iter().enumerate() {
+        let s = sc[i / 16];
+        let (step, off) = (df * (s & 0x0F) as f32, dminf * (s >> 4) as f32);
+        let q = if step > 0.0 {
+            round_q((v + off) / step, 3)
+        } else {
+            0
+        };
+        let (h, j, l) = (i / 128, (i % 128) / 32, i % 32);
+        out[16 + 32 * h + l] |= q << (2 * j);
+    }
+    out[80..82].copy_from_slice(&d.to_le_bytes());
+    out[82..84].copy_from_slice(&dmin.to_le_bytes());
     out
 }

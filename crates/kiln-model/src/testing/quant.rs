@@ -6,6 +6,7 @@ use half::{bf16, f16};
 
 use super::kquant_enc;
 use crate::gguf::dequant::{DType, QK, QK_K};
+use crate::gguf::nonlinear::{IQ4_VALUES, MXFP4_VALUES, mxfp4_half_scale};
 
 /// Encodes `data` as `dtype` (block types need a length that is a multiple of 32).
 pub fn quantize(dtype: DType, data: &[f32]) -> Vec<u8> {
@@ -24,6 +25,8 @@ pub fn quantize(dtype: DType, data: &[f32]) -> Vec<u8> {
         DType::Q4_1 => data.chunks(QK).flat_map(q4_1_block).collect(),
         DType::Q5_0 => data.chunks(QK).flat_map(|b| q5_block(b, false)).collect(),
         DType::Q5_1 => data.chunks(QK).flat_map(|b| q5_block(b, true)).collect(),
+        DType::Q2_K => data.chunks(QK_K).flat_map(kquant_enc::q2_k).collect(),
+        DType::Q3_K => data.chunks(QK_K).flat_map(kquant_enc::q3_k).collect(),
         DType::Q4_K => data
             .chunks(QK_K)
             .flat_map(|b| kquant_enc::q45_k(b, false))
@@ -33,6 +36,9 @@ pub fn quantize(dtype: DType, data: &[f32]) -> Vec<u8> {
             .flat_map(|b| kquant_enc::q45_k(b, true))
             .collect(),
         DType::Q6_K => data.chunks(QK_K).flat_map(kquant_enc::q6_k).collect(),
+        DType::MXFP4 => data.chunks(QK).flat_map(mxfp4_block).collect(),
+        DType::IQ4_NL => data.chunks(QK).flat_map(iq4_nl_block).collect(),
+        DType::IQ4_XS => data.chunks(QK_K).flat_map(iq4_xs_block).collect(),
     }
 }
 
@@ -118,5 +124,90 @@ fn q5_block(x: &[f32], with_min: bool) -> Vec<u8> {
     out.extend(qh.to_le_bytes());
     let low: Vec<u8> = q.iter().map(|v| v & 0x0F).collect();
     out.extend(pack_nibbles(&low));
+    out
+}
+
+/// MXFP4: the exponent that puts the largest magnitude within the top value's step (6 * 2^(e -
+/// 127) covers it), each value then the nearest of the sixteen.
+fn mxfp4_block(x: &[f32]) -> Vec<u8> {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    // floor(log2(amax)) - 2 + 127: amax / 2^(e - 127) lies in [4, 8), near the top value 6.
+    let e = if amax > 0.0 {
+        (amax.log2().floor() as i32 + 125).clamp(0, 254) as u8
+    } else {
+        0
+    };
+    let d = mxfp4_half_scale(e);
+    let nearest = |v: f32| {
+        (0..16u8)
+            .min_by(|&a, &b| {
+                let ea = (MXFP4_VALUES[a as usize] as f32 * d - v).abs();
+                let eb = (MXFP4_VALUES[b as usize] as f32 * d - v).abs();
+                ea.total_cmp(&eb)
+            })
+            .unwrap_or(0)
+    };
+    let q: Vec<u8> = x.iter().map(|&v| nearest(v)).collect();
+    let mut out = vec![e];
+    out.extend(pack_nibbles(&q));
+    out
+}
+
+/// The signed step that puts the largest magnitude of `x` on IQ4's outermost level, -127.
+fn iq4_step(x: &[f32]) -> f32 {
+    x.iter()
+        .fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m })
+        / -127.0
+}
+
+/// The nibbles (Q4_0's layout) of the IQ4 levels nearest to `x / d`.
+fn iq4_nibbles(x: &[f32], d: f32) -> Vec<u8> {
+    let q: Vec<u8> = x
+        .iter()
+        .map(|&v| {
+            let t = if d != 0.0 { v / d } else { 0.0 };
+            (0..16u8)
+                .min_by(|&a, &b| {
+                    let ea = (IQ4_VALUES[a as usize] as f32 - t).abs();
+                    let eb = (IQ4_VALUES[b as usize] as f32 - t).abs();
+                    ea.total_cmp(&eb)
+                })
+                .unwrap_or(0)
+        })
+        .collect();
+    pack_nibbles(&q).collect()
+}
+
+fn iq4_nl_block(x: &[f32]) -> Vec<u8> {
+    let d = f16::from_f32(iq4_step(x));
+    let mut out = d.to_le_bytes().to_vec();
+    out.extend(iq4_nibbles(x, d.to_f32()));
+    out
+}
+
+/// IQ4_XS: each sub-block of 32 its signed step, the steps as 6-bit multiples of an f16 `d`.
+fn iq4_xs_block(x: &[f32]) -> Vec<u8> {
+    let steps: Vec<f32> = x.chunks(QK).map(iq4_step).collect();
+    let d = f16::from_f32(steps.iter().fold(0f32, |m, s| m.max(s.abs())) / 31.0);
+    let df = d.to_f32();
+    let sc: Vec<i32> = steps
+        .iter()
+        .map(|&s| match df > 0.0 {
+            true => ((s / df).round() as i32).clamp(-32, 31),
+            false => 0,
+        })
+        .collect();
+    let (mut scales_h, mut scales_l) = (0u16, [0u8; 4]);
+    for (ib, &s) in sc.iter().enumerate() {
+        let u = (s + 32) as u8;
+        scales_l[ib / 2] |= (u & 0x0F) << (4 * (ib % 2));
+        scales_h |= ((u >> 4) as u16) << (2 * ib);
+    }
+    let mut out = d.to_le_bytes().to_vec();
+    out.extend(scales_h.to_le_bytes());
+    out.extend(scales_l);
+    for (sub, &s) in x.chunks(QK).zip(&sc) {
+        out.extend(iq4_nibbles(sub, df * s as f32));
+    }
     out
 }
