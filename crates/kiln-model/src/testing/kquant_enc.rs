@@ -123,6 +123,21 @@ pub fn q6_k(x: &[f32]) -> Vec<u8> {
     out
 }
 
+/// Signed sub-block steps as 6-bit multiples (-32..31) of an f16 factor (Q3_K's and IQ4_XS's
+/// scales): the factor, and each step's multiple.
+pub fn signed_scales(steps: &[f32]) -> (f16, Vec<i32>) {
+    let d = f16::from_f32(steps.iter().fold(0f32, |m, s| m.max(s.abs())) / 31.0);
+    let df = d.to_f32();
+    let sc = steps
+        .iter()
+        .map(|&s| match df > 0.0 {
+            true => ((s / df).round() as i32).clamp(-32, 31),
+            false => 0,
+        })
+        .collect();
+    (d, sc)
+}
+
 /// Q3_K encoding of 256 values: each sub-block of 16 a signed step (its largest magnitude at
 /// -4 steps), the steps as 6-bit multiples of an f16 `d`, values rounded to -4..3 steps.
 pub fn q3_k(x: &[f32]) -> Vec<u8> {
@@ -134,15 +149,8 @@ pub fn q3_k(x: &[f32]) -> Vec<u8> {
                 / -4.0
         })
         .collect();
-    let d = f16::from_f32(steps.iter().fold(0f32, |m, s| m.max(s.abs())) / 31.0);
+    let (d, sc) = signed_scales(&steps);
     let df = d.to_f32();
-    let sc: Vec<i32> = steps
-        .iter()
-        .map(|&s| match df > 0.0 {
-            true => ((s / df).round() as i32).clamp(-32, 31),
-            false => 0,
-        })
-        .collect();
     let mut out = vec![0u8; 110];
     for (i, &v) in x.iter().enumerate() {
         let step = df * sc[i / 16] as f32;

@@ -188,15 +188,8 @@ fn iq4_nl_block(x: &[f32]) -> Vec<u8> {
 /// IQ4_XS: each sub-block of 32 its signed step, the steps as 6-bit multiples of an f16 `d`.
 fn iq4_xs_block(x: &[f32]) -> Vec<u8> {
     let steps: Vec<f32> = x.chunks(QK).map(iq4_step).collect();
-    let d = f16::from_f32(steps.iter().fold(0f32, |m, s| m.max(s.abs())) / 31.0);
+    let (d, sc) = kquant_enc::signed_scales(&steps);
     let df = d.to_f32();
-    let sc: Vec<i32> = steps
-        .iter()
-        .map(|&s| match df > 0.0 {
-            true => ((s / df).round() as i32).clamp(-32, 31),
-            false => 0,
-        })
-        .collect();
     let (mut scales_h, mut scales_l) = (0u16, [0u8; 4]);
     for (ib, &s) in sc.iter().enumerate() {
         let u = (s + 32) as u8;
