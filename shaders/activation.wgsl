@@ -1,17 +1,23 @@
 // The gated activations, appended by the kernel loader to the kernels that apply one: glu.wgsl
-// and the matrix kernels' epilogue_glu.wgsl. act(gate) is SiLU (SwiGLU: Llama, Qwen) or GELU
-// with the tanh approximation (GeGLU: Gemma); `gelu` picks the second.
+// and the matrix kernels' epilogue_glu.wgsl. `gated(gate, up, kind)` is act(gate) * up with act
+// SiLU (kind 0, SwiGLU: Llama, Qwen) or GELU with the tanh approximation (kind 1, GeGLU:
+// Gemma), or gpt-oss's clamped SwiGLU (kind 2): gate clamped above at 7, up to [-7, 7], then
+// gate * sigmoid(1.702 gate) * (up + 1).
 
 // sqrt(2 / pi)
 const GELU_C: f32 = 0.7978845608028654;
 
-fn activation(x: f32, gelu: bool) -> f32 {
-    if (gelu) {
+fn gated(gate: f32, up: f32, kind: u32) -> f32 {
+    if (kind == 1u) {
         // tanh(z) = 1 - 2 / (exp(2z) + 1), with z clamped where tanh is already +-1 in f32 so
         // that exp cannot overflow.
-        let z = clamp(GELU_C * (x + 0.044715 * x * x * x), -15.0, 15.0);
+        let z = clamp(GELU_C * (gate + 0.044715 * gate * gate * gate), -15.0, 15.0);
         let t = 1.0 - 2.0 / (exp(2.0 * z) + 1.0);
-        return 0.5 * x * (1.0 + t);
+        return 0.5 * gate * (1.0 + t) * up;
     }
-    return x / (1.0 + exp(-x));
+    if (kind == 2u) {
+        let g = min(gate, 7.0);
+        return g / (1.0 + exp(-1.702 * g)) * (clamp(up, -7.0, 7.0) + 1.0);
+    }
+    return gate / (1.0 + exp(-gate)) * up;
 }

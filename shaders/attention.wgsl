@@ -35,10 +35,17 @@ struct Params {
     block_size: u32,
     window: u32,      // sliding window: the latest keys each token sees (0: all)
     tq: u32,          // tokens per query tile (ops/attention.rs: query_tile)
+    sinks: array<vec4<f32>, 32>, // each query head's sink logit (ops/attention.rs: -1e30 without)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
+
+// Query head h's sink: one more logit in its softmax, weighing no value (gpt-oss's; -1e30,
+// whose share is 0, where the model has none).
+fn sink(h: u32) -> f32 {
+    return p.sinks[h / 4u][h % 4u];
+}
 @group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
 @group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token
 @group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
@@ -153,9 +160,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             query(tile, r0 + 3u, i),
         );
     }
+    // Each row's softmax starts from its head's sink, where the run is the whole context
+    // (the second pass adds it to split runs).
     if (lid < tile.rows) {
-        run_max[lid] = NEG;
-        run_sum[lid] = 0.0;
+        let whole = SPLITS == 1u;
+        run_max[lid] = select(NEG, sink(kvh * g_count + lid % g_count), whole);
+        run_sum[lid] = select(0.0, 1.0, whole);
     }
     // Outputs e = lid + WG * r for r < 16, component r % 4 of acc[r / 4]: named vectors, never
     // an array indexed in a loop, which drivers may keep in local memory.

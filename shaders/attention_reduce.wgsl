@@ -1,7 +1,7 @@
 // The second pass of split-context attention (attention.wgsl with SPLITS > 1): for each token
 // and query head, the runs' unnormalized outputs rescaled to their common max and divided by
-// the total sum:  out = sum_z e^(m_z - m) acc_z / sum_z e^(m_z - m) l_z,  m = max_z m_z over
-// the runs that had keys (l_z > 0).
+// the total sum:  out = sum_z e^(m_z - m) acc_z / (e^(sink - m) + sum_z e^(m_z - m) l_z),
+// m = the max of the head's sink and m_z over the runs that had keys (l_z > 0).
 // Grid: (num_tokens, num_heads, 1).
 
 override SPLITS: u32 = 2u;
@@ -16,10 +16,17 @@ struct Params {
     block_size: u32,
     window: u32,      // sliding window: the latest keys each token sees (0: all)
     pad1: u32,
+    sinks: array<vec4<f32>, 32>, // each query head's sink logit (ops/attention.rs: -1e30 without)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
+
+// Query head h's sink: one more logit in its softmax, weighing no value (gpt-oss's; -1e30,
+// whose share is 0, where the model has none).
+fn sink(h: u32) -> f32 {
+    return p.sinks[h / 4u][h % 4u];
+}
 @group(0) @binding(2) var<storage, read> partial: array<f32>;   // (T, H, SPLITS, D + 2)
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // (T, H * D)
 
@@ -32,14 +39,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let h = wg.y;
     let d = p.head_dim;
     let base = (t * p.num_heads + h) * SPLITS * (d + 2u);
-    var m = -1.0e30;
+    // The head's sink joins the runs' softmax here, once.
+    var m = sink(h);
     for (var z = 0u; z < SPLITS; z++) {
         let run = base + z * (d + 2u);
         if (partial[run + d + 1u] > 0.0) {
             m = max(m, partial[run + d]);
         }
     }
-    var total = 0.0;
+    var total = exp(sink(h) - m);
     for (var z = 0u; z < SPLITS; z++) {
         let run = base + z * (d + 2u);
         let l = partial[run + d + 1u];

@@ -47,10 +47,17 @@ struct Params {
     block_size: u32,
     window: u32,      // sliding window: the latest keys each token sees (0: all)
     pad1: u32,
+    sinks: array<vec4<f32>, 32>, // each query head's sink logit (ops/attention.rs: -1e30 without)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
+
+// Query head h's sink: one more logit in its softmax, weighing no value (gpt-oss's; -1e30,
+// whose share is 0, where the model has none).
+fn sink(h: u32) -> f32 {
+    return p.sinks[h / 4u][h % 4u];
+}
 @group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
 @group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token
 @group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
@@ -191,8 +198,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         q[c] = select(vec4<f32>(0.0), qkv[qb + min(c, d4 - 1u)] * p.scale, c < d4);
         acc[c] = vec4<f32>(0.0);
     }
-    var m = -1.0e30;
-    var l = 0.0;
+    // The softmax starts from the row's head's sink (its exponential's share 1 at its own max).
+    var m = sink(h);
+    var l = 1.0;
     // Keys in groups of 8 from a multiple of 8 (the keys before a row's first are masked), so
     // that a group lies in one cache block (block_size is a multiple of 8): one block-table
     // load a group.

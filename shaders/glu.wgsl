@@ -1,10 +1,10 @@
 // Gated MLP activation: out[t, i] = act(gu[t, i]) * gu[t, I + i], gate and up side by side.
-// act is activation.wgsl's (appended by the loader). Used where the activation cannot be in the
+// act(gate) * up is activation.wgsl's `gated` (appended by the loader). Used where the activation cannot be in the
 // gate/up product's epilogue (gate and up stored in different formats).
 // Grid: (ceil(num_tokens * I / 256), 1, 1).
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { inter: u32, gelu: u32, pad1: u32, pad2: u32 }
+struct Params { inter: u32, kind: u32, pad1: u32, pad2: u32 } // kind: activation.wgsl's
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -21,5 +21,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let i = idx % p.inter;
     let g = gu[t * 2u * p.inter + i];
     let u = gu[t * 2u * p.inter + p.inter + i];
-    out[idx] = activation(g, p.gelu != 0u) * u;
+    out[idx] = gated(g, u, p.kind);
 }

@@ -10,7 +10,10 @@
 // `store_pair` together, its pair epilogue deciding what becomes of them; after the bias, 64
 // soft-caps each output (Gemma 2's logits: f tanh(v / f)), 128 scales it (Granite's
 // sub-layer outputs and logits: v f) and 256 squares it where positive and zeroes it elsewhere
-// (relu(v)^2: the activation of a MLP without a gate), before a residual adds it.
+// (relu(v)^2: the activation of a MLP without a gate), before a residual adds it. With 16,
+// 512 makes the pairs' activation gpt-oss's clamped SwiGLU (epilogue_glu.wgsl). 1024 is the
+// experts' kernels' (moe_matvec, moe_matmul_subgroup): each expert's own bias, added before
+// the router's weight (`expert_bias`).
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
 struct Params {
@@ -18,7 +21,7 @@ struct Params {
     n: u32,          // outputs in this weight chunk
     out_offset: u32, // first output column written by this chunk
     ldy: u32,        // row stride of y
-    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32, 64, 128, 256: the epilogues below
+    flags: u32,      // 1: RMSNorm, 8: rows = num_samples; 2, 4, 16, 32, 64, 128, 256, 512, 1024: below
     eps: f32,
     so: u32,         // where the weight scales start, in u32s (quantized formats)
     factor: f32,     // the soft cap (flag 64) or the scale (flag 128)
@@ -28,6 +31,14 @@ struct Params {
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;       // (N) or a dummy
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;    // (rows, ldy)
+
+// Expert e's bias on its output n (bias: experts x p.n), with flag 1024; else 0.
+fn expert_bias(e: u32, n: u32) -> f32 {
+    if ((p.flags & 1024u) != 0u) {
+        return bias[e * p.n + n];
+    }
+    return 0.0;
+}
 
 // Whether the outputs go to store_pair two by two.
 fn paired() -> bool {

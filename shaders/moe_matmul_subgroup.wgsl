@@ -109,18 +109,21 @@ fn main(
         if (r >= tile.z || !here) {
             continue;
         }
+        // Each output with its expert's bias (flag 1024), both weighted by the router.
         if (paired()) {
             // p.n is even, so a pair is whole when its first output is in range.
             for (var o = 0u; o < OUTS; o += 2u) {
                 if (n0 + o < p.n) {
-                    store_pair(yrow[r], n0 + o, acc[r][o] * f, acc[r][o + 1u] * f);
+                    let g = acc[r][o] * f + expert_bias(e, n0 + o) * scale[r];
+                    let u = acc[r][o + 1u] * f + expert_bias(e, n0 + o + 1u) * scale[r];
+                    store_pair(yrow[r], n0 + o, g, u);
                 }
             }
             continue;
         }
         for (var o = 0u; o < OUTS; o++) {
             if (n0 + o < p.n) {
-                store(yrow[r], n0 + o, acc[r][o] * f);
+                store(yrow[r], n0 + o, acc[r][o] * f + expert_bias(e, n0 + o) * scale[r]);
             }
         }
     }

@@ -1,7 +1,8 @@
 // Products with a mixture's experts: each token's rows through the experts its router chose
 // (moe_route.wgsl), the experts' matrices stacked by rows, p.n rows an expert (same contract
 // as matmul.wgsl otherwise: the RMSNorm gain multiplying x in registers, the shared epilogue).
-//   route.summed 0 (gate/up): y[t * slots + j, n] = s * sum_k x[t, k] * w[e * p.n + n, k],
+//   route.summed 0 (gate/up): y[t * slots + j, n] = s * sum_k x[t, k] * w[e * p.n + n, k]
+//     (+ b[e * p.n + n] with flag 1024, an expert's bias, as in the summed products),
 //     e = ids[t * slots + j]: each chosen expert's outputs in a row of their own;
 //   route.summed 1 (down): y[t, n] (+)= sum_j weights[t * slots + j] *
 //     sum_k x[t * slots + j, k] * w[e * p.n + n, k]: the chosen experts' outputs weighted and
@@ -77,11 +78,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         if (norm) {
             s = inverseSqrt(ss / f32(p.k) + p.eps);
         }
-        if (summed) {
-            s *= expert_weights[pair];
-        }
+        let weight = select(1.0, expert_weights[pair], summed);
         for (var o = 0u; o < OUTS; o++) {
-            total[o] += acc[o] * s;
+            total[o] += (acc[o] * s + expert_bias(e, min(n0 + o, p.n - 1u))) * weight;
         }
     }
     let row = select(t * route.slots + wg.z, t, summed);

@@ -167,7 +167,10 @@ fn attention(c: &mut Criterion) {
                 &k,
                 &step,
                 (nh, nkv, d),
-                (None, 1.0 / (d as f32).sqrt(), None),
+                ops::Scores {
+                    scale: 1.0 / (d as f32).sqrt(),
+                    ..Default::default()
+                },
                 kiln_gpu::KvDtype::F16,
                 AttentionBuffers {
                     positions: &pb,

@@ -24,10 +24,13 @@ enum Step {
         qk_norm: Option<(Vec<f32>, Vec<f32>)>,
         norm_after: bool,
     },
-    Attention,
+    Attention {
+        sinks: Option<Vec<f32>>,
+    },
     Project {
         src: Buf,
         w: Vec<f32>,
+        bias: Option<Vec<f32>>,
         dst: Buf,
     },
     AddNormed {
@@ -117,7 +120,8 @@ pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64], scale: f64) {
     }
 }
 
-/// The MLP's gate activation, in f64.
+/// The MLP's activation of one value, in f64 (of its gate, or of its one product where it
+/// has no gate).
 pub fn activation(act: Activation, g: f64) -> f64 {
     match act {
         Activation::Silu => g / (1.0 + (-g).exp()),
@@ -126,6 +130,18 @@ pub fn activation(act: Activation, g: f64) -> f64 {
             0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh())
         }
         Activation::Relu2 => g.max(0.0) * g.max(0.0),
+        Activation::ClampedSwiglu => gated(act, g, 0.0),
+    }
+}
+
+/// A gated MLP's activation of gate `g` and up `u`, in f64.
+pub fn gated(act: Activation, g: f64, u: f64) -> f64 {
+    match act {
+        Activation::ClampedSwiglu => {
+            let (g, u) = (g.min(7.0), u.clamp(-7.0, 7.0));
+            g / (1.0 + (-1.702 * g).exp()) * (u + 1.0)
+        }
+        _ => activation(act, g) * u,
     }
 }
 
@@ -188,10 +204,18 @@ impl CpuModel {
                         },
                         norm_after: *norm_after,
                     },
-                    Op::Attention => Step::Attention,
-                    Op::Project { src, weight, dst } => Step::Project {
+                    Op::Attention { sinks } => Step::Attention {
+                        sinks: sinks.as_ref().map(read).transpose()?,
+                    },
+                    Op::Project {
+                        src,
+                        weight,
+                        bias,
+                        dst,
+                    } => Step::Project {
                         src: *src,
                         w: get(&weight.name)?,
+                        bias: bias.as_ref().map(read).transpose()?,
                         dst: *dst,
                     },
                     Op::AddNormed { src, norm: n } => Step::AddNormed {
@@ -209,14 +233,25 @@ impl CpuModel {
                             Ok(v)
                         };
                         let opt = |t: &Option<Tensor>| t.as_ref().map(|t| get(&t.name)).transpose();
+                        let biases = |ts: &Option<Vec<Tensor>>| -> Result<_, ModelError> {
+                            let Some(ts) = ts else { return Ok(None) };
+                            let mut v = Vec::new();
+                            for t in ts {
+                                v.extend(read(t)?);
+                            }
+                            Ok(Some(v))
+                        };
                         Step::Experts(experts::Experts {
                             moe: config.moe.expect("a layer with experts has a MoE config"),
                             norm: norm(&e.norm)?,
                             router: get(&e.router.name)?,
+                            router_bias: e.router_bias.as_ref().map(read).transpose()?,
                             choice_bias: opt(&e.choice_bias)?,
                             shared_gate: opt(&e.shared_gate)?,
                             gate_up: all(&e.gate_up)?,
                             down: all(&e.down)?,
+                            gate_up_bias: biases(&e.gate_up_bias)?,
+                            down_bias: biases(&e.down_bias)?,
                         })
                     }
                 });
@@ -333,9 +368,17 @@ impl CpuModel {
                     }
                 }
             }
-            Step::Attention => rows.attn = self.attention(i, &rows.qkv),
-            Step::Project { src, w, dst } => {
-                let out: Vec<Vec<f32>> = rows.get(*src).iter().map(|x| matvec(w, x)).collect();
+            Step::Attention { sinks } => rows.attn = self.attention(i, &rows.qkv, sinks.as_deref()),
+            Step::Project { src, w, bias, dst } => {
+                let out: Vec<Vec<f32>> = (rows.get(*src).iter())
+                    .map(|x| {
+                        let mut y = matvec(w, x);
+                        if let Some(b) = bias {
+                            y.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                        }
+                        y
+                    })
+                    .collect();
                 if *dst == Buf::Residual {
                     let m = c.residual_scale();
                     for (x, o) in rows.residual.iter_mut().zip(out) {
@@ -375,7 +418,7 @@ impl CpuModel {
                     .map(|gu| {
                         let (g, u) = gu.split_at(gu.len() / 2);
                         (g.iter().zip(u))
-                            .map(|(&g, &u)| (activation(c.activation, g as f64) * u as f64) as f32)
+                            .map(|(&g, &u)| gated(c.activation, g as f64, u as f64) as f32)
                             .collect()
                     })
                     .collect();
@@ -384,8 +427,8 @@ impl CpuModel {
     }
 
     /// Causal attention of every position's query over the keys and values up to it (within
-    /// layer `i`'s window).
-    fn attention(&self, i: usize, qkv: &[Vec<f32>]) -> Vec<Vec<f32>> {
+    /// layer `i`'s window), each head's softmax with its sink logit where there are `sinks`.
+    fn attention(&self, i: usize, qkv: &[Vec<f32>], sinks: Option<&[f32]>) -> Vec<Vec<f32>> {
         let c = &self.config;
         let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let window = c.layer_window(i);
@@ -427,9 +470,10 @@ impl CpuModel {
                         })
                         .map(|s| c.attn_softcap.map_or(s, |cap| soft_cap(s, cap)))
                         .collect();
-                    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let sink = sinks.map(|s| s[head] as f64);
+                    let m = (scores.iter().chain(&sink)).fold(f64::NEG_INFINITY, |a, &b| a.max(b));
                     let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-                    let z: f64 = e.iter().sum();
+                    let z: f64 = e.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - m).exp());
                     for x in 0..d {
                         attn[head * d + x] = (first..=pos)
                             .map(|j| e[j - first] / z * v_at(j, kvh)[x] as f64)

@@ -4,7 +4,8 @@
 //! by expert with `moe_matmul_subgroup.wgsl`'s tiles of an expert's tokens): gate and up with
 //! the RMSNorm and the gated activation into a row for each token's expert, and down weighted
 //! and summed into the residual, for float and quantized matrices, at awkward token counts,
-//! whole and split over buffers within experts.
+//! whole and split over buffers within experts; and gpt-oss's experts (each one's biases on
+//! gate, up and down, and its clamped SwiGLU).
 
 mod common;
 
@@ -213,6 +214,19 @@ fn expert_products_match_the_cpu() {
                 })
                 .collect();
             let weights: Vec<f32> = (0..t * slots).map(|i| 0.3 + 0.1 * (i % 4) as f32).collect();
+            // gpt-oss's experts on some: biases large enough that the activation's clamps
+            // (gate above 7, up at +-7) bite.
+            let oss = matches!(t, 1 | 3 | 90);
+            let act_kind = if oss {
+                Activation::ClampedSwiglu
+            } else {
+                Activation::Silu
+            };
+            let gu_bias = randn(&mut r, 2 * experts * inter, 4.0);
+            let down_bias = randn(&mut r, experts * hidden, 1.0);
+            let (gi, ui) = gu_bias.split_at(experts * inter);
+            let paired_bias: Vec<f32> = gi.iter().zip(ui).flat_map(|(&g, &u)| [g, u]).collect();
+            let (gu_bias_b, down_bias_b) = (buf_f32(&ctx, &paired_bias), buf_f32(&ctx, &down_bias));
             let (xb, idb, wb) = (
                 buf_f32(&ctx, &x),
                 buf_u32(&ctx, &ids),
@@ -231,8 +245,9 @@ fn expert_products_match_the_cpu() {
                 w: &gu,
                 rows_per_expert: 2 * inter,
                 y: &act,
-                glu: Some(Activation::Silu),
+                glu: Some(act_kind),
                 scale: 1.0,
+                bias: oss.then_some(&gu_bias_b),
             };
             let down = ExpertProduct {
                 x: &act,
@@ -242,6 +257,7 @@ fn expert_products_match_the_cpu() {
                 y: &yb,
                 glu: None,
                 scale,
+                bias: oss.then_some(&down_bias_b),
             };
             let mut launches = Vec::new();
             if grouped_path {
@@ -265,21 +281,32 @@ fn expert_products_match_the_cpu() {
                 let xn = reference::rmsnorm(&x[i * hidden..][..hidden], &gain, 1e-5);
                 for j in 0..slots {
                     let e = ids[i * slots + j] as usize;
-                    let gate = reference::matvec(&g[e * inter * hidden..][..inter * hidden], &xn);
-                    let upv = reference::matvec(&u[e * inter * hidden..][..inter * hidden], &xn);
-                    let a: Vec<f32> = (gate.iter().zip(&upv))
-                        .map(|(&g, &u)| {
-                            (reference::activation(Activation::Silu, g as f64) * u as f64) as f32
+                    let mut gate =
+                        reference::matvec(&g[e * inter * hidden..][..inter * hidden], &xn);
+                    let mut upv =
+                        reference::matvec(&u[e * inter * hidden..][..inter * hidden], &xn);
+                    let a: Vec<f32> = (0..inter)
+                        .map(|o| {
+                            if oss {
+                                gate[o] += gi[e * inter + o];
+                                upv[o] += ui[e * inter + o];
+                            }
+                            reference::gated(act_kind, gate[o] as f64, upv[o] as f64) as f32
                         })
                         .collect();
-                    let y = reference::matvec(&d[e * hidden * inter..][..hidden * inter], &a);
+                    let mut y = reference::matvec(&d[e * hidden * inter..][..hidden * inter], &a);
+                    if oss {
+                        (y.iter_mut().zip(&down_bias[e * hidden..][..hidden]))
+                            .for_each(|(y, b)| *y += b);
+                    }
                     let w = weights[i * slots + j];
                     (want_y[i * hidden..][..hidden].iter_mut().zip(y))
                         .for_each(|(o, y)| *o += w * y * scale);
                     want_act.extend(a);
                 }
             }
-            let what = format!("{format:?} tokens={t} split={split} grouped={grouped_path}");
+            let what =
+                format!("{format:?} tokens={t} split={split} grouped={grouped_path} oss={oss}");
             let got_act = read_f32(&ctx, &act, want_act.len());
             assert_close(&format!("{what} gate/up"), &got_act, &want_act, 1e-4, 1e-4);
             let got_y = read_f32(&ctx, &yb, want_y.len());

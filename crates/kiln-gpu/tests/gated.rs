@@ -38,7 +38,11 @@ fn gated_products_match_the_cpu() {
         let w = paired.to_f32();
         for (name, kernels) in matmul_variants(&ctx) {
             for rows in [1usize, 2, 7, 9, 33, 70] {
-                for act in [Activation::Silu, Activation::GeluTanh] {
+                for act in [
+                    Activation::Silu,
+                    Activation::GeluTanh,
+                    Activation::ClampedSwiglu,
+                ] {
                     let x = randn(&mut r, rows * kdim, 2.0);
                     let (xb, yb) = (
                         buf_x(&ctx, &x, act == Activation::Silu),
@@ -65,8 +69,8 @@ fn gated_products_match_the_cpu() {
                             let xn = reference::rmsnorm(&x[t * kdim..(t + 1) * kdim], &gain, 1e-5);
                             let out = reference::matvec(&w, &xn);
                             (0..inter).map(move |j| {
-                                let g = reference::activation(act, out[2 * j] as f64);
-                                (g * out[2 * j + 1] as f64) as f32
+                                let (g, u) = (out[2 * j] as f64, out[2 * j + 1] as f64);
+                                reference::gated(act, g, u) as f32
                             })
                         })
                         .collect();

@@ -9,8 +9,8 @@
 use std::path::Path;
 
 use kiln_gpu::reference::CpuModel;
-use kiln_model::testing::{transformers_cases, write_transformers_case};
-use kiln_model::{GraniteScales, Model, ModelConfig, RopeScaling, Yarn};
+use kiln_model::testing::{KILN_GGUF, transformers_cases, write_transformers_case};
+use kiln_model::{Architecture, GraniteScales, Model, ModelConfig, RopeScaling, Yarn};
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -67,21 +67,28 @@ fn cpu_reference_matches_transformers() {
             "{name}: the tiny model's weights are not those transformers ran: rerun \
              scripts/transformers_reference.py"
         );
-        let model = Model::load(dir.path()).unwrap();
-        // The config.json transformers writes for the model (its own format, RoPE entries
-        // in `rope_parameters`) reads as the same model (the sampling defaults come from
-        // generation_config.json; transformers fills in its class's default BOS id).
-        let saved = ModelConfig::from_hf_json(&case["saved_config"].to_string(), name)
-            .unwrap_or_else(|e| panic!("{name}: transformers' own config.json: {e}"));
-        assert_eq!(
-            ModelConfig {
-                generation: model.config.generation,
-                bos_token_id: model.config.bos_token_id,
-                ..saved
-            },
-            model.config,
-            "{name}: transformers' own config.json"
-        );
+        // gpt-oss from the GGUF file of the same values beside its folder (kiln reads no
+        // gpt-oss folder); the others from the folder, whose config.json as transformers
+        // writes it (its own format, RoPE entries in `rope_parameters`) reads as the same
+        // model (the sampling defaults come from generation_config.json; transformers fills
+        // in its class's default BOS id).
+        let model = if cfg.architecture == Architecture::GptOss {
+            Model::load(&dir.path().join(KILN_GGUF)).unwrap()
+        } else {
+            let model = Model::load(dir.path()).unwrap();
+            let saved = ModelConfig::from_hf_json(&case["saved_config"].to_string(), name)
+                .unwrap_or_else(|e| panic!("{name}: transformers' own config.json: {e}"));
+            assert_eq!(
+                ModelConfig {
+                    generation: model.config.generation,
+                    bos_token_id: model.config.bos_token_id,
+                    ..saved
+                },
+                model.config,
+                "{name}: transformers' own config.json"
+            );
+            model
+        };
         let cpu = CpuModel::load(&model.config, &model.weights).unwrap();
         let tokens: Vec<u32> = case["tokens"]
             .as_array()

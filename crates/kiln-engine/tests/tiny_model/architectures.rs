@@ -484,6 +484,73 @@ fn logits_match_cpu_reference_hunyuan_moe() {
     });
 }
 
+/// gpt-oss, as GGUF (llama.cpp's `gpt-oss`; kiln reads no gpt-oss folder): q/k/v and output
+/// biases, a sink per head (`attn_sinks.weight`) in every attention kernel, layers 0 and 2
+/// sliding over 12 positions (shorter than the 45-token prompt) and the others global, YaRN;
+/// 6 experts of 32, 2 a token, with the router's bias (`ffn_gate_inp.bias`), each expert's
+/// biases on gate, up and down (`ffn_*_exps.bias`, experts x rows) and the clamped SwiGLU.
+#[test]
+fn logits_match_cpu_reference_gpt_oss() {
+    let cfg = TinyConfig {
+        num_layers: 3,
+        ..TinyConfig::gpt_oss()
+    };
+    let (gguf, model) = tiny_gguf(&cfg);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::GptOss);
+    assert_eq!(c.activation, kiln_model::Activation::ClampedSwiglu);
+    let windows: Vec<_> = (0..3).map(|i| c.layer_window(i)).collect();
+    assert_eq!(windows, [Some(12), None, Some(12)]);
+    assert!(matches!(c.rope_scaling, Some(RopeScaling::Yarn(_))));
+    assert_eq!(
+        c.moe.map(|m| (m.experts, m.experts_per_token, m.normalize)),
+        Some((6, 2, true))
+    );
+    let path = gguf.path().join("tiny.gguf");
+    let bytes = std::fs::read(&path).unwrap();
+    let header = kiln_model::gguf::reader::parse_header(&bytes, "tiny.gguf").unwrap();
+    let names: Vec<&str> = header.tensors.iter().map(|t| t.name.as_str()).collect();
+    for n in [
+        "blk.1.attn_sinks.weight",
+        "blk.1.attn_output.bias",
+        "blk.1.ffn_gate_inp.bias",
+        "blk.1.ffn_up_exps.bias",
+        "blk.1.post_attention_norm.weight",
+    ] {
+        assert!(names.contains(&n), "{n} not in {names:?}");
+    }
+    let f = c.features().join("; ");
+    assert!(f.contains("attention sinks"), "{f}");
+    check_model_against_reference("gpt-oss gguf", &model);
+}
+
+/// gpt-oss-20b's layer at its own widths (hidden 2880, 64 query heads and 8 KV heads of
+/// 64: sinks for 64 heads, MXFP4 matrices as its files' experts are) with 4 experts of 2880,
+/// 2 a token, over two layers (one sliding over 128 positions, the prompt shorter): the GPU
+/// against the CPU reference. Ignored in the suite for its time (run it by name).
+#[test]
+#[ignore]
+fn logits_match_cpu_reference_gpt_oss_20b_widths() {
+    let cfg = TinyConfig {
+        hidden_size: 2880,
+        intermediate_size: 2880,
+        num_heads: 64,
+        num_kv_heads: 8,
+        head_dim: 64,
+        sliding_window: Some(128),
+        rope_theta: 150000.0,
+        moe: Some(kiln_model::Moe::softmax(4, 2, 2880, true)),
+        ..TinyConfig::gpt_oss()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpt-oss-widths.gguf");
+    kiln_model::testing::write_tiny_gguf(&path, &cfg, 7, kiln_model::DType::MXFP4).unwrap();
+    let model = kiln_model::Model::load(&path).unwrap();
+    let name = "model.layers.1.mlp.experts.3.down_proj.weight";
+    assert_eq!(model.weights.dtype(name).unwrap(), kiln_model::DType::MXFP4);
+    check_model_against_reference("gpt-oss-20b widths", &model);
+}
+
 /// YaRN, Qwen3's long-context setting (factor 4 over an original context of 64: each head's
 /// first pair kept, pairs 0 to 5 ramping, the rest divided by 4; cos and sin times
 /// 0.1 ln 4 + 1), as a Hugging Face folder (`rope_scaling` of type `yarn`) and as GGUF

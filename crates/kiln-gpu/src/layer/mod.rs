@@ -228,6 +228,17 @@ impl Layer {
             }
             Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&g)))
         };
+        // A vector (a bias, sinks) as f32, its shape checked.
+        let vector = |t: &Tensor| -> Result<Vec<f32>, GpuError> {
+            let got = l.weights.shape(&t.name)?;
+            if got.iter().product::<usize>() != t.len() {
+                return Err(GpuError::Shape {
+                    op: "load",
+                    detail: format!("{}: expected {:?}, file has {got:?}", t.name, t.shape),
+                });
+            }
+            Ok(l.weights.read_f32(&t.name)?)
+        };
         let (mut matrix_bytes, mut lora_bytes) = (0u64, 0u64);
         // A stack of matrices (stored separately or fused) uploaded as one.
         let mut stack = |ts: &[&Tensor], order| -> Result<(GpuMatrix, u32), GpuError> {
@@ -385,12 +396,20 @@ impl Layer {
                         }),
                     ))
                 }
-                Op::Attention => Step::Attention(ops::attention(
+                Op::Attention { sinks } => Step::Attention(ops::attention(
                     ctx,
                     l.kernels,
                     step,
                     (nh, nkv, d),
-                    (window, c.attention_scale(), c.attn_softcap),
+                    ops::Scores {
+                        window,
+                        scale: c.attention_scale(),
+                        softcap: c.attn_softcap,
+                        sinks: match sinks {
+                            Some(t) => Some(vector(t)?),
+                            None => None,
+                        },
+                    },
                     l.rc.kv_dtype,
                     AttentionBuffers {
                         positions: &inputs.positions,
@@ -405,8 +424,19 @@ impl Layer {
                     },
                     ops::SPLIT_TOKENS.min(l.rc.max_tokens as u32),
                 )?),
-                Op::Project { src, weight, dst } => {
+                Op::Project {
+                    src,
+                    weight,
+                    bias,
+                    dst,
+                } => {
                     let (w, rows) = stack(&[weight], RowOrder::Stacked)?;
+                    let bias = match bias {
+                        Some(t) => {
+                            Some(ctx.storage_init(&t.name, bytemuck::cast_slice(&vector(t)?)))
+                        }
+                        None => None,
+                    };
                     if l.lora.adapts(std::slice::from_ref(weight)) {
                         let parts = std::slice::from_ref(weight);
                         let (x, y) = ((b.get(ctx, *src)?, None), (b.get(ctx, *dst)?, rows));
@@ -416,7 +446,7 @@ impl Layer {
                     Step::Matmul(mm(MatmulArgs {
                         x: b.get(ctx, *src)?,
                         w: &w,
-                        bias: None,
+                        bias: bias.as_ref(),
                         y: b.get(ctx, *dst)?,
                         ldy: rows,
                         out_offset: 0,
@@ -457,10 +487,22 @@ impl Layer {
                     let router: Vec<&Tensor> =
                         [&e.router].into_iter().chain(&e.shared_gate).collect();
                     let (rw, stride) = stack(&router, RowOrder::Stacked)?;
+                    let router_bias = match &e.router_bias {
+                        Some(_) if e.shared_gate.is_some() => {
+                            return Err(GpuError::Shape {
+                                op: "layer",
+                                detail: "a router bias with a shared expert's gate".into(),
+                            });
+                        }
+                        Some(t) => {
+                            Some(ctx.storage_init(&t.name, bytemuck::cast_slice(&vector(t)?)))
+                        }
+                        None => None,
+                    };
                     steps.push(Step::Matmul(mm(MatmulArgs {
                         x: &b.x,
                         w: &rw,
-                        bias: None,
+                        bias: router_bias.as_ref(),
                         y: &eb.logits,
                         ldy: stride,
                         out_offset: 0,
@@ -498,6 +540,27 @@ impl Layer {
                     }
                     let slots = moe.experts_per_token;
                     let (gu, _) = stack(&e.gate_up.iter().collect::<Vec<_>>(), RowOrder::GateUp)?;
+                    // Each expert's biases, stacked as its matrices' rows are: gate and up
+                    // interleaved as the paired matrix's rows (gate j, up j).
+                    let biases = |ts: &[Tensor], paired: bool| -> Result<_, GpuError> {
+                        let mut v = Vec::new();
+                        for t in ts {
+                            v.extend(vector(t)?);
+                        }
+                        if paired {
+                            let (g, u) = v.split_at(v.len() / 2);
+                            v = g.iter().zip(u).flat_map(|(&g, &u)| [g, u]).collect();
+                        }
+                        Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&v)))
+                    };
+                    let gate_up_bias = match &e.gate_up_bias {
+                        Some(ts) => Some(biases(ts, true)?),
+                        None => None,
+                    };
+                    let down_bias = match &e.down_bias {
+                        Some(ts) => Some(biases(ts, false)?),
+                        None => None,
+                    };
                     let gate_up = ops::ExpertProduct {
                         x: &b.x,
                         norm: Some((&gain, eps)),
@@ -506,6 +569,7 @@ impl Layer {
                         y: &eb.act,
                         glu: Some(c.activation),
                         scale: 1.0,
+                        bias: gate_up_bias.as_ref(),
                     };
                     let (dw, _) = stack(&e.down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
                     let down = ops::ExpertProduct {
@@ -517,6 +581,7 @@ impl Layer {
                         glu: None,
                         // Into the residual stream, scaled as any sub-layer's output.
                         scale: c.residual_scale(),
+                        bias: down_bias.as_ref(),
                     };
                     // Steps of many tokens list them by expert and run the grouped product
                     // where it is built; the others (and every step elsewhere) a token's

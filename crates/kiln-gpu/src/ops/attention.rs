@@ -15,6 +15,28 @@ struct Params {
     window: u32,
     /// Tokens per query tile of the GPU family's kernel ([`query_tile`]).
     query_tile: u32,
+    /// Each query head's sink logit ([`Scores::sinks`]; [`NO_SINK`] without).
+    sinks: [f32; MAX_SINK_HEADS],
+}
+
+/// The most query heads whose sinks the kernels' parameters hold.
+pub const MAX_SINK_HEADS: usize = 128;
+
+/// The sink of a head without one: a logit whose share of the softmax is 0 (its exponential
+/// underflows), so one code path serves both.
+const NO_SINK: f32 = -1.0e30;
+
+/// How a layer's attention scores its keys.
+#[derive(Clone, Debug, Default)]
+pub struct Scores {
+    /// Each token sees the latest `window` keys, itself included (`None`: all of them).
+    pub window: Option<usize>,
+    /// The scores' scale.
+    pub scale: f32,
+    /// Scores soft-capped, `cap * tanh(score / cap)`, after the scale (Gemma 2's).
+    pub softcap: Option<f32>,
+    /// One logit per query head that joins its softmax and weighs no value (gpt-oss's).
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// The buffers paged attention reads and writes.
@@ -95,17 +117,16 @@ impl Recorded for Attention {
     }
 }
 
-/// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`; each
-/// token sees the latest `window` keys, itself included, or all of them (`None`); scores are
-/// scaled by `scale`, then soft-capped (`cap * tanh(score / cap)`) if `softcap`. Steps of at most `split_tokens` tokens split the context (GPU family
-/// only; 0: never).
+/// Paged attention over the flattened batch, reading a cache of element type `kv_dtype`, its
+/// scores as `scores` says. Steps of at most `split_tokens` tokens split the context (GPU
+/// family only; 0: never).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
     (num_heads, num_kv_heads, head_dim): (usize, usize, usize),
-    (window, scale, softcap): (Option<usize>, f32, Option<f32>),
+    scores: Scores,
     kv_dtype: KvDtype,
     b: AttentionBuffers<'_>,
     split_tokens: u32,
@@ -113,6 +134,18 @@ pub fn attention(
     let group = num_heads / num_kv_heads.max(1);
     let rowwise = is_rowwise(kernels, head_dim);
     let tile = query_tile(group, head_dim);
+    let sinks_fit = scores.sinks.as_ref().is_none_or(|s| {
+        s.len() == num_heads && num_heads <= MAX_SINK_HEADS && s.iter().all(|x| x.is_finite())
+    });
+    if !sinks_fit {
+        return Err(GpuError::Shape {
+            op: "attention",
+            detail: format!(
+                "sinks for {num_heads} heads (at most {MAX_SINK_HEADS}, finite): {:?}",
+                scores.sinks.as_ref().map(Vec::len)
+            ),
+        });
+    }
     if num_kv_heads == 0 || num_heads % num_kv_heads != 0 || (!rowwise && tile.is_none()) {
         return Err(GpuError::Shape {
             op: "attention",
@@ -131,10 +164,13 @@ pub fn attention(
             num_kv_heads: num_kv_heads as u32,
             head_dim: head_dim as u32,
             qkv_stride: ((num_heads + 2 * num_kv_heads) * head_dim) as u32,
-            scale,
+            scale: scores.scale,
             block_size: kiln_core::BLOCK_SIZE as u32,
-            window: window.unwrap_or(0) as u32,
+            window: scores.window.unwrap_or(0) as u32,
             query_tile: tile.unwrap_or(1),
+            sinks: std::array::from_fn(|h| {
+                (scores.sinks.as_ref()).map_or(NO_SINK, |s| s.get(h).copied().unwrap_or(NO_SINK))
+            }),
         },
     );
     let buffers = [
@@ -152,7 +188,7 @@ pub fn attention(
     ];
     let constants = [
         kv_dtype.override_constant(),
-        ("SOFTCAP", softcap.unwrap_or(0.0) as f64),
+        ("SOFTCAP", scores.softcap.unwrap_or(0.0) as f64),
     ];
     if rowwise {
         if kernels.rowwise_subgroups && head_dim % 8 == 0 {

@@ -173,7 +173,7 @@ pub fn expert_matmul(
                 p,
                 a.x,
                 &chunk.buffer,
-                &no_bias,
+                a.bias.unwrap_or(&no_bias),
                 a.y,
                 gain,
                 &route,

@@ -8,7 +8,7 @@ use bytemuck::{Pod, Zeroable};
 
 use kiln_model::{Activation, Moe, Scoring};
 
-use super::matmul::{ACCUMULATE, GELU, NORM, PAIRS, Params, SCALE};
+use super::matmul::{ACCUMULATE, EXPERT_BIAS, NORM, Params, SCALE, glu_flags};
 use crate::kernels::PairEpilogue;
 use crate::{GpuContext, GpuError, GpuMatrix, Grid, Kernels, Launch};
 
@@ -155,6 +155,9 @@ pub struct ExpertProduct<'a> {
     pub glu: Option<Activation>,
     /// Each output is multiplied by this (down: Granite's residual multiplier).
     pub scale: f32,
+    /// Each expert's bias on its outputs (experts x `rows_per_expert`, in the rows' order),
+    /// added before the router's weight (gpt-oss's).
+    pub bias: Option<&'a wgpu::Buffer>,
 }
 
 /// Checks a product's shapes and writes each chunk's parameters for the kernel `op`; returns
@@ -183,10 +186,10 @@ pub(super) fn product_params(
     let n = a.rows_per_expert as u32;
     let flags = a.norm.map_or(0, |_| NORM)
         | match a.glu {
-            Some(Activation::GeluTanh) => PAIRS | GELU,
-            Some(_) => PAIRS,
+            Some(act) => glu_flags(act),
             None => ACCUMULATE,
         }
+        | a.bias.map_or(0, |_| EXPERT_BIAS)
         | if a.scale != 1.0 { SCALE } else { 0 };
     let params = (a.w.chunks.iter())
         .map(|chunk| {
@@ -239,7 +242,7 @@ pub fn expert_matvec(
             p,
             a.x,
             &chunk.buffer,
-            &no_bias,
+            a.bias.unwrap_or(&no_bias),
             a.y,
             gain,
             &route,

@@ -7,8 +7,18 @@ use crate::{GpuContext, Grid, Kernels, Launch};
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct Params {
     inter: u32,
-    gelu: u32,
+    /// `activation.wgsl`'s kind of gated activation.
+    kind: u32,
     pad: [u32; 2],
+}
+
+/// `activation.wgsl`'s number for the gated activation `act`.
+pub(super) fn gated_kind(act: Activation) -> u32 {
+    match act {
+        Activation::GeluTanh => 1,
+        Activation::ClampedSwiglu => 2,
+        Activation::Silu | Activation::Relu2 => 0,
+    }
 }
 
 /// `out[t, i] = act(gu[t, i]) * gu[t, I + i]`.
@@ -25,7 +35,7 @@ pub fn glu(
         "glu",
         &Params {
             inter: inter as u32,
-            gelu: (act == Activation::GeluTanh) as u32,
+            kind: gated_kind(act),
             pad: [0; 2],
         },
     );

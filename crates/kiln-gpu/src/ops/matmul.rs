@@ -47,6 +47,19 @@ pub(super) const GELU: u32 = 32;
 const SOFTCAP: u32 = 64;
 pub(super) const SCALE: u32 = 128;
 const RELU2: u32 = 256;
+/// With [`PAIRS`]: gpt-oss's clamped SwiGLU in place of SiLU.
+pub(super) const CLAMPED_SWIGLU: u32 = 512;
+/// In the experts' kernels: each expert's bias (`bias[e * n + o]`) added to its outputs.
+pub(super) const EXPERT_BIAS: u32 = 1024;
+
+/// The flags of a gated activation `act` in a product's epilogue.
+pub(super) fn glu_flags(act: Activation) -> u32 {
+    match act {
+        Activation::GeluTanh => PAIRS | GELU,
+        Activation::ClampedSwiglu => PAIRS | CLAMPED_SWIGLU,
+        Activation::Silu | Activation::Relu2 => PAIRS,
+    }
+}
 
 /// Outputs and rows per workgroup of `matmul_rowwise.wgsl` (64 invocations of 8 outputs,
 /// `BLOCK` rows), as its grid needs them.
@@ -199,7 +212,7 @@ impl Matmul {
                 OutputMap::Relu2 => RELU2,
             }
             | match a.pairs {
-                Some(Pairs::Glu(Activation::GeluTanh)) => PAIRS | GELU,
+                Some(Pairs::Glu(act)) => glu_flags(act),
                 Some(_) => PAIRS,
                 None => 0,
             };

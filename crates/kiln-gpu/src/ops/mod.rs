@@ -19,8 +19,8 @@ mod sample;
 mod table_writes;
 
 pub use attention::{
-    Attention, AttentionBuffers, SPLIT_TOKENS, SPLITS, attention, attention_runs_bytes, is_rowwise,
-    query_tile,
+    Attention, AttentionBuffers, MAX_SINK_HEADS, SPLIT_TOKENS, SPLITS, Scores, attention,
+    attention_runs_bytes, is_rowwise, query_tile,
 };
 pub use embedding::embedding;
 pub use expert_groups::{

@@ -4,10 +4,22 @@
 
 use kiln_model::{Activation, Moe, Scoring};
 
-use super::{activation, matvec, rmsnorm};
+use super::{gated, matvec, rmsnorm};
 
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
+}
+
+/// Part `i` of `w` values of the biases `b`, if any.
+fn bias(b: &Option<Vec<f32>>, i: usize, w: usize) -> Option<&[f32]> {
+    b.as_ref().map(|b| &b[i * w..][..w])
+}
+
+/// `v += b`, where there is a bias.
+fn add(v: &mut [f32], b: Option<&[f32]>) {
+    if let Some(b) = b {
+        v.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+    }
 }
 
 /// One token's experts and their weights from its router `logits`: scored by the softmax
@@ -46,6 +58,8 @@ pub(super) struct Experts {
     pub norm: Vec<f32>,
     /// (experts, hidden).
     pub router: Vec<f32>,
+    /// A bias on the router's logits (experts).
+    pub router_bias: Option<Vec<f32>>,
     /// Each expert's bias in the choice (sigmoid scoring).
     pub choice_bias: Option<Vec<f32>>,
     /// A gated shared expert's gate, (hidden).
@@ -54,6 +68,10 @@ pub(super) struct Experts {
     pub gate_up: Vec<f32>,
     /// Every expert's down (hidden, intermediate).
     pub down: Vec<f32>,
+    /// Every expert's gate bias (intermediate), then every expert's up bias.
+    pub gate_up_bias: Option<Vec<f32>>,
+    /// Every expert's down bias (hidden).
+    pub down_bias: Option<Vec<f32>>,
 }
 
 impl Experts {
@@ -63,14 +81,18 @@ impl Experts {
         let (h, ff, n) = (x.len(), self.moe.intermediate_size, self.moe.experts);
         let xn = rmsnorm(x, &self.norm, eps);
         let mut out = vec![0f32; h];
-        let logits = matvec(&self.router, &xn);
+        let mut logits = matvec(&self.router, &xn);
+        add(&mut logits, self.router_bias.as_deref());
         for (e, weight) in route(&logits, self.choice_bias.as_deref(), &self.moe) {
-            let gate = matvec(&self.gate_up[e * ff * h..][..ff * h], &xn);
-            let up = matvec(&self.gate_up[(n + e) * ff * h..][..ff * h], &xn);
+            let mut gate = matvec(&self.gate_up[e * ff * h..][..ff * h], &xn);
+            let mut up = matvec(&self.gate_up[(n + e) * ff * h..][..ff * h], &xn);
+            add(&mut gate, bias(&self.gate_up_bias, e, ff));
+            add(&mut up, bias(&self.gate_up_bias, n + e, ff));
             let a: Vec<f32> = (gate.iter().zip(&up))
-                .map(|(&g, &u)| (activation(act, g as f64) * u as f64) as f32)
+                .map(|(&g, &u)| gated(act, g as f64, u as f64) as f32)
                 .collect();
-            let y = matvec(&self.down[e * h * ff..][..h * ff], &a);
+            let mut y = matvec(&self.down[e * h * ff..][..h * ff], &a);
+            add(&mut y, bias(&self.down_bias, e, h));
             out.iter_mut().zip(y).for_each(|(o, y)| *o += weight * y);
         }
         let gate = (self.shared_gate.as_ref()).map(|g| sigmoid(matvec(g, &xn)[0] as f64) as f32);

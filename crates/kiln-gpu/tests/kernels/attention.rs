@@ -1,5 +1,6 @@
 //! Paged attention over prefill and decode sequences in one dispatch: both kernel families,
-//! split contexts, every query tile size, every cache type, sliding windows and soft caps.
+//! split contexts, every query tile size, every cache type, sliding windows, soft caps and
+//! attention sinks.
 
 use super::*;
 
@@ -9,7 +10,8 @@ use super::*;
 /// its query tiles of 1 to 16 tokens starting anywhere in a segment and ending where it ends;
 /// the row-wise family with a row a lane and with 8 rows a subgroup (blocks of rows that
 /// start mid-token and span tokens, and 16 heads a KV head, two blocks a token);
-/// and with sliding windows of 40 and 20 keys, shorter than most contexts here.
+/// and with sliding windows of 40 and 20 keys, shorter than most contexts here; and with
+/// gpt-oss's sinks (a logit per head in each softmax, added once to split runs).
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
@@ -28,7 +30,7 @@ fn paged_attention_mixes_prefill_and_decode() {
         k.rowwise_subgroups = subgroups;
         use KvDtype::{F16, F32, Fp8, Q8};
         // (cache, query heads / KV heads x head_dim, window, soft cap)
-        let cases = [
+        let mut cases = vec![
             (F16, (6, 2, 24), None, None),
             (F32, (6, 2, 24), None, None),
             (Fp8, (6, 2, 24), None, None),
@@ -53,8 +55,16 @@ fn paged_attention_mixes_prefill_and_decode() {
             (F16, (8, 2, 128), Some(20), Some(1.5)),
             (F32, (6, 2, 24), None, Some(0.7)),
         ];
-        for (dtype, heads, window, softcap) in cases {
-            check_attention(&ctx, &k, dtype, split_tokens, heads, window, softcap);
+        let sinks = cases.len();
+        // gpt-oss's sinks: its 8 query heads of 64 per KV head, with and without its window.
+        cases.extend([
+            (F16, (8, 1, 64), Some(40), None),
+            (F32, (16, 2, 64), None, None),
+            (F16, (6, 2, 24), None, None),
+        ]);
+        for (i, (dtype, heads, window, softcap)) in cases.into_iter().enumerate() {
+            let scores = |sinks| (window, softcap, sinks);
+            check_attention(&ctx, &k, dtype, split_tokens, heads, scores(i >= sinks));
         }
     }
 }
@@ -65,8 +75,7 @@ fn check_attention(
     dtype: KvDtype,
     split_tokens: u32,
     (nh, nkv, d): (usize, usize, usize),
-    window: Option<usize>,
-    softcap: Option<f32>,
+    (window, softcap, with_sinks): (Option<usize>, Option<f32>, bool),
 ) {
     let ctx = ctx.clone();
     let mut r = rng(6);
@@ -113,6 +122,8 @@ fn check_attention(
     let t = positions.len();
     let stride = (nh + 2 * nkv) * d;
     let qkv = randn(&mut r, t * stride, 1.0);
+    // Sinks about as large as the scores, some well above them (a head that mostly rests).
+    let sinks = with_sinks.then(|| randn(&mut r, nh, 2.0));
     let step = step_buffer(&ctx, t as u32, seqs.len() as u32, 0);
     let bufs = (
         buf_u32(&ctx, &positions),
@@ -133,7 +144,12 @@ fn check_attention(
         k,
         &step,
         (nh, nkv, d),
-        (window, 1.0 / (d as f32).sqrt(), softcap),
+        ops::Scores {
+            window,
+            scale: 1.0 / (d as f32).sqrt(),
+            softcap,
+            sinks: sinks.clone(),
+        },
         dtype,
         AttentionBuffers {
             positions: &bufs.0,
@@ -169,8 +185,9 @@ fn check_attention(
                 })
                 .map(|s| softcap.map_or(s, |c| kiln_gpu::reference::soft_cap(s, c)))
                 .collect();
-            let m = scores.iter().cloned().fold(f64::MIN, f64::max);
-            let z: f64 = scores.iter().map(|s| (s - m).exp()).sum();
+            let sink = sinks.as_ref().map(|s| s[h] as f64);
+            let m = scores.iter().chain(&sink).cloned().fold(f64::MIN, f64::max);
+            let z: f64 = scores.iter().chain(&sink).map(|s| (s - m).exp()).sum();
             for e in 0..d {
                 want[i * nh * d + h * d + e] = (first..n_keys)
                     .map(|j| {
@@ -189,7 +206,7 @@ fn check_attention(
         run(&ctx, |p| l.record(p, t as u32, samples));
         assert_close(
             &format!(
-                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?} softcap {softcap:?}",
+                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?} softcap {softcap:?} sinks {with_sinks}",
                 k.rowwise
             ),
             &read_f32(&ctx, &out, want.len()),

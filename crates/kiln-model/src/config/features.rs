@@ -31,6 +31,12 @@ impl ModelConfig {
             Some(_) => f.push("q/k RMSNorm over all heads".into()),
             None => {}
         }
+        if (ops.clone()).any(|op| matches!(op, Op::Attention { sinks: Some(_) })) {
+            f.push("attention sinks (a learned logit per head in each softmax)".into());
+        }
+        if (ops.clone()).any(|op| matches!(op, Op::Project { bias: Some(_), .. })) {
+            f.push("a bias on the attention's output".into());
+        }
         if ops.clone().any(|op| matches!(op, Op::AddNormed { .. })) {
             f.push("RMSNorm after attention and after the MLP".into());
         }
@@ -70,6 +76,7 @@ impl ModelConfig {
         match self.activation {
             Activation::GeluTanh => f.push("GELU (tanh) gated MLP".into()),
             Activation::Relu2 => f.push("MLP without a gate, relu(x)^2".into()),
+            Activation::ClampedSwiglu => f.push("clamped SwiGLU experts with biases".into()),
             Activation::Silu => {}
         }
         if self.embed_scale() != 1.0 {

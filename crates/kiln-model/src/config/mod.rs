@@ -95,6 +95,12 @@ pub enum Architecture {
     /// the rotary embedding, an NTK alpha), experts chosen by their renormalized softmax, and a
     /// shared expert (`models::hunyuan_moe`).
     HunyuanMoe,
+    /// gpt-oss (20B, 120B): biases on q, k, v and the attention's output, a learned sink
+    /// logit per head in every softmax, every second layer sliding over 128 positions, and a
+    /// mixture of experts whose router and experts have biases, chosen by their logits and
+    /// weighted by the softmax over the chosen, with a clamped SwiGLU
+    /// ([`Activation::ClampedSwiglu`]; `models::gpt_oss`).
+    GptOss,
 }
 
 /// A mixture of experts in place of the MLP: each token's router logits (one per expert)
@@ -170,6 +176,9 @@ pub enum Activation {
     GeluTanh,
     /// `relu(x)^2`, of a MLP without a gate (Arcee's).
     Relu2,
+    /// gpt-oss's: gate clamped above at 7, up to [-7, 7], then
+    /// `gate * sigmoid(1.702 gate) * (up + 1)`.
+    ClampedSwiglu,
 }
 
 impl Architecture {
@@ -200,6 +209,7 @@ impl Architecture {
             Architecture::GraniteMoe => "granitemoe",
             Architecture::Dots1 => "dots1",
             Architecture::HunyuanMoe => "hunyuan-moe",
+            Architecture::GptOss => "gpt-oss",
         }
     }
 
@@ -408,8 +418,18 @@ impl ModelConfig {
             ));
         }
         // Arcee's MLP has no gate, the others' have one: relu^2 is the one activation kiln runs
-        // without a gate, and it runs only so.
-        if (self.architecture == Architecture::Arcee) != (self.activation == Activation::Relu2) {
+        // without a gate, and it runs only so; gpt-oss's clamped SwiGLU runs on its experts
+        // only.
+        let own = match self.architecture {
+            Architecture::Arcee => Some(Activation::Relu2),
+            Architecture::GptOss => Some(Activation::ClampedSwiglu),
+            _ => None,
+        };
+        let owned = matches!(
+            self.activation,
+            Activation::Relu2 | Activation::ClampedSwiglu
+        );
+        if own.is_some_and(|a| a != self.activation) || (own.is_none() && owned) {
             return Err(ModelError::Unsupported {
                 file: file.into(),
                 reason: format!(
@@ -430,6 +450,7 @@ impl ModelConfig {
                 | Architecture::GraniteMoe
                 | Architecture::Dots1
                 | Architecture::HunyuanMoe
+                | Architecture::GptOss
         );
         if experts != self.moe.is_some() {
             return bad(format!(

@@ -72,6 +72,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "qwen2moe" => Architecture::Qwen2Moe,
         "glm4moe" => Architecture::Glm4Moe,
         "ernie4_5-moe" => Architecture::Ernie45Moe,
+        "gpt-oss" => Architecture::GptOss,
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),
@@ -246,6 +247,8 @@ pub(crate) fn config_from_meta(
                 meta.usize(&format!("{a}.attention.sliding_window_pattern"))
                     .unwrap_or(if gemma3 { 6 } else { 2 }),
             ),
+            // gpt-oss's: every second layer slides, from the first (llama.cpp's fixed pattern).
+            false if architecture == Architecture::GptOss => Some(2),
             false => (exaone_windowed || olmo3).then_some(4),
         },
         rope_local_theta: match (gemma3, olmo3) {
@@ -291,6 +294,7 @@ pub(crate) fn config_from_meta(
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
             Architecture::Arcee => Activation::Relu2,
+            Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,
         },
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),

@@ -192,9 +192,15 @@ pub(crate) fn index_tensors(
             file: file.to_string(),
         };
         // A stack of experts' matrices (`ffn_gate_exps`: experts x rows x columns) is read
-        // as each expert's matrix, under Hugging Face's per-expert names.
+        // as each expert's matrix, under Hugging Face's per-expert names; a stack of their
+        // biases (gpt-oss's: experts x rows) as each expert's bias.
+        let stacked = match entry.shape.len() {
+            3 => true,
+            2 => name.ends_with(".bias"),
+            _ => false,
+        };
         match name.split_once(".experts.") {
-            Some((layer, part)) if entry.shape.len() == 3 => {
+            Some((layer, part)) if stacked => {
                 let (experts, per) = (entry.shape[0], entry.len / entry.shape[0].max(1));
                 for e in 0..experts {
                     let one = Entry {

@@ -26,6 +26,9 @@ pub(super) fn moe(
         // weighs them by their share of all experts. Mixtral's and OLMoE's experts are the
         // MLP's size.
         Architecture::Qwen3Moe => routed("expert_feed_forward_length", true)?,
+        // gpt-oss's graph weighs the chosen experts by the softmax over their logits: the
+        // softmax over all, renormalized.
+        Architecture::GptOss => routed("expert_feed_forward_length", true)?,
         Architecture::Mixtral => routed("feed_forward_length", true)?,
         Architecture::Olmoe => routed("feed_forward_length", false)?,
         // Qwen2 MoE's does not renormalize, and gates its shared expert.

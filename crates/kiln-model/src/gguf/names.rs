@@ -77,14 +77,24 @@ const SHARED_EXPERTS_NAMES: &[(&str, &str)] = &[
     ("ffn_down_shexp", "mlp.shared_experts.down_proj"),
 ];
 
-/// The experts' choice biases: llama.cpp's `exp_probs_b.bias`, and `arch`'s Hugging Face name
-/// for them, without a `.bias` or `.weight` suffix.
-fn choice_bias(arch: Architecture) -> (&'static str, &'static str) {
+/// gpt-oss's router, and its norm before the experts.
+const GPT_OSS_NAMES: &[(&str, &str)] = &[
+    ("ffn_gate_inp", "mlp.router"),
+    ("post_attention_norm", "post_attention_layernorm"),
+];
+
+/// A layer's tensors whose Hugging Face names have no `.bias` or `.weight` suffix, with their
+/// whole GGUF names (after `blk.N.`): the experts' choice biases (llama.cpp's
+/// `exp_probs_b.bias`, under `arch`'s name) and gpt-oss's attention sinks.
+fn whole_names(arch: Architecture) -> [(&'static str, &'static str); 2] {
     let hf = match arch {
         Architecture::Ernie45Moe => "mlp.moe_statics.e_score_correction_bias",
         _ => "mlp.gate.e_score_correction_bias",
     };
-    ("exp_probs_b.bias", hf)
+    [
+        ("exp_probs_b.bias", hf),
+        ("attn_sinks.weight", "self_attn.sinks"),
+    ]
 }
 
 /// The (GGUF, HF) names of `arch`'s tensors that differ from Llama's (mostly norms).
@@ -104,6 +114,7 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         Architecture::SeedOss => SEED_OSS_NORMS,
         Architecture::HunyuanDense => HUNYUAN_NORMS,
         Architecture::HunyuanMoe => HUNYUAN_MOE_NAMES,
+        Architecture::GptOss => GPT_OSS_NAMES,
         _ => &[],
     }
 }
@@ -116,11 +127,12 @@ fn fused_gate_up(arch: Architecture) -> bool {
 /// Maps a GGUF tensor name of an `arch` model to its HF name; unknown names are returned
 /// unchanged.
 pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
-    let (gguf, hf) = choice_bias(arch);
-    if let Some(layer) =
-        (name.strip_prefix("blk.")).and_then(|rest| rest.strip_suffix(gguf)?.strip_suffix('.'))
-    {
-        return format!("model.layers.{layer}.{hf}");
+    for (gguf, hf) in whole_names(arch) {
+        if let Some(layer) =
+            (name.strip_prefix("blk.")).and_then(|rest| rest.strip_suffix(gguf)?.strip_suffix('.'))
+        {
+            return format!("model.layers.{layer}.{hf}");
+        }
     }
     let (base, suffix) = match name.rsplit_once('.') {
         Some((b, s @ ("weight" | "bias"))) => (b, s),
@@ -169,11 +181,12 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
 
 /// Maps an HF tensor name of an `arch` model to its GGUF name (inverse of [`gguf_to_hf_name`]).
 pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
-    let (gguf, hf) = choice_bias(arch);
-    if let Some(layer) = (name.strip_prefix("model.layers."))
-        .and_then(|rest| rest.strip_suffix(hf)?.strip_suffix('.'))
-    {
-        return format!("blk.{layer}.{gguf}");
+    for (gguf, hf) in whole_names(arch) {
+        if let Some(layer) = (name.strip_prefix("model.layers."))
+            .and_then(|rest| rest.strip_suffix(hf)?.strip_suffix('.'))
+        {
+            return format!("blk.{layer}.{gguf}");
+        }
     }
     let (base, suffix) = match name.rsplit_once('.') {
         Some((b, s @ ("weight" | "bias"))) => (b, s),

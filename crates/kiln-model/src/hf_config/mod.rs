@@ -92,7 +92,8 @@ impl ModelConfig {
             | Architecture::HunyuanMoe
             | Architecture::Glm4Moe
             | Architecture::Ernie45Moe
-            | Architecture::Olmoe => false,
+            | Architecture::Olmoe
+            | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
             | Architecture::Arcee
@@ -254,7 +255,7 @@ impl ModelConfig {
                         ),
                 ),
             attention_bias: match architecture {
-                Architecture::Qwen2 => true,
+                Architecture::Qwen2 | Architecture::GptOss => true,
                 Architecture::Llama
                 | Architecture::Mixtral
                 | Architecture::Olmoe

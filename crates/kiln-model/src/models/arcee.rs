@@ -24,6 +24,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
         Project {
             src: Act,
             weight: n.tensor("mlp.down_proj.weight", &[h, ff]),
+            bias: None,
             dst: Residual,
         },
     ]);

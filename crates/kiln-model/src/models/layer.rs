@@ -45,10 +45,17 @@ pub enum Op {
         norm_after: bool,
     },
     /// Causal attention of [`Buf::Qkv`]'s queries over the cached keys and values (within the
-    /// layer's window, scaled by the model's attention scale), into [`Buf::Attn`].
-    Attention,
-    /// `dst = W · src`; into [`Buf::Residual`] the product is added.
-    Project { src: Buf, weight: Tensor, dst: Buf },
+    /// layer's window, scaled by the model's attention scale), into [`Buf::Attn`]; with
+    /// `sinks` (gpt-oss's, one per query head), each head's softmax has one more logit, its
+    /// sink, which weighs no value.
+    Attention { sinks: Option<Tensor> },
+    /// `dst = W · src + bias`; into [`Buf::Residual`] the product is added.
+    Project {
+        src: Buf,
+        weight: Tensor,
+        bias: Option<Tensor>,
+        dst: Buf,
+    },
     /// `x += rmsnorm(src) * norm`: a sub-layer's output normalized into the residual stream.
     AddNormed { src: Buf, norm: Tensor },
     /// [`Buf::Act`] = activation(gate) * up, from [`Buf::GateUp`] (the model's activation).
@@ -56,7 +63,7 @@ pub enum Op {
     /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
     Activation,
     /// A mixture of experts' routed experts, added into the residual stream ([`Experts`]).
-    Experts(Experts),
+    Experts(Box<Experts>),
 }
 
 /// A mixture of experts ([`crate::Moe`]) on the residual stream normalized with gain `norm`:
@@ -77,8 +84,14 @@ pub struct Experts {
     /// A gated shared expert's gate: one row, whose product with the normalized input, through
     /// a sigmoid, scales the shared expert's activations in [`Buf::Act`].
     pub shared_gate: Option<Tensor>,
+    /// A bias on the router's logits (gpt-oss's).
+    pub router_bias: Option<Tensor>,
     pub gate_up: Vec<Tensor>,
     pub down: Vec<Tensor>,
+    /// Each expert's biases on its gate/up and down products (gpt-oss's), ordered as the
+    /// matrices are.
+    pub gate_up_bias: Option<Vec<Tensor>>,
+    pub down_bias: Option<Vec<Tensor>>,
 }
 
 impl Op {
@@ -97,15 +110,19 @@ impl Op {
                 v
             }
             Op::Rotary { qk_norm, .. } => qk_norm.iter().flatten().collect(),
-            Op::Project { weight, .. } => vec![weight],
+            Op::Project { weight, bias, .. } => [weight].into_iter().chain(bias).collect(),
             Op::AddNormed { norm, .. } => vec![norm],
-            Op::Attention | Op::GatedActivation | Op::Activation => Vec::new(),
+            Op::Attention { sinks } => sinks.iter().collect(),
+            Op::GatedActivation | Op::Activation => Vec::new(),
             Op::Experts(e) => [&e.norm, &e.router]
                 .into_iter()
                 .chain(&e.choice_bias)
                 .chain(&e.shared_gate)
+                .chain(&e.router_bias)
                 .chain(&e.gate_up)
                 .chain(&e.down)
+                .chain(e.gate_up_bias.iter().flatten())
+                .chain(e.down_bias.iter().flatten())
                 .collect(),
         }
     }
@@ -124,7 +141,7 @@ impl Op {
         match self {
             Op::NormedProject { dst, .. } => buf == Buf::Residual || buf == *dst,
             Op::Rotary { .. } => buf == Buf::Qkv,
-            Op::Attention => buf == Buf::Qkv || buf == Buf::Attn,
+            Op::Attention { .. } => buf == Buf::Qkv || buf == Buf::Attn,
             Op::Project { src, dst, .. } => buf == *src || buf == *dst,
             Op::AddNormed { src, .. } => buf == Buf::Residual || buf == *src,
             Op::GatedActivation => buf == Buf::GateUp || buf == Buf::Act,

@@ -42,10 +42,11 @@ pub(super) fn attention(
             qk_norm,
             norm_after: false,
         },
-        Attention,
+        Attention { sinks: None },
         Project {
             src: Attn,
             weight: n.o(),
+            bias: None,
             dst,
         },
     ]
@@ -65,6 +66,7 @@ pub(super) fn mlp(n: &Names, norm: Option<&str>, gate_up: Vec<Tensor>, dst: Buf)
         Project {
             src: Act,
             weight: n.down(),
+            bias: None,
             dst,
         },
     ]

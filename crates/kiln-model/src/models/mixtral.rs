@@ -12,7 +12,7 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
-    ops.push(Op::Experts(n.experts(
+    ops.push(Op::Experts(Box::new(n.experts(
         "block_sparse_moe.gate.weight",
         |e, kind| {
             let w = match kind {
@@ -22,6 +22,6 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
             };
             format!("block_sparse_moe.experts.{e}.{w}.weight")
         },
-    )));
+    ))));
     Layer { ops }
 }

@@ -16,6 +16,7 @@ mod gemma2;
 mod gemma3;
 mod glm4;
 mod glm4_moe;
+mod gpt_oss;
 mod granite;
 mod granite_moe;
 mod hunyuan_dense;
@@ -137,8 +138,11 @@ impl<'a> Names<'a> {
             router: self.tensor(router, &[moe.experts, h]),
             choice_bias: None,
             shared_gate: None,
+            router_bias: None,
             gate_up: [all("gate", &[ff, h]), all("up", &[ff, h])].concat(),
             down: all("down", &[h, ff]),
+            gate_up_bias: None,
+            down_bias: None,
         }
     }
 
@@ -149,7 +153,7 @@ impl<'a> Names<'a> {
     fn with_shared_expert(&self, prefix: &str, experts: Experts) -> Vec<Op> {
         let h = self.cfg.hidden_size;
         let Some(shared) = self.cfg.moe.and_then(|m| m.shared) else {
-            return vec![Op::Experts(experts)];
+            return vec![Op::Experts(Box::new(experts))];
         };
         let ff = shared.intermediate_size;
         let t = |p: &str, shape: &[usize]| self.tensor(&format!("{prefix}.{p}_proj.weight"), shape);
@@ -162,9 +166,10 @@ impl<'a> Names<'a> {
         let down = Op::Project {
             src: Buf::Act,
             weight: t("down", &[h, ff]),
+            bias: None,
             dst: Buf::Residual,
         };
-        vec![project, glu, Op::Experts(experts), down]
+        vec![project, glu, Op::Experts(Box::new(experts)), down]
     }
 
     /// The gate and up projections, as separate tensors.
@@ -250,6 +255,7 @@ impl ModelTensors {
             Architecture::GraniteMoe => granite_moe::layer,
             Architecture::Dots1 => dots1::layer,
             Architecture::HunyuanMoe => hunyuan_moe::layer,
+            Architecture::GptOss => gpt_oss::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         ModelTensors {
@@ -303,16 +309,27 @@ mod tests {
                     (true, false) => "rotary+norm".into(),
                     (true, true) => "rotary, then norm".into(),
                 },
-                Op::Attention => "attention".into(),
-                Op::Project { src, dst, .. } => format!("{src:?} -> {dst:?}"),
+                Op::Attention { sinks } => match sinks {
+                    Some(_) => "attention+sinks".into(),
+                    None => "attention".into(),
+                },
+                Op::Project { src, dst, bias, .. } => format!(
+                    "{src:?} -> {dst:?}{}",
+                    if bias.is_some() { "+bias" } else { "" }
+                ),
                 Op::AddNormed { src, .. } => format!("+norm {src:?}"),
                 Op::GatedActivation => "glu".into(),
                 Op::Activation => "act".into(),
                 Op::Experts(e) => format!(
-                    "experts {}{}{}",
+                    "experts {}{}{}{}",
                     e.gate_up.len() / 2,
                     if e.choice_bias.is_some() { "+bias" } else { "" },
-                    if e.shared_gate.is_some() { "+gate" } else { "" }
+                    if e.shared_gate.is_some() { "+gate" } else { "" },
+                    match (&e.router_bias, &e.gate_up_bias, &e.down_bias) {
+                        (Some(_), Some(_), Some(_)) => "+biases",
+                        (None, None, None) => "",
+                        _ => "+some biases",
+                    }
                 ),
             })
             .collect();
@@ -340,6 +357,16 @@ mod tests {
         assert!(ops.starts_with("norm 3+bias -> Qkv, rotary, attention"));
         assert_eq!(l.tensors()[5].shape, [32]);
         assert_eq!(l.tensors()[5].name, "model.layers.1.self_attn.k_proj.bias");
+
+        // gpt-oss: biases on q, k, v and the output, sinks, experts with biases everywhere.
+        let (l, ops, _) = layer(TinyConfig::gpt_oss());
+        assert_eq!(
+            ops,
+            "norm 3+bias -> Qkv, rotary, attention+sinks, Attn -> Residual+bias, experts 6+biases"
+        );
+        let names: Vec<&str> = l.tensors().iter().map(|t| t.name.as_str()).collect();
+        assert!(names.contains(&"model.layers.1.self_attn.sinks"));
+        assert!(names.contains(&"model.layers.1.mlp.experts.5.down_proj.bias"));
 
         let (l, ops, _) = layer(TinyConfig::qwen3());
         assert!(ops.starts_with("norm 3 -> Qkv, rotary+norm, attention"));

@@ -37,10 +37,11 @@ pub(super) fn post_normed(n: &Names, qk_norm: [Tensor; 2]) -> Layer {
             qk_norm: Some(qk_norm),
             norm_after: false,
         },
-        Attention,
+        Attention { sinks: None },
         Project {
             src: Attn,
             weight: n.o(),
+            bias: None,
             dst: Proj,
         },
         AddNormed {

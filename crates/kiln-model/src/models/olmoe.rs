@@ -15,8 +15,10 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let qk_norm = [("q", cfg.num_heads * d), ("k", cfg.num_kv_heads * d)]
         .map(|(p, w)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[w]));
     let mut ops = attention(&n, n.qkv(), Some(qk_norm), Residual).to_vec();
-    ops.push(Op::Experts(n.experts("mlp.gate.weight", |e, kind| {
-        format!("mlp.experts.{e}.{kind}_proj.weight")
-    })));
+    ops.push(Op::Experts(Box::new(
+        n.experts("mlp.gate.weight", |e, kind| {
+            format!("mlp.experts.{e}.{kind}_proj.weight")
+        }),
+    )));
     Layer { ops }
 }

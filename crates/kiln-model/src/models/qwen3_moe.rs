@@ -15,8 +15,10 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = attention(&n, n.qkv(), Some(n.qk_norm()), Residual).to_vec();
-    ops.push(Op::Experts(n.experts("mlp.gate.weight", |e, kind| {
-        format!("mlp.experts.{e}.{kind}_proj.weight")
-    })));
+    ops.push(Op::Experts(Box::new(
+        n.experts("mlp.gate.weight", |e, kind| {
+            format!("mlp.experts.{e}.{kind}_proj.weight")
+        }),
+    )));
     Layer { ops }
 }

@@ -124,12 +124,14 @@ pub fn model_gguf(
             _ => {}
         }
     }
-    // As llama.cpp's converter, which writes no pattern for Gemma 2 (always every second
-    // layer).
-    if let Some(n) = cfg
-        .sliding_window_pattern
-        .filter(|_| cfg.architecture != Architecture::Gemma2)
-    {
+    // As llama.cpp's converter, which writes no pattern for Gemma 2 and gpt-oss (always
+    // every second layer).
+    if let Some(n) = (cfg.sliding_window_pattern).filter(|_| {
+        !matches!(
+            cfg.architecture,
+            Architecture::Gemma2 | Architecture::GptOss
+        )
+    }) {
         b.meta(&format!("{a}.attention.sliding_window_pattern"), u(n));
     }
     if let Some(g) = cfg.granite {

@@ -58,11 +58,14 @@ pub fn write_tiny_llama(
 /// The tiny model's tensors as its architecture's folders hold them: Granite's MoE with each
 /// layer's experts stacked (`block_sparse_moe.input_linear`: every expert's gate rows, then
 /// its up rows; `output_linear`) and its shared expert's gate and up in one matrix
-/// (`shared_mlp.input_linear`); every other architecture's as kiln names them.
+/// (`shared_mlp.input_linear`); gpt-oss's as transformers saves them
+/// ([`super::gpt_oss_folder`]); every other architecture's as kiln names them.
 fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
     let tensors = tiny_tensors(mc, seed);
-    if mc.architecture != Architecture::GraniteMoe {
-        return tensors;
+    match mc.architecture {
+        Architecture::GraniteMoe => {}
+        Architecture::GptOss => return super::gpt_oss_folder::folder_tensors(mc, tensors),
+        _ => return tensors,
     }
     let take = |name: &str| -> NamedTensor {
         (tensors.iter().find(|t| t.name == name).cloned()).expect("the layer's tensor")
@@ -188,6 +191,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::GraniteMoe => "GraniteMoeForCausalLM",
             Architecture::Dots1 => "Dots1ForCausalLM",
             Architecture::HunyuanMoe => "HunYuanMoEV1ForCausalLM",
+            Architecture::GptOss => "GptOssForCausalLM",
         }],
         "model_type": match mc.architecture {
             Architecture::Llama if mistral => "mistral",
@@ -200,6 +204,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Qwen2Moe => "qwen2_moe",
             Architecture::Glm4Moe => "glm4_moe",
             Architecture::Ernie45Moe => "ernie4_5_moe",
+            Architecture::GptOss => "gpt_oss",
             Architecture::GraniteMoe if shared => "granitemoeshared",
             a => a.gguf_name(),
         },
@@ -334,6 +339,11 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["moe_layer_start_index"] = json!(m.first_layer);
         config["moe_layer_end_index"] = json!(-1);
         config["moe_layer_interval"] = json!(1);
+    } else if let (Architecture::GptOss, Some(m)) = (mc.architecture, mc.moe) {
+        config["num_local_experts"] = json!(m.experts);
+        config["num_experts_per_tok"] = json!(m.experts_per_token);
+        config["layer_types"] = json!(layer_types(&mc));
+        config["swiglu_limit"] = json!(7.0);
     } else if let Some(m) = mc.moe {
         if let Some(s) = m.shared {
             config["shared_expert_intermediate_size"] = json!(s.intermediate_size);

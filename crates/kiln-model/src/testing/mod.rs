@@ -3,6 +3,7 @@
 
 mod gguf_builder;
 mod gguf_writer;
+mod gpt_oss_folder;
 mod hf_folder;
 mod kquant_enc;
 mod lora;
@@ -24,7 +25,7 @@ pub use self::lora::{LLAMA_PROJECTIONS, TinyLora};
 pub use self::quant::quantize;
 pub use self::random_model::{write_random_gguf, write_random_llama};
 pub use self::transformers_cases::{
-    TRANSFORMERS_SEED, transformers_cases, write_transformers_case,
+    KILN_GGUF, TRANSFORMERS_SEED, transformers_cases, write_transformers_case,
 };
 pub use crate::gguf::names::{permute_rows, unpermute_rows};
 pub use crate::gguf::reader::MetaValue;
@@ -375,6 +376,21 @@ impl TinyConfig {
         }
     }
 
+    /// gpt-oss: q/k/v and output biases, a sink per head (drawn from [-2, 2], so that some
+    /// heads mostly rest), every second layer sliding over 12 positions (from the first),
+    /// YaRN as Qwen3's test has it; 6 experts of 32, 2 a token, with biases and the clamped
+    /// SwiGLU, weighted by the softmax over the chosen.
+    pub fn gpt_oss() -> Self {
+        TinyConfig {
+            architecture: Architecture::GptOss,
+            // The experts' width, as gpt-oss's config names it.
+            intermediate_size: 32,
+            sliding_window: Some(12),
+            sliding_window_pattern: Some(2),
+            ..Self::qwen3_yarn()
+        }
+    }
+
     /// Qwen3 with YaRN: factor 4 over an original context of 64 (the model's is 512), so the
     /// ramp between kept and stretched frequencies spans pairs 0 to 5 of the 16, and cos
     /// and sin are scaled by YaRN's default 0.1 ln 4 + 1.
@@ -453,6 +469,7 @@ impl TinyConfig {
                     | Architecture::SeedOss
                     | Architecture::Qwen2Moe
                     | Architecture::Glm4Moe
+                    | Architecture::GptOss
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -526,6 +543,7 @@ impl TinyConfig {
                     first_layer: 1,
                     ..crate::Moe::softmax(8, 3, 32, false)
                 }),
+                Architecture::GptOss => Some(crate::Moe::softmax(6, 2, 32, true)),
                 Architecture::Ernie45Moe => Some(crate::Moe {
                     choice_bias: true,
                     shared: Some(crate::SharedExpert {
@@ -540,6 +558,7 @@ impl TinyConfig {
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee => Activation::Relu2,
+                Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },
             bos_token_id: None,
@@ -557,10 +576,15 @@ pub fn tiny_tensors(cfg: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
         .map(|(name, shape)| {
             let n: usize = shape.iter().product();
             let is_norm = name.ends_with("norm.weight");
+            let is_sink = name.ends_with("self_attn.sinks");
             let data = (0..n)
                 .map(|_| {
                     let r: f32 = rng.random_range(-0.1..0.1);
-                    if is_norm { 1.0 + r } else { r }
+                    match (is_norm, is_sink) {
+                        (true, _) => 1.0 + r,
+                        (_, true) => 20.0 * r,
+                        _ => r,
+                    }
                 })
                 .collect();
             NamedTensor { name, shape, data }

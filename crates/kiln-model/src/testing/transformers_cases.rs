@@ -6,8 +6,10 @@
 
 use std::path::Path;
 
-use super::{TinyConfig, write_tiny_llama};
-use crate::{DType, Llama3Rope, LongRope, ModelConfig, ModelError, RopeScaling, Yarn};
+use super::{TinyConfig, model_gguf, tiny_tensors, tiny_tokenizer, write_tiny_llama};
+use crate::{
+    Architecture, DType, Llama3Rope, LongRope, ModelConfig, ModelError, RopeScaling, Yarn,
+};
 
 /// The seed every case's weights are drawn with.
 pub const TRANSFORMERS_SEED: u64 = 7;
@@ -109,6 +111,14 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("granite-moe-shared", TinyConfig::granite_moe()),
         ("dots1", TinyConfig::dots1()),
         ("hunyuan-moe", TinyConfig::hunyuan_moe()),
+        // Three layers: sliding, global, sliding.
+        (
+            "gpt-oss-sinks-biased-experts",
+            TinyConfig {
+                num_layers: 3,
+                ..TinyConfig::gpt_oss()
+            },
+        ),
         ("phi3-longrope", TinyConfig::phi3()),
         ("phi4-mini-partial-rotary", TinyConfig::phi4_mini()),
         (
@@ -130,7 +140,22 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
     .collect()
 }
 
-/// Writes case `cfg` as a Hugging Face folder in `dir`.
+/// The file beside a case's folder that kiln reads where it reads no folder of the
+/// architecture (gpt-oss): the same values (through f16, as the folder holds them) as GGUF.
+pub const KILN_GGUF: &str = "kiln.gguf";
+
+/// Writes case `cfg` as a Hugging Face folder in `dir` (and, for gpt-oss, [`KILN_GGUF`]).
 pub fn write_transformers_case(dir: &Path, cfg: &TinyConfig) -> Result<ModelConfig, ModelError> {
-    write_tiny_llama(dir, cfg, TRANSFORMERS_SEED)
+    let mc = write_tiny_llama(dir, cfg, TRANSFORMERS_SEED)?;
+    if mc.architecture == Architecture::GptOss {
+        let mut tensors = tiny_tensors(&mc, TRANSFORMERS_SEED);
+        for t in &mut tensors {
+            t.data
+                .iter_mut()
+                .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+        }
+        model_gguf(&mc, &tensors, DType::F16, &tiny_tokenizer::gguf_tokenizer())
+            .write(&dir.join(KILN_GGUF))?;
+    }
+    Ok(mc)
 }
