@@ -8,7 +8,9 @@ window, Qwen2's biases and its window from max_window_layers on, Qwen3's q/k nor
 soft caps, Gemma 3 with and without linear RoPE scaling, SmolLM3's layers without RoPE (with and
 without YaRN), Granite's multipliers, Phi-3's LongRoPE with its default and a given attention
 factor, Phi-4-mini's partial rotary embedding, YaRN on Qwen3 and, with its ramp not truncated and
-a given attention factor, on Llama; OLMo 2's norms). Each runs one sequence of 72 token ids
+a given attention factor, on Llama; OLMo 2's norms; gpt-oss, whose folder is written in
+transformers' layout for this script while kiln reads the same values from the GGUF file beside
+it). Each runs one sequence of 72 token ids
 (past LongRoPE's original context of 64, so
 transformers uses the long factors, as kiln does for these models) in float32 with eager
 attention; the file keeps the logits at a few positions, the token ids, the CRC-32 of each

@@ -80,6 +80,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             kiln_frontend::tools::ToolFormat::detect(template, &model.tokenizer).describe(),
             match kiln_frontend::ReasoningFormat::detect(template) {
                 kiln_frontend::ReasoningFormat::Think => "in <think> blocks, set apart",
+                kiln_frontend::ReasoningFormat::Harmony => {
+                    "in gpt-oss's analysis channel, set apart (harmony messages)"
+                }
                 kiln_frontend::ReasoningFormat::None => "not set apart (no <think> tags)",
             }
         );

@@ -91,9 +91,10 @@ pub struct Args {
     /// `processed` (after penalties, temperature and token masks).
     #[arg(long, value_enum, default_value_t = LogprobsModeArg::Raw)]
     logprobs_mode: LogprobsModeArg,
-    /// How chat replies' reasoning is set apart into `reasoning_content`: `auto` (`think`
-    /// where the model's chat template knows `<think>` and `</think>`), `think`, or `none`
-    /// (replies as written, reasoning in `content`).
+    /// How chat replies' reasoning is set apart into `reasoning_content`: `auto`
+    /// (`harmony` where the model's chat template writes gpt-oss's channels, `think` where
+    /// it knows `<think>` and `</think>`), `think`, `harmony`, or `none` (replies as
+    /// written, reasoning in `content`).
     #[arg(long, value_enum, default_value_t = ReasoningArg::Auto)]
     reasoning_parser: ReasoningArg,
     /// How tool calls are written and read (vLLM's names): `auto` (from the chat template),
@@ -205,6 +206,7 @@ enum SchedulingPolicy {
 enum ReasoningArg {
     Auto,
     Think,
+    Harmony,
     None,
 }
 
@@ -378,6 +380,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         reasoning: match a.reasoning_parser {
             ReasoningArg::Auto => None,
             ReasoningArg::Think => Some(ReasoningFormat::Think),
+            ReasoningArg::Harmony => Some(ReasoningFormat::Harmony),
             ReasoningArg::None => Some(ReasoningFormat::None),
         },
         responses_store: a.responses_store,

@@ -15,6 +15,7 @@ mod fit;
 mod frontend;
 #[cfg(test)]
 mod grammar_testing;
+mod harmony;
 mod logprobs;
 mod params;
 mod reasoning;

@@ -4,7 +4,7 @@
 //! and then `</think>`. [`ReasoningStream`] splits such a reply as it streams: text inside the
 //! block is reasoning, text after it the answer; text that may still be a tag is held back.
 //! Newlines next to the tags are dropped, as the templates drop them when rendering a past
-//! turn.
+//! turn. gpt-oss writes its reasoning in a channel of its own instead (`crate::harmony`).
 
 use kiln_core::Grammar;
 use kiln_model::{ChatTemplate, Tokenizer};
@@ -19,12 +19,16 @@ pub enum ReasoningFormat {
     None,
     /// `<think>` reasoning `</think>` answer.
     Think,
+    /// gpt-oss's harmony messages: the `analysis` channel's reasoning, the others' answer.
+    Harmony,
 }
 
 impl ReasoningFormat {
-    /// `Think` where the chat template knows both tags (it renders or strips past reasoning).
+    /// `Harmony` where the chat template writes gpt-oss's messages, `Think` where it knows
+    /// both tags (it renders or strips past reasoning).
     pub fn detect(template: Option<&ChatTemplate>) -> ReasoningFormat {
         match template {
+            Some(t) if crate::harmony::template_writes(t.source()) => ReasoningFormat::Harmony,
             Some(t) if t.source().contains(OPEN) && t.source().contains(CLOSE) => {
                 ReasoningFormat::Think
             }
@@ -48,7 +52,7 @@ impl ReasoningFormat {
     /// The splitter for one reply (`opened`: see [`ReasoningFormat::opened_by`]).
     pub fn stream(self, opened: bool) -> ReasoningStream {
         ReasoningStream {
-            on: self == ReasoningFormat::Think,
+            format: self,
             opened,
             text: String::new(),
             sent: (0, 0),
@@ -57,10 +61,11 @@ impl ReasoningFormat {
     }
 
     /// What a constrained reply must match: `grammar` after the reasoning, so a model that
-    /// thinks still does before it answers in the grammar.
+    /// thinks still does before it answers in the grammar. A harmony reply is held to it
+    /// whole (no grammar follows its channels: the model answers without reasoning).
     pub fn grammar(self, grammar: Grammar, opened: bool) -> Grammar {
         match self {
-            ReasoningFormat::None => grammar,
+            ReasoningFormat::None | ReasoningFormat::Harmony => grammar,
             ReasoningFormat::Think => Grammar::AfterReasoning {
                 opened,
                 budget: None,
@@ -89,7 +94,7 @@ impl ReasoningFormat {
 /// One reply's text split into reasoning and answer as it grows.
 #[derive(Clone, Debug)]
 pub struct ReasoningStream {
-    on: bool,
+    format: ReasoningFormat,
     /// The prompt opened the block.
     opened: bool,
     text: String,
@@ -127,7 +132,7 @@ impl ReasoningStream {
     /// [`Self::push`] for text that `tokens` generated tokens wrote, counted into
     /// [`Self::reasoning_tokens`] when they wrote reasoning.
     pub fn push_tokens(&mut self, text: &str, tokens: usize, last: bool) -> Split {
-        if self.on {
+        if self.format != ReasoningFormat::None {
             match self.side() {
                 Side::Reasoning => self.tokens.0 += tokens,
                 Side::Answer => {}
@@ -150,6 +155,12 @@ impl ReasoningStream {
     }
 
     fn side(&self) -> Side {
+        if self.format == ReasoningFormat::Harmony {
+            return match crate::harmony::in_reasoning(&self.text) {
+                true => Side::Reasoning,
+                false => Side::Answer,
+            };
+        }
         let body = if self.opened {
             &self.text[..]
         } else {
@@ -167,14 +178,21 @@ impl ReasoningStream {
     }
 
     fn split_more(&mut self, text: &str, last: bool) -> Split {
-        if !self.on {
+        if self.format == ReasoningFormat::None {
             return Split {
                 reasoning: String::new(),
                 content: text.to_string(),
             };
         }
         self.text.push_str(text);
-        let (reasoning, content) = split(&self.text, self.opened, last);
+        let harmony;
+        let (reasoning, content) = match self.format {
+            ReasoningFormat::Harmony => {
+                harmony = crate::harmony::split(&self.text, last);
+                (harmony.0.as_str(), harmony.1.as_str())
+            }
+            _ => split(&self.text, self.opened, last),
+        };
         let out = Split {
             reasoning: reasoning[self.sent.0..].to_string(),
             content: content[self.sent.1..].to_string(),
@@ -283,6 +301,47 @@ mod tests {
         // Cut before the block closes: all reasoning.
         assert_eq!(replay("<think>\nHmm, so\n", ""), pair("Hmm, so", ""));
         assert!(!ReasoningFormat::None.opened_by("<think>\n"));
+    }
+
+    /// gpt-oss's replies through the stream, token by token: the analysis channel's text is
+    /// reasoning, and the tokens that wrote it (its headers included) are counted.
+    #[test]
+    fn harmony_replies_split_by_channel() {
+        let harmony = ReasoningFormat::Harmony;
+        let mut s = harmony.stream(harmony.opened_by("<|start|>assistant"));
+        let pieces = [
+            "<|channel|>",
+            "analysis",
+            "<|message|>",
+            "Think",
+            " more",
+            "<|end|>",
+            "<|start|>",
+            "assistant",
+            "<|channel|>",
+            "final",
+            "<|message|>",
+            "Done",
+            ".",
+        ];
+        let (mut r, mut c) = (String::new(), String::new());
+        for p in pieces {
+            let out = s.push_tokens(p, 1, false);
+            r += &out.reasoning;
+            c += &out.content;
+        }
+        let out = s.push_tokens("", 0, true);
+        assert_eq!(
+            (r + &out.reasoning, c + &out.content),
+            pair("Think more", "Done.")
+        );
+        // The reasoning and both headers up to the final channel's name, which tells.
+        assert_eq!(s.reasoning_tokens(), 10);
+        assert_eq!(
+            harmony.grammar(Grammar::JsonObject, false),
+            Grammar::JsonObject
+        );
+        assert_eq!(harmony.budgeted(None, false, 9), None);
     }
 
     #[test]

@@ -252,6 +252,33 @@ fn experts_kiln_does_not_run_are_refused() {
     }
 }
 
+/// A gpt-oss folder is refused by name (kiln reads gpt-oss from GGUF); its GGUF file without
+/// a layer's sinks is refused naming that tensor.
+#[test]
+fn gpt_oss_folders_and_files_without_sinks_are_refused() {
+    let dir = tmp("gpt-oss");
+    testing::write_tiny_llama(&dir, &TinyConfig::gpt_oss(), 1).unwrap();
+    let e = Model::load(&dir).err().expect("a gpt-oss folder");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        e.to_string().contains("kiln reads gpt-oss from GGUF"),
+        "{e}"
+    );
+    let mc = TinyConfig::gpt_oss().model_config();
+    let tensors: Vec<_> = tiny_tensors(&mc, 1)
+        .into_iter()
+        .filter(|t| t.name != "model.layers.1.self_attn.sinks")
+        .collect();
+    let b = model_gguf(&mc, &tensors, DType::F32, &tiny_tokenizer::gguf_tokenizer());
+    let e = Model::from_gguf_bytes(b.to_bytes(), "gpt-oss.gguf")
+        .err()
+        .expect("must fail");
+    assert!(
+        e.to_string().contains("model.layers.1.self_attn.sinks"),
+        "{e}"
+    );
+}
+
 /// GLM-4.5's files carry a multi-token-prediction layer after the last (GGUF: counted in
 /// `block_count`, `nextn_predict_layers` saying how many): loaded past, not run. Its choice of
 /// experts within groups, per-head q/k norms and a gating other than sigmoid are refused by

@@ -273,3 +273,54 @@ fn exaone4_windows_follow_llama_cpp() {
     let c = load(30, Some(1024));
     assert_eq!((c.sliding_window, c.no_rope_layers.len()), (None, 0));
 }
+
+/// gpt-oss's vocabulary (o200k_harmony): its replies stop at `<|return|>` or `<|call|>`, not
+/// at the `<|end|>` the file names its end of turn (a message ends there, its reasoning, and
+/// the reply goes on to its answer), and its message markers stay in decoded text, where
+/// `<|return|>` is skipped as any special token is.
+#[test]
+fn gpt_oss_vocabulary_stops_at_return_and_keeps_its_markers() {
+    let mc = TinyConfig::gpt_oss().model_config();
+    let mut tok = tiny_tokenizer::gguf_tokenizer();
+    let markers = [
+        "<|start|>",
+        "<|channel|>",
+        "<|message|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<|constrain|>",
+    ];
+    let first = tok.tokens.len() as u32;
+    for m in markers {
+        tok.tokens.push(m.into());
+        tok.token_types.push(3);
+    }
+    let id = |m: &str| first + markers.iter().position(|x| *x == m).unwrap() as u32;
+    let mut b = model_gguf(&mc, &tiny_tensors(&mc, 1), DType::F32, &tok);
+    b.meta(
+        "tokenizer.ggml.eot_token_id",
+        kiln_model::testing::MetaValue::U32(id("<|end|>")),
+    );
+    let m = Model::from_gguf_bytes(b.to_bytes(), "gpt-oss.gguf").unwrap();
+    let stops = &m.config.eos_token_ids;
+    assert!(!stops.contains(&id("<|end|>")), "{stops:?}");
+    for s in [tiny_tokenizer::eos_id(), id("<|return|>"), id("<|call|>")] {
+        assert!(stops.contains(&s), "{s} not in {stops:?}");
+    }
+    let text = "<|start|>assistant<|channel|>final<|message|>hi<|end|>";
+    let ids = m.tokenizer.encode(text, false).unwrap();
+    assert!(ids.contains(&id("<|channel|>")) && ids.contains(&id("<|end|>")));
+    let reply = [&ids[..], &[id("<|return|>")]].concat();
+    assert_eq!(m.tokenizer.decode(&reply, true).unwrap(), text);
+    // Without the harmony vocabulary the same kind of token is skipped.
+    let plain = model_gguf(
+        &mc,
+        &tiny_tensors(&mc, 1),
+        DType::F32,
+        &tiny_tokenizer::gguf_tokenizer(),
+    );
+    let m = Model::from_gguf_bytes(plain.to_bytes(), "plain.gguf").unwrap();
+    let eos = tiny_tokenizer::eos_id();
+    assert_eq!(m.tokenizer.decode(&[eos], true).unwrap(), "");
+}

@@ -375,3 +375,23 @@ async fn server_defaults_hold_where_a_request_does_not_say() {
     let plain_chunks = stream(plain, "/v1/chat/completions", &streamed).await;
     assert!(plain_chunks.iter().all(|c| c["usage"].is_null()));
 }
+
+/// gpt-oss's harmony format has no block a budget can close: a thinking budget is refused
+/// for it, by name, and the server serves the next request.
+#[tokio::test]
+async fn a_thinking_budget_is_refused_for_harmony_replies() {
+    let base = start_tiny_model_with(&config(), |sc, _| {
+        sc.reasoning = Some(ReasoningFormat::Harmony);
+    });
+    let body = json!({
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 3,
+        "thinking_token_budget": 2,
+    });
+    let (s, r) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!(s, 400, "{r}");
+    assert_eq!(r["error"]["param"], "thinking_token_budget", "{r}");
+    let mut ok = body.clone();
+    ok.as_object_mut().unwrap().remove("thinking_token_budget");
+    message(&base, &ok).await;
+}

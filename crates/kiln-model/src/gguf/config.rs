@@ -150,6 +150,26 @@ pub(crate) fn config_from_meta(
             }
         }
     }
+    // gpt-oss's vocabulary: a reply ends at `<|return|>` or `<|call|>`, and goes on past
+    // `<|end|>`, which ends one of its messages (its reasoning, before the answer), whatever
+    // end-of-turn the file names (llama.cpp's converter names `<|end|>`).
+    let tokens: Vec<String> = (meta.get("tokenizer.ggml.tokens"))
+        .and_then(MetaValue::as_array)
+        .map(|t| {
+            t.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if crate::tokenizer::gguf_bpe::is_harmony(&tokens) {
+        let id = |m: &str| tokens.iter().position(|t| t == m).map(|i| i as u32);
+        eos.retain(|&e| Some(e) != id("<|end|>"));
+        for stop in ["<|return|>", "<|call|>"].into_iter().filter_map(id) {
+            if !eos.contains(&stop) {
+                eos.push(stop);
+            }
+        }
+    }
     let gemma = architecture.is_gemma();
     let gemma3 = architecture == Architecture::Gemma3;
     // Gemma 2 keeps its soft caps in the metadata (llama.cpp's converter writes both).

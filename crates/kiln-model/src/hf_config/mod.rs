@@ -52,6 +52,15 @@ impl ModelConfig {
                             .into(),
                 });
             }
+            "gpt_oss" => {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: "gpt-oss from a Hugging Face folder (its experts stored transposed, \
+                             as MXFP4 blocks in the released ones): kiln reads gpt-oss from GGUF \
+                             (llama.cpp's `gpt-oss` files)"
+                        .into(),
+                });
+            }
             other => {
                 return Err(ModelError::UnsupportedArchitecture {
                     file: file.into(),

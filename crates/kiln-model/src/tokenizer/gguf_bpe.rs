@@ -11,6 +11,26 @@ use crate::ModelError;
 pub(crate) const TOKEN_TYPE_CONTROL: u32 = 3;
 pub(crate) const TOKEN_TYPE_USER_DEFINED: u32 = 4;
 
+/// The markers gpt-oss's replies are written in (its harmony format: a message's start, its
+/// channel, its text, a constrained tool call's type, its end): control tokens of the
+/// o200k_harmony vocabulary kept in decoded text, as llama.cpp keeps them, so that a reply's
+/// channels can be told apart. `<|return|>` and `<|call|>`, which end a reply, stay special.
+const HARMONY_MARKERS: [&str; 5] = [
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|constrain|>",
+    "<|end|>",
+];
+
+/// Whether `tokens` is gpt-oss's o200k_harmony vocabulary: replies end with `<|return|>`
+/// (an answer) or `<|call|>` (a tool call), and a message within one with `<|end|>`.
+pub(crate) fn is_harmony(tokens: &[String]) -> bool {
+    ["<|return|>", "<|call|>", "<|end|>", "<|channel|>"]
+        .iter()
+        .all(|m| tokens.iter().any(|t| t == m))
+}
+
 /// Builds the tokenizer.json for a GGUF byte-level BPE vocabulary, and whether its rule adds a
 /// BOS token where the file does not say.
 pub(crate) fn tokenizer_json(
@@ -28,9 +48,13 @@ pub(crate) fn tokenizer_json(
     } = Pre::named(pre, file)?;
     let mut vocab = serde_json::Map::with_capacity(tokens.len());
     let mut added = Vec::new();
+    let harmony = is_harmony(tokens);
     for (id, tok) in tokens.iter().enumerate() {
         vocab.insert(tok.clone(), json!(id));
         match token_types.get(id).copied() {
+            Some(TOKEN_TYPE_CONTROL) if harmony && HARMONY_MARKERS.contains(&tok.as_str()) => {
+                added.push(added_token_json(id as u32, tok, false))
+            }
             Some(TOKEN_TYPE_CONTROL) => added.push(added_token_json(id as u32, tok, true)),
             Some(TOKEN_TYPE_USER_DEFINED) => added.push(added_token_json(id as u32, tok, false)),
             _ => {}

@@ -216,6 +216,11 @@ fn thinking_budget(st: &Shared, req: &ChatRequest) -> Result<Option<usize>, ApiE
             "thinking_token_budget must be 0 or more",
         )),
         Some(n) if st.reasoning == ReasoningFormat::Think => Ok(Some(n as usize)),
+        Some(_) if st.reasoning == ReasoningFormat::Harmony => Err(ApiError::bad_param(
+            "thinking_token_budget",
+            "thinking_token_budget is not supported for a model whose reasoning is a channel \
+             of gpt-oss's harmony format",
+        )),
         _ => Ok(None),
     }
 }

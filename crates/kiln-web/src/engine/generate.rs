@@ -99,10 +99,11 @@ impl WebEngine {
         let reasoning = match params.reasoning.as_deref() {
             None => ReasoningFormat::detect(f.chat_template.as_ref()),
             Some("think") => ReasoningFormat::Think,
+            Some("harmony") => ReasoningFormat::Harmony,
             Some("none") => ReasoningFormat::None,
             Some(other) => {
                 return Err(err(format!(
-                    "reasoning: `{other}` is not one of think, none"
+                    "reasoning: `{other}` is not one of think, harmony, none"
                 )));
             }
         };
