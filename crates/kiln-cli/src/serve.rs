@@ -99,7 +99,7 @@ pub struct Args {
     reasoning_parser: ReasoningArg,
     /// How tool calls are written and read (vLLM's names): `auto` (from the chat template),
     /// `hermes`, `llama3_json`, `mistral`, `pythonic` (or `llama4_pythonic`), `glm45` (or
-    /// `glm47`), or `kiln` (its
+    /// `glm47`), `openai` (gpt-oss's harmony messages), or `kiln` (its
     /// own JSON, the tools described in a system message). A model's own format needs a chat
     /// template that renders the tools.
     #[arg(long, default_value = "auto", value_name = "NAME")]

@@ -24,6 +24,12 @@ pub enum Grammar {
         budget: Option<usize>,
         grammar: Box<Grammar>,
     },
+    /// `grammar` inside a frame: a grammar in llguidance's Lark syntax in which `@answer`
+    /// stands for `grammar` (gpt-oss's messages around its answer, say).
+    Within {
+        frame: String,
+        grammar: Box<Grammar>,
+    },
 }
 
 impl Grammar {

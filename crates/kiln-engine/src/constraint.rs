@@ -48,6 +48,13 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
             top.grammars.append(&mut answer.grammars);
             top
         }
+        Grammar::Within { frame, grammar } => {
+            let mut answer = to_llguidance(grammar);
+            answer.grammars[0].name = Some("answer".into());
+            let mut top = TopLevelGrammar::from_lark(frame.clone());
+            top.grammars.append(&mut answer.grammars);
+            top
+        }
     }
 }
 

@@ -4,12 +4,24 @@
 //! reply (`<|return|>` or `<|call|>`, which the detokenizer skips). The prompt ends with
 //! `<|start|>assistant`, so a reply starts at its first message's `<|channel|>`. The
 //! `analysis` channel's bodies are its reasoning; the other channels' (`final`, and
-//! `commentary`, which tool calls are written in: not read as calls here) its answer.
+//! `commentary`'s preambles) its answer. A message to a function (a recipient
+//! `to=functions.NAME` in its header, before or after the channel) is a tool call: it goes
+//! into the answer as [`CALL`], the function's name, `<|message|>` and its arguments, one
+//! form whichever way the model wrote the header, for the harmony tool format to read
+//! (`tools::format::harmony`).
+
+use kiln_core::{Grammar, lark_string, regex_escape};
 
 const START: &str = "<|start|>";
-const CHANNEL: &str = "<|channel|>";
-const MESSAGE: &str = "<|message|>";
-const END: &str = "<|end|>";
+pub(crate) const CHANNEL: &str = "<|channel|>";
+pub(crate) const MESSAGE: &str = "<|message|>";
+pub(crate) const END: &str = "<|end|>";
+/// What a recipient is written after in a header.
+const TO: &str = " to=";
+/// The recipient prefix of the functions a request offers.
+const FUNCTIONS: &str = "functions.";
+/// How a call stands in the answer: then its function's name, [`MESSAGE`], its arguments.
+pub(crate) const CALL: &str = "<|channel|>commentary to=functions.";
 
 /// The channel whose bodies are reasoning.
 const REASONING: &str = "analysis";
@@ -21,22 +33,28 @@ const REASONING: &str = "analysis";
 pub(crate) fn split(text: &str, last: bool) -> (String, String) {
     let (mut reasoning, mut content) = (String::new(), String::new());
     let opens = |m: &str| text.starts_with(m) || (!last && m.starts_with(text));
-    if !opens(CHANNEL) && !opens(START) {
+    if !opens(CHANNEL) && !opens(START) && !opens(TO) {
         content.push_str(text);
         return (reasoning, content);
     }
     let mut rest = text;
     while let Some(i) = rest.find(MESSAGE) {
-        let channel = channel(&rest[..i]);
+        let header = &rest[..i];
         let body = &rest[i + MESSAGE.len()..];
         let (body, next) = match body.find(END) {
             Some(j) => (&body[..j], Some(&body[j + END.len()..])),
             None if last => (body, None),
             None => (&body[..body.len() - crate::partial_suffix(body, END)], None),
         };
-        match channel == REASONING {
-            true => reasoning.push_str(body),
-            false => content.push_str(body),
+        match (function(header), channel(header) == REASONING) {
+            (Some(name), _) => {
+                content.push_str(CALL);
+                content.push_str(name);
+                content.push_str(MESSAGE);
+                content.push_str(body);
+            }
+            (None, true) => reasoning.push_str(body),
+            (None, false) => content.push_str(body),
         }
         match next {
             Some(n) => rest = n,
@@ -70,6 +88,52 @@ fn channel(header: &str) -> &str {
     let rest = &header[i + CHANNEL.len()..];
     let end = rest.find([' ', '<']).unwrap_or(rest.len());
     &rest[..end]
+}
+
+/// The function a header addresses (its recipient after `functions.`), if it does.
+fn function(header: &str) -> Option<&str> {
+    let at = header.find(TO)? + TO.len();
+    let name = header[at..].strip_prefix(FUNCTIONS)?;
+    Some(&name[..name.find([' ', '<']).unwrap_or(name.len())])
+}
+
+/// What a constrained reply must match: `grammar` in a `final` message, after any
+/// reasoning; a grammar already framed in messages (a tools grammar, see [`framed`]) as it is.
+pub(crate) fn final_answer(grammar: Grammar) -> Grammar {
+    match grammar {
+        Grammar::Within { .. } => grammar,
+        g => framed(g, false, &format!("{CHANNEL}final{MESSAGE}")),
+    }
+}
+
+/// `answer` after the messages a reply may write first, each ended by `<|end|>` and the next
+/// one's start: its reasoning (an `analysis` message), then, where `preamble`, a
+/// `commentary` message to no one; and after `header`, which opens the answer's message.
+pub(crate) fn framed(answer: Grammar, preamble: bool, header: &str) -> Grammar {
+    let start = lark_string("<|start|>assistant");
+    let message = |channel: &str| {
+        let head = format!("{CHANNEL}{channel}{MESSAGE}");
+        format!("/{}(?s:.*){}/", regex_escape(&head), regex_escape(END))
+    };
+    let (before, rule) = match preamble {
+        true => (
+            format!("(preamble {start})? "),
+            format!("preamble[lazy]: {}\n", message("commentary")),
+        ),
+        false => (String::new(), String::new()),
+    };
+    let header = match header {
+        "" => String::new(),
+        h => lark_string(h) + " ",
+    };
+    let frame = format!(
+        "start: (thought {start})? {before}{header}@answer\nthought[lazy]: {}\n{rule}",
+        message(REASONING)
+    );
+    Grammar::Within {
+        frame,
+        grammar: Box::new(answer),
+    }
 }
 
 /// Whether a chat template writes the harmony format.
@@ -106,14 +170,10 @@ mod tests {
             replay(text),
             ("User asks 2+2 <|x. Easy.".into(), "It is 4.".into())
         );
-        // A tool call's commentary: its arguments are answer text (not read as a call).
-        let call = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant\
-                    <|channel|>commentary to=functions.get_weather <|constrain|>json\
-                    <|message|>{\"city\":\"Oslo\"}";
-        assert_eq!(
-            replay(call),
-            ("Need weather.".into(), "{\"city\":\"Oslo\"}".into())
-        );
+        // A commentary preamble is answer text.
+        let preamble = "<|channel|>commentary<|message|>Checking.<|end|>\
+                        <|start|>assistant<|channel|>final<|message|>Done.";
+        assert_eq!(replay(preamble), ("".into(), "Checking.Done.".into()));
         // Cut inside the reasoning: all of it reasoning, the tail that may be `<|end|>` let
         // out at the end.
         assert_eq!(
@@ -128,6 +188,30 @@ mod tests {
         assert_eq!(replay("Plain text."), ("".into(), "Plain text.".into()));
         assert_eq!(split("<|chan", false), (String::new(), String::new()));
         assert_eq!(split("<|chan", true), (String::new(), "<|chan".into()));
+    }
+
+    /// A message to a function, its recipient after the channel or before it (in the role's
+    /// place, where the reply may start): the same call in the answer.
+    #[test]
+    fn calls_stand_in_the_answer_in_one_form() {
+        let want = (
+            "Need weather.".to_string(),
+            format!("{CALL}get_weather<|message|>{{\"city\":\"Oslo\"}}"),
+        );
+        let after = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant\
+                     <|channel|>commentary to=functions.get_weather <|constrain|>json\
+                     <|message|>{\"city\":\"Oslo\"}";
+        assert_eq!(replay(after), want);
+        let before = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant \
+                      to=functions.get_weather<|channel|>commentary json<|message|>{\"city\":\"Oslo\"}";
+        assert_eq!(replay(before), want);
+        let first = " to=functions.get_weather<|channel|>commentary json<|message|>{}";
+        assert_eq!(replay(first).1, format!("{CALL}get_weather<|message|>{{}}"));
+        // Another recipient (a built-in tool kiln does not offer) is not a call.
+        let browse = "<|channel|>analysis to=browser.search<|message|>q";
+        assert_eq!(replay(browse), ("q".into(), "".into()));
+        assert_eq!(function("<|channel|>commentary to=functions.f"), Some("f"));
+        assert_eq!(function("<|channel|>commentary"), None);
     }
 
     #[test]

@@ -61,11 +61,12 @@ impl ReasoningFormat {
     }
 
     /// What a constrained reply must match: `grammar` after the reasoning, so a model that
-    /// thinks still does before it answers in the grammar. A harmony reply is held to it
-    /// whole (no grammar follows its channels: the model answers without reasoning).
+    /// thinks still does before it answers in the grammar (a harmony reply: in its `final`
+    /// message, after any `analysis` one).
     pub fn grammar(self, grammar: Grammar, opened: bool) -> Grammar {
         match self {
-            ReasoningFormat::None | ReasoningFormat::Harmony => grammar,
+            ReasoningFormat::None => grammar,
+            ReasoningFormat::Harmony => crate::harmony::final_answer(grammar),
             ReasoningFormat::Think => Grammar::AfterReasoning {
                 opened,
                 budget: None,
@@ -337,11 +338,32 @@ mod tests {
         );
         // The reasoning and both headers up to the final channel's name, which tells.
         assert_eq!(s.reasoning_tokens(), 10);
-        assert_eq!(
-            harmony.grammar(Grammar::JsonObject, false),
-            Grammar::JsonObject
-        );
         assert_eq!(harmony.budgeted(None, false, 9), None);
+    }
+
+    /// A harmony reply under a grammar reasons as it likes, then answers in a `final`
+    /// message held to the grammar; a tools grammar, framed in messages already, is kept.
+    #[test]
+    fn harmony_grammars_hold_the_final_message() {
+        use crate::grammar_testing::accepts;
+        use crate::tools::ToolFormat;
+        let harmony = ReasoningFormat::Harmony;
+        let g = harmony.grammar(Grammar::JsonObject, false);
+        let think = "<|channel|>analysis<|message|>A {1<|end|><|start|>assistant";
+        assert!(accepts(&g, "<|channel|>final<|message|>{\"a\": 1}"));
+        assert!(accepts(
+            &g,
+            &format!("{think}<|channel|>final<|message|>{{}}")
+        ));
+        assert!(!accepts(&g, "{}"));
+        assert!(!accepts(&g, "<|channel|>final<|message|>not JSON"));
+        assert!(!accepts(
+            &g,
+            &format!("{think}<|channel|>commentary<|message|>{{}}")
+        ));
+        let offered = [("f", serde_json::json!({"type": "object"}))];
+        let tools = ToolFormat::Harmony.calls_grammar(&offered, true, false);
+        assert_eq!(harmony.grammar(tools.clone(), false), tools);
     }
 
     #[test]

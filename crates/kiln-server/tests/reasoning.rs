@@ -377,7 +377,8 @@ async fn server_defaults_hold_where_a_request_does_not_say() {
 }
 
 /// gpt-oss's harmony format has no block a budget can close: a thinking budget is refused
-/// for it, by name, and the server serves the next request.
+/// for it, by name, and the server serves the next request; a response format holds its
+/// `final` message.
 #[tokio::test]
 async fn a_thinking_budget_is_refused_for_harmony_replies() {
     let base = start_tiny_model_with(&config(), |sc, _| {
@@ -394,4 +395,23 @@ async fn a_thinking_budget_is_refused_for_harmony_replies() {
     let mut ok = body.clone();
     ok.as_object_mut().unwrap().remove("thinking_token_budget");
     message(&base, &ok).await;
+
+    // A response format holds the `final` message's text; the content is that text alone.
+    // (`a`, which would open an `analysis` message a random model rarely ends, is biased
+    // against.)
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
+        "maximum": 9}}, "required": ["n"], "additionalProperties": false});
+    let body = json!({"messages": [{"role": "user", "content": "n?"}], "max_tokens": 40,
+        "logit_bias": {"97": -100},
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}});
+    let (s, r) = post(&base, "/v1/chat/completions", &body).await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["choices"][0]["finish_reason"], "stop", "{r}");
+    let content = r["choices"][0]["message"]["content"].as_str().unwrap();
+    let v: Value = serde_json::from_str(content).unwrap();
+    assert!(v["n"].as_u64().is_some_and(|n| n <= 9), "{r}");
+    // The reply wrote the message's header too (`<|channel|>final<|message|>`, a token a
+    // character or two in the tiny vocabulary) before the 8 characters of its text.
+    let written = r["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!(written >= 8 + 20, "{r}");
 }

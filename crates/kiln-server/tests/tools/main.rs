@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod glm;
+mod harmony;
 mod mistral;
 mod pythonic;
 

@@ -5,11 +5,12 @@
 //! or its later `[TOOL_CALLS]name[ARGS]{..}` per call (see `mistral.rs`), or a Python list of
 //! calls, `[name(arg=value, ..)]` (Llama 3.2's and Llama 4's pythonic form, see `pythonic.rs`),
 //! or GLM-4.5's `<tool_call>name<arg_key>..</arg_key><arg_value>..</arg_value></tool_call>`
-//! (see `glm.rs`).
+//! (see `glm.rs`), or gpt-oss's messages to `functions.NAME` (see `harmony.rs`).
 //! Templates without tools get kiln's generic format (see `tools.rs`). Detected from the
 //! template text.
 
 pub(crate) mod glm;
+pub(crate) mod harmony;
 
 pub use glm::ParamKinds;
 mod mistral;
@@ -46,6 +47,9 @@ pub enum ToolFormat {
     /// `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>..</tool_call>` for each
     /// call, after any text: GLM-4.5, 4.6 and 4.7.
     Glm,
+    /// gpt-oss's harmony messages: a `commentary` message to `functions.NAME` whose body is
+    /// the arguments, after any reasoning and preamble; one call a reply.
+    Harmony,
 }
 
 const HERMES_OPEN: &str = "<tool_call>";
@@ -68,6 +72,9 @@ pub type Reply = (Option<String>, Vec<(String, String)>);
 impl ToolFormat {
     pub fn detect(template: Option<&ChatTemplate>, tokenizer: &Tokenizer) -> ToolFormat {
         match template {
+            Some(t) if t.reads_tools() && crate::harmony::template_writes(t.source()) => {
+                ToolFormat::Harmony
+            }
             // GLM's calls open as Hermes' do, with arguments as tags rather than JSON.
             Some(t) if t.reads_tools() && t.source().contains(glm::ARG_KEY) => ToolFormat::Glm,
             Some(t) if t.reads_tools() && t.source().contains(HERMES_OPEN) => ToolFormat::Hermes,
@@ -127,9 +134,10 @@ impl ToolFormat {
             "pythonic" | "llama4_pythonic" => native(ToolFormat::Pythonic),
             "mistral" => native(Self::mistral(later, tokenizer)),
             "glm45" | "glm47" => native(ToolFormat::Glm),
+            "openai" => native(ToolFormat::Harmony),
             other => Err(format!(
                 "{other}: not a tool-call parser kiln reads (auto, hermes, llama3_json, \
-                 mistral, pythonic or llama4_pythonic, glm45 or glm47, kiln)"
+                 mistral, pythonic or llama4_pythonic, glm45 or glm47, openai, kiln)"
             )),
         }
     }
@@ -183,6 +191,7 @@ impl ToolFormat {
             ToolFormat::MistralArgs { .. } => "Mistral [TOOL_CALLS]name[ARGS] calls",
             ToolFormat::Pythonic => "pythonic [name(arg=value)] calls",
             ToolFormat::Glm => "GLM <tool_call> blocks of <arg_key>/<arg_value> pairs",
+            ToolFormat::Harmony => "gpt-oss harmony messages to functions.NAME",
         }
     }
 
@@ -260,6 +269,7 @@ impl ToolFormat {
             }
             ToolFormat::Pythonic => pythonic::grammar(offered, auto, parallel),
             ToolFormat::Glm => glm::grammar(offered, auto, parallel),
+            ToolFormat::Harmony => harmony::grammar(offered, auto),
             _ => Grammar::JsonSchema(self.call_schema(offered)),
         }
     }
@@ -312,6 +322,7 @@ impl ToolFormat {
             ToolFormat::MistralArgs { .. } => mistral::parse_named(text),
             ToolFormat::Pythonic => pythonic::parse(text),
             ToolFormat::Glm => glm::parse(text, kinds),
+            ToolFormat::Harmony => harmony::parse(text),
             ToolFormat::Generic => whole(),
         }
     }

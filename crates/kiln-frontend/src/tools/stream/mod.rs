@@ -101,6 +101,10 @@ pub fn partial_typed(format: ToolFormat, text: &str, kinds: &ParamKinds) -> Part
             // A call's arguments go out whole, as JSON, once its `</tool_call>` is written.
             (p.content, p.calls) = super::format::glm::partial(text, kinds);
         }
+        ToolFormat::Harmony => {
+            // A call's arguments go out as they are written, once its header is whole.
+            (p.content, p.calls) = super::format::harmony::partial(text);
+        }
         ToolFormat::Llama3 => {
             let body = text.trim_start().trim_start_matches("<|python_tag|>");
             if body.starts_with('{') {

@@ -363,4 +363,5 @@ fn later_mistral_grammars_hold_each_call_to_its_tool() {
 }
 
 mod glm;
+mod harmony;
 mod pythonic;
