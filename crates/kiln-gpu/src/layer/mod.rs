@@ -8,12 +8,16 @@
 //! format. Neither folds where a LoRA adapter adapts the product: its launches
 //! ([`ops::Lora`]) add to the product's outputs before the rotary step or the activation.
 
+mod experts;
 mod lora;
+mod upload;
 
-use kiln_model::{Buf, ModelConfig, Op, Tensor, Weights};
+use kiln_model::{Buf, ModelConfig, Op, Weights};
 
 use self::lora::lora_launch;
 pub(crate) use self::lora::{LoraSetup, lora_bytes};
+use self::upload::Upload;
+pub(crate) use self::upload::gain;
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, OutputMap, Pairs, Rotary};
 use crate::weight_format::gpu_format;
 use crate::{
@@ -196,18 +200,6 @@ fn activation_map(act: kiln_model::Activation) -> Result<OutputMap, GpuError> {
     }
 }
 
-/// Reads a norm gain (with the config's offset) and checks its shape.
-pub(crate) fn gain(w: &Weights, c: &ModelConfig, t: &Tensor) -> Result<Vec<f32>, GpuError> {
-    let got = w.shape(&t.name)?;
-    if got != t.shape {
-        return Err(GpuError::Shape {
-            op: "load",
-            detail: format!("{}: expected {:?}, file has {got:?}", t.name, t.shape),
-        });
-    }
-    Ok(c.read_gain(w, &t.name)?)
-}
-
 impl Layer {
     /// Layer `i`'s launches and the bytes of its weights on the GPU.
     pub fn new(
@@ -219,36 +211,8 @@ impl Layer {
         let (nh, nkv, d) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let eps = c.rms_norm_eps;
         let step = &l.inputs.step;
-        // Norm gains, each of `heads` heads reordered as `order` says (q/k norm gains).
-        let gains = |ts: &[&Tensor], order: RowOrder| -> Result<wgpu::Buffer, GpuError> {
-            let mut g = Vec::new();
-            for t in ts {
-                let v = gain(l.weights, c, t)?;
-                g.extend((0..v.len()).map(|r| v[order.source(r)]));
-            }
-            Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&g)))
-        };
-        // A vector (a bias, sinks) as f32, its shape checked.
-        let vector = |t: &Tensor| -> Result<Vec<f32>, GpuError> {
-            let got = l.weights.shape(&t.name)?;
-            if got.iter().product::<usize>() != t.len() {
-                return Err(GpuError::Shape {
-                    op: "load",
-                    detail: format!("{}: expected {:?}, file has {got:?}", t.name, t.shape),
-                });
-            }
-            Ok(l.weights.read_f32(&t.name)?)
-        };
-        let (mut matrix_bytes, mut lora_bytes) = (0u64, 0u64);
-        // A stack of matrices (stored separately or fused) uploaded as one.
-        let mut stack = |ts: &[&Tensor], order| -> Result<(GpuMatrix, u32), GpuError> {
-            let parts: Vec<(&str, usize)> =
-                ts.iter().map(|t| (t.name.as_str(), t.shape[0])).collect();
-            let rows: usize = parts.iter().map(|p| p.1).sum();
-            let m = (l.matrix)(&ts[0].name, &parts, ts[0].shape[1], order)?;
-            matrix_bytes += m.bytes();
-            Ok((m, rows as u32))
-        };
+        let mut up = Upload::new(l);
+        let mut lora_bytes = 0u64;
         let mm = |args: MatmulArgs<'_>| Matmul::new(ctx, l.kernels, step, args);
         let window = c.layer_window(i);
         let (inputs, kv) = (l.inputs, l.kv);
@@ -295,10 +259,10 @@ impl Layer {
                         Buf::GateUp if gated => RowOrder::GateUp,
                         _ => RowOrder::Stacked,
                     };
-                    let (w, rows) = stack(&weights.iter().collect::<Vec<_>>(), order)?;
+                    let (w, rows) = up.stack(&weights.iter().collect::<Vec<_>>(), order)?;
                     mlp_rows = rows as usize;
                     let gain = match norm {
-                        Some(n) => Some(gains(&[n], RowOrder::Stacked)?),
+                        Some(n) => Some(up.gains(&[n], RowOrder::Stacked)?),
                         None => None,
                     };
                     let norm = gain.as_ref().map(|g| (g, eps));
@@ -373,7 +337,7 @@ impl Layer {
                     norm_after,
                 } => {
                     let qk_gain = match qk_norm {
-                        Some([q, k]) => Some((gains(&[q, k], qk_order)?, q.len() != d)),
+                        Some([q, k]) => Some((up.gains(&[q, k], qk_order)?, q.len() != d)),
                         None => None,
                     };
                     if *norm_after && qk_gain.as_ref().is_some_and(|(_, whole)| *whole) {
@@ -406,7 +370,7 @@ impl Layer {
                         scale: c.attention_scale(),
                         softcap: c.attn_softcap,
                         sinks: match sinks {
-                            Some(t) => Some(vector(t)?),
+                            Some(t) => Some(up.vector(t)?),
                             None => None,
                         },
                     },
@@ -430,11 +394,9 @@ impl Layer {
                     bias,
                     dst,
                 } => {
-                    let (w, rows) = stack(&[weight], RowOrder::Stacked)?;
+                    let (w, rows) = up.stack(&[weight], RowOrder::Stacked)?;
                     let bias = match bias {
-                        Some(t) => {
-                            Some(ctx.storage_init(&t.name, bytemuck::cast_slice(&vector(t)?)))
-                        }
+                        Some(t) => Some(up.vector_buffer(t)?),
                         None => None,
                     };
                     if l.lora.adapts(std::slice::from_ref(weight)) {
@@ -467,7 +429,7 @@ impl Layer {
                     step,
                     (c.hidden_size, eps),
                     b.get(ctx, *src)?,
-                    &gains(&[norm], RowOrder::Stacked)?,
+                    &up.gains(&[norm], RowOrder::Stacked)?,
                     &b.x,
                 )),
                 Op::Activation => {
@@ -476,143 +438,7 @@ impl Layer {
                     Step::Launch(ops::relu_squared(ctx, l.kernels, step, mlp_rows, act))
                 }
                 Op::Experts(e) => {
-                    let (Some(moe), Some(eb)) = (c.moe, b.experts.as_ref()) else {
-                        return Err(GpuError::Shape {
-                            op: "layer",
-                            detail: "experts without a mixture of experts' config".into(),
-                        });
-                    };
-                    let gain = gains(&[&e.norm], RowOrder::Stacked)?;
-                    // The router's rows, and a gated shared expert's after them.
-                    let router: Vec<&Tensor> =
-                        [&e.router].into_iter().chain(&e.shared_gate).collect();
-                    let (rw, stride) = stack(&router, RowOrder::Stacked)?;
-                    let router_bias = match &e.router_bias {
-                        Some(_) if e.shared_gate.is_some() => {
-                            return Err(GpuError::Shape {
-                                op: "layer",
-                                detail: "a router bias with a shared expert's gate".into(),
-                            });
-                        }
-                        Some(t) => {
-                            Some(ctx.storage_init(&t.name, bytemuck::cast_slice(&vector(t)?)))
-                        }
-                        None => None,
-                    };
-                    steps.push(Step::Matmul(mm(MatmulArgs {
-                        x: &b.x,
-                        w: &rw,
-                        bias: router_bias.as_ref(),
-                        y: &eb.logits,
-                        ldy: stride,
-                        out_offset: 0,
-                        norm: Some((&gain, eps)),
-                        accumulate: false,
-                        sample_rows: false,
-                        map: OutputMap::Identity,
-                        pairs: None,
-                    })?));
-                    let routing = ops::Routing {
-                        ids: &eb.ids,
-                        weights: &eb.weights,
-                    };
-                    let logits = || ops::RouterLogits {
-                        logits: &eb.logits,
-                        stride: stride as usize,
-                    };
-                    let choice_bias = match &e.choice_bias {
-                        Some(t) => {
-                            let v = l.weights.read_f32(&t.name)?;
-                            Some(ctx.storage_init(&t.name, bytemuck::cast_slice(&v)))
-                        }
-                        None => None,
-                    };
-                    let bias = choice_bias.as_ref();
-                    let route =
-                        ops::moe_route(ctx, l.kernels, step, &moe, logits(), bias, &routing);
-                    steps.push(Step::Launch(route?));
-                    if e.shared_gate.is_some() {
-                        // The shared expert's activations, which the operations before made.
-                        let act = (&b.act, mlp_rows / 2);
-                        let gate =
-                            ops::moe_shared_gate(ctx, l.kernels, step, logits(), moe.experts, act);
-                        steps.push(Step::Launch(gate));
-                    }
-                    let slots = moe.experts_per_token;
-                    let (gu, _) = stack(&e.gate_up.iter().collect::<Vec<_>>(), RowOrder::GateUp)?;
-                    // Each expert's biases, stacked as its matrices' rows are: gate and up
-                    // interleaved as the paired matrix's rows (gate j, up j).
-                    let biases = |ts: &[Tensor], paired: bool| -> Result<_, GpuError> {
-                        let mut v = Vec::new();
-                        for t in ts {
-                            v.extend(vector(t)?);
-                        }
-                        if paired {
-                            let (g, u) = v.split_at(v.len() / 2);
-                            v = g.iter().zip(u).flat_map(|(&g, &u)| [g, u]).collect();
-                        }
-                        Ok(ctx.storage_init(&ts[0].name, bytemuck::cast_slice(&v)))
-                    };
-                    let gate_up_bias = match &e.gate_up_bias {
-                        Some(ts) => Some(biases(ts, true)?),
-                        None => None,
-                    };
-                    let down_bias = match &e.down_bias {
-                        Some(ts) => Some(biases(ts, false)?),
-                        None => None,
-                    };
-                    let gate_up = ops::ExpertProduct {
-                        x: &b.x,
-                        norm: Some((&gain, eps)),
-                        w: &gu,
-                        rows_per_expert: 2 * moe.intermediate_size,
-                        y: &eb.act,
-                        glu: Some(c.activation),
-                        scale: 1.0,
-                        bias: gate_up_bias.as_ref(),
-                    };
-                    let (dw, _) = stack(&e.down.iter().collect::<Vec<_>>(), RowOrder::Stacked)?;
-                    let down = ops::ExpertProduct {
-                        x: &eb.act,
-                        norm: None,
-                        w: &dw,
-                        rows_per_expert: c.hidden_size,
-                        y: &b.x,
-                        glu: None,
-                        // Into the residual stream, scaled as any sub-layer's output.
-                        scale: c.residual_scale(),
-                        bias: down_bias.as_ref(),
-                    };
-                    // Steps of many tokens list them by expert and run the grouped product
-                    // where it is built; the others (and every step elsewhere) a token's
-                    // experts at a time.
-                    let from = match &eb.groups {
-                        Some(_) => (l.kernels.moe_grouped_from)
-                            .unwrap_or_else(|| ops::grouped_from(moe.experts)),
-                        None => u32::MAX,
-                    };
-                    let mut products = Vec::new();
-                    for a in [gate_up, down] {
-                        let per_token = (slots, from);
-                        let launches = ops::expert_matvec(
-                            ctx,
-                            l.kernels,
-                            step,
-                            per_token,
-                            &routing,
-                            a.clone(),
-                        );
-                        products.extend(launches?);
-                        if let Some(g) = &eb.groups {
-                            if a.glu.is_some() {
-                                products
-                                    .push(ops::moe_group(ctx, l.kernels, step, from, &routing, g)?);
-                            }
-                            products
-                                .extend(ops::expert_matmul(ctx, l.kernels, from, &routing, g, a)?);
-                        }
-                    }
-                    steps.extend(products.into_iter().map(Step::Launch));
+                    steps.extend(experts::steps(l, &mut up, e, mlp_rows)?);
                     continue;
                 }
                 Op::GatedActivation => Step::Launch(ops::glu(
@@ -634,7 +460,7 @@ impl Layer {
             .filter(|t| t.shape.len() == 1)
             .map(|t| t.len())
             .sum();
-        let bytes = vectors as u64 * 4 + matrix_bytes + lora_bytes;
+        let bytes = vectors as u64 * 4 + up.matrix_bytes + lora_bytes;
         Ok((Layer { steps }, bytes))
     }
 
