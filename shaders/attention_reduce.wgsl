@@ -22,11 +22,6 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 
-// Query head h's sink: one more logit in its softmax, weighing no value (gpt-oss's; -1e30,
-// whose share is 0, where the model has none).
-fn sink(h: u32) -> f32 {
-    return p.sinks[h / 4u][h % 4u];
-}
 @group(0) @binding(2) var<storage, read> partial: array<f32>;   // (T, H, SPLITS, D + 2)
 @group(0) @binding(3) var<storage, read_write> out: array<f32>; // (T, H * D)
 

@@ -26,11 +26,6 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 
-// Query head h's sink: one more logit in its softmax, weighing no value (gpt-oss's; -1e30,
-// whose share is 0, where the model has none).
-fn sink(h: u32) -> f32 {
-    return p.sinks[h / 4u][h % 4u];
-}
 @group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
 @group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token
 @group(0) @binding(4) var<storage, read> seq_info: array<u32>;      // (S, 4): q_start, q_len, ctx_len, table offset
