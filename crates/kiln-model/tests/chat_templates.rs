@@ -89,3 +89,16 @@ fn loop_controls_and_python_methods_work() {
     ];
     assert_eq!(t.render(&msgs, false).unwrap(), "AB");
 }
+
+/// An assistant turn's reasoning reaches templates as `reasoning_content` and as `thinking`;
+/// a turn without any has neither (a template's `if m.thinking` is false).
+#[test]
+fn reasoning_is_given_by_both_names() {
+    let src = "{% for m in messages %}[{{ m.reasoning_content }}|{{ m.thinking }}|\
+               {{ 'thinking' in m }}]{% endfor %}";
+    let t = ChatTemplate::new(src, "", "", "t").unwrap();
+    let mut reply = ChatMessage::new("assistant", "b");
+    reply.reasoning_content = Some("r".into());
+    let msgs = [ChatMessage::new("user", "a"), reply];
+    assert_eq!(t.render(&msgs, false).unwrap(), "[||False][r|r|True]");
+}

@@ -89,8 +89,10 @@ impl ChatTemplate {
         };
         let tmpl = self.env.get_template(NAME).map_err(err)?;
         let kwargs = input.kwargs.map(Value::from_serialize).unwrap_or_default();
+        let messages: Vec<TemplateMessage> =
+            input.messages.iter().map(TemplateMessage::from).collect();
         tmpl.render(context! {
-            messages => input.messages,
+            messages => messages,
             tools => input.tools,
             documents => (),
             add_generation_prompt => input.add_generation_prompt,
@@ -118,6 +120,26 @@ impl ChatTemplate {
             .get_template(NAME)
             .map(|t| t.undeclared_variables(false).contains(name))
             .unwrap_or(false)
+    }
+}
+
+/// A message as templates see it: its fields, and its reasoning under both names templates
+/// read it by, `reasoning_content` (Qwen3's) and `thinking` (gpt-oss's, which renders a
+/// tool-calling turn's reasoning back into its `analysis` channel).
+#[derive(serde::Serialize)]
+struct TemplateMessage<'a> {
+    #[serde(flatten)]
+    message: &'a ChatMessage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<&'a str>,
+}
+
+impl<'a> From<&'a ChatMessage> for TemplateMessage<'a> {
+    fn from(message: &'a ChatMessage) -> Self {
+        TemplateMessage {
+            message,
+            thinking: message.reasoning_content.as_deref(),
+        }
     }
 }
 

@@ -5,14 +5,16 @@
 use super::*;
 
 /// A template in the harmony format (kiln's own, after gpt-oss's, shortened): the tools in a
-/// developer message, each past call a message to its function ended by `<|call|>`, each
-/// result a message from it.
+/// developer message, each past call a message to its function ended by `<|call|>` after its
+/// reasoning (`thinking`), each result a message from it.
 const HARMONY_TEMPLATE: &str = concat!(
     "{%- if tools %}<|start|>developer<|message|># Tools\n",
     "{%- for t in tools %}\n{{ t.function.name }}: {{ t.function.parameters | tojson }}",
     "{%- endfor %}<|end|>{%- endif %}",
     "{%- for m in messages %}",
     "{%- if m.role == 'assistant' and m.tool_calls %}{%- set c = m.tool_calls[0].function %}",
+    "{%- if m.thinking %}<|start|>assistant<|channel|>analysis<|message|>{{ m.thinking }}<|end|>",
+    "{%- endif %}",
     "<|start|>assistant to=functions.{{ c.name }}<|channel|>commentary json<|message|>",
     "{{ c.arguments | tojson }}<|call|>",
     "{%- elif m.role == 'tool' %}",
@@ -27,11 +29,11 @@ async fn harmony_calls_are_constrained_parsed_and_streamed() {
     let base = tiny_with(HARMONY_TEMPLATE);
     let body = json!({"model": "tiny", "tools": tools(), "messages": [
         {"role": "user", "content": "Add 2 and 3."},
-        {"role": "assistant", "tool_calls": [{"id": "call-1", "type": "function",
+        {"role": "assistant", "reasoning_content": "Use add.", "tool_calls": [{"id": "call-1", "type": "function",
             "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 3}"}}]},
         {"role": "tool", "tool_call_id": "call-1", "content": "5"}]});
     let text = rendered_by(&base, &body).await;
-    let past = "<|start|>assistant to=functions.add<|channel|>commentary json<|message|>{\"a\": 2, \"b\": 3}<|call|>";
+    let past = "<|start|>assistant<|channel|>analysis<|message|>Use add.<|end|><|start|>assistant to=functions.add<|channel|>commentary json<|message|>{\"a\": 2, \"b\": 3}<|call|>";
     assert!(text.contains(past), "{text}");
     assert!(
         text.contains("to=assistant<|channel|>commentary<|message|>\"5\""),
