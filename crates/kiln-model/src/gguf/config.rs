@@ -153,16 +153,12 @@ pub(crate) fn config_from_meta(
     // gpt-oss's vocabulary: a reply ends at `<|return|>` or `<|call|>`, and goes on past
     // `<|end|>`, which ends one of its messages (its reasoning, before the answer), whatever
     // end-of-turn the file names (llama.cpp's converter names `<|end|>`).
-    let tokens: Vec<String> = (meta.get("tokenizer.ggml.tokens"))
+    let tokens: Vec<&str> = (meta.get("tokenizer.ggml.tokens"))
         .and_then(MetaValue::as_array)
-        .map(|t| {
-            t.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|t| t.iter().filter_map(MetaValue::as_str).collect())
         .unwrap_or_default();
     if crate::tokenizer::gguf_bpe::is_harmony(&tokens) {
-        let id = |m: &str| tokens.iter().position(|t| t == m).map(|i| i as u32);
+        let id = |m: &str| tokens.iter().position(|t| *t == m).map(|i| i as u32);
         eos.retain(|&e| Some(e) != id("<|end|>"));
         for stop in ["<|return|>", "<|call|>"].into_iter().filter_map(id) {
             if !eos.contains(&stop) {

@@ -25,10 +25,10 @@ const HARMONY_MARKERS: [&str; 5] = [
 
 /// Whether `tokens` is gpt-oss's o200k_harmony vocabulary: replies end with `<|return|>`
 /// (an answer) or `<|call|>` (a tool call), and a message within one with `<|end|>`.
-pub(crate) fn is_harmony(tokens: &[String]) -> bool {
+pub(crate) fn is_harmony<S: AsRef<str>>(tokens: &[S]) -> bool {
     ["<|return|>", "<|call|>", "<|end|>", "<|channel|>"]
         .iter()
-        .all(|m| tokens.iter().any(|t| t == m))
+        .all(|m| tokens.iter().any(|t| t.as_ref() == *m))
 }
 
 /// Builds the tokenizer.json for a GGUF byte-level BPE vocabulary, and whether its rule adds a
