@@ -166,9 +166,9 @@ fn fitting_calls(choice: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// The calls `ask` streams, for formats that send each call's arguments in one piece once
-/// the call is closed (asserted), as (name, arguments).
-async fn calls_streamed_whole(base: &str, ask: &Value) -> Vec<(String, Value)> {
+/// The calls `ask` streams, as (name, arguments); `whole`: for formats that send each call's
+/// arguments in one piece once the call is closed (asserted).
+async fn calls_streamed(base: &str, ask: &Value, whole: bool) -> Vec<(String, Value)> {
     let mut s = ask.clone();
     s["stream"] = json!(true);
     let mut got: Vec<(String, String)> = Vec::new();
@@ -183,7 +183,7 @@ async fn calls_streamed_whole(base: &str, ask: &Value) -> Vec<(String, Value)> {
             }
             let args = tc["function"]["arguments"].as_str().unwrap();
             let last = got.last_mut().unwrap();
-            assert!(last.1.is_empty() || args.is_empty(), "{tc}");
+            assert!(!whole || last.1.is_empty() || args.is_empty(), "{tc}");
             last.1 += args;
         }
     }
@@ -196,11 +196,20 @@ async fn calls_streamed_whole(base: &str, ask: &Value) -> Vec<(String, Value)> {
 /// offered tools, and streamed (each call's arguments whole once it is closed) they are the
 /// same calls; at least one choice must finish (a random model may run long in a string).
 async fn required_calls_stream_whole(base: &str) {
+    required_calls_stream(base, &json!({}), true).await;
+}
+
+/// [`required_calls_stream_whole`] with more request fields (`extra`), streamed arguments
+/// whole or not; each finished choice's content has no marker left in it.
+async fn required_calls_stream(base: &str, extra: &Value, whole: bool) {
     let (mut finished, mut streamed) = (0, 0);
     for seed in 0..4 {
-        let ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required",
+        let mut ask = json!({"model": "tiny", "tools": tools(), "tool_choice": "required",
             "seed": seed, "temperature": 1.0, "max_tokens": 120,
             "messages": [{"role": "user", "content": "Weather in Oslo?"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            ask[k] = v.clone();
+        }
         let (s, r) = post(base, "/v1/chat/completions", &ask).await;
         assert_eq!(s, 200, "{r}");
         let want = &r["choices"][0];
@@ -210,8 +219,13 @@ async fn required_calls_stream_whole(base: &str) {
         assert_eq!(want["finish_reason"], "tool_calls", "{want}");
         let calls = fitting_calls(want);
         assert!(!calls.is_empty(), "{want}");
+        let content = want["message"]["content"].as_str().unwrap_or_default();
+        assert!(
+            !content.contains("<|") && !content.contains("<tool_call>"),
+            "{want}"
+        );
         finished += 1;
-        assert_eq!(calls_streamed_whole(base, &ask).await, calls);
+        assert_eq!(calls_streamed(base, &ask, whole).await, calls);
         streamed += 1;
     }
     assert!(finished > 0 && streamed > 0, "no choice finished");
