@@ -1,9 +1,8 @@
 // Weight format MXFP4 (GGUF blocks of 32 weights kept as they are, repacked): 4-bit E2M1
 // values (sign, two exponent bits, one mantissa bit) times a power of two, the block's E8M0
-// exponent e: w = v * 2^(e - 127). Same functions as weights_f16.wgsl. Layout of one chunk,
-// in u32s:
-//   quants: (N, K / 8), each block's 16 bytes in file order (byte j: element j in the low
-//           nibble, element j + 16 in the high one);
+// exponent e: w = v * 2^(e - 127). Same functions as weights_f16.wgsl, the block walk in
+// nibble_blocks.wgsl (appended). Layout of one chunk, in u32s:
+//   quants: (N, K / 8), as nibble_blocks.wgsl says;
 //   scales from `so`: (N * K / 32) exponent bytes e, four per u32, lowest byte first.
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
@@ -20,8 +19,8 @@ fn fp4x4(q: vec4<u32>) -> vec4<f32> {
     return bitcast<vec4<f32>>(bits | ((q & vec4<u32>(8u)) << vec4<u32>(28u)));
 }
 
-// Four nibbles at bit `sh` of each byte of `word`.
-fn nibbles4(word: u32, sh: u32) -> vec4<f32> {
+// The values of four nibbles at bit `sh` of each byte of `word`.
+fn levels4(word: u32, sh: u32) -> vec4<f32> {
     return fp4x4((vec4<u32>(word) >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(15u));
 }
 
@@ -29,22 +28,4 @@ fn nibbles4(word: u32, sh: u32) -> vec4<f32> {
 fn scale(b: u32, so: u32) -> f32 {
     let e = (w[so + b / 4u] >> (8u * (b % 4u))) & 255u;
     return bitcast<f32>(select(0x00400000u, e << 23u, e > 0u));
-}
-
-fn w_pair(n: u32, i: u32, k: u32, so: u32) -> vec2<f32> {
-    let b = n * (k / 32u) + i / 16u;
-    let j = (2u * i) % 32u; // first element within the block
-    let word = w[4u * b + (j % 16u) / 4u];
-    let sh = 8u * (j % 4u) + 4u * (j / 16u);
-    let q = (vec4<u32>(word >> sh, word >> (sh + 8u), 0u, 0u)) & vec4<u32>(15u);
-    return fp4x4(q).xy * scale(b, so);
-}
-
-fn w_octet(n: u32, c: u32, k: u32, so: u32) -> Octet {
-    let b = n * (k / 32u) + c / 4u;
-    let o = c % 4u; // octets 0, 1: low nibbles of bytes 0..16; 2, 3: high nibbles
-    let base = 4u * b + 2u * (o % 2u);
-    let sh = 4u * (o / 2u);
-    let d = scale(b, so);
-    return Octet(nibbles4(w[base], sh) * d, nibbles4(w[base + 1u], sh) * d);
 }

@@ -161,6 +161,9 @@ const K_QUANT_SCALES: &str = include_str!("../../../shaders/kquant_scales.wgsl")
 /// The format files that look their nibbles' levels up through `shaders/iq4_levels.wgsl`.
 const IQ4_FORMATS: [&str; 2] = ["weights_iq4_nl", "weights_iq4_xs"];
 const IQ4_LEVELS: &str = include_str!("../../../shaders/iq4_levels.wgsl");
+/// The format files whose blocks of 32 nibbles `shaders/nibble_blocks.wgsl` walks.
+const NIBBLE_FORMATS: [&str; 3] = ["weights_q4_0", "weights_iq4_nl", "weights_mxfp4"];
+const NIBBLE_BLOCKS: &str = include_str!("../../../shaders/nibble_blocks.wgsl");
 
 /// Kernels compiled without naga's guard against infinite loops, so that the driver sees
 /// their trip counts and unrolls them: on lavapipe that made the row-wise attention about
@@ -386,15 +389,18 @@ impl Kernels {
             .entry(key)
             .or_insert_with(|| {
                 let mut source = match weights {
-                    // The K-quants' formats share their scale decoding.
-                    Some((f, w)) if K_QUANT_FORMATS.contains(&f) => {
-                        format!("{source}\n{w}\n{K_QUANT_SCALES}")
+                    Some((f, w)) => {
+                        // What formats share: the K-quants' scale decoding, the IQ4 formats'
+                        // table of levels, the walk over blocks of 32 nibbles.
+                        let shared = [
+                            (&K_QUANT_FORMATS[..], K_QUANT_SCALES),
+                            (&IQ4_FORMATS, IQ4_LEVELS),
+                            (&NIBBLE_FORMATS, NIBBLE_BLOCKS),
+                        ];
+                        (shared.iter())
+                            .filter(|(formats, _)| formats.contains(&f))
+                            .fold(format!("{source}\n{w}"), |s, (_, text)| s + "\n" + text)
                     }
-                    // The IQ4 formats share their table of levels.
-                    Some((f, w)) if IQ4_FORMATS.contains(&f) => {
-                        format!("{source}\n{w}\n{IQ4_LEVELS}")
-                    }
-                    Some((_, w)) => format!("{source}\n{w}"),
                     None => source.to_string(),
                 };
                 // The fragments a kernel calls into, as with the formats.
