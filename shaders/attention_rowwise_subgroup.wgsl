@@ -37,21 +37,7 @@ override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: 
 const LANES: u32 = 8u;
 const KEYS: u32 = 8u; // keys per rescale
 
-struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params {
-    num_heads: u32,
-    num_kv_heads: u32,
-    head_dim: u32,
-    qkv_stride: u32,  // row width of qkv
-    scale: f32,       // 1 / sqrt(head_dim)
-    block_size: u32,
-    window: u32,      // sliding window: the latest keys each token sees (0: all)
-    pad1: u32,
-    sinks: array<vec4<f32>, 32>, // each query head's sink logit (ops/attention.rs: -1e30 without)
-}
-
-@group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> p: Params;
+// Step, Params (bindings 0 and 1): attention_params.wgsl, appended.
 
 @group(0) @binding(2) var<storage, read> positions: array<u32>;     // (T)
 @group(0) @binding(3) var<storage, read> token_seq: array<u32>;     // (T) sequence of each token

@@ -111,6 +111,8 @@ const LANE_OCTET_KERNELS: [&str; 2] = ["matmul_rowwise_subgroup", "moe_matmul_su
 const SOFT_CAP: &str = include_str!("../../../shaders/soft_cap.wgsl");
 /// Each query head's sink logit, shared by the attention kernels and their reduce pass.
 const ATTENTION_SINK: &str = include_str!("../../../shaders/attention_sink.wgsl");
+/// The attention kernels' parameters.
+const ATTENTION_PARAMS: &str = include_str!("../../../shaders/attention_params.wgsl");
 const ATTENTION_KERNELS: [&str; 3] = [
     "attention",
     "attention_rowwise",
@@ -410,7 +412,9 @@ impl Kernels {
                         &[EPILOGUE, SOFT_CAP, EPILOGUE_ROTARY, KV_CODEC]
                     }
                     _ if name == "glu" => &[ACTIVATION],
-                    _ if ATTENTION_KERNELS.contains(&name) => &[KV_CODEC, SOFT_CAP, ATTENTION_SINK],
+                    _ if ATTENTION_KERNELS.contains(&name) => {
+                        &[ATTENTION_PARAMS, KV_CODEC, SOFT_CAP, ATTENTION_SINK]
+                    }
                     _ if name == "attention_reduce" => &[ATTENTION_SINK],
                     _ if KV_KERNELS.contains(&name) => &[KV_CODEC],
                     _ => &[],
