@@ -34,28 +34,28 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
             opened, grammar, ..
         } => {
             // The reasoning up to the first `</think>` (a lazy lexeme, which ends where the
-            // tag does), whitespace, then the answer's grammar, referenced by name.
-            let mut answer = to_llguidance(grammar);
-            answer.grammars[0].name = Some("answer".into());
+            // tag does), whitespace, then the answer's grammar.
             let block = if *opened {
                 "reasoning ws?"
             } else {
                 "(\"<think>\" reasoning ws?)?"
             };
-            let mut top = TopLevelGrammar::from_lark(format!(
+            let frame = format!(
                 "start: {block} @answer\nreasoning[lazy]: /(?s:.*)<\\/think>/\nws: /[ \\t\\r\\n]+/\n"
-            ));
-            top.grammars.append(&mut answer.grammars);
-            top
+            );
+            within(frame, grammar)
         }
-        Grammar::Within { frame, grammar } => {
-            let mut answer = to_llguidance(grammar);
-            answer.grammars[0].name = Some("answer".into());
-            let mut top = TopLevelGrammar::from_lark(frame.clone());
-            top.grammars.append(&mut answer.grammars);
-            top
-        }
+        Grammar::Within { frame, grammar } => within(frame.clone(), grammar),
     }
+}
+
+/// `grammar` inside `frame`, a Lark grammar that references it by name as `@answer`.
+fn within(frame: String, grammar: &Grammar) -> TopLevelGrammar {
+    let mut answer = to_llguidance(grammar);
+    answer.grammars[0].name = Some("answer".into());
+    let mut top = TopLevelGrammar::from_lark(frame);
+    top.grammars.append(&mut answer.grammars);
+    top
 }
 
 /// Compiles grammars for one model's vocabulary.

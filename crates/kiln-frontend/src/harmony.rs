@@ -102,14 +102,15 @@ fn function(header: &str) -> Option<&str> {
 pub(crate) fn final_answer(grammar: Grammar) -> Grammar {
     match grammar {
         Grammar::Within { .. } => grammar,
-        g => framed(g, false, &format!("{CHANNEL}final{MESSAGE}")),
+        g => framed(g, false, Some(&format!("{CHANNEL}final{MESSAGE}"))),
     }
 }
 
 /// `answer` after the messages a reply may write first, each ended by `<|end|>` and the next
 /// one's start: its reasoning (an `analysis` message), then, where `preamble`, a
-/// `commentary` message to no one; and after `header`, which opens the answer's message.
-pub(crate) fn framed(answer: Grammar, preamble: bool, header: &str) -> Grammar {
+/// `commentary` message to no one; and after `header` where the answer's message does not
+/// write its own.
+pub(crate) fn framed(answer: Grammar, preamble: bool, header: Option<&str>) -> Grammar {
     let start = lark_string("<|start|>assistant");
     let message = |channel: &str| {
         let head = format!("{CHANNEL}{channel}{MESSAGE}");
@@ -122,10 +123,7 @@ pub(crate) fn framed(answer: Grammar, preamble: bool, header: &str) -> Grammar {
         ),
         false => (String::new(), String::new()),
     };
-    let header = match header {
-        "" => String::new(),
-        h => lark_string(h) + " ",
-    };
+    let header = header.map_or(String::new(), |h| lark_string(h) + " ");
     let frame = format!(
         "start: (thought {start})? {before}{header}@answer\nthought[lazy]: {}\n{rule}",
         message(REASONING)

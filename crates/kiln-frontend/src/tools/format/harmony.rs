@@ -17,21 +17,22 @@ use crate::tools::compact_json;
 /// object; a reply with a call that is not whole is its text as written.
 pub(super) fn parse(text: &str) -> Reply {
     let whole = || (Some(text.to_string()), Vec::new());
-    let Some(start) = text.find(CALL) else {
+    let (content, calls) = partial(text);
+    // Every call's header ended, and its arguments are an object.
+    if calls.is_empty() || calls.len() != text.matches(CALL).count() {
         return whole();
-    };
-    let mut calls = Vec::new();
-    for block in text[start..].split(CALL).skip(1) {
-        let Some((header, args)) = block.split_once(MESSAGE) else {
-            return whole();
-        };
-        match serde_json::from_str::<Value>(args.trim()) {
-            Ok(v) if v.is_object() => calls.push((name(header).to_string(), compact_json(&v))),
-            _ => return whole(),
-        }
     }
-    let before = text[..start].trim();
-    ((!before.is_empty()).then(|| before.to_string()), calls)
+    let object = |args: &str| serde_json::from_str::<Value>(args.trim()).ok();
+    let calls: Option<Vec<_>> = (calls.into_iter())
+        .map(|(name, args)| {
+            let v = object(&args).filter(Value::is_object)?;
+            Some((name, compact_json(&v)))
+        })
+        .collect();
+    match calls {
+        Some(calls) => ((!content.is_empty()).then_some(content), calls),
+        None => whole(),
+    }
 }
 
 /// A reply's prefix: its content so far (without a tail that may open a call) and its calls
@@ -77,5 +78,5 @@ pub(super) fn grammar(offered: &[(&str, Value)], auto: bool) -> Grammar {
         false => "start: call\n".to_string(),
     };
     let calls = format!("{answer}call: {}\n{rules}", fns.join(" | "));
-    crate::harmony::framed(Grammar::Lark(calls), true, "")
+    crate::harmony::framed(Grammar::Lark(calls), true, None)
 }
