@@ -2,10 +2,9 @@
 //   y[t, off + n] (+)= s[t] * sum_k x[t, k] * w[n, k] + bias[n]   (same contract as matmul.wgsl,
 // the RMSNorm gain multiplying x in registers)
 // Each invocation owns OUTS consecutive outputs of one row and walks their weight rows 8
-// weights at a time (dequantized in registers by the format's w_octet), so every load of x
-// (and of the gain) feeds OUTS of them: on lavapipe a load costs the same whichever lanes share
-// its address, and the loads of x, not the arithmetic, set the pace. No workgroup memory and
-// no barriers: on a CPU device a workgroup is a loop over SIMD lanes, where barriers are
+// weights at a time (row_dots.wgsl, appended), so every load of x (and of the gain) feeds
+// OUTS of them: on lavapipe a load costs the same whichever lanes share its address, and the
+// loads of x, not the arithmetic, set the pace. No workgroup memory and no barriers: on a CPU device a workgroup is a loop over SIMD lanes, where barriers are
 // expensive. GPUs use matvec.wgsl / matmul.wgsl, whose loads coalesce across invocations.
 // Output pairs (matmul_epilogue.wgsl) fall inside one invocation, OUTS being even.
 // Needs K % 8 == 0. Grid: (ceil(N / (16 * OUTS)), rows, 1), 16 invocations a workgroup.
@@ -30,40 +29,18 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     // Rows past N repeat the last one; their results are not written.
     var wrow: array<u32, OUTS>;
-    var acc: array<f32, OUTS>;
     for (var o = 0u; o < OUTS; o++) {
         wrow[o] = min(n0 + o, p.n - 1u);
-        acc[o] = 0.0;
     }
-    let norm = (p.flags & 1u) != 0u;
-    var ss = 0.0;
-    let k8 = p.k / 8u;
-    let xbase = t * (p.k / 4u);
-    for (var c = 0u; c < k8; c++) {
-        var x0 = x[xbase + 2u * c];
-        var x1 = x[xbase + 2u * c + 1u];
-        if (norm) {
-            ss += dot(x0, x0) + dot(x1, x1);
-            x0 *= gain[2u * c];
-            x1 *= gain[2u * c + 1u];
-        }
-        for (var o = 0u; o < OUTS; o++) {
-            let q = w_octet(wrow[o], c, p.k, p.so);
-            acc[o] += dot(x0, q.a) + dot(x1, q.b);
-        }
-    }
-    var s = 1.0;
-    if (norm) {
-        s = inverseSqrt(ss / f32(p.k) + p.eps);
-    }
+    var acc = row_dots(wrow, t * (p.k / 4u), (p.flags & 1u) != 0u);
     if (paired()) {
         // N is even, so a pair is whole when its first output is in range.
         for (var o = 0u; o < OUTS && n0 + o < p.n; o += 2u) {
-            store_pair(t, n0 + o, acc[o] * s, acc[o + 1u] * s);
+            store_pair(t, n0 + o, acc[o], acc[o + 1u]);
         }
         return;
     }
     for (var o = 0u; o < OUTS && n0 + o < p.n; o++) {
-        store(t, n0 + o, acc[o] * s);
+        store(t, n0 + o, acc[o]);
     }
 }

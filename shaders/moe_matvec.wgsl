@@ -8,7 +8,7 @@
 //     sum_k x[t * slots + j, k] * w[e * p.n + n, k]: the chosen experts' outputs weighted and
 //     summed into the token's row (a residual adds them).
 // Each invocation owns OUTS consecutive outputs and walks their weight rows 8 weights at a
-// time, as matvec_rowwise.wgsl does; every expert's matrix is read only for the tokens that
+// time (row_dots.wgsl, appended), as matvec_rowwise.wgsl does; every expert's matrix is read only for the tokens that
 // chose it. A stack larger than a storage binding is split into chunks (at multiples of 64
 // rows), a launch each: this one holds the stack's rows route.row0 .. route.row0 + route.rows
 // and computes only the outputs whose rows it holds (the others' chunks compute theirs; a
@@ -40,7 +40,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var o = 0u; o < OUTS; o++) {
         total[o] = 0.0;
     }
-    let k8 = p.k / 8u;
     for (var i = 0u; i < select(1u, route.slots, summed); i++) {
         let pair = t * route.slots + select(wg.z, i, summed);
         let e = expert_ids[pair];
@@ -52,35 +51,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             }
             return;
         }
-        let xbase = select(t, pair, summed) * (p.k / 4u);
         // Rows past the expert's repeat its last one; their results are not written.
         var wrow: array<u32, OUTS>;
-        var acc: array<f32, OUTS>;
         for (var o = 0u; o < OUTS; o++) {
             wrow[o] = e * p.n + min(n0 + o, p.n - 1u) - route.row0;
-            acc[o] = 0.0;
         }
-        var ss = 0.0;
-        for (var c = 0u; c < k8; c++) {
-            var x0 = x[xbase + 2u * c];
-            var x1 = x[xbase + 2u * c + 1u];
-            if (norm) {
-                ss += dot(x0, x0) + dot(x1, x1);
-                x0 *= gain[2u * c];
-                x1 *= gain[2u * c + 1u];
-            }
-            for (var o = 0u; o < OUTS; o++) {
-                let q = w_octet(wrow[o], c, p.k, p.so);
-                acc[o] += dot(x0, q.a) + dot(x1, q.b);
-            }
-        }
-        var s = 1.0;
-        if (norm) {
-            s = inverseSqrt(ss / f32(p.k) + p.eps);
-        }
+        var acc = row_dots(wrow, select(t, pair, summed) * (p.k / 4u), norm);
         let weight = select(1.0, expert_weights[pair], summed);
         for (var o = 0u; o < OUTS; o++) {
-            total[o] += (acc[o] * s + expert_bias(e, min(n0 + o, p.n - 1u))) * weight;
+            total[o] += (acc[o] + expert_bias(e, min(n0 + o, p.n - 1u))) * weight;
         }
     }
     let row = select(t * route.slots + wg.z, t, summed);

@@ -106,7 +106,8 @@ const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
 const KV_CODEC: &str = include_str!("../../../shaders/kv_codec.wgsl");
 /// An octet of x from 8 lanes' loads, shared by the row-wise subgroup matrix kernels.
 const LANE_OCTET: &str = include_str!("../../../shaders/lane_octet.wgsl");
-const LANE_OCTET_KERNELS: [&str; 2] = ["matmul_rowwise_subgroup", "moe_matmul_subgroup"];
+/// OUTS weight rows against a row of x, shared by the row-wise products of a row a lane.
+const ROW_DOTS: &str = include_str!("../../../shaders/row_dots.wgsl");
 /// Gemma 2's soft cap, shared by the attention kernels and the matrix epilogue.
 const SOFT_CAP: &str = include_str!("../../../shaders/soft_cap.wgsl");
 /// Each query head's sink logit, shared by the attention kernels and their reduce pass.
@@ -419,11 +420,12 @@ impl Kernels {
                     _ if KV_KERNELS.contains(&name) => &[KV_CODEC],
                     _ => &[],
                 };
-                let lane_octet = LANE_OCTET_KERNELS.contains(&name).then_some(LANE_OCTET);
-                for f in (fragments.iter())
-                    .chain(&coop.as_deref())
-                    .chain(&lane_octet)
-                {
+                let walk = match name {
+                    "matmul_rowwise_subgroup" | "moe_matmul_subgroup" => Some(LANE_OCTET),
+                    "matvec_rowwise" | "moe_matvec" => Some(ROW_DOTS),
+                    _ => None,
+                };
+                for f in (fragments.iter()).chain(&coop.as_deref()).chain(&walk) {
                     source = format!("{source}\n{f}");
                 }
                 let desc = wgpu::ShaderModuleDescriptor {

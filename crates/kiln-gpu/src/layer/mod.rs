@@ -287,7 +287,7 @@ impl Layer {
                         Some(parts) => {
                             let mut v = Vec::new();
                             for p in parts {
-                                v.extend(l.weights.read_f32(&p.name)?);
+                                v.extend(up.vector(p)?);
                             }
                             let v: Vec<f32> = (0..v.len()).map(|r| v[order.source(r)]).collect();
                             Some(ctx.storage_init(&parts[0].name, bytemuck::cast_slice(&v)))
