@@ -28,13 +28,15 @@ __declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T len) {
     return BCryptGenRandom(NULL, data, (ULONG)len, BCRYPT_USE_SYSTEM_PREFERRED_RNG) == 0;
 }
 C
-x86_64-w64-mingw32-gcc -shared -O2 -o target/x86_64-pc-windows-gnu/cross/bcryptprimitives.dll \
+# The build scripts/check-desktop-targets.sh has just linked.
+build=target/x86_64-pc-windows-gnu/cross
+x86_64-w64-mingw32-gcc -shared -O2 -o "$build/bcryptprimitives.dll" \
   "$shim/bcryptprimitives.c" -lbcrypt
 # The Linux build's reply to compare with (scripts/test.sh has just made it).
 native=target/desktop-window.reply.txt
 [ -f "$native" ] || scripts/test-desktop.sh
 out=target/desktop-window-windows.png
-KILN_DESKTOP_EXE="wine target/x86_64-pc-windows-gnu/cross/kiln-desktop.exe" KILN_DESKTOP_ANY_SIZE=1 \
+KILN_DESKTOP_EXE="wine $build/kiln-desktop.exe" KILN_DESKTOP_ANY_SIZE=1 \
   scripts/test-desktop.sh "$out"
 if ! cmp -s "$native" "${out%.png}.reply.txt"; then
   echo "test-desktop-windows: the Windows build's reply differs from the Linux build's:" >&2
