@@ -17,19 +17,54 @@ pub enum Grammar {
     Lark(String),
     /// `grammar` after the reasoning of a model that thinks in `<think>` blocks: a block
     /// first, then the grammar (optional block). `opened`: the prompt opened the block, so
-    /// the output starts with its reasoning and `</think>`. `budget`: at most this many
-    /// tokens inside the block, after which `</think>` is written for the model.
-    AfterReasoning {
-        opened: bool,
-        budget: Option<usize>,
-        grammar: Box<Grammar>,
-    },
+    /// the output starts with its reasoning and `</think>`.
+    AfterReasoning { opened: bool, grammar: Box<Grammar> },
     /// `grammar` inside a frame: a grammar in llguidance's Lark syntax in which `@answer`
     /// stands for `grammar` (gpt-oss's messages around its answer, say).
     Within {
         frame: String,
         grammar: Box<Grammar>,
     },
+    /// `grammar`, with at most `tokens` tokens of reasoning written between `tags` (their
+    /// closing tag's tokens included), after which the closing tag is written for the model.
+    /// `opened`: the prompt opened the reasoning, so the output starts inside it.
+    Budgeted {
+        tags: ReasoningTags,
+        tokens: usize,
+        opened: bool,
+        grammar: Box<Grammar>,
+    },
+}
+
+/// How a model's reasoning is marked in its output, for a reasoning budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReasoningTags {
+    /// A `<think>` ... `</think>` block, which only the start of a reply may open.
+    Think,
+    /// gpt-oss's `analysis` messages (`<|channel|>analysis<|message|>` ... `<|end|>`),
+    /// wherever in the reply; the budget is shared by all of them.
+    Harmony,
+}
+
+impl ReasoningTags {
+    pub fn open(self) -> &'static str {
+        match self {
+            ReasoningTags::Think => "<think>",
+            ReasoningTags::Harmony => "<|channel|>analysis<|message|>",
+        }
+    }
+
+    pub fn close(self) -> &'static str {
+        match self {
+            ReasoningTags::Think => "</think>",
+            ReasoningTags::Harmony => "<|end|>",
+        }
+    }
+
+    /// Whether reasoning may open anywhere in a reply, not only at its start.
+    pub fn anywhere(self) -> bool {
+        self == ReasoningTags::Harmony
+    }
 }
 
 impl Grammar {

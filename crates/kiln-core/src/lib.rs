@@ -17,7 +17,7 @@ pub use batch::{
     BLOCK_SIZE, BlockCopy, BlockTables, MAX_DRAFTS, NO_BLOCK, PrevToken, PromptScore, SeqInBatch,
     StepBatch,
 };
-pub use grammar::{Grammar, compact_schema, lark_string, regex_escape};
+pub use grammar::{Grammar, ReasoningTags, compact_schema, lark_string, regex_escape};
 pub use penalties::{PENALTY_PAGE, PenaltyLists, PenaltyToken, PenaltyWrites};
 pub use sampling::{LogprobsMode, SampleSpec, SampledToken, SamplingParams, TokenMask, mask_words};
 pub use token_filter::TokenFilter;

@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use kiln_core::{Grammar, TokenFilter, TokenMask, compact_schema, lark_string, mask_words};
+use kiln_core::{
+    Grammar, ReasoningTags, TokenFilter, TokenMask, compact_schema, lark_string, mask_words,
+};
 use kiln_model::Tokenizer;
 use llguidance::api::{GrammarWithLexer, TopLevelGrammar};
 use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
@@ -30,9 +32,8 @@ fn to_llguidance(g: &Grammar) -> TopLevelGrammar {
         }
         Grammar::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
         // The budget is the constraint's (see `ConstraintFactory::compile`).
-        Grammar::AfterReasoning {
-            opened, grammar, ..
-        } => {
+        Grammar::Budgeted { grammar, .. } => to_llguidance(grammar),
+        Grammar::AfterReasoning { opened, grammar } => {
             // The reasoning up to the first `</think>` (a lazy lexeme, which ends where the
             // tag does), whitespace, then the answer's grammar.
             let block = if *opened {
@@ -62,10 +63,23 @@ fn within(frame: String, grammar: &Grammar) -> TopLevelGrammar {
 pub struct ConstraintFactory {
     factory: Arc<ParserFactory>,
     vocab: usize,
-    /// Each token's bytes, and `</think>` as tokens from each of its bytes on (for reasoning
-    /// budgets: `closes[k]` writes the tag's bytes from `k`).
+    /// Each token's bytes, and for reasoning budgets each kind of reasoning's closing tag as
+    /// tokens (see [`closing_tag`]).
     words: Arc<Vec<Vec<u8>>>,
-    closes: Arc<[Vec<u32>]>,
+    think_close: Arc<[Vec<u32>]>,
+    harmony_close: Arc<[Vec<u32>]>,
+}
+
+/// `tag` as tokens from each of its bytes on (`[k]` writes its bytes from `k`), or only whole
+/// where the vocabulary writes it as one token (no text ends with part of that).
+fn closing_tag(tokenizer: &Tokenizer, tag: &str) -> Result<Arc<[Vec<u32>]>, String> {
+    let whole = tokenizer.encode(tag, false).map_err(|e| e.to_string())?;
+    if whole.len() == 1 {
+        return Ok(vec![whole].into());
+    }
+    let closes = (0..tag.len()).map(|k| tokenizer.encode(&tag[k..], false));
+    let closes = closes.collect::<Result<Vec<_>, _>>();
+    Ok(closes.map_err(|e| e.to_string())?.into())
 }
 
 impl ConstraintFactory {
@@ -87,16 +101,15 @@ impl ConstraintFactory {
         let mut factory =
             ParserFactory::new_simple(&env).map_err(|e| format!("constrained decoding: {e}"))?;
         factory.set_stderr_log_level(0);
-        const CLOSE: &str = "</think>";
-        let closes = (0..CLOSE.len())
-            .map(|k| tokenizer.encode(&CLOSE[k..], false))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("constrained decoding: {e}"))?;
+        let close = |tags: ReasoningTags| {
+            closing_tag(tokenizer, tags.close()).map_err(|e| format!("constrained decoding: {e}"))
+        };
         Ok(Self {
             factory: Arc::new(factory),
             vocab: words.len(),
             words: Arc::new(words),
-            closes: closes.into(),
+            think_close: close(ReasoningTags::Think)?,
+            harmony_close: close(ReasoningTags::Harmony)?,
         })
     }
 
@@ -108,14 +121,19 @@ impl ConstraintFactory {
             .map_err(|e| e.to_string())?;
         let matcher = Matcher::new(Ok(parser));
         let budget = match grammar {
-            Grammar::AfterReasoning {
+            Grammar::Budgeted {
+                tags,
+                tokens,
                 opened,
-                budget: Some(n),
                 ..
-            } => Some((
-                Budget::new(*n, *opened, self.closes.clone()),
-                self.words.clone(),
-            )),
+            } => {
+                let closes = match tags {
+                    ReasoningTags::Think => &self.think_close,
+                    ReasoningTags::Harmony => &self.harmony_close,
+                };
+                let budget = Budget::new(*tags, *tokens, *opened, closes.clone());
+                Some((budget, self.words.clone()))
+            }
             _ => None,
         };
         Ok(Constraint {
@@ -185,11 +203,15 @@ impl Constraint {
         let v = matcher.compute_mask_or_eos().map_err(|e| e.to_string())?;
         let mut words = v.as_slice().to_vec();
         words.resize(self.words, 0);
-        if let Some(t) = self.budget.as_ref().and_then(|(b, _)| b.forced()) {
+        if let Some((t, tag)) = self
+            .budget
+            .as_ref()
+            .and_then(|(b, _)| Some((b.forced()?, b.tag())))
+        {
             let (word, bit) = (t as usize / 32, 1 << (t % 32));
             if words.get(word).is_none_or(|w| w & bit == 0) {
                 return Err(format!(
-                    "the reasoning budget is spent, but the grammar does not allow `</think>` (token {t}) here"
+                    "the reasoning budget is spent, but the grammar does not allow `{tag}` (token {t}) here"
                 ));
             }
             words.fill(0);
@@ -285,7 +307,6 @@ mod tests {
         for inner in kinds {
             let after = |opened| Grammar::AfterReasoning {
                 opened,
-                budget: None,
                 grammar: Box::new(inner.clone()),
             };
             // The model opens the block, or not.
@@ -326,10 +347,14 @@ mod tests {
         let (tok, factory) = tiny();
         let eos = tiny_tokenizer::eos_id();
         let answer = Grammar::JsonObject;
-        let g = |opened, budget| Grammar::AfterReasoning {
+        let g = |opened, tokens| Grammar::Budgeted {
+            tags: ReasoningTags::Think,
+            tokens,
             opened,
-            budget: Some(budget),
-            grammar: Box::new(answer.clone()),
+            grammar: Box::new(Grammar::AfterReasoning {
+                opened,
+                grammar: Box::new(answer.clone()),
+            }),
         };
         let close = tok.encode("</think>", false).unwrap();
         let xyz = tok.encode("xyz", false).unwrap();

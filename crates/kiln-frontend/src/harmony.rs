@@ -16,6 +16,7 @@ const START: &str = "<|start|>";
 pub(crate) const CHANNEL: &str = "<|channel|>";
 pub(crate) const MESSAGE: &str = "<|message|>";
 pub(crate) const END: &str = "<|end|>";
+const CONSTRAIN: &str = "<|constrain|>";
 /// What a recipient is written after in a header.
 const TO: &str = " to=";
 /// The recipient prefix of the functions a request offers.
@@ -104,6 +105,20 @@ pub(crate) fn final_answer(grammar: Grammar) -> Grammar {
         Grammar::Within { .. } => grammar,
         g => framed(g, false, Some(&format!("{CHANNEL}final{MESSAGE}"))),
     }
+}
+
+/// Any answer, after any reasoning: what a reasoning budget holds when no grammar is asked
+/// for. The message after an `analysis` one is not another (a spent budget ends the
+/// reasoning, not only its message); the reply is messages from its start.
+pub(crate) fn any_answer() -> Grammar {
+    let next = format!(
+        "start: /({}[^<]*)?{}(final|commentary)[^<]*({}[^<]*)?{}(?s:.*)/\n",
+        regex_escape(TO),
+        regex_escape(CHANNEL),
+        regex_escape(CONSTRAIN),
+        regex_escape(MESSAGE)
+    );
+    framed(Grammar::Lark(next), false, None)
 }
 
 /// `answer` after the messages a reply may write first, each ended by `<|end|>` and the next

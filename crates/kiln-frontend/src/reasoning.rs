@@ -6,7 +6,7 @@
 //! Newlines next to the tags are dropped, as the templates drop them when rendering a past
 //! turn. gpt-oss writes its reasoning in a channel of its own instead (`crate::harmony`).
 
-use kiln_core::Grammar;
+use kiln_core::{Grammar, ReasoningTags};
 use kiln_model::{ChatTemplate, Tokenizer};
 
 const OPEN: &str = "<think>";
@@ -69,25 +69,38 @@ impl ReasoningFormat {
             ReasoningFormat::Harmony => crate::harmony::final_answer(grammar),
             ReasoningFormat::Think => Grammar::AfterReasoning {
                 opened,
-                budget: None,
                 grammar: Box::new(grammar),
             },
         }
     }
 
-    /// A reply whose reasoning may take at most `budget` tokens, then `grammar` (any text
-    /// when `None`); `None` for a model that does not reason in blocks, which has no
-    /// reasoning to bound.
+    /// A reply whose reasoning may take at most `budget` tokens (its `<think>` block, or all
+    /// of a harmony reply's `analysis` messages), then `grammar` (any answer when `None`);
+    /// `None` for a model that does not reason, which has no reasoning to bound.
     pub fn budgeted(
         self,
         grammar: Option<Grammar>,
         opened: bool,
         budget: usize,
     ) -> Option<Grammar> {
-        (self == ReasoningFormat::Think).then(|| Grammar::AfterReasoning {
+        let (tags, grammar) = match (self, grammar) {
+            (ReasoningFormat::None, _) => return None,
+            (ReasoningFormat::Think, g) => (
+                ReasoningTags::Think,
+                self.grammar(g.unwrap_or_else(Grammar::any_text), opened),
+            ),
+            (ReasoningFormat::Harmony, Some(g)) => {
+                (ReasoningTags::Harmony, self.grammar(g, opened))
+            }
+            (ReasoningFormat::Harmony, None) => {
+                (ReasoningTags::Harmony, crate::harmony::any_answer())
+            }
+        };
+        Some(Grammar::Budgeted {
+            tags,
+            tokens: budget,
             opened,
-            budget: Some(budget),
-            grammar: Box::new(grammar.unwrap_or_else(Grammar::any_text)),
+            grammar: Box::new(grammar),
         })
     }
 }
@@ -338,7 +351,6 @@ mod tests {
         );
         // The reasoning and both headers up to the final channel's name, which tells.
         assert_eq!(s.reasoning_tokens(), 10);
-        assert_eq!(harmony.budgeted(None, false, 9), None);
     }
 
     /// A harmony reply under a grammar reasons as it likes, then answers in a `final`
@@ -366,6 +378,45 @@ mod tests {
         assert_eq!(harmony.grammar(tools.clone(), false), tools);
     }
 
+    /// A harmony reply's `analysis` messages take at most the budget's tokens (its header
+    /// not counted), then `<|end|>` is written; the next message is not reasoning again.
+    #[test]
+    fn a_harmony_budget_ends_the_reasoning() {
+        use crate::grammar_testing::accepts;
+        let harmony = ReasoningFormat::Harmony;
+        let g = harmony.budgeted(None, false, 2).unwrap();
+        let think = |r: &str| format!("<|channel|>analysis<|message|>{r}<|end|><|start|>assistant");
+        let final_ = "<|channel|>final<|message|>Done.";
+        assert!(accepts(&g, &format!("{}{final_}", think("ab"))));
+        assert!(accepts(&g, &format!("{}{final_}", think("a"))));
+        assert!(!accepts(&g, &format!("{}{final_}", think("abc"))));
+        assert!(accepts(&g, final_));
+        let call = " to=functions.f<|channel|>commentary json<|message|>{}";
+        assert!(accepts(&g, &format!("{}{call}", think(""))));
+        // Reasoning again straight after: refused by the grammar.
+        let again = format!("{}{}", think("a"), think("b"));
+        assert!(!accepts(&g, &format!("{again}{final_}")));
+        // After a preamble the budget's rest still holds: the first message takes `a` and
+        // its `<|end|>` (several tokens of this vocabulary), the next 1 token and its `<|end|>`.
+        let end = crate::grammar_testing::tiny_tokenizer_with(&[]).encode("<|end|>", false);
+        let g = harmony
+            .budgeted(None, false, 2 + end.unwrap().len())
+            .unwrap();
+        let preamble = "<|channel|>commentary<|message|>Hi<|end|><|start|>assistant";
+        let later = format!("{}{preamble}{}{final_}", think("a"), think("b"));
+        assert!(accepts(&g, &later));
+        let later = format!("{}{preamble}{}{final_}", think("a"), think("bc"));
+        assert!(!accepts(&g, &later));
+        // With a grammar, the final message holds to it.
+        let g = harmony
+            .budgeted(Some(Grammar::JsonObject), false, 1)
+            .unwrap();
+        let json = "<|channel|>final<|message|>{}";
+        assert!(accepts(&g, &format!("{}{json}", think("a"))));
+        assert!(!accepts(&g, &format!("{}{json}", think("ab"))));
+        assert!(!accepts(&g, &format!("{}{final_}", think("a"))));
+    }
+
     #[test]
     fn grammars_hold_after_the_reasoning() {
         let g = Grammar::JsonObject;
@@ -374,20 +425,21 @@ mod tests {
             ReasoningFormat::Think.grammar(g.clone(), true),
             Grammar::AfterReasoning {
                 opened: true,
-                budget: None,
                 grammar: Box::new(g.clone())
             }
         );
         assert_eq!(ReasoningFormat::None.budgeted(None, true, 9), None);
-        let budgeted = ReasoningFormat::Think.budgeted(Some(g), false, 9);
-        assert!(matches!(
+        let budgeted = ReasoningFormat::Think.budgeted(Some(g.clone()), false, 9);
+        let after = ReasoningFormat::Think.grammar(g, false);
+        assert_eq!(
             budgeted,
-            Some(Grammar::AfterReasoning {
+            Some(Grammar::Budgeted {
+                tags: ReasoningTags::Think,
+                tokens: 9,
                 opened: false,
-                budget: Some(9),
-                ..
+                grammar: Box::new(after)
             })
-        ));
+        );
     }
 
     #[test]

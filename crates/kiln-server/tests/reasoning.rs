@@ -376,25 +376,56 @@ async fn server_defaults_hold_where_a_request_does_not_say() {
     assert!(plain_chunks.iter().all(|c| c["usage"].is_null()));
 }
 
-/// gpt-oss's harmony format has no block a budget can close: a thinking budget is refused
-/// for it, by name, and the server serves the next request; a response format holds its
-/// `final` message.
+/// gpt-oss's harmony format: a thinking budget bounds its `analysis` messages (then
+/// `<|end|>` is written and the next message is not reasoning), also under a response
+/// format, which holds its `final` message.
 #[tokio::test]
-async fn a_thinking_budget_is_refused_for_harmony_replies() {
+async fn a_thinking_budget_ends_a_harmony_reasoning_message() {
     let base = start_tiny_model_with(&config(), |sc, _| {
         sc.reasoning = Some(ReasoningFormat::Harmony);
     });
-    let body = json!({
-        "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": 3,
-        "thinking_token_budget": 2,
-    });
-    let (s, r) = post(&base, "/v1/chat/completions", &body).await;
-    assert_eq!(s, 400, "{r}");
-    assert_eq!(r["error"]["param"], "thinking_token_budget", "{r}");
-    let mut ok = body.clone();
-    ok.as_object_mut().unwrap().remove("thinking_token_budget");
-    message(&base, &ok).await;
+    // `a` pushed up: the random model opens an `analysis` message and writes `a`s in it
+    // (and in any header that lets it, so only a response format gets it to an answer).
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
+        "maximum": 9}}, "required": ["n"], "additionalProperties": false});
+    let format = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": schema}});
+    let body = |budget: Value, format: &Value| {
+        json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 120,
+            "temperature": 0.0, "logit_bias": {"97": 100}, "thinking_token_budget": budget,
+            "response_format": format})
+    };
+    let unbounded = message(&base, &body(Value::Null, &format)).await;
+    let long = text_of(&unbounded, "reasoning_content");
+    assert!(
+        long.len() > 60 && long.bytes().all(|b| b == b'a'),
+        "{unbounded}"
+    );
+    assert_eq!(text_of(&unbounded, "content"), "", "{unbounded}");
+    for budget in [0, 2] {
+        let (s, r) = post(&base, "/v1/chat/completions", &body(json!(budget), &format)).await;
+        assert_eq!(s, 200, "{r}");
+        let m = &r["choices"][0]["message"];
+        assert_eq!(text_of(m, "reasoning_content"), "a".repeat(budget), "{r}");
+        assert_eq!(r["choices"][0]["finish_reason"], "stop", "{r}");
+        let content = text_of(m, "content");
+        let v: Value = serde_json::from_str(&content).unwrap();
+        assert!(v["n"].as_u64().is_some_and(|n| n <= 9), "{r}");
+        let streamed = streamed(&base, &body(json!(budget), &format)).await;
+        assert_eq!(streamed, ("a".repeat(budget), content));
+        // Without a response format too.
+        let m = message(&base, &body(json!(budget), &Value::Null)).await;
+        assert_eq!(text_of(&m, "reasoning_content"), "a".repeat(budget), "{m}");
+    }
+    let (s, r) = post(
+        &base,
+        "/v1/chat/completions",
+        &body(json!(-1), &Value::Null),
+    )
+    .await;
+    assert_eq!(
+        (s, r["error"]["param"].as_str()),
+        (400, Some("thinking_token_budget"))
+    );
 
     // A response format holds the `final` message's text; the content is that text alone.
     // (`a`, which would open an `analysis` message a random model rarely ends, is biased

@@ -207,20 +207,15 @@ pub fn chat_constraints(
     Ok((constraints, opened))
 }
 
-/// The request's reasoning budget where the model reasons in blocks (a model that does not
-/// writes no reasoning, within any budget).
+/// The request's reasoning budget where the model reasons (in `<think>` blocks or harmony's
+/// `analysis` messages; a model that does not writes no reasoning, within any budget).
 fn thinking_budget(st: &Shared, req: &ChatRequest) -> Result<Option<usize>, ApiError> {
     match req.thinking_token_budget {
         Some(n) if n < 0 => Err(ApiError::bad_param(
             "thinking_token_budget",
             "thinking_token_budget must be 0 or more",
         )),
-        Some(n) if st.reasoning == ReasoningFormat::Think => Ok(Some(n as usize)),
-        Some(_) if st.reasoning == ReasoningFormat::Harmony => Err(ApiError::bad_param(
-            "thinking_token_budget",
-            "thinking_token_budget is not supported for a model whose reasoning is a channel \
-             of gpt-oss's harmony format",
-        )),
+        Some(n) if st.reasoning != ReasoningFormat::None => Ok(Some(n as usize)),
         _ => Ok(None),
     }
 }
