@@ -4,8 +4,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 fn w_pair(n: u32, i: u32, k: u32, so: u32) -> vec2<f32> {
     let j = n * k + 2u * i;
     return vec2<f32>(w[j], w[j + 1u]);

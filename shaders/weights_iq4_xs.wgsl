@@ -9,8 +9,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 // The levels of four nibbles at bit `sh` of each byte of `word`: iq4_levels.wgsl, appended.
 
 // Where element e of row n lies: the word of its byte, the nibble's bit, and its step.

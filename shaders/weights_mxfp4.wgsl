@@ -7,8 +7,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 // The E2M1 values of four nibbles (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) as f32
 // bits: an exponent field x above 0 is f32's exponent x - 1 (x + 126 biased), the mantissa bit
 // the top one of f32's; x = 0 is 0 or 0.5 (the mantissa bit times 0.5's bits).

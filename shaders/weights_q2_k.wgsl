@@ -10,8 +10,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 // Four fields of `mask` at bit `sh` of each byte of `word`.
 fn fields4(word: u32, sh: u32, mask: u32) -> vec4<u32> {
     return (vec4<u32>(word) >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(mask);

@@ -7,8 +7,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<vec4<u32>>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 fn nibbles4(word: u32, sh: u32) -> vec4<f32> {
     return vec4<f32>((vec4<u32>(word) >> vec4<u32>(sh, sh + 8u, sh + 16u, sh + 24u)) & vec4<u32>(15u));
 }

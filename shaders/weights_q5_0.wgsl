@@ -6,8 +6,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 fn scale(b: u32, so: u32) -> f32 {
     return unpack2x16float(w[so + b / 2u])[b % 2u];
 }

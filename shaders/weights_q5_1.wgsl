@@ -6,8 +6,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 // Four 5-bit values: nibbles at bit `sh` of each byte of `word`, high bits from the low four
 // bits of `hb`.
 fn fives4(word: u32, sh: u32, hb: u32) -> vec4<f32> {

@@ -5,8 +5,6 @@
 
 @group(0) @binding(3) var<storage, read> w: array<u32>;
 
-struct Octet { a: vec4<f32>, b: vec4<f32> }
-
 // The four signed bytes of `word`, lowest first.
 fn bytes4(word: u32) -> vec4<f32> {
     return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));

@@ -104,6 +104,8 @@ const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgs
 const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
 /// The KV cache's element types, shared by the kernels that read or write the cache.
 const KV_CODEC: &str = include_str!("../../../shaders/kv_codec.wgsl");
+/// The octet type the weight formats return, appended after each format file.
+const OCTET: &str = include_str!("../../../shaders/octet.wgsl");
 /// An octet of x from 8 lanes' loads, shared by the row-wise subgroup matrix kernels.
 const LANE_OCTET: &str = include_str!("../../../shaders/lane_octet.wgsl");
 /// OUTS weight rows against a row of x, shared by the row-wise products of a row a lane.
@@ -402,7 +404,9 @@ impl Kernels {
                         ];
                         (shared.iter())
                             .filter(|(formats, _)| formats.contains(&f))
-                            .fold(format!("{source}\n{w}"), |s, (_, text)| s + "\n" + text)
+                            .fold(format!("{source}\n{w}\n{OCTET}"), |s, (_, text)| {
+                                s + "\n" + text
+                            })
                     }
                     None => source.to_string(),
                 };
