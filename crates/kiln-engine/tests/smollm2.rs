@@ -78,18 +78,7 @@ fn check_8bit_cache(
 ) -> (f32, usize, usize) {
     let ctx = gpu();
     let model = default_model();
-    let on = |kv_dtype| {
-        engine(
-            &ctx,
-            &model,
-            EngineConfig {
-                kernels: KernelFamily::Cpu,
-                kv_dtype,
-                ..small_config()
-            },
-        )
-    };
-    let (mut f16, mut small) = (on(KvDtype::F16), on(dtype));
+    let mut small = cpu_engine(&ctx, &model, dtype);
     let reference = reference();
     let what = format!("kv {dtype}");
     let worst = if greedy {
@@ -121,38 +110,8 @@ fn check_8bit_cache(
         worst
     };
 
-    let prompt = prompt_ids(&model, &reference["prompts"]["chat"]);
-    let sampling = kiln_engine::SamplingParams {
-        temperature: 0.8,
-        ..kiln_engine::SamplingParams::greedy()
-    };
-    let text = run_all(
-        &mut f16,
-        vec![kiln_engine::Request {
-            sampling,
-            seed: 7,
-            ignore_eos: true,
-            ..kiln_engine::Request::new(1, prompt.clone(), 600 - prompt.len())
-        }],
-    )
-    .remove(&1)
-    .unwrap();
-    let all = [&prompt[..], &text].concat();
-    let top = |engine: &mut kiln_engine::Engine| -> Vec<u32> {
-        let request = kiln_engine::Request {
-            prompt_logprobs: Some(1),
-            ..kiln_engine::Request::new(2, all.clone(), 0)
-        };
-        engine.add_request(request).unwrap();
-        let mut rows = Vec::new();
-        while engine.has_unfinished() {
-            for u in pollster::block_on(engine.step()).unwrap() {
-                rows.extend(u.prompt_logprobs.into_iter().map(|t| t.top_logprobs[0].0));
-            }
-        }
-        rows
-    };
-    let (a, b) = (top(&mut f16), top(&mut small));
+    let (prompt, all, a) = f16_scored(&ctx, &model);
+    let b = top_tokens(&mut small, all);
     assert_eq!((a.len(), b.len()), (all.len() - 1, all.len() - 1));
     let n = a.len() - prompt.len();
     let agree = (a[prompt.len()..].iter().zip(&b[prompt.len()..]))
@@ -166,6 +125,64 @@ fn check_8bit_cache(
         "{what}: the f16 cache's top token at {agree} of {n} positions"
     );
     (worst, agree, n)
+}
+
+/// The row-wise kernels' engine with the KV cache in `kv_dtype`.
+fn cpu_engine(
+    ctx: &kiln_gpu::GpuContext,
+    model: &kiln_model::Model,
+    kv_dtype: KvDtype,
+) -> kiln_engine::Engine {
+    let config = EngineConfig {
+        kernels: KernelFamily::Cpu,
+        kv_dtype,
+        ..small_config()
+    };
+    engine(ctx, model, config)
+}
+
+/// The chat prompt, the 600-token text (prompt and reply) the model writes from it with the
+/// f16 cache (temperature 0.8, seeded), and that cache's top token after each of its
+/// positions: made once for the tests that compare against it (most of their time).
+fn f16_scored(
+    ctx: &kiln_gpu::GpuContext,
+    model: &kiln_model::Model,
+) -> &'static (Vec<u32>, Vec<u32>, Vec<u32>) {
+    static SCORED: std::sync::OnceLock<(Vec<u32>, Vec<u32>, Vec<u32>)> = std::sync::OnceLock::new();
+    SCORED.get_or_init(|| {
+        let mut f16 = cpu_engine(ctx, model, KvDtype::F16);
+        let prompt = prompt_ids(model, &reference()["prompts"]["chat"]);
+        let sampling = kiln_engine::SamplingParams {
+            temperature: 0.8,
+            ..kiln_engine::SamplingParams::greedy()
+        };
+        let request = kiln_engine::Request {
+            sampling,
+            seed: 7,
+            ignore_eos: true,
+            ..kiln_engine::Request::new(1, prompt.clone(), 600 - prompt.len())
+        };
+        let text = run_all(&mut f16, vec![request]).remove(&1).unwrap();
+        let all = [&prompt[..], &text].concat();
+        let top = top_tokens(&mut f16, &all);
+        (prompt, all, top)
+    })
+}
+
+/// `engine`'s top token after each position of `all` but the last, teacher-forced.
+fn top_tokens(engine: &mut kiln_engine::Engine, all: &[u32]) -> Vec<u32> {
+    let request = kiln_engine::Request {
+        prompt_logprobs: Some(1),
+        ..kiln_engine::Request::new(2, all.to_vec(), 0)
+    };
+    engine.add_request(request).unwrap();
+    let mut rows = Vec::new();
+    while engine.has_unfinished() {
+        for u in pollster::block_on(engine.step()).unwrap() {
+            rows.extend(u.prompt_logprobs.into_iter().map(|t| t.top_logprobs[0].0));
+        }
+    }
+    rows
 }
 
 /// q8_0 (bytes with an f16 scale per 32) keeps the reference's greedy tokens.
