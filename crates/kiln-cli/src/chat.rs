@@ -162,7 +162,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         key.interrupt.store(false, Ordering::SeqCst);
         key.generating.store(true, Ordering::SeqCst);
         let mut out = Printer::new(reasoning.opened_by_ids(&f.tokenizer, &prompt), reasoning);
-        let asked = (&spec, grammar.as_ref());
+        let budget = a.sampling.thinking_token_budget;
+        let asked = (&spec, grammar.as_ref(), budget);
         let reply = local.reply(prompt, asked, max_tokens, &key.interrupt, &mut |text| {
             out.push(text, false)
         });

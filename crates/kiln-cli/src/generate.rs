@@ -50,7 +50,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     let reply = local.reply(
         prompt,
-        (&spec, grammar.as_ref()),
+        (&spec, grammar.as_ref(), a.sampling.thinking_token_budget),
         max_tokens,
         &AtomicBool::new(false),
         &mut |text| {

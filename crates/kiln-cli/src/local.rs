@@ -224,20 +224,20 @@ impl Local {
     }
 
     /// A matcher for `grammar` after the reasoning of a prompt that `opened` it.
-    fn compile(&self, grammar: &Grammar, opened: bool) -> anyhow::Result<Constraint> {
+    fn compile(&self, grammar: &Grammar) -> anyhow::Result<Constraint> {
         let f = &self.frontend;
-        let grammar = self.reasoning.grammar(grammar.clone(), opened);
         (self.constraints)
-            .compile(&grammar, &f.tokenizer, &f.eos_token_ids, f.vocab_size)
+            .compile(grammar, &f.tokenizer, &f.eos_token_ids, f.vocab_size)
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
-    /// Generates one reply to `prompt`, under `grammar` if given, writing its text to `out`
-    /// as it comes; `interrupt` set by another thread stops it at the next step.
+    /// Generates one reply to `prompt`, under `grammar` if given and with at most `budget`
+    /// tokens of reasoning if given, writing its text to `out` as it comes; `interrupt` set
+    /// by another thread stops it at the next step.
     pub fn reply(
         &mut self,
         prompt: Vec<u32>,
-        (spec, grammar): (&GenSpec, Option<&Grammar>),
+        (spec, grammar, budget): (&GenSpec, Option<&Grammar>, Option<usize>),
         max_tokens: usize,
         interrupt: &AtomicBool,
         out: &mut dyn FnMut(&str) -> std::io::Result<()>,
@@ -253,9 +253,9 @@ impl Local {
             Some(d) => d.restore(&mut self.engine, &request.prompt, salt.as_deref()),
             None => 0,
         };
-        match grammar {
+        match (self.reasoning).constrain(grammar.cloned(), opened, budget) {
             Some(g) => {
-                let c = self.compile(g, opened)?;
+                let c = self.compile(&g)?;
                 self.engine.add_constrained_request(request, c)?
             }
             None => self.engine.add_request(request)?,

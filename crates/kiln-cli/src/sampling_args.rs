@@ -56,6 +56,11 @@ pub struct SamplingArgs {
     /// for several.
     #[arg(long = "bad-word")]
     bad_words: Vec<String>,
+    /// At most this many tokens of reasoning (a `<think>` block, or gpt-oss's `analysis`
+    /// messages), after which its closing tag is written for the model; no bound for a
+    /// model that does not reason.
+    #[arg(long)]
+    pub thinking_token_budget: Option<usize>,
 }
 
 /// `ID=BIAS` as the request field's key and value (the key is checked as a token id later,

@@ -132,6 +132,45 @@ fn generate_holds_to_a_structured_output() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--thinking-token-budget`: the template opens a `<think>` block the random model never
+/// closes; with a budget, `</think>` is written after that many tokens of it.
+#[test]
+fn generate_bounds_the_reasoning_by_a_thinking_budget() {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-budget-{}", std::process::id()));
+    let tc = TinyConfig {
+        chat_template: Some(tiny_tokenizer::THINK_TEMPLATE.into()),
+        ..TinyConfig::default()
+    };
+    write_tiny_llama(&dir, &tc, 3).unwrap();
+    let run = |budget: &str| {
+        let flags = [
+            "--chat",
+            "--temperature",
+            "0",
+            "--ignore-eos",
+            "--max-tokens",
+            "24",
+        ];
+        let (out, err, ok) = generate(
+            &dir,
+            &[&flags[..], &["--thinking-token-budget", budget]].concat(),
+        );
+        assert!(ok, "{budget}: {err}");
+        out
+    };
+    // A budget the reply cannot reach: the same constrained sampling, never forced.
+    let unbounded = run("1000");
+    assert!(!unbounded.contains("</think>"), "{unbounded:?}");
+    let bounded = run("4");
+    let cut = bounded.find("</think>").expect(&bounded);
+    assert!(
+        cut > 0 && unbounded.starts_with(&bounded[..cut]),
+        "{bounded:?} {unbounded:?}"
+    );
+    assert!(run("0").starts_with("</think>"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The prompt tokens of a speed line.
 fn prefill_tokens(speed: &str) -> usize {
     let at = speed.find("prefill: ").expect("a speed line") + "prefill: ".len();

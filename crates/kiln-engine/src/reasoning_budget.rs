@@ -3,7 +3,8 @@
 //! included, before the closing tag is written for it, one forced token per step (the
 //! grammar then goes on as after any reasoning). Where the text already ends with the start
 //! of a tag the vocabulary spells in several tokens (`</th`, say) when the budget runs out,
-//! only the rest of the tag is written. Reasoning the model closes itself within the budget
+//! only the rest of the tag is written; where it ends within a UTF-8 character, the tag
+//! waits for the character's last byte. Reasoning the model closes itself within the budget
 //! is left alone; a `<think>` block opens only at the reply's start, while `analysis`
 //! messages share one budget wherever they open (one opened once it is spent is closed at
 //! once).
@@ -62,7 +63,13 @@ impl Budget {
 
     /// The token that must come next, once the budget is spent inside reasoning.
     pub fn forced(&self) -> Option<u32> {
-        (self.state == State::Inside && self.left == 0).then(|| self.close()[self.forced])
+        (self.forcing()).then(|| self.close()[self.forced])
+    }
+
+    /// Whether the budget is spent inside reasoning that stands at a character's end (the
+    /// tag is not written into the middle of one: the grammar keeps the text whole UTF-8).
+    fn forcing(&self) -> bool {
+        self.state == State::Inside && self.left == 0 && !mid_char(&self.text)
     }
 
     /// The closing tag the forced tokens write.
@@ -75,7 +82,7 @@ impl Budget {
         match self.state {
             State::Done => {}
             State::Outside => self.outside(bytes),
-            State::Inside if self.left == 0 => {
+            State::Inside if self.forcing() => {
                 self.forced += 1;
                 let close = self.close();
                 if token != close[self.forced - 1] || self.forced == close.len() {
@@ -83,7 +90,7 @@ impl Budget {
                 }
             }
             State::Inside => {
-                self.left -= 1;
+                self.left = self.left.saturating_sub(1);
                 self.inside(bytes);
                 if self.left == 0 && self.state == State::Inside {
                     // The tag's start the reasoning already ends with is not written again.
@@ -145,6 +152,23 @@ impl Budget {
             self.state = State::Done;
         }
     }
+}
+
+/// Whether `text` ends within a UTF-8 character (its last lead byte wants more bytes).
+fn mid_char(text: &[u8]) -> bool {
+    for back in 1..=text.len().min(4) {
+        let b = text[text.len() - back];
+        if b & 0xC0 != 0x80 {
+            let len = match b {
+                0xF0.. => 4,
+                0xE0.. => 3,
+                0xC0.. => 2,
+                _ => 1,
+            };
+            return len > back;
+        }
+    }
+    false
 }
 
 /// Where `needle` first occurs in `hay`.
@@ -221,6 +245,20 @@ mod tests {
             run(0, true, &["x", "x", "x", "a"]),
             [Some(2), Some(3), None, None]
         );
+    }
+
+    #[test]
+    fn a_spent_budget_waits_for_the_end_of_a_character() {
+        let mut b = Budget::new(ReasoningTags::Think, 2, true, closes());
+        let e = "é".as_bytes();
+        b.consume(100, b"a");
+        b.consume(101, &e[..1]);
+        // Spent in the middle of `é`: its last byte first, then the tag.
+        assert_eq!(b.forced(), None);
+        b.consume(102, &e[1..]);
+        assert_eq!(b.forced(), Some(1));
+        assert!(mid_char("a\u{1F600}".as_bytes().split_last().unwrap().1));
+        assert!(!mid_char("a\u{1F600}".as_bytes()) && !mid_char(b"") && !mid_char(b"x"));
     }
 
     /// gpt-oss's `<|end|>` as one token, 7: what a harmony reply is given, one token a

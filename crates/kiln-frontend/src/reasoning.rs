@@ -74,6 +74,20 @@ impl ReasoningFormat {
         }
     }
 
+    /// What a reply must match: `grammar` after the reasoning ([`Self::grammar`]), and at
+    /// most `budget` tokens of reasoning ([`Self::budgeted`]); `None` when nothing holds it.
+    pub fn constrain(
+        self,
+        grammar: Option<Grammar>,
+        opened: bool,
+        budget: Option<usize>,
+    ) -> Option<Grammar> {
+        match budget {
+            Some(n) => self.budgeted(grammar, opened, n),
+            None => grammar.map(|g| self.grammar(g, opened)),
+        }
+    }
+
     /// A reply whose reasoning may take at most `budget` tokens (its `<think>` block, or all
     /// of a harmony reply's `analysis` messages), then `grammar` (any answer when `None`);
     /// `None` for a model that does not reason, which has no reasoning to bound.

@@ -196,10 +196,7 @@ pub fn chat_constraints(
         (None, Some(g)) if req.response_format.is_some() => (Some(g), "response_format"),
         (None, g) => (g, "structured_outputs"),
     };
-    let grammar = match (grammar, thinking_budget(st, req)?) {
-        (g, Some(budget)) => st.reasoning.budgeted(g, opened, budget),
-        (g, None) => g.map(|g| st.reasoning.grammar(g, opened)),
-    };
+    let grammar = (st.reasoning).constrain(grammar, opened, thinking_budget(st, req)?);
     let constraints = match grammar {
         Some(g) => st.compile(&g, n, param)?,
         None => Vec::new(),
