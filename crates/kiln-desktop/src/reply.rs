@@ -119,16 +119,13 @@ impl Generation {
         let reasoning = ReasoningFormat::detect(f.chat_template.as_ref());
         let opened = reasoning.opened_by_ids(&f.tokenizer, &prompt);
         let split = reasoning.stream(opened);
-        // A reply format is a grammar the reply is held to, after any reasoning.
-        let constraint = match chat.format.grammar()? {
+        // A reply format is a grammar the reply is held to, after any reasoning; a thinking
+        // budget bounds the reasoning.
+        let format = chat.format.grammar()?;
+        let constraint = match reasoning.constrain(format, opened, chat.thinking_budget) {
             Some(g) => Some(
                 (model.constraints)
-                    .compile(
-                        &reasoning.grammar(g, opened),
-                        &f.tokenizer,
-                        &f.eos_token_ids,
-                        f.vocab_size,
-                    )
+                    .compile(&g, &f.tokenizer, &f.eos_token_ids, f.vocab_size)
                     .map_err(|e| e.to_string())?,
             ),
             None => None,

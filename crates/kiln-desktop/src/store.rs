@@ -136,6 +136,10 @@ pub struct Chat {
     /// The LoRA adapter the chat's replies run through, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<String>,
+    /// At most this many tokens of a reply's reasoning (the request field
+    /// `thinking_token_budget`); unset: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<usize>,
     /// Messages the last reply's prompt left out to fit the context (kept while the rest
     /// fits, so the replies after a cut extend one prompt the prefix cache holds).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -167,13 +171,14 @@ impl Chat {
             sampling: GenerationParams::default(),
             format: ReplyFormat::default(),
             lora: None,
+            thinking_budget: None,
             context_cut: 0,
             messages: Vec::new(),
         }
     }
 
     /// The chat as an OpenAI chat-completions request body for `model`: the system prompt,
-    /// the messages, the chat's sampling settings and its reply format, to replay against `kiln serve` or any
+    /// the messages, the chat's sampling settings, reply format and thinking budget, to replay against `kiln serve` or any
     /// OpenAI-compatible server.
     pub fn to_request(&self, model: &str) -> serde_json::Value {
         let system = (!self.system.is_empty()).then_some(("system", self.system.as_str()));
@@ -191,6 +196,9 @@ impl Chat {
         }
         if let Ok(Some(rf)) = self.format.response_format() {
             body["response_format"] = rf;
+        }
+        if let Some(n) = self.thinking_budget {
+            body["thinking_token_budget"] = n.into();
         }
         body
     }

@@ -1,6 +1,6 @@
 //! The current chat's settings in the right-hand panel: system prompt, generation knobs
-//! (each unset until changed, the model's own setting shown), the reply's format and stop
-//! strings, and the LoRA adapter its replies run through (where the model has room for them).
+//! (each unset until changed, the model's own setting shown), a thinking budget, the reply's
+//! format and stop strings, and the LoRA adapter its replies run through (where the model has room for them).
 
 use eframe::egui;
 
@@ -60,6 +60,16 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     );
     changed |= knob(ui, "Max tokens", &mut s.max_tokens, 512, 1..=131072, 4.0);
     changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
+    let budget = &mut chat.thinking_budget;
+    changed |= knob_or(
+        ui,
+        "Thinking budget",
+        budget,
+        1024,
+        0..=131072,
+        4.0,
+        "no bound",
+    );
     changed |= stop_strings(ui, &chat.id, &mut s.stop);
     changed |= reply_format(ui, &chat.id, &mut chat.format);
     if adapters.is_some() || chat.lora.is_some() {
@@ -158,6 +168,19 @@ fn knob<T: egui::emath::Numeric>(
     range: std::ops::RangeInclusive<T>,
     speed: f64,
 ) -> bool {
+    knob_or(ui, label, value, first, range, speed, "model default")
+}
+
+/// A knob that is either `unset` (unchecked) or a value.
+fn knob_or<T: egui::emath::Numeric>(
+    ui: &mut egui::Ui,
+    label: &str,
+    value: &mut Option<T>,
+    first: T,
+    range: std::ops::RangeInclusive<T>,
+    speed: f64,
+    unset: &str,
+) -> bool {
     let mut changed = false;
     ui.horizontal(|ui| {
         let mut set = value.is_some();
@@ -174,7 +197,7 @@ fn knob<T: egui::emath::Numeric>(
                 changed |= r.changed();
             }
             None => {
-                ui.weak("model default");
+                ui.weak(unset);
             }
         }
     });
