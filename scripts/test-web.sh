@@ -255,6 +255,11 @@ else:
     if not (think.get("text") == "" and none.get("reasoning") == ""
             and think.get("reasoning") and think.get("reasoning") == none.get("text", "").strip("\n")):
         fails.append(f"reasoning in the page: {r}")
+    # A thinking budget: the reasoning cut short of the unbounded reply's, then an answer.
+    b, u = r.get("budget") or {}, (r.get("unbounded") or {}).get("reasoning", "")
+    if not (b.get("reasoning") and u.startswith(b["reasoning"]) and len(b["reasoning"]) < len(u)
+            and b.get("text")):
+        fails.append(f"thinking budget in the page: {r}")
 print(f"native adapter: {native['adapter']}")
 print(f"web adapter:    {web.get('adapter')}  features: {', '.join(web.get('adapter_features', []))}")
 if web.get("limits"):

@@ -122,6 +122,9 @@ pub(crate) struct StartParams {
     /// `think` or `none`: whether the reply's `<think>` block is set apart (default: where the
     /// model's chat template knows the tags).
     pub reasoning: Option<String>,
+    /// vLLM's `thinking_token_budget`: at most this many tokens of reasoning, then its
+    /// closing tag written for the model.
+    pub thinking_token_budget: Option<usize>,
     /// Chat's `logprobs` and `top_logprobs`: each event's token with its log-probability and
     /// this many alternatives.
     pub logprobs: Option<bool>,

@@ -12,7 +12,8 @@ impl WebEngine {
     /// structured-output fields `response_format` and `structured_outputs` (the output is then
     /// constrained to match on the GPU, after the reasoning of a model that reasons), and
     /// `reasoning` (`think` or `none`: whether a `<think>` block goes to `event.reasoning`
-    /// apart from `event.text`; by default where the chat template knows the tags), and chat's
+    /// apart from `event.text`; by default where the chat template knows the tags),
+    /// `thinking_token_budget` (at most that many tokens of reasoning), and chat's
     /// `logprobs` and `top_logprobs` (`event.logprobs`: the token's entry as OpenAI's chat
     /// writes it, with its alternatives), and `lora` (an adapter `loadModel` loaded, by
     /// name); unset ones
@@ -108,8 +109,8 @@ impl WebEngine {
             }
         };
         let opened = reasoning.opened_by_ids(&f.tokenizer, &prompt);
-        let constraint = match grammar {
-            Some(g) => Some(self.compile(&reasoning.grammar(g, opened))?),
+        let constraint = match reasoning.constrain(grammar, opened, params.thinking_token_budget) {
+            Some(g) => Some(self.compile(&g)?),
             None => None,
         };
         let seed = spec
