@@ -59,7 +59,7 @@ pub struct SamplingArgs {
     /// At most this many tokens of reasoning (a `<think>` block, or gpt-oss's `analysis`
     /// messages), after which its closing tag is written for the model; no bound for a
     /// model that does not reason.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub thinking_token_budget: Option<usize>,
 }
 
