@@ -421,6 +421,14 @@ mod tests {
         assert!(accepts(&g, &later));
         let later = format!("{}{preamble}{}{final_}", think("a"), think("bc"));
         assert!(!accepts(&g, &later));
+        // A tools grammar (framed in messages already): the call after the budget's end.
+        let offered = [("f", serde_json::json!({"type": "object"}))];
+        let tools = crate::tools::ToolFormat::Harmony.calls_grammar(&offered, false, false);
+        let g = harmony.budgeted(Some(tools), false, 2).unwrap();
+        let call = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}";
+        assert!(accepts(&g, &format!("{}{call}", think("ab"))));
+        assert!(!accepts(&g, &format!("{}{call}", think("abc"))));
+        assert!(!accepts(&g, &format!("{}{final_}", think("ab"))));
         // With a grammar, the final message holds to it.
         let g = harmony
             .budgeted(Some(Grammar::JsonObject), false, 1)
