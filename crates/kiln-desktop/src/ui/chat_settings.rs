@@ -1,12 +1,12 @@
 //! The current chat's settings in the right-hand panel: system prompt, generation knobs
-//! (each unset until changed, the model's own setting shown), a thinking budget, the reply's
-//! format and stop strings, and the LoRA adapter its replies run through (where the model has room for them).
+//! (each unset until changed, the model's own setting shown), a thinking budget (for a model
+//! that reasons), the reply's format and stop strings, and the LoRA adapter its replies run through (where the model has room for them).
 
 use eframe::egui;
 
 use crate::app::DesktopApp;
 use crate::reply_format::{FormatKind, ReplyFormat};
-use kiln_frontend::{GenerationParams, StopSpec};
+use kiln_frontend::{GenerationParams, ReasoningFormat, StopSpec};
 
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     // The adapters a chat may pick, where the open model has room for them.
@@ -18,6 +18,10 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
                     .map(|(_, a)| a.name.clone())
                     .collect()
             });
+    // Whether the open model reasons (a thinking budget bounds nothing otherwise).
+    let reasons = (app.loaded()).is_none_or(|m| {
+        ReasoningFormat::detect(m.frontend.chat_template.as_ref()) != ReasoningFormat::None
+    });
     let chat = &mut app.chats[app.current];
     let mut changed = false;
     let label = ui.label("System prompt");
@@ -60,16 +64,11 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     );
     changed |= knob(ui, "Max tokens", &mut s.max_tokens, 512, 1..=131072, 4.0);
     changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
-    let budget = &mut chat.thinking_budget;
-    changed |= knob_or(
-        ui,
-        "Thinking budget",
-        budget,
-        1024,
-        0..=131072,
-        4.0,
-        "no bound",
-    );
+    if reasons || chat.thinking_budget.is_some() {
+        let budget = &mut chat.thinking_budget;
+        let range = 0..=131072;
+        changed |= knob_or(ui, "Thinking budget", budget, 1024, range, 4.0, "no bound");
+    }
     changed |= stop_strings(ui, &chat.id, &mut s.stop);
     changed |= reply_format(ui, &chat.id, &mut chat.format);
     if adapters.is_some() || chat.lora.is_some() {

@@ -11,6 +11,8 @@ use super::*;
 fn a_json_schema_holds_the_reply() {
     let dir = tempfile::tempdir().unwrap();
     let (mut h, store) = app_with_tiny_model(dir.path());
+    // The model does not reason: no thinking budget among the chat's settings.
+    assert!(h.query_by_label("Thinking budget").is_none());
     let schema = r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["n"], "additionalProperties": false}"#;
     {
         let app = h.state_mut();
