@@ -11,15 +11,20 @@ use eframe::egui::accesskit::Role;
 use egui_kittest::kittest::{Queryable, by};
 use kiln_model::testing::TinyConfig;
 
-#[test]
-fn reasoning_streams_apart_and_folds_under_its_header() {
-    let dir = tempfile::tempdir().unwrap();
+/// The tiny model with a chat template that opens a `<think>` block, written in `dir`.
+fn thinking_model(dir: &std::path::Path) -> std::path::PathBuf {
     let tc = TinyConfig {
         chat_template: Some(kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE.into()),
         max_position_embeddings: 1024,
         ..TinyConfig::default()
     };
-    let model = tiny_model_with(dir.path(), &tc);
+    tiny_model_with(dir, &tc)
+}
+
+#[test]
+fn reasoning_streams_apart_and_folds_under_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = thinking_model(dir.path());
     let raw = greedy_reply(&model, "why");
     assert!(
         !raw.trim().is_empty() && !raw.contains("</think>"),
@@ -76,12 +81,7 @@ fn reasoning_streams_apart_and_folds_under_its_header() {
 #[test]
 fn a_thinking_budget_ends_the_reasoning() {
     let dir = tempfile::tempdir().unwrap();
-    let tc = TinyConfig {
-        chat_template: Some(kiln_model::testing::tiny_tokenizer::THINK_TEMPLATE.into()),
-        max_position_embeddings: 1024,
-        ..TinyConfig::default()
-    };
-    let model = tiny_model_with(dir.path(), &tc);
+    let model = thinking_model(dir.path());
     let mut h = harness(&dir.path().join("store"), Some(model), true);
     step_until(&mut h, "the model to open", ready);
     greedy(&mut h);

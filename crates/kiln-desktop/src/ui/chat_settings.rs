@@ -8,6 +8,9 @@ use crate::app::DesktopApp;
 use crate::reply_format::{FormatKind, ReplyFormat};
 use kiln_frontend::{GenerationParams, ReasoningFormat, StopSpec};
 
+/// What an unset generation knob is called.
+const MODEL: &str = "model default";
+
 pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     // The adapters a chat may pick, where the open model has room for them.
     let adapters: Option<Vec<String>> =
@@ -34,12 +37,21 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
         .labelled_by(label.id);
     changed |= r.lost_focus();
     let s: &mut GenerationParams = &mut chat.sampling;
-    changed |= knob(ui, "Temperature", &mut s.temperature, 0.7, 0.0..=2.0, 0.01);
-    changed |= knob(ui, "Top-p", &mut s.top_p, 0.9, 0.0..=1.0, 0.01);
-    changed |= knob(ui, "Top-k", &mut s.top_k, 40, 0..=1000, 1.0);
-    changed |= knob(ui, "Min-p", &mut s.min_p, 0.05, 0.0..=1.0, 0.01);
     changed |= knob(
         ui,
+        MODEL,
+        "Temperature",
+        &mut s.temperature,
+        0.7,
+        0.0..=2.0,
+        0.01,
+    );
+    changed |= knob(ui, MODEL, "Top-p", &mut s.top_p, 0.9, 0.0..=1.0, 0.01);
+    changed |= knob(ui, MODEL, "Top-k", &mut s.top_k, 40, 0..=1000, 1.0);
+    changed |= knob(ui, MODEL, "Min-p", &mut s.min_p, 0.05, 0.0..=1.0, 0.01);
+    changed |= knob(
+        ui,
+        MODEL,
         "Repetition penalty",
         &mut s.repetition_penalty,
         1.1,
@@ -48,6 +60,7 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     );
     changed |= knob(
         ui,
+        MODEL,
         "Presence penalty",
         &mut s.presence_penalty,
         0.5,
@@ -56,18 +69,27 @@ pub fn show(app: &mut DesktopApp, ui: &mut egui::Ui) {
     );
     changed |= knob(
         ui,
+        MODEL,
         "Frequency penalty",
         &mut s.frequency_penalty,
         0.5,
         -2.0..=2.0,
         0.01,
     );
-    changed |= knob(ui, "Max tokens", &mut s.max_tokens, 512, 1..=131072, 4.0);
-    changed |= knob(ui, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
+    changed |= knob(
+        ui,
+        MODEL,
+        "Max tokens",
+        &mut s.max_tokens,
+        512,
+        1..=131072,
+        4.0,
+    );
+    changed |= knob(ui, MODEL, "Seed", &mut s.seed, 0, 0..=i64::MAX, 1.0);
     if reasons || chat.thinking_budget.is_some() {
         let budget = &mut chat.thinking_budget;
         let range = 0..=131072;
-        changed |= knob_or(ui, "Thinking budget", budget, 1024, range, 4.0, "no bound");
+        changed |= knob(ui, "no bound", "Thinking budget", budget, 1024, range, 4.0);
     }
     changed |= stop_strings(ui, &chat.id, &mut s.stop);
     changed |= reply_format(ui, &chat.id, &mut chat.format);
@@ -158,27 +180,16 @@ fn stop_strings(ui: &mut egui::Ui, chat_id: &str, stop: &mut Option<StopSpec>) -
     r.lost_focus()
 }
 
-/// A knob that is either the model's default (unchecked) or a value.
+/// A knob that is either `unset` (unchecked; what the model's default is called, say) or a
+/// value.
 fn knob<T: egui::emath::Numeric>(
     ui: &mut egui::Ui,
-    label: &str,
-    value: &mut Option<T>,
-    first: T,
-    range: std::ops::RangeInclusive<T>,
-    speed: f64,
-) -> bool {
-    knob_or(ui, label, value, first, range, speed, "model default")
-}
-
-/// A knob that is either `unset` (unchecked) or a value.
-fn knob_or<T: egui::emath::Numeric>(
-    ui: &mut egui::Ui,
-    label: &str,
-    value: &mut Option<T>,
-    first: T,
-    range: std::ops::RangeInclusive<T>,
-    speed: f64,
     unset: &str,
+    label: &str,
+    value: &mut Option<T>,
+    first: T,
+    range: std::ops::RangeInclusive<T>,
+    speed: f64,
 ) -> bool {
     let mut changed = false;
     ui.horizontal(|ui| {
