@@ -36,7 +36,8 @@ pub enum Grammar {
     },
 }
 
-/// How a model's reasoning is marked in its output, for a reasoning budget.
+/// How a model's reasoning is marked in its output: the tags the front end splits replies at
+/// and a reasoning budget counts between.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReasoningTags {
     /// A `<think>` ... `</think>` block, which only the start of a reply may open.
@@ -47,14 +48,14 @@ pub enum ReasoningTags {
 }
 
 impl ReasoningTags {
-    pub fn open(self) -> &'static str {
+    pub const fn open(self) -> &'static str {
         match self {
             ReasoningTags::Think => "<think>",
             ReasoningTags::Harmony => "<|channel|>analysis<|message|>",
         }
     }
 
-    pub fn close(self) -> &'static str {
+    pub const fn close(self) -> &'static str {
         match self {
             ReasoningTags::Think => "</think>",
             ReasoningTags::Harmony => "<|end|>",
@@ -62,8 +63,8 @@ impl ReasoningTags {
     }
 
     /// Whether reasoning may open anywhere in a reply, not only at its start.
-    pub fn anywhere(self) -> bool {
-        self == ReasoningTags::Harmony
+    pub const fn anywhere(self) -> bool {
+        matches!(self, ReasoningTags::Harmony)
     }
 }
 

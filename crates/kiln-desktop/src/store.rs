@@ -178,8 +178,8 @@ impl Chat {
     }
 
     /// The chat as an OpenAI chat-completions request body for `model`: the system prompt,
-    /// the messages, the chat's sampling settings, reply format and thinking budget, to replay against `kiln serve` or any
-    /// OpenAI-compatible server.
+    /// the messages, the chat's sampling settings, reply format and thinking budget, to
+    /// replay against `kiln serve` or any OpenAI-compatible server.
     pub fn to_request(&self, model: &str) -> serde_json::Value {
         let system = (!self.system.is_empty()).then_some(("system", self.system.as_str()));
         let messages: Vec<serde_json::Value> = (system.into_iter())

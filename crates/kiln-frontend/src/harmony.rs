@@ -10,12 +10,12 @@
 //! form whichever way the model wrote the header, for the harmony tool format to read
 //! (`tools::format::harmony`).
 
-use kiln_core::{Grammar, lark_string, regex_escape};
+use kiln_core::{Grammar, ReasoningTags, lark_string, regex_escape};
 
 const START: &str = "<|start|>";
 pub(crate) const CHANNEL: &str = "<|channel|>";
 pub(crate) const MESSAGE: &str = "<|message|>";
-pub(crate) const END: &str = "<|end|>";
+pub(crate) const END: &str = ReasoningTags::Harmony.close();
 const CONSTRAIN: &str = "<|constrain|>";
 /// What a recipient is written after in a header.
 const TO: &str = " to=";
@@ -157,6 +157,13 @@ pub(crate) fn template_writes(source: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a reasoning budget counts from is the header of a reasoning message.
+    #[test]
+    fn the_budgets_opening_tag_is_a_reasoning_header() {
+        let header = format!("{CHANNEL}{REASONING}{MESSAGE}");
+        assert_eq!(ReasoningTags::Harmony.open(), header);
+    }
 
     /// `text` pushed a character at a time, then the end: what each call lets out, joined;
     /// and each call's output only grows.

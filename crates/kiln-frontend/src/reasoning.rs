@@ -9,8 +9,8 @@
 use kiln_core::{Grammar, ReasoningTags};
 use kiln_model::{ChatTemplate, Tokenizer};
 
-const OPEN: &str = "<think>";
-const CLOSE: &str = "</think>";
+const OPEN: &str = ReasoningTags::Think.open();
+const CLOSE: &str = ReasoningTags::Think.close();
 
 /// How a model marks its reasoning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

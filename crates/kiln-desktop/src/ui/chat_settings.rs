@@ -1,6 +1,7 @@
 //! The current chat's settings in the right-hand panel: system prompt, generation knobs
 //! (each unset until changed, the model's own setting shown), a thinking budget (for a model
-//! that reasons), the reply's format and stop strings, and the LoRA adapter its replies run through (where the model has room for them).
+//! that reasons), the reply's format and stop strings, and the LoRA adapter its replies run
+//! through (where the model has room for them).
 
 use eframe::egui;
 
