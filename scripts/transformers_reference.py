@@ -10,7 +10,9 @@ without YaRN), Granite's multipliers, Phi-3's LongRoPE with its default and a gi
 factor, Phi-4-mini's partial rotary embedding, YaRN on Qwen3 and, with its ramp not truncated and
 a given attention factor, on Llama; OLMo 2's norms; gpt-oss, whose folder is written in
 transformers' layout for this script while kiln reads the same values from the GGUF file beside
-it). Each runs one sequence of 72 token ids
+it; MiniCPM, which transformers does not have (its modeling code comes with its checkpoints):
+its config's scale_emb, scale_depth and dim_model_base are turned into the Granite model they
+describe, as MiniCPM's forward pass is Granite's with those multipliers, and that runs). Each runs one sequence of 72 token ids
 (past LongRoPE's original context of 64, so
 transformers uses the long factors, as kiln does for these models) in float32 with eager
 attention; the file keeps the logits at a few positions, the token ids, the CRC-32 of each
@@ -40,6 +42,32 @@ TOKENS = 72
 POSITIONS = [0, 12, 31, 63, 64, 71]
 
 
+def minicpm_as_granite(folder, out):
+    """Writes MiniCPM's folder as the Granite model it is into `out`; False for others.
+
+    MiniCPM multiplies the embeddings by scale_emb, each sub-layer's output by
+    scale_depth / sqrt(num_hidden_layers) into the residual stream, and divides the logits by
+    hidden_size / dim_model_base; its attention scale is 1/sqrt(head_dim) (Granite's
+    attention multiplier)."""
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    if config["model_type"] != "minicpm":
+        return False
+    head_dim = config.get("head_dim", config["hidden_size"] // config["num_attention_heads"])
+    config.update(
+        architectures=["GraniteForCausalLM"],
+        model_type="granite",
+        embedding_multiplier=config.pop("scale_emb"),
+        residual_multiplier=config.pop("scale_depth") / config["num_hidden_layers"] ** 0.5,
+        logits_scaling=config["hidden_size"] / config.pop("dim_model_base"),
+        attention_multiplier=head_dim**-0.5,
+    )
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f)
+    os.symlink(os.path.join(folder, "model.safetensors"), os.path.join(out, "model.safetensors"))
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", help="the folder the transformers_cases example wrote")
@@ -53,6 +81,9 @@ def main():
         with open(os.path.join(folder, "config.json")) as f:
             vocab = json.load(f)["vocab_size"]
         ids = [(i * 97 + 13) % vocab for i in range(TOKENS)]
+        granite = tempfile.TemporaryDirectory()
+        if minicpm_as_granite(folder, granite.name):
+            folder = granite.name
         model, info = AutoModelForCausalLM.from_pretrained(
             folder,
             dtype=torch.float32,

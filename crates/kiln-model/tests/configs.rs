@@ -1,6 +1,6 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers, RoPE entries in transformers 5's `rope_parameters`,
+//! embedding, Granite's multipliers and MiniCPM's, RoPE entries in transformers 5's `rope_parameters`,
 //! YaRN's defaults.
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};
@@ -150,6 +150,64 @@ fn granite_multipliers() {
     cfg["logits_scaling"] = serde_json::json!(0.0);
     let e = parse(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("Granite's multipliers"), "{e}");
+}
+
+/// MiniCPM's multipliers worked out from its keys, on MiniCPM-2B's config.json: embeddings
+/// times `scale_emb`, sub-layer outputs times `scale_depth / sqrt(layers)`, logits divided by
+/// `hidden_size / dim_model_base`, the attention scale 1/sqrt(head_dim). MiniCPM4's LongRoPE
+/// reads as Phi-3's; its mixture of experts and a scale that is not a positive number are
+/// refused by name.
+#[test]
+fn minicpm_multipliers() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["MiniCPMForCausalLM"], "model_type": "minicpm",
+        "hidden_size": 2304, "intermediate_size": 5760, "num_hidden_layers": 40,
+        "num_attention_heads": 36, "num_key_value_heads": 36, "vocab_size": 122753,
+        "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+        "scale_emb": 12, "dim_model_base": 256, "scale_depth": 1.4, "tie_word_embeddings": true,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::MiniCpm);
+    assert_eq!(
+        (
+            c.embed_scale(),
+            c.attention_scale(),
+            c.residual_scale(),
+            c.logits_divisor()
+        ),
+        (12.0, 0.125, (1.4 / 40f64.sqrt()) as f32, 9.0)
+    );
+    assert!(c.tie_word_embeddings && c.rope_scaling.is_none());
+
+    let mut v4 = cfg.clone();
+    let factors: Vec<f64> = (0..32).map(|i| 1.0 + i as f64 / 8.0).collect();
+    v4["max_position_embeddings"] = serde_json::json!(65536);
+    v4["rope_scaling"] = serde_json::json!({
+        "rope_type": "longrope", "long_factor": factors, "short_factor": factors,
+        "original_max_position_embeddings": 32768,
+    });
+    v4["hidden_size"] = serde_json::json!(2048);
+    v4["num_attention_heads"] = serde_json::json!(32);
+    v4["num_key_value_heads"] = serde_json::json!(2);
+    match parse(&v4).unwrap().rope_scaling {
+        Some(RopeScaling::LongRope(r)) => {
+            assert_eq!(r.original_max_position_embeddings, 32768);
+            assert_eq!(r.long_factor.len(), 32);
+        }
+        other => panic!("LongRoPE expected, got {other:?}"),
+    }
+
+    let mut moe = cfg.clone();
+    moe["num_experts"] = serde_json::json!(8);
+    let e = parse(&moe).expect_err("must fail");
+    assert!(
+        e.to_string().contains("MiniCPM's mixture of experts"),
+        "{e}"
+    );
+    cfg["dim_model_base"] = serde_json::json!(0);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("dim_model_base 0"), "{e}");
 }
 
 /// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:

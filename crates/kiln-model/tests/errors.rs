@@ -97,6 +97,21 @@ fn unknown_architecture() {
         e.to_string().contains("mamba") && e.to_string().contains("weird.gguf"),
         "{e}"
     );
+    // The list of what runs names the architectures added over time too.
+    for cfg in [
+        TinyConfig::minicpm(),
+        TinyConfig::granite_moe(),
+        TinyConfig::gpt_oss(),
+        TinyConfig::qwen2_moe(),
+        TinyConfig::glm4_moe(),
+        TinyConfig::ernie45_moe(),
+        TinyConfig::dots1(),
+        TinyConfig::hunyuan_moe(),
+    ] {
+        let name = cfg.architecture.gguf_name();
+        let listed = [',', ')'].map(|end| e.to_string().contains(&format!(" {name}{end}")));
+        assert!(listed.contains(&true), "{name}: {e}");
+    }
 
     let dir = tmp("arch");
     testing::write_tiny_llama(&dir, &TinyConfig::default(), 1).unwrap();

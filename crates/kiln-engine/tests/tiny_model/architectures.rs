@@ -1,6 +1,6 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, OLMo 2 and 3,
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, OLMo 2 and 3,
 //! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
@@ -186,6 +186,20 @@ fn logits_match_cpu_reference_granite() {
     check_folder_and_gguf("granite", &cfg, |c| {
         assert_eq!(c.granite, cfg.granite);
         assert_eq!((c.embed_scale(), c.attention_scale()), (3.0, 0.7));
+    });
+}
+
+/// MiniCPM: Granite's layer, its multipliers worked out from MiniCPM's own keys as a Hugging
+/// Face folder (`scale_emb`, `scale_depth`, `dim_model_base`) and read as llama.cpp's
+/// converter writes them into GGUF (`embedding_scale`, `residual_scale`, `logit_scale`, no
+/// attention scale: the usual 1/sqrt(head_dim)).
+#[test]
+fn logits_match_cpu_reference_minicpm() {
+    let cfg = TinyConfig::minicpm();
+    check_folder_and_gguf("minicpm", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::MiniCpm);
+        assert_eq!(c.granite, cfg.granite);
+        assert_eq!((c.embed_scale(), c.attention_scale()), (2.5, 0.25));
     });
 }
 

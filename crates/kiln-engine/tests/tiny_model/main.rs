@@ -1,7 +1,7 @@
 //! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
 //! path. `reference` and `architectures`: the runner's logits against the CPU reference
 //! forward pass for every architecture (Llama, Qwen2 with attention biases and windows, Qwen3,
-//! Gemma 2 and 3, SmolLM3, Granite, Phi-3 and Phi-4-mini, Llama 3.2's RoPE scaling, Mistral's
+//! Gemma 2 and 3, SmolLM3, Granite, MiniCPM, Phi-3 and Phi-4-mini, Llama 3.2's RoPE scaling, Mistral's
 //! window, tied embeddings, GGUF files of every quantized type kept quantized) over chunked
 //! prefill across non-contiguous KV blocks and decode steps.
 //! `serving`: greedy tokens of 8 concurrent requests equal to each run alone, with prefix

@@ -37,6 +37,10 @@ pub enum Architecture {
     /// Llama with four scalar multipliers: on the embeddings, the attention scores, each
     /// sub-layer's output into the residual stream and the logits (`models::granite`).
     Granite,
+    /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
+    /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
+    /// (`models::minicpm`).
+    MiniCpm,
     /// Llama whose sub-layers read the residual stream unnormalized and normalize their
     /// outputs into it, with q and k each RMS-normalized whole (`models::olmo2`); OLMo 3 is
     /// this with windows on three layers of four.
@@ -193,6 +197,7 @@ impl Architecture {
             Architecture::Phi3 => "phi3",
             Architecture::SmolLM3 => "smollm3",
             Architecture::Granite => "granite",
+            Architecture::MiniCpm => "minicpm",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -222,6 +227,7 @@ impl Architecture {
                 | Architecture::SmolLM3
                 | Architecture::Granite
                 | Architecture::GraniteMoe
+                | Architecture::MiniCpm
                 | Architecture::Arcee
                 | Architecture::Mixtral
         )

@@ -58,6 +58,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "smollm3" => Architecture::SmolLM3,
         "granite" => Architecture::Granite,
         "granitemoe" => Architecture::GraniteMoe,
+        "minicpm" => Architecture::MiniCpm,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -283,11 +284,12 @@ pub(crate) fn config_from_meta(
         // llama.cpp's converter writes no key for SmolLM3's layers without RoPE: its graph
         // leaves out every fourth, as the released models do.
         partial_rotary_dim,
-        // Granite's multipliers as llama.cpp's converter writes them; without an attention
-        // scale llama.cpp's graph scales by 1/sqrt(head_dim).
+        // Granite's multipliers as llama.cpp's converter writes them (MiniCPM's too, worked out
+        // from its config's keys); without an attention scale llama.cpp's graph scales by
+        // 1/sqrt(head_dim), as MiniCPM's files always have it.
         granite: matches!(
             architecture,
-            Architecture::Granite | Architecture::GraniteMoe
+            Architecture::Granite | Architecture::GraniteMoe | Architecture::MiniCpm
         )
         .then(|| {
             let m = |k: &str, default: f64| meta.f64(&format!("{a}.{k}")).unwrap_or(default) as f32;

@@ -3,9 +3,10 @@
 use serde_json::Value;
 
 mod moe;
+mod multipliers;
 mod rope;
 
-use crate::config::{Activation, Architecture, GraniteScales, ModelConfig};
+use crate::config::{Activation, Architecture, ModelConfig};
 use crate::{GenerationDefaults, ModelError};
 
 impl ModelConfig {
@@ -27,6 +28,7 @@ impl ModelConfig {
             "smollm3" => Architecture::SmolLM3,
             "granite" => Architecture::Granite,
             "granitemoe" | "granitemoeshared" => Architecture::GraniteMoe,
+            "minicpm" => Architecture::MiniCpm,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -102,6 +104,7 @@ impl ModelConfig {
             | Architecture::Glm4Moe
             | Architecture::Ernie45Moe
             | Architecture::Olmoe
+            | Architecture::MiniCpm
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -278,7 +281,8 @@ impl ModelConfig {
                 | Architecture::Phi3
                 | Architecture::SmolLM3
                 | Architecture::Granite
-                | Architecture::GraniteMoe => v
+                | Architecture::GraniteMoe
+                | Architecture::MiniCpm => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -343,21 +347,7 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
-            // Granite's multipliers, 1 where its config leaves one out (as transformers'
-            // defaults; its attention multiplier replaces 1/sqrt(head_dim) outright).
-            granite: matches!(
-                architecture,
-                Architecture::Granite | Architecture::GraniteMoe
-            )
-            .then(|| {
-                let m = |k: &str| opt_f(k).unwrap_or(1.0) as f32;
-                GraniteScales {
-                    embedding: m("embedding_multiplier"),
-                    attention: m("attention_multiplier"),
-                    residual: m("residual_multiplier"),
-                    logits: m("logits_scaling"),
-                }
-            }),
+            granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
                 _ => match exaone_global {

@@ -23,6 +23,7 @@ mod hunyuan_dense;
 mod hunyuan_moe;
 mod layer;
 mod llama;
+mod minicpm;
 mod mixtral;
 mod olmo2;
 mod olmoe;
@@ -239,6 +240,7 @@ impl ModelTensors {
             Architecture::Phi3 => phi3::layer,
             Architecture::SmolLM3 => smollm3::layer,
             Architecture::Granite => granite::layer,
+            Architecture::MiniCpm => minicpm::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

@@ -141,7 +141,10 @@ pub fn model_gguf(
             ("residual_scale", g.residual),
             ("logit_scale", g.logits),
         ] {
-            b.meta(&format!("{a}.{key}"), MetaValue::F32(m));
+            // llama.cpp's converter writes no attention scale for MiniCPM (the usual one).
+            if !(cfg.architecture == Architecture::MiniCpm && key == "attention.scale") {
+                b.meta(&format!("{a}.{key}"), MetaValue::F32(m));
+            }
         }
     }
     for (key, cap) in [

@@ -173,6 +173,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Phi3 => "Phi3ForCausalLM",
             Architecture::SmolLM3 => "SmolLM3ForCausalLM",
             Architecture::Granite => "GraniteForCausalLM",
+            Architecture::MiniCpm => "MiniCPMForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -359,7 +360,12 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["attention_out_bias"] = json!(false);
         config["mlp_bias"] = json!(false);
     }
-    if let Some(g) = mc.granite {
+    if let (Architecture::MiniCpm, Some(g)) = (mc.architecture, mc.granite) {
+        // MiniCPM's keys, from which kiln works the multipliers out ([`TinyConfig::minicpm`]).
+        config["scale_emb"] = json!(g.embedding);
+        config["scale_depth"] = json!(f64::from(g.residual) * (mc.num_layers as f64).sqrt());
+        config["dim_model_base"] = json!(mc.hidden_size as f64 / f64::from(g.logits));
+    } else if let Some(g) = mc.granite {
         config["embedding_multiplier"] = json!(g.embedding);
         config["attention_multiplier"] = json!(g.attention);
         config["residual_multiplier"] = json!(g.residual);

@@ -426,6 +426,25 @@ impl TinyConfig {
         }
     }
 
+    /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
+    /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
+    /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and
+    /// 2B have.
+    pub fn minicpm() -> Self {
+        let base = Self::default();
+        TinyConfig {
+            architecture: Architecture::MiniCpm,
+            granite: Some(crate::GraniteScales {
+                embedding: 2.5,
+                attention: (1.0 / (base.head_dim as f64).sqrt()) as f32,
+                residual: (2.4 / (base.num_layers as f64).sqrt()) as f32,
+                logits: (base.hidden_size as f64 / 128.0) as f32,
+            }),
+            tie_word_embeddings: true,
+            ..base
+        }
+    }
+
     /// Phi-4-mini: Phi-3 with a partial rotary embedding (12 of each head's 16 dimensions turn,
     /// its factor 0.75), LongRoPE factors for those 6 pairs, tied embeddings.
     pub fn phi4_mini() -> Self {
