@@ -4,7 +4,8 @@ Writes tests/reference/tiny-transformers.json, which the `transformers` test of 
 (crates/kiln-gpu/tests/transformers.rs) compares kiln's CPU reference forward pass with. The
 folders are kiln_model::testing::transformers_cases(): one per architecture kiln runs and per
 feature that changes the forward pass (Llama 3 RoPE scaling with tied embeddings, Mistral's
-window, Qwen2's biases and its window from max_window_layers on, Qwen3's q/k norms, Gemma 2's
+window, Qwen2's biases and its window from max_window_layers on, Qwen3's q/k norms, Cohere's
+LayerNorm and sub-layers side by side, Gemma 2's
 soft caps, Gemma 3 with and without linear RoPE scaling, SmolLM3's layers without RoPE (with and
 without YaRN), Granite's multipliers, Phi-3's LongRoPE with its default and a given attention
 factor, Phi-4-mini's partial rotary embedding, YaRN on Qwen3 and, with its ramp not truncated and

@@ -1,9 +1,11 @@
 // Final RMSNorm, only for the rows that are sampled:
 //   out[s, :] = x[rows[s], :] / rms(x[rows[s], :]) * gain
+// or, with `centered`, a LayerNorm without a bias (Cohere's): the row's mean subtracted first,
+// so that rms is the standard deviation.
 // Grid: (num_samples, 1, 1), 64 invocations per row.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { hidden: u32, eps: f32, pad0: u32, pad1: u32 }
+struct Params { hidden: u32, eps: f32, centered: u32, pad1: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -21,9 +23,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         return;
     }
     let src = rows[s] * p.hidden;
+    var mean = 0.0;
+    if (p.centered != 0u) {
+        var sum = 0.0;
+        for (var i = lid; i < p.hidden; i += 64u) {
+            sum += x[src + i];
+        }
+        red[lid] = sum;
+        workgroupBarrier();
+        for (var k = 32u; k > 0u; k = k / 2u) {
+            if (lid < k) {
+                red[lid] += red[lid + k];
+            }
+            workgroupBarrier();
+        }
+        mean = red[0] / f32(p.hidden);
+        workgroupBarrier();
+    }
     var ss = 0.0;
     for (var i = lid; i < p.hidden; i += 64u) {
-        let v = x[src + i];
+        let v = x[src + i] - mean;
         ss += v * v;
     }
     red[lid] = ss;
@@ -36,6 +55,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let inv = inverseSqrt(red[0] / f32(p.hidden) + p.eps);
     for (var i = lid; i < p.hidden; i += 64u) {
-        out[s * p.hidden + i] = x[src + i] * inv * gain[i];
+        out[s * p.hidden + i] = (x[src + i] - mean) * inv * gain[i];
     }
 }

@@ -78,6 +78,7 @@ kernel_table!(
     "lora_expand",
     "gather_rmsnorm",
     "residual_rmsnorm",
+    "layer_norm",
     "sample",
     "prev_tokens",
     "table_writes",

@@ -15,6 +15,7 @@ use crate::KvDtype;
 /// One operation of a layer with its weights read ([`Op`]'s counterpart).
 enum Step {
     NormedProject {
+        src: Buf,
         norm: Option<Vec<f32>>,
         w: Vec<f32>,
         bias: Option<Vec<f32>>,
@@ -37,6 +38,9 @@ enum Step {
         src: Buf,
         norm: Vec<f32>,
     },
+    LayerNorm {
+        norm: Vec<f32>,
+    },
     GatedActivation,
     Activation,
     Experts(experts::Experts),
@@ -51,6 +55,7 @@ struct Rows {
     gate_up: Vec<Vec<f32>>,
     act: Vec<Vec<f32>>,
     proj: Vec<Vec<f32>>,
+    normed: Vec<Vec<f32>>,
 }
 
 impl Rows {
@@ -62,6 +67,7 @@ impl Rows {
             Buf::GateUp => &mut self.gate_up,
             Buf::Act => &mut self.act,
             Buf::Proj => &mut self.proj,
+            Buf::Normed => &mut self.normed,
         }
     }
 }
@@ -98,6 +104,18 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
     x.iter()
         .zip(gain)
         .map(|(v, g)| (*v as f64 * inv) as f32 * g)
+        .collect()
+}
+
+/// `(x - mean(x)) / sqrt(var(x) + eps) * gain`: a LayerNorm without a bias (Cohere's).
+pub fn layernorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|v| *v as f64).sum::<f64>() / n;
+    let var = x.iter().map(|v| (*v as f64 - mean).powi(2)).sum::<f64>() / n;
+    let inv = 1.0 / (var + eps as f64).sqrt();
+    x.iter()
+        .zip(gain)
+        .map(|(v, g)| ((*v as f64 - mean) * inv) as f32 * g)
         .collect()
 }
 
@@ -167,6 +185,7 @@ impl CpuModel {
             for op in &layer.ops {
                 steps.push(match op {
                     Op::NormedProject {
+                        src,
                         norm: n,
                         weights,
                         bias,
@@ -188,6 +207,7 @@ impl CpuModel {
                             None => None,
                         };
                         Step::NormedProject {
+                            src: *src,
                             norm: n.as_ref().map(norm).transpose()?,
                             w,
                             bias,
@@ -222,6 +242,7 @@ impl CpuModel {
                         src: *src,
                         norm: norm(n)?,
                     },
+                    Op::LayerNorm { norm: n } => Step::LayerNorm { norm: norm(n)? },
                     Op::GatedActivation => Step::GatedActivation,
                     Op::Activation => Step::Activation,
                     Op::Experts(e) => {
@@ -303,7 +324,11 @@ impl CpuModel {
         }
         (rows.residual.iter())
             .map(|x| {
-                let mut logits = matvec(&self.lm_head, &rmsnorm(x, &self.norm, eps));
+                let normed = match c.architecture.layer_norm() {
+                    true => layernorm(x, &self.norm, eps),
+                    false => rmsnorm(x, &self.norm, eps),
+                };
+                let mut logits = matvec(&self.lm_head, &normed);
                 logits.iter_mut().for_each(|l| *l /= c.logits_divisor());
                 match c.final_softcap {
                     Some(cap) => (logits.iter())
@@ -320,8 +345,14 @@ impl CpuModel {
         let c = &self.config;
         let eps = c.rms_norm_eps;
         match step {
-            Step::NormedProject { norm, w, bias, dst } => {
-                let out: Vec<Vec<f32>> = (rows.residual.iter())
+            Step::NormedProject {
+                src,
+                norm,
+                w,
+                bias,
+                dst,
+            } => {
+                let out: Vec<Vec<f32>> = (rows.get(*src).iter())
                     .map(|x| {
                         let mut y = match norm {
                             Some(g) => matvec(w, &rmsnorm(x, g, eps)),
@@ -395,6 +426,11 @@ impl CpuModel {
                 for (x, o) in rows.residual.iter_mut().zip(out) {
                     x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
                 }
+            }
+            Step::LayerNorm { norm } => {
+                rows.normed = (rows.residual.iter())
+                    .map(|x| layernorm(x, norm, eps))
+                    .collect();
             }
             Step::Experts(experts) => {
                 // (Into the residual stream scaled as any sub-layer's output: Granite's.)

@@ -202,6 +202,9 @@ impl ModelRunner {
             proj: (tensors.layers.iter())
                 .any(|l| l.ops.iter().any(|op| op.uses(Buf::Proj)))
                 .then(|| f32s("proj", max_tokens * h)),
+            normed: (tensors.layers.iter())
+                .any(|l| l.ops.iter().any(|op| op.uses(Buf::Normed)))
+                .then(|| x_f32s("normed", max_tokens * h)),
             runs: {
                 let split = match ops::is_rowwise(&kernels, d) {
                     true => 0,
@@ -333,7 +336,7 @@ impl ModelRunner {
             ctx,
             &kernels,
             step,
-            (h, c.rms_norm_eps),
+            (h, c.rms_norm_eps, c.architecture.layer_norm()),
             &inputs.sample_rows,
             x,
             &final_gain,

@@ -1,6 +1,6 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers and MiniCPM's, RoPE entries in transformers 5's `rope_parameters`,
+//! embedding, Granite's multipliers and MiniCPM's, Cohere's config, RoPE entries in transformers 5's `rope_parameters`,
 //! YaRN's defaults.
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};
@@ -208,6 +208,56 @@ fn minicpm_multipliers() {
     cfg["dim_model_base"] = serde_json::json!(0);
     let e = parse(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("dim_model_base 0"), "{e}");
+}
+
+/// Cohere's Command-R as its config.json has it: its LayerNorm's epsilon by that name, its
+/// context from `model_max_length` (128k) rather than `max_position_embeddings` (8192), the
+/// logits multiplied by `logit_scale`, embeddings tied unless it says; Command-R+'s LayerNorms
+/// of q and k are refused by name.
+#[test]
+fn cohere_config() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["CohereForCausalLM"], "model_type": "cohere",
+        "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40,
+        "num_attention_heads": 64, "num_key_value_heads": 64, "vocab_size": 256000,
+        "max_position_embeddings": 8192, "model_max_length": 131072,
+        "layer_norm_eps": 1e-05, "logit_scale": 0.0625, "rope_theta": 8000000.0,
+        "use_qk_norm": false, "hidden_act": "silu",
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Cohere);
+    assert_eq!(
+        (
+            c.max_position_embeddings,
+            c.rms_norm_eps,
+            c.logits_divisor()
+        ),
+        (131072, 1e-5, 16.0)
+    );
+    assert!(c.tie_word_embeddings && c.architecture.layer_norm());
+    assert!(c.features().iter().any(|f| f.contains("LayerNorm")));
+    cfg["use_qk_norm"] = serde_json::json!(true);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("use_qk_norm"), "{e}");
+
+    // Command R7B: a window of 4096 where the config leaves it out, every fourth layer global
+    // and without RoPE; without a window no layer would turn, which is refused.
+    let mut r7b = serde_json::json!({
+        "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2",
+        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 256000,
+        "max_position_embeddings": 8192, "layer_norm_eps": 1e-05, "logit_scale": 0.25,
+        "sliding_window_pattern": 4,
+    });
+    let c = parse(&r7b).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Cohere2);
+    assert_eq!((c.layer_window(2), c.layer_window(3)), (Some(4096), None));
+    assert_eq!(c.no_rope_layers, (3..32).step_by(4).collect::<Vec<_>>());
+    assert_eq!(c.logits_divisor(), 4.0);
+    r7b["sliding_window"] = serde_json::Value::Null;
+    let e = parse(&r7b).expect_err("must fail");
+    assert!(e.to_string().contains("without a sliding window"), "{e}");
 }
 
 /// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:

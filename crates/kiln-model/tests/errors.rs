@@ -100,6 +100,8 @@ fn unknown_architecture() {
     // The list of what runs names the architectures added over time too.
     for cfg in [
         TinyConfig::minicpm(),
+        TinyConfig::cohere(),
+        TinyConfig::cohere2(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -196,6 +198,24 @@ fn tensor_kiln_would_not_read_is_refused_by_name() {
     let msg = e.to_string();
     assert!(
         msg.contains("model.layers.1.self_attn.o_proj.bias") && msg.contains("o-bias.gguf"),
+        "{msg}"
+    );
+}
+
+/// Command-R+'s LayerNorms of each head of q and k (`attn_q_norm`, `attn_k_norm` in its GGUF
+/// files), which kiln does not run, are refused by name; the plain Command-R file loads.
+#[test]
+fn command_r_plus_qk_norms_are_refused_by_name() {
+    let mut b = f32_gguf(&TinyConfig::cohere());
+    assert!(Model::from_gguf_bytes(b.to_bytes(), "command-r.gguf").is_ok());
+    let gains: Vec<u8> = (0..4 * 16).flat_map(|_| 1f32.to_le_bytes()).collect();
+    b.raw_tensor("blk.0.attn_q_norm.weight", &[16, 4], 0, gains);
+    let e = Model::from_gguf_bytes(b.to_bytes(), "command-r-plus.gguf")
+        .err()
+        .expect("must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("q_norm") && msg.contains("command-r-plus.gguf"),
         "{msg}"
     );
 }

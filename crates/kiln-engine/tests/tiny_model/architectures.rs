@@ -1,6 +1,6 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, OLMo 2 and 3,
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), OLMo 2 and 3,
 //! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
@@ -186,6 +186,33 @@ fn logits_match_cpu_reference_granite() {
     check_folder_and_gguf("granite", &cfg, |c| {
         assert_eq!(c.granite, cfg.granite);
         assert_eq!((c.embed_scale(), c.attention_scale()), (3.0, 0.7));
+    });
+}
+
+/// Cohere's Command-R: one LayerNorm (its own launch, into a buffer both sub-layers' products
+/// read), attention and the MLP side by side, rotary pairs side by side in q and k (put half a
+/// head apart on load), logits multiplied by `logit_scale`; as a Hugging Face folder and as
+/// GGUF (`command-r`, whose epsilon is a LayerNorm's key).
+#[test]
+fn logits_match_cpu_reference_cohere() {
+    let cfg = TinyConfig::cohere();
+    check_folder_and_gguf("cohere", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Cohere);
+        assert_eq!((c.logits_divisor(), c.rms_norm_eps), (0.5, 1e-5));
+        assert!(c.tie_word_embeddings);
+    });
+}
+
+/// Command R7B's shape (`cohere2`): Command-R's layer with a window on three layers of four
+/// and no RoPE on the fourth, as a Hugging Face folder (`layer_types`) and as GGUF (the
+/// pattern fixed, as llama.cpp runs it).
+#[test]
+fn logits_match_cpu_reference_cohere2() {
+    let cfg = TinyConfig::cohere2();
+    check_folder_and_gguf("cohere2", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Cohere2);
+        assert_eq!(c.no_rope_layers, [3]);
+        assert_eq!((c.layer_window(0), c.layer_window(3)), (Some(20), None));
     });
 }
 

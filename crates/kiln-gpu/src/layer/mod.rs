@@ -39,6 +39,8 @@ pub(crate) struct Activations {
     pub act: wgpu::Buffer,
     /// A sub-layer's output before its norm; only when some layer writes [`Buf::Proj`].
     pub proj: Option<wgpu::Buffer>,
+    /// The residual stream through a LayerNorm; only when some layer writes [`Buf::Normed`].
+    pub normed: Option<wgpu::Buffer>,
     /// Split attention's runs, for every layer ([`ops::attention_runs_bytes`]).
     pub runs: wgpu::Buffer,
     /// The adapters' A x, for every stack ([`ops::LoraBuffers::t`]); only with adapters.
@@ -75,6 +77,10 @@ impl Activations {
             Buf::Proj => self.proj.as_ref().ok_or_else(|| GpuError::Shape {
                 op: "layer",
                 detail: "an operation uses the projection buffer, which was not allocated".into(),
+            })?,
+            Buf::Normed => self.normed.as_ref().ok_or_else(|| GpuError::Shape {
+                op: "layer",
+                detail: "an operation uses the LayerNorm's buffer, which was not allocated".into(),
             })?,
         })
     }
@@ -246,11 +252,13 @@ impl Layer {
         while let Some(op) = ops.next() {
             steps.push(match op {
                 Op::NormedProject {
+                    src,
                     norm,
                     weights,
                     bias,
                     dst,
                 } => {
+                    let x = b.get(ctx, *src)?;
                     let lora = l.lora.adapts(weights);
                     // Gate/up followed by the activation: one launch if the rows pair up.
                     let gated = !lora && fuses_glu(*dst, bias.is_some(), ops.peek().copied());
@@ -269,7 +277,7 @@ impl Layer {
                     if w.paired {
                         ops.next();
                         steps.push(Step::Matmul(mm(MatmulArgs {
-                            x: &b.x,
+                            x,
                             w: &w,
                             bias: None,
                             y: &b.act,
@@ -298,7 +306,7 @@ impl Layer {
                     // the activation writes none, and its buffer is not made.)
                     let y = b.get(ctx, *dst)?;
                     if lora {
-                        let x = (&b.x, norm);
+                        let x = (x, norm);
                         adapters = lora_launch(l, weights, order, x, (y, rows), &mut lora_bytes)?;
                     }
                     // QKV followed by a rotary step without a q/k norm: one launch.
@@ -316,7 +324,7 @@ impl Layer {
                         ops.next();
                     }
                     Step::Matmul(mm(MatmulArgs {
-                        x: &b.x,
+                        x,
                         w: &w,
                         bias: bias.as_ref(),
                         y,
@@ -431,6 +439,15 @@ impl Layer {
                     b.get(ctx, *src)?,
                     &up.gains(&[norm], RowOrder::Stacked)?,
                     &b.x,
+                )),
+                Op::LayerNorm { norm } => Step::Launch(ops::layer_norm(
+                    ctx,
+                    l.kernels,
+                    step,
+                    (c.hidden_size, eps),
+                    &b.x,
+                    &up.gains(&[norm], RowOrder::Stacked)?,
+                    b.get(ctx, Buf::Normed)?,
                 )),
                 Op::Activation => {
                     activation_map(c.activation)?;

@@ -7,16 +7,18 @@ use crate::{GpuContext, Grid, Kernels, Launch};
 struct Params {
     hidden: u32,
     eps: f32,
-    pad: [u32; 2],
+    centered: u32,
+    pad: u32,
 }
 
-/// `out[s, :] = rmsnorm(x[rows[s], :]) * gain` for the sampled rows.
+/// `out[s, :] = rmsnorm(x[rows[s], :]) * gain` for the sampled rows; with `centered`, a
+/// LayerNorm without a bias in place of the RMSNorm.
 #[allow(clippy::too_many_arguments)]
 pub fn gather_rmsnorm(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
-    (hidden, eps): (usize, f32),
+    (hidden, eps, centered): (usize, f32, bool),
     rows: &wgpu::Buffer,
     x: &wgpu::Buffer,
     gain: &wgpu::Buffer,
@@ -28,7 +30,8 @@ pub fn gather_rmsnorm(
         &Params {
             hidden: hidden as u32,
             eps,
-            pad: [0; 2],
+            centered: centered.into(),
+            pad: 0,
         },
     );
     Launch::new(

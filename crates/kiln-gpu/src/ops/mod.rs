@@ -8,6 +8,7 @@ mod expert_groups;
 mod experts;
 mod gather_rmsnorm;
 mod glu;
+mod layer_norm;
 mod lora;
 mod matmul;
 mod matmul_tiles;
@@ -31,6 +32,7 @@ pub use experts::{
 };
 pub use gather_rmsnorm::gather_rmsnorm;
 pub use glu::glu;
+pub use layer_norm::layer_norm;
 pub use lora::{Lora, LoraBuffers, LoraCapacity, LoraShape, MAX_LORA_SLOTS};
 pub use matmul::{
     MATVEC_MAX_ROWS, Matmul, MatmulArgs, OutputMap, Pairs, ROTARY_STORAGE_BINDINGS, X_HEAD_BYTES,

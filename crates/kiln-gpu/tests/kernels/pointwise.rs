@@ -105,13 +105,18 @@ fn residual_rmsnorm_matches_reference() {
     );
 }
 
+/// The final norm of the sampled rows, as an RMSNorm and (`centered`) as Cohere's LayerNorm;
+/// the rows far from zero-mean, so that leaving the mean in would show.
 #[test]
 fn gather_rmsnorm_matches_reference() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let mut r = rng(4);
     let (t, hidden) = (11, 150);
-    let x = randn(&mut r, t * hidden, 3.0);
+    let x: Vec<f32> = randn(&mut r, t * hidden, 3.0)
+        .into_iter()
+        .map(|v| v + 2.5)
+        .collect();
     let gain = randn(&mut r, hidden, 1.0);
     let rows = [10u32, 0, 4];
     let step = step_buffer(&ctx, t as u32, 3, 3);
@@ -121,21 +126,60 @@ fn gather_rmsnorm_matches_reference() {
         buf_f32(&ctx, &gain),
         ctx.storage("out", (3 * hidden * 4) as u64),
     );
-    let l = ops::gather_rmsnorm(&ctx, &k, &step, (hidden, 1e-6), &rb, &xb, &gb, &out);
-    run_launches(&ctx, &[&l], t as u32, 3);
-    let want: Vec<f32> = rows
-        .iter()
-        .flat_map(|&row| {
-            reference::rmsnorm(
-                &x[row as usize * hidden..(row as usize + 1) * hidden],
-                &gain,
-                1e-6,
-            )
-        })
+    for centered in [false, true] {
+        let shape = (hidden, 1e-6, centered);
+        let l = ops::gather_rmsnorm(&ctx, &k, &step, shape, &rb, &xb, &gb, &out);
+        run_launches(&ctx, &[&l], t as u32, 3);
+        let norm = match centered {
+            true => reference::layernorm,
+            false => reference::rmsnorm,
+        };
+        let want: Vec<f32> = rows
+            .iter()
+            .flat_map(|&row| {
+                let row = row as usize;
+                norm(&x[row * hidden..(row + 1) * hidden], &gain, 1e-6)
+            })
+            .collect();
+        assert_close(
+            &format!("gather_rmsnorm (centered: {centered})"),
+            &read_f32(&ctx, &out, 3 * hidden),
+            &want,
+            1e-5,
+            1e-4,
+        );
+    }
+}
+
+/// Cohere's LayerNorm of every token into a buffer of its own, against the CPU reference, on
+/// an awkward width (not a multiple of the 64 invocations) and rows with a large mean.
+#[test]
+fn layer_norm_matches_reference() {
+    let ctx = gpu();
+    let k = Kernels::new(&ctx);
+    let mut r = rng(5);
+    let (t, hidden) = (7, 330);
+    let x: Vec<f32> = randn(&mut r, t * hidden, 2.0)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| v + (i / hidden) as f32 * 3.0 - 8.0)
+        .collect();
+    let gain = randn(&mut r, hidden, 1.0);
+    let step = step_buffer(&ctx, t as u32, 1, 1);
+    let (xb, gb, out) = (
+        buf_f32(&ctx, &x),
+        buf_f32(&ctx, &gain),
+        ctx.storage("out", (t * hidden * 4) as u64),
+    );
+    let l = ops::layer_norm(&ctx, &k, &step, (hidden, 1e-5), &xb, &gb, &out);
+    run_launches(&ctx, &[&l], t as u32, 1);
+    let want: Vec<f32> = x
+        .chunks(hidden)
+        .flat_map(|row| reference::layernorm(row, &gain, 1e-5))
         .collect();
     assert_close(
-        "gather_rmsnorm",
-        &read_f32(&ctx, &out, 3 * hidden),
+        "layer_norm",
+        &read_f32(&ctx, &out, t * hidden),
         &want,
         1e-5,
         1e-4,

@@ -40,10 +40,21 @@ impl ModelConfig {
         if ops.clone().any(|op| matches!(op, Op::AddNormed { .. })) {
             f.push("RMSNorm after attention and after the MLP".into());
         }
-        if ops
-            .clone()
-            .any(|op| matches!(op, Op::NormedProject { norm: None, .. }))
-        {
+        if ops.clone().any(|op| matches!(op, Op::LayerNorm { .. })) {
+            f.push(
+                "one LayerNorm (no bias) before attention and the MLP, which run side by side"
+                    .into(),
+            );
+        } else if ops.clone().any(|op| {
+            matches!(
+                op,
+                Op::NormedProject {
+                    norm: None,
+                    src: crate::Buf::Residual,
+                    ..
+                }
+            )
+        }) {
             f.push("no RMSNorm before attention and the MLP".into());
         }
         if let Some(m) = self.moe {

@@ -37,6 +37,14 @@ pub enum Architecture {
     /// Llama with four scalar multipliers: on the embeddings, the attention scores, each
     /// sub-layer's output into the residual stream and the logits (`models::granite`).
     Granite,
+    /// Cohere's Command-R (Command-R, Command-R+ without its q/k norms, Aya 23 and Aya
+    /// Expanse): one LayerNorm (no bias) before attention and the MLP side by side, both
+    /// added to the residual stream; rotary pairs side by side in q and k; logits multiplied
+    /// by a scale (`models::cohere`).
+    Cohere,
+    /// Cohere's Command R7B and Command A: Command-R's layer, three layers sliding to one
+    /// global that applies no RoPE (`models::cohere`).
+    Cohere2,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -198,6 +206,8 @@ impl Architecture {
             Architecture::SmolLM3 => "smollm3",
             Architecture::Granite => "granite",
             Architecture::MiniCpm => "minicpm",
+            Architecture::Cohere => "command-r",
+            Architecture::Cohere2 => "cohere2",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -231,6 +241,12 @@ impl Architecture {
                 | Architecture::Arcee
                 | Architecture::Mixtral
         )
+    }
+
+    /// Whether the model's norms before its sub-layers and before the LM head are LayerNorms
+    /// (mean subtracted, no bias: Cohere's) rather than RMSNorms.
+    pub fn layer_norm(self) -> bool {
+        matches!(self, Architecture::Cohere | Architecture::Cohere2)
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

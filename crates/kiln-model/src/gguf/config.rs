@@ -59,6 +59,8 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "granite" => Architecture::Granite,
         "granitemoe" => Architecture::GraniteMoe,
         "minicpm" => Architecture::MiniCpm,
+        "command-r" => Architecture::Cohere,
+        "cohere2" => Architecture::Cohere2,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -226,6 +228,18 @@ pub(crate) fn config_from_meta(
     // llama.cpp runs EXAONE 4's windows on its 64-layer (32B) size only: 4096 positions unless
     // the file says, every 4th layer global and without RoPE.
     let exaone_windowed = architecture == Architecture::Exaone4 && num_layers == 64;
+    // Command R7B's, as llama.cpp runs it: three sliding layers to one global without RoPE.
+    let cohere2 = architecture == Architecture::Cohere2;
+    if cohere2
+        && meta
+            .usize(&format!("{a}.attention.sliding_window"))
+            .is_none()
+    {
+        return Err(ModelError::config(
+            meta.file,
+            format!("{a} without {a}.attention.sliding_window"),
+        ));
+    }
     let rope_theta = meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32;
     let cfg = ModelConfig {
         architecture,
@@ -239,8 +253,15 @@ pub(crate) fn config_from_meta(
         head_dim,
         vocab_size,
         max_position_embeddings: meta.usize(&format!("{a}.context_length")).unwrap_or(2048),
+        // Cohere's LayerNorm's, under llama.cpp's name for a LayerNorm's.
         rms_norm_eps: meta
-            .f64(&format!("{a}.attention.layer_norm_rms_epsilon"))
+            .f64(&format!(
+                "{a}.attention.{}",
+                match architecture.layer_norm() {
+                    true => "layer_norm_epsilon",
+                    false => "layer_norm_rms_epsilon",
+                }
+            ))
             .unwrap_or(1e-5) as f32,
         rope_theta,
         // Llama 3's divisors and Phi-3's LongRoPE factors are tensors; the loader reads them.
@@ -266,7 +287,7 @@ pub(crate) fn config_from_meta(
             ),
             // gpt-oss's: every second layer slides, from the first (llama.cpp's fixed pattern).
             false if architecture == Architecture::GptOss => Some(2),
-            false => (exaone_windowed || olmo3).then_some(4),
+            false => (exaone_windowed || olmo3 || cohere2).then_some(4),
         },
         rope_local_theta: match (gemma3, olmo3) {
             (true, _) => Some(
@@ -287,22 +308,33 @@ pub(crate) fn config_from_meta(
         // Granite's multipliers as llama.cpp's converter writes them (MiniCPM's too, worked out
         // from its config's keys); without an attention scale llama.cpp's graph scales by
         // 1/sqrt(head_dim), as MiniCPM's files always have it.
-        granite: matches!(
-            architecture,
-            Architecture::Granite | Architecture::GraniteMoe | Architecture::MiniCpm
-        )
-        .then(|| {
-            let m = |k: &str, default: f64| meta.f64(&format!("{a}.{k}")).unwrap_or(default) as f32;
-            GraniteScales {
-                embedding: m("embedding_scale", 1.0),
-                attention: m("attention.scale", 1.0 / (head_dim as f64).sqrt()),
-                residual: m("residual_scale", 1.0),
-                logits: m("logit_scale", 1.0),
-            }
-        }),
+        granite: match architecture {
+            // Cohere's logits are multiplied by its `logit_scale` (Granite's divided).
+            Architecture::Cohere | Architecture::Cohere2 => Some(GraniteScales {
+                embedding: 1.0,
+                attention: (1.0 / (head_dim as f64).sqrt()) as f32,
+                residual: 1.0,
+                logits: (1.0 / meta.f64(&format!("{a}.logit_scale")).unwrap_or(0.0625)) as f32,
+            }),
+            _ => matches!(
+                architecture,
+                Architecture::Granite | Architecture::GraniteMoe | Architecture::MiniCpm
+            )
+            .then(|| {
+                let m =
+                    |k: &str, default: f64| meta.f64(&format!("{a}.{k}")).unwrap_or(default) as f32;
+                GraniteScales {
+                    embedding: m("embedding_scale", 1.0),
+                    attention: m("attention.scale", 1.0 / (head_dim as f64).sqrt()),
+                    residual: m("residual_scale", 1.0),
+                    logits: m("logit_scale", 1.0),
+                }
+            }),
+        },
         no_rope_layers: match architecture {
             Architecture::SmolLM3 => (3..num_layers).step_by(4).collect(),
             Architecture::Exaone4 if exaone_windowed => (3..num_layers).step_by(4).collect(),
+            Architecture::Cohere2 => (3..num_layers).step_by(4).collect(),
             _ => Vec::new(),
         },
         attn_softcap: cap("attn_logit_softcapping"),

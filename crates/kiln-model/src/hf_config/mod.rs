@@ -29,6 +29,8 @@ impl ModelConfig {
             "granite" => Architecture::Granite,
             "granitemoe" | "granitemoeshared" => Architecture::GraniteMoe,
             "minicpm" => Architecture::MiniCpm,
+            "cohere" => Architecture::Cohere,
+            "cohere2" => Architecture::Cohere2,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -81,8 +83,17 @@ impl ModelConfig {
 
         let hidden_size = req("hidden_size")?;
         let num_heads = req("num_attention_heads")?;
-        let max_position_embeddings = opt_usize("max_position_embeddings").unwrap_or(2048);
-        let sliding = opt_usize("sliding_window");
+        // Command-R's config.json gives 8192 positions and, as `model_max_length`, the 128k it
+        // was trained to (what llama.cpp's converter writes as its context).
+        let max_position_embeddings = (opt_usize("model_max_length")
+            .filter(|_| architecture.layer_norm()))
+        .or(opt_usize("max_position_embeddings"))
+        .unwrap_or(2048);
+        // Command R7B's window where its config leaves it out (its configuration class's).
+        let sliding = match (architecture, v.get("sliding_window")) {
+            (Architecture::Cohere2, None) => Some(4096),
+            _ => opt_usize("sliding_window"),
+        };
         let gemma = architecture.is_gemma();
         let uses_sliding = match architecture {
             Architecture::Qwen2
@@ -105,6 +116,7 @@ impl ModelConfig {
             | Architecture::Ernie45Moe
             | Architecture::Olmoe
             | Architecture::MiniCpm
+            | Architecture::Cohere
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -114,7 +126,8 @@ impl ModelConfig {
             | Architecture::Gemma3
             | Architecture::Phi3
             | Architecture::Granite
-            | Architecture::GraniteMoe => true,
+            | Architecture::GraniteMoe
+            | Architecture::Cohere2 => true,
         };
         // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
         // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
@@ -191,6 +204,14 @@ impl ModelConfig {
                 reason: format!("clip_qkv (q, k and v clipped) on {model_type}"),
             });
         }
+        // Command-R+'s LayerNorms of each head of q and k, which kiln does not run.
+        if architecture.layer_norm() && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
+        {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: "Cohere with LayerNorms of q and k (use_qk_norm: Command-R+)".into(),
+            });
+        }
         // Biases on o_proj or the MLP (Llama's and Seed-OSS's flags): no kiln kernel adds them.
         for key in ["mlp_bias", "attention_out_bias"] {
             if v.get(key).and_then(Value::as_bool) == Some(true) {
@@ -231,9 +252,19 @@ impl ModelConfig {
                 }),
             }
         };
-        // EXAONE 4 with a window: every `n`th layer global, and without RoPE.
+        // EXAONE 4 (with a window) and Command R7B: every `n`th layer global, and without RoPE.
         let exaone_global = match (architecture, sliding) {
-            (Architecture::Exaone4, Some(_)) => Some(exaone_pattern(&v, file)?),
+            (Architecture::Exaone4 | Architecture::Cohere2, Some(_)) => {
+                Some(exaone_pattern(&v, file)?)
+            }
+            // Command R7B's global layers apply no RoPE and its sliding ones do: without a
+            // window none would turn.
+            (Architecture::Cohere2, None) => {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: "cohere2 without a sliding window (no layer would apply RoPE)".into(),
+                });
+            }
             _ => None,
         };
         let (attn_softcap, final_softcap) = (
@@ -250,8 +281,13 @@ impl ModelConfig {
             head_dim,
             vocab_size: req("vocab_size")?,
             max_position_embeddings,
-            rms_norm_eps: opt_f("rms_norm_eps").unwrap_or(default_rms_norm_eps(architecture))
-                as f32,
+            // Cohere's LayerNorm's, by its own name.
+            rms_norm_eps: opt_f(if architecture.layer_norm() {
+                "layer_norm_eps"
+            } else {
+                "rms_norm_eps"
+            })
+            .unwrap_or(default_rms_norm_eps(architecture)) as f32,
             rope_theta: rope.theta,
             rope_scaling: rope.scaling,
             tie_word_embeddings: v
@@ -264,6 +300,8 @@ impl ModelConfig {
                             Architecture::SmolLM3
                                 | Architecture::Ernie45
                                 | Architecture::Ernie45Moe
+                                | Architecture::Cohere
+                                | Architecture::Cohere2
                         ),
                 ),
             attention_bias: match architecture {
@@ -282,7 +320,9 @@ impl ModelConfig {
                 | Architecture::SmolLM3
                 | Architecture::Granite
                 | Architecture::GraniteMoe
-                | Architecture::MiniCpm => v
+                | Architecture::MiniCpm
+                | Architecture::Cohere
+                | Architecture::Cohere2 => v
                     .get("attention_bias")
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
@@ -384,7 +424,9 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Glm4Moe
         | Architecture::Ernie45Moe
         | Architecture::HunyuanMoe
-        | Architecture::HunyuanDense => 1e-5,
+        | Architecture::HunyuanDense
+        | Architecture::Cohere
+        | Architecture::Cohere2 => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

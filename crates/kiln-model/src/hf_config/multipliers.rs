@@ -1,5 +1,6 @@
-//! Granite's four multipliers ([`GraniteScales`]) from a config.json: Granite's own keys, or
-//! MiniCPM's, which give the same forward pass under other names.
+//! Granite's four multipliers ([`GraniteScales`]) from a config.json: Granite's own keys,
+//! MiniCPM's, which give the same forward pass under other names, or Cohere's scale on the
+//! logits.
 
 use serde_json::Value;
 
@@ -17,6 +18,7 @@ pub(super) fn multipliers(
     Ok(match architecture {
         Architecture::Granite | Architecture::GraniteMoe => Some(granite(v)),
         Architecture::MiniCpm => Some(minicpm(v, head_dim, layers, file)?),
+        Architecture::Cohere | Architecture::Cohere2 => Some(cohere(v, head_dim, file)?),
         _ => None,
     })
 }
@@ -80,5 +82,26 @@ fn minicpm(
         attention: (1.0 / (head_dim as f64).sqrt()) as f32,
         residual: (depth / (layers as f64).sqrt()) as f32,
         logits: (hidden / base) as f32,
+    })
+}
+
+/// Cohere's `logit_scale` (0.0625 where the config leaves it out, transformers' default): the
+/// logits are multiplied by it, so divided by its inverse; the other three are 1 and the
+/// attention scale the usual.
+fn cohere(v: &Value, head_dim: usize, file: &str) -> Result<GraniteScales, ModelError> {
+    let scale = match v.get("logit_scale").filter(|x| !x.is_null()) {
+        None => 0.0625,
+        Some(x) => x
+            .as_f64()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .ok_or_else(|| {
+                ModelError::config(file, format!("logit_scale {x} must be a positive number"))
+            })?,
+    };
+    Ok(GraniteScales {
+        embedding: 1.0,
+        attention: (1.0 / (head_dim as f64).sqrt()) as f32,
+        residual: 1.0,
+        logits: (1.0 / scale) as f32,
     })
 }

@@ -15,6 +15,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let mut ops = attention(&n, n.qkv(), None, Residual).to_vec();
     ops.extend([
         NormedProject {
+            src: Residual,
             norm: Some(n.norm("post_attention_layernorm")),
             weights: vec![n.tensor("mlp.up_proj.weight", &[ff, h])],
             bias: None,

@@ -35,6 +35,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     };
     let ops = vec![
         NormedProject {
+            src: Residual,
             norm: Some(n.norm("input_layernorm")),
             weights: n.qkv(),
             bias: Some(n.qkv_bias()),

@@ -20,16 +20,21 @@ pub enum Buf {
     Act,
     /// A sub-layer's output on its way through a norm into the residual stream (hidden size).
     Proj,
+    /// The residual stream through a LayerNorm (hidden size): what both of Cohere's sub-layers
+    /// read.
+    Normed,
 }
 
 /// One operation of a decoder layer.
 #[derive(Debug, Clone)]
 pub enum Op {
-    /// `dst = W · (rmsnorm(x) * norm) + bias`: the residual stream normalized (as it is
-    /// without `norm`: OLMo 2's sub-layers read it unnormalized), then multiplied by matrices
+    /// `dst = W · (rmsnorm(src) * norm) + bias`: `src` (the residual stream, or
+    /// [`Buf::Normed`]) RMS-normalized (as it is without `norm`: OLMo 2's sub-layers read the
+    /// residual stream unnormalized, Cohere's its LayerNorm), then multiplied by matrices
     /// stacked by rows (q, k and v; gate and up), stored as separate tensors or as one fused
     /// tensor; the bias, if any, stacked the same way.
     NormedProject {
+        src: Buf,
         norm: Option<Tensor>,
         weights: Vec<Tensor>,
         bias: Option<Vec<Tensor>>,
@@ -58,6 +63,9 @@ pub enum Op {
     },
     /// `x += rmsnorm(src) * norm`: a sub-layer's output normalized into the residual stream.
     AddNormed { src: Buf, norm: Tensor },
+    /// [`Buf::Normed`] = `(x - mean(x)) / sqrt(var(x) + eps) * norm`: the residual stream
+    /// through a LayerNorm without a bias (Cohere's).
+    LayerNorm { norm: Tensor },
     /// [`Buf::Act`] = activation(gate) * up, from [`Buf::GateUp`] (the model's activation).
     GatedActivation,
     /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
@@ -111,7 +119,7 @@ impl Op {
             }
             Op::Rotary { qk_norm, .. } => qk_norm.iter().flatten().collect(),
             Op::Project { weight, bias, .. } => [weight].into_iter().chain(bias).collect(),
-            Op::AddNormed { norm, .. } => vec![norm],
+            Op::AddNormed { norm, .. } | Op::LayerNorm { norm } => vec![norm],
             Op::Attention { sinks } => sinks.iter().collect(),
             Op::GatedActivation | Op::Activation => Vec::new(),
             Op::Experts(e) => [&e.norm, &e.router]
@@ -139,7 +147,8 @@ impl Op {
     /// Whether the operation reads or writes `buf`.
     pub fn uses(&self, buf: Buf) -> bool {
         match self {
-            Op::NormedProject { dst, .. } => buf == Buf::Residual || buf == *dst,
+            Op::NormedProject { src, dst, .. } => buf == *src || buf == *dst,
+            Op::LayerNorm { .. } => buf == Buf::Residual || buf == Buf::Normed,
             Op::Rotary { .. } => buf == Buf::Qkv,
             Op::Attention { .. } => buf == Buf::Qkv || buf == Buf::Attn,
             Op::Project { src, dst, .. } => buf == *src || buf == *dst,

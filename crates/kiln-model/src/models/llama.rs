@@ -33,6 +33,7 @@ pub(super) fn attention(
 ) -> [Op; 4] {
     [
         NormedProject {
+            src: Residual,
             norm: Some(n.norm("input_layernorm")),
             weights: qkv,
             bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
@@ -57,6 +58,7 @@ pub(super) fn attention(
 pub(super) fn mlp(n: &Names, norm: Option<&str>, gate_up: Vec<Tensor>, dst: Buf) -> [Op; 3] {
     [
         NormedProject {
+            src: Residual,
             norm: norm.map(|g| n.norm(g)),
             weights: gate_up,
             bias: None,

@@ -8,6 +8,7 @@
 //! ([`GEMMA_CHAT_TEMPLATE`]).
 
 mod arcee;
+mod cohere;
 mod dots1;
 mod ernie4_5;
 mod ernie4_5_moe;
@@ -188,12 +189,14 @@ impl<'a> Names<'a> {
 }
 
 /// The tensors whose rows the files of `cfg`'s architecture store in another order than kiln
-/// runs them (GLM-4's and ERNIE 4.5's q and k), each with its stored layout.
+/// runs them (GLM-4's, ERNIE 4.5's and Cohere's q and k), each with its stored layout.
 pub(crate) fn interleaved_rows(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
     match cfg.architecture {
-        Architecture::Glm4 | Architecture::Ernie45 | Architecture::Ernie45Moe => {
-            qk_pairs_side_by_side(cfg)
-        }
+        Architecture::Glm4
+        | Architecture::Ernie45
+        | Architecture::Ernie45Moe
+        | Architecture::Cohere
+        | Architecture::Cohere2 => qk_pairs_side_by_side(cfg),
         _ => Vec::new(),
     }
 }
@@ -241,6 +244,7 @@ impl ModelTensors {
             Architecture::SmolLM3 => smollm3::layer,
             Architecture::Granite => granite::layer,
             Architecture::MiniCpm => minicpm::layer,
+            Architecture::Cohere | Architecture::Cohere2 => cohere::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
@@ -293,13 +297,18 @@ mod tests {
             .iter()
             .map(|op| match op {
                 Op::NormedProject {
+                    src,
                     norm,
                     weights,
                     bias,
                     dst,
                 } => format!(
                     "{} {}{} -> {dst:?}",
-                    if norm.is_some() { "norm" } else { "raw" },
+                    match (src, norm) {
+                        (Buf::Normed, _) => "layernormed",
+                        (_, Some(_)) => "norm",
+                        (_, None) => "raw",
+                    },
                     weights.len(),
                     if bias.is_some() { "+bias" } else { "" }
                 ),
@@ -320,6 +329,7 @@ mod tests {
                     if bias.is_some() { "+bias" } else { "" }
                 ),
                 Op::AddNormed { src, .. } => format!("+norm {src:?}"),
+                Op::LayerNorm { .. } => "layernorm".into(),
                 Op::GatedActivation => "glu".into(),
                 Op::Activation => "act".into(),
                 Op::Experts(e) => format!(
@@ -394,6 +404,16 @@ mod tests {
              norm 2 -> GateUp, glu, Act -> Proj, +norm Proj"
         );
         assert_eq!(l.tensors().len(), 11);
+
+        // Cohere: one LayerNorm both sub-layers read, side by side.
+        let (l, ops, _) = layer(TinyConfig::cohere());
+        assert_eq!(
+            ops,
+            "layernorm, layernormed 3 -> Qkv, rotary, attention, Attn -> Residual, \
+             layernormed 2 -> GateUp, glu, Act -> Residual"
+        );
+        assert_eq!(l.tensors().len(), 8);
+        assert!(l.ops.iter().any(|op| op.uses(Buf::Normed)));
 
         let (l, ops, _) = layer(TinyConfig::olmo2());
         assert_eq!(

@@ -5,7 +5,7 @@
 //! windows on three layers of four, whose sliding layers turn without the global layers'
 //! RoPE scaling ([`ModelConfig`]).
 
-use super::Buf::{Attn, Proj, Qkv};
+use super::Buf::{Attn, Proj, Qkv, Residual};
 use super::Op::{AddNormed, Attention, NormedProject, Project, Rotary};
 use super::llama::mlp;
 use super::{Layer, Names, Tensor};
@@ -28,6 +28,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
 pub(super) fn post_normed(n: &Names, qk_norm: [Tensor; 2]) -> Layer {
     let mut ops = vec![
         NormedProject {
+            src: Residual,
             norm: None,
             weights: n.qkv(),
             bias: None,

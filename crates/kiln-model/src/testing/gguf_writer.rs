@@ -76,7 +76,13 @@ pub fn model_gguf(
             MetaValue::F32(cfg.rope_theta),
         )
         .meta(
-            &format!("{a}.attention.layer_norm_rms_epsilon"),
+            &format!(
+                "{a}.attention.{}",
+                match cfg.architecture.layer_norm() {
+                    true => "layer_norm_epsilon",
+                    false => "layer_norm_rms_epsilon",
+                }
+            ),
             MetaValue::F32(cfg.rms_norm_eps),
         );
     if let Some(w) = cfg.sliding_window {
@@ -134,7 +140,13 @@ pub fn model_gguf(
     }) {
         b.meta(&format!("{a}.attention.sliding_window_pattern"), u(n));
     }
-    if let Some(g) = cfg.granite {
+    if let (Architecture::Cohere | Architecture::Cohere2, Some(g)) = (cfg.architecture, cfg.granite)
+    {
+        b.meta(
+            &format!("{a}.logit_scale"),
+            MetaValue::F32((1.0 / f64::from(g.logits)) as f32),
+        );
+    } else if let Some(g) = cfg.granite {
         for (key, m) in [
             ("embedding_scale", g.embedding),
             ("attention.scale", g.attention),

@@ -174,6 +174,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::SmolLM3 => "SmolLM3ForCausalLM",
             Architecture::Granite => "GraniteForCausalLM",
             Architecture::MiniCpm => "MiniCPMForCausalLM",
+            Architecture::Cohere => "CohereForCausalLM",
+            Architecture::Cohere2 => "Cohere2ForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -206,6 +208,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Glm4Moe => "glm4_moe",
             Architecture::Ernie45Moe => "ernie4_5_moe",
             Architecture::GptOss => "gpt_oss",
+            Architecture::Cohere => "cohere",
             Architecture::GraniteMoe if shared => "granitemoeshared",
             a => a.gguf_name(),
         },
@@ -258,7 +261,10 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     if mc.architecture == Architecture::Olmo2 && windowed {
         config["layer_types"] = json!(layer_types(&mc));
     }
-    if mc.architecture == Architecture::Exaone4 {
+    if matches!(
+        mc.architecture,
+        Architecture::Exaone4 | Architecture::Cohere2
+    ) {
         // Both as EXAONE's folders carry them (its config cannot make layer types without a
         // window).
         config["layer_types"] = json!(layer_types(&mc));
@@ -360,7 +366,17 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["attention_out_bias"] = json!(false);
         config["mlp_bias"] = json!(false);
     }
-    if let (Architecture::MiniCpm, Some(g)) = (mc.architecture, mc.granite) {
+    if mc.architecture.layer_norm() {
+        // Its LayerNorm's epsilon by that name, and the logits' scale rather than a divisor.
+        let eps = config
+            .as_object_mut()
+            .and_then(|c| c.remove("rms_norm_eps"));
+        config["layer_norm_eps"] = eps.unwrap_or_default();
+        config["use_qk_norm"] = json!(false);
+        if let Some(g) = mc.granite {
+            config["logit_scale"] = json!(1.0 / f64::from(g.logits));
+        }
+    } else if let (Architecture::MiniCpm, Some(g)) = (mc.architecture, mc.granite) {
         // MiniCPM's keys, from which kiln works the multipliers out ([`TinyConfig::minicpm`]).
         config["scale_emb"] = json!(g.embedding);
         config["scale_depth"] = json!(f64::from(g.residual) * (mc.num_layers as f64).sqrt());

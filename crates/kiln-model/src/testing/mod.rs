@@ -426,6 +426,38 @@ impl TinyConfig {
         }
     }
 
+    /// Cohere's Command-R: one LayerNorm before attention and the MLP side by side, rotary
+    /// pairs side by side in q and k, logits multiplied by 2 (the real models' 0.0625 would
+    /// shrink these random weights' logits below the tests' tolerances); tied embeddings.
+    pub fn cohere() -> Self {
+        let base = Self::default();
+        TinyConfig {
+            architecture: Architecture::Cohere,
+            granite: Some(crate::GraniteScales {
+                embedding: 1.0,
+                attention: (1.0 / (base.head_dim as f64).sqrt()) as f32,
+                residual: 1.0,
+                logits: 0.5,
+            }),
+            tie_word_embeddings: true,
+            ..base
+        }
+    }
+
+    /// Command R7B's shape: Command-R's layer on four layers, the fourth global and without
+    /// RoPE, a window of 20 on the others (a RoPE base of 100 turns fast enough that leaving
+    /// out the global layer's rotation shows).
+    pub fn cohere2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Cohere2,
+            num_layers: 4,
+            sliding_window: Some(20),
+            sliding_window_pattern: Some(4),
+            rope_theta: 100.0,
+            ..Self::cohere()
+        }
+    }
+
     /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
     /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
     /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and
@@ -503,7 +535,9 @@ impl TinyConfig {
             granite: self.granite,
             no_rope_layers: match (self.architecture, self.sliding_window_pattern) {
                 (Architecture::SmolLM3, _) => (3..self.num_layers).step_by(4).collect(),
-                (Architecture::Exaone4, Some(n)) if self.sliding_window.is_some() => {
+                (Architecture::Exaone4 | Architecture::Cohere2, Some(n))
+                    if self.sliding_window.is_some() =>
+                {
                     (0..self.num_layers).filter(|i| (i + 1) % n == 0).collect()
                 }
                 _ => Vec::new(),

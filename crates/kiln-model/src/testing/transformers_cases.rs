@@ -89,6 +89,8 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("granite", TinyConfig::granite()),
         // Transformers has no MiniCPM: the script runs it as the Granite its keys make.
         ("minicpm-scales", TinyConfig::minicpm()),
+        ("cohere-layernorm-parallel", TinyConfig::cohere()),
+        ("cohere2-window-nope", TinyConfig::cohere2()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
