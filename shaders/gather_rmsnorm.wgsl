@@ -1,11 +1,11 @@
 // Final RMSNorm, only for the rows that are sampled:
 //   out[s, :] = x[rows[s], :] / rms(x[rows[s], :]) * gain
-// or, with `centered`, a LayerNorm without a bias (Cohere's): the row's mean subtracted first,
-// so that rms is the standard deviation.
+// or, with `centered`, a LayerNorm: the row's mean subtracted first, so that rms is the
+// standard deviation, and `bias` added where `has_bias` (StableLM's; Cohere's has none).
 // Grid: (num_samples, 1, 1), 64 invocations per row.
 
 struct Step { num_tokens: u32, num_seqs: u32, num_samples: u32, pad: u32 }
-struct Params { hidden: u32, eps: f32, centered: u32, pad1: u32 }
+struct Params { hidden: u32, eps: f32, centered: u32, has_bias: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -13,6 +13,7 @@ struct Params { hidden: u32, eps: f32, centered: u32, pad1: u32 }
 @group(0) @binding(3) var<storage, read> x: array<f32>;          // (T, hidden)
 @group(0) @binding(4) var<storage, read> gain: array<f32>;       // (hidden)
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;  // (S, hidden)
+@group(0) @binding(6) var<storage, read> bias: array<f32>;       // (hidden), or a placeholder
 
 var<workgroup> red: array<f32, 64>;
 
@@ -55,6 +56,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
     let inv = inverseSqrt(red[0] / f32(p.hidden) + p.eps);
     for (var i = lid; i < p.hidden; i += 64u) {
-        out[s * p.hidden + i] = (x[src + i] - mean) * inv * gain[i];
+        var b = 0.0;
+        if (p.has_bias != 0u) {
+            b = bias[i];
+        }
+        out[s * p.hidden + i] = (x[src + i] - mean) * inv * gain[i] + b;
     }
 }

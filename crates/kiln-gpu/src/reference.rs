@@ -40,6 +40,7 @@ enum Step {
     },
     LayerNorm {
         norm: Vec<f32>,
+        bias: Option<Vec<f32>>,
     },
     GatedActivation,
     Activation,
@@ -77,6 +78,7 @@ pub struct CpuModel {
     embed: Vec<f32>,
     layers: Vec<Vec<Step>>,
     norm: Vec<f32>,
+    norm_bias: Option<Vec<f32>>,
     lm_head: Vec<f32>,
     /// The cache type whose rounding attention reads K and V through (exact when `None`).
     kv: Option<KvDtype>,
@@ -107,7 +109,8 @@ pub fn rmsnorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
         .collect()
 }
 
-/// `(x - mean(x)) / sqrt(var(x) + eps) * gain`: a LayerNorm without a bias (Cohere's).
+/// `(x - mean(x)) / sqrt(var(x) + eps) * gain`: a LayerNorm without a bias (Cohere's); see
+/// [`layernorm_bias`].
 pub fn layernorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
     let n = x.len() as f64;
     let mean = x.iter().map(|v| *v as f64).sum::<f64>() / n;
@@ -117,6 +120,15 @@ pub fn layernorm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
         .zip(gain)
         .map(|(v, g)| ((*v as f64 - mean) * inv) as f32 * g)
         .collect()
+}
+
+/// A LayerNorm plus `bias` where there is one (StableLM's).
+pub fn layernorm_bias(x: &[f32], gain: &[f32], bias: Option<&[f32]>, eps: f32) -> Vec<f32> {
+    let mut y = layernorm(x, gain, eps);
+    if let Some(b) = bias {
+        y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+    }
+    y
 }
 
 /// `cap * tanh(x / cap)`: Gemma 2's soft cap.
@@ -242,7 +254,10 @@ impl CpuModel {
                         src: *src,
                         norm: norm(n)?,
                     },
-                    Op::LayerNorm { norm: n } => Step::LayerNorm { norm: norm(n)? },
+                    Op::LayerNorm { norm: n, bias } => Step::LayerNorm {
+                        norm: norm(n)?,
+                        bias: bias.as_ref().map(read).transpose()?,
+                    },
                     Op::GatedActivation => Step::GatedActivation,
                     Op::Activation => Step::Activation,
                     Op::Experts(e) => {
@@ -289,6 +304,7 @@ impl CpuModel {
             embed,
             layers,
             norm: norm(&tensors.final_norm)?,
+            norm_bias: tensors.final_norm_bias.as_ref().map(read).transpose()?,
             lm_head,
             kv: None,
         })
@@ -325,7 +341,7 @@ impl CpuModel {
         (rows.residual.iter())
             .map(|x| {
                 let normed = match c.architecture.layer_norm() {
-                    true => layernorm(x, &self.norm, eps),
+                    true => layernorm_bias(x, &self.norm, self.norm_bias.as_deref(), eps),
                     false => rmsnorm(x, &self.norm, eps),
                 };
                 let mut logits = matvec(&self.lm_head, &normed);
@@ -427,9 +443,9 @@ impl CpuModel {
                     x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
                 }
             }
-            Step::LayerNorm { norm } => {
+            Step::LayerNorm { norm, bias } => {
                 rows.normed = (rows.residual.iter())
-                    .map(|x| layernorm(x, norm, eps))
+                    .map(|x| layernorm_bias(x, norm, bias.as_deref(), eps))
                     .collect();
             }
             Step::Experts(experts) => {

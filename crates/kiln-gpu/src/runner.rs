@@ -332,6 +332,14 @@ impl ModelRunner {
         let final_gain = gain(weights, c, &tensors.final_norm)?;
         weight_bytes += final_gain.len() as u64 * 4;
         let final_gain = ctx.storage_init("final_norm", bytemuck::cast_slice(&final_gain));
+        let final_bias = match &tensors.final_norm_bias {
+            Some(t) => {
+                let v = weights.read_f32(&t.name)?;
+                weight_bytes += v.len() as u64 * 4;
+                Some(ctx.storage_init("final_norm_bias", bytemuck::cast_slice(&v)))
+            }
+            None => None,
+        };
         let final_norm = ops::gather_rmsnorm(
             ctx,
             &kernels,
@@ -340,6 +348,7 @@ impl ModelRunner {
             &inputs.sample_rows,
             x,
             &final_gain,
+            final_bias.as_ref(),
             &normed,
         );
         let lm_head_w = match tensors

@@ -1,6 +1,6 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers and MiniCPM's, Cohere's config, RoPE entries in transformers 5's `rope_parameters`,
+//! embedding, Granite's multipliers and MiniCPM's, Cohere's and StableLM's configs, RoPE entries in transformers 5's `rope_parameters`,
 //! YaRN's defaults.
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};
@@ -258,6 +258,34 @@ fn cohere_config() {
     r7b["sliding_window"] = serde_json::Value::Null;
     let e = parse(&r7b).expect_err("must fail");
     assert!(e.to_string().contains("without a sliding window"), "{e}");
+}
+
+/// StableLM 2 1.6B's config.json: LayerNorms with biases, q/k/v biases from `use_qkv_bias`,
+/// a quarter of each head turning (its factor given, or 0.25 when left out); StableLM 2
+/// 12B's q/k LayerNorms and attention and MLP side by side are refused by name.
+#[test]
+fn stablelm_config() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["StableLmForCausalLM"], "model_type": "stablelm",
+        "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 100352,
+        "max_position_embeddings": 4096, "layer_norm_eps": 1e-05, "rope_theta": 10000,
+        "partial_rotary_factor": 0.25, "use_qkv_bias": true, "qk_layernorm": false,
+        "use_parallel_residual": false, "tie_word_embeddings": false, "hidden_act": "silu",
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::StableLm);
+    assert_eq!((c.partial_rotary_dim, c.attention_bias), (Some(16), true));
+    assert!(c.architecture.layer_norm() && c.architecture.norm_bias());
+    cfg.as_object_mut().unwrap().remove("partial_rotary_factor");
+    assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(16));
+    for key in ["qk_layernorm", "use_parallel_residual"] {
+        let mut refused = cfg.clone();
+        refused[key] = serde_json::json!(true);
+        let e = parse(&refused).expect_err("must fail");
+        assert!(e.to_string().contains(key), "{e}");
+    }
 }
 
 /// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:

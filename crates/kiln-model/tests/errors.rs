@@ -102,6 +102,7 @@ fn unknown_architecture() {
         TinyConfig::minicpm(),
         TinyConfig::cohere(),
         TinyConfig::cohere2(),
+        TinyConfig::stablelm(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),

@@ -1,6 +1,6 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), OLMo 2 and 3,
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), StableLM, OLMo 2 and 3,
 //! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
@@ -213,6 +213,19 @@ fn logits_match_cpu_reference_cohere2() {
         assert_eq!(c.architecture, kiln_model::Architecture::Cohere2);
         assert_eq!(c.no_rope_layers, [3]);
         assert_eq!((c.layer_window(0), c.layer_window(3)), (Some(20), None));
+    });
+}
+
+/// StableLM: LayerNorms with biases (each its own launch into the buffer the next product
+/// reads; the final one's bias added with the sampled rows' norm), q/k/v biases and a rotary
+/// embedding on a quarter of each head, as a Hugging Face folder and as GGUF (`stablelm`,
+/// `rope.dimension_count` 4).
+#[test]
+fn logits_match_cpu_reference_stablelm() {
+    let cfg = TinyConfig::stablelm();
+    check_folder_and_gguf("stablelm", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::StableLm);
+        assert_eq!((c.partial_rotary_dim, c.attention_bias), (Some(4), true));
     });
 }
 

@@ -440,13 +440,18 @@ impl Layer {
                     &up.gains(&[norm], RowOrder::Stacked)?,
                     &b.x,
                 )),
-                Op::LayerNorm { norm } => Step::Launch(ops::layer_norm(
+                Op::LayerNorm { norm, bias } => Step::Launch(ops::layer_norm(
                     ctx,
                     l.kernels,
                     step,
                     (c.hidden_size, eps),
                     &b.x,
                     &up.gains(&[norm], RowOrder::Stacked)?,
+                    match bias {
+                        Some(t) => Some(up.vector_buffer(t)?),
+                        None => None,
+                    }
+                    .as_ref(),
                     b.get(ctx, Buf::Normed)?,
                 )),
                 Op::Activation => {

@@ -8,11 +8,11 @@ struct Params {
     hidden: u32,
     eps: f32,
     centered: u32,
-    pad: u32,
+    has_bias: u32,
 }
 
 /// `out[s, :] = rmsnorm(x[rows[s], :]) * gain` for the sampled rows; with `centered`, a
-/// LayerNorm without a bias in place of the RMSNorm.
+/// LayerNorm in place of the RMSNorm, plus `bias` where there is one.
 #[allow(clippy::too_many_arguments)]
 pub fn gather_rmsnorm(
     ctx: &GpuContext,
@@ -22,6 +22,7 @@ pub fn gather_rmsnorm(
     rows: &wgpu::Buffer,
     x: &wgpu::Buffer,
     gain: &wgpu::Buffer,
+    bias: Option<&wgpu::Buffer>,
     out: &wgpu::Buffer,
 ) -> Launch {
     let p = super::params(
@@ -31,13 +32,14 @@ pub fn gather_rmsnorm(
             hidden: hidden as u32,
             eps,
             centered: centered.into(),
-            pad: 0,
+            has_bias: bias.is_some().into(),
         },
     );
+    let none = ctx.placeholder(16);
     Launch::new(
         &ctx.device,
         kernels.get("gather_rmsnorm"),
-        &[step, &p, rows, x, gain, out],
+        &[step, &p, rows, x, gain, out, bias.unwrap_or(&none)],
         Grid::Samples { per: 1, y: 1 },
     )
 }

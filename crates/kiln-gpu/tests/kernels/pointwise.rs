@@ -105,8 +105,9 @@ fn residual_rmsnorm_matches_reference() {
     );
 }
 
-/// The final norm of the sampled rows, as an RMSNorm and (`centered`) as Cohere's LayerNorm;
-/// the rows far from zero-mean, so that leaving the mean in would show.
+/// The final norm of the sampled rows, as an RMSNorm and (`centered`) as a LayerNorm without a
+/// bias (Cohere's) and with one (StableLM's); the rows far from zero-mean, so that leaving the
+/// mean in would show.
 #[test]
 fn gather_rmsnorm_matches_reference() {
     let ctx = gpu();
@@ -118,31 +119,36 @@ fn gather_rmsnorm_matches_reference() {
         .map(|v| v + 2.5)
         .collect();
     let gain = randn(&mut r, hidden, 1.0);
+    let bias = randn(&mut r, hidden, 0.5);
     let rows = [10u32, 0, 4];
     let step = step_buffer(&ctx, t as u32, 3, 3);
-    let (rb, xb, gb, out) = (
+    let (rb, xb, gb, bb, out) = (
         buf_u32(&ctx, &rows),
         buf_f32(&ctx, &x),
         buf_f32(&ctx, &gain),
+        buf_f32(&ctx, &bias),
         ctx.storage("out", (3 * hidden * 4) as u64),
     );
-    for centered in [false, true] {
+    for (centered, with_bias) in [(false, false), (true, false), (true, true)] {
         let shape = (hidden, 1e-6, centered);
-        let l = ops::gather_rmsnorm(&ctx, &k, &step, shape, &rb, &xb, &gb, &out);
+        let b = with_bias.then_some(&bb);
+        let l = ops::gather_rmsnorm(&ctx, &k, &step, shape, &rb, &xb, &gb, b, &out);
         run_launches(&ctx, &[&l], t as u32, 3);
-        let norm = match centered {
-            true => reference::layernorm,
-            false => reference::rmsnorm,
-        };
         let want: Vec<f32> = rows
             .iter()
             .flat_map(|&row| {
-                let row = row as usize;
-                norm(&x[row * hidden..(row + 1) * hidden], &gain, 1e-6)
+                let row = &x[row as usize * hidden..(row as usize + 1) * hidden];
+                match centered {
+                    true => {
+                        let b = with_bias.then_some(&bias[..]);
+                        reference::layernorm_bias(row, &gain, b, 1e-6)
+                    }
+                    false => reference::rmsnorm(row, &gain, 1e-6),
+                }
             })
             .collect();
         assert_close(
-            &format!("gather_rmsnorm (centered: {centered})"),
+            &format!("gather_rmsnorm (centered: {centered}, bias: {with_bias})"),
             &read_f32(&ctx, &out, 3 * hidden),
             &want,
             1e-5,
@@ -151,8 +157,9 @@ fn gather_rmsnorm_matches_reference() {
     }
 }
 
-/// Cohere's LayerNorm of every token into a buffer of its own, against the CPU reference, on
-/// an awkward width (not a multiple of the 64 invocations) and rows with a large mean.
+/// A LayerNorm of every token into a buffer of its own, without a bias (Cohere's) and with
+/// one (StableLM's), against the CPU reference, on an awkward width (not a multiple of the 64
+/// invocations) and rows with a large mean.
 #[test]
 fn layer_norm_matches_reference() {
     let ctx = gpu();
@@ -165,23 +172,30 @@ fn layer_norm_matches_reference() {
         .map(|(i, v)| v + (i / hidden) as f32 * 3.0 - 8.0)
         .collect();
     let gain = randn(&mut r, hidden, 1.0);
+    let bias = randn(&mut r, hidden, 0.5);
     let step = step_buffer(&ctx, t as u32, 1, 1);
-    let (xb, gb, out) = (
+    let (xb, gb, bb, out) = (
         buf_f32(&ctx, &x),
         buf_f32(&ctx, &gain),
+        buf_f32(&ctx, &bias),
         ctx.storage("out", (t * hidden * 4) as u64),
     );
-    let l = ops::layer_norm(&ctx, &k, &step, (hidden, 1e-5), &xb, &gb, &out);
-    run_launches(&ctx, &[&l], t as u32, 1);
-    let want: Vec<f32> = x
-        .chunks(hidden)
-        .flat_map(|row| reference::layernorm(row, &gain, 1e-5))
-        .collect();
-    assert_close(
-        "layer_norm",
-        &read_f32(&ctx, &out, t * hidden),
-        &want,
-        1e-5,
-        1e-4,
-    );
+    for with_bias in [false, true] {
+        let b = with_bias.then_some(&bb);
+        let l = ops::layer_norm(&ctx, &k, &step, (hidden, 1e-5), &xb, &gb, b, &out);
+        run_launches(&ctx, &[&l], t as u32, 1);
+        let want: Vec<f32> = x
+            .chunks(hidden)
+            .flat_map(|row| {
+                reference::layernorm_bias(row, &gain, with_bias.then_some(&bias[..]), 1e-5)
+            })
+            .collect();
+        assert_close(
+            &format!("layer_norm (bias: {with_bias})"),
+            &read_f32(&ctx, &out, t * hidden),
+            &want,
+            1e-5,
+            1e-4,
+        );
+    }
 }

@@ -45,6 +45,11 @@ pub enum Architecture {
     /// Cohere's Command R7B and Command A: Command-R's layer, three layers sliding to one
     /// global that applies no RoPE (`models::cohere`).
     Cohere2,
+    /// StableLM (StableLM 2 1.6B, StableLM 3B 4E1T, Zephyr 3B, StableCode 3B): Llama's layer
+    /// with LayerNorms (biases included) in place of its RMSNorms, q/k/v biases where the
+    /// config says, and a rotary embedding on the first quarter of each head
+    /// (`models::stablelm`).
+    StableLm,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -208,6 +213,7 @@ impl Architecture {
             Architecture::MiniCpm => "minicpm",
             Architecture::Cohere => "command-r",
             Architecture::Cohere2 => "cohere2",
+            Architecture::StableLm => "stablelm",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -246,7 +252,15 @@ impl Architecture {
     /// Whether the model's norms before its sub-layers and before the LM head are LayerNorms
     /// (mean subtracted, no bias: Cohere's) rather than RMSNorms.
     pub fn layer_norm(self) -> bool {
-        matches!(self, Architecture::Cohere | Architecture::Cohere2)
+        matches!(
+            self,
+            Architecture::Cohere | Architecture::Cohere2 | Architecture::StableLm
+        )
+    }
+
+    /// Whether its LayerNorms (see [`Self::layer_norm`]) add a bias (StableLM's).
+    pub fn norm_bias(self) -> bool {
+        self == Architecture::StableLm
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

@@ -61,6 +61,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "minicpm" => Architecture::MiniCpm,
         "command-r" => Architecture::Cohere,
         "cohere2" => Architecture::Cohere2,
+        "stablelm" => Architecture::StableLm,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -110,7 +111,10 @@ pub(crate) fn config_from_meta(
             if rot != head_dim
                 && matches!(
                     architecture,
-                    Architecture::Phi3 | Architecture::Glm4 | Architecture::Glm4Moe
+                    Architecture::Phi3
+                        | Architecture::Glm4
+                        | Architecture::Glm4Moe
+                        | Architecture::StableLm
                 ) =>
         {
             Some(rot)

@@ -31,6 +31,7 @@ impl ModelConfig {
             "minicpm" => Architecture::MiniCpm,
             "cohere" => Architecture::Cohere,
             "cohere2" => Architecture::Cohere2,
+            "stablelm" => Architecture::StableLm,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -117,6 +118,7 @@ impl ModelConfig {
             | Architecture::Olmoe
             | Architecture::MiniCpm
             | Architecture::Cohere
+            | Architecture::StableLm
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -168,13 +170,17 @@ impl ModelConfig {
                 v.pointer("/rope_parameters/partial_rotary_factor")
                     .and_then(Value::as_f64)
             })
-            .or(matches!(architecture, Architecture::Glm4 | Architecture::Glm4Moe).then_some(0.5));
+            .or(matches!(architecture, Architecture::Glm4 | Architecture::Glm4Moe).then_some(0.5))
+            .or((architecture == Architecture::StableLm).then_some(0.25));
         let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
             Some(f)
                 if matches!(
                     architecture,
-                    Architecture::Phi3 | Architecture::Glm4 | Architecture::Glm4Moe
+                    Architecture::Phi3
+                        | Architecture::Glm4
+                        | Architecture::Glm4Moe
+                        | Architecture::StableLm
                 ) =>
             {
                 let dim = (f * head_dim as f64).round() as usize;
@@ -203,6 +209,18 @@ impl ModelConfig {
                 file: file.into(),
                 reason: format!("clip_qkv (q, k and v clipped) on {model_type}"),
             });
+        }
+        // StableLM 2 12B's LayerNorms of q and k, and the StableLM models whose attention and
+        // MLP run side by side: neither is built.
+        if architecture == Architecture::StableLm {
+            for key in ["qk_layernorm", "use_parallel_residual"] {
+                if v.get(key).and_then(Value::as_bool) == Some(true) {
+                    return Err(ModelError::Unsupported {
+                        file: file.into(),
+                        reason: format!("StableLM with {key}"),
+                    });
+                }
+            }
         }
         // Command-R+'s LayerNorms of each head of q and k, which kiln does not run.
         if architecture.layer_norm() && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
@@ -337,6 +355,9 @@ impl ModelConfig {
                     _ => false,
                 },
                 Architecture::Exaone4 => false,
+                Architecture::StableLm => {
+                    (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false)
+                }
                 // Transformers 5 names Qwen2 MoE's flag `qkv_bias`; older configs have none.
                 Architecture::Qwen2Moe => {
                     v.get("qkv_bias").and_then(Value::as_bool).unwrap_or(true)
@@ -426,7 +447,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::HunyuanMoe
         | Architecture::HunyuanDense
         | Architecture::Cohere
-        | Architecture::Cohere2 => 1e-5,
+        | Architecture::Cohere2
+        | Architecture::StableLm => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

@@ -17,6 +17,7 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let ops = vec![
         LayerNorm {
             norm: n.norm("input_layernorm"),
+            bias: None,
         },
         NormedProject {
             src: Normed,

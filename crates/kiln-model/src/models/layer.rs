@@ -63,9 +63,9 @@ pub enum Op {
     },
     /// `x += rmsnorm(src) * norm`: a sub-layer's output normalized into the residual stream.
     AddNormed { src: Buf, norm: Tensor },
-    /// [`Buf::Normed`] = `(x - mean(x)) / sqrt(var(x) + eps) * norm`: the residual stream
-    /// through a LayerNorm without a bias (Cohere's).
-    LayerNorm { norm: Tensor },
+    /// [`Buf::Normed`] = `(x - mean(x)) / sqrt(var(x) + eps) * norm + bias`: the residual
+    /// stream through a LayerNorm (Cohere's has no bias, StableLM's has).
+    LayerNorm { norm: Tensor, bias: Option<Tensor> },
     /// [`Buf::Act`] = activation(gate) * up, from [`Buf::GateUp`] (the model's activation).
     GatedActivation,
     /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
@@ -119,7 +119,8 @@ impl Op {
             }
             Op::Rotary { qk_norm, .. } => qk_norm.iter().flatten().collect(),
             Op::Project { weight, bias, .. } => [weight].into_iter().chain(bias).collect(),
-            Op::AddNormed { norm, .. } | Op::LayerNorm { norm } => vec![norm],
+            Op::AddNormed { norm, .. } => vec![norm],
+            Op::LayerNorm { norm, bias } => [norm].into_iter().chain(bias).collect(),
             Op::Attention { sinks } => sinks.iter().collect(),
             Op::GatedActivation | Op::Activation => Vec::new(),
             Op::Experts(e) => [&e.norm, &e.router]

@@ -35,6 +35,7 @@ mod qwen3;
 mod qwen3_moe;
 mod seed_oss;
 mod smollm3;
+mod stablelm;
 
 use crate::gguf::names::Interleaved;
 use crate::{Architecture, ModelConfig};
@@ -227,6 +228,8 @@ pub struct ModelTensors {
     pub embed: Tensor,
     pub layers: Vec<Layer>,
     pub final_norm: Tensor,
+    /// The final LayerNorm's bias, where the architecture's norms have one (StableLM's).
+    pub final_norm_bias: Option<Tensor>,
     /// The output projection; `None` when it is the embedding (tied).
     pub lm_head: Option<Tensor>,
 }
@@ -245,6 +248,7 @@ impl ModelTensors {
             Architecture::Granite => granite::layer,
             Architecture::MiniCpm => minicpm::layer,
             Architecture::Cohere | Architecture::Cohere2 => cohere::layer,
+            Architecture::StableLm => stablelm::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
@@ -268,6 +272,8 @@ impl ModelTensors {
             embed: Tensor::new("model.embed_tokens.weight", &[vocab, h]),
             layers: (0..cfg.num_layers).map(|i| layer(cfg, i)).collect(),
             final_norm: Tensor::new("model.norm.weight", &[h]),
+            final_norm_bias: (cfg.architecture.norm_bias())
+                .then(|| Tensor::new("model.norm.bias", &[h])),
             lm_head: (!cfg.tie_word_embeddings).then(|| Tensor::new("lm_head.weight", &[vocab, h])),
         }
     }
@@ -277,6 +283,7 @@ impl ModelTensors {
         let mut v = vec![&self.embed];
         v.extend(self.layers.iter().flat_map(Layer::tensors));
         v.push(&self.final_norm);
+        v.extend(&self.final_norm_bias);
         v.extend(&self.lm_head);
         v
     }

@@ -176,6 +176,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::MiniCpm => "MiniCPMForCausalLM",
             Architecture::Cohere => "CohereForCausalLM",
             Architecture::Cohere2 => "Cohere2ForCausalLM",
+            Architecture::StableLm => "StableLmForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -372,7 +373,13 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             .as_object_mut()
             .and_then(|c| c.remove("rms_norm_eps"));
         config["layer_norm_eps"] = eps.unwrap_or_default();
-        config["use_qk_norm"] = json!(false);
+        if mc.architecture == Architecture::StableLm {
+            config["use_qkv_bias"] = json!(mc.attention_bias);
+            config["qk_layernorm"] = json!(false);
+            config["use_parallel_residual"] = json!(false);
+        } else {
+            config["use_qk_norm"] = json!(false);
+        }
         if let Some(g) = mc.granite {
             config["logit_scale"] = json!(1.0 / f64::from(g.logits));
         }

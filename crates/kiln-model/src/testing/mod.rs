@@ -458,6 +458,18 @@ impl TinyConfig {
         }
     }
 
+    /// StableLM: LayerNorms with biases before attention and the MLP and before the LM head,
+    /// q/k/v biases, a rotary embedding on the first quarter (4) of each head's 16 dimensions
+    /// (a RoPE base of 100 turns them fast enough that the partial rotation shows).
+    pub fn stablelm() -> Self {
+        TinyConfig {
+            architecture: Architecture::StableLm,
+            partial_rotary_dim: Some(4),
+            rope_theta: 100.0,
+            ..Default::default()
+        }
+    }
+
     /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
     /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
     /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and
@@ -521,6 +533,7 @@ impl TinyConfig {
                     | Architecture::Qwen2Moe
                     | Architecture::Glm4Moe
                     | Architecture::GptOss
+                    | Architecture::StableLm
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,

@@ -91,6 +91,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("minicpm-scales", TinyConfig::minicpm()),
         ("cohere-layernorm-parallel", TinyConfig::cohere()),
         ("cohere2-window-nope", TinyConfig::cohere2()),
+        ("stablelm-layernorm-biases-partial", TinyConfig::stablelm()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
