@@ -1,6 +1,6 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers and MiniCPM's, Cohere's and StableLM's configs, RoPE entries in transformers 5's `rope_parameters`,
+//! embedding, Granite's multipliers and MiniCPM's, Cohere's, StableLM's and Nemotron's configs, RoPE entries in transformers 5's `rope_parameters`,
 //! YaRN's defaults.
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};
@@ -286,6 +286,34 @@ fn stablelm_config() {
         let e = parse(&refused).expect_err("must fail");
         assert!(e.to_string().contains(key), "{e}");
     }
+}
+
+/// Nemotron-Mini-4B's config.json: `norm_eps`, LayerNorm gains stored minus one, half of each
+/// head turning (given, or 0.5 when left out), relu(x)^2; its `attention_bias` (a bias on
+/// o_proj too) is refused by name.
+#[test]
+fn nemotron_config() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["NemotronForCausalLM"], "model_type": "nemotron",
+        "hidden_size": 3072, "intermediate_size": 9216, "num_hidden_layers": 32,
+        "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 128,
+        "vocab_size": 256000, "max_position_embeddings": 4096, "norm_eps": 1e-05,
+        "partial_rotary_factor": 0.5, "hidden_act": "relu2", "rope_theta": 10000,
+        "tie_word_embeddings": false,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Nemotron);
+    assert_eq!(
+        (c.partial_rotary_dim, c.norm_gain_offset, c.rms_norm_eps),
+        (Some(64), 1.0, 1e-5)
+    );
+    assert_eq!(c.activation, kiln_model::Activation::Relu2);
+    cfg.as_object_mut().unwrap().remove("partial_rotary_factor");
+    assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(64));
+    cfg["attention_bias"] = serde_json::json!(true);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("attention_bias"), "{e}");
 }
 
 /// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:

@@ -103,6 +103,7 @@ fn unknown_architecture() {
         TinyConfig::cohere(),
         TinyConfig::cohere2(),
         TinyConfig::stablelm(),
+        TinyConfig::nemotron(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),

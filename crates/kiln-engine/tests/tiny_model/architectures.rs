@@ -1,6 +1,6 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), StableLM, OLMo 2 and 3,
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), StableLM, Nemotron, OLMo 2 and 3,
 //! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
@@ -226,6 +226,19 @@ fn logits_match_cpu_reference_stablelm() {
     check_folder_and_gguf("stablelm", &cfg, |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::StableLm);
         assert_eq!((c.partial_rotary_dim, c.attention_bias), (Some(4), true));
+    });
+}
+
+/// Nemotron: StableLM's LayerNorms (their gains stored minus one in the folder, whole in
+/// GGUF, as llama.cpp's converter writes them), half of each head turning, and a MLP without
+/// a gate (relu(up x)^2 in the up product's epilogue).
+#[test]
+fn logits_match_cpu_reference_nemotron() {
+    let cfg = TinyConfig::nemotron();
+    check_folder_and_gguf("nemotron", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Nemotron);
+        assert_eq!(c.partial_rotary_dim, Some(8));
+        assert_eq!(c.activation, kiln_model::Activation::Relu2);
     });
 }
 

@@ -50,6 +50,11 @@ pub enum Architecture {
     /// config says, and a rotary embedding on the first quarter of each head
     /// (`models::stablelm`).
     StableLm,
+    /// Nemotron (Nemotron-4 Minitron 4B and 8B, Nemotron-Mini 4B): StableLM's LayerNorms with
+    /// biases, their gains stored minus one in Hugging Face files, and Arcee's MLP without a
+    /// gate (`down(relu(up x)^2)`); a rotary embedding on half of each head
+    /// (`models::nemotron`).
+    Nemotron,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -214,6 +219,7 @@ impl Architecture {
             Architecture::Cohere => "command-r",
             Architecture::Cohere2 => "cohere2",
             Architecture::StableLm => "stablelm",
+            Architecture::Nemotron => "nemotron",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -254,13 +260,16 @@ impl Architecture {
     pub fn layer_norm(self) -> bool {
         matches!(
             self,
-            Architecture::Cohere | Architecture::Cohere2 | Architecture::StableLm
+            Architecture::Cohere
+                | Architecture::Cohere2
+                | Architecture::StableLm
+                | Architecture::Nemotron
         )
     }
 
     /// Whether its LayerNorms (see [`Self::layer_norm`]) add a bias (StableLM's).
     pub fn norm_bias(self) -> bool {
-        self == Architecture::StableLm
+        matches!(self, Architecture::StableLm | Architecture::Nemotron)
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm
@@ -453,11 +462,11 @@ impl ModelConfig {
                 self.head_dim
             ));
         }
-        // Arcee's MLP has no gate, the others' have one: relu^2 is the one activation kiln runs
-        // without a gate, and it runs only so; gpt-oss's clamped SwiGLU runs on its experts
-        // only.
+        // Arcee's and Nemotron's MLPs have no gate, the others' have one: relu^2 is the one
+        // activation kiln runs without a gate, and it runs only so; gpt-oss's clamped SwiGLU
+        // runs on its experts only.
         let own = match self.architecture {
-            Architecture::Arcee => Some(Activation::Relu2),
+            Architecture::Arcee | Architecture::Nemotron => Some(Activation::Relu2),
             Architecture::GptOss => Some(Activation::ClampedSwiglu),
             _ => None,
         };

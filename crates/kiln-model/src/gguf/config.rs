@@ -62,6 +62,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "command-r" => Architecture::Cohere,
         "cohere2" => Architecture::Cohere2,
         "stablelm" => Architecture::StableLm,
+        "nemotron" => Architecture::Nemotron,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -115,6 +116,7 @@ pub(crate) fn config_from_meta(
                         | Architecture::Glm4
                         | Architecture::Glm4Moe
                         | Architecture::StableLm
+                        | Architecture::Nemotron
                 ) =>
         {
             Some(rot)
@@ -347,7 +349,7 @@ pub(crate) fn config_from_meta(
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
-            Architecture::Arcee => Activation::Relu2,
+            Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
             Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,
         },

@@ -32,6 +32,7 @@ impl ModelConfig {
             "cohere" => Architecture::Cohere,
             "cohere2" => Architecture::Cohere2,
             "stablelm" => Architecture::StableLm,
+            "nemotron" => Architecture::Nemotron,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -119,6 +120,7 @@ impl ModelConfig {
             | Architecture::MiniCpm
             | Architecture::Cohere
             | Architecture::StableLm
+            | Architecture::Nemotron
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -171,7 +173,8 @@ impl ModelConfig {
                     .and_then(Value::as_f64)
             })
             .or(matches!(architecture, Architecture::Glm4 | Architecture::Glm4Moe).then_some(0.5))
-            .or((architecture == Architecture::StableLm).then_some(0.25));
+            .or((architecture == Architecture::StableLm).then_some(0.25))
+            .or((architecture == Architecture::Nemotron).then_some(0.5));
         let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
             Some(f)
@@ -181,6 +184,7 @@ impl ModelConfig {
                         | Architecture::Glm4
                         | Architecture::Glm4Moe
                         | Architecture::StableLm
+                        | Architecture::Nemotron
                 ) =>
             {
                 let dim = (f * head_dim as f64).round() as usize;
@@ -299,11 +303,11 @@ impl ModelConfig {
             head_dim,
             vocab_size: req("vocab_size")?,
             max_position_embeddings,
-            // Cohere's LayerNorm's, by its own name.
-            rms_norm_eps: opt_f(if architecture.layer_norm() {
-                "layer_norm_eps"
-            } else {
-                "rms_norm_eps"
+            // The LayerNorms' by their own names (Nemotron's, Cohere's and StableLM's).
+            rms_norm_eps: opt_f(match architecture {
+                Architecture::Nemotron => "norm_eps",
+                _ if architecture.layer_norm() => "layer_norm_eps",
+                _ => "rms_norm_eps",
             })
             .unwrap_or(default_rms_norm_eps(architecture)) as f32,
             rope_theta: rope.theta,
@@ -358,6 +362,16 @@ impl ModelConfig {
                 Architecture::StableLm => {
                     (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false)
                 }
+                // Nemotron's flag puts a bias on o_proj too, which kiln does not run.
+                Architecture::Nemotron => match v.get("attention_bias").and_then(Value::as_bool) {
+                    Some(true) => {
+                        return Err(ModelError::Unsupported {
+                            file: file.into(),
+                            reason: "Nemotron with attention_bias (biases on q, k, v and o)".into(),
+                        });
+                    }
+                    _ => false,
+                },
                 // Transformers 5 names Qwen2 MoE's flag `qkv_bias`; older configs have none.
                 Architecture::Qwen2Moe => {
                     v.get("qkv_bias").and_then(Value::as_bool).unwrap_or(true)
@@ -418,7 +432,12 @@ impl ModelConfig {
             },
             attn_softcap,
             final_softcap,
-            norm_gain_offset: if gemma { 1.0 } else { 0.0 },
+            // Gemma's RMSNorm gains and Nemotron's LayerNorm gains are stored minus one.
+            norm_gain_offset: if gemma || architecture == Architecture::Nemotron {
+                1.0
+            } else {
+                0.0
+            },
             activation: activation(&v, file)?,
             moe: moe::moe(&v, architecture, num_layers, file)?,
             bos_token_id: v
@@ -448,7 +467,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::HunyuanDense
         | Architecture::Cohere
         | Architecture::Cohere2
-        | Architecture::StableLm => 1e-5,
+        | Architecture::StableLm
+        | Architecture::Nemotron => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

@@ -26,6 +26,7 @@ mod layer;
 mod llama;
 mod minicpm;
 mod mixtral;
+mod nemotron;
 mod olmo2;
 mod olmoe;
 mod phi3;
@@ -249,6 +250,7 @@ impl ModelTensors {
             Architecture::MiniCpm => minicpm::layer,
             Architecture::Cohere | Architecture::Cohere2 => cohere::layer,
             Architecture::StableLm => stablelm::layer,
+            Architecture::Nemotron => nemotron::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

@@ -14,32 +14,9 @@ use crate::ModelConfig;
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let h = cfg.hidden_size;
-    let norm = |role: &str| LayerNorm {
-        norm: n.norm(role),
-        bias: Some(n.tensor(&format!("{role}.bias"), &[h])),
-    };
-    let ops: Vec<Op> = vec![
-        norm("input_layernorm"),
-        NormedProject {
-            src: Normed,
-            norm: None,
-            weights: n.qkv(),
-            bias: cfg.attention_bias.then(|| n.qkv_bias()),
-            dst: Qkv,
-        },
-        Rotary {
-            qk_norm: None,
-            norm_after: false,
-        },
-        Attention { sinks: None },
-        Project {
-            src: Attn,
-            weight: n.o(),
-            bias: None,
-            dst: Residual,
-        },
-        norm("post_attention_layernorm"),
+    let mut ops = attention(&n).to_vec();
+    ops.extend([
+        layer_norm(&n, "post_attention_layernorm"),
         NormedProject {
             src: Normed,
             norm: None,
@@ -54,6 +31,40 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
             bias: None,
             dst: Residual,
         },
-    ];
+    ]);
     Layer { ops }
+}
+
+/// The LayerNorm `role` (its gain and bias) of the residual stream into [`Normed`].
+pub(super) fn layer_norm(n: &Names, role: &str) -> Op {
+    LayerNorm {
+        norm: n.norm(role),
+        bias: Some(n.tensor(&format!("{role}.bias"), &[n.cfg.hidden_size])),
+    }
+}
+
+/// Attention on the residual stream through the LayerNorm `input_layernorm`, its output
+/// added to the stream.
+pub(super) fn attention(n: &Names) -> [Op; 5] {
+    [
+        layer_norm(n, "input_layernorm"),
+        NormedProject {
+            src: Normed,
+            norm: None,
+            weights: n.qkv(),
+            bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
+            dst: Qkv,
+        },
+        Rotary {
+            qk_norm: None,
+            norm_after: false,
+        },
+        Attention { sinks: None },
+        Project {
+            src: Attn,
+            weight: n.o(),
+            bias: None,
+            dst: Residual,
+        },
+    ]
 }

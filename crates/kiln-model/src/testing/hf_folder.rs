@@ -177,6 +177,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Cohere => "CohereForCausalLM",
             Architecture::Cohere2 => "Cohere2ForCausalLM",
             Architecture::StableLm => "StableLmForCausalLM",
+            Architecture::Nemotron => "NemotronForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -368,16 +369,20 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config["mlp_bias"] = json!(false);
     }
     if mc.architecture.layer_norm() {
-        // Its LayerNorm's epsilon by that name, and the logits' scale rather than a divisor.
+        // The LayerNorms' epsilon by its name, and Cohere's logit scale rather than a divisor.
         let eps = config
             .as_object_mut()
             .and_then(|c| c.remove("rms_norm_eps"));
-        config["layer_norm_eps"] = eps.unwrap_or_default();
+        let key = match mc.architecture {
+            Architecture::Nemotron => "norm_eps",
+            _ => "layer_norm_eps",
+        };
+        config[key] = eps.unwrap_or_default();
         if mc.architecture == Architecture::StableLm {
             config["use_qkv_bias"] = json!(mc.attention_bias);
             config["qk_layernorm"] = json!(false);
             config["use_parallel_residual"] = json!(false);
-        } else {
+        } else if mc.architecture != Architecture::Nemotron {
             config["use_qk_norm"] = json!(false);
         }
         if let Some(g) = mc.granite {

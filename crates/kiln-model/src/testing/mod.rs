@@ -470,6 +470,17 @@ impl TinyConfig {
         }
     }
 
+    /// Nemotron: StableLM's attention (without q/k/v biases) and LayerNorms, half of each
+    /// head turning (a RoPE base of 100), and a MLP without a gate, relu(up x)^2.
+    pub fn nemotron() -> Self {
+        TinyConfig {
+            architecture: Architecture::Nemotron,
+            partial_rotary_dim: Some(8),
+            rope_theta: 100.0,
+            ..Default::default()
+        }
+    }
+
     /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
     /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
     /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and
@@ -623,7 +634,7 @@ impl TinyConfig {
             }),
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
-                Architecture::Arcee => Activation::Relu2,
+                Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },

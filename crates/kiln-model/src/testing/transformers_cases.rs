@@ -92,6 +92,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("cohere-layernorm-parallel", TinyConfig::cohere()),
         ("cohere2-window-nope", TinyConfig::cohere2()),
         ("stablelm-layernorm-biases-partial", TinyConfig::stablelm()),
+        ("nemotron-layernorm1p-relu2", TinyConfig::nemotron()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
