@@ -73,7 +73,7 @@ kernel_table!(
     "attention_rowwise",
     "attention_rowwise_subgroup",
     "glu",
-    "relu_squared",
+    "ungated",
     "lora_shrink",
     "lora_expand",
     "gather_rmsnorm",
@@ -417,7 +417,7 @@ impl Kernels {
                     (true, PairEpilogue::Rotary) => {
                         &[EPILOGUE, SOFT_CAP, EPILOGUE_ROTARY, KV_CODEC]
                     }
-                    _ if name == "glu" => &[ACTIVATION],
+                    _ if name == "glu" || name == "ungated" => &[ACTIVATION],
                     _ if ATTENTION_KERNELS.contains(&name) => {
                         &[ATTENTION_PARAMS, KV_CODEC, SOFT_CAP, ATTENTION_SINK]
                     }

@@ -1,6 +1,6 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers and MiniCPM's, Cohere's, StableLM's and Nemotron's configs, RoPE entries in transformers 5's `rope_parameters`,
+//! embedding, Granite's multipliers and MiniCPM's, Cohere's, StableLM's, Nemotron's and StarCoder2's configs, RoPE entries in transformers 5's `rope_parameters`,
 //! YaRN's defaults.
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};
@@ -278,6 +278,10 @@ fn stablelm_config() {
     assert_eq!(c.architecture, kiln_model::Architecture::StableLm);
     assert_eq!((c.partial_rotary_dim, c.attention_bias), (Some(16), true));
     assert!(c.architecture.layer_norm() && c.architecture.norm_bias());
+    assert!(
+        c.features()
+            .contains(&"LayerNorms (with biases) in place of RMSNorms".into())
+    );
     cfg.as_object_mut().unwrap().remove("partial_rotary_factor");
     assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(16));
     for key in ["qk_layernorm", "use_parallel_residual"] {
@@ -314,6 +318,24 @@ fn nemotron_config() {
     cfg["attention_bias"] = serde_json::json!(true);
     let e = parse(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("attention_bias"), "{e}");
+}
+
+/// StarCoder2-3B's config.json: `norm_epsilon`, biases everywhere from `use_bias`, GELU
+/// without a gate, a window on every layer, tied embeddings.
+#[test]
+fn starcoder2_config() {
+    let cfg = serde_json::json!({
+        "architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2",
+        "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
+        "num_attention_heads": 24, "num_key_value_heads": 2, "vocab_size": 49152,
+        "max_position_embeddings": 16384, "norm_epsilon": 1e-05, "rope_theta": 999999.4,
+        "sliding_window": 4096, "use_bias": true, "hidden_act": "gelu_pytorch_tanh",
+    });
+    let c = ModelConfig::from_hf_json(&cfg.to_string(), "config.json").unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Starcoder2);
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    assert_eq!((c.layer_window(29), c.rms_norm_eps), (Some(4096), 1e-5));
+    assert!(c.attention_bias && c.tie_word_embeddings);
 }
 
 /// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:

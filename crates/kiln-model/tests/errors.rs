@@ -104,6 +104,7 @@ fn unknown_architecture() {
         TinyConfig::cohere2(),
         TinyConfig::stablelm(),
         TinyConfig::nemotron(),
+        TinyConfig::starcoder2(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),

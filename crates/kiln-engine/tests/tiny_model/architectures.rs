@@ -1,6 +1,6 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), StableLM, Nemotron, OLMo 2 and 3,
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), StableLM, Nemotron, StarCoder2, OLMo 2 and 3,
 //! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
 
 use super::reference::{
@@ -239,6 +239,20 @@ fn logits_match_cpu_reference_nemotron() {
         assert_eq!(c.architecture, kiln_model::Architecture::Nemotron);
         assert_eq!(c.partial_rotary_dim, Some(8));
         assert_eq!(c.activation, kiln_model::Activation::Relu2);
+    });
+}
+
+/// StarCoder2: LayerNorms with biases, biases on every projection (into the residual stream
+/// too), a MLP without a gate whose GELU is a launch of its own, and a window of 48 on every
+/// layer; as a Hugging Face folder and as GGUF (`starcoder2`, its MLP under llama.cpp's
+/// `ffn_up`/`ffn_down`).
+#[test]
+fn logits_match_cpu_reference_starcoder2() {
+    let cfg = TinyConfig::starcoder2();
+    check_folder_and_gguf("starcoder2", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Starcoder2);
+        assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+        assert_eq!((c.layer_window(0), c.attention_bias), (Some(48), true));
     });
 }
 

@@ -287,7 +287,7 @@ fn glm4_adapters_match_merged_models() {
 #[test]
 fn arcee_adapters_match_merged_models() {
     // An adapter on up_proj adds to the product before its activation, which then runs as a
-    // launch of its own (relu_squared.wgsl) instead of in the product's epilogue.
+    // launch of its own (ungated.wgsl) instead of in the product's epilogue.
     let all = [
         "q_proj",
         "k_proj",

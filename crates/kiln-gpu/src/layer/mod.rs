@@ -195,7 +195,7 @@ pub(crate) fn needs_gate_up(
 }
 
 /// The epilogue of a product that a MLP without a gate activates (relu(x)^2, the one such
-/// activation kiln runs).
+/// activation the epilogue has; GELU's is a launch of its own, [`ops::ungated`]).
 fn activation_map(act: kiln_model::Activation) -> Result<OutputMap, GpuError> {
     match act {
         kiln_model::Activation::Relu2 => Ok(OutputMap::Relu2),
@@ -318,8 +318,11 @@ impl Layer {
                         ops.next();
                     }
                     // A MLP's one product followed by its activation (no gate): one launch,
-                    // unless an adapter adds to the product after it.
-                    let activated = !lora && matches!(ops.peek(), Some(Op::Activation));
+                    // unless an adapter adds to the product after it or the epilogue has no
+                    // such activation (GELU's).
+                    let activated = !lora
+                        && matches!(ops.peek(), Some(Op::Activation))
+                        && activation_map(c.activation).is_ok();
                     if activated {
                         ops.next();
                     }
@@ -455,9 +458,9 @@ impl Layer {
                     b.get(ctx, Buf::Normed)?,
                 )),
                 Op::Activation => {
-                    activation_map(c.activation)?;
                     let act = b.get(ctx, Buf::Act)?;
-                    Step::Launch(ops::relu_squared(ctx, l.kernels, step, mlp_rows, act))
+                    let shape = (mlp_rows, c.activation);
+                    Step::Launch(ops::ungated(ctx, l.kernels, step, shape, act)?)
                 }
                 Op::Experts(e) => {
                     steps.extend(experts::steps(l, &mut up, e, mlp_rows)?);

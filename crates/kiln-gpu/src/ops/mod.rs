@@ -13,11 +13,11 @@ mod lora;
 mod matmul;
 mod matmul_tiles;
 mod prev_tokens;
-mod relu_squared;
 mod residual_rmsnorm;
 mod rope_kv;
 mod sample;
 mod table_writes;
+mod ungated;
 
 pub use attention::{
     Attention, AttentionBuffers, MAX_SINK_HEADS, SPLIT_TOKENS, SPLITS, Scores, attention,
@@ -39,7 +39,6 @@ pub use matmul::{
     coop_workgroup_bytes,
 };
 pub use prev_tokens::prev_tokens;
-pub use relu_squared::relu_squared;
 pub use residual_rmsnorm::residual_rmsnorm;
 pub use rope_kv::{LayerRopeTables, QkNorm, Rotary, paired_row, rope_kv, rope_table};
 pub use sample::{
@@ -47,6 +46,7 @@ pub use sample::{
     decode_sample_out, sample, sampler_rows,
 };
 pub use table_writes::{Runs, table_writes};
+pub use ungated::ungated;
 
 use crate::GpuContext;
 

@@ -1,5 +1,6 @@
 //! The per-row kernels between the matrix products: the gated activations (SwiGLU, GeGLU),
-//! relu(x)^2 in place, and the residual and gathered RMS norms.
+//! the activations of a MLP without a gate in place, the residual and gathered RMS norms,
+//! and the LayerNorms.
 
 use super::*;
 
@@ -45,29 +46,29 @@ fn glu_matches_reference() {
     }
 }
 
-/// relu(x)^2 in place (a MLP without a gate, where an adapter keeps it out of the product's
-/// epilogue), over the step's rows only: the rows past them keep their values.
+/// The activation of a MLP without a gate in place, relu(x)^2 (where an adapter keeps it out
+/// of the product's epilogue) and GELU (StarCoder2's, which the epilogue does not have), over
+/// the step's rows only: the rows past them keep their values.
 #[test]
-fn relu_squared_matches_reference() {
+fn ungated_activation_matches_reference() {
     let ctx = gpu();
     let k = Kernels::new(&ctx);
     let mut r = rng(5);
     let (rows, t, width) = (9, 6, 77);
     let y = randn(&mut r, rows * width, 3.0);
-    let (step, yb) = (step_buffer(&ctx, t as u32, 1, 0), buf_f32(&ctx, &y));
-    let l = ops::relu_squared(&ctx, &k, &step, width, &yb);
-    run_launches(&ctx, &[&l], t as u32, 0);
-    let want: Vec<f32> = (y.iter().enumerate())
-        .map(|(i, &v)| {
-            if i < t * width {
-                v.max(0.0) * v.max(0.0)
-            } else {
-                v
-            }
-        })
-        .collect();
-    let got = read_f32(&ctx, &yb, rows * width);
-    assert_close("relu_squared", &got, &want, 1e-6, 1e-6);
+    for act in [Activation::Relu2, Activation::GeluTanh] {
+        let (step, yb) = (step_buffer(&ctx, t as u32, 1, 0), buf_f32(&ctx, &y));
+        let l = ops::ungated(&ctx, &k, &step, (width, act), &yb).unwrap();
+        run_launches(&ctx, &[&l], t as u32, 0);
+        let want: Vec<f32> = (y.iter().enumerate())
+            .map(|(i, &v)| match i < t * width {
+                true => reference::activation(act, v as f64) as f32,
+                false => v,
+            })
+            .collect();
+        let got = read_f32(&ctx, &yb, rows * width);
+        assert_close(&format!("ungated {act:?}"), &got, &want, 1e-6, 1e-6);
+    }
 }
 
 /// `x += rmsnorm(y) * gain` on rows of an awkward width.

@@ -40,11 +40,23 @@ impl ModelConfig {
         if ops.clone().any(|op| matches!(op, Op::AddNormed { .. })) {
             f.push("RMSNorm after attention and after the MLP".into());
         }
-        if ops.clone().any(|op| matches!(op, Op::LayerNorm { .. })) {
-            f.push(
-                "one LayerNorm (no bias) before attention and the MLP, which run side by side"
-                    .into(),
-            );
+        let layer_norms = (tensors.layers.first().into_iter())
+            .flat_map(|l| &l.ops)
+            .filter_map(|op| match op {
+                Op::LayerNorm { bias, .. } => Some(bias.is_some()),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        let biases = match layer_norms.first() {
+            Some(true) => "with biases",
+            _ => "no bias",
+        };
+        if layer_norms.len() == 1 {
+            f.push(format!(
+                "one LayerNorm ({biases}) before attention and the MLP, which run side by side"
+            ));
+        } else if !layer_norms.is_empty() {
+            f.push(format!("LayerNorms ({biases}) in place of RMSNorms"));
         } else if ops.clone().any(|op| {
             matches!(
                 op,

@@ -55,6 +55,10 @@ pub enum Architecture {
     /// gate (`down(relu(up x)^2)`); a rotary embedding on half of each head
     /// (`models::nemotron`).
     Nemotron,
+    /// StarCoder2 (3B, 7B, 15B): StableLM's LayerNorms with biases, biases on every projection
+    /// where the config says (`use_bias`), a MLP without a gate activated by GELU, and a
+    /// sliding window on every layer where it has one (`models::starcoder2`).
+    Starcoder2,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -220,6 +224,7 @@ impl Architecture {
             Architecture::Cohere2 => "cohere2",
             Architecture::StableLm => "stablelm",
             Architecture::Nemotron => "nemotron",
+            Architecture::Starcoder2 => "starcoder2",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -264,12 +269,16 @@ impl Architecture {
                 | Architecture::Cohere2
                 | Architecture::StableLm
                 | Architecture::Nemotron
+                | Architecture::Starcoder2
         )
     }
 
     /// Whether its LayerNorms (see [`Self::layer_norm`]) add a bias (StableLM's).
     pub fn norm_bias(self) -> bool {
-        matches!(self, Architecture::StableLm | Architecture::Nemotron)
+        matches!(
+            self,
+            Architecture::StableLm | Architecture::Nemotron | Architecture::Starcoder2
+        )
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm
@@ -462,11 +471,12 @@ impl ModelConfig {
                 self.head_dim
             ));
         }
-        // Arcee's and Nemotron's MLPs have no gate, the others' have one: relu^2 is the one
-        // activation kiln runs without a gate, and it runs only so; gpt-oss's clamped SwiGLU
-        // runs on its experts only.
+        // Arcee's, Nemotron's and StarCoder2's MLPs have no gate, the others' have one: relu^2
+        // runs only so, and GELU so on StarCoder2; gpt-oss's clamped SwiGLU runs on its
+        // experts only.
         let own = match self.architecture {
             Architecture::Arcee | Architecture::Nemotron => Some(Activation::Relu2),
+            Architecture::Starcoder2 => Some(Activation::GeluTanh),
             Architecture::GptOss => Some(Activation::ClampedSwiglu),
             _ => None,
         };

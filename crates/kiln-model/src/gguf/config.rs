@@ -63,6 +63,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "cohere2" => Architecture::Cohere2,
         "stablelm" => Architecture::StableLm,
         "nemotron" => Architecture::Nemotron,
+        "starcoder2" => Architecture::Starcoder2,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -349,6 +350,7 @@ pub(crate) fn config_from_meta(
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
+            Architecture::Starcoder2 => Activation::GeluTanh,
             Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
             Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,

@@ -27,6 +27,9 @@ const GLM4_NORMS: &[(&str, &str)] = &[
 /// output.
 const SEED_OSS_NORMS: &[(&str, &str)] = &[("post_attention_norm", "post_attention_layernorm")];
 
+/// StarCoder2's MLP (without a gate), under Hugging Face's names for it.
+const STARCODER2_NAMES: &[(&str, &str)] = &[("ffn_up", "mlp.c_fc"), ("ffn_down", "mlp.c_proj")];
+
 /// Hunyuan's per-head q/k norms.
 const HUNYUAN_NORMS: &[(&str, &str)] = &[
     ("attn_q_norm", "self_attn.query_layernorm"),
@@ -115,6 +118,7 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         Architecture::HunyuanDense => HUNYUAN_NORMS,
         Architecture::HunyuanMoe => HUNYUAN_MOE_NAMES,
         Architecture::GptOss => GPT_OSS_NAMES,
+        Architecture::Starcoder2 => STARCODER2_NAMES,
         _ => &[],
     }
 }

@@ -33,6 +33,7 @@ impl ModelConfig {
             "cohere2" => Architecture::Cohere2,
             "stablelm" => Architecture::StableLm,
             "nemotron" => Architecture::Nemotron,
+            "starcoder2" => Architecture::Starcoder2,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -131,7 +132,8 @@ impl ModelConfig {
             | Architecture::Phi3
             | Architecture::Granite
             | Architecture::GraniteMoe
-            | Architecture::Cohere2 => true,
+            | Architecture::Cohere2
+            | Architecture::Starcoder2 => true,
         };
         // A window on every layer (Mistral), on all but every `n`th (Gemma 3), or on the layers
         // from `max_window_layers` on (Qwen, which ignores `sliding_window` unless
@@ -306,6 +308,7 @@ impl ModelConfig {
             // The LayerNorms' by their own names (Nemotron's, Cohere's and StableLM's).
             rms_norm_eps: opt_f(match architecture {
                 Architecture::Nemotron => "norm_eps",
+                Architecture::Starcoder2 => "norm_epsilon",
                 _ if architecture.layer_norm() => "layer_norm_eps",
                 _ => "rms_norm_eps",
             })
@@ -324,6 +327,7 @@ impl ModelConfig {
                                 | Architecture::Ernie45Moe
                                 | Architecture::Cohere
                                 | Architecture::Cohere2
+                                | Architecture::Starcoder2
                         ),
                 ),
             attention_bias: match architecture {
@@ -361,6 +365,10 @@ impl ModelConfig {
                 Architecture::Exaone4 => false,
                 Architecture::StableLm => {
                     (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false)
+                }
+                // StarCoder2's flag: biases on q, k, v, o and both MLP products.
+                Architecture::Starcoder2 => {
+                    (v.get("use_bias").and_then(Value::as_bool)).unwrap_or(true)
                 }
                 // Nemotron's flag puts a bias on o_proj too, which kiln does not run.
                 Architecture::Nemotron => match v.get("attention_bias").and_then(Value::as_bool) {
@@ -468,7 +476,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Cohere
         | Architecture::Cohere2
         | Architecture::StableLm
-        | Architecture::Nemotron => 1e-5,
+        | Architecture::Nemotron
+        | Architecture::Starcoder2 => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

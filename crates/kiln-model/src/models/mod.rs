@@ -37,6 +37,7 @@ mod qwen3_moe;
 mod seed_oss;
 mod smollm3;
 mod stablelm;
+mod starcoder2;
 
 use crate::gguf::names::Interleaved;
 use crate::{Architecture, ModelConfig};
@@ -251,6 +252,7 @@ impl ModelTensors {
             Architecture::Cohere | Architecture::Cohere2 => cohere::layer,
             Architecture::StableLm => stablelm::layer,
             Architecture::Nemotron => nemotron::layer,
+            Architecture::Starcoder2 => starcoder2::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

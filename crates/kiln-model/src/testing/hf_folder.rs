@@ -178,6 +178,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Cohere2 => "Cohere2ForCausalLM",
             Architecture::StableLm => "StableLmForCausalLM",
             Architecture::Nemotron => "NemotronForCausalLM",
+            Architecture::Starcoder2 => "Starcoder2ForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -375,6 +376,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             .and_then(|c| c.remove("rms_norm_eps"));
         let key = match mc.architecture {
             Architecture::Nemotron => "norm_eps",
+            Architecture::Starcoder2 => "norm_epsilon",
             _ => "layer_norm_eps",
         };
         config[key] = eps.unwrap_or_default();
@@ -382,6 +384,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             config["use_qkv_bias"] = json!(mc.attention_bias);
             config["qk_layernorm"] = json!(false);
             config["use_parallel_residual"] = json!(false);
+        } else if mc.architecture == Architecture::Starcoder2 {
+            config["use_bias"] = json!(mc.attention_bias);
+            config["hidden_act"] = json!("gelu_pytorch_tanh");
         } else if mc.architecture != Architecture::Nemotron {
             config["use_qk_norm"] = json!(false);
         }

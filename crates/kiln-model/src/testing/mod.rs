@@ -481,6 +481,19 @@ impl TinyConfig {
         }
     }
 
+    /// StarCoder2: LayerNorms with biases, biases on every projection, a MLP without a gate
+    /// activated by GELU, a window of 48 on every layer (shorter than the tests' longest
+    /// prompts, long enough that a changed early token still reaches the last positions
+    /// directly), tied embeddings.
+    pub fn starcoder2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Starcoder2,
+            sliding_window: Some(48),
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
     /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
     /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
     /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and
@@ -545,6 +558,7 @@ impl TinyConfig {
                     | Architecture::Glm4Moe
                     | Architecture::GptOss
                     | Architecture::StableLm
+                    | Architecture::Starcoder2
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -635,6 +649,7 @@ impl TinyConfig {
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
+                Architecture::Starcoder2 => Activation::GeluTanh,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },

@@ -93,6 +93,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("cohere2-window-nope", TinyConfig::cohere2()),
         ("stablelm-layernorm-biases-partial", TinyConfig::stablelm()),
         ("nemotron-layernorm1p-relu2", TinyConfig::nemotron()),
+        ("starcoder2-biases-gelu-window", TinyConfig::starcoder2()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
