@@ -27,6 +27,7 @@ mod llama;
 mod minicpm;
 mod mixtral;
 mod nemotron;
+mod normed;
 mod olmo2;
 mod olmoe;
 mod phi3;
@@ -88,6 +89,11 @@ impl<'a> Names<'a> {
     /// An RMSNorm gain over the hidden size.
     fn norm(&self, role: &str) -> Tensor {
         self.tensor(&format!("{role}.weight"), &[self.cfg.hidden_size])
+    }
+
+    /// The bias of `role` (a norm or a projection), of `len` values.
+    fn bias(&self, role: &str, len: usize) -> Tensor {
+        self.tensor(&format!("{role}.bias"), &[len])
     }
 
     /// The widths of q, k and v.

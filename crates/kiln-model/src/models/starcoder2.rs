@@ -4,54 +4,18 @@
 //! `c_proj(gelu(c_fc x))` (GELU with the tanh approximation). Its window, where the config has
 //! one, is on every layer, as Mistral's.
 
-use super::Buf::{Act, Normed, Qkv, Residual};
-use super::Op::{Activation, Attention, NormedProject, Project, Rotary};
-use super::stablelm::layer_norm;
+use super::normed::{attention, layer_norm, ungated_mlp};
 use super::{Layer, Names};
 use crate::ModelConfig;
 
 /// Layer `i`.
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
-    let (h, ff) = (cfg.hidden_size, cfg.intermediate_size);
-    let bias = |role: &str, len: usize| {
-        (cfg.attention_bias).then(|| n.tensor(&format!("{role}.bias"), &[len]))
-    };
-    let ops = vec![
-        layer_norm(&n, "input_layernorm"),
-        NormedProject {
-            src: Normed,
-            norm: None,
-            weights: n.qkv(),
-            bias: cfg.attention_bias.then(|| n.qkv_bias()),
-            dst: Qkv,
-        },
-        Rotary {
-            qk_norm: None,
-            norm_after: false,
-        },
-        Attention { sinks: None },
-        Project {
-            src: super::Buf::Attn,
-            weight: n.o(),
-            bias: bias("self_attn.o_proj", h),
-            dst: Residual,
-        },
-        layer_norm(&n, "post_attention_layernorm"),
-        NormedProject {
-            src: Normed,
-            norm: None,
-            weights: vec![n.tensor("mlp.c_fc.weight", &[ff, h])],
-            bias: bias("mlp.c_fc", ff).map(|b| vec![b]),
-            dst: Act,
-        },
-        Activation,
-        Project {
-            src: Act,
-            weight: n.tensor("mlp.c_proj.weight", &[h, ff]),
-            bias: bias("mlp.c_proj", h),
-            dst: Residual,
-        },
-    ];
+    let biases = cfg.attention_bias;
+    let o_bias = biases.then(|| n.bias("self_attn.o_proj", cfg.hidden_size));
+    let mut ops = vec![layer_norm(&n, "input_layernorm", true)];
+    ops.extend(attention(&n, o_bias));
+    ops.push(layer_norm(&n, "post_attention_layernorm", true));
+    ops.extend(ungated_mlp(&n, ("mlp.c_fc", "mlp.c_proj"), biases));
     Layer { ops }
 }

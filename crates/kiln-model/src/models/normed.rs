@@ -1,0 +1,85 @@
+//! The pieces of the layers whose norms are LayerNorms (Cohere, StableLM, Nemotron,
+//! StarCoder2): a LayerNorm writes [`Normed`], which the next sub-layer's products read, and
+//! each sub-layer adds its output to the residual stream.
+
+use super::Buf::{Act, Attn, GateUp, Normed, Qkv, Residual};
+use super::Op::{
+    Activation, Attention, GatedActivation, LayerNorm, NormedProject, Project, Rotary,
+};
+use super::{Names, Op, Tensor};
+
+/// The LayerNorm `role` of the residual stream into [`Normed`], with its bias where `bias`.
+pub(super) fn layer_norm(n: &Names, role: &str, bias: bool) -> Op {
+    LayerNorm {
+        norm: n.norm(role),
+        bias: bias.then(|| n.bias(role, n.cfg.hidden_size)),
+    }
+}
+
+/// Attention on [`Normed`] (q/k/v biases where the config has `attention_bias`), its output
+/// projection (with `o_bias`) added to the residual stream.
+pub(super) fn attention(n: &Names, o_bias: Option<Tensor>) -> [Op; 4] {
+    [
+        NormedProject {
+            src: Normed,
+            norm: None,
+            weights: n.qkv(),
+            bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
+            dst: Qkv,
+        },
+        Rotary {
+            qk_norm: None,
+            norm_after: false,
+        },
+        Attention { sinks: None },
+        Project {
+            src: Attn,
+            weight: n.o(),
+            bias: o_bias,
+            dst: Residual,
+        },
+    ]
+}
+
+/// The gated MLP on [`Normed`], added to the residual stream.
+pub(super) fn gated_mlp(n: &Names) -> [Op; 3] {
+    [
+        NormedProject {
+            src: Normed,
+            norm: None,
+            weights: n.gate_up(),
+            bias: None,
+            dst: GateUp,
+        },
+        GatedActivation,
+        Project {
+            src: Act,
+            weight: n.down(),
+            bias: None,
+            dst: Residual,
+        },
+    ]
+}
+
+/// A MLP without a gate on [`Normed`]: `down(act(up x))` (the model's activation), the
+/// products named `up` and `down` (with their biases where `biases`), added to the residual
+/// stream.
+pub(super) fn ungated_mlp(n: &Names, (up, down): (&str, &str), biases: bool) -> [Op; 3] {
+    let (h, ff) = (n.cfg.hidden_size, n.cfg.intermediate_size);
+    [
+        NormedProject {
+            src: Normed,
+            norm: None,
+            weights: vec![n.tensor(&format!("{up}.weight"), &[ff, h])],
+            bias: biases.then(|| vec![n.bias(up, ff)]),
+            dst: Act,
+        },
+        Activation,
+        Project {
+            src: Act,
+            weight: n.tensor(&format!("{down}.weight"), &[h, ff]),
+            bias: biases.then(|| n.bias(down, h)),
+            dst: Residual,
+        },
+    ]
+}
