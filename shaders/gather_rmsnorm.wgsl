@@ -15,8 +15,6 @@ struct Params { hidden: u32, eps: f32, centered: u32, has_bias: u32 }
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;  // (S, hidden)
 @group(0) @binding(6) var<storage, read> bias: array<f32>;       // (hidden), or a placeholder
 
-var<workgroup> red: array<f32, 64>;
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let s = wg.x;
@@ -30,31 +28,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var i = lid; i < p.hidden; i += 64u) {
             sum += x[src + i];
         }
-        red[lid] = sum;
-        workgroupBarrier();
-        for (var k = 32u; k > 0u; k = k / 2u) {
-            if (lid < k) {
-                red[lid] += red[lid + k];
-            }
-            workgroupBarrier();
-        }
-        mean = red[0] / f32(p.hidden);
-        workgroupBarrier();
+        mean = workgroup_sum(lid, sum) / f32(p.hidden);
     }
     var ss = 0.0;
     for (var i = lid; i < p.hidden; i += 64u) {
         let v = x[src + i] - mean;
         ss += v * v;
     }
-    red[lid] = ss;
-    workgroupBarrier();
-    for (var k = 32u; k > 0u; k = k / 2u) {
-        if (lid < k) {
-            red[lid] += red[lid + k];
-        }
-        workgroupBarrier();
-    }
-    let inv = inverseSqrt(red[0] / f32(p.hidden) + p.eps);
+    let inv = inverseSqrt(workgroup_sum(lid, ss) / f32(p.hidden) + p.eps);
     for (var i = lid; i < p.hidden; i += 64u) {
         var b = 0.0;
         if (p.has_bias != 0u) {

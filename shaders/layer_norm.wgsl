@@ -16,23 +16,6 @@ struct Params { hidden: u32, eps: f32, has_bias: u32, pad1: u32 }
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;  // (T, hidden)
 @group(0) @binding(5) var<storage, read> bias: array<f32>;       // (hidden), or a placeholder
 
-var<workgroup> red: array<f32, 64>;
-
-// The sum of every invocation's `v`, in all of them.
-fn workgroup_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var k = 32u; k > 0u; k = k / 2u) {
-        if (lid < k) {
-            red[lid] += red[lid + k];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = wg.x;

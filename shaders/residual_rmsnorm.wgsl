@@ -12,8 +12,6 @@ struct Params { hidden: u32, eps: f32, pad0: u32, pad1: u32 }
 @group(0) @binding(3) var<storage, read> gain: array<f32>;      // (hidden)
 @group(0) @binding(4) var<storage, read_write> x: array<f32>;   // (T, hidden)
 
-var<workgroup> red: array<f32, 64>;
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = wg.x;
@@ -26,15 +24,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let v = y[row + i];
         ss += v * v;
     }
-    red[lid] = ss;
-    workgroupBarrier();
-    for (var k = 32u; k > 0u; k = k / 2u) {
-        if (lid < k) {
-            red[lid] += red[lid + k];
-        }
-        workgroupBarrier();
-    }
-    let inv = inverseSqrt(red[0] / f32(p.hidden) + p.eps);
+    let inv = inverseSqrt(workgroup_sum(lid, ss) / f32(p.hidden) + p.eps);
     for (var i = lid; i < p.hidden; i += 64u) {
         x[row + i] += y[row + i] * inv * gain[i];
     }

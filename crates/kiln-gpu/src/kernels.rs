@@ -103,6 +103,8 @@ const EPILOGUE_GLU: &str = include_str!("../../../shaders/epilogue_glu.wgsl");
 const EPILOGUE_ROTARY: &str = include_str!("../../../shaders/epilogue_rotary.wgsl");
 /// The gated activations, shared by `glu.wgsl` and `epilogue_glu.wgsl`.
 const ACTIVATION: &str = include_str!("../../../shaders/activation.wgsl");
+/// A workgroup's sum, shared by the per-row norms.
+const WORKGROUP_SUM: &str = include_str!("../../../shaders/workgroup_sum.wgsl");
 /// The KV cache's element types, shared by the kernels that read or write the cache.
 const KV_CODEC: &str = include_str!("../../../shaders/kv_codec.wgsl");
 /// The octet type the weight formats return, appended after each format file.
@@ -418,6 +420,9 @@ impl Kernels {
                         &[EPILOGUE, SOFT_CAP, EPILOGUE_ROTARY, KV_CODEC]
                     }
                     _ if name == "glu" || name == "ungated" => &[ACTIVATION],
+                    _ if matches!(name, "residual_rmsnorm" | "gather_rmsnorm" | "layer_norm") => {
+                        &[WORKGROUP_SUM]
+                    }
                     _ if ATTENTION_KERNELS.contains(&name) => {
                         &[ATTENTION_PARAMS, KV_CODEC, SOFT_CAP, ATTENTION_SINK]
                     }

@@ -301,6 +301,14 @@ pub struct GraniteScales {
     pub logits: f32,
 }
 
+impl GraniteScales {
+    /// The usual attention scale, `1/sqrt(head_dim)`: the attention multiplier of the
+    /// families that keep it (MiniCPM, Cohere; Granite's files that give none).
+    pub fn plain_attention(head_dim: usize) -> f32 {
+        (1.0 / (head_dim as f64).sqrt()) as f32
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     pub architecture: Architecture,

@@ -319,7 +319,7 @@ pub(crate) fn config_from_meta(
             // Cohere's logits are multiplied by its `logit_scale` (Granite's divided).
             Architecture::Cohere | Architecture::Cohere2 => Some(GraniteScales {
                 embedding: 1.0,
-                attention: (1.0 / (head_dim as f64).sqrt()) as f32,
+                attention: GraniteScales::plain_attention(head_dim),
                 residual: 1.0,
                 logits: (1.0 / meta.f64(&format!("{a}.logit_scale")).unwrap_or(0.0625)) as f32,
             }),
@@ -332,7 +332,10 @@ pub(crate) fn config_from_meta(
                     |k: &str, default: f64| meta.f64(&format!("{a}.{k}")).unwrap_or(default) as f32;
                 GraniteScales {
                     embedding: m("embedding_scale", 1.0),
-                    attention: m("attention.scale", 1.0 / (head_dim as f64).sqrt()),
+                    attention: m(
+                        "attention.scale",
+                        GraniteScales::plain_attention(head_dim).into(),
+                    ),
                     residual: m("residual_scale", 1.0),
                     logits: m("logit_scale", 1.0),
                 }

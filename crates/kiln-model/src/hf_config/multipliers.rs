@@ -79,7 +79,7 @@ fn minicpm(
     let hidden = v.get("hidden_size").and_then(Value::as_f64).unwrap_or(1.0);
     Ok(GraniteScales {
         embedding: emb as f32,
-        attention: (1.0 / (head_dim as f64).sqrt()) as f32,
+        attention: GraniteScales::plain_attention(head_dim),
         residual: (depth / (layers as f64).sqrt()) as f32,
         logits: (hidden / base) as f32,
     })
@@ -100,7 +100,7 @@ fn cohere(v: &Value, head_dim: usize, file: &str) -> Result<GraniteScales, Model
     };
     Ok(GraniteScales {
         embedding: 1.0,
-        attention: (1.0 / (head_dim as f64).sqrt()) as f32,
+        attention: GraniteScales::plain_attention(head_dim),
         residual: 1.0,
         logits: (1.0 / scale) as f32,
     })

@@ -435,7 +435,7 @@ impl TinyConfig {
             architecture: Architecture::Cohere,
             granite: Some(crate::GraniteScales {
                 embedding: 1.0,
-                attention: (1.0 / (base.head_dim as f64).sqrt()) as f32,
+                attention: crate::GraniteScales::plain_attention(base.head_dim),
                 residual: 1.0,
                 logits: 0.5,
             }),
@@ -504,7 +504,7 @@ impl TinyConfig {
             architecture: Architecture::MiniCpm,
             granite: Some(crate::GraniteScales {
                 embedding: 2.5,
-                attention: (1.0 / (base.head_dim as f64).sqrt()) as f32,
+                attention: crate::GraniteScales::plain_attention(base.head_dim),
                 residual: (2.4 / (base.num_layers as f64).sqrt()) as f32,
                 logits: (base.hidden_size as f64 / 128.0) as f32,
             }),
