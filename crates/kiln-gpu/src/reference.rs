@@ -80,6 +80,7 @@ pub struct CpuModel {
     norm: Vec<f32>,
     norm_bias: Option<Vec<f32>>,
     lm_head: Vec<f32>,
+    lm_head_bias: Option<Vec<f32>>,
     /// The cache type whose rounding attention reads K and V through (exact when `None`).
     kv: Option<KvDtype>,
 }
@@ -306,6 +307,7 @@ impl CpuModel {
             norm: norm(&tensors.final_norm)?,
             norm_bias: tensors.final_norm_bias.as_ref().map(read).transpose()?,
             lm_head,
+            lm_head_bias: tensors.lm_head_bias.as_ref().map(read).transpose()?,
             kv: None,
         })
     }
@@ -345,6 +347,9 @@ impl CpuModel {
                     false => rmsnorm(x, &self.norm, eps),
                 };
                 let mut logits = matvec(&self.lm_head, &normed);
+                if let Some(b) = &self.lm_head_bias {
+                    logits.iter_mut().zip(b).for_each(|(l, b)| *l += b);
+                }
                 logits.iter_mut().for_each(|l| *l /= c.logits_divisor());
                 match c.final_softcap {
                     Some(cap) => (logits.iter())

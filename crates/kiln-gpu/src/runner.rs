@@ -332,14 +332,15 @@ impl ModelRunner {
         let final_gain = gain(weights, c, &tensors.final_norm)?;
         weight_bytes += final_gain.len() as u64 * 4;
         let final_gain = ctx.storage_init("final_norm", bytemuck::cast_slice(&final_gain));
-        let final_bias = match &tensors.final_norm_bias {
-            Some(t) => {
-                let v = weights.read_f32(&t.name)?;
-                weight_bytes += v.len() as u64 * 4;
-                Some(ctx.storage_init("final_norm_bias", bytemuck::cast_slice(&v)))
-            }
-            None => None,
+        // The final norm's and the LM head's biases, where the model has them, as f32.
+        let mut bias = |label: &str, t: &Option<kiln_model::Tensor>| {
+            let Some(t) = t else { return Ok(None) };
+            let v = weights.read_f32(&t.name)?;
+            weight_bytes += v.len() as u64 * 4;
+            Ok::<_, GpuError>(Some(ctx.storage_init(label, bytemuck::cast_slice(&v))))
         };
+        let final_bias = bias("final_norm_bias", &tensors.final_norm_bias)?;
+        let lm_head_bias = bias("lm_head_bias", &tensors.lm_head_bias)?;
         let final_norm = ops::gather_rmsnorm(
             ctx,
             &kernels,
@@ -370,7 +371,7 @@ impl ModelRunner {
             MatmulArgs {
                 x: &normed,
                 w: lm_head_w.as_ref().unwrap_or(&embed_w),
-                bias: None,
+                bias: lm_head_bias.as_ref(),
                 y: &logits,
                 ldy: vocab as u32,
                 out_offset: 0,

@@ -1,6 +1,7 @@
 //! Each architecture's config.json as kiln reads it: Gemma 2's soft caps (and on any other
 //! architecture, refused), SmolLM3's layers without RoPE, Phi-4-mini's partial rotary
-//! embedding, Granite's multipliers and MiniCPM's, Cohere's, StableLM's, Nemotron's and StarCoder2's configs, RoPE entries in transformers 5's `rope_parameters`,
+//! embedding, Granite's multipliers and MiniCPM's, Cohere's, StableLM's, Nemotron's,
+//! StarCoder2's and Phi-2's configs, RoPE entries in transformers 5's `rope_parameters`,
 //! YaRN's defaults.
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};
@@ -336,6 +337,43 @@ fn starcoder2_config() {
     assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
     assert_eq!((c.layer_window(29), c.rms_norm_eps), (Some(4096), 1e-5));
     assert!(c.attention_bias && c.tie_word_embeddings);
+}
+
+/// Phi-2's config.json: `gelu_new` (GELU's tanh approximation), 40% of each head turning
+/// (32 of 80 dimensions; Phi-1.5's half when the factor is left out), biases on every
+/// product and an untied LM head with its own; `kiln info` names the side-by-side layer.
+/// LayerNorms of q and k (`qk_layernorm`) are refused by name.
+#[test]
+fn phi2_config() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["PhiForCausalLM"], "model_type": "phi",
+        "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 51200,
+        "max_position_embeddings": 2048, "layer_norm_eps": 1e-05, "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.4, "qk_layernorm": false, "hidden_act": "gelu_new",
+        "tie_word_embeddings": false, "bos_token_id": 50256, "eos_token_id": 50256,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Phi2);
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    assert_eq!((c.head_dim, c.partial_rotary_dim), (80, Some(32)));
+    assert!(c.attention_bias && !c.tie_word_embeddings && !c.fused_qkv);
+    assert_eq!((c.rms_norm_eps, c.max_position_embeddings), (1e-5, 2048));
+    let t = kiln_model::ModelTensors::for_config(&c);
+    assert_eq!(t.lm_head_bias.map(|b| b.shape), Some(vec![51200]));
+    assert_eq!(
+        t.final_norm_bias.unwrap().name,
+        "model.final_layernorm.bias"
+    );
+    assert!(c.features().contains(
+        &"one LayerNorm (with biases) before attention and the MLP, which run side by side".into()
+    ));
+    cfg.as_object_mut().unwrap().remove("partial_rotary_factor");
+    assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(40));
+    cfg["qk_layernorm"] = serde_json::json!(true);
+    let e = parse(&cfg).expect_err("must fail");
+    assert!(e.to_string().contains("qk_layernorm"), "{e}");
 }
 
 /// Transformers 5 writes the RoPE base and scaling as one `rope_parameters` object (Gemma 3:

@@ -105,6 +105,7 @@ fn unknown_architecture() {
         TinyConfig::stablelm(),
         TinyConfig::nemotron(),
         TinyConfig::starcoder2(),
+        TinyConfig::phi2(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),

@@ -1,7 +1,9 @@
 //! Each architecture and feature on the GPU against the CPU reference forward pass
 //! ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's biases and
-//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere (and Cohere 2), StableLM, Nemotron, StarCoder2, OLMo 2 and 3,
-//! EXAONE 4, GLM-4, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling and Mistral's window.
+//! windows, Qwen3, Gemma 2 and 3, SmolLM3, Phi-3 and Phi-4-mini, Granite, MiniCPM, Cohere
+//! (and Cohere 2), StableLM, Nemotron, StarCoder2, Phi-2, OLMo 2 and 3, EXAONE 4, GLM-4,
+//! ERNIE 4.5, Seed-OSS, Arcee, Hunyuan, Qwen3 MoE, Mixtral, OLMoE, Llama 3.2's RoPE scaling
+//! and Mistral's window.
 
 use super::reference::{
     check_against_reference, check_folder_and_gguf, check_model_against_reference, tiny_gguf,
@@ -254,6 +256,42 @@ fn logits_match_cpu_reference_starcoder2() {
         assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
         assert_eq!((c.layer_window(0), c.attention_bias), (Some(48), true));
     });
+}
+
+/// Phi-2: one LayerNorm with a bias read by attention and a GELU MLP side by side, biases on
+/// every product and on the LM head, the final norm under its own name, 8 of each head's 20
+/// dimensions turning; as a Hugging Face folder and as GGUF (`phi2`, its attention output and
+/// MLP under llama.cpp's `attn_output`, `ffn_up` and `ffn_down`, the LM head's bias as
+/// `output.bias`).
+#[test]
+fn logits_match_cpu_reference_phi2() {
+    let cfg = TinyConfig::phi2();
+    check_folder_and_gguf("phi2", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Phi2);
+        assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+        assert_eq!((c.partial_rotary_dim, c.attention_bias), (Some(8), true));
+        let t = kiln_model::ModelTensors::for_config(c);
+        assert_eq!(t.final_norm.name, "model.final_layernorm.weight");
+        assert!(t.lm_head_bias.is_some());
+    });
+}
+
+/// Phi-2 as the GGUF files converted from its first release hold it: q, k and v, and their
+/// biases, in one `attn_qkv` tensor each.
+#[test]
+fn logits_match_cpu_reference_phi2_fused_qkv() {
+    let cfg = TinyConfig {
+        fused_qkv: true,
+        ..TinyConfig::phi2()
+    };
+    let (_gguf, model) = tiny_gguf(&cfg);
+    assert!(model.config.fused_qkv && model.config.attention_bias);
+    assert!(
+        model
+            .weights
+            .contains("model.layers.2.self_attn.qkv_proj.bias")
+    );
+    check_model_against_reference("phi2 fused qkv gguf", &model);
 }
 
 /// MiniCPM: Granite's layer, its multipliers worked out from MiniCPM's own keys as a Hugging

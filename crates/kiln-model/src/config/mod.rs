@@ -59,6 +59,10 @@ pub enum Architecture {
     /// where the config says (`use_bias`), a MLP without a gate activated by GELU, and a
     /// sliding window on every layer where it has one (`models::starcoder2`).
     Starcoder2,
+    /// Phi-2 and Phi-1.5: one LayerNorm with a bias before attention and a MLP without a
+    /// gate (GELU) side by side, as Command-R's; biases on every projection, the LM head's
+    /// too; a rotary embedding on the first 40% of each head (`models::phi2`).
+    Phi2,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -225,6 +229,7 @@ impl Architecture {
             Architecture::StableLm => "stablelm",
             Architecture::Nemotron => "nemotron",
             Architecture::Starcoder2 => "starcoder2",
+            Architecture::Phi2 => "phi2",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -270,6 +275,7 @@ impl Architecture {
                 | Architecture::StableLm
                 | Architecture::Nemotron
                 | Architecture::Starcoder2
+                | Architecture::Phi2
         )
     }
 
@@ -277,7 +283,10 @@ impl Architecture {
     pub fn norm_bias(self) -> bool {
         matches!(
             self,
-            Architecture::StableLm | Architecture::Nemotron | Architecture::Starcoder2
+            Architecture::StableLm
+                | Architecture::Nemotron
+                | Architecture::Starcoder2
+                | Architecture::Phi2
         )
     }
 
@@ -349,6 +358,10 @@ pub struct ModelConfig {
     /// Partial rotary embedding (Phi-4-mini's `partial_rotary_factor`): only the first this
     /// many dimensions of each q and k head turn, the rest pass through (`None`: all of them).
     pub partial_rotary_dim: Option<usize>,
+    /// q, k and v as one matrix and one bias (`self_attn.qkv_proj`), as Phi-2's GGUF files
+    /// converted from its first release keep them (`attn_qkv`); Phi-3's are always fused and
+    /// named so by its layer, whatever this says.
+    pub fused_qkv: bool,
     /// Granite's multipliers.
     pub granite: Option<GraniteScales>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).
@@ -479,12 +492,12 @@ impl ModelConfig {
                 self.head_dim
             ));
         }
-        // Arcee's, Nemotron's and StarCoder2's MLPs have no gate, the others' have one: relu^2
-        // runs only so, and GELU so on StarCoder2; gpt-oss's clamped SwiGLU runs on its
-        // experts only.
+        // Arcee's, Nemotron's, StarCoder2's and Phi-2's MLPs have no gate, the others' have
+        // one: relu^2 runs only so, and GELU so on StarCoder2 and Phi-2; gpt-oss's clamped
+        // SwiGLU runs on its experts only.
         let own = match self.architecture {
             Architecture::Arcee | Architecture::Nemotron => Some(Activation::Relu2),
-            Architecture::Starcoder2 => Some(Activation::GeluTanh),
+            Architecture::Starcoder2 | Architecture::Phi2 => Some(Activation::GeluTanh),
             Architecture::GptOss => Some(Activation::ClampedSwiglu),
             _ => None,
         };

@@ -64,6 +64,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "stablelm" => Architecture::StableLm,
         "nemotron" => Architecture::Nemotron,
         "starcoder2" => Architecture::Starcoder2,
+        "phi2" => Architecture::Phi2,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -93,6 +94,8 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
 pub(crate) struct TensorFacts {
     pub has_output: bool,
     pub has_q_bias: bool,
+    /// `blk.0.attn_qkv.weight`: q, k and v in one tensor.
+    pub fused_qkv: bool,
     pub embed_rows: Option<usize>,
 }
 
@@ -118,6 +121,7 @@ pub(crate) fn config_from_meta(
                         | Architecture::Glm4Moe
                         | Architecture::StableLm
                         | Architecture::Nemotron
+                        | Architecture::Phi2
                 ) =>
         {
             Some(rot)
@@ -274,7 +278,8 @@ pub(crate) fn config_from_meta(
         // Llama 3's divisors and Phi-3's LongRoPE factors are tensors; the loader reads them.
         rope_scaling: rope_scaling(meta, &a)?,
         tie_word_embeddings: !facts.has_output,
-        attention_bias: facts.has_q_bias,
+        // Phi-2's products always have biases (fused with q, k and v's in older files).
+        attention_bias: facts.has_q_bias || architecture == Architecture::Phi2,
         sliding_window: match architecture {
             Architecture::Exaone4 => exaone_windowed.then(|| {
                 meta.usize(&format!("{a}.attention.sliding_window"))
@@ -350,10 +355,11 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
+        fused_qkv: facts.fused_qkv && architecture == Architecture::Phi2,
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
-            Architecture::Starcoder2 => Activation::GeluTanh,
+            Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
             Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
             Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,

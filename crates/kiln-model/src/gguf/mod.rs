@@ -38,6 +38,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
     let facts = TensorFacts {
         has_output: has("output.weight"),
         has_q_bias: has("blk.0.attn_q.bias"),
+        fused_qkv: has("blk.0.attn_qkv.weight"),
         embed_rows: header
             .tensors
             .iter()

@@ -6,6 +6,7 @@
 //! kiln uses HF's rotate-half layout, so those rows are put back on read.
 
 use crate::Architecture;
+use crate::models::final_norm_name;
 
 /// Gemma's norms (2 and 3; OLMo 2 and EXAONE 4 have the last two), whose GGUF names mean
 /// other roles than Llama's: `ffn_norm` is the norm before the MLP (Llama's
@@ -29,6 +30,13 @@ const SEED_OSS_NORMS: &[(&str, &str)] = &[("post_attention_norm", "post_attentio
 
 /// StarCoder2's MLP (without a gate), under Hugging Face's names for it.
 const STARCODER2_NAMES: &[(&str, &str)] = &[("ffn_up", "mlp.c_fc"), ("ffn_down", "mlp.c_proj")];
+
+/// Phi-2's attention output and MLP (without a gate), under Hugging Face's names for them.
+const PHI2_NAMES: &[(&str, &str)] = &[
+    ("attn_output", "self_attn.dense"),
+    ("ffn_up", "mlp.fc1"),
+    ("ffn_down", "mlp.fc2"),
+];
 
 /// Hunyuan's per-head q/k norms.
 const HUNYUAN_NORMS: &[(&str, &str)] = &[
@@ -119,6 +127,7 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         Architecture::HunyuanMoe => HUNYUAN_MOE_NAMES,
         Architecture::GptOss => GPT_OSS_NAMES,
         Architecture::Starcoder2 => STARCODER2_NAMES,
+        Architecture::Phi2 => PHI2_NAMES,
         _ => &[],
     }
 }
@@ -144,7 +153,7 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
     };
     let mapped = match base {
         "token_embd" => Some("model.embed_tokens".to_string()),
-        "output_norm" => Some("model.norm".to_string()),
+        "output_norm" => Some(final_norm_name(arch).to_string()),
         "output" => Some("lm_head".to_string()),
         _ => base.strip_prefix("blk.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;
@@ -198,7 +207,7 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
     };
     let mapped = match base {
         "model.embed_tokens" => Some("token_embd".to_string()),
-        "model.norm" => Some("output_norm".to_string()),
+        b if b == final_norm_name(arch) => Some("output_norm".to_string()),
         "lm_head" => Some("output".to_string()),
         _ => base.strip_prefix("model.layers.").and_then(|rest| {
             let (layer, part) = rest.split_once('.')?;

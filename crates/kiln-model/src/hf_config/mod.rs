@@ -34,6 +34,7 @@ impl ModelConfig {
             "stablelm" => Architecture::StableLm,
             "nemotron" => Architecture::Nemotron,
             "starcoder2" => Architecture::Starcoder2,
+            "phi" => Architecture::Phi2,
             // OLMo 3 is OLMo 2 with windows on three layers of four.
             "olmo2" | "olmo3" => Architecture::Olmo2,
             "exaone4" => Architecture::Exaone4,
@@ -122,6 +123,7 @@ impl ModelConfig {
             | Architecture::Cohere
             | Architecture::StableLm
             | Architecture::Nemotron
+            | Architecture::Phi2
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -176,7 +178,8 @@ impl ModelConfig {
             })
             .or(matches!(architecture, Architecture::Glm4 | Architecture::Glm4Moe).then_some(0.5))
             .or((architecture == Architecture::StableLm).then_some(0.25))
-            .or((architecture == Architecture::Nemotron).then_some(0.5));
+            .or((architecture == Architecture::Nemotron).then_some(0.5))
+            .or((architecture == Architecture::Phi2).then_some(0.5));
         let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
             Some(f)
@@ -187,6 +190,7 @@ impl ModelConfig {
                         | Architecture::Glm4Moe
                         | Architecture::StableLm
                         | Architecture::Nemotron
+                        | Architecture::Phi2
                 ) =>
             {
                 let dim = (f * head_dim as f64).round() as usize;
@@ -227,6 +231,15 @@ impl ModelConfig {
                     });
                 }
             }
+        }
+        // Phi's LayerNorms of q and k (`qk_layernorm`; Phi-1.5 and Phi-2 have none).
+        if architecture == Architecture::Phi2
+            && v.get("qk_layernorm").and_then(Value::as_bool) == Some(true)
+        {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: "Phi with LayerNorms of q and k (qk_layernorm)".into(),
+            });
         }
         // Command-R+'s LayerNorms of each head of q and k, which kiln does not run.
         if architecture.layer_norm() && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
@@ -363,6 +376,8 @@ impl ModelConfig {
                     _ => false,
                 },
                 Architecture::Exaone4 => false,
+                // Phi's q, k, v and dense products always have biases.
+                Architecture::Phi2 => true,
                 Architecture::StableLm => {
                     (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false)
                 }
@@ -430,6 +445,7 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
+            fused_qkv: false,
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
@@ -477,7 +493,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Cohere2
         | Architecture::StableLm
         | Architecture::Nemotron
-        | Architecture::Starcoder2 => 1e-5,
+        | Architecture::Starcoder2
+        | Architecture::Phi2 => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }
@@ -505,7 +522,8 @@ fn activation(v: &Value, file: &str) -> Result<Activation, ModelError> {
         .unwrap_or("silu");
     match name {
         "silu" | "swish" => Ok(Activation::Silu),
-        "gelu_pytorch_tanh" | "gelu_tanh" => Ok(Activation::GeluTanh),
+        // `gelu_new` (Phi's) is GELU with the tanh approximation too.
+        "gelu_pytorch_tanh" | "gelu_tanh" | "gelu_new" => Ok(Activation::GeluTanh),
         "relu2" => Ok(Activation::Relu2),
         other => Err(ModelError::Unsupported {
             file: file.into(),

@@ -15,7 +15,7 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = vec![layer_norm(&n, "input_layernorm", false)];
-    ops.extend(attention(&n, None));
+    ops.extend(attention(&n, "self_attn.o_proj", false));
     ops.extend(gated_mlp(&n));
     Layer { ops }
 }

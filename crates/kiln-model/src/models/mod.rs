@@ -30,6 +30,7 @@ mod nemotron;
 mod normed;
 mod olmo2;
 mod olmoe;
+mod phi2;
 mod phi3;
 mod qwen2;
 mod qwen2_moe;
@@ -103,16 +104,24 @@ impl<'a> Names<'a> {
         [("q", q), ("k", kv), ("v", kv)]
     }
 
-    /// The q, k and v projections, as separate tensors.
+    /// The q, k and v projections, as separate tensors (one where the config has them fused).
     fn qkv(&self) -> Vec<Tensor> {
         let h = self.cfg.hidden_size;
+        if self.cfg.fused_qkv {
+            let rows = self.qkv_rows().iter().map(|(_, r)| r).sum();
+            return vec![self.tensor("self_attn.qkv_proj.weight", &[rows, h])];
+        }
         self.qkv_rows()
             .map(|(p, rows)| self.tensor(&format!("self_attn.{p}_proj.weight"), &[rows, h]))
             .into()
     }
 
-    /// The biases of q, k and v.
+    /// The biases of q, k and v (one where the config has them fused).
     fn qkv_bias(&self) -> Vec<Tensor> {
+        if self.cfg.fused_qkv {
+            let rows = self.qkv_rows().iter().map(|(_, r)| r).sum();
+            return vec![self.tensor("self_attn.qkv_proj.bias", &[rows])];
+        }
         self.qkv_rows()
             .map(|(p, rows)| self.tensor(&format!("self_attn.{p}_proj.bias"), &[rows]))
             .into()
@@ -240,6 +249,8 @@ pub struct ModelTensors {
     pub final_norm_bias: Option<Tensor>,
     /// The output projection; `None` when it is the embedding (tied).
     pub lm_head: Option<Tensor>,
+    /// The output projection's bias, where it has one (Phi-2's).
+    pub lm_head_bias: Option<Tensor>,
 }
 
 impl ModelTensors {
@@ -259,6 +270,7 @@ impl ModelTensors {
             Architecture::StableLm => stablelm::layer,
             Architecture::Nemotron => nemotron::layer,
             Architecture::Starcoder2 => starcoder2::layer,
+            Architecture::Phi2 => phi2::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
@@ -278,13 +290,16 @@ impl ModelTensors {
             Architecture::GptOss => gpt_oss::layer,
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
+        let norm = final_norm_name(cfg.architecture);
+        let phi2 = cfg.architecture == Architecture::Phi2;
         ModelTensors {
             embed: Tensor::new("model.embed_tokens.weight", &[vocab, h]),
             layers: (0..cfg.num_layers).map(|i| layer(cfg, i)).collect(),
-            final_norm: Tensor::new("model.norm.weight", &[h]),
+            final_norm: Tensor::new(format!("{norm}.weight"), &[h]),
             final_norm_bias: (cfg.architecture.norm_bias())
-                .then(|| Tensor::new("model.norm.bias", &[h])),
+                .then(|| Tensor::new(format!("{norm}.bias"), &[h])),
             lm_head: (!cfg.tie_word_embeddings).then(|| Tensor::new("lm_head.weight", &[vocab, h])),
+            lm_head_bias: phi2.then(|| Tensor::new("lm_head.bias", &[vocab])),
         }
     }
 
@@ -295,7 +310,16 @@ impl ModelTensors {
         v.push(&self.final_norm);
         v.extend(&self.final_norm_bias);
         v.extend(&self.lm_head);
+        v.extend(&self.lm_head_bias);
         v
+    }
+}
+
+/// The Hugging Face name of the norm before the LM head (GGUF's `output_norm`).
+pub(crate) fn final_norm_name(arch: Architecture) -> &'static str {
+    match arch {
+        Architecture::Phi2 => "model.final_layernorm",
+        _ => "model.norm",
     }
 }
 

@@ -6,7 +6,7 @@ use super::Buf::{Act, Attn, GateUp, Normed, Qkv, Residual};
 use super::Op::{
     Activation, Attention, GatedActivation, LayerNorm, NormedProject, Project, Rotary,
 };
-use super::{Names, Op, Tensor};
+use super::{Names, Op};
 
 /// The LayerNorm `role` of the residual stream into [`Normed`], with its bias where `bias`.
 pub(super) fn layer_norm(n: &Names, role: &str, bias: bool) -> Op {
@@ -17,8 +17,9 @@ pub(super) fn layer_norm(n: &Names, role: &str, bias: bool) -> Op {
 }
 
 /// Attention on [`Normed`] (q/k/v biases where the config has `attention_bias`), its output
-/// projection (with `o_bias`) added to the residual stream.
-pub(super) fn attention(n: &Names, o_bias: Option<Tensor>) -> [Op; 4] {
+/// projection (named `o`, with its bias where `o_bias`) added to the residual stream.
+pub(super) fn attention(n: &Names, o: &str, o_bias: bool) -> [Op; 4] {
+    let (h, q) = (n.cfg.hidden_size, n.cfg.num_heads * n.cfg.head_dim);
     [
         NormedProject {
             src: Normed,
@@ -34,8 +35,8 @@ pub(super) fn attention(n: &Names, o_bias: Option<Tensor>) -> [Op; 4] {
         Attention { sinks: None },
         Project {
             src: Attn,
-            weight: n.o(),
-            bias: o_bias,
+            weight: n.tensor(&format!("{o}.weight"), &[h, q]),
+            bias: o_bias.then(|| n.bias(o, h)),
             dst: Residual,
         },
     ]

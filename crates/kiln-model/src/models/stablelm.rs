@@ -14,7 +14,7 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let mut ops = vec![layer_norm(&n, "input_layernorm", true)];
-    ops.extend(attention(&n, None));
+    ops.extend(attention(&n, "self_attn.o_proj", false));
     ops.push(layer_norm(&n, "post_attention_layernorm", true));
     ops.extend(gated_mlp(&n));
     Layer { ops }

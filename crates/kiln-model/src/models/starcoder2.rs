@@ -12,9 +12,8 @@ use crate::ModelConfig;
 pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     let n = Names::new(cfg, i);
     let biases = cfg.attention_bias;
-    let o_bias = biases.then(|| n.bias("self_attn.o_proj", cfg.hidden_size));
     let mut ops = vec![layer_norm(&n, "input_layernorm", true)];
-    ops.extend(attention(&n, o_bias));
+    ops.extend(attention(&n, "self_attn.o_proj", biases));
     ops.push(layer_norm(&n, "post_attention_layernorm", true));
     ops.extend(ungated_mlp(&n, ("mlp.c_fc", "mlp.c_proj"), biases));
     Layer { ops }

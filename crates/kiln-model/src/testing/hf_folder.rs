@@ -179,6 +179,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::StableLm => "StableLmForCausalLM",
             Architecture::Nemotron => "NemotronForCausalLM",
             Architecture::Starcoder2 => "Starcoder2ForCausalLM",
+            Architecture::Phi2 => "PhiForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -212,6 +213,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Ernie45Moe => "ernie4_5_moe",
             Architecture::GptOss => "gpt_oss",
             Architecture::Cohere => "cohere",
+            Architecture::Phi2 => "phi",
             Architecture::GraniteMoe if shared => "granitemoeshared",
             a => a.gguf_name(),
         },
@@ -387,6 +389,9 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         } else if mc.architecture == Architecture::Starcoder2 {
             config["use_bias"] = json!(mc.attention_bias);
             config["hidden_act"] = json!("gelu_pytorch_tanh");
+        } else if mc.architecture == Architecture::Phi2 {
+            config["qk_layernorm"] = json!(false);
+            config["hidden_act"] = json!("gelu_new");
         } else if mc.architecture != Architecture::Nemotron {
             config["use_qk_norm"] = json!(false);
         }

@@ -85,6 +85,8 @@ pub struct TinyConfig {
     pub extra_special_tokens: Vec<String>,
     /// The mixture of experts, in place of the architecture's tiny one (full-size shapes).
     pub moe: Option<crate::Moe>,
+    /// q, k and v in one matrix and bias (Phi-2's older GGUF files); GGUF only.
+    pub fused_qkv: bool,
 }
 
 impl Default for TinyConfig {
@@ -115,6 +117,7 @@ impl Default for TinyConfig {
             chat_template: None,
             extra_special_tokens: Vec::new(),
             moe: None,
+            fused_qkv: false,
         }
     }
 }
@@ -494,6 +497,26 @@ impl TinyConfig {
         }
     }
 
+    /// Phi-2: one LayerNorm with a bias read by attention and a GELU MLP side by side, biases
+    /// on every product and on the LM head (an untied one), the first 40% of each head turning
+    /// (8 of a head's 20 dimensions; RoPE base 100 so that the partial rotation shows), on
+    /// three layers (on two, one changed early token moved the last logits too little for the
+    /// GPU tests' sensitivity check).
+    pub fn phi2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Phi2,
+            hidden_size: 80,
+            num_heads: 4,
+            num_kv_heads: 4,
+            head_dim: 20,
+            num_layers: 3,
+            partial_rotary_dim: Some(8),
+            rope_theta: 100.0,
+            tie_word_embeddings: false,
+            ..Default::default()
+        }
+    }
+
     /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
     /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
     /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and
@@ -559,6 +582,7 @@ impl TinyConfig {
                     | Architecture::GptOss
                     | Architecture::StableLm
                     | Architecture::Starcoder2
+                    | Architecture::Phi2
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -583,6 +607,7 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
+            fused_qkv: self.fused_qkv,
             moe: self.moe.or(match self.architecture {
                 Architecture::Qwen3Moe => Some(crate::Moe::softmax(5, 2, 64, true)),
                 Architecture::Mixtral => {
@@ -649,7 +674,7 @@ impl TinyConfig {
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
-                Architecture::Starcoder2 => Activation::GeluTanh,
+                Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },

@@ -94,6 +94,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("stablelm-layernorm-biases-partial", TinyConfig::stablelm()),
         ("nemotron-layernorm1p-relu2", TinyConfig::nemotron()),
         ("starcoder2-biases-gelu-window", TinyConfig::starcoder2()),
+        ("phi2-parallel-gelu-head-bias", TinyConfig::phi2()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
