@@ -2,7 +2,9 @@
 // (Qwen3, Gemma 3), each head of q and of k is first RMS-normalized over its head_dim and
 // multiplied by its gain (qk_gain: the q gain, then the k gain, head_dim each); with qk_norm 3
 // (Hunyuan) the same once the heads have turned; with qk_norm 2 (OLMo 2), all of q and all of
-// k first, each as one vector (qk_gain as wide as q, then as k).
+// k first, each as one vector (qk_gain as wide as q, then as k); with qk_norm 4 (Command-R+),
+// each head LayerNorm'd first (its mean taken out), each with a gain of its own (qk_gain as
+// wide as q, then as k).
 //   qkv[t] = [q heads | k heads | v heads], each head_dim wide, q and k heads in the rotary
 //   pair layout (rope_kv.rs: the checkpoint's pair (i, i + D/2) at (2i, 2i + 1)):
 //   for i < D/2, (cos, sin) = rope[pos, i], precomputed on the CPU in f64 (WGSL's sin and cos
@@ -23,7 +25,8 @@ struct Params {
     num_kv_heads: u32,
     head_dim: u32,
     max_positions: u32,
-    qk_norm: u32, // 0: none, 1: each head, 2: all of q and all of k, 3: each head after turning
+    qk_norm: u32, // 0: none, 1: each head, 2: all of q and all of k, 3: each head after turning,
+                  // 4: each head LayerNorm'd with its own gain
     eps: f32,
     pad0: u32,
     pad1: u32,
@@ -53,20 +56,29 @@ fn pack_word(src: u32, w: u32) -> u32 {
     return bitcast<u32>(qkv[src + w]);
 }
 
-// q and k heads of the token whose row starts at `row`: RMS-normalize each, one head per
-// invocation (`lane` of 64).
-fn norm_heads(row: u32, lane: u32) {
+// q and k heads of the token whose row starts at `row`: RMS-normalize each, or LayerNorm each
+// with a gain of its own (`layer`), one head per invocation (`lane` of 64).
+fn norm_heads(row: u32, lane: u32, layer: bool) {
     let d = p.head_dim;
     for (var head = lane; head < p.num_heads + p.num_kv_heads; head += 64u) {
         let a = row + head * d;
+        var mean = 0.0;
+        if (layer) {
+            for (var i = 0u; i < d; i++) {
+                mean += qkv[a + i];
+            }
+            mean /= f32(d);
+        }
         var ss = 0.0;
         for (var i = 0u; i < d; i++) {
-            ss += qkv[a + i] * qkv[a + i];
+            let x = qkv[a + i] - mean;
+            ss += x * x;
         }
         let s = inverseSqrt(ss / f32(d) + p.eps);
-        let g = select(0u, d, head >= p.num_heads); // k heads use the second gain
+        // k heads use the second gain; a gain for each head follows the heads.
+        let g = select(select(0u, d, head >= p.num_heads), head * d, layer);
         for (var i = 0u; i < d; i++) {
-            qkv[a + i] = qkv[a + i] * s * qk_gain[g + i];
+            qkv[a + i] = (qkv[a + i] - mean) * s * qk_gain[g + i];
         }
     }
     storageBarrier();
@@ -111,8 +123,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         storageBarrier();
     }
 
-    if (p.qk_norm == 1u) {
-        norm_heads(row, lid.x);
+    if (p.qk_norm == 1u || p.qk_norm == 4u) {
+        norm_heads(row, lid.x, p.qk_norm == 4u);
     }
 
     // q and k heads: rotate pairs (2i, 2i + 1) in place.
@@ -129,7 +141,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     storageBarrier();
     if (p.qk_norm == 3u) {
-        norm_heads(row, lid.x);
+        norm_heads(row, lid.x, false);
     }
 
     // K (rotated) and V rows into the cache slot, one u32 word per iteration.

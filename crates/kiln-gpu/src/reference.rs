@@ -400,13 +400,19 @@ impl CpuModel {
                 for (pos, qkv) in rows.qkv.iter_mut().enumerate() {
                     let (q, k) = qkv[..(nh + nkv) * d].split_at_mut(nh * d);
                     // Over each head, or (OLMo 2) over all of q and all of k: as wide as
-                    // the gains.
+                    // the gains; or (Command-R+) each head LayerNorm'd with its own gain.
                     let normalize = |q: &mut [f32], k: &mut [f32]| {
-                        if let Some((qn, kn)) = qk_norm {
-                            q.chunks_mut(qn.len())
-                                .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, qn, eps)));
-                            k.chunks_mut(kn.len())
-                                .for_each(|hd| hd.copy_from_slice(&rmsnorm(hd, kn, eps)));
+                        let Some((qn, kn)) = qk_norm else { return };
+                        for (x, g) in [(q, qn), (k, kn)] {
+                            if c.qk_layer_norm {
+                                for (hd, g) in x.chunks_mut(d).zip(g.chunks(d)) {
+                                    hd.copy_from_slice(&layernorm(hd, g, eps));
+                                }
+                            } else {
+                                for hd in x.chunks_mut(g.len()) {
+                                    hd.copy_from_slice(&rmsnorm(hd, g, eps));
+                                }
+                            }
                         }
                     };
                     if !norm_after {

@@ -153,7 +153,7 @@ impl Weights {
                 )
             })?;
         if let Some(il) = e.interleaved {
-            il.check(e.shape[0]).map_err(|why| {
+            il.check(il.rows(&e.shape)).map_err(|why| {
                 ModelError::corrupt(&e.file, format!("tensor \"{name}\" has {why}"))
             })?;
         }
@@ -175,7 +175,7 @@ impl Weights {
             ));
         }
         if let Some(il) = e.interleaved {
-            data = il.reorder(&data, e.shape[0], false);
+            data = il.reorder(&data, il.rows(&e.shape), false);
         }
         Ok(data)
     }
@@ -197,7 +197,7 @@ impl Weights {
             ));
         }
         Ok(match e.interleaved {
-            Some(il) => (dtype, il.reorder(bytes, e.shape[0], false)),
+            Some(il) => (dtype, il.reorder(bytes, il.rows(&e.shape), false)),
             None => (dtype, bytes.to_vec()),
         })
     }

@@ -214,7 +214,8 @@ fn minicpm_multipliers() {
 /// Cohere's Command-R as its config.json has it: its LayerNorm's epsilon by that name, its
 /// context from `model_max_length` (128k) rather than `max_position_embeddings` (8192), the
 /// logits multiplied by `logit_scale`, embeddings tied unless it says; Command-R+'s LayerNorms
-/// of q and k are refused by name.
+/// of q and k read from `use_qk_norm` (on Command R7B's `cohere2`, which has none, refused by
+/// name).
 #[test]
 fn cohere_config() {
     let mut cfg = serde_json::json!({
@@ -238,9 +239,9 @@ fn cohere_config() {
     );
     assert!(c.tie_word_embeddings && c.architecture.layer_norm());
     assert!(c.features().iter().any(|f| f.contains("LayerNorm")));
+    assert!(!c.qk_layer_norm);
     cfg["use_qk_norm"] = serde_json::json!(true);
-    let e = parse(&cfg).expect_err("must fail");
-    assert!(e.to_string().contains("use_qk_norm"), "{e}");
+    assert!(parse(&cfg).unwrap().qk_layer_norm);
 
     // Command R7B: a window of 4096 where the config leaves it out, every fourth layer global
     // and without RoPE; without a window no layer would turn, which is refused.
@@ -256,6 +257,10 @@ fn cohere_config() {
     assert_eq!((c.layer_window(2), c.layer_window(3)), (Some(4096), None));
     assert_eq!(c.no_rope_layers, (3..32).step_by(4).collect::<Vec<_>>());
     assert_eq!(c.logits_divisor(), 4.0);
+    let mut qk = r7b.clone();
+    qk["use_qk_norm"] = serde_json::json!(true);
+    let e = parse(&qk).expect_err("must fail");
+    assert!(e.to_string().contains("use_qk_norm"), "{e}");
     r7b["sliding_window"] = serde_json::Value::Null;
     let e = parse(&r7b).expect_err("must fail");
     assert!(e.to_string().contains("without a sliding window"), "{e}");

@@ -206,12 +206,14 @@ fn tensor_kiln_would_not_read_is_refused_by_name() {
     );
 }
 
-/// Command-R+'s LayerNorms of each head of q and k (`attn_q_norm`, `attn_k_norm` in its GGUF
-/// files), which kiln does not run, are refused by name; the plain Command-R file loads.
+/// A Command-R GGUF file with `attn_q_norm` reads as Command-R+ (LayerNorms of each head of q
+/// and k), whose every layer needs both gains: one with layer 0's q gain alone names the
+/// missing k gain and the file; the plain Command-R file loads.
 #[test]
-fn command_r_plus_qk_norms_are_refused_by_name() {
+fn command_r_plus_without_its_k_norm_names_it() {
     let mut b = f32_gguf(&TinyConfig::cohere());
-    assert!(Model::from_gguf_bytes(b.to_bytes(), "command-r.gguf").is_ok());
+    let plain = Model::from_gguf_bytes(b.to_bytes(), "command-r.gguf").unwrap();
+    assert!(!plain.config.qk_layer_norm);
     let gains: Vec<u8> = (0..4 * 16).flat_map(|_| 1f32.to_le_bytes()).collect();
     b.raw_tensor("blk.0.attn_q_norm.weight", &[16, 4], 0, gains);
     let e = Model::from_gguf_bytes(b.to_bytes(), "command-r-plus.gguf")
@@ -219,7 +221,7 @@ fn command_r_plus_qk_norms_are_refused_by_name() {
         .expect("must fail");
     let msg = e.to_string();
     assert!(
-        msg.contains("q_norm") && msg.contains("command-r-plus.gguf"),
+        msg.contains("layers.0.self_attn.k_norm") && msg.contains("command-r-plus.gguf"),
         "{msg}"
     );
 }

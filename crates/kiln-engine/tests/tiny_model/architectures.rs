@@ -205,6 +205,20 @@ fn logits_match_cpu_reference_cohere() {
     });
 }
 
+/// Command-R+: Command-R's layer with each head of q and k LayerNorm'd before it turns, a
+/// gain for each head (whose dimensions are side by side as q's rows are, put back with them);
+/// as a Hugging Face folder (`use_qk_norm`) and as GGUF (`attn_q_norm`, `attn_k_norm`).
+#[test]
+fn logits_match_cpu_reference_command_r_plus() {
+    let cfg = TinyConfig::command_r_plus();
+    check_folder_and_gguf("command-r+", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Cohere);
+        assert!(c.qk_layer_norm);
+        let f = c.features().join("; ");
+        assert!(f.contains("per-head q/k LayerNorm"), "{f}");
+    });
+}
+
 /// Command R7B's shape (`cohere2`): Command-R's layer with a window on three layers of four
 /// and no RoPE on the fourth, as a Hugging Face folder (`layer_types`) and as GGUF (the
 /// pattern fixed, as llama.cpp runs it).

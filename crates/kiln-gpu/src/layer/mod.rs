@@ -347,8 +347,13 @@ impl Layer {
                     qk_norm,
                     norm_after,
                 } => {
+                    // Gains as wide as q: over all of q (OLMo 2), or each head's own
+                    // (Command-R+'s LayerNorms).
+                    let layer_norm = c.qk_layer_norm;
                     let qk_gain = match qk_norm {
-                        Some([q, k]) => Some((up.gains(&[q, k], qk_order)?, q.len() != d)),
+                        Some([q, k]) => {
+                            Some((up.gains(&[q, k], qk_order)?, q.len() != d && !layer_norm))
+                        }
                         None => None,
                     };
                     if *norm_after && qk_gain.as_ref().is_some_and(|(_, whole)| *whole) {
@@ -367,6 +372,7 @@ impl Layer {
                             gains: g,
                             eps,
                             whole: *whole,
+                            layer_norm,
                             after: *norm_after,
                         }),
                     ))

@@ -130,10 +130,13 @@ impl Rotary<'_> {
 #[derive(Clone, Copy)]
 pub struct QkNorm<'a> {
     /// The q gain then the k gain, in the rotary pair layout as q and k are: `head_dim` each
-    /// (over each head: Qwen3, Gemma 3), or as wide as q and as k (`whole`: OLMo 2).
+    /// (over each head: Qwen3, Gemma 3), or as wide as q and as k (`whole`: OLMo 2;
+    /// `layer_norm`: Command-R+'s gain for each head).
     pub gains: &'a wgpu::Buffer,
     pub eps: f32,
     pub whole: bool,
+    /// Each head LayerNorm'd (its mean taken out) with a gain of its own; not with `whole`.
+    pub layer_norm: bool,
     /// Each head normalized after it turns (Hunyuan's); not with `whole`.
     pub after: bool,
 }
@@ -162,6 +165,9 @@ pub fn rope_kv(
             qk_norm: match qk_norm {
                 None => 0,
                 Some(QkNorm { whole: true, .. }) => 2,
+                Some(QkNorm {
+                    layer_norm: true, ..
+                }) => 4,
                 Some(QkNorm { after: true, .. }) => 3,
                 Some(QkNorm { .. }) => 1,
             },

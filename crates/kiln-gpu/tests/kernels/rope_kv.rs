@@ -1,6 +1,6 @@
 //! RoPE with the KV-cache write (`rope_kv`), without a q/k norm, with one over each head
-//! (before or after the rotation) and with one over all of q and all of k, into f16, f32, fp8
-//! and q8_0 caches.
+//! (before or after the rotation), with one over all of q and all of k and with a LayerNorm
+//! of each head with its own gain, into f16, f32, fp8 and q8_0 caches.
 
 use super::*;
 
@@ -14,6 +14,8 @@ enum Norm {
     Whole,
     /// Over each head once it has turned (Hunyuan).
     HeadsAfter,
+    /// A LayerNorm of each head, each with its own gain (Command-R+).
+    HeadLayerNorms,
 }
 
 /// RoPE and the KV write, for every cache type, at positions up to the end of a 32768-token
@@ -37,6 +39,8 @@ fn rope_kv_rotates_and_writes_cache() {
             (Norm::None, KvDtype::Fp8),
             (Norm::Heads, KvDtype::Fp8),
             (Norm::HeadsAfter, KvDtype::F16),
+            (Norm::HeadLayerNorms, KvDtype::F16),
+            (Norm::HeadLayerNorms, KvDtype::F32),
         ],
     );
     // q8_0 needs rows of whole pairs of groups: 2 heads of 32.
@@ -49,6 +53,7 @@ fn rope_kv_rotates_and_writes_cache() {
             (Norm::Heads, KvDtype::Q8),
             (Norm::Whole, KvDtype::Q8),
             (Norm::HeadsAfter, KvDtype::Q8),
+            (Norm::HeadLayerNorms, KvDtype::Q8),
         ],
     );
 }
@@ -65,6 +70,10 @@ fn check_rope_kv(
     let (t, slots, max_pos) = (9, 80, 32768);
     let width = (nh + 2 * nkv) * d;
     let mut qkv = randn(&mut r, t * width, 1.0);
+    // Rows whose heads have means far from 0, so a LayerNorm that left the mean in would show.
+    qkv.iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v += (i / d % 5) as f32 - 2.0);
     // Values of V beyond fp8's range (saturated there) and below its normals.
     for (i, v) in [(0, 1000.0), (1, -600.0), (2, 3e-3), (3, -1e-5)] {
         qkv[i * width + (nh + nkv) * d + 3 * i] = v;
@@ -119,6 +128,12 @@ fn check_rope_kv(
                     norm(q, &whole_gains[..nh * d]);
                     norm(k, &whole_gains[nh * d..]);
                 }
+                Norm::HeadLayerNorms => {
+                    let heads = q.chunks_mut(d).chain(k.chunks_mut(d));
+                    for (h, g) in heads.zip(whole_gains.chunks(d)) {
+                        h.copy_from_slice(&reference::layernorm(h, g, 1e-6));
+                    }
+                }
             }
             for x in x.chunks_mut(d) {
                 reference::rope(x, positions[i] as usize, &rope.inv_freq, 1.0);
@@ -164,12 +179,14 @@ fn check_rope_kv(
                     gains: &head_gain_b,
                     eps: 1e-6,
                     whole: false,
+                    layer_norm: false,
                     after: qk_norm == Norm::HeadsAfter,
                 }),
-                Norm::Whole => Some(ops::QkNorm {
+                Norm::Whole | Norm::HeadLayerNorms => Some(ops::QkNorm {
                     gains: &whole_gain_b,
                     eps: 1e-6,
-                    whole: true,
+                    whole: qk_norm == Norm::Whole,
+                    layer_norm: qk_norm == Norm::HeadLayerNorms,
                     after: false,
                 }),
             },

@@ -26,6 +26,9 @@ impl ModelConfig {
             _ => None,
         });
         match qk_norm {
+            Some(_) if self.qk_layer_norm => {
+                f.push("per-head q/k LayerNorm, a gain for each head".into())
+            }
             Some((w, false)) if w == self.head_dim => f.push("per-head q/k RMSNorm".into()),
             Some((_, true)) => f.push("per-head q/k RMSNorm after the rotary embedding".into()),
             Some(_) => f.push("q/k RMSNorm over all heads".into()),

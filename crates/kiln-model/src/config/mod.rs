@@ -37,10 +37,10 @@ pub enum Architecture {
     /// Llama with four scalar multipliers: on the embeddings, the attention scores, each
     /// sub-layer's output into the residual stream and the logits (`models::granite`).
     Granite,
-    /// Cohere's Command-R (Command-R, Command-R+ without its q/k norms, Aya 23 and Aya
-    /// Expanse): one LayerNorm (no bias) before attention and the MLP side by side, both
-    /// added to the residual stream; rotary pairs side by side in q and k; logits multiplied
-    /// by a scale (`models::cohere`).
+    /// Cohere's Command-R (Command-R, Command-R+, Aya 23 and Aya Expanse): one LayerNorm (no
+    /// bias) before attention and the MLP side by side, both added to the residual stream;
+    /// rotary pairs side by side in q and k; logits multiplied by a scale; Command-R+'s
+    /// per-head q/k LayerNorms (`models::cohere`).
     Cohere,
     /// Cohere's Command R7B and Command A: Command-R's layer, three layers sliding to one
     /// global that applies no RoPE (`models::cohere`).
@@ -362,6 +362,10 @@ pub struct ModelConfig {
     /// converted from its first release keep them (`attn_qkv`); Phi-3's are always fused and
     /// named so by its layer, whatever this says.
     pub fused_qkv: bool,
+    /// Each head of q and of k LayerNorm'd (mean taken out, no bias) before it turns, with a
+    /// gain for each head (`q_norm` and `k_norm` stored `[heads, head_dim]`): Command-R+'s
+    /// `use_qk_norm`.
+    pub qk_layer_norm: bool,
     /// Granite's multipliers.
     pub granite: Option<GraniteScales>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).

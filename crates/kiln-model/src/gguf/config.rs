@@ -96,6 +96,8 @@ pub(crate) struct TensorFacts {
     pub has_q_bias: bool,
     /// `blk.0.attn_qkv.weight`: q, k and v in one tensor.
     pub fused_qkv: bool,
+    /// `blk.0.attn_q_norm.weight`: q (and k) normalized per head.
+    pub has_q_norm: bool,
     pub embed_rows: Option<usize>,
 }
 
@@ -356,6 +358,9 @@ pub(crate) fn config_from_meta(
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
         fused_qkv: facts.fused_qkv && architecture == Architecture::Phi2,
+        // Command-R+'s per-head LayerNorms (a `cohere2` file with them is refused, its
+        // norms being tensors its forward pass does not read).
+        qk_layer_norm: facts.has_q_norm && architecture == Architecture::Cohere,
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,

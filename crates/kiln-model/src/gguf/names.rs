@@ -266,6 +266,9 @@ pub(crate) struct Interleaved {
     pub heads: usize,
     /// The rows of each head that turn (its first ones; GLM's half); `None`: all of them.
     pub rotary: Option<usize>,
+    /// The tensor's elements, not its rows, are q or k rows: a gain for each head's
+    /// dimensions, stored `[heads, head_dim]` (Command-R+'s q/k LayerNorms).
+    pub flat: bool,
 }
 
 impl Interleaved {
@@ -274,6 +277,15 @@ impl Interleaved {
         Interleaved {
             heads,
             rotary: None,
+            flat: false,
+        }
+    }
+
+    /// The q or k rows a tensor of `shape` holds: its rows, or its elements where `flat`.
+    pub fn rows(self, shape: &[usize]) -> usize {
+        match self.flat {
+            true => shape.iter().product(),
+            false => shape.first().copied().unwrap_or(1),
         }
     }
 

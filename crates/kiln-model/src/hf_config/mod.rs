@@ -241,12 +241,17 @@ impl ModelConfig {
                 reason: "Phi with LayerNorms of q and k (qk_layernorm)".into(),
             });
         }
-        // Command-R+'s LayerNorms of each head of q and k, which kiln does not run.
-        if architecture.layer_norm() && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
+        // Command-R+'s LayerNorms of each head of q and k; Command R7B's configuration has
+        // none.
+        let qk_layer_norm = architecture == Architecture::Cohere
+            && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true);
+        if architecture.layer_norm()
+            && !qk_layer_norm
+            && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
         {
             return Err(ModelError::Unsupported {
                 file: file.into(),
-                reason: "Cohere with LayerNorms of q and k (use_qk_norm: Command-R+)".into(),
+                reason: format!("LayerNorms of q and k (use_qk_norm) on {model_type}"),
             });
         }
         // Biases on o_proj or the MLP (Llama's and Seed-OSS's flags): no kiln kernel adds them.
@@ -446,6 +451,7 @@ impl ModelConfig {
                 .map(|s| s as f32),
             partial_rotary_dim,
             fused_qkv: false,
+            qk_layer_norm,
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,

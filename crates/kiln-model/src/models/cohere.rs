@@ -3,7 +3,9 @@
 //! each adds its output to the stream (attention's first: the MLP reads the norm taken
 //! before it). Its rotary pairs are side by side in q and k, as GLM-4's are; the loaders put
 //! them half a head apart ([`super::interleaved_rows`]). The logits are multiplied by the
-//! config's `logit_scale` ([`ModelConfig::granite`]'s divisor). Command R7B and Command A
+//! config's `logit_scale` ([`ModelConfig::granite`]'s divisor). Command-R+ LayerNorms each
+//! head of q and k before it turns, with a gain for each head (`use_qk_norm`; its gains'
+//! dimensions are side by side as q's and k's rows are). Command R7B and Command A
 //! (`cohere2`) are this layer with three sliding layers to a global one that applies no RoPE
 //! ([`ModelConfig::no_rope_layers`]).
 

@@ -42,9 +42,11 @@ pub enum Op {
     },
     /// On [`Buf::Qkv`]: q and k RMS-normalized with their gains if `qk_norm` is given (each
     /// head, where the gains are `head_dim` wide: Qwen3, Gemma 3; all of q and all of k, where
-    /// they are as wide as q and k: OLMo 2), then both rotated by their position (the layer's
-    /// RoPE base); or, with `norm_after`, rotated first and each head normalized after
-    /// (Hunyuan's); k and v written to the layer's KV cache.
+    /// they are as wide as q and k: OLMo 2; each head LayerNorm'd with a gain of its own,
+    /// `[heads, head_dim]`, where the config has `qk_layer_norm`: Command-R+), then both
+    /// rotated by their position (the layer's RoPE base); or, with `norm_after`, rotated
+    /// first and each head normalized after (Hunyuan's); k and v written to the layer's KV
+    /// cache.
     Rotary {
         qk_norm: Option<[Tensor; 2]>,
         norm_after: bool,

@@ -219,8 +219,9 @@ pub(crate) fn interleaved_rows(cfg: &ModelConfig) -> Vec<(String, Interleaved)> 
     }
 }
 
-/// The q and k tensors (weights and biases) of every layer, each head's rotary pairs side by
-/// side in its first `rotary_dim` rows, in Hugging Face folders and GGUF files alike.
+/// The q and k tensors (weights and biases, and the gains of their LayerNorms) of every layer,
+/// each head's rotary pairs side by side in its first `rotary_dim` rows, in Hugging Face
+/// folders and GGUF files alike.
 fn qk_pairs_side_by_side(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
     let rotary = Some(cfg.rotary_dim());
     (0..cfg.num_layers)
@@ -228,12 +229,26 @@ fn qk_pairs_side_by_side(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
             [("q", cfg.num_heads), ("k", cfg.num_kv_heads)]
                 .into_iter()
                 .flat_map(move |(p, heads)| {
-                    ["weight", "bias"].map(|s| {
+                    let il = |flat| Interleaved {
+                        heads,
+                        rotary,
+                        flat,
+                    };
+                    let gain = (cfg.qk_layer_norm).then(|| {
                         (
-                            format!("model.layers.{i}.self_attn.{p}_proj.{s}"),
-                            Interleaved { heads, rotary },
+                            format!("model.layers.{i}.self_attn.{p}_norm.weight"),
+                            il(true),
                         )
-                    })
+                    });
+                    ["weight", "bias"]
+                        .map(|s| {
+                            (
+                                format!("model.layers.{i}.self_attn.{p}_proj.{s}"),
+                                il(false),
+                            )
+                        })
+                        .into_iter()
+                        .chain(gain)
                 })
         })
         .collect()

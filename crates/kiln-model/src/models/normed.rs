@@ -16,10 +16,14 @@ pub(super) fn layer_norm(n: &Names, role: &str, bias: bool) -> Op {
     }
 }
 
-/// Attention on [`Normed`] (q/k/v biases where the config has `attention_bias`), its output
-/// projection (named `o`, with its bias where `o_bias`) added to the residual stream.
+/// Attention on [`Normed`] (q/k/v biases where the config has `attention_bias`, each head of
+/// q and k LayerNorm'd where it has `qk_layer_norm`), its output projection (named `o`, with
+/// its bias where `o_bias`) added to the residual stream.
 pub(super) fn attention(n: &Names, o: &str, o_bias: bool) -> [Op; 4] {
-    let (h, q) = (n.cfg.hidden_size, n.cfg.num_heads * n.cfg.head_dim);
+    let c = n.cfg;
+    let (h, q, d) = (c.hidden_size, c.num_heads * c.head_dim, c.head_dim);
+    let qk_norm = [("q", c.num_heads), ("k", c.num_kv_heads)]
+        .map(|(p, heads)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[heads, d]));
     [
         NormedProject {
             src: Normed,
@@ -29,7 +33,7 @@ pub(super) fn attention(n: &Names, o: &str, o_bias: bool) -> [Op; 4] {
             dst: Qkv,
         },
         Rotary {
-            qk_norm: None,
+            qk_norm: c.qk_layer_norm.then_some(qk_norm),
             norm_after: false,
         },
         Attention { sinks: None },

@@ -393,7 +393,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             config["qk_layernorm"] = json!(false);
             config["hidden_act"] = json!("gelu_new");
         } else if mc.architecture != Architecture::Nemotron {
-            config["use_qk_norm"] = json!(false);
+            config["use_qk_norm"] = json!(mc.qk_layer_norm);
         }
         if let Some(g) = mc.granite {
             config["logit_scale"] = json!(1.0 / f64::from(g.logits));

@@ -87,6 +87,8 @@ pub struct TinyConfig {
     pub moe: Option<crate::Moe>,
     /// q, k and v in one matrix and bias (Phi-2's older GGUF files); GGUF only.
     pub fused_qkv: bool,
+    /// Command-R+'s LayerNorms of each head of q and k.
+    pub qk_layer_norm: bool,
 }
 
 impl Default for TinyConfig {
@@ -118,6 +120,7 @@ impl Default for TinyConfig {
             extra_special_tokens: Vec::new(),
             moe: None,
             fused_qkv: false,
+            qk_layer_norm: false,
         }
     }
 }
@@ -447,6 +450,15 @@ impl TinyConfig {
         }
     }
 
+    /// Command-R+: Command-R's layer with each head of q and k LayerNorm'd before it turns,
+    /// with a gain for each head.
+    pub fn command_r_plus() -> Self {
+        TinyConfig {
+            qk_layer_norm: true,
+            ..Self::cohere()
+        }
+    }
+
     /// Command R7B's shape: Command-R's layer on four layers, the fourth global and without
     /// RoPE, a window of 20 on the others (a RoPE base of 100 turns fast enough that leaving
     /// out the global layer's rotation shows).
@@ -608,6 +620,7 @@ impl TinyConfig {
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
             fused_qkv: self.fused_qkv,
+            qk_layer_norm: self.qk_layer_norm,
             moe: self.moe.or(match self.architecture {
                 Architecture::Qwen3Moe => Some(crate::Moe::softmax(5, 2, 64, true)),
                 Architecture::Mixtral => {

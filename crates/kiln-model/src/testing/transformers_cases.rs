@@ -90,6 +90,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         // Transformers has no MiniCPM: the script runs it as the Granite its keys make.
         ("minicpm-scales", TinyConfig::minicpm()),
         ("cohere-layernorm-parallel", TinyConfig::cohere()),
+        ("cohere-plus-qk-layernorms", TinyConfig::command_r_plus()),
         ("cohere2-window-nope", TinyConfig::cohere2()),
         ("stablelm-layernorm-biases-partial", TinyConfig::stablelm()),
         ("nemotron-layernorm1p-relu2", TinyConfig::nemotron()),
