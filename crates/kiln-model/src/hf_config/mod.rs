@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+mod family;
 mod moe;
 mod multipliers;
 mod rope;
@@ -18,64 +19,7 @@ impl ModelConfig {
             .get("model_type")
             .and_then(Value::as_str)
             .unwrap_or("<missing model_type>");
-        let architecture = match model_type {
-            "llama" | "mistral" => Architecture::Llama,
-            "qwen2" => Architecture::Qwen2,
-            "qwen3" => Architecture::Qwen3,
-            "gemma2" => Architecture::Gemma2,
-            "gemma3_text" => Architecture::Gemma3,
-            "phi3" => Architecture::Phi3,
-            "smollm3" => Architecture::SmolLM3,
-            "granite" => Architecture::Granite,
-            "granitemoe" | "granitemoeshared" => Architecture::GraniteMoe,
-            "minicpm" => Architecture::MiniCpm,
-            "cohere" => Architecture::Cohere,
-            "cohere2" => Architecture::Cohere2,
-            "stablelm" => Architecture::StableLm,
-            "nemotron" => Architecture::Nemotron,
-            "starcoder2" => Architecture::Starcoder2,
-            "phi" => Architecture::Phi2,
-            // OLMo 3 is OLMo 2 with windows on three layers of four.
-            "olmo2" | "olmo3" => Architecture::Olmo2,
-            "exaone4" => Architecture::Exaone4,
-            "glm4" => Architecture::Glm4,
-            "ernie4_5" => Architecture::Ernie45,
-            "seed_oss" => Architecture::SeedOss,
-            "arcee" => Architecture::Arcee,
-            "hunyuan_v1_dense" => Architecture::HunyuanDense,
-            "hunyuan_v1_moe" => Architecture::HunyuanMoe,
-            "qwen3_moe" => Architecture::Qwen3Moe,
-            "mixtral" => Architecture::Mixtral,
-            "olmoe" => Architecture::Olmoe,
-            "qwen2_moe" => Architecture::Qwen2Moe,
-            "glm4_moe" => Architecture::Glm4Moe,
-            "ernie4_5_moe" => Architecture::Ernie45Moe,
-            "dots1" => Architecture::Dots1,
-            "gemma3" => {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason:
-                        "Gemma 3 with its vision tower (model_type gemma3): only the text model \
-                             (gemma3_text, Gemma3ForCausalLM) runs"
-                            .into(),
-                });
-            }
-            "gpt_oss" => {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason: "gpt-oss from a Hugging Face folder (its experts stored transposed, \
-                             as MXFP4 blocks in the released ones): kiln reads gpt-oss from GGUF \
-                             (llama.cpp's `gpt-oss` files)"
-                        .into(),
-                });
-            }
-            other => {
-                return Err(ModelError::UnsupportedArchitecture {
-                    file: file.into(),
-                    architecture: other.into(),
-                });
-            }
-        };
+        let architecture = family::architecture(model_type, file)?;
         let req = |k: &str| -> Result<usize, ModelError> {
             v.get(k)
                 .and_then(Value::as_u64)
@@ -348,85 +292,7 @@ impl ModelConfig {
                                 | Architecture::Starcoder2
                         ),
                 ),
-            attention_bias: match architecture {
-                Architecture::Qwen2 | Architecture::GptOss => true,
-                Architecture::Llama
-                | Architecture::Mixtral
-                | Architecture::Olmoe
-                | Architecture::Arcee
-                | Architecture::HunyuanDense
-                | Architecture::HunyuanMoe
-                | Architecture::Qwen3Moe
-                | Architecture::Qwen3
-                | Architecture::Gemma2
-                | Architecture::Gemma3
-                | Architecture::Phi3
-                | Architecture::SmolLM3
-                | Architecture::Granite
-                | Architecture::GraniteMoe
-                | Architecture::MiniCpm
-                | Architecture::Cohere
-                | Architecture::Cohere2 => v
-                    .get("attention_bias")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                // OLMo 2's flag would put a bias on o_proj too, which kiln does not run.
-                Architecture::Olmo2 => match v.get("attention_bias").and_then(Value::as_bool) {
-                    Some(true) => {
-                        return Err(ModelError::Unsupported {
-                            file: file.into(),
-                            reason: "OLMo 2 with attention_bias (biases on q, k, v and o)".into(),
-                        });
-                    }
-                    _ => false,
-                },
-                Architecture::Exaone4 => false,
-                // Phi's q, k, v and dense products always have biases.
-                Architecture::Phi2 => true,
-                Architecture::StableLm => {
-                    (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false)
-                }
-                // StarCoder2's flag: biases on q, k, v, o and both MLP products.
-                Architecture::Starcoder2 => {
-                    (v.get("use_bias").and_then(Value::as_bool)).unwrap_or(true)
-                }
-                // Nemotron's flag puts a bias on o_proj too, which kiln does not run.
-                Architecture::Nemotron => match v.get("attention_bias").and_then(Value::as_bool) {
-                    Some(true) => {
-                        return Err(ModelError::Unsupported {
-                            file: file.into(),
-                            reason: "Nemotron with attention_bias (biases on q, k, v and o)".into(),
-                        });
-                    }
-                    _ => false,
-                },
-                // Transformers 5 names Qwen2 MoE's flag `qkv_bias`; older configs have none.
-                Architecture::Qwen2Moe => {
-                    v.get("qkv_bias").and_then(Value::as_bool).unwrap_or(true)
-                }
-                Architecture::Glm4Moe | Architecture::Dots1 => v
-                    .get("attention_bias")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                Architecture::Glm4 | Architecture::SeedOss => v
-                    .get("attention_bias")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
-                // ERNIE 4.5's flag puts biases on o_proj and the MLP too, which kiln does not
-                // run; the released models have none.
-                Architecture::Ernie45 | Architecture::Ernie45Moe => {
-                    match v.get("use_bias").and_then(Value::as_bool) {
-                        Some(true) => {
-                            return Err(ModelError::Unsupported {
-                                file: file.into(),
-                                reason: "ERNIE 4.5 with use_bias (biases on every projection)"
-                                    .into(),
-                            });
-                        }
-                        _ => false,
-                    }
-                }
-            },
+            attention_bias: family::attention_bias(&v, architecture, file)?,
             sliding_window,
             first_sliding_layer,
             sliding_window_pattern: match architecture {
