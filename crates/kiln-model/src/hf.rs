@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
-use crate::{ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, safetensors};
+use crate::{Architecture, ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, safetensors};
 
 pub(crate) struct Loaded {
     pub config: ModelConfig,
@@ -150,6 +150,19 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
     }
     if !weights.contains("lm_head.weight") {
         config.tie_word_embeddings = true;
+    }
+    // StableLM 2 12B keeps each head's q/k LayerNorm gain as a tensor of its own
+    // (`q_layernorm.norms.{h}`); kiln reads them as one gain a head, `[heads, head_dim]`.
+    if config.architecture == Architecture::StableLm && config.qk_layer_norm {
+        for i in 0..config.num_layers {
+            for (p, heads) in [("q", config.num_heads), ("k", config.num_kv_heads)] {
+                let base = format!("model.layers.{i}.self_attn");
+                let parts: Vec<String> = (0..heads)
+                    .map(|h| format!("{base}.{p}_layernorm.norms.{h}.weight"))
+                    .collect();
+                weights.stack(&format!("{base}.{p}_norm.weight"), &parts)?;
+            }
+        }
     }
 
     let tok_label = files.label("tokenizer.json");

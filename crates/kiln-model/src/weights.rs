@@ -202,6 +202,48 @@ impl Weights {
         })
     }
 
+    /// One f32 tensor `name` of shape `[parts.len(), n]` from the `parts`, each of `n` values,
+    /// which are gone from the index after (StableLM 2 12B's per-head gains). Nothing where
+    /// none of the parts is there (the model's own check names what is missing); a part
+    /// missing from a partial set, or one of another length, is an error naming it.
+    pub(crate) fn stack(&mut self, name: &str, parts: &[String]) -> Result<(), ModelError> {
+        if !parts.iter().any(|p| self.contains(p)) {
+            return Ok(());
+        }
+        let rows = (parts.iter())
+            .map(|p| self.read_f32(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = rows[0].len();
+        if let Some(p) = (parts.iter().zip(&rows)).find_map(|(p, r)| (r.len() != n).then_some(p)) {
+            return Err(ModelError::corrupt(
+                self.entry(p)?.file.clone(),
+                format!("tensor \"{p}\" is not as long as \"{}\" ({n})", parts[0]),
+            ));
+        }
+        let file = self.entry(&parts[0])?.file.clone();
+        let bytes: Vec<u8> = rows
+            .iter()
+            .flatten()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let len = bytes.len();
+        let storage = self.add_storage(Storage::Owned(bytes));
+        for p in parts {
+            self.entries.remove(p);
+        }
+        let entry = Entry {
+            storage,
+            offset: 0,
+            len,
+            dtype: StoredType::Supported(DType::F32),
+            shape: vec![parts.len(), n],
+            interleaved: None,
+            file,
+        };
+        self.insert(name.to_string(), entry);
+        Ok(())
+    }
+
     /// Marks q or k tensor `name` as stored with its rotary pairs side by side (GLM's
     /// layout), to be put back in the order kiln runs on every read. A missing tensor is left
     /// for the model's own check to name.

@@ -268,7 +268,7 @@ fn cohere_config() {
 
 /// StableLM 2 1.6B's config.json: LayerNorms with biases, q/k/v biases from `use_qkv_bias`,
 /// a quarter of each head turning (its factor given, or 0.25 when left out); StableLM 2
-/// 12B's q/k LayerNorms and attention and MLP side by side are refused by name.
+/// 12B's q/k LayerNorms and attention and MLP side by side read from their flags.
 #[test]
 fn stablelm_config() {
     let mut cfg = serde_json::json!({
@@ -290,12 +290,18 @@ fn stablelm_config() {
     );
     cfg.as_object_mut().unwrap().remove("partial_rotary_factor");
     assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(16));
-    for key in ["qk_layernorm", "use_parallel_residual"] {
-        let mut refused = cfg.clone();
-        refused[key] = serde_json::json!(true);
-        let e = parse(&refused).expect_err("must fail");
-        assert!(e.to_string().contains(key), "{e}");
-    }
+    assert!(!c.qk_layer_norm && !c.parallel_residual);
+    cfg["qk_layernorm"] = serde_json::json!(true);
+    cfg["use_parallel_residual"] = serde_json::json!(true);
+    let c = parse(&cfg).unwrap();
+    assert!(c.qk_layer_norm && c.parallel_residual);
+    assert!(c.features().contains(
+        &"one LayerNorm (with biases) before attention and the MLP, which run side by side".into()
+    ));
+    let t = kiln_model::ModelTensors::for_config(&c);
+    let names: Vec<_> = t.all().iter().map(|t| t.name.clone()).collect();
+    assert!(names.contains(&"model.layers.0.self_attn.k_norm.weight".into()));
+    assert!(!names.iter().any(|n| n.contains("post_attention_layernorm")));
 }
 
 /// Nemotron-Mini-4B's config.json: `norm_eps`, LayerNorm gains stored minus one, half of each

@@ -293,6 +293,34 @@ fn experts_kiln_does_not_run_are_refused() {
     }
 }
 
+/// A StableLM 2 12B folder keeps each head's q/k LayerNorm gain as a tensor of its own; one
+/// missing from a layer's set is named with the folder's file, not read as a shorter gain.
+#[test]
+fn stablelm2_12b_without_one_head_gain_names_it() {
+    let dir = tmp("stablelm2-12b");
+    testing::write_tiny_llama(&dir, &TinyConfig::stablelm2_12b(), 1).unwrap();
+    Model::load(&dir).expect("the whole folder loads");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let gone = "model.layers.1.self_attn.k_layernorm.norms.1.weight";
+    let kept: Vec<testing::NamedTensor> = (file.tensors().into_iter())
+        .filter(|(name, _)| name != gone)
+        .map(|(name, t)| testing::NamedTensor {
+            name,
+            shape: t.shape().to_vec(),
+            data: (t.data().chunks(4))
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+        })
+        .collect();
+    assert!(file.tensor(gone).is_ok() && kept.len() + 1 == file.len());
+    std::fs::write(&path, testing::safetensors_bytes(&kept, DType::F32)).unwrap();
+    let e = Model::load(&dir).err().expect("must fail");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(e.to_string().contains(gone), "{e}");
+}
+
 /// A gpt-oss folder is refused by name (kiln reads gpt-oss from GGUF); its GGUF file without
 /// a layer's sinks is refused naming that tensor.
 #[test]

@@ -308,6 +308,18 @@ fn logits_match_cpu_reference_phi2_fused_qkv() {
     check_model_against_reference("phi2 fused qkv gguf", &model);
 }
 
+/// StableLM 2 12B: StableLM's LayerNorm before attention and the MLP side by side, each head
+/// of q and k LayerNorm'd with a gain of its own; as a Hugging Face folder (a gain tensor a
+/// head, stacked on load) and as GGUF (`attn_q_norm`, `attn_k_norm`, no `ffn_norm`).
+#[test]
+fn logits_match_cpu_reference_stablelm2_12b() {
+    let cfg = TinyConfig::stablelm2_12b();
+    check_folder_and_gguf("stablelm2-12b", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::StableLm);
+        assert!(c.qk_layer_norm && c.parallel_residual);
+    });
+}
+
 /// MiniCPM: Granite's layer, its multipliers worked out from MiniCPM's own keys as a Hugging
 /// Face folder (`scale_emb`, `scale_depth`, `dim_model_base`) and read as llama.cpp's
 /// converter writes them into GGUF (`embedding_scale`, `residual_scale`, `logit_scale`, no

@@ -32,9 +32,10 @@ pub enum Architecture {
     /// Cohere's Command R7B and Command A: Command-R's layer, three layers sliding to one
     /// global that applies no RoPE (`models::cohere`).
     Cohere2,
-    /// StableLM (StableLM 2 1.6B, StableLM 3B 4E1T, Zephyr 3B, StableCode 3B): Llama's layer
-    /// with LayerNorms (biases included) in place of its RMSNorms, q/k/v biases where the
-    /// config says, and a rotary embedding on the first quarter of each head
+    /// StableLM (StableLM 2 1.6B and 12B, StableLM 3B 4E1T, Zephyr 3B, StableCode 3B):
+    /// Llama's layer with LayerNorms (biases included) in place of its RMSNorms, q/k/v biases
+    /// where the config says, and a rotary embedding on the first quarter of each head; the
+    /// 12B's attention and MLP side by side and its per-head q/k LayerNorms
     /// (`models::stablelm`).
     StableLm,
     /// Nemotron (Nemotron-4 Minitron 4B and 8B, Nemotron-Mini 4B): StableLM's LayerNorms with

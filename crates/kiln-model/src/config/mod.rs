@@ -162,8 +162,13 @@ pub struct ModelConfig {
     pub fused_qkv: bool,
     /// Each head of q and of k LayerNorm'd (mean taken out, no bias) before it turns, with a
     /// gain for each head (`q_norm` and `k_norm` stored `[heads, head_dim]`): Command-R+'s
-    /// `use_qk_norm`.
+    /// `use_qk_norm`, and StableLM 2 12B's `qk_layernorm` (whose folders keep each head's
+    /// gain as a tensor of its own, stacked on load).
     pub qk_layer_norm: bool,
+    /// Attention and the MLP side by side on one LayerNorm of the residual stream, where the
+    /// family otherwise runs them one after the other (StableLM 2 12B's
+    /// `use_parallel_residual`; Command-R's always are).
+    pub parallel_residual: bool,
     /// Granite's multipliers.
     pub granite: Option<GraniteScales>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).

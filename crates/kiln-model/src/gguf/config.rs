@@ -98,6 +98,8 @@ pub(crate) struct TensorFacts {
     pub fused_qkv: bool,
     /// `blk.0.attn_q_norm.weight`: q (and k) normalized per head.
     pub has_q_norm: bool,
+    /// `blk.0.ffn_norm.weight`: a norm of its own before the MLP.
+    pub has_ffn_norm: bool,
     pub embed_rows: Option<usize>,
 }
 
@@ -358,9 +360,13 @@ pub(crate) fn config_from_meta(
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
         fused_qkv: facts.fused_qkv && architecture == Architecture::Phi2,
-        // Command-R+'s per-head LayerNorms (a `cohere2` file with them is refused, its
-        // norms being tensors its forward pass does not read).
-        qk_layer_norm: facts.has_q_norm && architecture == Architecture::Cohere,
+        // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
+        // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
+        // MLP reads the norm attention reads, as llama.cpp runs a `stablelm` file without
+        // `ffn_norm`.
+        qk_layer_norm: facts.has_q_norm
+            && matches!(architecture, Architecture::Cohere | Architecture::StableLm),
+        parallel_residual: architecture == Architecture::StableLm && !facts.has_ffn_norm,
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,

@@ -40,6 +40,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         has_q_bias: has("blk.0.attn_q.bias"),
         fused_qkv: has("blk.0.attn_qkv.weight"),
         has_q_norm: has("blk.0.attn_q_norm.weight"),
+        has_ffn_norm: has("blk.0.ffn_norm.weight"),
         embed_rows: header
             .tensors
             .iter()

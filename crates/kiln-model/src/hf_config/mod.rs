@@ -164,18 +164,6 @@ impl ModelConfig {
                 reason: format!("clip_qkv (q, k and v clipped) on {model_type}"),
             });
         }
-        // StableLM 2 12B's LayerNorms of q and k, and the StableLM models whose attention and
-        // MLP run side by side: neither is built.
-        if architecture == Architecture::StableLm {
-            for key in ["qk_layernorm", "use_parallel_residual"] {
-                if v.get(key).and_then(Value::as_bool) == Some(true) {
-                    return Err(ModelError::Unsupported {
-                        file: file.into(),
-                        reason: format!("StableLM with {key}"),
-                    });
-                }
-            }
-        }
         // Phi's LayerNorms of q and k (`qk_layernorm`; Phi-1.5 and Phi-2 have none).
         if architecture == Architecture::Phi2
             && v.get("qk_layernorm").and_then(Value::as_bool) == Some(true)
@@ -185,10 +173,16 @@ impl ModelConfig {
                 reason: "Phi with LayerNorms of q and k (qk_layernorm)".into(),
             });
         }
-        // Command-R+'s LayerNorms of each head of q and k; Command R7B's configuration has
-        // none.
-        let qk_layer_norm = architecture == Architecture::Cohere
-            && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true);
+        // Command-R+'s and StableLM 2 12B's LayerNorms of each head of q and k (Command R7B's
+        // configuration has none), and StableLM 2 12B's attention and MLP side by side.
+        let flag = |key: &str| v.get(key).and_then(Value::as_bool) == Some(true);
+        let qk_layer_norm = match architecture {
+            Architecture::Cohere => flag("use_qk_norm"),
+            Architecture::StableLm => flag("qk_layernorm"),
+            _ => false,
+        };
+        let parallel_residual =
+            architecture == Architecture::StableLm && flag("use_parallel_residual");
         if architecture.layer_norm()
             && !qk_layer_norm
             && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
@@ -318,6 +312,7 @@ impl ModelConfig {
             partial_rotary_dim,
             fused_qkv: false,
             qk_layer_norm,
+            parallel_residual,
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,

@@ -59,12 +59,14 @@ pub fn write_tiny_llama(
 /// layer's experts stacked (`block_sparse_moe.input_linear`: every expert's gate rows, then
 /// its up rows; `output_linear`) and its shared expert's gate and up in one matrix
 /// (`shared_mlp.input_linear`); gpt-oss's as transformers saves them
-/// ([`super::gpt_oss_folder`]); every other architecture's as kiln names them.
+/// ([`super::gpt_oss_folder`]); StableLM 2 12B's q/k LayerNorm gains a tensor a head
+/// (`q_layernorm.norms.{h}`); every other architecture's as kiln names them.
 fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
     let tensors = tiny_tensors(mc, seed);
     match mc.architecture {
         Architecture::GraniteMoe => {}
         Architecture::GptOss => return super::gpt_oss_folder::folder_tensors(mc, tensors),
+        Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),
         _ => return tensors,
     }
     let take = |name: &str| -> NamedTensor {
@@ -117,6 +119,30 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
         }
     }
     out
+}
+
+/// Each `[heads, head_dim]` q/k LayerNorm gain split into a tensor a head, as StableLM's
+/// folders keep them.
+fn per_head_gains(tensors: Vec<NamedTensor>) -> Vec<NamedTensor> {
+    (tensors.into_iter())
+        .flat_map(|t| {
+            let per_head = ["q", "k"].into_iter().find_map(|p| {
+                let suffix = format!(".self_attn.{p}_norm.weight");
+                t.name.strip_suffix(&suffix).map(|l| (l.to_string(), p))
+            });
+            let Some((layer, p)) = per_head else {
+                return vec![t];
+            };
+            let d = t.shape[1];
+            (t.data.chunks(d).enumerate())
+                .map(|(h, g)| NamedTensor {
+                    name: format!("{layer}.self_attn.{p}_layernorm.norms.{h}.weight"),
+                    shape: vec![d],
+                    data: g.to_vec(),
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// Writes the same model as [`write_tiny_llama`] with its weights in `shards` files, as
@@ -384,8 +410,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
         config[key] = eps.unwrap_or_default();
         if mc.architecture == Architecture::StableLm {
             config["use_qkv_bias"] = json!(mc.attention_bias);
-            config["qk_layernorm"] = json!(false);
-            config["use_parallel_residual"] = json!(false);
+            config["qk_layernorm"] = json!(mc.qk_layer_norm);
+            config["use_parallel_residual"] = json!(mc.parallel_residual);
         } else if mc.architecture == Architecture::Starcoder2 {
             config["use_bias"] = json!(mc.attention_bias);
             config["hidden_act"] = json!("gelu_pytorch_tanh");

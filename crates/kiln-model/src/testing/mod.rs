@@ -87,8 +87,10 @@ pub struct TinyConfig {
     pub moe: Option<crate::Moe>,
     /// q, k and v in one matrix and bias (Phi-2's older GGUF files); GGUF only.
     pub fused_qkv: bool,
-    /// Command-R+'s LayerNorms of each head of q and k.
+    /// Command-R+'s and StableLM 2 12B's LayerNorms of each head of q and k.
     pub qk_layer_norm: bool,
+    /// StableLM 2 12B's attention and MLP side by side.
+    pub parallel_residual: bool,
 }
 
 impl Default for TinyConfig {
@@ -121,6 +123,7 @@ impl Default for TinyConfig {
             moe: None,
             fused_qkv: false,
             qk_layer_norm: false,
+            parallel_residual: false,
         }
     }
 }
@@ -180,6 +183,7 @@ impl TinyConfig {
             norm_gain_offset: 0.0,
             fused_qkv: self.fused_qkv,
             qk_layer_norm: self.qk_layer_norm,
+            parallel_residual: self.parallel_residual,
             moe: self.moe.or(match self.architecture {
                 Architecture::Qwen3Moe => Some(crate::Moe::softmax(5, 2, 64, true)),
                 Architecture::Mixtral => {

@@ -408,6 +408,17 @@ impl TinyConfig {
         }
     }
 
+    /// StableLM 2 12B: StableLM's layer with each head of q and k LayerNorm'd with a gain of
+    /// its own (kept a tensor a head in its folders), attention and the MLP side by side on the
+    /// one LayerNorm before them.
+    pub fn stablelm2_12b() -> Self {
+        TinyConfig {
+            qk_layer_norm: true,
+            parallel_residual: true,
+            ..Self::stablelm()
+        }
+    }
+
     /// MiniCPM: Granite's layer, its multipliers given by MiniCPM's keys (`scale_emb` 2.5,
     /// `scale_depth` 2.4 over the square root of 2 layers, `dim_model_base` 128: logits divided
     /// by 64 / 128), the usual attention scale of 1/sqrt(16); tied embeddings, as MiniCPM 1B and

@@ -93,6 +93,10 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("cohere-plus-qk-layernorms", TinyConfig::command_r_plus()),
         ("cohere2-window-nope", TinyConfig::cohere2()),
         ("stablelm-layernorm-biases-partial", TinyConfig::stablelm()),
+        (
+            "stablelm2-12b-qk-layernorms-parallel",
+            TinyConfig::stablelm2_12b(),
+        ),
         ("nemotron-layernorm1p-relu2", TinyConfig::nemotron()),
         ("starcoder2-biases-gelu-window", TinyConfig::starcoder2()),
         ("phi2-parallel-gelu-head-bias", TinyConfig::phi2()),
