@@ -183,10 +183,7 @@ impl ModelConfig {
         };
         let parallel_residual =
             architecture == Architecture::StableLm && flag("use_parallel_residual");
-        if architecture.layer_norm()
-            && !qk_layer_norm
-            && v.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
-        {
+        if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
             return Err(ModelError::Unsupported {
                 file: file.into(),
                 reason: format!("LayerNorms of q and k (use_qk_norm) on {model_type}"),

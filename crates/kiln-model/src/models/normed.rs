@@ -22,18 +22,20 @@ pub(super) fn layer_norm(n: &Names, role: &str, bias: bool) -> Op {
 pub(super) fn attention(n: &Names, o: &str, o_bias: bool) -> [Op; 4] {
     let c = n.cfg;
     let (h, q, d) = (c.hidden_size, c.num_heads * c.head_dim, c.head_dim);
-    let qk_norm = [("q", c.num_heads), ("k", c.num_kv_heads)]
-        .map(|(p, heads)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[heads, d]));
+    let qk_norm = (c.qk_layer_norm).then(|| {
+        [("q", c.num_heads), ("k", c.num_kv_heads)]
+            .map(|(p, heads)| n.tensor(&format!("self_attn.{p}_norm.weight"), &[heads, d]))
+    });
     [
         NormedProject {
             src: Normed,
             norm: None,
             weights: n.qkv(),
-            bias: n.cfg.attention_bias.then(|| n.qkv_bias()),
+            bias: c.attention_bias.then(|| n.qkv_bias()),
             dst: Qkv,
         },
         Rotary {
-            qk_norm: c.qk_layer_norm.then_some(qk_norm),
+            qk_norm,
             norm_after: false,
         },
         Attention { sinks: None },
