@@ -3,12 +3,14 @@
 //! weights as the GPU stores them
 //! (quantized types dequantized exactly, the others rounded through f16). Slow by design; only for tests.
 
+mod activation;
 mod experts;
 
+pub use activation::{activation, erf, gated};
 pub use experts::route;
 
 use half::f16;
-use kiln_model::{Activation, Buf, ModelConfig, ModelError, ModelTensors, Op, Tensor, Weights};
+use kiln_model::{Buf, ModelConfig, ModelError, ModelTensors, Op, Tensor, Weights};
 
 use crate::KvDtype;
 
@@ -41,6 +43,7 @@ enum Step {
     LayerNorm {
         norm: Vec<f32>,
         bias: Option<Vec<f32>>,
+        dst: Buf,
     },
     GatedActivation,
     Activation,
@@ -151,31 +154,6 @@ pub fn rope(head: &mut [f32], pos: usize, inv_freq: &[f64], scale: f64) {
     }
 }
 
-/// The MLP's activation of one value, in f64 (of its gate, or of its one product where it
-/// has no gate).
-pub fn activation(act: Activation, g: f64) -> f64 {
-    match act {
-        Activation::Silu => g / (1.0 + (-g).exp()),
-        Activation::GeluTanh => {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            0.5 * g * (1.0 + (c * (g + 0.044715 * g * g * g)).tanh())
-        }
-        Activation::Relu2 => g.max(0.0) * g.max(0.0),
-        Activation::ClampedSwiglu => gated(act, g, 0.0),
-    }
-}
-
-/// A gated MLP's activation of gate `g` and up `u`, in f64.
-pub fn gated(act: Activation, g: f64, u: f64) -> f64 {
-    match act {
-        Activation::ClampedSwiglu => {
-            let (g, u) = (g.min(7.0), u.clamp(-7.0, 7.0));
-            g / (1.0 + (-1.702 * g).exp()) * (u + 1.0)
-        }
-        _ => activation(act, g) * u,
-    }
-}
-
 impl CpuModel {
     pub fn load(config: &ModelConfig, w: &Weights) -> Result<Self, ModelError> {
         // As the GPU holds them: kept-quantized types exactly, everything else through f16.
@@ -255,9 +233,10 @@ impl CpuModel {
                         src: *src,
                         norm: norm(n)?,
                     },
-                    Op::LayerNorm { norm: n, bias } => Step::LayerNorm {
+                    Op::LayerNorm { norm: n, bias, dst } => Step::LayerNorm {
                         norm: norm(n)?,
                         bias: bias.as_ref().map(read).transpose()?,
+                        dst: *dst,
                     },
                     Op::GatedActivation => Step::GatedActivation,
                     Op::Activation => Step::Activation,
@@ -454,8 +433,8 @@ impl CpuModel {
                     x.iter_mut().zip(o).for_each(|(a, b)| *a += b);
                 }
             }
-            Step::LayerNorm { norm, bias } => {
-                rows.normed = (rows.residual.iter())
+            Step::LayerNorm { norm, bias, dst } => {
+                *rows.get(*dst) = (rows.residual.iter())
                     .map(|x| layernorm_bias(x, norm, bias.as_deref(), eps))
                     .collect();
             }

@@ -42,6 +42,7 @@ fn gated_products_match_the_cpu() {
                     Activation::Silu,
                     Activation::GeluTanh,
                     Activation::ClampedSwiglu,
+                    Activation::Gelu,
                 ] {
                     let x = randn(&mut r, rows * kdim, 2.0);
                     let (xb, yb) = (

@@ -8,7 +8,10 @@ use serde_json::Value;
 
 use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
-use crate::{Architecture, ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, safetensors};
+use crate::weights::StoredRows;
+use crate::{
+    Architecture, ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, models, safetensors,
+};
 
 pub(crate) struct Loaded {
     pub config: ModelConfig,
@@ -147,6 +150,15 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
     for shard in &shards {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
+    }
+    // GPT-NeoX's folders name its tensors their own way and keep each head's q, k and v
+    // together.
+    if config.architecture == Architecture::GptNeox {
+        weights.rename(models::gpt_neox::kiln_name, models::gpt_neox::hf_name);
+        let heads = config.num_heads;
+        for name in models::gpt_neox::stored_qkv(&config) {
+            weights.set_stored_rows(&name, StoredRows::QkvByHead { heads });
+        }
     }
     if !weights.contains("lm_head.weight") {
         config.tie_word_embeddings = true;

@@ -57,7 +57,7 @@ pub(crate) fn index_file(
             len: end - start,
             dtype,
             shape: info.shape.clone(),
-            interleaved: None,
+            stored_rows: None,
             file: file.to_string(),
         };
         entries.extend(stacked_parts(&name, entry));

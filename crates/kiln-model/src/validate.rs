@@ -24,7 +24,10 @@ pub(crate) fn check_weights(
         if actual != shape {
             return Err(ModelError::corrupt(
                 source,
-                format!("tensor \"{name}\" has shape {actual:?}, the config implies {shape:?}"),
+                format!(
+                    "tensor \"{}\" has shape {actual:?}, the config implies {shape:?}",
+                    w.label(&name)
+                ),
             ));
         }
         w.dtype(&name)?;
@@ -48,7 +51,8 @@ pub(crate) fn check_weights(
 
 /// Tensors besides the layers' that a loader reads or that change nothing: RoPE's factor
 /// tensors (read into the config), stored inverse frequencies (computed again), an output
-/// matrix that a tied model ignores, as transformers ignores it, and GLM-4.5's and ERNIE 4.5's
+/// matrix that a tied model ignores, as transformers ignores it, older GPT-NeoX checkpoints'
+/// causal masks, and GLM-4.5's and ERNIE 4.5's
 /// multi-token-prediction layers (draft heads kiln does not run).
 fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
     // (llama.cpp's own names for their parts, `blk.N.nextn.*`, stay unmapped.)
@@ -63,5 +67,7 @@ fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
             "rope_freqs.weight" | "rope_factors_long.weight" | "rope_factors_short.weight"
         )
         || name.ends_with("rotary_emb.inv_freq")
+        || (cfg.architecture == crate::Architecture::GptNeox
+            && crate::models::gpt_neox::is_stored_buffer(name))
         || (name == "lm_head.weight" && cfg.tie_word_embeddings)
 }

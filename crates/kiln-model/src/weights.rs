@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::ModelError;
 use crate::gguf::dequant::{self, DType};
-use crate::gguf::names::Interleaved;
+use crate::gguf::names::{Interleaved, reorder_rows};
 use crate::storage::Storage;
 
 /// How a tensor's elements are stored, or the name of an unsupported type.
@@ -13,6 +13,58 @@ use crate::storage::Storage;
 pub(crate) enum StoredType {
     Supported(DType),
     Unsupported(String),
+}
+
+/// How a tensor's rows are stored where that is not the order kiln runs them in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoredRows {
+    /// q or k rows with their rotary pairs side by side.
+    Interleaved(Interleaved),
+    /// q, k and v rows of `heads` heads stored head by head, each head's q, k and v together
+    /// (GPT-NeoX's `query_key_value` in Hugging Face folders); kiln runs all of q, then k,
+    /// then v.
+    QkvByHead { heads: usize },
+}
+
+impl StoredRows {
+    /// The rows a tensor of `shape` holds in this order.
+    fn rows(self, shape: &[usize]) -> usize {
+        match self {
+            StoredRows::Interleaved(il) => il.rows(shape),
+            StoredRows::QkvByHead { .. } => shape.first().copied().unwrap_or(1),
+        }
+    }
+
+    /// Why a tensor of `rows` rows cannot be stored so, if it cannot.
+    fn check(self, rows: usize) -> Result<(), String> {
+        match self {
+            StoredRows::Interleaved(il) => il.check(rows),
+            StoredRows::QkvByHead { heads } if heads == 0 || rows % (3 * heads) != 0 => {
+                Err(format!("{rows} rows, not q, k and v of {heads} heads"))
+            }
+            StoredRows::QkvByHead { .. } => Ok(()),
+        }
+    }
+
+    /// `data`'s `rows` rows moved from the stored order to the order kiln runs, or back with
+    /// `to_stored`.
+    pub(crate) fn reorder<T: Copy + Default>(
+        self,
+        data: &[T],
+        rows: usize,
+        to_stored: bool,
+    ) -> Vec<T> {
+        match self {
+            StoredRows::Interleaved(il) => il.reorder(data, rows, to_stored),
+            StoredRows::QkvByHead { heads } => {
+                let d = rows / (3 * heads);
+                reorder_rows(data, rows, to_stored, |r| {
+                    let (head, part, j) = (r / (3 * d), r / d % 3, r % d);
+                    part * heads * d + head * d + j
+                })
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -24,8 +76,8 @@ pub(crate) struct Entry {
     pub dtype: StoredType,
     /// HF shape: linear weights are `[out_features, in_features]`.
     pub shape: Vec<usize>,
-    /// q or k rows stored with their rotary pairs side by side, put back on read.
-    pub interleaved: Option<Interleaved>,
+    /// Rows stored in another order than kiln runs them, put back on read.
+    pub stored_rows: Option<StoredRows>,
     /// File shown in error messages.
     pub file: String,
 }
@@ -56,6 +108,9 @@ pub struct Weights {
     entries: HashMap<String, Entry>,
     /// Shown in "missing tensor" errors.
     source: String,
+    /// The files' own name of a tensor kiln names otherwise (GPT-NeoX's folders'), for
+    /// messages.
+    stored_name: Option<fn(&str) -> Option<String>>,
 }
 
 impl Weights {
@@ -64,6 +119,7 @@ impl Weights {
             storages: Vec::new(),
             entries: HashMap::new(),
             source: source.into(),
+            stored_name: None,
         }
     }
 
@@ -90,7 +146,7 @@ impl Weights {
             .get(name)
             .ok_or_else(|| ModelError::MissingTensor {
                 file: self.source.clone(),
-                tensor: name.to_string(),
+                tensor: self.label(name),
             })
     }
 
@@ -117,7 +173,7 @@ impl Weights {
             StoredType::Supported(d) => Ok(*d),
             StoredType::Unsupported(t) => Err(ModelError::UnsupportedTensorType {
                 file: e.file.clone(),
-                tensor: name.to_string(),
+                tensor: self.label(name),
                 dtype: t.clone(),
             }),
         }
@@ -149,12 +205,18 @@ impl Weights {
             .ok_or_else(|| {
                 ModelError::corrupt(
                     &e.file,
-                    format!("data of tensor \"{name}\" lies past the end of the file"),
+                    format!(
+                        "data of tensor \"{}\" lies past the end of the file",
+                        self.label(name)
+                    ),
                 )
             })?;
-        if let Some(il) = e.interleaved {
-            il.check(il.rows(&e.shape)).map_err(|why| {
-                ModelError::corrupt(&e.file, format!("tensor \"{name}\" has {why}"))
+        if let Some(order) = e.stored_rows {
+            order.check(order.rows(&e.shape)).map_err(|why| {
+                ModelError::corrupt(
+                    &e.file,
+                    format!("tensor \"{}\" has {why}", self.label(name)),
+                )
             })?;
         }
         Ok((dtype, bytes, e))
@@ -169,13 +231,14 @@ impl Weights {
             return Err(ModelError::corrupt(
                 &e.file,
                 format!(
-                    "tensor \"{name}\" decoded to {} elements, expected {numel}",
+                    "tensor \"{}\" decoded to {} elements, expected {numel}",
+                    self.label(name),
                     data.len()
                 ),
             ));
         }
-        if let Some(il) = e.interleaved {
-            data = il.reorder(&data, il.rows(&e.shape), false);
+        if let Some(order) = e.stored_rows {
+            data = order.reorder(&data, order.rows(&e.shape), false);
         }
         Ok(data)
     }
@@ -190,14 +253,15 @@ impl Weights {
             return Err(ModelError::corrupt(
                 &e.file,
                 format!(
-                    "tensor \"{name}\" of {numel} {} elements in rows of {cols} has {} bytes",
+                    "tensor \"{}\" of {numel} {} elements in rows of {cols} has {} bytes",
+                    self.label(name),
                     dtype.name(),
                     bytes.len()
                 ),
             ));
         }
-        Ok(match e.interleaved {
-            Some(il) => (dtype, il.reorder(bytes, il.rows(&e.shape), false)),
+        Ok(match e.stored_rows {
+            Some(order) => (dtype, order.reorder(bytes, order.rows(&e.shape), false)),
             None => (dtype, bytes.to_vec()),
         })
     }
@@ -237,7 +301,7 @@ impl Weights {
             len,
             dtype: StoredType::Supported(DType::F32),
             shape: vec![parts.len(), n],
-            interleaved: None,
+            stored_rows: None,
             file,
         };
         self.insert(name.to_string(), entry);
@@ -248,8 +312,33 @@ impl Weights {
     /// layout), to be put back in the order kiln runs on every read. A missing tensor is left
     /// for the model's own check to name.
     pub(crate) fn set_interleaved(&mut self, name: &str, il: Interleaved) {
+        self.set_stored_rows(name, StoredRows::Interleaved(il));
+    }
+
+    /// Marks tensor `name` as stored with its rows in `order`, to be put in the order kiln
+    /// runs on every read. A missing tensor is left for the model's own check to name.
+    pub(crate) fn set_stored_rows(&mut self, name: &str, order: StoredRows) {
         if let Some(e) = self.entries.get_mut(name) {
-            e.interleaved = Some(il);
+            e.stored_rows = Some(order);
         }
+    }
+
+    /// Every tensor indexed under the name `to_kiln` gives (those it gives none keep theirs);
+    /// messages name them as the files do, by `to_stored`.
+    pub(crate) fn rename(
+        &mut self,
+        to_kiln: impl Fn(&str) -> Option<String>,
+        to_stored: fn(&str) -> Option<String>,
+    ) {
+        self.entries = std::mem::take(&mut self.entries)
+            .into_iter()
+            .map(|(name, e)| (to_kiln(&name).unwrap_or(name), e))
+            .collect();
+        self.stored_name = Some(to_stored);
+    }
+
+    /// Tensor `name` as messages name it: as its file does.
+    pub(crate) fn label(&self, name: &str) -> String {
+        (self.stored_name.and_then(|f| f(name))).unwrap_or_else(|| name.to_string())
     }
 }

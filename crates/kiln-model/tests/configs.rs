@@ -350,6 +350,54 @@ fn starcoder2_config() {
     assert!(c.attention_bias && c.tie_word_embeddings);
 }
 
+/// Pythia's config.json (pythia-160m): GPT-NeoX's own keys for the RoPE base and the share
+/// of each head that turns (`rotary_emb_base`, `rotary_pct`: 16 of 64 dimensions), exact GELU,
+/// attention and the MLP side by side, biases, q/k/v fused, an untied LM head; without
+/// `use_parallel_residual` the sub-layers run one after the other; transformers 5's
+/// `rope_parameters` say the same.
+#[test]
+fn gpt_neox_config() {
+    let mut cfg = serde_json::json!({
+        "architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox",
+        "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu", "hidden_size": 768,
+        "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-05,
+        "max_position_embeddings": 2048, "num_attention_heads": 12, "num_hidden_layers": 12,
+        "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": false,
+        "torch_dtype": "float16", "use_cache": true, "use_parallel_residual": true,
+        "vocab_size": 50304,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::GptNeox);
+    assert_eq!(c.activation, kiln_model::Activation::Gelu);
+    assert_eq!((c.head_dim, c.partial_rotary_dim), (64, Some(16)));
+    assert_eq!((c.num_kv_heads, c.rope_theta), (12, 10000.0));
+    assert!(c.attention_bias && c.fused_qkv && c.parallel_residual && !c.tie_word_embeddings);
+    assert_eq!((c.rms_norm_eps, c.max_position_embeddings), (1e-5, 2048));
+    assert!(
+        c.features().iter().any(|f| f.contains("GELU (exact")),
+        "{:?}",
+        c.features()
+    );
+    cfg["use_parallel_residual"] = serde_json::json!(false);
+    cfg["rotary_emb_base"] = serde_json::json!(500);
+    let c = parse(&cfg).unwrap();
+    assert!(!c.parallel_residual);
+    assert_eq!(c.rope_theta, 500.0);
+    // As transformers 5 saves it: the RoPE keys in `rope_parameters`.
+    let obj = cfg.as_object_mut().unwrap();
+    obj.remove("rotary_emb_base");
+    obj.remove("rotary_pct");
+    cfg["rope_parameters"] = serde_json::json!({
+        "rope_theta": 2000.0, "rope_type": "default", "partial_rotary_factor": 0.5,
+    });
+    let c = parse(&cfg).unwrap();
+    assert_eq!((c.rope_theta, c.partial_rotary_dim), (2000.0, Some(32)));
+    // Without its share given, a quarter of each head turns.
+    cfg.as_object_mut().unwrap().remove("rope_parameters");
+    assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(16));
+}
+
 /// Phi-2's config.json: `gelu_new` (GELU's tanh approximation), 40% of each head turning
 /// (32 of 80 dimensions; Phi-1.5's half when the factor is left out), biases on every
 /// product and an untied LM head with its own; `kiln info` names the side-by-side layer.

@@ -106,6 +106,7 @@ fn unknown_architecture() {
         TinyConfig::nemotron(),
         TinyConfig::starcoder2(),
         TinyConfig::phi2(),
+        TinyConfig::gpt_neox(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -319,6 +320,51 @@ fn stablelm2_12b_without_one_head_gain_names_it() {
     let e = Model::load(&dir).err().expect("must fail");
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.to_string().contains(gone), "{e}");
+}
+
+/// A GPT-NeoX folder is read under its own tensor names, which messages keep: one whose
+/// `query_key_value` is not q, k and v of its heads, or that lacks a tensor, is refused naming
+/// the tensor as the folder does.
+#[test]
+fn gpt_neox_folders_name_tensors_their_own_way() {
+    let dir = tmp("gpt-neox");
+    testing::write_tiny_llama(&dir, &TinyConfig::gpt_neox(), 1).unwrap();
+    Model::load(&dir).expect("the whole folder loads");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let tensors: Vec<testing::NamedTensor> = (file.tensors().into_iter())
+        .map(|(name, t)| testing::NamedTensor {
+            name,
+            shape: t.shape().to_vec(),
+            data: (t.data().chunks(4))
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+        })
+        .collect();
+    let write = |tensors: &[testing::NamedTensor]| {
+        std::fs::write(&path, testing::safetensors_bytes(tensors, DType::F32)).unwrap();
+        Model::load(&dir).err().expect("must fail").to_string()
+    };
+    let qkv = "gpt_neox.layers.1.attention.query_key_value.weight";
+    let short: Vec<_> = (tensors.iter().cloned())
+        .map(|mut t| {
+            if t.name == qkv {
+                // Sixteen rows short: not q, k and v of four heads of 32.
+                t.shape[0] -= 16;
+                t.data.truncate(t.shape[0] * t.shape[1]);
+            }
+            t
+        })
+        .collect();
+    let e = write(&short);
+    assert!(e.contains(qkv) && e.contains("[368, 128]"), "{e}");
+    let dense = "gpt_neox.layers.2.attention.dense.bias";
+    let without: Vec<_> = (tensors.iter().filter(|t| t.name != dense).cloned()).collect();
+    assert_eq!(without.len() + 1, tensors.len());
+    let e = write(&without);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(e.contains(dense), "{e}");
 }
 
 /// A gpt-oss folder is refused by name (kiln reads gpt-oss from GGUF); its GGUF file without

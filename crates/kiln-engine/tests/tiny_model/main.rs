@@ -1,5 +1,6 @@
 //! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
-//! path. `reference` and `architectures`: the runner's logits against the CPU reference
+//! path. `reference`, `architectures` and `layer_norm_families`: the runner's logits against
+//! the CPU reference
 //! forward pass for every architecture (Llama, Qwen2 with attention biases and windows, Qwen3,
 //! Gemma 2 and 3, SmolLM3, Granite, MiniCPM, Phi-3 and Phi-4-mini, Llama 3.2's RoPE scaling, Mistral's
 //! window, tied embeddings, GGUF files of every quantized type kept quantized) over chunked
@@ -23,6 +24,7 @@ mod architectures;
 mod common;
 mod disk_tier;
 mod embedding;
+mod layer_norm_families;
 mod lora;
 mod lora_slots;
 mod overlap;

@@ -449,7 +449,7 @@ impl Layer {
                     &up.gains(&[norm], RowOrder::Stacked)?,
                     &b.x,
                 )),
-                Op::LayerNorm { norm, bias } => Step::Launch(ops::layer_norm(
+                Op::LayerNorm { norm, bias, dst } => Step::Launch(ops::layer_norm(
                     ctx,
                     l.kernels,
                     step,
@@ -461,7 +461,7 @@ impl Layer {
                         None => None,
                     }
                     .as_ref(),
-                    b.get(ctx, Buf::Normed)?,
+                    b.get(ctx, *dst)?,
                 )),
                 Op::Activation => {
                     let act = b.get(ctx, Buf::Act)?;

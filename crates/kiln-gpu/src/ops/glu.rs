@@ -17,6 +17,7 @@ pub(super) fn gated_kind(act: Activation) -> u32 {
     match act {
         Activation::GeluTanh => 1,
         Activation::ClampedSwiglu => 2,
+        Activation::Gelu => 3,
         Activation::Silu | Activation::Relu2 => 0,
     }
 }

@@ -51,11 +51,14 @@ const RELU2: u32 = 256;
 pub(super) const CLAMPED_SWIGLU: u32 = 512;
 /// In the experts' kernels: each expert's bias (`bias[e * n + o]`) added to its outputs.
 pub(super) const EXPERT_BIAS: u32 = 1024;
+/// With [`PAIRS`]: exact GELU in place of SiLU.
+const GELU_ERF: u32 = 2048;
 
 /// The flags of a gated activation `act` in a product's epilogue.
 pub(super) fn glu_flags(act: Activation) -> u32 {
     match act {
         Activation::GeluTanh => PAIRS | GELU,
+        Activation::Gelu => PAIRS | GELU_ERF,
         Activation::ClampedSwiglu => PAIRS | CLAMPED_SWIGLU,
         Activation::Silu | Activation::Relu2 => PAIRS,
     }

@@ -12,7 +12,7 @@ struct Params {
 }
 
 /// `y[t, i] = act(y[t, i])` in place, over the step's tokens' rows of `width`: the activation
-/// of a MLP without a gate, relu(x)^2 or GELU (tanh approximation).
+/// of a MLP without a gate, relu(x)^2 or GELU (the tanh approximation or exact).
 pub fn ungated(
     ctx: &GpuContext,
     kernels: &Kernels,
@@ -23,6 +23,7 @@ pub fn ungated(
     let kind = match act {
         Activation::Relu2 => 0,
         Activation::GeluTanh => 1,
+        Activation::Gelu => 3,
         other => {
             return Err(GpuError::Shape {
                 op: "ungated",

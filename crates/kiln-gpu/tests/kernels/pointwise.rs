@@ -4,8 +4,9 @@
 
 use super::*;
 
-/// Both gated activations: SiLU (SwiGLU) and GELU with the tanh approximation (GeGLU), on
-/// values large enough to reach both tails.
+/// The gated activations: SiLU (SwiGLU), GELU with the tanh approximation (GeGLU), gpt-oss's
+/// clamped SwiGLU and exact GELU (the error function's approximation in the kernel against
+/// the reference's series), on values large enough to reach both tails.
 #[test]
 fn glu_matches_reference() {
     let ctx = gpu();
@@ -23,6 +24,7 @@ fn glu_matches_reference() {
         Activation::Silu,
         Activation::GeluTanh,
         Activation::ClampedSwiglu,
+        Activation::Gelu,
     ] {
         let l = ops::glu(&ctx, &k, &step, (inter, act), &gub, &out);
         run_launches(&ctx, &[&l], t as u32, 0);
@@ -47,7 +49,8 @@ fn glu_matches_reference() {
 }
 
 /// The activation of a MLP without a gate in place, relu(x)^2 (where an adapter keeps it out
-/// of the product's epilogue) and GELU (StarCoder2's, which the epilogue does not have), over
+/// of the product's epilogue) and GELU (StarCoder2's tanh approximation, GPT-NeoX's exact
+/// one: the epilogue has neither), over
 /// the step's rows only: the rows past them keep their values.
 #[test]
 fn ungated_activation_matches_reference() {
@@ -56,7 +59,7 @@ fn ungated_activation_matches_reference() {
     let mut r = rng(5);
     let (rows, t, width) = (9, 6, 77);
     let y = randn(&mut r, rows * width, 3.0);
-    for act in [Activation::Relu2, Activation::GeluTanh] {
+    for act in [Activation::Relu2, Activation::GeluTanh, Activation::Gelu] {
         let (step, yb) = (step_buffer(&ctx, t as u32, 1, 0), buf_f32(&ctx, &y));
         let l = ops::ungated(&ctx, &k, &step, (width, act), &yb).unwrap();
         run_launches(&ctx, &[&l], t as u32, 0);

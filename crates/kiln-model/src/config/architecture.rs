@@ -51,6 +51,12 @@ pub enum Architecture {
     /// gate (GELU) side by side, as Command-R's; biases on every projection, the LM head's
     /// too; a rotary embedding on the first 40% of each head (`models::phi2`).
     Phi2,
+    /// GPT-NeoX (Pythia, GPT-NeoX-20B, Dolly v2, RedPajama-INCITE, StableLM-Alpha): two
+    /// LayerNorms with biases, attention and a MLP without a gate (exact GELU) side by side on
+    /// them where the config says (`use_parallel_residual`), biases on every projection, q/k/v
+    /// fused with each head's three stored together, and a rotary embedding on the first
+    /// quarter of each head (`models::gpt_neox`).
+    GptNeox,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -140,6 +146,7 @@ impl Architecture {
             Architecture::Nemotron => "nemotron",
             Architecture::Starcoder2 => "starcoder2",
             Architecture::Phi2 => "phi2",
+            Architecture::GptNeox => "gptneox",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -186,6 +193,7 @@ impl Architecture {
                 | Architecture::Nemotron
                 | Architecture::Starcoder2
                 | Architecture::Phi2
+                | Architecture::GptNeox
         )
     }
 
@@ -197,6 +205,7 @@ impl Architecture {
                 | Architecture::Nemotron
                 | Architecture::Starcoder2
                 | Architecture::Phi2
+                | Architecture::GptNeox
         )
     }
 

@@ -101,6 +101,7 @@ impl ModelConfig {
         }
         match self.activation {
             Activation::GeluTanh => f.push("GELU (tanh) gated MLP".into()),
+            Activation::Gelu => f.push("GELU (exact, through erf)".into()),
             Activation::Relu2 => f.push("MLP without a gate, relu(x)^2".into()),
             Activation::ClampedSwiglu => f.push("clamped SwiGLU experts with biases".into()),
             Activation::Silu => {}

@@ -88,6 +88,8 @@ pub enum Activation {
     Silu,
     /// GELU with the tanh approximation.
     GeluTanh,
+    /// GELU as defined, `x * Phi(x)` through the error function (GPT-NeoX's `gelu`).
+    Gelu,
     /// `relu(x)^2`, of a MLP without a gate (Arcee's).
     Relu2,
     /// gpt-oss's: gate clamped above at 7, up to [-7, 7], then
@@ -299,20 +301,22 @@ impl ModelConfig {
                 self.head_dim
             ));
         }
-        // Arcee's, Nemotron's, StarCoder2's and Phi-2's MLPs have no gate, the others' have
-        // one: relu^2 runs only so, and GELU so on StarCoder2 and Phi-2; gpt-oss's clamped
-        // SwiGLU runs on its experts only.
-        let own = match self.architecture {
-            Architecture::Arcee | Architecture::Nemotron => Some(Activation::Relu2),
-            Architecture::Starcoder2 | Architecture::Phi2 => Some(Activation::GeluTanh),
-            Architecture::GptOss => Some(Activation::ClampedSwiglu),
-            _ => None,
+        // Arcee's, Nemotron's, StarCoder2's, Phi-2's and GPT-NeoX's MLPs have no gate, the
+        // others' have one: relu^2 runs only so, and GELU (tanh) so on StarCoder2 and Phi-2;
+        // GPT-NeoX's GELU is exact or the tanh approximation, as its config says; gpt-oss's
+        // clamped SwiGLU runs on its experts only.
+        let own: &[Activation] = match self.architecture {
+            Architecture::Arcee | Architecture::Nemotron => &[Activation::Relu2],
+            Architecture::Starcoder2 | Architecture::Phi2 => &[Activation::GeluTanh],
+            Architecture::GptNeox => &[Activation::Gelu, Activation::GeluTanh],
+            Architecture::GptOss => &[Activation::ClampedSwiglu],
+            _ => &[],
         };
         let owned = matches!(
             self.activation,
             Activation::Relu2 | Activation::ClampedSwiglu
         );
-        if own.is_some_and(|a| a != self.activation) || (own.is_none() && owned) {
+        if (!own.is_empty() && !own.contains(&self.activation)) || (own.is_empty() && owned) {
             return Err(ModelError::Unsupported {
                 file: file.into(),
                 reason: format!(

@@ -65,6 +65,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "nemotron" => Architecture::Nemotron,
         "starcoder2" => Architecture::Starcoder2,
         "phi2" => Architecture::Phi2,
+        "gptneox" => Architecture::GptNeox,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -126,6 +127,7 @@ pub(crate) fn config_from_meta(
                         | Architecture::StableLm
                         | Architecture::Nemotron
                         | Architecture::Phi2
+                        | Architecture::GptNeox
                 ) =>
         {
             Some(rot)
@@ -359,18 +361,30 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
-        fused_qkv: facts.fused_qkv && architecture == Architecture::Phi2,
+        fused_qkv: facts.fused_qkv
+            && matches!(architecture, Architecture::Phi2 | Architecture::GptNeox),
         // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
         // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
         // MLP reads the norm attention reads, as llama.cpp runs a `stablelm` file without
         // `ffn_norm`.
         qk_layer_norm: facts.has_q_norm
             && matches!(architecture, Architecture::Cohere | Architecture::StableLm),
-        parallel_residual: architecture == Architecture::StableLm && !facts.has_ffn_norm,
+        // GPT-NeoX's side by side unless the file says not (`use_parallel_residual`).
+        parallel_residual: match architecture {
+            Architecture::StableLm => !facts.has_ffn_norm,
+            Architecture::GptNeox => {
+                meta.get(&format!("{a}.use_parallel_residual"))
+                    .and_then(MetaValue::as_bool)
+                    != Some(false)
+            }
+            _ => false,
+        },
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
             Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
+            // (GPT-NeoX's files do not say which GELU; its models were trained with the exact.)
+            Architecture::GptNeox => Activation::Gelu,
             Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
             Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,

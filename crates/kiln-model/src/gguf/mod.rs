@@ -16,7 +16,7 @@ use self::names::Interleaved;
 use self::reader::MetaValue;
 use crate::storage::Storage;
 use crate::tokenizer::{Tokenizer, gguf_bpe, gguf_spm};
-use crate::weights::{Entry, StoredType, Weights};
+use crate::weights::{Entry, StoredRows, StoredType, Weights};
 use crate::{ChatTemplate, ModelConfig, ModelError, RopeScaling};
 
 pub(crate) struct Loaded {
@@ -37,7 +37,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
     let has = |n: &str| header.tensors.iter().any(|t| t.name == n);
     let facts = TensorFacts {
         has_output: has("output.weight"),
-        has_q_bias: has("blk.0.attn_q.bias"),
+        has_q_bias: has("blk.0.attn_q.bias") || has("blk.0.attn_qkv.bias"),
         fused_qkv: has("blk.0.attn_qkv.weight"),
         has_q_norm: has("blk.0.attn_q_norm.weight"),
         has_ffn_norm: has("blk.0.ffn_norm.weight"),
@@ -191,7 +191,7 @@ pub(crate) fn index_tensors(
             len,
             dtype,
             shape,
-            interleaved,
+            stored_rows: interleaved.map(StoredRows::Interleaved),
             file: file.to_string(),
         };
         // A stack of experts' matrices (`ffn_gate_exps`: experts x rows x columns) is read

@@ -305,14 +305,7 @@ impl Interleaved {
     /// `data`'s `rows` rows (of any width: elements, or a quantized row's bytes) moved from
     /// the stored order to the order kiln runs, or back with `to_stored`.
     pub fn reorder<T: Copy + Default>(self, data: &[T], rows: usize, to_stored: bool) -> Vec<T> {
-        let width = data.len() / rows.max(1);
-        let mut out = vec![T::default(); data.len()];
-        for r in 0..rows {
-            let run = self.run_row(r, rows);
-            let (from, to) = if to_stored { (run, r) } else { (r, run) };
-            out[to * width..][..width].copy_from_slice(&data[from * width..][..width]);
-        }
-        out
+        reorder_rows(data, rows, to_stored, |r| self.run_row(r, rows))
     }
 
     /// Why a tensor of `rows` rows cannot be stored so, if it cannot.
@@ -327,6 +320,24 @@ impl Interleaved {
         }
         Ok(())
     }
+}
+
+/// `data`'s `rows` rows (of any width) moved from a stored order to the order kiln runs, or
+/// back with `to_stored`: stored row `r` is row `run_row(r)` as kiln runs it.
+pub(crate) fn reorder_rows<T: Copy + Default>(
+    data: &[T],
+    rows: usize,
+    to_stored: bool,
+    run_row: impl Fn(usize) -> usize,
+) -> Vec<T> {
+    let width = data.len() / rows.max(1);
+    let mut out = vec![T::default(); data.len()];
+    for r in 0..rows {
+        let run = run_row(r);
+        let (from, to) = if to_stored { (run, r) } else { (r, run) };
+        out[to * width..][..width].copy_from_slice(&data[from * width..][..width]);
+    }
+    out
 }
 
 /// HF → GGUF: what llama.cpp's converter does to Q/K rows. `data` is `rows × cols`, row-major.

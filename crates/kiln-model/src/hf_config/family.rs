@@ -26,6 +26,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "nemotron" => Architecture::Nemotron,
         "starcoder2" => Architecture::Starcoder2,
         "phi" => Architecture::Phi2,
+        "gpt_neox" => Architecture::GptNeox,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -110,6 +111,8 @@ pub(super) fn attention_bias(
         Architecture::Exaone4 => false,
         // Phi's q, k, v and dense products always have biases.
         Architecture::Phi2 => true,
+        // GPT-NeoX's flag puts biases on q, k, v and the attention's output together.
+        Architecture::GptNeox => (v.get("attention_bias").and_then(Value::as_bool)).unwrap_or(true),
         Architecture::StableLm => (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false),
         // StarCoder2's flag: biases on q, k, v, o and both MLP products.
         Architecture::Starcoder2 => (v.get("use_bias").and_then(Value::as_bool)).unwrap_or(true),
@@ -147,4 +150,25 @@ pub(super) fn attention_bias(
             }
         }
     })
+}
+
+/// `v` with a family's own names for the common keys written under the common names too:
+/// GPT-NeoX's RoPE base (`rotary_emb_base`) and share of each head that turns
+/// (`rotary_pct`), where the config has no `rope_theta` or `partial_rotary_factor` of its own.
+pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
+    let renames: &[(&str, &str)] = match architecture {
+        Architecture::GptNeox => &[
+            ("rotary_emb_base", "rope_theta"),
+            ("rotary_pct", "partial_rotary_factor"),
+        ],
+        _ => &[],
+    };
+    if let Some(o) = v.as_object_mut() {
+        for (own, common) in renames {
+            if let Some(x) = o.get(*own).cloned() {
+                o.entry(*common).or_insert(x);
+            }
+        }
+    }
+    v
 }

@@ -15,11 +15,12 @@ impl ModelConfig {
     pub fn from_hf_json(json: &str, file: &str) -> Result<ModelConfig, ModelError> {
         let v: Value = serde_json::from_str(json)
             .map_err(|e| ModelError::corrupt(file, format!("invalid JSON: {e}")))?;
-        let model_type = v
-            .get("model_type")
-            .and_then(Value::as_str)
-            .unwrap_or("<missing model_type>");
+        let model_type = (v.get("model_type").and_then(Value::as_str))
+            .unwrap_or("<missing model_type>")
+            .to_string();
+        let model_type = model_type.as_str();
         let architecture = family::architecture(model_type, file)?;
+        let v = family::common_keys(v, architecture);
         let req = |k: &str| -> Result<usize, ModelError> {
             v.get(k)
                 .and_then(Value::as_u64)
@@ -68,6 +69,7 @@ impl ModelConfig {
             | Architecture::StableLm
             | Architecture::Nemotron
             | Architecture::Phi2
+            | Architecture::GptNeox
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -123,7 +125,8 @@ impl ModelConfig {
             .or(matches!(architecture, Architecture::Glm4 | Architecture::Glm4Moe).then_some(0.5))
             .or((architecture == Architecture::StableLm).then_some(0.25))
             .or((architecture == Architecture::Nemotron).then_some(0.5))
-            .or((architecture == Architecture::Phi2).then_some(0.5));
+            .or((architecture == Architecture::Phi2).then_some(0.5))
+            .or((architecture == Architecture::GptNeox).then_some(0.25));
         let partial_rotary_dim = match partial.filter(|&f| f != 1.0) {
             None => None,
             Some(f)
@@ -135,6 +138,7 @@ impl ModelConfig {
                         | Architecture::StableLm
                         | Architecture::Nemotron
                         | Architecture::Phi2
+                        | Architecture::GptNeox
                 ) =>
             {
                 let dim = (f * head_dim as f64).round() as usize;
@@ -181,8 +185,12 @@ impl ModelConfig {
             Architecture::StableLm => flag("qk_layernorm"),
             _ => false,
         };
-        let parallel_residual =
-            architecture == Architecture::StableLm && flag("use_parallel_residual");
+        // (GPT-NeoX's side by side unless its config says not.)
+        let parallel_residual = match architecture {
+            Architecture::StableLm => flag("use_parallel_residual"),
+            Architecture::GptNeox => v.get("use_parallel_residual") != Some(&Value::Bool(false)),
+            _ => false,
+        };
         if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
             return Err(ModelError::Unsupported {
                 file: file.into(),
@@ -307,7 +315,9 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
-            fused_qkv: false,
+            // GPT-NeoX's `query_key_value` (each head's q, k and v together, put in kiln's
+            // order on load).
+            fused_qkv: architecture == Architecture::GptNeox,
             qk_layer_norm,
             parallel_residual,
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
@@ -358,7 +368,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::StableLm
         | Architecture::Nemotron
         | Architecture::Starcoder2
-        | Architecture::Phi2 => 1e-5,
+        | Architecture::Phi2
+        | Architecture::GptNeox => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }
@@ -389,6 +400,7 @@ fn activation(v: &Value, file: &str) -> Result<Activation, ModelError> {
         // `gelu_new` (Phi's) is GELU with the tanh approximation too.
         "gelu_pytorch_tanh" | "gelu_tanh" | "gelu_new" => Ok(Activation::GeluTanh),
         "relu2" => Ok(Activation::Relu2),
+        "gelu" => Ok(Activation::Gelu),
         other => Err(ModelError::Unsupported {
             file: file.into(),
             reason: format!("MLP activation \"{other}\""),

@@ -148,6 +148,13 @@ impl LoraAdapter {
             mut pairs,
             scale,
         } = source;
+        // GPT-NeoX's adapters name its own projections, q/k/v's rows head by head.
+        if config.architecture == crate::Architecture::GptNeox {
+            return Err(ModelError::Unsupported {
+                file,
+                reason: "LoRA adapters on GPT-NeoX (not built)".into(),
+            });
+        }
         if let Some(lone) =
             (weights.names().into_iter()).find(|n| !pairs.iter().any(|(_, a, b)| n == a || n == b))
         {

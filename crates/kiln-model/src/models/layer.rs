@@ -65,9 +65,15 @@ pub enum Op {
     },
     /// `x += rmsnorm(src) * norm`: a sub-layer's output normalized into the residual stream.
     AddNormed { src: Buf, norm: Tensor },
-    /// [`Buf::Normed`] = `(x - mean(x)) / sqrt(var(x) + eps) * norm + bias`: the residual
-    /// stream through a LayerNorm (Cohere's has no bias, StableLM's has).
-    LayerNorm { norm: Tensor, bias: Option<Tensor> },
+    /// `dst` = `(x - mean(x)) / sqrt(var(x) + eps) * norm + bias`: the residual stream
+    /// through a LayerNorm (Cohere's has no bias, StableLM's has), into [`Buf::Normed`], or
+    /// into [`Buf::Proj`] where a second LayerNorm of the same stream is read beside the
+    /// first (GPT-NeoX's MLP beside its attention).
+    LayerNorm {
+        norm: Tensor,
+        bias: Option<Tensor>,
+        dst: Buf,
+    },
     /// [`Buf::Act`] = activation(gate) * up, from [`Buf::GateUp`] (the model's activation).
     GatedActivation,
     /// [`Buf::Act`] = activation([`Buf::Act`]) in place: a MLP without a gate.
@@ -122,7 +128,7 @@ impl Op {
             Op::Rotary { qk_norm, .. } => qk_norm.iter().flatten().collect(),
             Op::Project { weight, bias, .. } => [weight].into_iter().chain(bias).collect(),
             Op::AddNormed { norm, .. } => vec![norm],
-            Op::LayerNorm { norm, bias } => [norm].into_iter().chain(bias).collect(),
+            Op::LayerNorm { norm, bias, .. } => [norm].into_iter().chain(bias).collect(),
             Op::Attention { sinks } => sinks.iter().collect(),
             Op::GatedActivation | Op::Activation => Vec::new(),
             Op::Experts(e) => [&e.norm, &e.router]
@@ -151,7 +157,7 @@ impl Op {
     pub fn uses(&self, buf: Buf) -> bool {
         match self {
             Op::NormedProject { src, dst, .. } => buf == *src || buf == *dst,
-            Op::LayerNorm { .. } => buf == Buf::Residual || buf == Buf::Normed,
+            Op::LayerNorm { dst, .. } => buf == Buf::Residual || buf == *dst,
             Op::Rotary { .. } => buf == Buf::Qkv,
             Op::Attention { .. } => buf == Buf::Qkv || buf == Buf::Attn,
             Op::Project { src, dst, .. } => buf == *src || buf == *dst,

@@ -17,6 +17,7 @@ mod gemma2;
 mod gemma3;
 mod glm4;
 mod glm4_moe;
+pub(crate) mod gpt_neox;
 mod gpt_oss;
 mod granite;
 mod granite_moe;
@@ -154,6 +155,7 @@ impl ModelTensors {
             Architecture::Nemotron => nemotron::layer,
             Architecture::Starcoder2 => starcoder2::layer,
             Architecture::Phi2 => phi2::layer,
+            Architecture::GptNeox => gpt_neox::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

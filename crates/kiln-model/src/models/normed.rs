@@ -6,13 +6,19 @@ use super::Buf::{Act, Attn, GateUp, Normed, Qkv, Residual};
 use super::Op::{
     Activation, Attention, GatedActivation, LayerNorm, NormedProject, Project, Rotary,
 };
-use super::{Names, Op};
+use super::{Buf, Names, Op};
 
 /// The LayerNorm `role` of the residual stream into [`Normed`], with its bias where `bias`.
 pub(super) fn layer_norm(n: &Names, role: &str, bias: bool) -> Op {
+    layer_norm_into(n, role, bias, Normed)
+}
+
+/// The LayerNorm `role` of the residual stream into `dst`, with its bias where `bias`.
+pub(super) fn layer_norm_into(n: &Names, role: &str, bias: bool, dst: Buf) -> Op {
     LayerNorm {
         norm: n.norm(role),
         bias: bias.then(|| n.bias(role, n.cfg.hidden_size)),
+        dst,
     }
 }
 
@@ -71,11 +77,21 @@ pub(super) fn gated_mlp(n: &Names) -> [Op; 3] {
 /// A MLP without a gate on [`Normed`]: `down(act(up x))` (the model's activation), the
 /// products named `up` and `down` (with their biases where `biases`), added to the residual
 /// stream.
-pub(super) fn ungated_mlp(n: &Names, (up, down): (&str, &str), biases: bool) -> [Op; 3] {
+pub(super) fn ungated_mlp(n: &Names, names: (&str, &str), biases: bool) -> [Op; 3] {
+    ungated_mlp_on(n, Normed, names, biases)
+}
+
+/// [`ungated_mlp`] on `src` (a LayerNorm's output).
+pub(super) fn ungated_mlp_on(
+    n: &Names,
+    src: Buf,
+    (up, down): (&str, &str),
+    biases: bool,
+) -> [Op; 3] {
     let (h, ff) = (n.cfg.hidden_size, n.cfg.intermediate_size);
     [
         NormedProject {
-            src: Normed,
+            src,
             norm: None,
             weights: vec![n.tensor(&format!("{up}.weight"), &[ff, h])],
             bias: biases.then(|| vec![n.bias(up, ff)]),

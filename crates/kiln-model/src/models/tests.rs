@@ -20,6 +20,7 @@ fn layer(tc: TinyConfig) -> (Layer, String, usize) {
                 "{} {}{} -> {dst:?}",
                 match (src, norm) {
                     (Buf::Normed, _) => "layernormed",
+                    (Buf::Proj, _) => "layernormed (second)",
                     (_, Some(_)) => "norm",
                     (_, None) => "raw",
                 },
@@ -43,7 +44,10 @@ fn layer(tc: TinyConfig) -> (Layer, String, usize) {
                 if bias.is_some() { "+bias" } else { "" }
             ),
             Op::AddNormed { src, .. } => format!("+norm {src:?}"),
-            Op::LayerNorm { .. } => "layernorm".into(),
+            Op::LayerNorm {
+                dst: Buf::Normed, ..
+            } => "layernorm".into(),
+            Op::LayerNorm { dst, .. } => format!("layernorm -> {dst:?}"),
             Op::GatedActivation => "glu".into(),
             Op::Activation => "act".into(),
             Op::Experts(e) => format!(
@@ -220,4 +224,56 @@ fn each_architecture_writes_its_layer() {
             .lm_head
             .is_none()
     );
+}
+
+/// GPT-NeoX: both LayerNorms taken of the stream before attention adds to it where the
+/// sub-layers run side by side (the MLP's into a buffer of its own), one after the other
+/// otherwise; q/k/v one product; biases everywhere.
+#[test]
+fn gpt_neox_takes_both_norms_first_when_side_by_side() {
+    let (l, ops, total) = layer(TinyConfig::gpt_neox());
+    assert_eq!(
+        ops,
+        "layernorm, layernorm -> Proj, layernormed 1+bias -> Qkv, rotary, attention, \
+         Attn -> Residual+bias, layernormed (second) 1+bias -> Act, act, Act -> Residual+bias"
+    );
+    // Two LayerNorms (gain, bias), q/k/v, its output, and the MLP's two, each with a bias.
+    assert_eq!(l.tensors().len(), 12);
+    assert_eq!(total, 3 * 12 + 4);
+    let (_, ops, _) = layer(TinyConfig::gpt_neox_sequential());
+    assert_eq!(
+        ops,
+        "layernorm, layernormed 1+bias -> Qkv, rotary, attention, Attn -> Residual+bias, \
+         layernorm, layernormed 1+bias -> Act, act, Act -> Residual+bias"
+    );
+}
+
+/// Every GPT-NeoX tensor kiln reads has a Hugging Face name that maps back to it; names of
+/// other families map to nothing.
+#[test]
+fn gpt_neox_names_map_both_ways() {
+    let cfg = TinyConfig::gpt_neox().model_config();
+    let t = ModelTensors::for_config(&cfg);
+    for tensor in t.all() {
+        let hf = gpt_neox::hf_name(&tensor.name).expect(&tensor.name);
+        assert!(
+            hf.starts_with("gpt_neox.") || hf == "embed_out.weight",
+            "{hf}"
+        );
+        assert_eq!(
+            gpt_neox::kiln_name(&hf).as_deref(),
+            Some(tensor.name.as_str())
+        );
+    }
+    assert_eq!(
+        gpt_neox::kiln_name("gpt_neox.layers.7.attention.query_key_value.bias").as_deref(),
+        Some("model.layers.7.self_attn.qkv_proj.bias")
+    );
+    assert_eq!(
+        gpt_neox::kiln_name("gpt_neox.layers.0.attention.rotary_emb.inv_freq"),
+        None
+    );
+    assert!(gpt_neox::is_stored_buffer(
+        "gpt_neox.layers.3.attention.masked_bias"
+    ));
 }

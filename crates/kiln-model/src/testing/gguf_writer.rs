@@ -88,6 +88,10 @@ pub fn model_gguf(
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }
+    if cfg.architecture == Architecture::GptNeox {
+        let key = format!("{a}.use_parallel_residual");
+        b.meta(&key, MetaValue::Bool(cfg.parallel_residual));
+    }
     if let Some(m) = cfg.moe {
         b.meta(&format!("{a}.expert_count"), u(m.experts))
             .meta(&format!("{a}.expert_used_count"), u(m.experts_per_token))

@@ -3,6 +3,7 @@
 
 mod gguf_builder;
 mod gguf_writer;
+mod gpt_neox_folder;
 mod gpt_oss_folder;
 mod hf_folder;
 mod kquant_enc;
@@ -157,6 +158,7 @@ impl TinyConfig {
                     | Architecture::StableLm
                     | Architecture::Starcoder2
                     | Architecture::Phi2
+                    | Architecture::GptNeox
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -181,7 +183,7 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
-            fused_qkv: self.fused_qkv,
+            fused_qkv: self.fused_qkv || self.architecture == Architecture::GptNeox,
             qk_layer_norm: self.qk_layer_norm,
             parallel_residual: self.parallel_residual,
             moe: self.moe.or(match self.architecture {
@@ -251,6 +253,7 @@ impl TinyConfig {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
                 Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
+                Architecture::GptNeox => Activation::Gelu,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },

@@ -408,6 +408,34 @@ impl TinyConfig {
         }
     }
 
+    /// GPT-NeoX (Pythia): two LayerNorms with biases, attention and an exact-GELU MLP side by
+    /// side on them, biases on every product, an untied LM head, the first quarter of each
+    /// head turning (8 of 32 dimensions; RoPE base 100 so that the partial rotation shows);
+    /// 128 wide (at 64 and 80, three or four layers, one changed early token moved the last
+    /// logits too little for the GPU tests' sensitivity check).
+    pub fn gpt_neox() -> Self {
+        TinyConfig {
+            architecture: Architecture::GptNeox,
+            hidden_size: 128,
+            num_heads: 4,
+            num_kv_heads: 4,
+            head_dim: 32,
+            num_layers: 3,
+            partial_rotary_dim: Some(8),
+            rope_theta: 100.0,
+            parallel_residual: true,
+            ..Default::default()
+        }
+    }
+
+    /// GPT-NeoX with its sub-layers one after the other (`use_parallel_residual: false`).
+    pub fn gpt_neox_sequential() -> Self {
+        TinyConfig {
+            parallel_residual: false,
+            ..Self::gpt_neox()
+        }
+    }
+
     /// StableLM 2 12B: StableLM's layer with each head of q and k LayerNorm'd with a gain of
     /// its own (kept a tensor a head in its folders), attention and the MLP side by side on the
     /// one LayerNorm before them.

@@ -100,6 +100,8 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("nemotron-layernorm1p-relu2", TinyConfig::nemotron()),
         ("starcoder2-biases-gelu-window", TinyConfig::starcoder2()),
         ("phi2-parallel-gelu-head-bias", TinyConfig::phi2()),
+        ("gpt-neox-parallel-exact-gelu", TinyConfig::gpt_neox()),
+        ("gpt-neox-sequential", TinyConfig::gpt_neox_sequential()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
