@@ -35,7 +35,7 @@ fn floats(v: &Value) -> Vec<f32> {
 /// catch moves the logits by ten times the tolerance and more: one changed early token
 /// (except where every layer's window has left it behind, as with Mistral's, where it must
 /// not move them at all), and each soft cap, the layers without RoPE, the partial rotary
-/// embedding, GPT-NeoX's order of sub-layers, each RoPE scaling (and YaRN's factor on cos and
+/// embedding, GPT-NeoX's order of sub-layers, Falcon 40B's second LayerNorm, each RoPE scaling (and YaRN's factor on cos and
 /// sin) and each of Granite's multipliers left out (MiniCPM's too, but its attention scale, which is the plain one).
 #[test]
 fn cpu_reference_matches_transformers() {
@@ -221,6 +221,15 @@ fn cpu_reference_matches_transformers() {
                 r.long_factor.resize(c.head_dim / 2, 1.0);
             }
             without.push(("the partial rotary embedding", full));
+        }
+        if c.architecture == Architecture::Falcon && c.mlp_norm {
+            without.push((
+                "the MLP's own LayerNorm",
+                ModelConfig {
+                    mlp_norm: false,
+                    ..c.clone()
+                },
+            ));
         }
         if c.architecture == Architecture::GptNeox {
             // (Both orders read the same tensors.)

@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
-use crate::weights::StoredRows;
 use crate::{
     Architecture, ChatTemplate, ModelConfig, ModelError, Tokenizer, Weights, models, safetensors,
 };
@@ -151,13 +150,13 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
     }
-    // GPT-NeoX's folders name its tensors their own way and keep each head's q, k and v
-    // together.
-    if config.architecture == Architecture::GptNeox {
-        weights.rename(models::gpt_neox::kiln_name, models::gpt_neox::hf_name);
-        let heads = config.num_heads;
-        for name in models::gpt_neox::stored_qkv(&config) {
-            weights.set_stored_rows(&name, StoredRows::QkvByHead { heads });
+    // GPT-NeoX's and Falcon's folders name their tensors their own way and keep q, k and v
+    // by head or by group.
+    if let Some(native) = models::NativeFolder::of(&config) {
+        let names = native.names;
+        weights.rename(|n| names.kiln_name(n), Box::new(|n| names.hf_name(n)));
+        for name in (native.qkv.iter()).flat_map(|_| models::NativeFolder::qkv_names(&config)) {
+            weights.set_stored_rows(&name, native.qkv.expect("an order"));
         }
     }
     if !weights.contains("lm_head.weight") {

@@ -20,10 +20,11 @@ pub(crate) enum StoredType {
 pub(crate) enum StoredRows {
     /// q or k rows with their rotary pairs side by side.
     Interleaved(Interleaved),
-    /// q, k and v rows of `heads` heads stored head by head, each head's q, k and v together
-    /// (GPT-NeoX's `query_key_value` in Hugging Face folders); kiln runs all of q, then k,
-    /// then v.
-    QkvByHead { heads: usize },
+    /// q, k and v rows stored by KV head: each of `kv_heads` groups holds its `q_per_kv`
+    /// query heads, then its key head, then its value head (GPT-NeoX's `query_key_value` in
+    /// Hugging Face folders, one query head a group; Falcon's, grouped or one a group); kiln
+    /// runs all of q, then k, then v.
+    QkvByGroup { kv_heads: usize, q_per_kv: usize },
 }
 
 impl StoredRows {
@@ -31,7 +32,7 @@ impl StoredRows {
     fn rows(self, shape: &[usize]) -> usize {
         match self {
             StoredRows::Interleaved(il) => il.rows(shape),
-            StoredRows::QkvByHead { .. } => shape.first().copied().unwrap_or(1),
+            StoredRows::QkvByGroup { .. } => shape.first().copied().unwrap_or(1),
         }
     }
 
@@ -39,10 +40,15 @@ impl StoredRows {
     fn check(self, rows: usize) -> Result<(), String> {
         match self {
             StoredRows::Interleaved(il) => il.check(rows),
-            StoredRows::QkvByHead { heads } if heads == 0 || rows % (3 * heads) != 0 => {
-                Err(format!("{rows} rows, not q, k and v of {heads} heads"))
+            StoredRows::QkvByGroup { kv_heads, q_per_kv } => {
+                let heads = kv_heads * (q_per_kv + 2);
+                match heads != 0 && rows % heads == 0 {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "{rows} rows, not q, k and v of {kv_heads} groups of {q_per_kv} query heads"
+                    )),
+                }
             }
-            StoredRows::QkvByHead { .. } => Ok(()),
         }
     }
 
@@ -56,11 +62,17 @@ impl StoredRows {
     ) -> Vec<T> {
         match self {
             StoredRows::Interleaved(il) => il.reorder(data, rows, to_stored),
-            StoredRows::QkvByHead { heads } => {
-                let d = rows / (3 * heads);
+            StoredRows::QkvByGroup { kv_heads, q_per_kv } => {
+                let group = q_per_kv + 2;
+                let d = rows / (kv_heads * group);
+                let q = kv_heads * q_per_kv * d;
                 reorder_rows(data, rows, to_stored, |r| {
-                    let (head, part, j) = (r / (3 * d), r / d % 3, r % d);
-                    part * heads * d + head * d + j
+                    let (g, slot, j) = (r / (group * d), r / d % group, r % d);
+                    match slot {
+                        s if s < q_per_kv => (g * q_per_kv + s) * d + j,
+                        s if s == q_per_kv => q + g * d + j,
+                        _ => q + kv_heads * d + g * d + j,
+                    }
                 })
             }
         }
@@ -102,6 +114,9 @@ impl Entry {
     }
 }
 
+/// The files' own name of a tensor, given kiln's, where they name it otherwise.
+type StoredName = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Lazily-read tensors, addressed by Hugging Face names.
 pub struct Weights {
     storages: Vec<Storage>,
@@ -110,7 +125,7 @@ pub struct Weights {
     source: String,
     /// The files' own name of a tensor kiln names otherwise (GPT-NeoX's folders'), for
     /// messages.
-    stored_name: Option<fn(&str) -> Option<String>>,
+    stored_name: Option<StoredName>,
 }
 
 impl Weights {
@@ -328,7 +343,7 @@ impl Weights {
     pub(crate) fn rename(
         &mut self,
         to_kiln: impl Fn(&str) -> Option<String>,
-        to_stored: fn(&str) -> Option<String>,
+        to_stored: StoredName,
     ) {
         self.entries = std::mem::take(&mut self.entries)
             .into_iter()
@@ -339,6 +354,6 @@ impl Weights {
 
     /// Tensor `name` as messages name it: as its file does.
     pub(crate) fn label(&self, name: &str) -> String {
-        (self.stored_name.and_then(|f| f(name))).unwrap_or_else(|| name.to_string())
+        (self.stored_name.as_ref().and_then(|f| f(name))).unwrap_or_else(|| name.to_string())
     }
 }

@@ -398,6 +398,75 @@ fn gpt_neox_config() {
     assert_eq!(parse(&cfg).unwrap().partial_rotary_dim, Some(16));
 }
 
+/// Falcon's config.json as its three shapes have it: 7B's multi-query attention on one
+/// LayerNorm (its MLP four times as wide as the hidden size, exact GELU, tied embeddings),
+/// 40B's grouped attention (`num_kv_heads` with `new_decoder_architecture`) on two, Falcon 2
+/// 11B's grouped attention on one (`num_ln_in_parallel_attn`). ALiBi, sub-layers one after
+/// the other and a residual taken after the LayerNorm are refused by name.
+#[test]
+fn falcon_config() {
+    let mut cfg = serde_json::json!({
+        "alibi": false, "apply_residual_connection_post_layernorm": false,
+        "architectures": ["FalconForCausalLM"], "attention_dropout": 0.0, "bias": false,
+        "bos_token_id": 11, "eos_token_id": 11, "hidden_dropout": 0.0, "hidden_size": 4544,
+        "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "falcon",
+        "multi_query": true, "new_decoder_architecture": false, "num_attention_heads": 71,
+        "num_hidden_layers": 32, "parallel_attn": true, "torch_dtype": "bfloat16",
+        "use_cache": true, "vocab_size": 65024,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Falcon);
+    assert_eq!(c.activation, kiln_model::Activation::Gelu);
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (71, 1, 64));
+    assert_eq!(
+        (c.intermediate_size, c.max_position_embeddings),
+        (18176, 2048)
+    );
+    assert!(c.parallel_residual && !c.mlp_norm && c.fused_qkv && c.tie_word_embeddings);
+    assert!(!c.attention_bias && c.partial_rotary_dim.is_none());
+    assert_eq!((c.rms_norm_eps, c.rope_theta), (1e-5, 10000.0));
+    // 40B.
+    cfg["hidden_size"] = serde_json::json!(8192);
+    cfg["num_attention_heads"] = serde_json::json!(128);
+    cfg["num_kv_heads"] = serde_json::json!(8);
+    cfg["new_decoder_architecture"] = serde_json::json!(true);
+    let c = parse(&cfg).unwrap();
+    assert_eq!(
+        (c.num_kv_heads, c.head_dim, c.intermediate_size),
+        (8, 64, 32768)
+    );
+    assert!(c.mlp_norm);
+    // Falcon 2 11B.
+    cfg["hidden_size"] = serde_json::json!(4096);
+    cfg["num_attention_heads"] = serde_json::json!(32);
+    cfg["num_ln_in_parallel_attn"] = serde_json::json!(1);
+    cfg["ffn_hidden_size"] = serde_json::json!(16384);
+    cfg["rope_theta"] = serde_json::json!(500042.0);
+    cfg["tie_word_embeddings"] = serde_json::json!(false);
+    let c = parse(&cfg).unwrap();
+    assert_eq!(
+        (c.num_kv_heads, c.head_dim, c.intermediate_size),
+        (8, 128, 16384)
+    );
+    assert!(!c.mlp_norm && !c.tie_word_embeddings);
+    assert_eq!(c.rope_theta, 500042.0);
+    for (key, value, named) in [
+        ("alibi", true, "ALiBi"),
+        ("parallel_attn", false, "one after the other"),
+        (
+            "apply_residual_connection_post_layernorm",
+            true,
+            "after the LayerNorm",
+        ),
+    ] {
+        let mut bad = cfg.clone();
+        bad[key] = serde_json::json!(value);
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("Falcon") && e.contains(named), "{key}: {e}");
+    }
+}
+
 /// Phi-2's config.json: `gelu_new` (GELU's tanh approximation), 40% of each head turning
 /// (32 of 80 dimensions; Phi-1.5's half when the factor is left out), biases on every
 /// product and an untied LM head with its own; `kiln info` names the side-by-side layer.

@@ -107,6 +107,7 @@ fn unknown_architecture() {
         TinyConfig::starcoder2(),
         TinyConfig::phi2(),
         TinyConfig::gpt_neox(),
+        TinyConfig::falcon(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -125,18 +126,18 @@ fn unknown_architecture() {
     let cfg_path = dir.join("config.json");
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
-        .replace("\"llama\"", "\"falcon\"");
+        .replace("\"llama\"", "\"bloom\"");
     std::fs::write(&cfg_path, cfg).unwrap();
     let e = Model::load(&dir).err().expect("must fail");
     assert!(
-        e.to_string().contains("falcon") && e.to_string().contains("config.json"),
+        e.to_string().contains("bloom") && e.to_string().contains("config.json"),
         "{e}"
     );
     // Mistral's sliding window (every layer) loads; so does Qwen2's, on the layers from
     // `max_window_layers` (28 unless given) on.
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
-        .replace("\"falcon\"", "\"mistral\"")
+        .replace("\"bloom\"", "\"mistral\"")
         .replace(
             "\"torch_dtype\"",
             "\"sliding_window\": 128, \"torch_dtype\"",

@@ -1,6 +1,8 @@
 //! The families whose sub-layers read LayerNorms of the residual stream, on the GPU against
 //! the CPU reference forward pass ([`super::reference`]'s harness), as a Hugging Face folder
-//! and as GGUF: GPT-NeoX (Pythia) with its sub-layers side by side and one after the other.
+//! and as GGUF: GPT-NeoX (Pythia) with its sub-layers side by side and one after the other,
+//! and Falcon with one LayerNorm and multi-query attention (7B) and with two and grouped
+//! attention (40B).
 //! (Cohere, StableLM, Nemotron, StarCoder2 and Phi-2 are in [`super::architectures`].)
 
 use super::reference::check_folder_and_gguf;
@@ -31,5 +33,36 @@ fn logits_match_cpu_reference_gpt_neox_sequential() {
     check_folder_and_gguf("gpt-neox-sequential", &cfg, |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::GptNeox);
         assert!(!c.parallel_residual);
+    });
+}
+
+/// Falcon 7B: one LayerNorm read by attention and an exact-GELU MLP side by side, one KV head
+/// for four query heads, no biases on the products, tied embeddings; as a Hugging Face folder
+/// (its own tensor names; q, k and v stored as kiln runs them, with one KV head) and as GGUF
+/// (`falcon`).
+#[test]
+fn logits_match_cpu_reference_falcon() {
+    let cfg = TinyConfig::falcon();
+    check_folder_and_gguf("falcon", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Falcon);
+        assert_eq!(
+            (c.num_kv_heads, c.activation),
+            (1, kiln_model::Activation::Gelu)
+        );
+        assert!(c.parallel_residual && !c.mlp_norm && !c.attention_bias);
+        assert!(c.tie_word_embeddings && c.partial_rotary_dim.is_none());
+    });
+}
+
+/// Falcon 40B: attention and the MLP each on a LayerNorm of its own (`ln_attn`, `ln_mlp`; GGUF
+/// `attn_norm_2`), two KV heads for four query heads (each group's queries, key and value
+/// together in the folder's `query_key_value`), an untied LM head.
+#[test]
+fn logits_match_cpu_reference_falcon_40b() {
+    let cfg = TinyConfig::falcon_40b();
+    check_folder_and_gguf("falcon-40b", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Falcon);
+        assert_eq!(c.num_kv_heads, 2);
+        assert!(c.parallel_residual && c.mlp_norm && !c.tie_word_embeddings);
     });
 }

@@ -57,6 +57,12 @@ pub enum Architecture {
     /// fused with each head's three stored together, and a rotary embedding on the first
     /// quarter of each head (`models::gpt_neox`).
     GptNeox,
+    /// Falcon (7B, 40B, 180B, Falcon 2 11B): GPT-NeoX's layer always side by side, on one
+    /// LayerNorm (7B's) or two (`ln_attn`, `ln_mlp`: the larger ones'), biases where the config
+    /// says (`bias`), multi-query or grouped attention with q/k/v fused, each group's queries,
+    /// key and value together in Hugging Face folders, every dimension turning
+    /// (`models::falcon`).
+    Falcon,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -147,6 +153,7 @@ impl Architecture {
             Architecture::Starcoder2 => "starcoder2",
             Architecture::Phi2 => "phi2",
             Architecture::GptNeox => "gptneox",
+            Architecture::Falcon => "falcon",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -194,6 +201,7 @@ impl Architecture {
                 | Architecture::Starcoder2
                 | Architecture::Phi2
                 | Architecture::GptNeox
+                | Architecture::Falcon
         )
     }
 
@@ -206,6 +214,7 @@ impl Architecture {
                 | Architecture::Starcoder2
                 | Architecture::Phi2
                 | Architecture::GptNeox
+                | Architecture::Falcon
         )
     }
 

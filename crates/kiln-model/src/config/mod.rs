@@ -169,8 +169,13 @@ pub struct ModelConfig {
     pub qk_layer_norm: bool,
     /// Attention and the MLP side by side on one LayerNorm of the residual stream, where the
     /// family otherwise runs them one after the other (StableLM 2 12B's
-    /// `use_parallel_residual`; Command-R's always are).
+    /// `use_parallel_residual`; Command-R's always are; GPT-NeoX's, where its config says,
+    /// and Falcon's always, on [`Self::mlp_norm`]).
     pub parallel_residual: bool,
+    /// Side by side, the MLP reads a LayerNorm of its own, taken of the same residual stream
+    /// as attention's (GPT-NeoX's `post_attention_layernorm`, Falcon 40B's `ln_mlp`), not
+    /// attention's (Falcon 7B's one `input_layernorm`). Read by GPT-NeoX and Falcon only.
+    pub mlp_norm: bool,
     /// Granite's multipliers.
     pub granite: Option<GraniteScales>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).

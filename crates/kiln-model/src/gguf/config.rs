@@ -66,6 +66,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "starcoder2" => Architecture::Starcoder2,
         "phi2" => Architecture::Phi2,
         "gptneox" => Architecture::GptNeox,
+        "falcon" => Architecture::Falcon,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -101,6 +102,8 @@ pub(crate) struct TensorFacts {
     pub has_q_norm: bool,
     /// `blk.0.ffn_norm.weight`: a norm of its own before the MLP.
     pub has_ffn_norm: bool,
+    /// `blk.0.attn_norm_2.weight`: Falcon 40B's LayerNorm before its MLP (`ln_mlp`).
+    pub has_attn_norm_2: bool,
     pub embed_rows: Option<usize>,
 }
 
@@ -362,15 +365,29 @@ pub(crate) fn config_from_meta(
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
         fused_qkv: facts.fused_qkv
-            && matches!(architecture, Architecture::Phi2 | Architecture::GptNeox),
+            && matches!(
+                architecture,
+                Architecture::Phi2 | Architecture::GptNeox | Architecture::Falcon
+            ),
         // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
         // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
         // MLP reads the norm attention reads, as llama.cpp runs a `stablelm` file without
         // `ffn_norm`.
         qk_layer_norm: facts.has_q_norm
             && matches!(architecture, Architecture::Cohere | Architecture::StableLm),
-        // GPT-NeoX's side by side unless the file says not (`use_parallel_residual`).
+        // GPT-NeoX's side by side unless the file says not (`use_parallel_residual`); Falcon's
+        // always, the MLP on a LayerNorm of its own where the file has one (`attn_norm_2`).
+        mlp_norm: match architecture {
+            Architecture::Falcon => facts.has_attn_norm_2,
+            Architecture::GptNeox => {
+                meta.get(&format!("{a}.use_parallel_residual"))
+                    .and_then(MetaValue::as_bool)
+                    != Some(false)
+            }
+            _ => false,
+        },
         parallel_residual: match architecture {
+            Architecture::Falcon => true,
             Architecture::StableLm => !facts.has_ffn_norm,
             Architecture::GptNeox => {
                 meta.get(&format!("{a}.use_parallel_residual"))
@@ -383,8 +400,9 @@ pub(crate) fn config_from_meta(
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
             Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
-            // (GPT-NeoX's files do not say which GELU; its models were trained with the exact.)
-            Architecture::GptNeox => Activation::Gelu,
+            // (GPT-NeoX's and Falcon's files do not say which GELU; their models were trained
+            // with the exact one.)
+            Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,
             Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
             Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,

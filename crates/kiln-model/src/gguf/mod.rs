@@ -41,6 +41,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         fused_qkv: has("blk.0.attn_qkv.weight"),
         has_q_norm: has("blk.0.attn_q_norm.weight"),
         has_ffn_norm: has("blk.0.ffn_norm.weight"),
+        has_attn_norm_2: has("blk.0.attn_norm_2.weight"),
         embed_rows: header
             .tensors
             .iter()

@@ -38,6 +38,9 @@ const PHI2_NAMES: &[(&str, &str)] = &[
     ("ffn_down", "mlp.fc2"),
 ];
 
+/// Falcon 40B's LayerNorm before its MLP (`ln_mlp`), which kiln names as GPT-NeoX's.
+const FALCON_NAMES: &[(&str, &str)] = &[("attn_norm_2", "post_attention_layernorm")];
+
 /// Hunyuan's per-head q/k norms.
 const HUNYUAN_NORMS: &[(&str, &str)] = &[
     ("attn_q_norm", "self_attn.query_layernorm"),
@@ -128,6 +131,7 @@ fn arch_names(arch: Architecture) -> &'static [(&'static str, &'static str)] {
         Architecture::GptOss => GPT_OSS_NAMES,
         Architecture::Starcoder2 => STARCODER2_NAMES,
         Architecture::Phi2 => PHI2_NAMES,
+        Architecture::Falcon => FALCON_NAMES,
         _ => &[],
     }
 }

@@ -27,6 +27,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "starcoder2" => Architecture::Starcoder2,
         "phi" => Architecture::Phi2,
         "gpt_neox" => Architecture::GptNeox,
+        "falcon" => Architecture::Falcon,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -111,6 +112,8 @@ pub(super) fn attention_bias(
         Architecture::Exaone4 => false,
         // Phi's q, k, v and dense products always have biases.
         Architecture::Phi2 => true,
+        // Falcon's puts them on every product.
+        Architecture::Falcon => (v.get("bias").and_then(Value::as_bool)).unwrap_or(false),
         // GPT-NeoX's flag puts biases on q, k, v and the attention's output together.
         Architecture::GptNeox => (v.get("attention_bias").and_then(Value::as_bool)).unwrap_or(true),
         Architecture::StableLm => (v.get("use_qkv_bias").and_then(Value::as_bool)).unwrap_or(false),
@@ -152,22 +155,52 @@ pub(super) fn attention_bias(
     })
 }
 
-/// `v` with a family's own names for the common keys written under the common names too:
-/// GPT-NeoX's RoPE base (`rotary_emb_base`) and share of each head that turns
-/// (`rotary_pct`), where the config has no `rope_theta` or `partial_rotary_factor` of its own.
+/// `v` with a family's own names for the common keys written under the common names too,
+/// where the config has none of the common ones: GPT-NeoX's RoPE base (`rotary_emb_base`) and
+/// share of each head that turns (`rotary_pct`); Falcon's older names of its sizes (`n_embed`,
+/// `n_head`, `n_layer`), its MLP's width (`ffn_hidden_size`, four times the hidden size unless
+/// given), activation (`activation`, exact GELU unless given), LayerNorm epsilon, and its KV
+/// heads: `num_kv_heads` on the `new_decoder_architecture` models, one where `multi_query`
+/// (its default), as many as the query heads otherwise.
 pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let renames: &[(&str, &str)] = match architecture {
         Architecture::GptNeox => &[
             ("rotary_emb_base", "rope_theta"),
             ("rotary_pct", "partial_rotary_factor"),
         ],
+        Architecture::Falcon => &[
+            ("n_embed", "hidden_size"),
+            ("n_head", "num_attention_heads"),
+            ("n_layer", "num_hidden_layers"),
+            ("ffn_hidden_size", "intermediate_size"),
+            ("activation", "hidden_act"),
+            ("layer_norm_epsilon", "layer_norm_eps"),
+        ],
         _ => &[],
     };
-    if let Some(o) = v.as_object_mut() {
-        for (own, common) in renames {
-            if let Some(x) = o.get(*own).cloned() {
-                o.entry(*common).or_insert(x);
-            }
+    let Some(o) = v.as_object_mut() else {
+        return v;
+    };
+    for (own, common) in renames {
+        if let Some(x) = o.get(*own).filter(|x| !x.is_null()).cloned() {
+            o.entry(*common).or_insert(x);
+        }
+    }
+    if architecture == Architecture::Falcon {
+        let int = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64);
+        let flag = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_bool);
+        if let Some(h) = int(o, "hidden_size") {
+            o.entry("intermediate_size").or_insert(Value::from(4 * h));
+        }
+        o.entry("hidden_act").or_insert(Value::from("gelu"));
+        let heads = int(o, "num_attention_heads");
+        let kv = match (flag(o, "new_decoder_architecture"), flag(o, "multi_query")) {
+            (Some(true), _) => int(o, "num_kv_heads").or(heads),
+            (_, Some(false)) => heads,
+            _ => Some(1),
+        };
+        if let Some(kv) = kv {
+            o.insert("num_key_value_heads".into(), Value::from(kv));
         }
     }
     v

@@ -70,6 +70,7 @@ impl ModelConfig {
             | Architecture::Nemotron
             | Architecture::Phi2
             | Architecture::GptNeox
+            | Architecture::Falcon
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -185,12 +186,44 @@ impl ModelConfig {
             Architecture::StableLm => flag("qk_layernorm"),
             _ => false,
         };
-        // (GPT-NeoX's side by side unless its config says not.)
+        // (GPT-NeoX's side by side unless its config says not, each sub-layer on a LayerNorm
+        // of its own; Falcon's always, on two LayerNorms where it has the newer layer unless
+        // its config says one.)
         let parallel_residual = match architecture {
             Architecture::StableLm => flag("use_parallel_residual"),
             Architecture::GptNeox => v.get("use_parallel_residual") != Some(&Value::Bool(false)),
+            Architecture::Falcon => true,
             _ => false,
         };
+        let mlp_norm = match architecture {
+            Architecture::GptNeox => parallel_residual,
+            Architecture::Falcon => {
+                flag("new_decoder_architecture") && opt_usize("num_ln_in_parallel_attn") != Some(1)
+            }
+            _ => false,
+        };
+        if architecture == Architecture::Falcon {
+            for (key, on, what) in [
+                ("alibi", true, "ALiBi positions (alibi)"),
+                (
+                    "apply_residual_connection_post_layernorm",
+                    true,
+                    "the residual taken after the LayerNorm",
+                ),
+                (
+                    "parallel_attn",
+                    false,
+                    "its sub-layers one after the other (parallel_attn false)",
+                ),
+            ] {
+                if v.get(key).and_then(Value::as_bool) == Some(on) {
+                    return Err(ModelError::Unsupported {
+                        file: file.into(),
+                        reason: format!("Falcon with {what}"),
+                    });
+                }
+            }
+        }
         if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
             return Err(ModelError::Unsupported {
                 file: file.into(),
@@ -289,6 +322,7 @@ impl ModelConfig {
                                 | Architecture::Cohere
                                 | Architecture::Cohere2
                                 | Architecture::Starcoder2
+                                | Architecture::Falcon
                         ),
                 ),
             attention_bias: family::attention_bias(&v, architecture, file)?,
@@ -315,11 +349,12 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
-            // GPT-NeoX's `query_key_value` (each head's q, k and v together, put in kiln's
-            // order on load).
-            fused_qkv: architecture == Architecture::GptNeox,
+            // GPT-NeoX's and Falcon's `query_key_value` (q, k and v by head or by group, put
+            // in kiln's order on load).
+            fused_qkv: matches!(architecture, Architecture::GptNeox | Architecture::Falcon),
             qk_layer_norm,
             parallel_residual,
+            mlp_norm,
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
@@ -369,7 +404,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Nemotron
         | Architecture::Starcoder2
         | Architecture::Phi2
-        | Architecture::GptNeox => 1e-5,
+        | Architecture::GptNeox
+        | Architecture::Falcon => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

@@ -13,6 +13,7 @@ mod dots1;
 mod ernie4_5;
 mod ernie4_5_moe;
 mod exaone4;
+mod falcon;
 mod gemma2;
 mod gemma3;
 mod glm4;
@@ -28,6 +29,7 @@ mod llama;
 mod minicpm;
 mod mixtral;
 mod names;
+mod native_names;
 mod nemotron;
 mod normed;
 mod olmo2;
@@ -44,11 +46,13 @@ mod stablelm;
 mod starcoder2;
 
 use crate::gguf::names::Interleaved;
+use crate::weights::StoredRows;
 use crate::{Architecture, ModelConfig};
 
 pub use gemma3::CHAT_TEMPLATE as GEMMA_CHAT_TEMPLATE;
 pub use layer::{Buf, Experts, Layer, Op};
 use names::Names;
+pub(crate) use native_names::NativeNames;
 
 /// A tensor the forward pass reads: its name and shape as Hugging Face writes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +127,43 @@ fn qk_pairs_side_by_side(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
         .collect()
 }
 
+/// How a family's Hugging Face folders differ from kiln's names and row orders: their names
+/// of the tensors, and the order their fused `query_key_value` rows are stored in, where not
+/// kiln's (GPT-NeoX's and Falcon's).
+pub(crate) struct NativeFolder {
+    pub names: &'static NativeNames,
+    pub qkv: Option<StoredRows>,
+}
+
+impl NativeFolder {
+    /// `cfg`'s, where its family names its tensors its own way.
+    pub(crate) fn of(cfg: &ModelConfig) -> Option<Self> {
+        match cfg.architecture {
+            Architecture::GptNeox => Some(NativeFolder {
+                names: &gpt_neox::NAMES,
+                qkv: Some(StoredRows::QkvByGroup {
+                    kv_heads: cfg.num_heads,
+                    q_per_kv: 1,
+                }),
+            }),
+            Architecture::Falcon => Some(NativeFolder {
+                names: falcon::names(cfg),
+                qkv: falcon::stored_qkv(cfg),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Kiln's names of `cfg`'s `query_key_value` tensors (each layer's weight and bias).
+    pub(crate) fn qkv_names(cfg: &ModelConfig) -> Vec<String> {
+        (0..cfg.num_layers)
+            .flat_map(|i| {
+                ["weight", "bias"].map(|s| format!("model.layers.{i}.self_attn.qkv_proj.{s}"))
+            })
+            .collect()
+    }
+}
+
 /// Every tensor of a model, by role.
 #[derive(Debug, Clone)]
 pub struct ModelTensors {
@@ -156,6 +197,7 @@ impl ModelTensors {
             Architecture::Starcoder2 => starcoder2::layer,
             Architecture::Phi2 => phi2::layer,
             Architecture::GptNeox => gpt_neox::layer,
+            Architecture::Falcon => falcon::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

@@ -255,25 +255,64 @@ fn gpt_neox_names_map_both_ways() {
     let cfg = TinyConfig::gpt_neox().model_config();
     let t = ModelTensors::for_config(&cfg);
     for tensor in t.all() {
-        let hf = gpt_neox::hf_name(&tensor.name).expect(&tensor.name);
+        let hf = gpt_neox::NAMES.hf_name(&tensor.name).expect(&tensor.name);
         assert!(
             hf.starts_with("gpt_neox.") || hf == "embed_out.weight",
             "{hf}"
         );
         assert_eq!(
-            gpt_neox::kiln_name(&hf).as_deref(),
+            gpt_neox::NAMES.kiln_name(&hf).as_deref(),
             Some(tensor.name.as_str())
         );
     }
     assert_eq!(
-        gpt_neox::kiln_name("gpt_neox.layers.7.attention.query_key_value.bias").as_deref(),
+        gpt_neox::NAMES
+            .kiln_name("gpt_neox.layers.7.attention.query_key_value.bias")
+            .as_deref(),
         Some("model.layers.7.self_attn.qkv_proj.bias")
     );
     assert_eq!(
-        gpt_neox::kiln_name("gpt_neox.layers.0.attention.rotary_emb.inv_freq"),
+        gpt_neox::NAMES.kiln_name("gpt_neox.layers.0.attention.rotary_emb.inv_freq"),
         None
     );
     assert!(gpt_neox::is_stored_buffer(
         "gpt_neox.layers.3.attention.masked_bias"
     ));
+}
+
+/// Falcon: GPT-NeoX's side-by-side layer on one LayerNorm (7B) or two (40B), no biases on the
+/// products; its folders' names map both ways, `ln_attn`/`ln_mlp` where it has two.
+#[test]
+fn falcon_reads_one_or_two_norms() {
+    let (_, ops, _) = layer(TinyConfig::falcon());
+    assert_eq!(
+        ops,
+        "layernorm, layernormed 1 -> Qkv, rotary, attention, Attn -> Residual, \
+         layernormed 1 -> Act, act, Act -> Residual"
+    );
+    let (_, ops, _) = layer(TinyConfig::falcon_40b());
+    assert_eq!(
+        ops,
+        "layernorm, layernorm -> Proj, layernormed 1 -> Qkv, rotary, attention, \
+         Attn -> Residual, layernormed (second) 1 -> Act, act, Act -> Residual"
+    );
+    for tc in [TinyConfig::falcon(), TinyConfig::falcon_40b()] {
+        let cfg = tc.model_config();
+        let names = NativeFolder::of(&cfg).unwrap().names;
+        for tensor in ModelTensors::for_config(&cfg).all() {
+            let hf = names.hf_name(&tensor.name).expect(&tensor.name);
+            assert!(
+                hf.starts_with("transformer.") || hf == "lm_head.weight",
+                "{hf}"
+            );
+            assert_eq!(names.kiln_name(&hf).as_deref(), Some(tensor.name.as_str()));
+        }
+    }
+    let two = NativeFolder::of(&TinyConfig::falcon_40b().model_config()).unwrap();
+    assert_eq!(
+        two.names
+            .hf_name("model.layers.2.post_attention_layernorm.bias")
+            .as_deref(),
+        Some("transformer.h.2.ln_mlp.bias")
+    );
 }

@@ -66,7 +66,9 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
     match mc.architecture {
         Architecture::GraniteMoe => {}
         Architecture::GptOss => return super::gpt_oss_folder::folder_tensors(mc, tensors),
-        Architecture::GptNeox => return super::gpt_neox_folder::folder_tensors(mc, tensors),
+        Architecture::GptNeox | Architecture::Falcon => {
+            return super::native_folder::folder_tensors(mc, tensors);
+        }
         Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),
         _ => return tensors,
     }
@@ -208,6 +210,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Starcoder2 => "Starcoder2ForCausalLM",
             Architecture::Phi2 => "PhiForCausalLM",
             Architecture::GptNeox => "GPTNeoXForCausalLM",
+            Architecture::Falcon => "FalconForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -441,8 +444,11 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     if let Some(r) = mc.partial_rotary_dim {
         config["partial_rotary_factor"] = json!(r as f64 / mc.head_dim as f64);
     }
-    if mc.architecture == Architecture::GptNeox {
-        super::gpt_neox_folder::config_keys(&mc, &mut config);
+    if matches!(
+        mc.architecture,
+        Architecture::GptNeox | Architecture::Falcon
+    ) {
+        super::native_folder::config_keys(&mc, &mut config);
     }
     if let Some(RopeScaling::LongRope(r)) = &mc.rope_scaling {
         // Phi-3's folders keep the pre-training context outside the scaling object.

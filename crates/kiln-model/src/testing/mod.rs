@@ -3,11 +3,11 @@
 
 mod gguf_builder;
 mod gguf_writer;
-mod gpt_neox_folder;
 mod gpt_oss_folder;
 mod hf_folder;
 mod kquant_enc;
 mod lora;
+mod native_folder;
 mod quant;
 mod random_model;
 mod tiny_configs;
@@ -92,6 +92,8 @@ pub struct TinyConfig {
     pub qk_layer_norm: bool,
     /// StableLM 2 12B's attention and MLP side by side.
     pub parallel_residual: bool,
+    /// Falcon's MLP on a LayerNorm of its own (`ln_mlp`; GPT-NeoX's always is, side by side).
+    pub mlp_norm: bool,
 }
 
 impl Default for TinyConfig {
@@ -125,6 +127,7 @@ impl Default for TinyConfig {
             fused_qkv: false,
             qk_layer_norm: false,
             parallel_residual: false,
+            mlp_norm: false,
         }
     }
 }
@@ -183,9 +186,15 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
-            fused_qkv: self.fused_qkv || self.architecture == Architecture::GptNeox,
+            fused_qkv: self.fused_qkv
+                || matches!(
+                    self.architecture,
+                    Architecture::GptNeox | Architecture::Falcon
+                ),
             qk_layer_norm: self.qk_layer_norm,
-            parallel_residual: self.parallel_residual,
+            parallel_residual: self.parallel_residual || self.architecture == Architecture::Falcon,
+            mlp_norm: self.mlp_norm
+                || (self.architecture == Architecture::GptNeox && self.parallel_residual),
             moe: self.moe.or(match self.architecture {
                 Architecture::Qwen3Moe => Some(crate::Moe::softmax(5, 2, 64, true)),
                 Architecture::Mixtral => {
@@ -253,7 +262,7 @@ impl TinyConfig {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
                 Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
-                Architecture::GptNeox => Activation::Gelu,
+                Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },

@@ -436,6 +436,34 @@ impl TinyConfig {
         }
     }
 
+    /// Falcon 7B: one LayerNorm before attention and an exact-GELU MLP side by side,
+    /// multi-query attention (one KV head for four query heads), no biases on the products,
+    /// every dimension turning, tied embeddings.
+    pub fn falcon() -> Self {
+        TinyConfig {
+            architecture: Architecture::Falcon,
+            hidden_size: 128,
+            num_heads: 4,
+            num_kv_heads: 1,
+            head_dim: 32,
+            num_layers: 3,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
+    /// Falcon 40B: the newer layer, attention and the MLP each on a LayerNorm of its own
+    /// (`ln_attn`, `ln_mlp`), grouped attention (two KV heads for four query heads, each
+    /// group's queries, key and value together in its folders), an untied LM head.
+    pub fn falcon_40b() -> Self {
+        TinyConfig {
+            num_kv_heads: 2,
+            mlp_norm: true,
+            tie_word_embeddings: false,
+            ..Self::falcon()
+        }
+    }
+
     /// StableLM 2 12B: StableLM's layer with each head of q and k LayerNorm'd with a gain of
     /// its own (kept a tensor a head in its folders), attention and the MLP side by side on the
     /// one LayerNorm before them.

@@ -102,6 +102,8 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("phi2-parallel-gelu-head-bias", TinyConfig::phi2()),
         ("gpt-neox-parallel-exact-gelu", TinyConfig::gpt_neox()),
         ("gpt-neox-sequential", TinyConfig::gpt_neox_sequential()),
+        ("falcon-7b-multi-query", TinyConfig::falcon()),
+        ("falcon-40b-grouped-two-norms", TinyConfig::falcon_40b()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
