@@ -195,26 +195,20 @@ fn gguf_files_that_are_not_lora_adapters_for_the_model_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// An adapter for a GPT-NeoX model is refused, saying that LoRA on GPT-NeoX is not built
-/// (its q/k/v rows are stored head by head), where the same adapter loads for a Llama.
+/// An adapter for a GPT-NeoX or Falcon model is refused, saying that LoRA on them is not
+/// built (their q/k/v rows are stored by head or by group), where the same adapter loads
+/// for a Llama.
 #[test]
-fn adapters_on_gpt_neox_are_refused() {
+fn adapters_on_gpt_neox_and_falcon_are_refused() {
     let dir = tmp("gpt-neox");
     let t = lora(&["mlp.up_proj"], false, 4);
     let llama = TinyConfig::default().model_config();
     t.write(&dir, &llama, DType::F32).unwrap();
     LoraAdapter::load("a", &dir, &llama).expect("for a Llama");
-    let neox = TinyConfig {
-        hidden_size: 64,
-        head_dim: 16,
-        partial_rotary_dim: Some(4),
-        ..TinyConfig::gpt_neox()
+    for tc in [TinyConfig::gpt_neox(), TinyConfig::falcon()] {
+        let name = tc.architecture.gguf_name();
+        let err = (LoraAdapter::load("a", &dir, &tc.model_config()).unwrap_err()).to_string();
+        assert!(err.contains(name) && err.contains("not built"), "{err}");
     }
-    .model_config();
-    let err = LoraAdapter::load("a", &dir, &neox).unwrap_err().to_string();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        err.contains("GPT-NeoX") && err.contains("not built"),
-        "{err}"
-    );
 }

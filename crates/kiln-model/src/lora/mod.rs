@@ -148,11 +148,14 @@ impl LoraAdapter {
             mut pairs,
             scale,
         } = source;
-        // GPT-NeoX's adapters name its own projections, q/k/v's rows head by head.
-        if config.architecture == crate::Architecture::GptNeox {
+        // GPT-NeoX's and Falcon's adapters name their own projections, q/k/v's rows by head
+        // or by group.
+        if let a @ (crate::Architecture::GptNeox | crate::Architecture::Falcon) =
+            config.architecture
+        {
             return Err(ModelError::Unsupported {
                 file,
-                reason: "LoRA adapters on GPT-NeoX (not built)".into(),
+                reason: format!("LoRA adapters on {} (not built)", a.gguf_name()),
             });
         }
         if let Some(lone) =

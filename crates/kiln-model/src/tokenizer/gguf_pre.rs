@@ -159,6 +159,14 @@ impl Pre {
             let mut parts: Vec<Value> = DEEPSEEK3.iter().map(|r| split(r)).collect();
             parts.push(byte_level(false));
             Pre::splits(parts)
+        } else if pre == "falcon" {
+            // Falcon's: punctuation runs apart, GPT-2's split, numbers in threes.
+            Pre::splits(vec![
+                json!({"type": "Punctuation", "behavior": "Contiguous"}),
+                byte_level(true),
+                json!({"type": "Digits", "individual_digits": false}),
+                split("[0-9][0-9][0-9]"),
+            ])
         } else if pre == "deepseek-coder" {
             let mut parts: Vec<Value> = DEEPSEEK_CODER.iter().map(|r| split(r)).collect();
             parts.extend([digits(), byte_level(false)]);
@@ -168,7 +176,7 @@ impl Pre {
                 LLAMA3_NAMES,
                 LLAMA3_SPLIT_NAMES,
                 QWEN2_NAMES,
-                &["seed-coder", "tekken", "deepseek-coder"],
+                &["seed-coder", "tekken", "deepseek-coder", "falcon"],
                 DEEPSEEK3_NAMES,
                 GPT4O_NAMES,
                 GPT2_NAMES,
@@ -252,6 +260,7 @@ mod tests {
                 "It|'|s| |1|2|3|4|5| HelloWorld|!!|\n|\n|OK",
             ),
             ("hunyuan-dense", "It|'s| |123|45| HelloWorld|!!\n\n|OK"),
+            ("falcon", "It|'|s| |123|45| HelloWorld|!!|\n|\n|OK"),
         ];
         for (pre, want) in cases {
             assert_eq!(pieces(pre, text).join("|"), want, "{pre}");
