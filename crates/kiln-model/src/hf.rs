@@ -155,8 +155,10 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
     if let Some(native) = models::NativeFolder::of(&config) {
         let names = native.names;
         weights.rename(|n| names.kiln_name(n), Box::new(|n| names.hf_name(n)));
-        for name in (native.qkv.iter()).flat_map(|_| models::NativeFolder::qkv_names(&config)) {
-            weights.set_stored_rows(&name, native.qkv.expect("an order"));
+        if let Some(order) = native.qkv {
+            for name in models::NativeFolder::qkv_names(&config) {
+                weights.set_stored_rows(&name, order);
+            }
         }
     }
     if !weights.contains("lm_head.weight") {
