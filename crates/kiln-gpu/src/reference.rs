@@ -79,6 +79,8 @@ impl Rows {
 pub struct CpuModel {
     pub config: ModelConfig,
     embed: Vec<f32>,
+    /// The learned position embedding, a row a position (GPT-2's).
+    positions: Option<Vec<f32>>,
     layers: Vec<Vec<Step>>,
     norm: Vec<f32>,
     norm_bias: Option<Vec<f32>>,
@@ -282,6 +284,7 @@ impl CpuModel {
         Ok(Self {
             config: config.clone(),
             embed,
+            positions: tensors.positions.as_ref().map(read).transpose()?,
             layers,
             norm: norm(&tensors.final_norm)?,
             norm_bias: tensors.final_norm_bias.as_ref().map(read).transpose()?,
@@ -306,10 +309,16 @@ impl CpuModel {
         let (h, eps) = (c.hidden_size, c.rms_norm_eps);
         let scale = c.embed_scale();
         let mut rows = Rows {
-            residual: (tokens.iter())
-                .map(|&t| {
+            residual: (tokens.iter().enumerate())
+                .map(|(pos, &t)| {
                     let row = &self.embed[t as usize * h..(t as usize + 1) * h];
-                    row.iter().map(|v| v * scale).collect()
+                    let mut x: Vec<f32> = row.iter().map(|v| v * scale).collect();
+                    if let Some(p) = &self.positions {
+                        x.iter_mut()
+                            .zip(&p[pos * h..][..h])
+                            .for_each(|(x, p)| *x += p);
+                    }
+                    x
                 })
                 .collect(),
             ..Rows::default()

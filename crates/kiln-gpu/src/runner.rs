@@ -279,14 +279,22 @@ impl ModelRunner {
             RowOrder::Stacked,
         )?;
         weight_bytes += embed_w.bytes();
-        let embed = ops::embedding(
+        let mut embed = ops::embedding(
             ctx,
             &kernels,
             step,
-            &inputs.token_ids,
+            (&inputs.token_ids, false),
             (&embed_w, c.embed_scale()),
             x,
         );
+        // A learned position embedding (GPT-2's): each token's row, by its position, added on.
+        if let Some(t) = &tensors.positions {
+            let rows = c.max_position_embeddings;
+            let table = matrix("embed_positions", &[(&t.name, rows)], h, RowOrder::Stacked)?;
+            weight_bytes += table.bytes();
+            let add = (&inputs.positions, true);
+            embed.extend(ops::embedding(ctx, &kernels, step, add, (&table, 1.0), x));
+        }
         progress(1, total);
 
         // The KV cache, made after everything but the layers' weights, so that a memory

@@ -78,7 +78,7 @@ fn quantized_embedding_gathers_rows() {
             buf_u32(&ctx, &ids),
             ctx.storage("x", (t * hidden * 4) as u64),
         );
-        let launches = ops::embedding(&ctx, &k, &step, &idb, (&g, 1.0), &x);
+        let launches = ops::embedding(&ctx, &k, &step, (&idb, false), (&g, 1.0), &x);
         run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
         let want: Vec<f32> = ids
             .iter()
@@ -187,7 +187,7 @@ fn quantized_split_matrix_matches_whole() {
                             ctx.storage("e", (t * cols * 4) as u64),
                             ctx.storage("y", (t * rows * 4) as u64),
                         );
-                        let emb = ops::embedding(&ctx, &k, &step, &idb, (w, 1.0), &e);
+                        let emb = ops::embedding(&ctx, &k, &step, (&idb, false), (w, 1.0), &e);
                         let args = MatmulArgs {
                             x: &x,
                             w,

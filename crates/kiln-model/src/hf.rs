@@ -150,14 +150,26 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
     }
-    // GPT-NeoX's and Falcon's folders name their tensors their own way and keep q, k and v
-    // by head or by group.
+    // GPT-NeoX's, Falcon's, GPT-2's and StarCoder's folders name their tensors their own way;
+    // GPT-NeoX's and Falcon's keep q, k and v by head or by group, GPT-2's its products
+    // transposed.
     if let Some(native) = models::NativeFolder::of(&config) {
-        let names = native.names;
+        let bare = config.architecture == Architecture::Gpt2 && weights.contains("wte.weight");
+        let names = match bare {
+            true => &models::gpt2::BARE_NAMES,
+            false => native.names,
+        };
         weights.rename(|n| names.kiln_name(n), Box::new(|n| names.hf_name(n)));
         if let Some(order) = native.qkv {
             for name in models::NativeFolder::qkv_names(&config) {
                 weights.set_stored_rows(&name, order);
+            }
+        }
+        if config.architecture == Architecture::Gpt2 {
+            for i in 0..config.num_layers {
+                for part in models::gpt2::CONV1D {
+                    weights.set_transposed(&format!("model.layers.{i}.{part}"));
+                }
             }
         }
     }

@@ -58,6 +58,7 @@ pub(crate) fn index_file(
             dtype,
             shape: info.shape.clone(),
             stored_rows: None,
+            transposed: false,
             file: file.to_string(),
         };
         entries.extend(stacked_parts(&name, entry));

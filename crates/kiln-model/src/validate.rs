@@ -51,9 +51,9 @@ pub(crate) fn check_weights(
 
 /// Tensors besides the layers' that a loader reads or that change nothing: RoPE's factor
 /// tensors (read into the config), stored inverse frequencies (computed again), an output
-/// matrix that a tied model ignores, as transformers ignores it, older GPT-NeoX checkpoints'
-/// causal masks, and GLM-4.5's and ERNIE 4.5's
-/// multi-token-prediction layers (draft heads kiln does not run).
+/// matrix that a tied model ignores, as transformers ignores it, older GPT-NeoX, GPT-2 and
+/// StarCoder checkpoints' causal masks, and GLM-4.5's and ERNIE 4.5's multi-token-prediction
+/// layers (draft heads kiln does not run).
 fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
     // (llama.cpp's own names for their parts, `blk.N.nextn.*`, stay unmapped.)
     let after_last = (name.strip_prefix("model.layers."))
@@ -69,5 +69,6 @@ fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
         || name.ends_with("rotary_emb.inv_freq")
         || (cfg.architecture == crate::Architecture::GptNeox
             && crate::models::gpt_neox::is_stored_buffer(name))
+        || (cfg.architecture.learned_positions() && crate::models::gpt2::is_stored_buffer(name))
         || (name == "lm_head.weight" && cfg.tie_word_embeddings)
 }

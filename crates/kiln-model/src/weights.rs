@@ -90,6 +90,9 @@ pub(crate) struct Entry {
     pub shape: Vec<usize>,
     /// Rows stored in another order than kiln runs them, put back on read.
     pub stored_rows: Option<StoredRows>,
+    /// A matrix stored as its transpose, `[in, out]` (GPT-2's `Conv1D` products), turned back
+    /// on read; `shape` is kiln's, `[out, in]`.
+    pub transposed: bool,
     /// File shown in error messages.
     pub file: String,
 }
@@ -255,6 +258,9 @@ impl Weights {
         if let Some(order) = e.stored_rows {
             data = order.reorder(&data, order.rows(&e.shape), false);
         }
+        if e.transposed {
+            data = transpose(&data, &e.shape, 1);
+        }
         Ok(data)
     }
 
@@ -274,6 +280,11 @@ impl Weights {
                     bytes.len()
                 ),
             ));
+        }
+        if e.transposed {
+            // (Only a folder's float matrices are stored transposed: one element a block.)
+            let width = dtype.byte_len(dtype.block_size());
+            return Ok((dtype, transpose(bytes, &e.shape, width)));
         }
         Ok(match e.stored_rows {
             Some(order) => (dtype, order.reorder(bytes, order.rows(&e.shape), false)),
@@ -317,6 +328,7 @@ impl Weights {
             dtype: StoredType::Supported(DType::F32),
             shape: vec![parts.len(), n],
             stored_rows: None,
+            transposed: false,
             file,
         };
         self.insert(name.to_string(), entry);
@@ -338,6 +350,18 @@ impl Weights {
         }
     }
 
+    /// Marks matrix `name` as stored transposed, `[in, out]` (GPT-2's `Conv1D`), to be turned
+    /// back on every read; its shape becomes kiln's, `[out, in]`. A missing tensor, or one of
+    /// another number of dimensions (which the model's own check names), is left as it is.
+    pub(crate) fn set_transposed(&mut self, name: &str) {
+        if let Some(e) = self.entries.get_mut(name)
+            && let [cols, rows] = e.shape[..]
+        {
+            e.shape = vec![rows, cols];
+            e.transposed = true;
+        }
+    }
+
     /// Every tensor indexed under the name `to_kiln` gives (those it gives none keep theirs);
     /// messages name them as the files do, by `to_stored`.
     pub(crate) fn rename(
@@ -356,4 +380,17 @@ impl Weights {
     pub(crate) fn label(&self, name: &str) -> String {
         (self.stored_name.as_ref().and_then(|f| f(name))).unwrap_or_else(|| name.to_string())
     }
+}
+
+/// The `[rows, cols]` matrix (`shape`) whose elements, each `width` values of `data`, are
+/// stored as its transpose, `[cols, rows]`.
+fn transpose<T: Copy>(data: &[T], shape: &[usize], width: usize) -> Vec<T> {
+    let (rows, cols) = (shape[0], shape[1]);
+    let mut out = Vec::with_capacity(data.len());
+    for r in 0..rows {
+        for c in 0..cols {
+            out.extend_from_slice(&data[(c * rows + r) * width..][..width]);
+        }
+    }
+    out
 }

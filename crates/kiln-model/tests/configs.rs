@@ -467,6 +467,79 @@ fn falcon_config() {
     }
 }
 
+/// GPT-2's config.json (`openai-community/gpt2`): its own names of the sizes (`n_embd`,
+/// `n_head`, `n_layer`, `n_positions`; `n_inner` null: four times the hidden size),
+/// `gelu_new`, biases on every product, q/k/v fused, tied embeddings, learned positions and
+/// no rotary embedding. Its options that change the forward pass are refused by name.
+#[test]
+fn gpt2_config() {
+    let cfg = serde_json::json!({
+        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"],
+        "attn_pdrop": 0.1, "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256,
+        "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gpt2",
+        "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_inner": null, "n_layer": 12,
+        "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": null,
+        "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+        "vocab_size": 50257,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Gpt2);
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    assert_eq!((c.hidden_size, c.intermediate_size), (768, 3072));
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (12, 12, 64));
+    assert_eq!((c.num_layers, c.max_position_embeddings), (12, 1024));
+    assert!(c.attention_bias && c.fused_qkv && c.tie_word_embeddings && !c.parallel_residual);
+    assert!(c.layer_rope(0).inv_freq.is_empty() && c.rms_norm_eps == 1e-5);
+    assert!(
+        c.features()
+            .iter()
+            .any(|f| f.contains("learned position embeddings (1024")),
+        "{:?}",
+        c.features()
+    );
+    for (key, value, named) in [
+        ("scale_attn_weights", false, "not scaled"),
+        ("scale_attn_by_inverse_layer_idx", true, "layer's number"),
+        ("add_cross_attention", true, "cross-attention"),
+    ] {
+        let mut bad = cfg.clone();
+        bad[key] = serde_json::json!(value);
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("gpt2") && e.contains(named) && e.contains(key),
+            "{key}: {e}"
+        );
+    }
+}
+
+/// StarCoder's config.json (`bigcode/starcoderbase-1b`, `gpt_bigcode`): multi-query
+/// attention (one KV head) unless `multi_query` is false, `gelu_pytorch_tanh`, its MLP's
+/// width given (`n_inner`), 8192 learned positions.
+#[test]
+fn starcoder_config() {
+    let mut cfg = serde_json::json!({
+        "activation_function": "gelu_pytorch_tanh", "architectures": ["GPTBigCodeForCausalLM"],
+        "attention_softmax_in_fp32": true, "bos_token_id": 0, "eos_token_id": 0,
+        "layer_norm_epsilon": 1e-05, "model_type": "gpt_bigcode", "multi_query": true,
+        "n_embd": 2048, "n_head": 16, "n_inner": 8192, "n_layer": 24, "n_positions": 8192,
+        "scale_attention_softmax_in_fp32": true, "scale_attn_weights": true,
+        "vocab_size": 49152,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Starcoder);
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (16, 1, 128));
+    assert_eq!(
+        (c.intermediate_size, c.max_position_embeddings),
+        (8192, 8192)
+    );
+    assert!(c.attention_bias && c.fused_qkv && c.tie_word_embeddings);
+    cfg["multi_query"] = serde_json::json!(false);
+    assert_eq!(parse(&cfg).unwrap().num_kv_heads, 16);
+}
+
 /// Phi-2's config.json: `gelu_new` (GELU's tanh approximation), 40% of each head turning
 /// (32 of 80 dimensions; Phi-1.5's half when the factor is left out), biases on every
 /// product and an untied LM head with its own; `kiln info` names the side-by-side layer.

@@ -108,6 +108,8 @@ fn unknown_architecture() {
         TinyConfig::phi2(),
         TinyConfig::gpt_neox(),
         TinyConfig::falcon(),
+        TinyConfig::gpt2(),
+        TinyConfig::starcoder(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -361,6 +363,67 @@ fn gpt_neox_folders_name_tensors_their_own_way() {
     let e = write(&without);
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains(dense), "{e}");
+}
+
+/// A GPT-2 checkpoint as `openai-community/gpt2` holds it: without the `transformer.` prefix,
+/// with each layer's causal mask stored beside the weights (`h.N.attn.bias`, which changes
+/// nothing), its products transposed (`Conv1D`, `[in, out]`). It reads as the folder kiln
+/// writes does; a product stored the wrong way round is refused naming it as the folder does.
+#[test]
+fn gpt2_checkpoints_without_prefix_and_with_masks_load() {
+    let dir = tmp("gpt2");
+    testing::write_tiny_llama(&dir, &TinyConfig::gpt2(), 1).unwrap();
+    let written = Model::load(&dir).expect("the whole folder loads");
+    let names = [
+        "model.layers.1.self_attn.qkv_proj.weight",
+        "model.embed_positions.weight",
+    ];
+    let want = names.map(|n| written.weights.read_f32(n).unwrap());
+    drop(written);
+    let path = dir.join("model.safetensors");
+    let tensors = f32_tensors(&path);
+    let write = |tensors: &[testing::NamedTensor]| {
+        std::fs::write(&path, testing::safetensors_bytes(tensors, DType::F32)).unwrap();
+        Model::load(&dir)
+    };
+    let mut bare: Vec<_> = (tensors.iter().cloned())
+        .map(|mut t| {
+            t.name = t.name.trim_start_matches("transformer.").to_string();
+            t
+        })
+        .collect();
+    for i in 0..3 {
+        bare.push(testing::NamedTensor {
+            name: format!("h.{i}.attn.bias"),
+            shape: vec![1, 1, 4, 4],
+            data: vec![1.0; 16],
+        });
+    }
+    let model = write(&bare).expect("the bare checkpoint loads");
+    for (name, want) in names.iter().zip(&want) {
+        assert!(model.weights.read_f32(name).unwrap() == *want, "{name}");
+    }
+    assert_eq!(
+        model
+            .weights
+            .shape("model.layers.2.mlp.down_proj.weight")
+            .unwrap(),
+        [128, 160]
+    );
+    drop(model);
+    // `c_fc` stored as kiln runs it, `[out, in]`, not as `Conv1D` keeps it.
+    let fc = "h.0.mlp.c_fc.weight";
+    let turned: Vec<_> = (bare.iter().cloned())
+        .map(|mut t| {
+            if t.name == fc {
+                t.shape.reverse();
+            }
+            t
+        })
+        .collect();
+    let e = write(&turned).err().expect("must fail").to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(e.contains(fc), "{e}");
 }
 
 /// A gpt-oss folder is refused by name (kiln reads gpt-oss from GGUF); its GGUF file without

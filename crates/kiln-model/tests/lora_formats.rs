@@ -195,9 +195,9 @@ fn gguf_files_that_are_not_lora_adapters_for_the_model_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// An adapter for a GPT-NeoX or Falcon model is refused, saying that LoRA on them is not
-/// built (their q/k/v rows are stored by head or by group), where the same adapter loads
-/// for a Llama.
+/// An adapter for a GPT-NeoX, Falcon, GPT-2 or StarCoder model is refused, saying that LoRA
+/// on them is not built (their adapters name their own projections, q/k/v's rows stored by
+/// head or by group, GPT-2's transposed), where the same adapter loads for a Llama.
 #[test]
 fn adapters_on_gpt_neox_and_falcon_are_refused() {
     let dir = tmp("gpt-neox");
@@ -205,7 +205,12 @@ fn adapters_on_gpt_neox_and_falcon_are_refused() {
     let llama = TinyConfig::default().model_config();
     t.write(&dir, &llama, DType::F32).unwrap();
     LoraAdapter::load("a", &dir, &llama).expect("for a Llama");
-    for tc in [TinyConfig::gpt_neox(), TinyConfig::falcon()] {
+    for tc in [
+        TinyConfig::gpt_neox(),
+        TinyConfig::falcon(),
+        TinyConfig::gpt2(),
+        TinyConfig::starcoder(),
+    ] {
         let name = tc.architecture.gguf_name();
         let err = (LoraAdapter::load("a", &dir, &tc.model_config()).unwrap_err()).to_string();
         assert!(err.contains(name) && err.contains("not built"), "{err}");

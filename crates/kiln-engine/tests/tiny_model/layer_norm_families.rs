@@ -1,8 +1,8 @@
 //! The families whose sub-layers read LayerNorms of the residual stream, on the GPU against
 //! the CPU reference forward pass ([`super::reference`]'s harness), as a Hugging Face folder
 //! and as GGUF: GPT-NeoX (Pythia) with its sub-layers side by side and one after the other,
-//! and Falcon with one LayerNorm and multi-query attention (7B) and with two and grouped
-//! attention (40B).
+//! Falcon with one LayerNorm and multi-query attention (7B) and with two and grouped
+//! attention (40B), and GPT-2 and StarCoder, whose positions are a learned embedding.
 //! (Cohere, StableLM, Nemotron, StarCoder2 and Phi-2 are in [`super::architectures`].)
 
 use super::reference::check_folder_and_gguf;
@@ -64,5 +64,34 @@ fn logits_match_cpu_reference_falcon_40b() {
         assert_eq!(c.architecture, kiln_model::Architecture::Falcon);
         assert_eq!(c.num_kv_heads, 2);
         assert!(c.parallel_residual && c.mlp_norm && !c.tie_word_embeddings);
+    });
+}
+
+/// GPT-2: a learned embedding of each position added to the token's, no rotary embedding,
+/// two LayerNorms, attention then a GELU (tanh) MLP, biases on every product, tied
+/// embeddings; as a Hugging Face folder (its own names, its products stored transposed,
+/// `Conv1D`) and as GGUF (`gpt2`, `position_embd`).
+#[test]
+fn logits_match_cpu_reference_gpt2() {
+    let cfg = TinyConfig::gpt2();
+    check_folder_and_gguf("gpt2", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Gpt2);
+        assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+        assert!(c.fused_qkv && c.attention_bias && c.tie_word_embeddings);
+        assert!(!c.parallel_residual && c.num_kv_heads == c.num_heads);
+        assert!(c.layer_rope(0).inv_freq.is_empty());
+    });
+}
+
+/// StarCoder (GPT-BigCode): GPT-2's model with one KV head for four query heads and an
+/// untied LM head; as a Hugging Face folder (`gpt_bigcode`, products stored as kiln runs
+/// them) and as GGUF (`starcoder`).
+#[test]
+fn logits_match_cpu_reference_starcoder() {
+    let cfg = TinyConfig::starcoder();
+    check_folder_and_gguf("starcoder", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Starcoder);
+        assert_eq!(c.num_kv_heads, 1);
+        assert!(c.fused_qkv && !c.tie_word_embeddings);
     });
 }

@@ -12,15 +12,18 @@ struct Params {
     so: u32,
     /// Every value is multiplied by this (Gemma: sqrt of the hidden size).
     scale: f32,
-    pad: [u32; 3],
+    /// 1: the row is added to `x` (learned position embeddings), 0: it replaces it.
+    add: u32,
+    pad: [u32; 2],
 }
 
-/// `x[t, :] = table[token_ids[t], :] * scale`, one launch per chunk of the table.
+/// `x[t, :] = table[ids[t], :] * scale` (token ids), or with `add`, `x[t, :] +=` the row
+/// (positions, into a learned position embedding); one launch per chunk of the table.
 pub fn embedding(
     ctx: &GpuContext,
     kernels: &Kernels,
     step: &wgpu::Buffer,
-    token_ids: &wgpu::Buffer,
+    (ids, add): (&wgpu::Buffer, bool),
     (table, scale): (&GpuMatrix, f32),
     x: &wgpu::Buffer,
 ) -> Vec<Launch> {
@@ -38,13 +41,14 @@ pub fn embedding(
                     rows: c.rows,
                     so: c.scale_offset,
                     scale,
-                    pad: [0; 3],
+                    add: add.into(),
+                    pad: [0; 2],
                 },
             );
             Launch::new(
                 &ctx.device,
                 kernel,
-                &[step, &p, token_ids, &c.buffer, x],
+                &[step, &p, ids, &c.buffer, x],
                 Grid::Tokens { per: 1, y: 1 },
             )
         })

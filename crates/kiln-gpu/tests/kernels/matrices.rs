@@ -17,11 +17,12 @@ fn embedding_gathers_rows() {
         buf_u32(&ctx, &ids),
         ctx.storage("x", (t * hidden * 4) as u64),
     );
-    let launches = ops::embedding(&ctx, &k, &step, &idb, (&m, 1.5), &x);
+    let launches = ops::embedding(&ctx, &k, &step, (&idb, false), (&m, 1.5), &x);
     run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
-    let want: Vec<f32> = ids
+    let row = |table: &[f32], i: u32| f16_round(&table[i as usize * hidden..][..hidden]);
+    let mut want: Vec<f32> = ids
         .iter()
-        .flat_map(|&i| f16_round(&table[i as usize * hidden..(i as usize + 1) * hidden]))
+        .flat_map(|&i| row(&table, i))
         .map(|v| v * 1.5)
         .collect();
     assert_close(
@@ -29,6 +30,22 @@ fn embedding_gathers_rows() {
         &read_f32(&ctx, &x, t * hidden),
         &want,
         0.0,
+        0.0,
+    );
+    // A learned position embedding's rows added on, by the tokens' positions.
+    let positions = randn(&mut r, 23 * hidden, 1.0);
+    let pos: Vec<u32> = (0..t).map(|_| r.random_range(0..23)).collect();
+    let pm = GpuMatrix::upload(&ctx, "positions", &positions, 23, hidden).unwrap();
+    let pb = buf_u32(&ctx, &pos);
+    let launches = ops::embedding(&ctx, &k, &step, (&pb, true), (&pm, 1.0), &x);
+    run_launches(&ctx, &launches.iter().collect::<Vec<_>>(), t as u32, 0);
+    let added = pos.iter().flat_map(|&p| row(&positions, p));
+    want.iter_mut().zip(added).for_each(|(w, p)| *w += p);
+    assert_close(
+        "position embedding",
+        &read_f32(&ctx, &x, t * hidden),
+        &want,
+        1e-6,
         0.0,
     );
 }
@@ -158,7 +175,7 @@ fn split_matrix_matches_whole() {
                         ctx.storage("e", (t * cols * 4) as u64),
                         ctx.storage("y", (t * rows * 4) as u64),
                     );
-                    let emb = ops::embedding(&ctx, &k, &step, &idb, (m, 1.0), &e);
+                    let emb = ops::embedding(&ctx, &k, &step, (&idb, false), (m, 1.0), &e);
                     let args = MatmulArgs {
                         x: &x,
                         w: m,

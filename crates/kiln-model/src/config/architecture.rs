@@ -63,6 +63,16 @@ pub enum Architecture {
     /// key and value together in Hugging Face folders, every dimension turning
     /// (`models::falcon`).
     Falcon,
+    /// GPT-2 (and DistilGPT2, Cerebras-GPT): a learned embedding of each position added to the
+    /// token's, in place of a rotary embedding; two LayerNorms with biases, attention (q, k
+    /// and v one product) then a MLP without a gate (GELU, tanh), one after the other, biases
+    /// on every product (`models::gpt2`). Hugging Face folders store its products transposed
+    /// (`Conv1D`: `[in, out]`), which the loader turns back.
+    Gpt2,
+    /// StarCoder (GPT-BigCode: StarCoder, StarCoderBase, SantaCoder's successors, WizardCoder,
+    /// Granite Code's first release): GPT-2's layer with multi-query attention (one KV head)
+    /// and products stored as kiln runs them (`models::gpt2`).
+    Starcoder,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -154,6 +164,8 @@ impl Architecture {
             Architecture::Phi2 => "phi2",
             Architecture::GptNeox => "gptneox",
             Architecture::Falcon => "falcon",
+            Architecture::Gpt2 => "gpt2",
+            Architecture::Starcoder => "starcoder",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -202,6 +214,8 @@ impl Architecture {
                 | Architecture::Phi2
                 | Architecture::GptNeox
                 | Architecture::Falcon
+                | Architecture::Gpt2
+                | Architecture::Starcoder
         )
     }
 
@@ -215,7 +229,16 @@ impl Architecture {
                 | Architecture::Phi2
                 | Architecture::GptNeox
                 | Architecture::Falcon
+                | Architecture::Gpt2
+                | Architecture::Starcoder
         )
+    }
+
+    /// Whether a learned embedding of each position (`model.embed_positions`, one row a
+    /// position of the context) is added to the token's, in place of any rotary embedding
+    /// (GPT-2's and StarCoder's `wpe`).
+    pub fn learned_positions(self) -> bool {
+        matches!(self, Architecture::Gpt2 | Architecture::Starcoder)
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

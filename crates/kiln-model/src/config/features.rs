@@ -112,6 +112,12 @@ impl ModelConfig {
         if self.tie_word_embeddings {
             f.push("tied embeddings".into());
         }
+        if self.architecture.learned_positions() {
+            f.push(format!(
+                "learned position embeddings ({} positions), no rotary embedding",
+                self.max_position_embeddings
+            ));
+        }
         match (self.sliding_window, self.sliding_window_pattern) {
             (Some(w), Some(n)) => f.push(format!(
                 "sliding window of {w} positions, every {} layer global{}",

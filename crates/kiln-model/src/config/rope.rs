@@ -140,9 +140,10 @@ impl ModelConfig {
 
     /// Layer `i`'s rotary embedding: the global layers' (scaled as the model says), the
     /// sliding layers' of a model that gives them a base of their own (Gemma 3, OLMo 3:
-    /// [`Self::layer_rope_theta`], unscaled), or none (SmolLM3's layers without RoPE).
+    /// [`Self::layer_rope_theta`], unscaled), or none (SmolLM3's layers without RoPE, and
+    /// every layer of a model with learned positions: GPT-2's).
     pub fn layer_rope(&self, i: usize) -> LayerRope {
-        if self.no_rope_layers.contains(&i) {
+        if self.no_rope_layers.contains(&i) || self.architecture.learned_positions() {
             return LayerRope {
                 inv_freq: Vec::new(),
                 attention_factor: 1.0,

@@ -67,6 +67,8 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "phi2" => Architecture::Phi2,
         "gptneox" => Architecture::GptNeox,
         "falcon" => Architecture::Falcon,
+        "gpt2" => Architecture::Gpt2,
+        "starcoder" => Architecture::Starcoder,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -367,7 +369,11 @@ pub(crate) fn config_from_meta(
         fused_qkv: facts.fused_qkv
             && matches!(
                 architecture,
-                Architecture::Phi2 | Architecture::GptNeox | Architecture::Falcon
+                Architecture::Phi2
+                    | Architecture::GptNeox
+                    | Architecture::Falcon
+                    | Architecture::Gpt2
+                    | Architecture::Starcoder
             ),
         // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
         // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
@@ -399,7 +405,10 @@ pub(crate) fn config_from_meta(
         moe: super::moe::moe(meta, architecture)?,
         activation: match architecture {
             _ if gemma => Activation::GeluTanh,
-            Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
+            Architecture::Starcoder2
+            | Architecture::Phi2
+            | Architecture::Gpt2
+            | Architecture::Starcoder => Activation::GeluTanh,
             // (GPT-NeoX's and Falcon's files do not say which GELU; their models were trained
             // with the exact one.)
             Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,

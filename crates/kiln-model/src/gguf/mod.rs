@@ -193,6 +193,7 @@ pub(crate) fn index_tensors(
             dtype,
             shape,
             stored_rows: interleaved.map(StoredRows::Interleaved),
+            transposed: false,
             file: file.to_string(),
         };
         // A stack of experts' matrices (`ffn_gate_exps`: experts x rows x columns) is read

@@ -28,6 +28,8 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "phi" => Architecture::Phi2,
         "gpt_neox" => Architecture::GptNeox,
         "falcon" => Architecture::Falcon,
+        "gpt2" => Architecture::Gpt2,
+        "gpt_bigcode" => Architecture::Starcoder,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -110,8 +112,9 @@ pub(super) fn attention_bias(
             _ => false,
         },
         Architecture::Exaone4 => false,
-        // Phi's q, k, v and dense products always have biases.
-        Architecture::Phi2 => true,
+        // Phi's q, k, v and dense products always have biases, as GPT-2's and StarCoder's
+        // every product.
+        Architecture::Phi2 | Architecture::Gpt2 | Architecture::Starcoder => true,
         // Falcon's puts them on every product.
         Architecture::Falcon => (v.get("bias").and_then(Value::as_bool)).unwrap_or(false),
         // GPT-NeoX's flag puts biases on q, k, v and the attention's output together.
@@ -161,7 +164,10 @@ pub(super) fn attention_bias(
 /// `n_head`, `n_layer`), its MLP's width (`ffn_hidden_size`, four times the hidden size unless
 /// given), activation (`activation`, exact GELU unless given), LayerNorm epsilon, and its KV
 /// heads: `num_kv_heads` on the `new_decoder_architecture` models, one where `multi_query`
-/// (its default), as many as the query heads otherwise.
+/// (its default), as many as the query heads otherwise; GPT-2's and StarCoder's names of the
+/// sizes (`n_embd`, `n_head`, `n_layer`, `n_positions`, `n_inner`: four times the hidden size
+/// unless given), its activation (`activation_function`: GELU with the tanh approximation
+/// unless given) and epsilon, and StarCoder's one KV head where `multi_query` (its default).
 pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let renames: &[(&str, &str)] = match architecture {
         Architecture::GptNeox => &[
@@ -176,6 +182,15 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("activation", "hidden_act"),
             ("layer_norm_epsilon", "layer_norm_eps"),
         ],
+        Architecture::Gpt2 | Architecture::Starcoder => &[
+            ("n_embd", "hidden_size"),
+            ("n_head", "num_attention_heads"),
+            ("n_layer", "num_hidden_layers"),
+            ("n_positions", "max_position_embeddings"),
+            ("n_inner", "intermediate_size"),
+            ("activation_function", "hidden_act"),
+            ("layer_norm_epsilon", "layer_norm_eps"),
+        ],
         _ => &[],
     };
     let Some(o) = v.as_object_mut() else {
@@ -186,12 +201,22 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             o.entry(*common).or_insert(x);
         }
     }
-    if architecture == Architecture::Falcon {
-        let int = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64);
-        let flag = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_bool);
-        if let Some(h) = int(o, "hidden_size") {
-            o.entry("intermediate_size").or_insert(Value::from(4 * h));
+    let int = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_u64);
+    let flag = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_bool);
+    if matches!(
+        architecture,
+        Architecture::Falcon | Architecture::Gpt2 | Architecture::Starcoder
+    ) && let Some(h) = int(o, "hidden_size")
+    {
+        o.entry("intermediate_size").or_insert(Value::from(4 * h));
+    }
+    if architecture.learned_positions() {
+        o.entry("hidden_act").or_insert(Value::from("gelu_new"));
+        if architecture == Architecture::Starcoder && flag(o, "multi_query") != Some(false) {
+            o.insert("num_key_value_heads".into(), Value::from(1));
         }
+    }
+    if architecture == Architecture::Falcon {
         o.entry("hidden_act").or_insert(Value::from("gelu"));
         let heads = int(o, "num_attention_heads");
         let kv = match (flag(o, "new_decoder_architecture"), flag(o, "multi_query")) {

@@ -34,8 +34,9 @@ impl ModelConfig {
         let num_heads = req("num_attention_heads")?;
         // Command-R's config.json gives 8192 positions and, as `model_max_length`, the 128k it
         // was trained to (what llama.cpp's converter writes as its context).
+        // (A learned position embedding has a row for each of `max_position_embeddings`.)
         let max_position_embeddings = (opt_usize("model_max_length")
-            .filter(|_| architecture.layer_norm()))
+            .filter(|_| architecture.layer_norm() && !architecture.learned_positions()))
         .or(opt_usize("max_position_embeddings"))
         .unwrap_or(2048);
         // Command R7B's window where its config leaves it out (its configuration class's).
@@ -71,6 +72,8 @@ impl ModelConfig {
             | Architecture::Phi2
             | Architecture::GptNeox
             | Architecture::Falcon
+            | Architecture::Gpt2
+            | Architecture::Starcoder
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -224,6 +227,27 @@ impl ModelConfig {
                 }
             }
         }
+        // GPT-2's options that change its forward pass: scores not scaled by 1/sqrt(head_dim),
+        // or scaled by the layer's number too; cross-attention to an encoder. (StarCoder's
+        // configs share the first.)
+        if architecture.learned_positions() {
+            for (key, on, what) in [
+                ("scale_attn_weights", false, "attention scores not scaled"),
+                (
+                    "scale_attn_by_inverse_layer_idx",
+                    true,
+                    "attention scores scaled by the layer's number",
+                ),
+                ("add_cross_attention", true, "cross-attention to an encoder"),
+            ] {
+                if v.get(key).and_then(Value::as_bool) == Some(on) {
+                    return Err(ModelError::Unsupported {
+                        file: file.into(),
+                        reason: format!("{model_type} with {what} ({key} {on})"),
+                    });
+                }
+            }
+        }
         if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
             return Err(ModelError::Unsupported {
                 file: file.into(),
@@ -323,6 +347,8 @@ impl ModelConfig {
                                 | Architecture::Cohere2
                                 | Architecture::Starcoder2
                                 | Architecture::Falcon
+                                | Architecture::Gpt2
+                                | Architecture::Starcoder
                         ),
                 ),
             attention_bias: family::attention_bias(&v, architecture, file)?,
@@ -350,8 +376,14 @@ impl ModelConfig {
                 .map(|s| s as f32),
             partial_rotary_dim,
             // GPT-NeoX's and Falcon's `query_key_value` (q, k and v by head or by group, put
-            // in kiln's order on load).
-            fused_qkv: matches!(architecture, Architecture::GptNeox | Architecture::Falcon),
+            // in kiln's order on load), GPT-2's and StarCoder's `c_attn`.
+            fused_qkv: matches!(
+                architecture,
+                Architecture::GptNeox
+                    | Architecture::Falcon
+                    | Architecture::Gpt2
+                    | Architecture::Starcoder
+            ),
             qk_layer_norm,
             parallel_residual,
             mlp_norm,
@@ -405,7 +437,9 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Starcoder2
         | Architecture::Phi2
         | Architecture::GptNeox
-        | Architecture::Falcon => 1e-5,
+        | Architecture::Falcon
+        | Architecture::Gpt2
+        | Architecture::Starcoder => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

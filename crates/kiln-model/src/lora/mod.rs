@@ -148,10 +148,12 @@ impl LoraAdapter {
             mut pairs,
             scale,
         } = source;
-        // GPT-NeoX's and Falcon's adapters name their own projections, q/k/v's rows by head
-        // or by group.
-        if let a @ (crate::Architecture::GptNeox | crate::Architecture::Falcon) =
-            config.architecture
+        // GPT-NeoX's, Falcon's, GPT-2's and StarCoder's adapters name their own projections
+        // (q/k/v's rows by head or by group, GPT-2's stored transposed).
+        if let a @ (crate::Architecture::GptNeox
+        | crate::Architecture::Falcon
+        | crate::Architecture::Gpt2
+        | crate::Architecture::Starcoder) = config.architecture
         {
             return Err(ModelError::Unsupported {
                 file,

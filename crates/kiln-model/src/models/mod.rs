@@ -18,6 +18,7 @@ mod gemma2;
 mod gemma3;
 mod glm4;
 mod glm4_moe;
+pub(crate) mod gpt2;
 pub(crate) mod gpt_neox;
 mod gpt_oss;
 mod granite;
@@ -150,6 +151,15 @@ impl NativeFolder {
                 names: falcon::names(cfg),
                 qkv: falcon::stored_qkv(cfg),
             }),
+            // (StarCoder's multi-head models keep each head's q, k and v together.)
+            Architecture::Gpt2 | Architecture::Starcoder => Some(NativeFolder {
+                names: &gpt2::NAMES,
+                qkv: (cfg.num_kv_heads > 1 && cfg.architecture == Architecture::Starcoder)
+                    .then_some(StoredRows::QkvByGroup {
+                        kv_heads: cfg.num_kv_heads,
+                        q_per_kv: 1,
+                    }),
+            }),
             _ => None,
         }
     }
@@ -168,6 +178,8 @@ impl NativeFolder {
 #[derive(Debug, Clone)]
 pub struct ModelTensors {
     pub embed: Tensor,
+    /// The learned embedding of each position, added to the token's (GPT-2's `wpe`).
+    pub positions: Option<Tensor>,
     pub layers: Vec<Layer>,
     pub final_norm: Tensor,
     /// The final LayerNorm's bias, where the architecture's norms have one (StableLM's).
@@ -198,6 +210,7 @@ impl ModelTensors {
             Architecture::Phi2 => phi2::layer,
             Architecture::GptNeox => gpt_neox::layer,
             Architecture::Falcon => falcon::layer,
+            Architecture::Gpt2 | Architecture::Starcoder => gpt2::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
@@ -221,6 +234,12 @@ impl ModelTensors {
         let phi2 = cfg.architecture == Architecture::Phi2;
         ModelTensors {
             embed: Tensor::new("model.embed_tokens.weight", &[vocab, h]),
+            positions: (cfg.architecture.learned_positions()).then(|| {
+                Tensor::new(
+                    "model.embed_positions.weight",
+                    &[cfg.max_position_embeddings, h],
+                )
+            }),
             layers: (0..cfg.num_layers).map(|i| layer(cfg, i)).collect(),
             final_norm: Tensor::new(format!("{norm}.weight"), &[h]),
             final_norm_bias: (cfg.architecture.norm_bias())
@@ -233,6 +252,7 @@ impl ModelTensors {
     /// Every tensor of the model.
     pub fn all(&self) -> Vec<&Tensor> {
         let mut v = vec![&self.embed];
+        v.extend(&self.positions);
         v.extend(self.layers.iter().flat_map(Layer::tensors));
         v.push(&self.final_norm);
         v.extend(&self.final_norm_bias);

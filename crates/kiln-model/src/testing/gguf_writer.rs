@@ -70,11 +70,6 @@ pub fn model_gguf(
         .meta(&format!("{a}.attention.head_count_kv"), u(cfg.num_kv_heads))
         .meta(&format!("{a}.attention.key_length"), u(cfg.head_dim))
         .meta(&format!("{a}.attention.value_length"), u(cfg.head_dim))
-        .meta(&format!("{a}.rope.dimension_count"), u(cfg.rotary_dim()))
-        .meta(
-            &format!("{a}.rope.freq_base"),
-            MetaValue::F32(cfg.rope_theta),
-        )
         .meta(
             &format!(
                 "{a}.attention.{}",
@@ -85,6 +80,14 @@ pub fn model_gguf(
             ),
             MetaValue::F32(cfg.rms_norm_eps),
         );
+    // (llama.cpp's converter writes no RoPE keys for a model with learned positions.)
+    if !cfg.architecture.learned_positions() {
+        b.meta(&format!("{a}.rope.dimension_count"), u(cfg.rotary_dim()))
+            .meta(
+                &format!("{a}.rope.freq_base"),
+                MetaValue::F32(cfg.rope_theta),
+            );
+    }
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }

@@ -66,7 +66,10 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
     match mc.architecture {
         Architecture::GraniteMoe => {}
         Architecture::GptOss => return super::gpt_oss_folder::folder_tensors(mc, tensors),
-        Architecture::GptNeox | Architecture::Falcon => {
+        Architecture::GptNeox
+        | Architecture::Falcon
+        | Architecture::Gpt2
+        | Architecture::Starcoder => {
             return super::native_folder::folder_tensors(mc, tensors);
         }
         Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),
@@ -211,6 +214,8 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Phi2 => "PhiForCausalLM",
             Architecture::GptNeox => "GPTNeoXForCausalLM",
             Architecture::Falcon => "FalconForCausalLM",
+            Architecture::Gpt2 => "GPT2LMHeadModel",
+            Architecture::Starcoder => "GPTBigCodeForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",
@@ -246,6 +251,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Cohere => "cohere",
             Architecture::Phi2 => "phi",
             Architecture::GptNeox => "gpt_neox",
+            Architecture::Starcoder => "gpt_bigcode",
             Architecture::GraniteMoe if shared => "granitemoeshared",
             a => a.gguf_name(),
         },
@@ -444,10 +450,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
     if let Some(r) = mc.partial_rotary_dim {
         config["partial_rotary_factor"] = json!(r as f64 / mc.head_dim as f64);
     }
-    if matches!(
-        mc.architecture,
-        Architecture::GptNeox | Architecture::Falcon
-    ) {
+    if crate::models::NativeFolder::of(&mc).is_some() {
         super::native_folder::config_keys(&mc, &mut config);
     }
     if let Some(RopeScaling::LongRope(r)) = &mc.rope_scaling {

@@ -162,6 +162,8 @@ impl TinyConfig {
                     | Architecture::Starcoder2
                     | Architecture::Phi2
                     | Architecture::GptNeox
+                    | Architecture::Gpt2
+                    | Architecture::Starcoder
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -189,7 +191,10 @@ impl TinyConfig {
             fused_qkv: self.fused_qkv
                 || matches!(
                     self.architecture,
-                    Architecture::GptNeox | Architecture::Falcon
+                    Architecture::GptNeox
+                        | Architecture::Falcon
+                        | Architecture::Gpt2
+                        | Architecture::Starcoder
                 ),
             qk_layer_norm: self.qk_layer_norm,
             parallel_residual: self.parallel_residual || self.architecture == Architecture::Falcon,
@@ -261,7 +266,10 @@ impl TinyConfig {
             activation: match self.architecture {
                 _ if gemma => Activation::GeluTanh,
                 Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
-                Architecture::Starcoder2 | Architecture::Phi2 => Activation::GeluTanh,
+                Architecture::Starcoder2
+                | Architecture::Phi2
+                | Architecture::Gpt2
+                | Architecture::Starcoder => Activation::GeluTanh,
                 Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,

@@ -1,28 +1,39 @@
-//! GPT-NeoX and Falcon as their Hugging Face folders hold them: the tensors under the family's
-//! own names (`gpt_neox.layers.N.attention.query_key_value`, `transformer.h.N.ln_attn`, ...),
-//! q, k and v rows by head or by group in `query_key_value`, and the config's keys as their
+//! GPT-NeoX, Falcon, GPT-2 and StarCoder as their Hugging Face folders hold them: the tensors
+//! under the family's own names (`gpt_neox.layers.N.attention.query_key_value`,
+//! `transformer.h.N.ln_attn`, `transformer.wpe`, ...), q, k and v rows by head or by group in
+//! `query_key_value`, GPT-2's products transposed (`Conv1D`), and the config's keys as their
 //! folders name them (Pythia's `rotary_pct` and `rotary_emb_base`; Falcon's `num_kv_heads`,
-//! `new_decoder_architecture`, `ffn_hidden_size`, ...).
+//! `new_decoder_architecture`, `ffn_hidden_size`, ...; GPT-2's `n_embd`, `n_positions`, ...).
 
 use serde_json::{Value, json};
 
 use super::NamedTensor;
-use crate::models::NativeFolder;
+use crate::models::{NativeFolder, gpt2};
 use crate::{Architecture, ModelConfig};
 
-/// `tensors` (kiln's names and row order) as the folders of `mc`'s family hold them (GPT-NeoX's
-/// and Falcon's: [`NativeFolder`]).
+/// `tensors` (kiln's names and row order) as the folders of `mc`'s family hold them
+/// ([`NativeFolder`]).
 pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec<NamedTensor> {
     let native = NativeFolder::of(mc).expect("a family with names of its own");
+    let conv1d = |name: &str| {
+        mc.architecture == Architecture::Gpt2 && gpt2::CONV1D.iter().any(|p| name.ends_with(p))
+    };
     (tensors.into_iter())
         .map(|t| {
-            let data = match (native.qkv, t.name.contains(".self_attn.qkv_proj.")) {
-                (Some(order), true) => order.reorder(&t.data, t.shape[0], true),
-                _ => t.data,
-            };
+            let (mut shape, mut data) = (t.shape, t.data);
+            if let (Some(order), true) = (native.qkv, t.name.contains(".self_attn.qkv_proj.")) {
+                data = order.reorder(&data, shape[0], true);
+            }
+            if conv1d(&t.name) {
+                let (rows, cols) = (shape[0], shape[1]);
+                data = (0..cols * rows)
+                    .map(|i| data[(i % rows) * cols + i / rows])
+                    .collect();
+                shape = vec![cols, rows];
+            }
             NamedTensor {
                 name: (native.names.hf_name(&t.name)).expect("every tensor has the folder's name"),
-                shape: t.shape,
+                shape,
                 data,
             }
         })
@@ -33,6 +44,23 @@ pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec
 pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
     let common: &[&str] = match mc.architecture {
         Architecture::GptNeox => &["rope_theta", "partial_rotary_factor"],
+        Architecture::Gpt2 | Architecture::Starcoder => &[
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+            "rms_norm_eps",
+            "rope_theta",
+            "hidden_act",
+            "attention_bias",
+            "sliding_window",
+            "rope_scaling",
+            "layer_norm_eps",
+            "use_qk_norm",
+        ],
         _ => &[
             "intermediate_size",
             "num_key_value_heads",
@@ -54,6 +82,23 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
         config["rotary_pct"] = json!(mc.rotary_dim() as f64 / mc.head_dim as f64);
         config["use_parallel_residual"] = json!(mc.parallel_residual);
         config["hidden_act"] = json!("gelu");
+        return;
+    }
+    if mc.architecture.learned_positions() {
+        config["n_embd"] = json!(mc.hidden_size);
+        config["n_inner"] = json!(mc.intermediate_size);
+        config["n_layer"] = json!(mc.num_layers);
+        config["n_head"] = json!(mc.num_heads);
+        config["n_positions"] = json!(mc.max_position_embeddings);
+        config["layer_norm_epsilon"] = json!(mc.rms_norm_eps);
+        config["scale_attn_weights"] = json!(true);
+        if mc.architecture == Architecture::Starcoder {
+            config["multi_query"] = json!(mc.num_kv_heads == 1);
+            config["activation_function"] = json!("gelu_pytorch_tanh");
+        } else {
+            config["activation_function"] = json!("gelu_new");
+            config["scale_attn_by_inverse_layer_idx"] = json!(false);
+        }
         return;
     }
     // Falcon: multi-query as 7B (one KV head, the older layer), grouped as 40B otherwise.

@@ -464,6 +464,33 @@ impl TinyConfig {
         }
     }
 
+    /// GPT-2: a learned position embedding added to the token's, two LayerNorms, attention
+    /// then a GELU (tanh) MLP, biases on every product, its products stored transposed in its
+    /// folders (`Conv1D`); four heads of four KV heads, tied embeddings.
+    pub fn gpt2() -> Self {
+        TinyConfig {
+            architecture: Architecture::Gpt2,
+            hidden_size: 128,
+            num_heads: 4,
+            num_kv_heads: 4,
+            head_dim: 32,
+            num_layers: 3,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
+    /// StarCoder (GPT-BigCode): GPT-2's model with multi-query attention (one KV head), its
+    /// products stored as kiln runs them, an untied LM head.
+    pub fn starcoder() -> Self {
+        TinyConfig {
+            architecture: Architecture::Starcoder,
+            num_kv_heads: 1,
+            tie_word_embeddings: false,
+            ..Self::gpt2()
+        }
+    }
+
     /// StableLM 2 12B: StableLM's layer with each head of q and k LayerNorm'd with a gain of
     /// its own (kept a tensor a head in its folders), attention and the MLP side by side on the
     /// one LayerNorm before them.

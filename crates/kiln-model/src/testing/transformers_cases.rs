@@ -104,6 +104,8 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("gpt-neox-sequential", TinyConfig::gpt_neox_sequential()),
         ("falcon-7b-multi-query", TinyConfig::falcon()),
         ("falcon-40b-grouped-two-norms", TinyConfig::falcon_40b()),
+        ("gpt2-learned-positions-conv1d", TinyConfig::gpt2()),
+        ("starcoder-multi-query", TinyConfig::starcoder()),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
