@@ -106,6 +106,14 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("falcon-40b-grouped-two-norms", TinyConfig::falcon_40b()),
         ("gpt2-learned-positions-conv1d", TinyConfig::gpt2()),
         ("starcoder-multi-query", TinyConfig::starcoder()),
+        // `multi_query` false: each head's q, k and v together in `c_attn`.
+        (
+            "starcoder-multi-head",
+            TinyConfig {
+                num_kv_heads: 4,
+                ..TinyConfig::starcoder()
+            },
+        ),
         ("olmo2", TinyConfig::olmo2()),
         ("olmo3-window", TinyConfig::olmo3()),
         (
