@@ -24,6 +24,7 @@
 override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override SPLITS: u32 = 1u;
 override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: none
+override ALIBI: f32 = 0.0;   // BLOOM, MPT: ALiBi's biases (alibi.wgsl); 0: none
 
 // Step, Params (bindings 0 and 1): attention_params.wgsl, appended.
 
@@ -198,10 +199,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
             workgroupBarrier();
         }
-        put_scores(0u, s0, lid, tile.rows);
-        put_scores(4u, s1, lid, tile.rows);
-        put_scores(8u, s2, lid, tile.rows);
-        put_scores(12u, s3, lid, tile.rows);
+        put_scores(tile, 0u, s0, lid, j);
+        put_scores(tile, 4u, s1, lid, j);
+        put_scores(tile, 8u, s2, lid, j);
+        put_scores(tile, 12u, s3, lid, j);
         workgroupBarrier();
         if (lid < tile.rows) {
             // Row r's token sees keys lo_r..hi_r of this tile (relative to j0).
@@ -254,11 +255,17 @@ fn query(tile: Tile, r: u32, i: u32) -> f32 {
     return qkv[(tile.t0 + r / g_count) * p.qkv_stride + h * p.head_dim + i] * p.scale;
 }
 
-// Writes the scores of invocation lid's key for rows r0..r0+3 (those of the tile).
-fn put_scores(r0: u32, s: vec4<f32>, lid: u32, rows: u32) {
+// Writes the scores of invocation lid's key, key j, for rows r0..r0+3 (those of the tile).
+fn put_scores(tile: Tile, r0: u32, s: vec4<f32>, lid: u32, j: u32) {
+    let g_count = p.num_heads / p.num_kv_heads;
     for (var c = 0u; c < 4u; c++) {
-        if (r0 + c < rows) {
-            probs[(r0 + c) * WG + lid] = soft_capped(s[c], SOFTCAP);
+        let r = r0 + c;
+        if (r < tile.rows) {
+            let h = tile.kvh * g_count + r % g_count;
+            let query = positions[tile.t0 + r / g_count];
+            // (A key past the row's own is masked after; its bias is never read.)
+            let score = with_alibi(soft_capped(s[c], SOFTCAP), h, min(j, query), query);
+            probs[r * WG + lid] = score;
         }
     }
 }

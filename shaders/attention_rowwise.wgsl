@@ -9,6 +9,7 @@
 
 override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: none
+override ALIBI: f32 = 0.0;   // BLOOM, MPT: ALiBi's biases (alibi.wgsl); 0: none
 
 // Step, Params (bindings 0 and 1): attention_params.wgsl, appended.
 
@@ -94,7 +95,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         for (var c = 0u; c < d4; c++) {
             s += dot(q[c], k4(slot, kb + c));
         }
-        s = soft_capped(s, SOFTCAP);
+        s = with_alibi(soft_capped(s, SOFTCAP), h, j, n_keys - 1u);
         let m_new = max(m, s);
         let a = exp(m - m_new);
         let e = exp(s - m_new);

@@ -33,6 +33,7 @@ override KV_TYPE: u32 = 1u; // kv_codec.wgsl
 override D4: u32 = 16u; // head_dim / 4, at most 64
 override ROWS: u32 = 8u; // query rows a workgroup serves, at most LANES
 override SOFTCAP: f32 = 0.0; // Gemma 2: scores soft-capped (soft_cap.wgsl); 0: none
+override ALIBI: f32 = 0.0;   // BLOOM, MPT: ALiBi's biases (alibi.wgsl); 0: none
 
 const LANES: u32 = 8u;
 const KEYS: u32 = 8u; // keys per rescale
@@ -208,7 +209,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 dot4 += q[c + 14u] * subgroupBroadcast(kc.lo, 7u) + q[c + 15u] * subgroupBroadcast(kc.hi, 7u);
             }
             let seen = j0 + k >= first && j0 + k < n_keys;
-            s[k] = select(-3.0e38, soft_capped(dot4.x + dot4.y + dot4.z + dot4.w, SOFTCAP), seen);
+            let score = soft_capped(dot4.x + dot4.y + dot4.z + dot4.w, SOFTCAP);
+            s[k] = select(-3.0e38, with_alibi(score, h, j0 + k, n_keys - 1u), seen);
             m_new = max(m_new, s[k]);
         }
         let a = exp(m - m_new);

@@ -117,6 +117,8 @@ const ROW_DOTS: &str = include_str!("../../../shaders/row_dots.wgsl");
 const SOFT_CAP: &str = include_str!("../../../shaders/soft_cap.wgsl");
 /// Each query head's sink logit, shared by the attention kernels and their reduce pass.
 const ATTENTION_SINK: &str = include_str!("../../../shaders/attention_sink.wgsl");
+/// ALiBi's biases on the scores, shared by the attention kernels.
+const ALIBI: &str = include_str!("../../../shaders/alibi.wgsl");
 /// The attention kernels' parameters.
 const ATTENTION_PARAMS: &str = include_str!("../../../shaders/attention_params.wgsl");
 const ATTENTION_KERNELS: [&str; 3] = [
@@ -424,7 +426,7 @@ impl Kernels {
                         &[WORKGROUP_SUM]
                     }
                     _ if ATTENTION_KERNELS.contains(&name) => {
-                        &[ATTENTION_PARAMS, KV_CODEC, SOFT_CAP, ATTENTION_SINK]
+                        &[ATTENTION_PARAMS, KV_CODEC, SOFT_CAP, ATTENTION_SINK, ALIBI]
                     }
                     _ if name == "attention_reduce" => &[ATTENTION_SINK],
                     _ if KV_KERNELS.contains(&name) => &[KV_CODEC],

@@ -5,9 +5,11 @@
 
 mod activation;
 mod experts;
+mod scores;
 
 pub use activation::{activation, erf, gated};
 pub use experts::route;
+pub use scores::{alibi_slope, soft_cap};
 
 use half::f16;
 use kiln_model::{Buf, ModelConfig, ModelError, ModelTensors, Op, Tensor, Weights};
@@ -81,6 +83,8 @@ pub struct CpuModel {
     embed: Vec<f32>,
     /// The learned position embedding, a row a position (GPT-2's).
     positions: Option<Vec<f32>>,
+    /// The embeddings' LayerNorm, gain and bias (BLOOM's).
+    embed_norm: Option<[Vec<f32>; 2]>,
     layers: Vec<Vec<Step>>,
     norm: Vec<f32>,
     norm_bias: Option<Vec<f32>>,
@@ -135,12 +139,6 @@ pub fn layernorm_bias(x: &[f32], gain: &[f32], bias: Option<&[f32]>, eps: f32) -
         y.iter_mut().zip(b).for_each(|(y, b)| *y += b);
     }
     y
-}
-
-/// `cap * tanh(x / cap)`: Gemma 2's soft cap.
-pub fn soft_cap(x: f64, cap: f32) -> f64 {
-    let cap = cap as f64;
-    cap * (x / cap).tanh()
 }
 
 /// Rotates one head in place (HF rotate_half layout), in f64, with cos and sin multiplied by
@@ -285,6 +283,10 @@ impl CpuModel {
             config: config.clone(),
             embed,
             positions: tensors.positions.as_ref().map(read).transpose()?,
+            embed_norm: match &tensors.embed_norm {
+                Some([g, b]) => Some([read(g)?, read(b)?]),
+                None => None,
+            },
             layers,
             norm: norm(&tensors.final_norm)?,
             norm_bias: tensors.final_norm_bias.as_ref().map(read).transpose()?,
@@ -318,7 +320,10 @@ impl CpuModel {
                             .zip(&p[pos * h..][..h])
                             .for_each(|(x, p)| *x += p);
                     }
-                    x
+                    match &self.embed_norm {
+                        Some([g, b]) => layernorm_bias(&x, g, Some(b), eps),
+                        None => x,
+                    }
                 })
                 .collect(),
             ..Rows::default()
@@ -511,15 +516,18 @@ impl CpuModel {
                     let kvh = head / (nh / nkv);
                     let q = &qkv[pos][head * d..(head + 1) * d];
                     let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                    let slope = c.alibi.map_or(0.0, |max| alibi_slope(head, nh, max));
                     let scores: Vec<f64> = (first..=pos)
                         .map(|j| {
-                            q.iter()
+                            let s = q
+                                .iter()
                                 .zip(k_at(j, kvh))
                                 .map(|(a, b)| *a as f64 * *b as f64)
                                 .sum::<f64>()
-                                * c.attention_scale() as f64
+                                * c.attention_scale() as f64;
+                            let s = c.attn_softcap.map_or(s, |cap| soft_cap(s, cap));
+                            s - slope * (pos - j) as f64
                         })
-                        .map(|s| c.attn_softcap.map_or(s, |cap| soft_cap(s, cap)))
                         .collect();
                     let sink = sinks.map(|s| s[head] as f64);
                     let m = (scores.iter().chain(&sink)).fold(f64::NEG_INFINITY, |a, &b| a.max(b));

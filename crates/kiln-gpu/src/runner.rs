@@ -279,13 +279,22 @@ impl ModelRunner {
             RowOrder::Stacked,
         )?;
         weight_bytes += embed_w.bytes();
+        // BLOOM's LayerNorm of the embeddings: the gather writes into the LayerNorm's buffer,
+        // from which the norm writes the residual stream.
+        let embedded = match &tensors.embed_norm {
+            Some(_) => bufs.normed.as_ref().ok_or_else(|| GpuError::Shape {
+                op: "embedding",
+                detail: "an embedding LayerNorm without the LayerNorm's buffer".into(),
+            })?,
+            None => x,
+        };
         let mut embed = ops::embedding(
             ctx,
             &kernels,
             step,
             (&inputs.token_ids, false),
             (&embed_w, c.embed_scale()),
-            x,
+            embedded,
         );
         // A learned position embedding (GPT-2's): each token's row, by its position, added on.
         if let Some(t) = &tensors.positions {
@@ -293,7 +302,26 @@ impl ModelRunner {
             let table = matrix("embed_positions", &[(&t.name, rows)], h, RowOrder::Stacked)?;
             weight_bytes += table.bytes();
             let add = (&inputs.positions, true);
-            embed.extend(ops::embedding(ctx, &kernels, step, add, (&table, 1.0), x));
+            embed.extend(ops::embedding(
+                ctx,
+                &kernels,
+                step,
+                add,
+                (&table, 1.0),
+                embedded,
+            ));
+        }
+        if let Some([g, b]) = &tensors.embed_norm {
+            let [g, b] = [g, b].map(|t| weights.read_f32(&t.name));
+            let (g, b) = (g?, b?);
+            weight_bytes += (g.len() + b.len()) as u64 * 4;
+            let (g, b) = (
+                ctx.storage_init("embed_norm", bytemuck::cast_slice(&g)),
+                ctx.storage_init("embed_norm_bias", bytemuck::cast_slice(&b)),
+            );
+            let eps = (h, c.rms_norm_eps);
+            let norm = ops::layer_norm(ctx, &kernels, step, eps, embedded, &g, Some(&b), x);
+            embed.push(norm);
         }
         progress(1, total);
 

@@ -222,6 +222,15 @@ fn cpu_reference_matches_transformers() {
             }
             without.push(("the partial rotary embedding", full));
         }
+        if c.alibi.is_some() {
+            without.push((
+                "ALiBi's biases",
+                ModelConfig {
+                    alibi: None,
+                    ..c.clone()
+                },
+            ));
+        }
         if c.architecture == Architecture::Falcon && c.mlp_norm {
             without.push((
                 "the MLP's own LayerNorm",

@@ -150,16 +150,27 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
     }
-    // GPT-NeoX's, Falcon's, GPT-2's and StarCoder's folders name their tensors their own way;
-    // GPT-NeoX's and Falcon's keep q, k and v by head or by group, GPT-2's its products
-    // transposed.
+    // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's and BLOOM's folders name their tensors their
+    // own way; GPT-NeoX's, Falcon's and BLOOM's keep q, k and v by head or by group, GPT-2's
+    // its products transposed. A folder of the base model alone (GPT-2's and BLOOM's original
+    // checkpoints) names them without the prefix of the model with its head
+    // (`transformer.`).
     if let Some(native) = models::NativeFolder::of(&config) {
-        let bare = config.architecture == Architecture::Gpt2 && weights.contains("wte.weight");
-        let names = match bare {
-            true => &models::gpt2::BARE_NAMES,
-            false => native.names,
+        let names = native.names;
+        let full = "transformer.";
+        let prefix = match names.layers.starts_with(full)
+            && !weights.names().iter().any(|n| n.starts_with(full))
+        {
+            true => full,
+            false => "",
         };
-        weights.rename(|n| names.kiln_name(n), Box::new(|n| names.hf_name(n)));
+        weights.rename(
+            |n| names.kiln_name(&format!("{prefix}{n}")),
+            Box::new(move |n| {
+                let hf = names.hf_name(n)?;
+                Some(hf.strip_prefix(prefix).unwrap_or(&hf).to_string())
+            }),
+        );
         if let Some(order) = native.qkv {
             for name in models::NativeFolder::qkv_names(&config) {
                 weights.set_stored_rows(&name, order);

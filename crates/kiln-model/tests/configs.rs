@@ -540,6 +540,49 @@ fn starcoder_config() {
     assert_eq!(parse(&cfg).unwrap().num_kv_heads, 16);
 }
 
+/// BLOOM's config.json (`bigscience/bloom-560m`): its own names of the sizes (`n_head`,
+/// `n_layer`; `n_embed` in older configs), no MLP width (four times the hidden size), GELU
+/// with the tanh approximation, ALiBi (bias maximum 8) and no rotary embedding, biases on
+/// every product, tied embeddings, q/k/v fused; the residual taken after the LayerNorm is
+/// refused by name.
+#[test]
+fn bloom_config() {
+    let cfg = serde_json::json!({
+        "apply_residual_connection_post_layernorm": false, "architectures": ["BloomForCausalLM"],
+        "attention_dropout": 0.0, "attention_softmax_in_fp32": true, "bias_dropout_fusion": true,
+        "bos_token_id": 1, "eos_token_id": 2, "hidden_dropout": 0.0, "hidden_size": 1024,
+        "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "masked_softmax_fusion": true,
+        "model_type": "bloom", "n_head": 16, "n_inner": null, "n_layer": 24, "offset_alibi": 100,
+        "pad_token_id": 3, "pretraining_tp": 1, "skip_bias_add": true, "skip_bias_add_qkv": false,
+        "slow_but_exact": false, "unk_token_id": 0, "use_cache": true, "vocab_size": 250880,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Bloom);
+    assert_eq!(c.activation, kiln_model::Activation::GeluTanh);
+    assert_eq!((c.hidden_size, c.intermediate_size), (1024, 4096));
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (16, 16, 64));
+    assert_eq!(
+        (c.num_layers, c.alibi, c.rms_norm_eps),
+        (24, Some(8.0), 1e-5)
+    );
+    assert!(c.attention_bias && c.fused_qkv && c.tie_word_embeddings && !c.parallel_residual);
+    assert!(c.layer_rope(0).inv_freq.is_empty());
+    // Older configs name the hidden size `n_embed`.
+    let mut old = cfg.clone();
+    let o = old.as_object_mut().unwrap();
+    o.remove("hidden_size");
+    o.insert("n_embed".into(), serde_json::json!(2048));
+    assert_eq!(parse(&old).unwrap().head_dim, 128);
+    let mut bad = cfg.clone();
+    bad["apply_residual_connection_post_layernorm"] = serde_json::json!(true);
+    let e = parse(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("BLOOM") && e.contains("after the LayerNorm"),
+        "{e}"
+    );
+}
+
 /// Phi-2's config.json: `gelu_new` (GELU's tanh approximation), 40% of each head turning
 /// (32 of 80 dimensions; Phi-1.5's half when the factor is left out), biases on every
 /// product and an untied LM head with its own; `kiln info` names the side-by-side layer.

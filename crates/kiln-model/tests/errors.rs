@@ -110,6 +110,7 @@ fn unknown_architecture() {
         TinyConfig::falcon(),
         TinyConfig::gpt2(),
         TinyConfig::starcoder(),
+        TinyConfig::bloom(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -128,18 +129,18 @@ fn unknown_architecture() {
     let cfg_path = dir.join("config.json");
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
-        .replace("\"llama\"", "\"bloom\"");
+        .replace("\"llama\"", "\"rwkv\"");
     std::fs::write(&cfg_path, cfg).unwrap();
     let e = Model::load(&dir).err().expect("must fail");
     assert!(
-        e.to_string().contains("bloom") && e.to_string().contains("config.json"),
+        e.to_string().contains("rwkv") && e.to_string().contains("config.json"),
         "{e}"
     );
     // Mistral's sliding window (every layer) loads; so does Qwen2's, on the layers from
     // `max_window_layers` (28 unless given) on.
     let cfg = std::fs::read_to_string(&cfg_path)
         .unwrap()
-        .replace("\"bloom\"", "\"mistral\"")
+        .replace("\"rwkv\"", "\"mistral\"")
         .replace(
             "\"torch_dtype\"",
             "\"sliding_window\": 128, \"torch_dtype\"",
@@ -424,6 +425,38 @@ fn gpt2_checkpoints_without_prefix_and_with_masks_load() {
     let e = write(&turned).err().expect("must fail").to_string();
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains(fc), "{e}");
+}
+
+/// A BLOOM checkpoint as `bigscience/bloom-560m` holds it, without the `transformer.` prefix,
+/// reads as the folder kiln writes (with the prefix) does; its messages name the tensors
+/// without it too.
+#[test]
+fn bloom_checkpoints_without_prefix_load() {
+    let dir = tmp("bloom");
+    testing::write_tiny_llama(&dir, &TinyConfig::bloom(), 1).unwrap();
+    let written = Model::load(&dir).expect("the whole folder loads");
+    let qkv = "model.layers.2.self_attn.qkv_proj.weight";
+    let want = written.weights.read_f32(qkv).unwrap();
+    drop(written);
+    let path = dir.join("model.safetensors");
+    let bare: Vec<_> = (f32_tensors(&path).into_iter())
+        .map(|mut t| {
+            t.name = t.name.trim_start_matches("transformer.").to_string();
+            t
+        })
+        .collect();
+    let write = |tensors: &[testing::NamedTensor]| {
+        std::fs::write(&path, testing::safetensors_bytes(tensors, DType::F32)).unwrap();
+        Model::load(&dir)
+    };
+    let model = write(&bare).expect("the bare checkpoint loads");
+    assert!(model.weights.read_f32(qkv).unwrap() == want);
+    drop(model);
+    let norm = "word_embeddings_layernorm.bias";
+    let without: Vec<_> = (bare.iter().filter(|t| t.name != norm).cloned()).collect();
+    let e = write(&without).err().expect("must fail").to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(e.contains(&format!("\"{norm}\"")), "{e}");
 }
 
 /// A gpt-oss folder is refused by name (kiln reads gpt-oss from GGUF); its GGUF file without

@@ -2,7 +2,8 @@
 //! the CPU reference forward pass ([`super::reference`]'s harness), as a Hugging Face folder
 //! and as GGUF: GPT-NeoX (Pythia) with its sub-layers side by side and one after the other,
 //! Falcon with one LayerNorm and multi-query attention (7B) and with two and grouped
-//! attention (40B), and GPT-2 and StarCoder, whose positions are a learned embedding.
+//! attention (40B), GPT-2 and StarCoder, whose positions are a learned embedding, and BLOOM,
+//! whose positions are ALiBi's biases on the scores.
 //! (Cohere, StableLM, Nemotron, StarCoder2 and Phi-2 are in [`super::architectures`].)
 
 use super::reference::check_folder_and_gguf;
@@ -93,5 +94,19 @@ fn logits_match_cpu_reference_starcoder() {
         assert_eq!(c.architecture, kiln_model::Architecture::Starcoder);
         assert_eq!(c.num_kv_heads, 1);
         assert!(c.fused_qkv && !c.tie_word_embeddings);
+    });
+}
+
+/// BLOOM: the embeddings through a LayerNorm, ALiBi's biases on six heads (both of its
+/// series of slopes), GPT-2's layer; as a Hugging Face folder (its own names, each head's q,
+/// k and v together in `query_key_value`) and as GGUF (`bloom`, `token_embd_norm`).
+#[test]
+fn logits_match_cpu_reference_bloom() {
+    let cfg = TinyConfig::bloom();
+    check_folder_and_gguf("bloom", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Bloom);
+        assert_eq!((c.alibi, c.num_heads), (Some(8.0), 6));
+        assert!(c.fused_qkv && c.attention_bias && c.tie_word_embeddings);
+        assert!(c.layer_rope(0).inv_freq.is_empty());
     });
 }

@@ -386,6 +386,7 @@ impl Layer {
                         window,
                         scale: c.attention_scale(),
                         softcap: c.attn_softcap,
+                        alibi: c.alibi,
                         sinks: match sinks {
                             Some(t) => Some(up.vector(t)?),
                             None => None,

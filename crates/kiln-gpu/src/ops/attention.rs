@@ -37,6 +37,8 @@ pub struct Scores {
     pub softcap: Option<f32>,
     /// One logit per query head that joins its softmax and weighs no value (gpt-oss's).
     pub sinks: Option<Vec<f32>>,
+    /// ALiBi's biases, with this maximum (BLOOM's and MPT's 8; `shaders/alibi.wgsl`).
+    pub alibi: Option<f32>,
 }
 
 /// The buffers paged attention reads and writes.
@@ -189,6 +191,7 @@ pub fn attention(
     let constants = [
         kv_dtype.override_constant(),
         ("SOFTCAP", scores.softcap.unwrap_or(0.0) as f64),
+        ("ALIBI", scores.alibi.unwrap_or(0.0) as f64),
     ];
     if rowwise {
         if kernels.rowwise_subgroups && head_dim % 8 == 0 {
@@ -201,6 +204,7 @@ pub fn attention(
                     &[
                         constants[0],
                         constants[1],
+                        constants[2],
                         ("D4", (head_dim / 4) as f64),
                         ("ROWS", rows as f64),
                     ],
@@ -254,7 +258,10 @@ pub fn attention(
         let splits = ("SPLITS", SPLITS as f64);
         let runs = Launch::new(
             &ctx.device,
-            kernels.get_with("attention", &[constants[0], constants[1], splits]),
+            kernels.get_with(
+                "attention",
+                &[constants[0], constants[1], constants[2], splits],
+            ),
             &buffers,
             Grid::TokensZ {
                 y: num_kv_heads as u32,

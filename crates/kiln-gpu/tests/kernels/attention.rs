@@ -1,6 +1,6 @@
 //! Paged attention over prefill and decode sequences in one dispatch: both kernel families,
-//! split contexts, every query tile size, every cache type, sliding windows, soft caps and
-//! attention sinks.
+//! split contexts, every query tile size, every cache type, sliding windows, soft caps,
+//! attention sinks and ALiBi's biases.
 
 use super::*;
 
@@ -11,7 +11,9 @@ use super::*;
 /// the row-wise family with a row a lane and with 8 rows a subgroup (blocks of rows that
 /// start mid-token and span tokens, and 16 heads a KV head, two blocks a token);
 /// and with sliding windows of 40 and 20 keys, shorter than most contexts here; and with
-/// gpt-oss's sinks (a logit per head in each softmax, added once to split runs).
+/// gpt-oss's sinks (a logit per head in each softmax, added once to split runs); and with
+/// ALiBi's biases (BLOOM's and MPT's), on 6 heads (slopes of two series: 4 heads at the
+/// first's, 2 between them) and 16.
 #[test]
 fn paged_attention_mixes_prefill_and_decode() {
     let ctx = gpu();
@@ -62,9 +64,12 @@ fn paged_attention_mixes_prefill_and_decode() {
             (F32, (16, 2, 64), None, None),
             (F16, (6, 2, 24), None, None),
         ]);
+        let alibi = cases.len();
+        cases.extend([(F16, (6, 6, 24), None, None), (Q8, (16, 4, 64), None, None)]);
         for (i, (dtype, heads, window, softcap)) in cases.into_iter().enumerate() {
-            let scores = |sinks| (window, softcap, sinks);
-            check_attention(&ctx, &k, dtype, split_tokens, heads, scores(i >= sinks));
+            let (sinks, alibi) = (i >= sinks && i < alibi, (i >= alibi).then_some(8.0));
+            let scores = (window, softcap, sinks, alibi);
+            check_attention(&ctx, &k, dtype, split_tokens, heads, scores);
         }
     }
 }
@@ -75,7 +80,7 @@ fn check_attention(
     dtype: KvDtype,
     split_tokens: u32,
     (nh, nkv, d): (usize, usize, usize),
-    (window, softcap, with_sinks): (Option<usize>, Option<f32>, bool),
+    (window, softcap, with_sinks, alibi): (Option<usize>, Option<f32>, bool, Option<f32>),
 ) {
     let ctx = ctx.clone();
     let mut r = rng(6);
@@ -149,6 +154,7 @@ fn check_attention(
             scale: 1.0 / (d as f32).sqrt(),
             softcap,
             sinks: sinks.clone(),
+            alibi,
         },
         dtype,
         AttentionBuffers {
@@ -184,6 +190,11 @@ fn check_attention(
                         / (d as f64).sqrt()
                 })
                 .map(|s| softcap.map_or(s, |c| kiln_gpu::reference::soft_cap(s, c)))
+                .zip(first..n_keys)
+                .map(|(s, j)| {
+                    let slope = alibi.map_or(0.0, |m| kiln_gpu::reference::alibi_slope(h, nh, m));
+                    s - slope * (n_keys - 1 - j) as f64
+                })
                 .collect();
             let sink = sinks.as_ref().map(|s| s[h] as f64);
             let m = scores.iter().chain(&sink).cloned().fold(f64::MIN, f64::max);
@@ -206,7 +217,7 @@ fn check_attention(
         run(&ctx, |p| l.record(p, t as u32, samples));
         assert_close(
             &format!(
-                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?} softcap {softcap:?} sinks {with_sinks}",
+                "attention rowwise={} split {split_tokens} samples {samples} kv {dtype} heads {nh}/{nkv}x{d} window {window:?} softcap {softcap:?} sinks {with_sinks} alibi {alibi:?}",
                 k.rowwise
             ),
             &read_f32(&ctx, &out, want.len()),

@@ -73,6 +73,11 @@ pub enum Architecture {
     /// Granite Code's first release): GPT-2's layer with multi-query attention (one KV head)
     /// and products stored as kiln runs them (`models::gpt2`).
     Starcoder,
+    /// BLOOM (and BLOOMZ): a LayerNorm of the embeddings, then GPT-2's layer (attention, then
+    /// a GELU (tanh) MLP, each on a LayerNorm with biases, biases on every product) with
+    /// ALiBi's biases on the attention scores in place of any position embedding; q, k and v
+    /// one product, each head's three together in Hugging Face folders (`models::bloom`).
+    Bloom,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -166,6 +171,7 @@ impl Architecture {
             Architecture::Falcon => "falcon",
             Architecture::Gpt2 => "gpt2",
             Architecture::Starcoder => "starcoder",
+            Architecture::Bloom => "bloom",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -216,6 +222,7 @@ impl Architecture {
                 | Architecture::Falcon
                 | Architecture::Gpt2
                 | Architecture::Starcoder
+                | Architecture::Bloom
         )
     }
 
@@ -231,6 +238,7 @@ impl Architecture {
                 | Architecture::Falcon
                 | Architecture::Gpt2
                 | Architecture::Starcoder
+                | Architecture::Bloom
         )
     }
 
@@ -239,6 +247,12 @@ impl Architecture {
     /// (GPT-2's and StarCoder's `wpe`).
     pub fn learned_positions(self) -> bool {
         matches!(self, Architecture::Gpt2 | Architecture::Starcoder)
+    }
+
+    /// Whether the embeddings go through a LayerNorm with a bias before the first layer
+    /// (BLOOM's `word_embeddings_layernorm`: `model.embed_layernorm`).
+    pub fn embedding_norm(self) -> bool {
+        self == Architecture::Bloom
     }
 
     /// Gemma 2 or 3: scaled embeddings, a GELU MLP, norms around each sub-layer, RMSNorm

@@ -176,6 +176,10 @@ pub struct ModelConfig {
     /// as attention's (GPT-NeoX's `post_attention_layernorm`, Falcon 40B's `ln_mlp`), not
     /// attention's (Falcon 7B's one `input_layernorm`). Read by GPT-NeoX and Falcon only.
     pub mlp_norm: bool,
+    /// ALiBi's biases on the attention scores, with this maximum (BLOOM's and MPT's: 8), in
+    /// place of a rotary embedding: head h's scores fall by its slope times each key's
+    /// distance from the query.
+    pub alibi: Option<f32>,
     /// Granite's multipliers.
     pub granite: Option<GraniteScales>,
     /// Gemma 2: attention scores become `cap * tanh(score / cap)` (after the scale).

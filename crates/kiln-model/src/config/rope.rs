@@ -141,9 +141,12 @@ impl ModelConfig {
     /// Layer `i`'s rotary embedding: the global layers' (scaled as the model says), the
     /// sliding layers' of a model that gives them a base of their own (Gemma 3, OLMo 3:
     /// [`Self::layer_rope_theta`], unscaled), or none (SmolLM3's layers without RoPE, and
-    /// every layer of a model with learned positions: GPT-2's).
+    /// every layer of a model with learned positions, GPT-2's, or with ALiBi).
     pub fn layer_rope(&self, i: usize) -> LayerRope {
-        if self.no_rope_layers.contains(&i) || self.architecture.learned_positions() {
+        if self.no_rope_layers.contains(&i)
+            || self.architecture.learned_positions()
+            || self.alibi.is_some()
+        {
             return LayerRope {
                 inv_freq: Vec::new(),
                 attention_factor: 1.0,

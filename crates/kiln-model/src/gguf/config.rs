@@ -69,6 +69,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "falcon" => Architecture::Falcon,
         "gpt2" => Architecture::Gpt2,
         "starcoder" => Architecture::Starcoder,
+        "bloom" => Architecture::Bloom,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -374,6 +375,7 @@ pub(crate) fn config_from_meta(
                     | Architecture::Falcon
                     | Architecture::Gpt2
                     | Architecture::Starcoder
+                    | Architecture::Bloom
             ),
         // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
         // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
@@ -383,6 +385,8 @@ pub(crate) fn config_from_meta(
             && matches!(architecture, Architecture::Cohere | Architecture::StableLm),
         // GPT-NeoX's side by side unless the file says not (`use_parallel_residual`); Falcon's
         // always, the MLP on a LayerNorm of its own where the file has one (`attn_norm_2`).
+        // BLOOM's, at the bias maximum llama.cpp runs it with (8; its files carry none).
+        alibi: (architecture == Architecture::Bloom).then_some(8.0),
         mlp_norm: match architecture {
             Architecture::Falcon => facts.has_attn_norm_2,
             Architecture::GptNeox => {
@@ -408,7 +412,8 @@ pub(crate) fn config_from_meta(
             Architecture::Starcoder2
             | Architecture::Phi2
             | Architecture::Gpt2
-            | Architecture::Starcoder => Activation::GeluTanh,
+            | Architecture::Starcoder
+            | Architecture::Bloom => Activation::GeluTanh,
             // (GPT-NeoX's and Falcon's files do not say which GELU; their models were trained
             // with the exact one.)
             Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,

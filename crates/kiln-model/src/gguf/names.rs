@@ -158,6 +158,7 @@ pub fn gguf_to_hf_name(name: &str, arch: Architecture) -> String {
     let mapped = match base {
         "token_embd" => Some("model.embed_tokens".to_string()),
         "position_embd" => Some("model.embed_positions".to_string()),
+        "token_embd_norm" => Some("model.embed_layernorm".to_string()),
         "output_norm" => Some(final_norm_name(arch).to_string()),
         "output" => Some("lm_head".to_string()),
         _ => base.strip_prefix("blk.").and_then(|rest| {
@@ -213,6 +214,7 @@ pub fn hf_to_gguf_name(name: &str, arch: Architecture) -> String {
     let mapped = match base {
         "model.embed_tokens" => Some("token_embd".to_string()),
         "model.embed_positions" => Some("position_embd".to_string()),
+        "model.embed_layernorm" => Some("token_embd_norm".to_string()),
         b if b == final_norm_name(arch) => Some("output_norm".to_string()),
         "lm_head" => Some("output".to_string()),
         _ => base.strip_prefix("model.layers.").and_then(|rest| {

@@ -30,6 +30,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "falcon" => Architecture::Falcon,
         "gpt2" => Architecture::Gpt2,
         "gpt_bigcode" => Architecture::Starcoder,
+        "bloom" => Architecture::Bloom,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -114,7 +115,9 @@ pub(super) fn attention_bias(
         Architecture::Exaone4 => false,
         // Phi's q, k, v and dense products always have biases, as GPT-2's and StarCoder's
         // every product.
-        Architecture::Phi2 | Architecture::Gpt2 | Architecture::Starcoder => true,
+        Architecture::Phi2 | Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom => {
+            true
+        }
         // Falcon's puts them on every product.
         Architecture::Falcon => (v.get("bias").and_then(Value::as_bool)).unwrap_or(false),
         // GPT-NeoX's flag puts biases on q, k, v and the attention's output together.
@@ -167,7 +170,9 @@ pub(super) fn attention_bias(
 /// (its default), as many as the query heads otherwise; GPT-2's and StarCoder's names of the
 /// sizes (`n_embd`, `n_head`, `n_layer`, `n_positions`, `n_inner`: four times the hidden size
 /// unless given), its activation (`activation_function`: GELU with the tanh approximation
-/// unless given) and epsilon, and StarCoder's one KV head where `multi_query` (its default).
+/// unless given) and epsilon, and StarCoder's one KV head where `multi_query` (its default);
+/// BLOOM's (`n_embed` in older configs, `n_head`, `n_layer`; its MLP four times as wide as
+/// the hidden size, its GELU the tanh one).
 pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let renames: &[(&str, &str)] = match architecture {
         Architecture::GptNeox => &[
@@ -191,6 +196,12 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("activation_function", "hidden_act"),
             ("layer_norm_epsilon", "layer_norm_eps"),
         ],
+        Architecture::Bloom => &[
+            ("n_embed", "hidden_size"),
+            ("n_head", "num_attention_heads"),
+            ("n_layer", "num_hidden_layers"),
+            ("layer_norm_epsilon", "layer_norm_eps"),
+        ],
         _ => &[],
     };
     let Some(o) = v.as_object_mut() else {
@@ -205,10 +216,13 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let flag = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_bool);
     if matches!(
         architecture,
-        Architecture::Falcon | Architecture::Gpt2 | Architecture::Starcoder
+        Architecture::Falcon | Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom
     ) && let Some(h) = int(o, "hidden_size")
     {
         o.entry("intermediate_size").or_insert(Value::from(4 * h));
+    }
+    if architecture == Architecture::Bloom {
+        o.insert("hidden_act".into(), Value::from("gelu_pytorch_tanh"));
     }
     if architecture.learned_positions() {
         o.entry("hidden_act").or_insert(Value::from("gelu_new"));

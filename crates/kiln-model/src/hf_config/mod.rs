@@ -74,6 +74,7 @@ impl ModelConfig {
             | Architecture::Falcon
             | Architecture::Gpt2
             | Architecture::Starcoder
+            | Architecture::Bloom
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -248,6 +249,14 @@ impl ModelConfig {
                 }
             }
         }
+        if architecture == Architecture::Bloom && flag("apply_residual_connection_post_layernorm") {
+            return Err(ModelError::Unsupported {
+                file: file.into(),
+                reason: "BLOOM with the residual taken after the LayerNorm \
+                         (apply_residual_connection_post_layernorm)"
+                    .into(),
+            });
+        }
         if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
             return Err(ModelError::Unsupported {
                 file: file.into(),
@@ -349,6 +358,7 @@ impl ModelConfig {
                                 | Architecture::Falcon
                                 | Architecture::Gpt2
                                 | Architecture::Starcoder
+                                | Architecture::Bloom
                         ),
                 ),
             attention_bias: family::attention_bias(&v, architecture, file)?,
@@ -383,10 +393,13 @@ impl ModelConfig {
                     | Architecture::Falcon
                     | Architecture::Gpt2
                     | Architecture::Starcoder
+                    | Architecture::Bloom
             ),
             qk_layer_norm,
             parallel_residual,
             mlp_norm,
+            // BLOOM's, at the bias maximum of its code (8).
+            alibi: (architecture == Architecture::Bloom).then_some(8.0),
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
@@ -439,7 +452,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::GptNeox
         | Architecture::Falcon
         | Architecture::Gpt2
-        | Architecture::Starcoder => 1e-5,
+        | Architecture::Starcoder
+        | Architecture::Bloom => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

@@ -8,8 +8,8 @@
 //! runs them (StarCoder's rare multi-head folders, `multi_query` false, keep each head's
 //! three together, put in kiln's order on load: [`super::NativeFolder`]).
 //!
-//! Their Hugging Face folders name the tensors their own way ([`NAMES`]; GPT-2's older
-//! checkpoints without the `transformer.` prefix, [`BARE_NAMES`]), and GPT-2's store each
+//! Their Hugging Face folders name the tensors their own way ([`NAMES`]; GPT-2's original
+//! checkpoints without the `transformer.` prefix), and GPT-2's store each
 //! product transposed (`Conv1D`: `[in, out]`, [`CONV1D`]), which the loader turns back.
 
 use super::native_names::NativeNames;
@@ -39,18 +39,6 @@ pub(crate) const NAMES: NativeNames = NativeNames {
         ("transformer.wpe", "model.embed_positions"),
         ("transformer.ln_f", "model.norm"),
         ("lm_head", "lm_head"),
-    ],
-};
-
-/// The names in GPT-2's original checkpoints (`openai-community/gpt2`: the base model's,
-/// without the `transformer.` prefix).
-pub(crate) const BARE_NAMES: NativeNames = NativeNames {
-    layers: "h.",
-    layer: LAYER,
-    global: &[
-        ("wte", "model.embed_tokens"),
-        ("wpe", "model.embed_positions"),
-        ("ln_f", "model.norm"),
     ],
 };
 

@@ -8,6 +8,7 @@
 //! ([`GEMMA_CHAT_TEMPLATE`]).
 
 mod arcee;
+mod bloom;
 mod cohere;
 mod dots1;
 mod ernie4_5;
@@ -151,6 +152,13 @@ impl NativeFolder {
                 names: falcon::names(cfg),
                 qkv: falcon::stored_qkv(cfg),
             }),
+            Architecture::Bloom => Some(NativeFolder {
+                names: &bloom::NAMES,
+                qkv: Some(StoredRows::QkvByGroup {
+                    kv_heads: cfg.num_heads,
+                    q_per_kv: 1,
+                }),
+            }),
             // (StarCoder's multi-head models keep each head's q, k and v together.)
             Architecture::Gpt2 | Architecture::Starcoder => Some(NativeFolder {
                 names: &gpt2::NAMES,
@@ -180,6 +188,8 @@ pub struct ModelTensors {
     pub embed: Tensor,
     /// The learned embedding of each position, added to the token's (GPT-2's `wpe`).
     pub positions: Option<Tensor>,
+    /// The LayerNorm of the embeddings, gain and bias (BLOOM's `word_embeddings_layernorm`).
+    pub embed_norm: Option<[Tensor; 2]>,
     pub layers: Vec<Layer>,
     pub final_norm: Tensor,
     /// The final LayerNorm's bias, where the architecture's norms have one (StableLM's).
@@ -211,6 +221,7 @@ impl ModelTensors {
             Architecture::GptNeox => gpt_neox::layer,
             Architecture::Falcon => falcon::layer,
             Architecture::Gpt2 | Architecture::Starcoder => gpt2::layer,
+            Architecture::Bloom => bloom::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
@@ -234,6 +245,9 @@ impl ModelTensors {
         let phi2 = cfg.architecture == Architecture::Phi2;
         ModelTensors {
             embed: Tensor::new("model.embed_tokens.weight", &[vocab, h]),
+            embed_norm: (cfg.architecture.embedding_norm()).then(|| {
+                ["weight", "bias"].map(|s| Tensor::new(format!("model.embed_layernorm.{s}"), &[h]))
+            }),
             positions: (cfg.architecture.learned_positions()).then(|| {
                 Tensor::new(
                     "model.embed_positions.weight",
@@ -253,6 +267,7 @@ impl ModelTensors {
     pub fn all(&self) -> Vec<&Tensor> {
         let mut v = vec![&self.embed];
         v.extend(&self.positions);
+        v.extend(self.embed_norm.iter().flatten());
         v.extend(self.layers.iter().flat_map(Layer::tensors));
         v.push(&self.final_norm);
         v.extend(&self.final_norm_bias);

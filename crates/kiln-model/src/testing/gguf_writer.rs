@@ -80,8 +80,8 @@ pub fn model_gguf(
             ),
             MetaValue::F32(cfg.rms_norm_eps),
         );
-    // (llama.cpp's converter writes no RoPE keys for a model with learned positions.)
-    if !cfg.architecture.learned_positions() {
+    // (llama.cpp's converter writes no RoPE keys for a model with learned positions or ALiBi.)
+    if !cfg.architecture.learned_positions() && cfg.alibi.is_none() {
         b.meta(&format!("{a}.rope.dimension_count"), u(cfg.rotary_dim()))
             .meta(
                 &format!("{a}.rope.freq_base"),

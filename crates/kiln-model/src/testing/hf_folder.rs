@@ -69,7 +69,8 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
         Architecture::GptNeox
         | Architecture::Falcon
         | Architecture::Gpt2
-        | Architecture::Starcoder => {
+        | Architecture::Starcoder
+        | Architecture::Bloom => {
             return super::native_folder::folder_tensors(mc, tensors);
         }
         Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),
@@ -216,6 +217,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Falcon => "FalconForCausalLM",
             Architecture::Gpt2 => "GPT2LMHeadModel",
             Architecture::Starcoder => "GPTBigCodeForCausalLM",
+            Architecture::Bloom => "BloomForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",

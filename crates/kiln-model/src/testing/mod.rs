@@ -164,6 +164,7 @@ impl TinyConfig {
                     | Architecture::GptNeox
                     | Architecture::Gpt2
                     | Architecture::Starcoder
+                    | Architecture::Bloom
             ),
             sliding_window: self.sliding_window,
             first_sliding_layer: self.first_sliding_layer,
@@ -195,9 +196,11 @@ impl TinyConfig {
                         | Architecture::Falcon
                         | Architecture::Gpt2
                         | Architecture::Starcoder
+                        | Architecture::Bloom
                 ),
             qk_layer_norm: self.qk_layer_norm,
             parallel_residual: self.parallel_residual || self.architecture == Architecture::Falcon,
+            alibi: (self.architecture == Architecture::Bloom).then_some(8.0),
             mlp_norm: self.mlp_norm
                 || (self.architecture == Architecture::GptNeox && self.parallel_residual),
             moe: self.moe.or(match self.architecture {
@@ -269,7 +272,8 @@ impl TinyConfig {
                 Architecture::Starcoder2
                 | Architecture::Phi2
                 | Architecture::Gpt2
-                | Architecture::Starcoder => Activation::GeluTanh,
+                | Architecture::Starcoder
+                | Architecture::Bloom => Activation::GeluTanh,
                 Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
@@ -281,14 +285,16 @@ impl TinyConfig {
     }
 }
 
-/// Deterministic random tensors for `cfg` (weights ~U(-0.1, 0.1), norms ~1).
+/// Deterministic random tensors for `cfg` (weights ~U(-0.1, 0.1), norms ~1; BLOOM's
+/// LayerNorm of the embeddings has a gain of weights' size, so that its embeddings are as
+/// small as the other models' and the layers' outputs weigh as much against them).
 pub fn tiny_tensors(cfg: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
     let mut rng = StdRng::seed_from_u64(seed);
     crate::validate::expected_tensors(cfg)
         .into_iter()
         .map(|(name, shape)| {
             let n: usize = shape.iter().product();
-            let is_norm = name.ends_with("norm.weight");
+            let is_norm = name.ends_with("norm.weight") && !name.contains("embed_layernorm");
             let is_sink = name.ends_with("self_attn.sinks");
             let data = (0..n)
                 .map(|_| {

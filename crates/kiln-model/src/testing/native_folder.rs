@@ -44,7 +44,7 @@ pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec
 pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
     let common: &[&str] = match mc.architecture {
         Architecture::GptNeox => &["rope_theta", "partial_rotary_factor"],
-        Architecture::Gpt2 | Architecture::Starcoder => &[
+        Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom => &[
             "hidden_size",
             "intermediate_size",
             "num_hidden_layers",
@@ -82,6 +82,14 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
         config["rotary_pct"] = json!(mc.rotary_dim() as f64 / mc.head_dim as f64);
         config["use_parallel_residual"] = json!(mc.parallel_residual);
         config["hidden_act"] = json!("gelu");
+        return;
+    }
+    if mc.architecture == Architecture::Bloom {
+        config["n_embed"] = json!(mc.hidden_size);
+        config["n_layer"] = json!(mc.num_layers);
+        config["n_head"] = json!(mc.num_heads);
+        config["layer_norm_epsilon"] = json!(mc.rms_norm_eps);
+        config["apply_residual_connection_post_layernorm"] = json!(false);
         return;
     }
     if mc.architecture.learned_positions() {

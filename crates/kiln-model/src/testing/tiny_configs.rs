@@ -491,6 +491,26 @@ impl TinyConfig {
         }
     }
 
+    /// BLOOM: the embeddings through a LayerNorm, ALiBi's biases on six heads (slopes of
+    /// both of its series: four heads at the first's, two between them), GPT-2's layer,
+    /// each head's q, k and v together in its folders' `query_key_value`, tied embeddings.
+    pub fn bloom() -> Self {
+        TinyConfig {
+            architecture: Architecture::Bloom,
+            hidden_size: 96,
+            // (Always four times the hidden size: its configs give no width.)
+            intermediate_size: 384,
+            num_heads: 6,
+            num_kv_heads: 6,
+            head_dim: 16,
+            num_layers: 3,
+            // (Its configs give no context; transformers' and kiln's default.)
+            max_position_embeddings: 2048,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
     /// StableLM 2 12B: StableLM's layer with each head of q and k LayerNorm'd with a gain of
     /// its own (kept a tensor a head in its folders), attention and the MLP side by side on the
     /// one LayerNorm before them.

@@ -106,6 +106,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("falcon-40b-grouped-two-norms", TinyConfig::falcon_40b()),
         ("gpt2-learned-positions-conv1d", TinyConfig::gpt2()),
         ("starcoder-multi-query", TinyConfig::starcoder()),
+        ("bloom-alibi-embedding-norm", TinyConfig::bloom()),
         // `multi_query` false: each head's q, k and v together in `c_attn`.
         (
             "starcoder-multi-head",

@@ -68,6 +68,11 @@ const QWEN2_NAMES: &[&str] = &[
 const GPT2_NAMES: &[&str] = &[
     "gpt2", "gpt-2", "default", "phi-2", "mpt", "olmo", "jais", "exaone4", "trillion",
 ];
+/// BLOOM's split (Poro's and GPT-3 Finnish's too): a run of anything but white space and
+/// a few punctuation marks, with the space before it; what lies between runs is a piece of
+/// its own. No byte-level split after it.
+const BLOOM_NAMES: &[&str] = &["bloom", "poro-chat", "gpt3-finnish"];
+const BLOOM: &str = " ?[^(\\s|.,!?…。，、।۔،)]+";
 /// GPT-2's split after every digit is cut apart (StarCoder's, SmolLM's).
 const DIGITS_NAMES: &[&str] = &[
     "smollm",
@@ -159,6 +164,8 @@ impl Pre {
             let mut parts: Vec<Value> = DEEPSEEK3.iter().map(|r| split(r)).collect();
             parts.push(byte_level(false));
             Pre::splits(parts)
+        } else if is(BLOOM_NAMES) {
+            Pre::splits(vec![split(BLOOM), byte_level(false)])
         } else if pre == "falcon" {
             // Falcon's: punctuation runs apart, GPT-2's split, numbers in threes.
             Pre::splits(vec![
@@ -181,6 +188,7 @@ impl Pre {
                 GPT4O_NAMES,
                 GPT2_NAMES,
                 DIGITS_NAMES,
+                BLOOM_NAMES,
             ]
             .concat();
             return Err(ModelError::Unsupported {
@@ -261,6 +269,7 @@ mod tests {
             ),
             ("hunyuan-dense", "It|'s| |123|45| HelloWorld|!!\n\n|OK"),
             ("falcon", "It|'|s| |123|45| HelloWorld|!!|\n|\n|OK"),
+            ("bloom", "It's| 12345| HelloWorld|!!\n\n|OK"),
         ];
         for (pre, want) in cases {
             assert_eq!(pieces(pre, text).join("|"), want, "{pre}");
