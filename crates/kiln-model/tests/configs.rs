@@ -583,6 +583,60 @@ fn bloom_config() {
     );
 }
 
+/// MPT's config.json (`mosaicml/mpt-7b`): its own names of the sizes (`d_model`, `n_heads`,
+/// `n_layers`, `max_seq_len`, `expansion_ratio`), no biases (`no_bias`), the exact GELU, ALiBi
+/// at `attn_config.alibi_bias_max`, tied embeddings, q/k/v fused. What else `attn_config`
+/// may ask, and biases, are refused by name.
+#[test]
+fn mpt_config() {
+    let cfg = serde_json::json!({
+        "architectures": ["MPTForCausalLM"], "attn_config": {
+            "alibi": true, "alibi_bias_max": 8, "attn_impl": "torch", "attn_pdrop": 0,
+            "attn_type": "multihead_attention", "attn_uses_sequence_id": false,
+            "clip_qkv": null, "prefix_lm": false, "qk_ln": false, "softmax_scale": null,
+        },
+        "d_model": 4096, "emb_pdrop": 0, "embedding_fraction": 1.0, "expansion_ratio": 4,
+        "init_device": "cpu", "learned_pos_emb": true, "logit_scale": null, "max_seq_len": 2048,
+        "model_type": "mpt", "n_heads": 32, "n_layers": 32, "no_bias": true,
+        "norm_type": "low_precision_layernorm", "resid_pdrop": 0,
+        "tokenizer_name": "EleutherAI/gpt-neox-20b", "torch_dtype": "bfloat16",
+        "use_cache": false, "verbose": 0, "vocab_size": 50432,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Mpt);
+    assert_eq!(c.activation, kiln_model::Activation::Gelu);
+    assert_eq!((c.hidden_size, c.intermediate_size), (4096, 16384));
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (32, 32, 128));
+    assert_eq!((c.num_layers, c.max_position_embeddings), (32, 2048));
+    assert_eq!((c.alibi, c.rms_norm_eps), (Some(8.0), 1e-5));
+    assert!(!c.attention_bias && c.fused_qkv && c.tie_word_embeddings && !c.parallel_residual);
+    let mut other = cfg.clone();
+    other["attn_config"]["alibi_bias_max"] = serde_json::json!(16);
+    assert_eq!(parse(&other).unwrap().alibi, Some(16.0));
+    for (key, value, named) in [
+        ("alibi", serde_json::json!(false), "learned positions"),
+        ("clip_qkv", serde_json::json!(6.0), "clip_qkv"),
+        ("qk_ln", serde_json::json!(true), "qk_ln"),
+        ("softmax_scale", serde_json::json!(0.1), "softmax_scale"),
+        ("prefix_lm", serde_json::json!(true), "prefix_lm"),
+        (
+            "attn_type",
+            serde_json::json!("multiquery_attention"),
+            "multiquery_attention",
+        ),
+    ] {
+        let mut bad = cfg.clone();
+        bad["attn_config"][key] = value;
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("MPT") && e.contains(named), "{key}: {e}");
+    }
+    let mut bad = cfg.clone();
+    bad["no_bias"] = serde_json::json!(false);
+    let e = parse(&bad).unwrap_err().to_string();
+    assert!(e.contains("MPT with biases"), "{e}");
+}
+
 /// Phi-2's config.json: `gelu_new` (GELU's tanh approximation), 40% of each head turning
 /// (32 of 80 dimensions; Phi-1.5's half when the factor is left out), biases on every
 /// product and an untied LM head with its own; `kiln info` names the side-by-side layer.

@@ -111,6 +111,7 @@ fn unknown_architecture() {
         TinyConfig::gpt2(),
         TinyConfig::starcoder(),
         TinyConfig::bloom(),
+        TinyConfig::mpt(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -189,6 +190,22 @@ fn glm4v_mrope_is_refused() {
         .expect("must fail");
     assert!(
         e.to_string().contains("dimension_sections") && e.to_string().contains("glm4v.gguf"),
+        "{e}"
+    );
+}
+
+/// An MPT file whose q, k and v are clipped (`mpt.attention.clamp_kqv`, MPT's `clip_qkv`),
+/// which kiln does not run: refused by name, where the same file without it loads.
+#[test]
+fn mpt_clipped_qkv_is_refused() {
+    let mut b = f32_gguf(&TinyConfig::mpt());
+    assert!(Model::from_gguf_bytes(b.to_bytes(), "mpt.gguf").is_ok());
+    b.meta("mpt.attention.clamp_kqv", MetaValue::F32(6.0));
+    let e = Model::from_gguf_bytes(b.to_bytes(), "mpt-clip.gguf")
+        .err()
+        .expect("must fail");
+    assert!(
+        e.to_string().contains("clamp_kqv") && e.to_string().contains("mpt-clip.gguf"),
         "{e}"
     );
 }

@@ -211,6 +211,7 @@ fn adapters_on_gpt_neox_and_falcon_are_refused() {
         TinyConfig::gpt2(),
         TinyConfig::starcoder(),
         TinyConfig::bloom(),
+        TinyConfig::mpt(),
     ] {
         let name = tc.architecture.gguf_name();
         let err = (LoraAdapter::load("a", &dir, &tc.model_config()).unwrap_err()).to_string();

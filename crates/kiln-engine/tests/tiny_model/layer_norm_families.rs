@@ -2,8 +2,8 @@
 //! the CPU reference forward pass ([`super::reference`]'s harness), as a Hugging Face folder
 //! and as GGUF: GPT-NeoX (Pythia) with its sub-layers side by side and one after the other,
 //! Falcon with one LayerNorm and multi-query attention (7B) and with two and grouped
-//! attention (40B), GPT-2 and StarCoder, whose positions are a learned embedding, and BLOOM,
-//! whose positions are ALiBi's biases on the scores.
+//! attention (40B), GPT-2 and StarCoder, whose positions are a learned embedding, and BLOOM
+//! and MPT, whose positions are ALiBi's biases on the scores.
 //! (Cohere, StableLM, Nemotron, StarCoder2 and Phi-2 are in [`super::architectures`].)
 
 use super::reference::check_folder_and_gguf;
@@ -108,5 +108,21 @@ fn logits_match_cpu_reference_bloom() {
         assert_eq!((c.alibi, c.num_heads), (Some(8.0), 6));
         assert!(c.fused_qkv && c.attention_bias && c.tie_word_embeddings);
         assert!(c.layer_rope(0).inv_freq.is_empty());
+    });
+}
+
+/// MPT: ALiBi's biases on six heads, GPT-2's layer without a bias anywhere (LayerNorms
+/// included), the exact GELU; as a Hugging Face folder (its own names) and as GGUF (`mpt`,
+/// `attention.max_alibi_bias`).
+#[test]
+fn logits_match_cpu_reference_mpt() {
+    let cfg = TinyConfig::mpt();
+    check_folder_and_gguf("mpt", &cfg, |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Mpt);
+        assert_eq!(
+            (c.alibi, c.activation),
+            (Some(8.0), kiln_model::Activation::Gelu)
+        );
+        assert!(c.fused_qkv && !c.attention_bias && c.tie_word_embeddings);
     });
 }

@@ -78,6 +78,10 @@ pub enum Architecture {
     /// ALiBi's biases on the attention scores in place of any position embedding; q, k and v
     /// one product, each head's three together in Hugging Face folders (`models::bloom`).
     Bloom,
+    /// MPT (MPT-7B, MPT-30B and their chat and instruct models): GPT-2's layer without any
+    /// bias (LayerNorms without them too), an exact-GELU MLP, and ALiBi's biases on the
+    /// attention scores in place of any position embedding (`models::mpt`).
+    Mpt,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -172,6 +176,7 @@ impl Architecture {
             Architecture::Gpt2 => "gpt2",
             Architecture::Starcoder => "starcoder",
             Architecture::Bloom => "bloom",
+            Architecture::Mpt => "mpt",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -223,6 +228,7 @@ impl Architecture {
                 | Architecture::Gpt2
                 | Architecture::Starcoder
                 | Architecture::Bloom
+                | Architecture::Mpt
         )
     }
 

@@ -70,6 +70,7 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "gpt2" => Architecture::Gpt2,
         "starcoder" => Architecture::Starcoder,
         "bloom" => Architecture::Bloom,
+        "mpt" => Architecture::Mpt,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,
@@ -263,6 +264,13 @@ pub(crate) fn config_from_meta(
             format!("{a} without {a}.attention.sliding_window"),
         ));
     }
+    // MPT's clipping of q, k and v, which kiln does not run.
+    if let Some(c) = meta.f64(&format!("{a}.attention.clamp_kqv")) {
+        return Err(ModelError::Unsupported {
+            file: meta.file.into(),
+            reason: format!("q, k and v clipped at {c} ({a}.attention.clamp_kqv)"),
+        });
+    }
     let rope_theta = meta.f64(&format!("{a}.rope.freq_base")).unwrap_or(10000.0) as f32;
     let cfg = ModelConfig {
         architecture,
@@ -376,6 +384,7 @@ pub(crate) fn config_from_meta(
                     | Architecture::Gpt2
                     | Architecture::Starcoder
                     | Architecture::Bloom
+                    | Architecture::Mpt
             ),
         // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
         // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
@@ -385,8 +394,16 @@ pub(crate) fn config_from_meta(
             && matches!(architecture, Architecture::Cohere | Architecture::StableLm),
         // GPT-NeoX's side by side unless the file says not (`use_parallel_residual`); Falcon's
         // always, the MLP on a LayerNorm of its own where the file has one (`attn_norm_2`).
-        // BLOOM's, at the bias maximum llama.cpp runs it with (8; its files carry none).
-        alibi: (architecture == Architecture::Bloom).then_some(8.0),
+        // BLOOM's, at the bias maximum llama.cpp runs it with (8; its files carry none);
+        // MPT's, at its files' `attention.max_alibi_bias`.
+        alibi: match architecture {
+            Architecture::Bloom => Some(8.0),
+            Architecture::Mpt => Some(
+                meta.f64(&format!("{a}.attention.max_alibi_bias"))
+                    .unwrap_or(8.0) as f32,
+            ),
+            _ => None,
+        },
         mlp_norm: match architecture {
             Architecture::Falcon => facts.has_attn_norm_2,
             Architecture::GptNeox => {
@@ -416,7 +433,7 @@ pub(crate) fn config_from_meta(
             | Architecture::Bloom => Activation::GeluTanh,
             // (GPT-NeoX's and Falcon's files do not say which GELU; their models were trained
             // with the exact one.)
-            Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,
+            Architecture::GptNeox | Architecture::Falcon | Architecture::Mpt => Activation::Gelu,
             Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
             Architecture::GptOss => Activation::ClampedSwiglu,
             _ => Activation::Silu,

@@ -31,6 +31,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "gpt2" => Architecture::Gpt2,
         "gpt_bigcode" => Architecture::Starcoder,
         "bloom" => Architecture::Bloom,
+        "mpt" => Architecture::Mpt,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -113,6 +114,17 @@ pub(super) fn attention_bias(
             _ => false,
         },
         Architecture::Exaone4 => false,
+        // MPT's `no_bias` (all the released models') leaves biases off every product and norm;
+        // without it they would be on all of them, which kiln does not run.
+        Architecture::Mpt => match v.get("no_bias").and_then(Value::as_bool) {
+            Some(false) => {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: "MPT with biases (no_bias false)".into(),
+                });
+            }
+            _ => false,
+        },
         // Phi's q, k, v and dense products always have biases, as GPT-2's and StarCoder's
         // every product.
         Architecture::Phi2 | Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom => {
@@ -172,7 +184,9 @@ pub(super) fn attention_bias(
 /// unless given), its activation (`activation_function`: GELU with the tanh approximation
 /// unless given) and epsilon, and StarCoder's one KV head where `multi_query` (its default);
 /// BLOOM's (`n_embed` in older configs, `n_head`, `n_layer`; its MLP four times as wide as
-/// the hidden size, its GELU the tanh one).
+/// the hidden size, its GELU the tanh one); MPT's (`d_model`, `n_heads`, `n_layers`,
+/// `max_seq_len`; its MLP `expansion_ratio` times as wide as the hidden size, 4 unless given,
+/// its GELU the exact one).
 pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let renames: &[(&str, &str)] = match architecture {
         Architecture::GptNeox => &[
@@ -194,6 +208,13 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("n_positions", "max_position_embeddings"),
             ("n_inner", "intermediate_size"),
             ("activation_function", "hidden_act"),
+            ("layer_norm_epsilon", "layer_norm_eps"),
+        ],
+        Architecture::Mpt => &[
+            ("d_model", "hidden_size"),
+            ("n_heads", "num_attention_heads"),
+            ("n_layers", "num_hidden_layers"),
+            ("max_seq_len", "max_position_embeddings"),
             ("layer_norm_epsilon", "layer_norm_eps"),
         ],
         Architecture::Bloom => &[
@@ -223,6 +244,13 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     }
     if architecture == Architecture::Bloom {
         o.insert("hidden_act".into(), Value::from("gelu_pytorch_tanh"));
+    }
+    if architecture == Architecture::Mpt {
+        let ratio = int(o, "expansion_ratio").unwrap_or(4);
+        if let Some(h) = int(o, "hidden_size") {
+            o.insert("intermediate_size".into(), Value::from(ratio * h));
+        }
+        o.insert("hidden_act".into(), Value::from("gelu"));
     }
     if architecture.learned_positions() {
         o.entry("hidden_act").or_insert(Value::from("gelu_new"));

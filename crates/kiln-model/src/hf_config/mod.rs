@@ -75,6 +75,7 @@ impl ModelConfig {
             | Architecture::Gpt2
             | Architecture::Starcoder
             | Architecture::Bloom
+            | Architecture::Mpt
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -257,6 +258,10 @@ impl ModelConfig {
                     .into(),
             });
         }
+        let mpt_alibi = match architecture {
+            Architecture::Mpt => Some(mpt_attention(&v, file)?),
+            _ => None,
+        };
         if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
             return Err(ModelError::Unsupported {
                 file: file.into(),
@@ -359,6 +364,7 @@ impl ModelConfig {
                                 | Architecture::Gpt2
                                 | Architecture::Starcoder
                                 | Architecture::Bloom
+                                | Architecture::Mpt
                         ),
                 ),
             attention_bias: family::attention_bias(&v, architecture, file)?,
@@ -394,12 +400,15 @@ impl ModelConfig {
                     | Architecture::Gpt2
                     | Architecture::Starcoder
                     | Architecture::Bloom
+                    | Architecture::Mpt
             ),
             qk_layer_norm,
             parallel_residual,
             mlp_norm,
-            // BLOOM's, at the bias maximum of its code (8).
-            alibi: (architecture == Architecture::Bloom).then_some(8.0),
+            // BLOOM's, at the bias maximum of its code (8); MPT's, at its config's.
+            alibi: (architecture == Architecture::Bloom)
+                .then_some(8.0)
+                .or(mpt_alibi),
             granite: multipliers::multipliers(&v, architecture, head_dim, num_layers, file)?,
             no_rope_layers: match architecture {
                 Architecture::SmolLM3 => no_rope_layers(&v, num_layers, file)?,
@@ -453,7 +462,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Falcon
         | Architecture::Gpt2
         | Architecture::Starcoder
-        | Architecture::Bloom => 1e-5,
+        | Architecture::Bloom
+        | Architecture::Mpt => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }
@@ -490,6 +500,54 @@ fn activation(v: &Value, file: &str) -> Result<Activation, ModelError> {
             reason: format!("MLP activation \"{other}\""),
         }),
     }
+}
+
+/// MPT's attention (`attn_config`): ALiBi's bias maximum (`alibi_bias_max`, 8 unless given);
+/// what else its config may ask of its attention, which kiln does not run, is refused by
+/// name: positions learned instead of ALiBi, q, k and v clipped or LayerNorm'd, a scale of
+/// its own, attention other than multi-head, a prefix attended both ways, and logits scaled.
+fn mpt_attention(v: &Value, file: &str) -> Result<f32, ModelError> {
+    let a = v.get("attn_config").cloned().unwrap_or(Value::Null);
+    let set = |k: &str| {
+        a.get(k)
+            .filter(|x| !x.is_null() && **x != Value::Bool(false))
+    };
+    let refuse = |what: &str| {
+        Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!("MPT with {what}"),
+        })
+    };
+    if a.get("alibi").and_then(Value::as_bool) == Some(false) {
+        return refuse("learned positions instead of ALiBi (attn_config.alibi false)");
+    }
+    for (key, what) in [
+        ("clip_qkv", "q, k and v clipped (attn_config.clip_qkv)"),
+        ("qk_ln", "LayerNorms of q and k (attn_config.qk_ln)"),
+        (
+            "softmax_scale",
+            "an attention scale of its own (attn_config.softmax_scale)",
+        ),
+        (
+            "prefix_lm",
+            "a prefix attended both ways (attn_config.prefix_lm)",
+        ),
+    ] {
+        if set(key).is_some() {
+            return refuse(what);
+        }
+    }
+    if let Some(t) = a.get("attn_type").and_then(Value::as_str)
+        && t != "multihead_attention"
+    {
+        return refuse(&format!("attention of type {t} (attn_config.attn_type)"));
+    }
+    if v.get("logit_scale").is_some_and(|s| !s.is_null()) {
+        return refuse("its logits scaled (logit_scale)");
+    }
+    Ok(a.get("alibi_bias_max")
+        .and_then(Value::as_f64)
+        .unwrap_or(8.0) as f32)
 }
 
 /// Qwen's first sliding layer, `max_window_layers` (28 unless given); a `layer_types` list,

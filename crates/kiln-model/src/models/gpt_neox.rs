@@ -23,17 +23,18 @@ pub(super) fn layer(cfg: &ModelConfig, i: usize) -> Layer {
     layer_with(cfg, i, true)
 }
 
-/// Layer `i` (GPT-NeoX's, or Falcon's), biases on the MLP's products where `mlp_bias`.
+/// Layer `i` (GPT-NeoX's, or Falcon's, GPT-2's, BLOOM's, MPT's), biases on the MLP's products
+/// where `mlp_bias` (the LayerNorms' where the architecture's norms have them).
 pub(super) fn layer_with(cfg: &ModelConfig, i: usize, mlp_bias: bool) -> Layer {
     let n = Names::new(cfg, i);
-    let bias = cfg.attention_bias;
+    let (bias, norm_bias) = (cfg.attention_bias, cfg.architecture.norm_bias());
     let mlp = ("mlp.up_proj", "mlp.down_proj");
-    let mut ops = vec![layer_norm(&n, "input_layernorm", true)];
+    let mut ops = vec![layer_norm(&n, "input_layernorm", norm_bias)];
     if cfg.parallel_residual {
         let src = match cfg.mlp_norm {
             true => {
                 let role = "post_attention_layernorm";
-                ops.push(layer_norm_into(&n, role, true, Buf::Proj));
+                ops.push(layer_norm_into(&n, role, norm_bias, Buf::Proj));
                 Buf::Proj
             }
             false => Buf::Normed,
@@ -42,7 +43,7 @@ pub(super) fn layer_with(cfg: &ModelConfig, i: usize, mlp_bias: bool) -> Layer {
         ops.extend(ungated_mlp_on(&n, src, mlp, mlp_bias));
     } else {
         ops.extend(attention(&n, "self_attn.o_proj", bias));
-        ops.push(layer_norm(&n, "post_attention_layernorm", true));
+        ops.push(layer_norm(&n, "post_attention_layernorm", norm_bias));
         ops.extend(ungated_mlp_on(&n, Buf::Normed, mlp, mlp_bias));
     }
     Layer { ops }

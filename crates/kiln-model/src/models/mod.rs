@@ -30,6 +30,7 @@ mod layer;
 mod llama;
 mod minicpm;
 mod mixtral;
+mod mpt;
 mod names;
 mod native_names;
 mod nemotron;
@@ -159,6 +160,10 @@ impl NativeFolder {
                     q_per_kv: 1,
                 }),
             }),
+            Architecture::Mpt => Some(NativeFolder {
+                names: &mpt::NAMES,
+                qkv: None,
+            }),
             // (StarCoder's multi-head models keep each head's q, k and v together.)
             Architecture::Gpt2 | Architecture::Starcoder => Some(NativeFolder {
                 names: &gpt2::NAMES,
@@ -222,6 +227,7 @@ impl ModelTensors {
             Architecture::Falcon => falcon::layer,
             Architecture::Gpt2 | Architecture::Starcoder => gpt2::layer,
             Architecture::Bloom => bloom::layer,
+            Architecture::Mpt => mpt::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

@@ -91,6 +91,13 @@ pub fn model_gguf(
     if let Some(w) = cfg.sliding_window {
         b.meta(&format!("{a}.attention.sliding_window"), u(w));
     }
+    // (llama.cpp's converter writes MPT's ALiBi maximum; BLOOM's is its graph's.)
+    if let (Architecture::Mpt, Some(max)) = (cfg.architecture, cfg.alibi) {
+        b.meta(
+            &format!("{a}.attention.max_alibi_bias"),
+            MetaValue::F32(max),
+        );
+    }
     if cfg.architecture == Architecture::GptNeox {
         let key = format!("{a}.use_parallel_residual");
         b.meta(&key, MetaValue::Bool(cfg.parallel_residual));

@@ -70,7 +70,8 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
         | Architecture::Falcon
         | Architecture::Gpt2
         | Architecture::Starcoder
-        | Architecture::Bloom => {
+        | Architecture::Bloom
+        | Architecture::Mpt => {
             return super::native_folder::folder_tensors(mc, tensors);
         }
         Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),
@@ -218,6 +219,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Gpt2 => "GPT2LMHeadModel",
             Architecture::Starcoder => "GPTBigCodeForCausalLM",
             Architecture::Bloom => "BloomForCausalLM",
+            Architecture::Mpt => "MptForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",

@@ -197,10 +197,12 @@ impl TinyConfig {
                         | Architecture::Gpt2
                         | Architecture::Starcoder
                         | Architecture::Bloom
+                        | Architecture::Mpt
                 ),
             qk_layer_norm: self.qk_layer_norm,
             parallel_residual: self.parallel_residual || self.architecture == Architecture::Falcon,
-            alibi: (self.architecture == Architecture::Bloom).then_some(8.0),
+            alibi: matches!(self.architecture, Architecture::Bloom | Architecture::Mpt)
+                .then_some(8.0),
             mlp_norm: self.mlp_norm
                 || (self.architecture == Architecture::GptNeox && self.parallel_residual),
             moe: self.moe.or(match self.architecture {
@@ -274,7 +276,9 @@ impl TinyConfig {
                 | Architecture::Gpt2
                 | Architecture::Starcoder
                 | Architecture::Bloom => Activation::GeluTanh,
-                Architecture::GptNeox | Architecture::Falcon => Activation::Gelu,
+                Architecture::GptNeox | Architecture::Falcon | Architecture::Mpt => {
+                    Activation::Gelu
+                }
                 Architecture::GptOss => Activation::ClampedSwiglu,
                 _ => Activation::Silu,
             },

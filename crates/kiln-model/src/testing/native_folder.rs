@@ -32,7 +32,8 @@ pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec
                 shape = vec![cols, rows];
             }
             NamedTensor {
-                name: (native.names.hf_name(&t.name)).expect("every tensor has the folder's name"),
+                name: (native.names.hf_name(&t.name))
+                    .unwrap_or_else(|| panic!("{} has no folder name", t.name)),
                 shape,
                 data,
             }
@@ -44,23 +45,25 @@ pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec
 pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
     let common: &[&str] = match mc.architecture {
         Architecture::GptNeox => &["rope_theta", "partial_rotary_factor"],
-        Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom => &[
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-            "max_position_embeddings",
-            "rms_norm_eps",
-            "rope_theta",
-            "hidden_act",
-            "attention_bias",
-            "sliding_window",
-            "rope_scaling",
-            "layer_norm_eps",
-            "use_qk_norm",
-        ],
+        Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom | Architecture::Mpt => {
+            &[
+                "hidden_size",
+                "intermediate_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "head_dim",
+                "max_position_embeddings",
+                "rms_norm_eps",
+                "rope_theta",
+                "hidden_act",
+                "attention_bias",
+                "sliding_window",
+                "rope_scaling",
+                "layer_norm_eps",
+                "use_qk_norm",
+            ]
+        }
         _ => &[
             "intermediate_size",
             "num_key_value_heads",
@@ -82,6 +85,20 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
         config["rotary_pct"] = json!(mc.rotary_dim() as f64 / mc.head_dim as f64);
         config["use_parallel_residual"] = json!(mc.parallel_residual);
         config["hidden_act"] = json!("gelu");
+        return;
+    }
+    if mc.architecture == Architecture::Mpt {
+        config["d_model"] = json!(mc.hidden_size);
+        config["n_layers"] = json!(mc.num_layers);
+        config["n_heads"] = json!(mc.num_heads);
+        config["max_seq_len"] = json!(mc.max_position_embeddings);
+        config["expansion_ratio"] = json!(mc.intermediate_size / mc.hidden_size);
+        config["layer_norm_epsilon"] = json!(mc.rms_norm_eps);
+        config["no_bias"] = json!(true);
+        config["attn_config"] = json!({
+            "alibi": true, "alibi_bias_max": mc.alibi.map(|m| m as i64), "attn_type": "multihead_attention",
+            "clip_qkv": null, "qk_ln": false, "softmax_scale": null, "prefix_lm": false,
+        });
         return;
     }
     if mc.architecture == Architecture::Bloom {

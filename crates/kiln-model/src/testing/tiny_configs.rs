@@ -511,6 +511,23 @@ impl TinyConfig {
         }
     }
 
+    /// MPT: ALiBi's biases on six heads, GPT-2's layer without any bias (its LayerNorms' too)
+    /// and with the exact GELU, tied embeddings.
+    pub fn mpt() -> Self {
+        TinyConfig {
+            architecture: Architecture::Mpt,
+            hidden_size: 96,
+            // (`expansion_ratio` 4.)
+            intermediate_size: 384,
+            num_heads: 6,
+            num_kv_heads: 6,
+            head_dim: 16,
+            num_layers: 3,
+            tie_word_embeddings: true,
+            ..Default::default()
+        }
+    }
+
     /// StableLM 2 12B: StableLM's layer with each head of q and k LayerNorm'd with a gain of
     /// its own (kept a tensor a head in its folders), attention and the MLP side by side on the
     /// one LayerNorm before them.

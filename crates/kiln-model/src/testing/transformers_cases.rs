@@ -107,6 +107,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("gpt2-learned-positions-conv1d", TinyConfig::gpt2()),
         ("starcoder-multi-query", TinyConfig::starcoder()),
         ("bloom-alibi-embedding-norm", TinyConfig::bloom()),
+        ("mpt-alibi-no-biases", TinyConfig::mpt()),
         // `multi_query` false: each head's q, k and v together in `c_attn`.
         (
             "starcoder-multi-head",
