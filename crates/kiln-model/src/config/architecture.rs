@@ -248,6 +248,21 @@ impl Architecture {
         )
     }
 
+    /// Whether the family's q, k and v are always one product (GPT-NeoX's, Falcon's and
+    /// BLOOM's `query_key_value`, by head or by group in Hugging Face folders, put in kiln's
+    /// order on load; GPT-2's and StarCoder's `c_attn`; MPT's `Wqkv`).
+    pub fn fused_qkv(self) -> bool {
+        matches!(
+            self,
+            Architecture::GptNeox
+                | Architecture::Falcon
+                | Architecture::Gpt2
+                | Architecture::Starcoder
+                | Architecture::Bloom
+                | Architecture::Mpt
+        )
+    }
+
     /// Whether a learned embedding of each position (`model.embed_positions`, one row a
     /// position of the context) is added to the token's, in place of any rotary embedding
     /// (GPT-2's and StarCoder's `wpe`).

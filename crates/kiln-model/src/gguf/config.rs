@@ -375,17 +375,9 @@ pub(crate) fn config_from_meta(
         attn_softcap: cap("attn_logit_softcapping"),
         final_softcap: cap("final_logit_softcapping"),
         norm_gain_offset: 0.0,
+        // (Phi-2's older files fuse them too.)
         fused_qkv: facts.fused_qkv
-            && matches!(
-                architecture,
-                Architecture::Phi2
-                    | Architecture::GptNeox
-                    | Architecture::Falcon
-                    | Architecture::Gpt2
-                    | Architecture::Starcoder
-                    | Architecture::Bloom
-                    | Architecture::Mpt
-            ),
+            && (architecture == Architecture::Phi2 || architecture.fused_qkv()),
         // Command-R+'s and StableLM 2 12B's per-head LayerNorms (a `cohere2` file with them is
         // refused, its norms being tensors its forward pass does not read); StableLM 2 12B's
         // MLP reads the norm attention reads, as llama.cpp runs a `stablelm` file without

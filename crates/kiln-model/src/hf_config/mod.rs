@@ -391,17 +391,7 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
-            // GPT-NeoX's and Falcon's `query_key_value` (q, k and v by head or by group, put
-            // in kiln's order on load), GPT-2's and StarCoder's `c_attn`.
-            fused_qkv: matches!(
-                architecture,
-                Architecture::GptNeox
-                    | Architecture::Falcon
-                    | Architecture::Gpt2
-                    | Architecture::Starcoder
-                    | Architecture::Bloom
-                    | Architecture::Mpt
-            ),
+            fused_qkv: architecture.fused_qkv(),
             qk_layer_norm,
             parallel_residual,
             mlp_norm,

@@ -189,16 +189,7 @@ impl TinyConfig {
             attn_softcap: self.attn_softcap,
             final_softcap: self.final_softcap,
             norm_gain_offset: 0.0,
-            fused_qkv: self.fused_qkv
-                || matches!(
-                    self.architecture,
-                    Architecture::GptNeox
-                        | Architecture::Falcon
-                        | Architecture::Gpt2
-                        | Architecture::Starcoder
-                        | Architecture::Bloom
-                        | Architecture::Mpt
-                ),
+            fused_qkv: self.fused_qkv || self.architecture.fused_qkv(),
             qk_layer_norm: self.qk_layer_norm,
             parallel_residual: self.parallel_residual || self.architecture == Architecture::Falcon,
             alibi: matches!(self.architecture, Architecture::Bloom | Architecture::Mpt)

@@ -512,19 +512,12 @@ impl TinyConfig {
     }
 
     /// MPT: ALiBi's biases on six heads, GPT-2's layer without any bias (its LayerNorms' too)
-    /// and with the exact GELU, tied embeddings.
+    /// and with the exact GELU, tied embeddings; BLOOM's shape.
     pub fn mpt() -> Self {
         TinyConfig {
             architecture: Architecture::Mpt,
-            hidden_size: 96,
-            // (`expansion_ratio` 4.)
-            intermediate_size: 384,
-            num_heads: 6,
-            num_kv_heads: 6,
-            head_dim: 16,
-            num_layers: 3,
-            tie_word_embeddings: true,
-            ..Default::default()
+            max_position_embeddings: 512,
+            ..Self::bloom()
         }
     }
 
