@@ -6,9 +6,11 @@
 //! `runner/profile.rs`: the device time of each operation; `runner/lora.rs`: adapters loaded
 //! into their slots while it runs; `runner/upload.rs`: a stack of tensors as one matrix;
 //! `runner/budget.rs`: the KV blocks a memory budget leaves; `runner/warm_up.rs`: the first
-//! use of the KV pool and the kernels paid before serving).
+//! use of the KV pool and the kernels paid before serving; `runner/embed.rs`: the
+//! embedding's launches).
 
 mod budget;
+mod embed;
 mod lora;
 mod profile;
 mod record;
@@ -25,6 +27,7 @@ use std::sync::atomic::Ordering;
 use kiln_core::{BLOCK_SIZE, PENALTY_PAGE, mask_words};
 use kiln_model::{Buf, LoraAdapter, ModelConfig, ModelTensors, Weights};
 
+use self::embed::EmbeddingContext;
 use crate::layer::{Activations, Layer, LayerContext, LoraSetup, RowOrder, gain};
 use crate::ops::{
     self, Matmul, MatmulArgs, OutputMap, SAMPLE_OUT_STRIDE, SampleBuffers, X_HEAD_BYTES,
@@ -272,57 +275,20 @@ impl ModelRunner {
         let matrix = |label: &str, parts: &[(&str, usize)], cols: usize, order: RowOrder| {
             upload::stack(ctx, weights, keep_quantized, label, parts, cols, order)
         };
-        let embed_w = matrix(
-            "embed_tokens",
-            &[(&tensors.embed.name, vocab)],
-            h,
-            RowOrder::Stacked,
-        )?;
-        weight_bytes += embed_w.bytes();
-        // BLOOM's LayerNorm of the embeddings: the gather writes into the LayerNorm's buffer,
-        // from which the norm writes the residual stream.
-        let embedded = match &tensors.embed_norm {
-            Some(_) => bufs.normed.as_ref().ok_or_else(|| GpuError::Shape {
-                op: "embedding",
-                detail: "an embedding LayerNorm without the LayerNorm's buffer".into(),
-            })?,
-            None => x,
-        };
-        let mut embed = ops::embedding(
-            ctx,
-            &kernels,
-            step,
-            (&inputs.token_ids, false),
-            (&embed_w, c.embed_scale()),
-            embedded,
-        );
-        // A learned position embedding (GPT-2's): each token's row, by its position, added on.
-        if let Some(t) = &tensors.positions {
-            let rows = c.max_position_embeddings;
-            let table = matrix("embed_positions", &[(&t.name, rows)], h, RowOrder::Stacked)?;
-            weight_bytes += table.bytes();
-            let add = (&inputs.positions, true);
-            embed.extend(ops::embedding(
+        let embedding = embed::embedding(
+            EmbeddingContext {
                 ctx,
-                &kernels,
-                step,
-                add,
-                (&table, 1.0),
-                embedded,
-            ));
-        }
-        if let Some([g, b]) = &tensors.embed_norm {
-            let [g, b] = [g, b].map(|t| weights.read_f32(&t.name));
-            let (g, b) = (g?, b?);
-            weight_bytes += (g.len() + b.len()) as u64 * 4;
-            let (g, b) = (
-                ctx.storage_init("embed_norm", bytemuck::cast_slice(&g)),
-                ctx.storage_init("embed_norm_bias", bytemuck::cast_slice(&b)),
-            );
-            let eps = (h, c.rms_norm_eps);
-            let norm = ops::layer_norm(ctx, &kernels, step, eps, embedded, &g, Some(&b), x);
-            embed.push(norm);
-        }
+                kernels: &kernels,
+                config: c,
+                tensors: &tensors,
+                weights,
+                inputs: &inputs,
+                bufs: &bufs,
+            },
+            &matrix,
+        )?;
+        weight_bytes += embedding.bytes;
+        let (embed, embed_w) = (embedding.launches, embedding.table);
         progress(1, total);
 
         // The KV cache, made after everything but the layers' weights, so that a memory

@@ -1,5 +1,6 @@
-//! What a config.json's `model_type` and its family's flags say: the architecture, and
-//! whether q, k and v carry biases.
+//! What a config.json's `model_type` and its family's flags say: the architecture, whether
+//! q, k and v carry biases, the family's own names of the common keys, and MPT's attention
+//! options.
 
 use serde_json::Value;
 
@@ -271,4 +272,52 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
         }
     }
     v
+}
+
+/// MPT's attention (`attn_config`): ALiBi's bias maximum (`alibi_bias_max`, 8 unless given);
+/// what else its config may ask of its attention, which kiln does not run, is refused by
+/// name: positions learned instead of ALiBi, q, k and v clipped or LayerNorm'd, a scale of
+/// its own, attention other than multi-head, a prefix attended both ways, and logits scaled.
+pub(super) fn mpt_attention(v: &Value, file: &str) -> Result<f32, ModelError> {
+    let a = v.get("attn_config").cloned().unwrap_or(Value::Null);
+    let set = |k: &str| {
+        a.get(k)
+            .filter(|x| !x.is_null() && **x != Value::Bool(false))
+    };
+    let refuse = |what: &str| {
+        Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!("MPT with {what}"),
+        })
+    };
+    if a.get("alibi").and_then(Value::as_bool) == Some(false) {
+        return refuse("learned positions instead of ALiBi (attn_config.alibi false)");
+    }
+    for (key, what) in [
+        ("clip_qkv", "q, k and v clipped (attn_config.clip_qkv)"),
+        ("qk_ln", "LayerNorms of q and k (attn_config.qk_ln)"),
+        (
+            "softmax_scale",
+            "an attention scale of its own (attn_config.softmax_scale)",
+        ),
+        (
+            "prefix_lm",
+            "a prefix attended both ways (attn_config.prefix_lm)",
+        ),
+    ] {
+        if set(key).is_some() {
+            return refuse(what);
+        }
+    }
+    if let Some(t) = a.get("attn_type").and_then(Value::as_str)
+        && t != "multihead_attention"
+    {
+        return refuse(&format!("attention of type {t} (attn_config.attn_type)"));
+    }
+    if v.get("logit_scale").is_some_and(|s| !s.is_null()) {
+        return refuse("its logits scaled (logit_scale)");
+    }
+    Ok(a.get("alibi_bias_max")
+        .and_then(Value::as_f64)
+        .unwrap_or(8.0) as f32)
 }
