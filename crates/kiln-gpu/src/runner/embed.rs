@@ -4,7 +4,7 @@
 
 use kiln_model::{ModelConfig, ModelTensors, Weights};
 
-use crate::layer::{Activations, RowOrder, UploadMatrix};
+use crate::layer::{Activations, RowOrder, UploadMatrix, gain};
 use crate::ops;
 use crate::step_inputs::StepInputs;
 use crate::{GpuContext, GpuError, GpuMatrix, Kernels, Launch};
@@ -74,9 +74,9 @@ pub(super) fn embedding(e: EmbeddingContext, matrix: &UploadMatrix) -> Result<Em
             embedded,
         ));
     }
-    if let Some(norm) = &tensors.embed_norm {
-        let [g, b] = norm.each_ref().map(|t| weights.read_f32(&t.name));
-        let (g, b) = (g?, b?);
+    if let Some([gain_t, bias_t]) = &tensors.embed_norm {
+        // (The gain read as every norm's is: its shape checked, the model's convention kept.)
+        let (g, b) = (gain(weights, c, gain_t)?, weights.read_f32(&bias_t.name)?);
         bytes += (g.len() + b.len()) as u64 * 4;
         let g = ctx.storage_init("embed_norm", bytemuck::cast_slice(&g));
         let b = ctx.storage_init("embed_norm_bias", bytemuck::cast_slice(&b));
