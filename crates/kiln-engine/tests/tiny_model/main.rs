@@ -1,5 +1,6 @@
 //! Tiny random models (written with `kiln_model::testing::write_tiny_llama`) on the real GPU
-//! path. `reference`, `architectures` and `layer_norm_families`: the runner's logits against
+//! path. `reference`, `architectures`, `layer_norm_families`, `post_norm_families`,
+//! `mixtures_of_experts`, `rotary` and `sliding_windows`: the runner's logits against
 //! the CPU reference
 //! forward pass for every architecture (Llama, Qwen2 with attention biases and windows, Qwen3,
 //! Gemma 2 and 3, SmolLM3, Granite, MiniCPM, Phi-3 and Phi-4-mini, Llama 3.2's RoPE scaling, Mistral's
@@ -27,12 +28,16 @@ mod embedding;
 mod layer_norm_families;
 mod lora;
 mod lora_slots;
+mod mixtures_of_experts;
 mod overlap;
 mod penalties;
+mod post_norm_families;
 mod profile;
 mod prompt_logprobs;
 mod reference;
+mod rotary;
 mod serving;
+mod sliding_windows;
 mod speculation;
 mod warm_up;
 

@@ -1,6 +1,6 @@
 //! The runner's logits against the CPU reference forward pass: the harness every
-//! architecture's test uses (`architectures.rs`), and Llama's as HF folder and GGUF of every
-//! quantized type.
+//! architecture's test uses (`architectures.rs` and the modules beside it), and Llama's as HF
+//! folder and GGUF of every quantized type.
 
 use super::*;
 use kiln_model::testing::{safetensors_bytes, tiny_tensors};

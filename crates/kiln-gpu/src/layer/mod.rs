@@ -8,114 +8,28 @@
 //! format. Neither folds where a LoRA adapter adapts the product: its launches
 //! ([`ops::Lora`]) add to the product's outputs before the rotary step or the activation.
 
+mod activations;
 mod experts;
+mod fusion;
 mod lora;
+mod row_order;
 mod upload;
 
 use kiln_model::{Buf, ModelConfig, Op, Weights};
 
+pub(crate) use self::activations::{Activations, ExpertBuffers};
+pub(crate) use self::fusion::needs_gate_up;
+use self::fusion::{activation_map, fuses_glu};
 use self::lora::lora_launch;
 pub(crate) use self::lora::{LoraSetup, lora_bytes};
+pub(crate) use self::row_order::RowOrder;
 use self::upload::Upload;
 pub(crate) use self::upload::gain;
 use crate::ops::{self, AttentionBuffers, Matmul, MatmulArgs, OutputMap, Pairs, Rotary};
-use crate::weight_format::gpu_format;
 use crate::{
     GpuContext, GpuError, GpuMatrix, Kernels, KvCache, KvDtype, Launch, Recorded, RunnerConfig,
-    StepInputs, WeightStorage,
+    StepInputs,
 };
-
-/// The step's activations, shared by every layer.
-pub(crate) struct Activations {
-    /// The residual stream, (tokens, hidden).
-    pub x: wgpu::Buffer,
-    pub qkv: wgpu::Buffer,
-    pub attn: wgpu::Buffer,
-    /// Gate and up side by side, allocated on first use: only a layer whose gated activation
-    /// is not in the gate/up product's epilogue needs it.
-    pub gate_up: std::cell::OnceCell<wgpu::Buffer>,
-    /// Its size in bytes.
-    pub gate_up_bytes: u64,
-    pub act: wgpu::Buffer,
-    /// A sub-layer's output before its norm; only when some layer writes [`Buf::Proj`].
-    pub proj: Option<wgpu::Buffer>,
-    /// The residual stream through a LayerNorm; only when some layer writes [`Buf::Normed`].
-    pub normed: Option<wgpu::Buffer>,
-    /// Split attention's runs, for every layer ([`ops::attention_runs_bytes`]).
-    pub runs: wgpu::Buffer,
-    /// The adapters' A x, for every stack ([`ops::LoraBuffers::t`]); only with adapters.
-    pub lora_t: Option<wgpu::Buffer>,
-    /// A mixture of experts' routing and activations; only for a model with experts.
-    pub experts: Option<ExpertBuffers>,
-}
-
-/// What a mixture of experts' launches share across layers.
-pub(crate) struct ExpertBuffers {
-    /// The router's logits, (tokens, experts).
-    pub logits: wgpu::Buffer,
-    /// Each token's chosen experts and their weights, (tokens, experts a token).
-    pub ids: wgpu::Buffer,
-    pub weights: wgpu::Buffer,
-    /// Each token's chosen experts' gated activations, (tokens x experts a token,
-    /// intermediate).
-    pub act: wgpu::Buffer,
-    /// The step's tokens listed by expert, where the grouped product runs (steps of many
-    /// tokens on adapters with subgroups of at least 8).
-    pub groups: Option<ops::ExpertGroups>,
-}
-
-impl Activations {
-    fn get(&self, ctx: &GpuContext, b: Buf) -> Result<&wgpu::Buffer, GpuError> {
-        Ok(match b {
-            Buf::Residual => &self.x,
-            Buf::Qkv => &self.qkv,
-            Buf::Attn => &self.attn,
-            Buf::GateUp => {
-                (self.gate_up).get_or_init(|| ctx.storage("gate_up", self.gate_up_bytes))
-            }
-            Buf::Act => &self.act,
-            Buf::Proj => self.proj.as_ref().ok_or_else(|| GpuError::Shape {
-                op: "layer",
-                detail: "an operation uses the projection buffer, which was not allocated".into(),
-            })?,
-            Buf::Normed => self.normed.as_ref().ok_or_else(|| GpuError::Shape {
-                op: "layer",
-                detail: "an operation uses the LayerNorm's buffer, which was not allocated".into(),
-            })?,
-        })
-    }
-}
-
-/// How a stacked matrix's rows lie on the GPU, for the epilogue that reads them.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RowOrder {
-    Stacked,
-    /// Gate and up rows interleaved where their formats allow ([`GpuMatrix::paired`]).
-    GateUp,
-    /// The first `rows` rows (q and k) in the rotary pair layout of heads of `head_dim`
-    /// ([`ops::paired_row`]), whether or not the rotary step is in the product's epilogue: the
-    /// KV cache has one layout.
-    Rotary {
-        rows: usize,
-        head_dim: usize,
-        /// The dimensions of a head that turn ([`ModelConfig::rotary_dim`]).
-        rotary_dim: usize,
-    },
-}
-
-impl RowOrder {
-    /// The stacked row that row `r` holds.
-    pub fn source(self, r: usize) -> usize {
-        match self {
-            RowOrder::Rotary {
-                rows,
-                head_dim,
-                rotary_dim,
-            } if r < rows => ops::paired_row(r, head_dim, rotary_dim),
-            _ => r,
-        }
-    }
-}
 
 /// Uploads a stack of matrices (name, rows) of `cols` columns as one, its rows in `order`.
 pub(crate) type UploadMatrix<'a> =
@@ -151,61 +65,6 @@ enum Step {
 pub(crate) struct Layer {
     steps: Vec<Step>,
 }
-
-/// Whether a product into `dst` followed by `next` may carry the gated activation in its
-/// epilogue (when its gate and up rows pair up).
-fn fuses_glu(dst: Buf, bias: bool, next: Option<&Op>) -> bool {
-    dst == Buf::GateUp && !bias && matches!(next, Some(Op::GatedActivation))
-}
-
-/// Whether some layer will make the step's gate/up buffer: a gate/up product that cannot
-/// carry the activation (a bias, no activation after it, or parts whose GPU formats differ or
-/// whose rows do not pair up), as [`Layer::new`] decides when it uploads them.
-pub(crate) fn needs_gate_up(
-    layers: &[kiln_model::Layer],
-    weights: &Weights,
-    storage: WeightStorage,
-    lora: &LoraSetup,
-) -> Result<bool, GpuError> {
-    for layer in layers {
-        let mut ops = layer.ops.iter().peekable();
-        while let Some(op) = ops.next() {
-            let Op::NormedProject {
-                weights: parts,
-                bias,
-                dst: Buf::GateUp,
-                ..
-            } = op
-            else {
-                continue;
-            };
-            if !fuses_glu(Buf::GateUp, bias.is_some(), ops.peek().copied()) || lora.adapts(parts) {
-                return Ok(true);
-            }
-            let formats = (parts.iter())
-                .map(|t| gpu_format(weights, &t.name, storage))
-                .collect::<Result<Vec<_>, _>>()?;
-            let rows: usize = parts.iter().map(|t| t.shape[0]).sum();
-            if formats.windows(2).any(|f| f[0] != f[1]) || !rows.is_multiple_of(2) {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
-}
-
-/// The epilogue of a product that a MLP without a gate activates (relu(x)^2, the one such
-/// activation the epilogue has; GELU's is a launch of its own, [`ops::ungated`]).
-fn activation_map(act: kiln_model::Activation) -> Result<OutputMap, GpuError> {
-    match act {
-        kiln_model::Activation::Relu2 => Ok(OutputMap::Relu2),
-        other => Err(GpuError::Shape {
-            op: "layer",
-            detail: format!("a MLP without a gate activated by {other:?}"),
-        }),
-    }
-}
-
 impl Layer {
     /// Layer `i`'s launches and the bytes of its weights on the GPU.
     pub fn new(
