@@ -41,7 +41,8 @@ pub(crate) fn check_weights(
         return Err(ModelError::Unsupported {
             file: w.file_of(name).unwrap_or(source).into(),
             reason: format!(
-                "tensor \"{name}\", which kiln's {} forward pass does not read",
+                "tensor \"{}\", which kiln's {} forward pass does not read",
+                w.label(name),
                 cfg.architecture.gguf_name()
             ),
         });
@@ -51,8 +52,8 @@ pub(crate) fn check_weights(
 
 /// Tensors besides the layers' that a loader reads or that change nothing: RoPE's factor
 /// tensors (read into the config), stored inverse frequencies (computed again), an output
-/// matrix that a tied model ignores, as transformers ignores it, older GPT-NeoX, GPT-2 and
-/// StarCoder checkpoints' causal masks, and GLM-4.5's and ERNIE 4.5's multi-token-prediction
+/// matrix that a tied model ignores, as transformers ignores it, older GPT-NeoX, GPT-2,
+/// StarCoder and GPT-J checkpoints' causal masks, and GLM-4.5's and ERNIE 4.5's multi-token-prediction
 /// layers (draft heads kiln does not run).
 fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
     // (llama.cpp's own names for their parts, `blk.N.nextn.*`, stay unmapped.)
@@ -69,6 +70,7 @@ fn read_elsewhere(name: &str, cfg: &ModelConfig) -> bool {
         || name.ends_with("rotary_emb.inv_freq")
         || (cfg.architecture == crate::Architecture::GptNeox
             && crate::models::gpt_neox::is_stored_buffer(name))
-        || (cfg.architecture.learned_positions() && crate::models::gpt2::is_stored_buffer(name))
+        || ((cfg.architecture.learned_positions() || cfg.architecture == crate::Architecture::GptJ)
+            && crate::models::gpt2::is_stored_buffer(name))
         || (name == "lm_head.weight" && cfg.tie_word_embeddings)
 }

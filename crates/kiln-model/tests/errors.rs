@@ -112,6 +112,7 @@ fn unknown_architecture() {
         TinyConfig::starcoder(),
         TinyConfig::bloom(),
         TinyConfig::mpt(),
+        TinyConfig::gptj(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
@@ -207,6 +208,21 @@ fn mpt_clipped_qkv_is_refused() {
     assert!(
         e.to_string().contains("clamp_kqv") && e.to_string().contains("mpt-clip.gguf"),
         "{e}"
+    );
+}
+
+/// A GGUF file naming `gptj`: llama.cpp's converter writes none and its graphs run none, so
+/// kiln, which reads GPT-J from Hugging Face folders, refuses it by name.
+#[test]
+fn gptj_gguf_is_refused() {
+    let b = f32_gguf(&TinyConfig::gptj());
+    let e = Model::from_gguf_bytes(b.to_bytes(), "gptj.gguf")
+        .err()
+        .expect("must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("GPT-J from GGUF") && msg.contains("gptj.gguf"),
+        "{msg}"
     );
 }
 
@@ -442,6 +458,35 @@ fn gpt2_checkpoints_without_prefix_and_with_masks_load() {
     let e = write(&turned).err().expect("must fail").to_string();
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains(fc), "{e}");
+}
+
+/// A GPT-J checkpoint as `EleutherAI/gpt-j-6b` holds it: each layer's causal mask and its
+/// fill value stored beside the weights (`attn.bias`, `attn.masked_bias`), which change
+/// nothing, so it loads; a tensor of another name there is refused by name.
+#[test]
+fn gptj_checkpoints_with_masks_load() {
+    let dir = tmp("gptj");
+    testing::write_tiny_llama(&dir, &TinyConfig::gptj(), 1).unwrap();
+    let path = dir.join("model.safetensors");
+    let mut tensors = f32_tensors(&path);
+    let extra = |name: String| testing::NamedTensor {
+        name,
+        shape: vec![1],
+        data: vec![-1e9],
+    };
+    for i in 0..3 {
+        tensors.push(extra(format!("transformer.h.{i}.attn.bias")));
+        tensors.push(extra(format!("transformer.h.{i}.attn.masked_bias")));
+    }
+    let write = |tensors: &[testing::NamedTensor]| {
+        std::fs::write(&path, testing::safetensors_bytes(tensors, DType::F32)).unwrap();
+        Model::load(&dir)
+    };
+    drop(write(&tensors).expect("the checkpoint with its masks loads"));
+    tensors.push(extra("transformer.h.0.attn.q_proj.bias".into()));
+    let e = write(&tensors).err().expect("must fail").to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(e.contains("transformer.h.0.attn.q_proj.bias"), "{e}");
 }
 
 /// A BLOOM checkpoint as `bigscience/bloom-560m` holds it, without the `transformer.` prefix,

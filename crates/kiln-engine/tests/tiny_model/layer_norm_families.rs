@@ -3,10 +3,11 @@
 //! and as GGUF: GPT-NeoX (Pythia) with its sub-layers side by side and one after the other,
 //! Falcon with one LayerNorm and multi-query attention (7B) and with two and grouped
 //! attention (40B), GPT-2 and StarCoder, whose positions are a learned embedding, and BLOOM
-//! and MPT, whose positions are ALiBi's biases on the scores.
+//! and MPT, whose positions are ALiBi's biases on the scores; GPT-J (Hugging Face folders
+//! only: llama.cpp writes no GPT-J files).
 //! (Cohere, StableLM, Nemotron, StarCoder2 and Phi-2 are in [`super::architectures`].)
 
-use super::reference::check_folder_and_gguf;
+use super::reference::{check_folder_and_gguf, check_model_against_reference};
 use super::*;
 
 /// GPT-NeoX as Pythia is: two LayerNorms with biases taken of the same residual stream,
@@ -125,4 +126,22 @@ fn logits_match_cpu_reference_mpt() {
         );
         assert!(c.fused_qkv && !c.attention_bias && c.tie_word_embeddings);
     });
+}
+
+/// GPT-J: one LayerNorm read by attention and a GELU (tanh) MLP side by side, no biases on q,
+/// k, v or the attention's output, 8 of each head's 20 dimensions turning with their rotary
+/// pairs side by side in the stored q and k rows (put half the rotary width apart on load),
+/// an untied LM head with a bias; as a Hugging Face folder under its own names.
+#[test]
+fn logits_match_cpu_reference_gptj() {
+    let (_dir, model) = tiny(&TinyConfig::gptj(), 7);
+    let c = &model.config;
+    assert_eq!(c.architecture, kiln_model::Architecture::GptJ);
+    assert_eq!(
+        (c.partial_rotary_dim, c.activation),
+        (Some(8), kiln_model::Activation::GeluTanh)
+    );
+    assert!(!c.attention_bias && !c.fused_qkv && !c.tie_word_embeddings);
+    assert!(model.weights.contains("lm_head.bias"));
+    check_model_against_reference("gptj", &model);
 }

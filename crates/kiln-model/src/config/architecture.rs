@@ -82,6 +82,11 @@ pub enum Architecture {
     /// bias (LayerNorms without them too), an exact-GELU MLP, and ALiBi's biases on the
     /// attention scores in place of any position embedding (`models::mpt`).
     Mpt,
+    /// GPT-J (GPT-J-6B, GPT4All-J, Pygmalion 6B): Phi-2's layer (one LayerNorm with a bias,
+    /// attention and a GELU (tanh) MLP without a gate side by side) with q, k, v and the
+    /// attention's output without biases, and a rotary embedding on the first `rotary_dim`
+    /// dimensions of each head, its pairs side by side in q and k (`models::gptj`).
+    GptJ,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -177,6 +182,7 @@ impl Architecture {
             Architecture::Starcoder => "starcoder",
             Architecture::Bloom => "bloom",
             Architecture::Mpt => "mpt",
+            Architecture::GptJ => "gptj",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -229,6 +235,7 @@ impl Architecture {
                 | Architecture::Starcoder
                 | Architecture::Bloom
                 | Architecture::Mpt
+                | Architecture::GptJ
         )
     }
 
@@ -245,6 +252,7 @@ impl Architecture {
                 | Architecture::Gpt2
                 | Architecture::Starcoder
                 | Architecture::Bloom
+                | Architecture::GptJ
         )
     }
 

@@ -316,7 +316,9 @@ impl ModelConfig {
         // clamped SwiGLU runs on its experts only.
         let own: &[Activation] = match self.architecture {
             Architecture::Arcee | Architecture::Nemotron => &[Activation::Relu2],
-            Architecture::Starcoder2 | Architecture::Phi2 => &[Activation::GeluTanh],
+            Architecture::Starcoder2 | Architecture::Phi2 | Architecture::GptJ => {
+                &[Activation::GeluTanh]
+            }
             Architecture::GptNeox => &[Activation::Gelu, Activation::GeluTanh],
             Architecture::GptOss => &[Activation::ClampedSwiglu],
             _ => &[],

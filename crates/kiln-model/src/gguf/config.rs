@@ -86,6 +86,14 @@ pub(crate) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "glm4moe" => Architecture::Glm4Moe,
         "ernie4_5-moe" => Architecture::Ernie45Moe,
         "gpt-oss" => Architecture::GptOss,
+        "gptj" => {
+            return Err(ModelError::Unsupported {
+                file: meta.file.into(),
+                reason: "GPT-J from GGUF (llama.cpp's converter writes no such files and its \
+                         graphs run none): kiln reads GPT-J from Hugging Face folders"
+                    .into(),
+            });
+        }
         other => {
             return Err(ModelError::UnsupportedArchitecture {
                 file: meta.file.into(),

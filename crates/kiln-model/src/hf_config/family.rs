@@ -33,6 +33,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "gpt_bigcode" => Architecture::Starcoder,
         "bloom" => Architecture::Bloom,
         "mpt" => Architecture::Mpt,
+        "gptj" => Architecture::GptJ,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -114,7 +115,8 @@ pub(super) fn attention_bias(
             }
             _ => false,
         },
-        Architecture::Exaone4 => false,
+        // GPT-J's q, k, v and output products never have biases.
+        Architecture::Exaone4 | Architecture::GptJ => false,
         // MPT's `no_bias` (all the released models') leaves biases off every product and norm;
         // without it they would be on all of them, which kiln does not run.
         Architecture::Mpt => match v.get("no_bias").and_then(Value::as_bool) {
@@ -187,7 +189,8 @@ pub(super) fn attention_bias(
 /// BLOOM's (`n_embed` in older configs, `n_head`, `n_layer`; its MLP four times as wide as
 /// the hidden size, its GELU the tanh one); MPT's (`d_model`, `n_heads`, `n_layers`,
 /// `max_seq_len`; its MLP `expansion_ratio` times as wide as the hidden size, 4 unless given,
-/// its GELU the exact one).
+/// its GELU the exact one); GPT-J's (GPT-2's names, and the dimensions of a head that turn,
+/// `rotary_dim`, as a share of the head: `partial_rotary_factor`).
 pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let renames: &[(&str, &str)] = match architecture {
         Architecture::GptNeox => &[
@@ -218,6 +221,15 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("max_seq_len", "max_position_embeddings"),
             ("layer_norm_epsilon", "layer_norm_eps"),
         ],
+        Architecture::GptJ => &[
+            ("n_embd", "hidden_size"),
+            ("n_head", "num_attention_heads"),
+            ("n_layer", "num_hidden_layers"),
+            ("n_positions", "max_position_embeddings"),
+            ("n_inner", "intermediate_size"),
+            ("activation_function", "hidden_act"),
+            ("layer_norm_epsilon", "layer_norm_eps"),
+        ],
         Architecture::Bloom => &[
             ("n_embed", "hidden_size"),
             ("n_head", "num_attention_heads"),
@@ -238,7 +250,11 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     let flag = |o: &serde_json::Map<String, Value>, k: &str| o.get(k).and_then(Value::as_bool);
     if matches!(
         architecture,
-        Architecture::Falcon | Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom
+        Architecture::Falcon
+            | Architecture::Gpt2
+            | Architecture::Starcoder
+            | Architecture::Bloom
+            | Architecture::GptJ
     ) && let Some(h) = int(o, "hidden_size")
     {
         o.entry("intermediate_size").or_insert(Value::from(4 * h));
@@ -257,6 +273,23 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
         o.entry("hidden_act").or_insert(Value::from("gelu_new"));
         if architecture == Architecture::Starcoder && flag(o, "multi_query") != Some(false) {
             o.insert("num_key_value_heads".into(), Value::from(1));
+        }
+    }
+    if architecture == Architecture::GptJ {
+        o.entry("hidden_act").or_insert(Value::from("gelu_new"));
+        // The dimensions of each head that turn: 64 unless given (its configuration class's);
+        // `null` turns all of them.
+        let rotary = match o.get("rotary_dim") {
+            None => Some(64),
+            Some(r) => r.as_u64(),
+        };
+        if let (Some(r), Some(h), Some(heads)) = (
+            rotary,
+            int(o, "hidden_size"),
+            int(o, "num_attention_heads").filter(|&n| n > 0),
+        ) {
+            let factor = r as f64 / (h / heads) as f64;
+            o.insert("partial_rotary_factor".into(), Value::from(factor));
         }
     }
     if architecture == Architecture::Falcon {

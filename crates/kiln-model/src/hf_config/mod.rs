@@ -76,6 +76,7 @@ impl ModelConfig {
             | Architecture::Starcoder
             | Architecture::Bloom
             | Architecture::Mpt
+            | Architecture::GptJ
             | Architecture::GptOss => false,
             Architecture::Llama
             | Architecture::Mixtral
@@ -145,6 +146,7 @@ impl ModelConfig {
                         | Architecture::Nemotron
                         | Architecture::Phi2
                         | Architecture::GptNeox
+                        | Architecture::GptJ
                 ) =>
             {
                 let dim = (f * head_dim as f64).round() as usize;
@@ -453,7 +455,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Gpt2
         | Architecture::Starcoder
         | Architecture::Bloom
-        | Architecture::Mpt => 1e-5,
+        | Architecture::Mpt
+        | Architecture::GptJ => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

@@ -51,7 +51,7 @@ pub(crate) const CONV1D: [&str; 4] = [
     "mlp.down_proj.weight",
 ];
 
-/// The buffers GPT-2's and StarCoder's checkpoints may store beside the weights (the causal
+/// The buffers GPT-2's, StarCoder's and GPT-J's checkpoints may store beside the weights (the causal
 /// mask and its fill value), which change nothing.
 pub(crate) fn is_stored_buffer(name: &str) -> bool {
     let layer = name.strip_prefix("transformer.").unwrap_or(name);

@@ -22,6 +22,7 @@ mod glm4_moe;
 pub(crate) mod gpt2;
 pub(crate) mod gpt_neox;
 mod gpt_oss;
+mod gptj;
 mod granite;
 mod granite_moe;
 mod hunyuan_dense;
@@ -83,14 +84,16 @@ impl Tensor {
 }
 
 /// The tensors whose rows the files of `cfg`'s architecture store in another order than kiln
-/// runs them (GLM-4's, ERNIE 4.5's and Cohere's q and k), each with its stored layout.
+/// runs them (GLM-4's, ERNIE 4.5's, Cohere's and GPT-J's q and k), each with its stored
+/// layout.
 pub(crate) fn interleaved_rows(cfg: &ModelConfig) -> Vec<(String, Interleaved)> {
     match cfg.architecture {
         Architecture::Glm4
         | Architecture::Ernie45
         | Architecture::Ernie45Moe
         | Architecture::Cohere
-        | Architecture::Cohere2 => qk_pairs_side_by_side(cfg),
+        | Architecture::Cohere2
+        | Architecture::GptJ => qk_pairs_side_by_side(cfg),
         _ => Vec::new(),
     }
 }
@@ -164,6 +167,10 @@ impl NativeFolder {
                 names: &mpt::NAMES,
                 qkv: None,
             }),
+            Architecture::GptJ => Some(NativeFolder {
+                names: &gptj::NAMES,
+                qkv: None,
+            }),
             // (StarCoder's multi-head models keep each head's q, k and v together.)
             Architecture::Gpt2 | Architecture::Starcoder => Some(NativeFolder {
                 names: &gpt2::NAMES,
@@ -201,7 +208,7 @@ pub struct ModelTensors {
     pub final_norm_bias: Option<Tensor>,
     /// The output projection; `None` when it is the embedding (tied).
     pub lm_head: Option<Tensor>,
-    /// The output projection's bias, where it has one (Phi-2's).
+    /// The output projection's bias, where it has one (Phi-2's, GPT-J's).
     pub lm_head_bias: Option<Tensor>,
 }
 
@@ -228,6 +235,7 @@ impl ModelTensors {
             Architecture::Gpt2 | Architecture::Starcoder => gpt2::layer,
             Architecture::Bloom => bloom::layer,
             Architecture::Mpt => mpt::layer,
+            Architecture::GptJ => gptj::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,
@@ -248,7 +256,7 @@ impl ModelTensors {
         };
         let (h, vocab) = (cfg.hidden_size, cfg.vocab_size);
         let norm = final_norm_name(cfg.architecture);
-        let phi2 = cfg.architecture == Architecture::Phi2;
+        let head_bias = matches!(cfg.architecture, Architecture::Phi2 | Architecture::GptJ);
         ModelTensors {
             embed: Tensor::new("model.embed_tokens.weight", &[vocab, h]),
             embed_norm: (cfg.architecture.embedding_norm()).then(|| {
@@ -265,7 +273,7 @@ impl ModelTensors {
             final_norm_bias: (cfg.architecture.norm_bias())
                 .then(|| Tensor::new(format!("{norm}.bias"), &[h])),
             lm_head: (!cfg.tie_word_embeddings).then(|| Tensor::new("lm_head.weight", &[vocab, h])),
-            lm_head_bias: phi2.then(|| Tensor::new("lm_head.bias", &[vocab])),
+            lm_head_bias: head_bias.then(|| Tensor::new("lm_head.bias", &[vocab])),
         }
     }
 

@@ -71,7 +71,8 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
         | Architecture::Gpt2
         | Architecture::Starcoder
         | Architecture::Bloom
-        | Architecture::Mpt => {
+        | Architecture::Mpt
+        | Architecture::GptJ => {
             return super::native_folder::folder_tensors(mc, tensors);
         }
         Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),
@@ -220,6 +221,7 @@ pub(super) fn write_folder_files(dir: &Path, cfg: &TinyConfig) -> Result<ModelCo
             Architecture::Starcoder => "GPTBigCodeForCausalLM",
             Architecture::Bloom => "BloomForCausalLM",
             Architecture::Mpt => "MptForCausalLM",
+            Architecture::GptJ => "GPTJForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",

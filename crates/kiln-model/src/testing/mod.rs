@@ -264,6 +264,7 @@ impl TinyConfig {
                 Architecture::Arcee | Architecture::Nemotron => Activation::Relu2,
                 Architecture::Starcoder2
                 | Architecture::Phi2
+                | Architecture::GptJ
                 | Architecture::Gpt2
                 | Architecture::Starcoder
                 | Architecture::Bloom => Activation::GeluTanh,

@@ -1,4 +1,5 @@
-//! GPT-NeoX, Falcon, GPT-2 and StarCoder as their Hugging Face folders hold them: the tensors
+//! GPT-NeoX, Falcon, GPT-2, StarCoder, BLOOM, MPT and GPT-J as their Hugging Face folders
+//! hold them: the tensors
 //! under the family's own names (`gpt_neox.layers.N.attention.query_key_value`,
 //! `transformer.h.N.ln_attn`, `transformer.wpe`, ...), q, k and v rows by head or by group in
 //! `query_key_value`, GPT-2's products transposed (`Conv1D`), and the config's keys as their
@@ -45,25 +46,27 @@ pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec
 pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
     let common: &[&str] = match mc.architecture {
         Architecture::GptNeox => &["rope_theta", "partial_rotary_factor"],
-        Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom | Architecture::Mpt => {
-            &[
-                "hidden_size",
-                "intermediate_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "num_key_value_heads",
-                "head_dim",
-                "max_position_embeddings",
-                "rms_norm_eps",
-                "rope_theta",
-                "hidden_act",
-                "attention_bias",
-                "sliding_window",
-                "rope_scaling",
-                "layer_norm_eps",
-                "use_qk_norm",
-            ]
-        }
+        Architecture::Gpt2
+        | Architecture::Starcoder
+        | Architecture::Bloom
+        | Architecture::Mpt
+        | Architecture::GptJ => &[
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+            "rms_norm_eps",
+            "rope_theta",
+            "hidden_act",
+            "attention_bias",
+            "sliding_window",
+            "rope_scaling",
+            "layer_norm_eps",
+            "use_qk_norm",
+        ],
         _ => &[
             "intermediate_size",
             "num_key_value_heads",
@@ -99,6 +102,18 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
             "alibi": true, "alibi_bias_max": mc.alibi.map(|m| m as i64), "attn_type": "multihead_attention",
             "clip_qkv": null, "qk_ln": false, "softmax_scale": null, "prefix_lm": false,
         });
+        return;
+    }
+    if mc.architecture == Architecture::GptJ {
+        config["n_embd"] = json!(mc.hidden_size);
+        config["n_inner"] = json!(mc.intermediate_size);
+        config["n_layer"] = json!(mc.num_layers);
+        config["n_head"] = json!(mc.num_heads);
+        config["n_positions"] = json!(mc.max_position_embeddings);
+        config["rotary_dim"] = json!(mc.rotary_dim());
+        config["layer_norm_epsilon"] = json!(mc.rms_norm_eps);
+        config["activation_function"] = json!("gelu_new");
+        (config.as_object_mut()).map(|o| o.remove("partial_rotary_factor"));
         return;
     }
     if mc.architecture == Architecture::Bloom {

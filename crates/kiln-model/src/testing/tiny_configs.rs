@@ -408,6 +408,17 @@ impl TinyConfig {
         }
     }
 
+    /// GPT-J: Phi-2's shape without the attention's biases, 8 of each head's 20 dimensions
+    /// turning with their pairs side by side in the stored q and k rows (`rotary_dim`), at
+    /// GPT-J's fixed RoPE base of 10000; an untied LM head with a bias.
+    pub fn gptj() -> Self {
+        TinyConfig {
+            architecture: Architecture::GptJ,
+            rope_theta: 10000.0,
+            ..Self::phi2()
+        }
+    }
+
     /// GPT-NeoX (Pythia): two LayerNorms with biases, attention and an exact-GELU MLP side by
     /// side on them, biases on every product, an untied LM head, the first quarter of each
     /// head turning (8 of 32 dimensions; RoPE base 100 so that the partial rotation shows);

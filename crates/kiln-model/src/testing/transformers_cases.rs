@@ -108,6 +108,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("starcoder-multi-query", TinyConfig::starcoder()),
         ("bloom-alibi-embedding-norm", TinyConfig::bloom()),
         ("mpt-alibi-no-biases", TinyConfig::mpt()),
+        ("gptj-parallel-interleaved-partial", TinyConfig::gptj()),
         // `multi_query` false: each head's q, k and v together in `c_attn`.
         (
             "starcoder-multi-head",
