@@ -1,17 +1,22 @@
-//! GGUF loading: container parsing (`reader`), metadata → config (`config`; a mixture of
-//! experts' in `moe`), tensor types (`dequant`), naming and Q/K un-permutation (`names`);
+//! GGUF loading: container parsing (`reader`), metadata read by key (`meta`) → config
+//! (`config`; the architecture in `architecture`, a mixture of experts' in `moe`, the RoPE
+//! scaling in `rope`), tensor types (`dequant`), naming and Q/K un-permutation (`names`);
 //! `load` assembles a model from them.
 
+mod architecture;
 pub(crate) mod config;
 pub mod dequant;
 pub mod kquant;
+mod meta;
 mod moe;
 pub mod names;
 pub mod nonlinear;
 pub mod reader;
+mod rope;
 
-use self::config::{Meta, TensorFacts};
+use self::config::TensorFacts;
 use self::dequant::DType;
+use self::meta::Meta;
 use self::names::Interleaved;
 use self::reader::MetaValue;
 use crate::storage::Storage;
@@ -33,7 +38,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
         map: &header.metadata,
         file,
     };
-    config::architecture(&meta)?;
+    architecture::architecture(&meta)?;
     let has = |n: &str| header.tensors.iter().any(|t| t.name == n);
     let facts = TensorFacts {
         has_output: has("output.weight"),
@@ -67,7 +72,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             "{}.rope.scaling.original_context_length",
             cfg.architecture.gguf_name()
         ));
-        cfg.rope_scaling = Some(RopeScaling::Llama3(config::rope_scaling_from_freqs(
+        cfg.rope_scaling = Some(RopeScaling::Llama3(rope::rope_scaling_from_freqs(
             &cfg, &divisors, orig, file,
         )?));
     }
@@ -77,7 +82,7 @@ pub(crate) fn load(storage: Storage, file: &str) -> Result<Loaded, ModelError> {
             weights.read_f32("rope_factors_short.weight")?,
             weights.read_f32("rope_factors_long.weight")?,
         );
-        let long_rope = config::long_rope(&meta, &cfg, factors)?;
+        let long_rope = rope::long_rope(&meta, &cfg, factors)?;
         cfg.rope_scaling = Some(RopeScaling::LongRope(long_rope));
         cfg.validate(file)?;
     }

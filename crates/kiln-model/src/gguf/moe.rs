@@ -1,7 +1,7 @@
 //! A GGUF file's mixture of experts ([`crate::Moe`]) from llama.cpp's metadata keys
 //! (`{arch}.expert_count`, `.expert_used_count`, ...), as llama.cpp's graphs run each family.
 
-use super::config::Meta;
+use super::meta::Meta;
 use super::reader::MetaValue;
 use crate::{Architecture, ModelError};
 

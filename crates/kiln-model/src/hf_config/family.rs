@@ -307,11 +307,11 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     v
 }
 
-/// MPT's attention (`attn_config`): ALiBi's bias maximum (`alibi_bias_max`, 8 unless given);
-/// what else its config may ask of its attention, which kiln does not run, is refused by
-/// name: positions learned instead of ALiBi, q, k and v clipped or LayerNorm'd, a scale of
-/// its own, attention other than multi-head, a prefix attended both ways, and logits scaled.
-pub(super) fn mpt_attention(v: &Value, file: &str) -> Result<f32, ModelError> {
+/// MPT's attention (`attn_config`): what its config may ask of its attention besides ALiBi,
+/// which kiln does not run, is refused by name: positions learned instead of ALiBi, q, k and v
+/// clipped or LayerNorm'd, a scale of its own, attention other than multi-head, a prefix
+/// attended both ways, and logits scaled.
+pub(super) fn mpt_attention(v: &Value, file: &str) -> Result<(), ModelError> {
     let a = v.get("attn_config").cloned().unwrap_or(Value::Null);
     let set = |k: &str| {
         a.get(k)
@@ -350,7 +350,12 @@ pub(super) fn mpt_attention(v: &Value, file: &str) -> Result<f32, ModelError> {
     if v.get("logit_scale").is_some_and(|s| !s.is_null()) {
         return refuse("its logits scaled (logit_scale)");
     }
-    Ok(a.get("alibi_bias_max")
+    Ok(())
+}
+
+/// MPT's ALiBi bias maximum (`attn_config.alibi_bias_max`, 8 unless given).
+pub(super) fn mpt_alibi_bias_max(v: &Value) -> f32 {
+    v.pointer("/attn_config/alibi_bias_max")
         .and_then(Value::as_f64)
-        .unwrap_or(8.0) as f32)
+        .unwrap_or(8.0) as f32
 }

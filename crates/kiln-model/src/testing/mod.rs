@@ -4,13 +4,17 @@
 mod gguf_builder;
 mod gguf_writer;
 mod gpt_oss_folder;
+mod hf_config_json;
 mod hf_folder;
 mod kquant_enc;
 mod lora;
+mod moe_config_keys;
 mod native_folder;
 mod quant;
 mod random_model;
 mod tiny_configs;
+mod tiny_layer_norm_configs;
+mod tiny_moe_configs;
 pub mod tiny_tokenizer;
 mod transformers_cases;
 
