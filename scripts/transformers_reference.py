@@ -13,7 +13,10 @@ a given attention factor, on Llama; OLMo 2's norms; gpt-oss, whose folder is wri
 transformers' layout for this script while kiln reads the same values from the GGUF file beside
 it; MiniCPM, which transformers does not have (its modeling code comes with its checkpoints):
 its config's scale_emb, scale_depth and dim_model_base are turned into the Granite model they
-describe, as MiniCPM's forward pass is Granite's with those multipliers, and that runs). Each runs one sequence of 72 token ids
+describe, as MiniCPM's forward pass is Granite's with those multipliers, and that runs;
+InternLM2, which transformers does not have either: its folder is written as the Llama model
+it is, each KV group's queries, key and value in `wqkv` split into q_proj, k_proj and v_proj,
+its names Llama's). Each runs one sequence of 72 token ids
 (past LongRoPE's original context of 64, so
 transformers uses the long factors, as kiln does for these models) in float32 with eager
 attention; the file keeps the logits at a few positions, the token ids, the CRC-32 of each
@@ -69,6 +72,56 @@ def minicpm_as_granite(folder, out):
     return True
 
 
+def internlm2_as_llama(folder, out):
+    """Writes InternLM2's folder as the Llama model it is into `out`; False for others.
+
+    InternLM2 is Llama's layer under other names, with q, k and v in one tensor, `wqkv`,
+    whose rows are grouped by KV head: each group's query heads, then its key head and its
+    value head. Its "dynamic" RoPE scaling changes nothing within the trained context, as
+    transformers' Llama reads it too."""
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    if config["model_type"] != "internlm2":
+        return False
+    from safetensors.torch import load_file, save_file
+
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    d = config["hidden_size"] // heads
+    names = {
+        "attention.wo": "self_attn.o_proj",
+        "attention_norm": "input_layernorm",
+        "ffn_norm": "post_attention_layernorm",
+        "feed_forward.w1": "mlp.gate_proj",
+        "feed_forward.w3": "mlp.up_proj",
+        "feed_forward.w2": "mlp.down_proj",
+    }
+    llama = {}
+    for name, t in load_file(os.path.join(folder, "model.safetensors")).items():
+        if name == "model.tok_embeddings.weight":
+            llama["model.embed_tokens.weight"] = t
+        elif name == "output.weight":
+            llama["lm_head.weight"] = t
+        elif name.endswith(".attention.wqkv.weight"):
+            base = name.removesuffix("attention.wqkv.weight")
+            groups = t.reshape(kv, heads // kv + 2, d, t.shape[-1])
+            llama[base + "self_attn.q_proj.weight"] = groups[:, :-2].reshape(-1, t.shape[-1])
+            llama[base + "self_attn.k_proj.weight"] = groups[:, -2].reshape(-1, t.shape[-1])
+            llama[base + "self_attn.v_proj.weight"] = groups[:, -1].reshape(-1, t.shape[-1])
+        else:
+            stem, suffix = name.rsplit(".", 1)
+            layer = next((k for k in names if stem.endswith("." + k)), None)
+            if layer:
+                stem = stem.removesuffix(layer) + names[layer]
+            llama[stem + "." + suffix] = t
+    save_file({k: v.contiguous() for k, v in llama.items()}, os.path.join(out, "model.safetensors"))
+    config.update(architectures=["LlamaForCausalLM"], model_type="llama", attention_bias=False)
+    config.pop("bias", None)
+    config.pop("auto_map", None)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f)
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", help="the folder the transformers_cases example wrote")
@@ -82,9 +135,11 @@ def main():
         with open(os.path.join(folder, "config.json")) as f:
             vocab = json.load(f)["vocab_size"]
         ids = [(i * 97 + 13) % vocab for i in range(TOKENS)]
-        granite = tempfile.TemporaryDirectory()
-        if minicpm_as_granite(folder, granite.name):
-            folder = granite.name
+        with open(os.path.join(folder, "model.safetensors"), "rb") as f:
+            crc = zlib.crc32(f.read())
+        stand_in = tempfile.TemporaryDirectory()
+        if minicpm_as_granite(folder, stand_in.name) or internlm2_as_llama(folder, stand_in.name):
+            folder = stand_in.name
         model, info = AutoModelForCausalLM.from_pretrained(
             folder,
             dtype=torch.float32,
@@ -97,8 +152,6 @@ def main():
         model.eval()
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits[0]
-        with open(os.path.join(folder, "model.safetensors"), "rb") as f:
-            crc = zlib.crc32(f.read())
         with tempfile.TemporaryDirectory() as saved:
             model.config.save_pretrained(saved)
             with open(os.path.join(saved, "config.json")) as f:

@@ -71,20 +71,32 @@ fn cpu_reference_matches_transformers() {
         // gpt-oss folder); the others from the folder, whose config.json as transformers
         // writes it (its own format, RoPE entries in `rope_parameters`) reads as the same
         // model (the sampling defaults come from generation_config.json; transformers fills
-        // in its class's default BOS id). MiniCPM's ran as the Granite its keys make, whose
-        // config must read as the same model but for the architecture's name.
+        // in its class's default BOS id). MiniCPM's ran as the Granite its keys make, and
+        // InternLM2's as the Llama its tensors make (q, k and v apart), whose configs must
+        // read as the same model but for the architecture's name (and InternLM2's fused
+        // q, k and v).
         let model = if cfg.architecture == Architecture::GptOss {
             Model::load(&dir.path().join(KILN_GGUF)).unwrap()
         } else {
             let model = Model::load(dir.path()).unwrap();
             let saved = ModelConfig::from_hf_json(&case["saved_config"].to_string(), name)
                 .unwrap_or_else(|e| panic!("{name}: transformers' own config.json: {e}"));
-            if cfg.architecture == Architecture::MiniCpm {
-                assert_eq!(saved.architecture, Architecture::Granite, "{name}");
+            let stand_in = match cfg.architecture {
+                Architecture::MiniCpm => Some(Architecture::Granite),
+                Architecture::InternLm2 => Some(Architecture::Llama),
+                _ => None,
+            };
+            if let Some(a) = stand_in {
+                assert_eq!(saved.architecture, a, "{name}");
             }
+            let fused_qkv = match cfg.architecture {
+                Architecture::InternLm2 => model.config.fused_qkv,
+                _ => saved.fused_qkv,
+            };
             assert_eq!(
                 ModelConfig {
                     architecture: model.config.architecture,
+                    fused_qkv,
                     generation: model.config.generation,
                     bos_token_id: model.config.bos_token_id,
                     ..saved

@@ -213,6 +213,7 @@ fn adapters_on_gpt_neox_and_falcon_are_refused() {
         TinyConfig::bloom(),
         TinyConfig::mpt(),
         TinyConfig::gptj(),
+        TinyConfig::internlm2(),
     ] {
         let name = tc.architecture.gguf_name();
         let err = (LoraAdapter::load("a", &dir, &tc.model_config()).unwrap_err()).to_string();

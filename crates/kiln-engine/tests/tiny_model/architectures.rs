@@ -1,8 +1,8 @@
 //! Each dense architecture without a module of its kind, on the GPU against the CPU reference
 //! forward pass ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's
 //! biases, Qwen3, Granite, MiniCPM, Cohere (Command-R, Command-R+ and Cohere 2), StableLM
-//! (and StableLM 2 12B), Nemotron, StarCoder2, Phi-2, ERNIE 4.5, Seed-OSS, Arcee and Hunyuan
-//! (dense).
+//! (and StableLM 2 12B), Nemotron, StarCoder2, Phi-2, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan
+//! (dense) and InternLM2.
 //! (The families with norms after their sub-layers are in [`super::post_norm_families`], the
 //! rotary embedding's variants in [`super::rotary`], sliding windows in
 //! [`super::sliding_windows`], and the mixtures of experts in [`super::mixtures_of_experts`].)
@@ -229,4 +229,25 @@ fn logits_match_cpu_reference_hunyuan_dense() {
         let f = c.features().join("; ");
         assert!(f.contains("after the rotary embedding"), "{f}");
     });
+}
+
+/// InternLM2: Llama's layer under its own names; as a Hugging Face folder, q, k and v one
+/// tensor (`wqkv`) grouped by KV head (two queries, the key and the value of each), put in
+/// kiln's order on load; as GGUF (`internlm2`), apart, q and k rows permuted as Llama's.
+#[test]
+fn logits_match_cpu_reference_internlm2() {
+    let (_dir, model) = tiny(&TinyConfig::internlm2(), 7);
+    assert_eq!(
+        model.config.architecture,
+        kiln_model::Architecture::InternLm2
+    );
+    assert!(model.config.fused_qkv && !model.config.attention_bias);
+    check_model_against_reference("internlm2", &model);
+    let (_gguf, model) = tiny_gguf(&TinyConfig::internlm2_gguf());
+    assert_eq!(
+        model.config.architecture,
+        kiln_model::Architecture::InternLm2
+    );
+    assert!(!model.config.fused_qkv);
+    check_model_against_reference("internlm2 gguf", &model);
 }

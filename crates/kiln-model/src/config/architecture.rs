@@ -87,6 +87,11 @@ pub enum Architecture {
     /// attention's output without biases, and a rotary embedding on the first `rotary_dim`
     /// dimensions of each head, its pairs side by side in q and k (`models::gptj`).
     GptJ,
+    /// InternLM2 and InternLM2.5 (1.8B, 7B, 20B; the language model of InternVL 2 and 2.5):
+    /// Llama's layer under its own names, q, k and v one product in its Hugging Face folders
+    /// (`wqkv`, each KV group's queries, key and value together), apart in GGUF files
+    /// (`models::internlm2`).
+    InternLm2,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -183,6 +188,7 @@ impl Architecture {
             Architecture::Bloom => "bloom",
             Architecture::Mpt => "mpt",
             Architecture::GptJ => "gptj",
+            Architecture::InternLm2 => "internlm2",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",
@@ -213,6 +219,7 @@ impl Architecture {
                 | Architecture::Granite
                 | Architecture::GraniteMoe
                 | Architecture::MiniCpm
+                | Architecture::InternLm2
                 | Architecture::Arcee
                 | Architecture::Mixtral
         )

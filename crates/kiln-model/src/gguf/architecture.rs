@@ -35,6 +35,7 @@ pub(super) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "starcoder" => Architecture::Starcoder,
         "bloom" => Architecture::Bloom,
         "mpt" => Architecture::Mpt,
+        "internlm2" => Architecture::InternLm2,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,

@@ -34,6 +34,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "bloom" => Architecture::Bloom,
         "mpt" => Architecture::Mpt,
         "gptj" => Architecture::GptJ,
+        "internlm2" => Architecture::InternLm2,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -117,6 +118,17 @@ pub(super) fn attention_bias(
         },
         // GPT-J's q, k, v and output products never have biases.
         Architecture::Exaone4 | Architecture::GptJ => false,
+        // InternLM2's flag puts a bias on `wo` too, which kiln does not run; the released
+        // models have none.
+        Architecture::InternLm2 => match v.get("bias").and_then(Value::as_bool) {
+            Some(true) => {
+                return Err(ModelError::Unsupported {
+                    file: file.into(),
+                    reason: "InternLM2 with bias (biases on wqkv and wo)".into(),
+                });
+            }
+            _ => false,
+        },
         // MPT's `no_bias` (all the released models') leaves biases off every product and norm;
         // without it they would be on all of them, which kiln does not run.
         Architecture::Mpt => match v.get("no_bias").and_then(Value::as_bool) {
@@ -274,6 +286,16 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
         if architecture == Architecture::Starcoder && flag(o, "multi_query") != Some(false) {
             o.insert("num_key_value_heads".into(), Value::from(1));
         }
+    }
+    // InternLM2's "dynamic" NTK scaling (InternLM2.5's configs) changes the frequencies only
+    // past `max_position_embeddings`, which bounds kiln's context: within it, none.
+    if architecture == Architecture::InternLm2
+        && o.get("rope_scaling")
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            == Some("dynamic")
+    {
+        o.remove("rope_scaling");
     }
     if architecture == Architecture::GptJ {
         o.entry("hidden_act").or_insert(Value::from("gelu_new"));

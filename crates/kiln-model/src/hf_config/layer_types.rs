@@ -94,6 +94,7 @@ fn uses_sliding(v: &Value, architecture: Architecture, model_type: &str) -> bool
         | Architecture::Bloom
         | Architecture::Mpt
         | Architecture::GptJ
+        | Architecture::InternLm2
         | Architecture::GptOss => false,
         Architecture::Llama
         | Architecture::Mixtral

@@ -161,7 +161,8 @@ impl ModelConfig {
                 .filter(|_| gemma)
                 .map(|s| s as f32),
             partial_rotary_dim,
-            fused_qkv: architecture.fused_qkv(),
+            // (InternLM2's folders keep q, k and v in one tensor; its GGUF files, apart.)
+            fused_qkv: architecture.fused_qkv() || architecture == Architecture::InternLm2,
             qk_layer_norm,
             parallel_residual,
             mlp_norm,

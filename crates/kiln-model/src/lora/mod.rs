@@ -148,15 +148,16 @@ impl LoraAdapter {
             mut pairs,
             scale,
         } = source;
-        // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's, BLOOM's, MPT's and GPT-J's adapters name
-        // their own projections (q/k/v's rows by head or by group, GPT-2's stored transposed).
+        // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's, BLOOM's, MPT's, GPT-J's and InternLM2's
+        // adapters name their own projections (q/k/v's rows by head or by group, GPT-2's stored transposed).
         if let a @ (crate::Architecture::GptNeox
         | crate::Architecture::Falcon
         | crate::Architecture::Gpt2
         | crate::Architecture::Starcoder
         | crate::Architecture::Bloom
         | crate::Architecture::Mpt
-        | crate::Architecture::GptJ) = config.architecture
+        | crate::Architecture::GptJ
+        | crate::Architecture::InternLm2) = config.architecture
         {
             return Err(ModelError::Unsupported {
                 file,

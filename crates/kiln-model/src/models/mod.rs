@@ -27,6 +27,7 @@ mod granite;
 mod granite_moe;
 mod hunyuan_dense;
 mod hunyuan_moe;
+mod internlm2;
 mod layer;
 mod llama;
 mod minicpm;
@@ -171,6 +172,13 @@ impl NativeFolder {
                 names: &gptj::NAMES,
                 qkv: None,
             }),
+            Architecture::InternLm2 => Some(NativeFolder {
+                names: &internlm2::NAMES,
+                qkv: Some(StoredRows::QkvByGroup {
+                    kv_heads: cfg.num_kv_heads,
+                    q_per_kv: cfg.num_heads / cfg.num_kv_heads.max(1),
+                }),
+            }),
             // (StarCoder's multi-head models keep each head's q, k and v together.)
             Architecture::Gpt2 | Architecture::Starcoder => Some(NativeFolder {
                 names: &gpt2::NAMES,
@@ -236,6 +244,7 @@ impl ModelTensors {
             Architecture::Bloom => bloom::layer,
             Architecture::Mpt => mpt::layer,
             Architecture::GptJ => gptj::layer,
+            Architecture::InternLm2 => llama::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

@@ -45,6 +45,7 @@ pub(super) fn config_json(mc: &ModelConfig) -> serde_json::Value {
             Architecture::Bloom => "BloomForCausalLM",
             Architecture::Mpt => "MptForCausalLM",
             Architecture::GptJ => "GPTJForCausalLM",
+            Architecture::InternLm2 => "InternLM2ForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",

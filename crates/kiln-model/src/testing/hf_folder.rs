@@ -64,13 +64,7 @@ fn folder_tensors(mc: &ModelConfig, seed: u64) -> Vec<NamedTensor> {
     match mc.architecture {
         Architecture::GraniteMoe => {}
         Architecture::GptOss => return super::gpt_oss_folder::folder_tensors(mc, tensors),
-        Architecture::GptNeox
-        | Architecture::Falcon
-        | Architecture::Gpt2
-        | Architecture::Starcoder
-        | Architecture::Bloom
-        | Architecture::Mpt
-        | Architecture::GptJ => {
+        _ if crate::models::NativeFolder::of(mc).is_some() => {
             return super::native_folder::folder_tensors(mc, tensors);
         }
         Architecture::StableLm if mc.qk_layer_norm => return per_head_gains(tensors),

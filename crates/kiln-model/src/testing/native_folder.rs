@@ -1,10 +1,11 @@
-//! GPT-NeoX, Falcon, GPT-2, StarCoder, BLOOM, MPT and GPT-J as their Hugging Face folders
-//! hold them: the tensors
-//! under the family's own names (`gpt_neox.layers.N.attention.query_key_value`,
-//! `transformer.h.N.ln_attn`, `transformer.wpe`, ...), q, k and v rows by head or by group in
-//! `query_key_value`, GPT-2's products transposed (`Conv1D`), and the config's keys as their
-//! folders name them (Pythia's `rotary_pct` and `rotary_emb_base`; Falcon's `num_kv_heads`,
-//! `new_decoder_architecture`, `ffn_hidden_size`, ...; GPT-2's `n_embd`, `n_positions`, ...).
+//! GPT-NeoX, Falcon, GPT-2, StarCoder, BLOOM, MPT, GPT-J and InternLM2 as their Hugging Face
+//! folders hold them: the tensors under the family's own names
+//! (`gpt_neox.layers.N.attention.query_key_value`, `transformer.h.N.ln_attn`,
+//! `transformer.wpe`, `model.layers.N.attention.wqkv`, ...), q, k and v rows by head or by
+//! group in `query_key_value` and `wqkv`, GPT-2's products transposed (`Conv1D`), and the
+//! config's keys as their folders name them (Pythia's `rotary_pct` and `rotary_emb_base`;
+//! Falcon's `num_kv_heads`, `new_decoder_architecture`, `ffn_hidden_size`, ...; GPT-2's
+//! `n_embd`, `n_positions`, ...; InternLM2's `bias`).
 
 use serde_json::{Value, json};
 
@@ -46,6 +47,7 @@ pub(super) fn folder_tensors(mc: &ModelConfig, tensors: Vec<NamedTensor>) -> Vec
 pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
     let common: &[&str] = match mc.architecture {
         Architecture::GptNeox => &["rope_theta", "partial_rotary_factor"],
+        Architecture::InternLm2 => &["head_dim", "attention_bias", "sliding_window"],
         Architecture::Gpt2
         | Architecture::Starcoder
         | Architecture::Bloom
@@ -88,6 +90,10 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
         config["rotary_pct"] = json!(mc.rotary_dim() as f64 / mc.head_dim as f64);
         config["use_parallel_residual"] = json!(mc.parallel_residual);
         config["hidden_act"] = json!("gelu");
+        return;
+    }
+    if mc.architecture == Architecture::InternLm2 {
+        config["bias"] = json!(false);
         return;
     }
     if mc.architecture == Architecture::Mpt {

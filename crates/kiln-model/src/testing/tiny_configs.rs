@@ -169,6 +169,25 @@ impl TinyConfig {
         }
     }
 
+    /// InternLM2: Llama's layer under its own names, two query heads to each of two KV heads,
+    /// q, k and v one tensor in its folder (`wqkv`, each KV group's queries, key and value
+    /// together). Its GGUF files keep them apart: [`Self::internlm2_gguf`].
+    pub fn internlm2() -> Self {
+        TinyConfig {
+            architecture: Architecture::InternLm2,
+            fused_qkv: true,
+            ..Default::default()
+        }
+    }
+
+    /// InternLM2 as llama.cpp's converter writes it: q, k and v apart.
+    pub fn internlm2_gguf() -> Self {
+        TinyConfig {
+            fused_qkv: false,
+            ..Self::internlm2()
+        }
+    }
+
     /// ERNIE 4.5: Llama's layer with each head's rotary pairs side by side in the stored q
     /// and k rows (a RoPE base of 100 turns them fast enough that the pairs' order shows).
     pub fn ernie45() -> Self {

@@ -109,6 +109,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("bloom-alibi-embedding-norm", TinyConfig::bloom()),
         ("mpt-alibi-no-biases", TinyConfig::mpt()),
         ("gptj-parallel-interleaved-partial", TinyConfig::gptj()),
+        ("internlm2-grouped-wqkv", TinyConfig::internlm2()),
         // `multi_query` false: each head's q, k and v together in `c_attn`.
         (
             "starcoder-multi-head",

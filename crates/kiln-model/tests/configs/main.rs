@@ -353,3 +353,37 @@ fn exaone4_patterns() {
     let c = parse(&cfg).unwrap();
     assert!(c.sliding_window.is_none() && c.no_rope_layers.is_empty());
 }
+
+/// InternLM2.5-7B-chat's config.json: Llama's keys, q, k and v one tensor in its folders, its
+/// "dynamic" NTK scaling read as none (it changes the frequencies only past
+/// `max_position_embeddings`, which bounds kiln's context), a linear one kept, and `bias`
+/// (on `wqkv` and `wo`) refused by name.
+#[test]
+fn internlm2_config() {
+    let cfg = serde_json::json!({
+        "architectures": ["InternLM2ForCausalLM"], "attn_implementation": "eager", "bias": false,
+        "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096,
+        "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+        "model_type": "internlm2", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "pad_token_id": 2, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"type": "dynamic", "factor": 2.0}, "rope_theta": 1000000,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true,
+        "vocab_size": 92544,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::InternLm2);
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (32, 8, 128));
+    assert_eq!((c.max_position_embeddings, c.rope_theta), (32768, 1e6));
+    assert!(c.fused_qkv && !c.attention_bias && c.rope_scaling.is_none());
+    let mut linear = cfg.clone();
+    linear["rope_scaling"] = serde_json::json!({"type": "linear", "factor": 2.0});
+    assert!(matches!(
+        parse(&linear).unwrap().rope_scaling,
+        Some(RopeScaling::Linear(_))
+    ));
+    let mut bad = cfg.clone();
+    bad["bias"] = serde_json::json!(true);
+    let e = parse(&bad).unwrap_err().to_string();
+    assert!(e.contains("InternLM2 with bias"), "{e}");
+}

@@ -39,6 +39,7 @@ fn unknown_architecture() {
         TinyConfig::bloom(),
         TinyConfig::mpt(),
         TinyConfig::gptj(),
+        TinyConfig::internlm2(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
