@@ -1,5 +1,6 @@
-//! Hugging Face model folders (config.json, *.safetensors, tokenizer.json, tokenizer_config.json,
-//! generation_config.json), read from disk (safetensors memory-mapped) or from in-memory files.
+//! Hugging Face model folders (config.json, *.safetensors, tokenizer.json or SentencePiece's
+//! tokenizer.model, tokenizer_config.json, generation_config.json), read from disk (safetensors
+//! memory-mapped) or from in-memory files.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -68,6 +69,16 @@ impl Files<'_> {
             .map_err(|e| ModelError::corrupt(self.label(name), format!("invalid JSON: {e}")))
     }
 
+    fn bytes(&self, name: &str) -> Result<Vec<u8>, ModelError> {
+        match self {
+            Files::Dir(d) => std::fs::read(d.join(name)).map_err(|e| ModelError::MissingFile {
+                path: self.label(name).into(),
+                reason: e.to_string(),
+            }),
+            Files::Mem(m) => m.get(name).cloned().ok_or_else(|| self.missing(name)),
+        }
+    }
+
     /// Maps (or takes ownership of) a weight file.
     fn storage(&mut self, name: &str) -> Result<Storage, ModelError> {
         match self {
@@ -82,6 +93,48 @@ impl Files<'_> {
             }
         }
     }
+}
+
+/// The folder's `tokenizer.json`, or where it has none, SentencePiece's `tokenizer.model` with
+/// the added tokens of `tokenizer_config.json` (`tok_cfg`), BOS first unless it says
+/// `add_bos_token` false (Hugging Face's SentencePiece tokenizers' default).
+fn read_tokenizer(
+    files: &Files,
+    tok_cfg: &Value,
+    bos: Option<u32>,
+) -> Result<Tokenizer, ModelError> {
+    if files.exists("tokenizer.json") {
+        let text = files.text("tokenizer.json")?;
+        return Tokenizer::from_json_bytes(text.as_bytes(), &files.label("tokenizer.json"));
+    }
+    if !files.exists("tokenizer.model") {
+        return Err(files.missing("tokenizer.json"));
+    }
+    let label = files.label("tokenizer_config.json");
+    let added = (tok_cfg
+        .get("added_tokens_decoder")
+        .and_then(Value::as_object))
+    .into_iter()
+    .flatten()
+    .map(|(id, t)| {
+        let content = t.get("content").and_then(Value::as_str);
+        match (id.parse::<u32>(), content) {
+            (Ok(id), Some(c)) => Ok((id, c.to_string(), t.get("special") == Some(&true.into()))),
+            _ => Err(ModelError::corrupt(
+                &label,
+                format!("added_tokens_decoder entry \"{id}\" is not an id with a content"),
+            )),
+        }
+    })
+    .collect::<Result<Vec<_>, _>>()?;
+    let add_bos = tok_cfg.get("add_bos_token").and_then(Value::as_bool) != Some(false);
+    crate::tokenizer::sentencepiece::from_model_bytes(
+        &files.bytes("tokenizer.model")?,
+        &added,
+        add_bos,
+        bos,
+        &files.label("tokenizer.model"),
+    )
 }
 
 /// A `"<s>"` or `{"content": "<s>", ...}` token entry of tokenizer_config.json.
@@ -201,16 +254,10 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         }
     }
 
-    let tok_label = files.label("tokenizer.json");
-    if !files.exists("tokenizer.json") {
-        return Err(files.missing("tokenizer.json"));
-    }
-    let tokenizer =
-        Tokenizer::from_json_bytes(files.text("tokenizer.json")?.as_bytes(), &tok_label)?;
-
     let tok_cfg = files
         .optional_json("tokenizer_config.json")?
         .unwrap_or_default();
+    let tokenizer = read_tokenizer(&files, &tok_cfg, config.bos_token_id)?;
     let bos = token_string(tok_cfg.get("bos_token"))
         .or_else(|| config.bos_token_id.and_then(|i| tokenizer.id_to_token(i)))
         .unwrap_or_default();

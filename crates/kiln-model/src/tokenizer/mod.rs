@@ -4,6 +4,7 @@
 pub(crate) mod gguf_bpe;
 mod gguf_pre;
 pub(crate) mod gguf_spm;
+pub(crate) mod sentencepiece;
 mod token_bytes;
 
 use std::collections::HashSet;
