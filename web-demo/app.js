@@ -284,8 +284,16 @@ async function loadFromUrl() {
     };
     if (url.endsWith('/')) {
       const files = {};
-      for (const f of ['config.json', 'tokenizer.json']) files[f] = await file(url + f, progress);
-      for (const f of ['tokenizer_config.json', 'generation_config.json']) {
+      files['config.json'] = await file(url + 'config.json', progress);
+      // SentencePiece's tokenizer.model where a folder has no tokenizer.json.
+      try {
+        files['tokenizer.json'] = await file(url + 'tokenizer.json', progress);
+      } catch (e) {
+        if (!`${e.message}`.endsWith('HTTP 404')) throw e;
+        files['tokenizer.model'] = await file(url + 'tokenizer.model', progress);
+      }
+      for (const f of ['tokenizer_config.json', 'chat_template.jinja', 'chat_template.json',
+        'generation_config.json']) {
         try { files[f] = await file(url + f); } catch { /* optional */ }
       }
       // The weights: one file, or an index and the shards it names (a larger model as

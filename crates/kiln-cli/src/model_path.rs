@@ -40,19 +40,37 @@ fn download(repo_id: &str) -> anyhow::Result<PathBuf> {
     let api = hf_hub::api::sync::Api::new().context("opening the Hugging Face cache")?;
     let repo = api.model(repo_id.to_string());
     let mut dir = None;
+    // (A SentencePiece `tokenizer.model` stands in for a missing `tokenizer.json`.)
+    let mut tokenizer = None;
     for file in [
         "config.json",
         "tokenizer.json",
+        "tokenizer.model",
         "tokenizer_config.json",
+        "chat_template.jinja",
+        "chat_template.json",
         "generation_config.json",
     ] {
+        if file == "tokenizer.model" && tokenizer.is_some() {
+            continue;
+        }
         match repo.get(file) {
-            Ok(p) => dir = p.parent().map(Path::to_path_buf),
-            Err(e) if file == "config.json" || file == "tokenizer.json" => {
+            Ok(p) => {
+                dir = p.parent().map(Path::to_path_buf);
+                if file.starts_with("tokenizer.") {
+                    tokenizer = Some(file);
+                }
+            }
+            Err(e) if file == "config.json" => {
                 bail!("model {repo_id}: could not fetch {file} from the Hugging Face hub: {e}")
             }
             Err(_) => {}
         }
+    }
+    if tokenizer.is_none() {
+        bail!(
+            "model {repo_id}: neither tokenizer.json nor tokenizer.model on the Hugging Face hub"
+        );
     }
     if repo.get("model.safetensors").is_err() {
         let index = repo

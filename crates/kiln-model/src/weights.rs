@@ -376,6 +376,11 @@ impl Weights {
         self.stored_name = Some(to_stored);
     }
 
+    /// Leaves out every tensor `keep` does not keep (a multimodal folder's vision tower).
+    pub(crate) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.entries.retain(|name, _| keep(name));
+    }
+
     /// Tensor `name` as messages name it: as its file does.
     pub(crate) fn label(&self, name: &str) -> String {
         (self.stored_name.as_ref().and_then(|f| f(name))).unwrap_or_else(|| name.to_string())

@@ -244,3 +244,116 @@ fn stacked_experts_load_as_each_experts_matrices() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The chat template from the files transformers reads it from: `chat_template.jinja` first
+/// (what it saves now), then `tokenizer_config.json`'s `chat_template`, then a processor's
+/// `chat_template.json` (multimodal folders); errors in it name the file it came from.
+#[test]
+fn chat_template_files_in_transformers_order() {
+    let dir = tmp("chat-template-files");
+    testing::write_tiny_llama(&dir, &TinyConfig::default(), 1).unwrap();
+    let source = |dir: &PathBuf| {
+        let m = Model::load(dir).unwrap();
+        m.chat_template.map(|t| t.source().to_string())
+    };
+    let from_config = source(&dir).expect("tokenizer_config.json's");
+    std::fs::write(
+        dir.join("chat_template.jinja"),
+        "jinja {{ messages[0].content }}",
+    )
+    .unwrap();
+    assert_eq!(source(&dir).unwrap(), "jinja {{ messages[0].content }}");
+    std::fs::remove_file(dir.join("chat_template.jinja")).unwrap();
+    assert_eq!(source(&dir).unwrap(), from_config);
+    let cfg_path = dir.join("tokenizer_config.json");
+    let mut tok_cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    tok_cfg.as_object_mut().unwrap().remove("chat_template");
+    std::fs::write(&cfg_path, tok_cfg.to_string()).unwrap();
+    assert_eq!(source(&dir), None);
+    let processor = serde_json::json!({"chat_template": "processor {{ bos_token }}"});
+    std::fs::write(dir.join("chat_template.json"), processor.to_string()).unwrap();
+    assert_eq!(source(&dir).unwrap(), "processor {{ bos_token }}");
+    std::fs::write(dir.join("chat_template.jinja"), "{% if %}").unwrap();
+    let e = Model::load(&dir).err().expect("must fail").to_string();
+    assert!(e.contains("chat_template.jinja"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A multimodal Gemma 3 folder (`gemma3`, `Gemma3ForConditionalGeneration`) loads its language
+/// model: the text folder's config under `text_config`, its tensors under
+/// `language_model.model.*` (the released checkpoints) or `model.language_model.*`
+/// (transformers 5's), beside a vision tower and projector kiln leaves out, read as the same
+/// model as the text folder; a missing tensor is named as the folder names it.
+#[test]
+fn multimodal_gemma3_folders_load_their_language_model() {
+    let dir = tmp("gemma3-multimodal");
+    testing::write_tiny_llama(&dir, &TinyConfig::gemma3(), 3).unwrap();
+    let text = Model::load(&dir).unwrap();
+    let tensors: Vec<testing::NamedTensor> = (text.weights.names().into_iter())
+        .map(|n| testing::NamedTensor {
+            name: n.to_string(),
+            shape: text.weights.shape(n).unwrap(),
+            data: text.weights.read_f32(n).unwrap(),
+        })
+        .collect();
+    let text_config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let wrapper = serde_json::json!({
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "text_config": text_config,
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 4},
+    });
+    std::fs::write(dir.join("config.json"), wrapper.to_string()).unwrap();
+    for prefix in ["language_model.model.", "model.language_model."] {
+        let mut renamed: Vec<_> = (tensors.iter().cloned())
+            .map(|mut t| {
+                t.name = format!("{prefix}{}", t.name.trim_start_matches("model."));
+                t
+            })
+            .collect();
+        // (Transformers 5 keeps the vision tower under `model.` too.)
+        let outer = if prefix.starts_with("model.") {
+            "model."
+        } else {
+            ""
+        };
+        for vision in [
+            "vision_tower.vision_model.post_layernorm.weight",
+            "multi_modal_projector.mm_soft_emb_norm.weight",
+        ] {
+            renamed.push(testing::NamedTensor {
+                name: format!("{outer}{vision}"),
+                shape: vec![4],
+                data: vec![1.0; 4],
+            });
+        }
+        let write = |t: &[testing::NamedTensor]| {
+            let bytes = testing::safetensors_bytes(t, DType::F32);
+            std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+            Model::load(&dir)
+        };
+        let model = write(&renamed).unwrap_or_else(|e| panic!("{prefix}: {e}"));
+        // (Its BOS id is the class's default where the text config gives none.)
+        assert_eq!(model.config.bos_token_id, Some(2), "{prefix}");
+        let config = kiln_model::ModelConfig {
+            bos_token_id: text.config.bos_token_id,
+            ..model.config.clone()
+        };
+        assert_eq!(config, text.config, "{prefix}");
+        for t in &tensors {
+            assert_eq!(
+                model.weights.read_f32(&t.name).unwrap(),
+                t.data,
+                "{prefix}{}",
+                t.name
+            );
+        }
+        drop(model);
+        let norm = format!("{prefix}norm.weight");
+        renamed.retain(|t| t.name != norm);
+        let e = write(&renamed).err().expect("must fail").to_string();
+        assert!(e.contains(&norm), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,8 +7,9 @@ use serde_json::Value;
 use crate::ModelError;
 use crate::config::Architecture;
 
-/// The architecture a config's `model_type` names; Gemma 3 with its vision tower and gpt-oss
-/// (whose folders kiln does not read) are refused by name.
+/// The architecture a config's `model_type` names (a multimodal wrapper's, its language
+/// model's: [`super::multimodal`]); gpt-oss (whose folders kiln does not read) is refused by
+/// name.
 pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture, ModelError> {
     Ok(match model_type {
         "llama" | "mistral" => Architecture::Llama,
@@ -51,14 +52,6 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "glm4_moe" => Architecture::Glm4Moe,
         "ernie4_5_moe" => Architecture::Ernie45Moe,
         "dots1" => Architecture::Dots1,
-        "gemma3" => {
-            return Err(ModelError::Unsupported {
-                file: file.into(),
-                reason: "Gemma 3 with its vision tower (model_type gemma3): only the text model \
-                         (gemma3_text, Gemma3ForCausalLM) runs"
-                    .into(),
-            });
-        }
         "gpt_oss" => {
             return Err(ModelError::Unsupported {
                 file: file.into(),

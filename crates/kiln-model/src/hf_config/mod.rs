@@ -5,6 +5,7 @@ use serde_json::Value;
 mod family;
 mod layer_types;
 mod moe;
+mod multimodal;
 mod multipliers;
 mod norm_eps;
 mod partial_rotary;
@@ -19,6 +20,7 @@ impl ModelConfig {
     pub fn from_hf_json(json: &str, file: &str) -> Result<ModelConfig, ModelError> {
         let v: Value = serde_json::from_str(json)
             .map_err(|e| ModelError::corrupt(file, format!("invalid JSON: {e}")))?;
+        let v = multimodal::language_model(v);
         let model_type = (v.get("model_type").and_then(Value::as_str))
             .unwrap_or("<missing model_type>")
             .to_string();

@@ -6,6 +6,7 @@
 //! way in [`native_keys`].
 
 mod layer_norm_families;
+mod multimodal;
 mod native_keys;
 
 use kiln_model::{ModelConfig, RopeScaling, Yarn};

@@ -1,11 +1,16 @@
 //! Hugging Face model folders (config.json, *.safetensors, tokenizer.json or SentencePiece's
-//! tokenizer.model, tokenizer_config.json, generation_config.json), read from disk (safetensors
-//! memory-mapped) or from in-memory files.
+//! tokenizer.model, tokenizer_config.json, chat_template.jinja, generation_config.json), read
+//! from disk (safetensors memory-mapped) or from in-memory files; the tokenizer and chat
+//! template in [`tokenizer`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use serde_json::Value;
+
+mod tokenizer;
+
+use tokenizer::{read_tokenizer, token_string};
 
 use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
@@ -95,70 +100,48 @@ impl Files<'_> {
     }
 }
 
-/// The folder's `tokenizer.json`, or where it has none, SentencePiece's `tokenizer.model` with
-/// the added tokens of `tokenizer_config.json` (`tok_cfg`), BOS first unless it says
-/// `add_bos_token` false (Hugging Face's SentencePiece tokenizers' default).
-fn read_tokenizer(
-    files: &Files,
-    tok_cfg: &Value,
-    bos: Option<u32>,
-) -> Result<Tokenizer, ModelError> {
-    if files.exists("tokenizer.json") {
-        let text = files.text("tokenizer.json")?;
-        return Tokenizer::from_json_bytes(text.as_bytes(), &files.label("tokenizer.json"));
-    }
-    if !files.exists("tokenizer.model") {
-        return Err(files.missing("tokenizer.json"));
-    }
-    let label = files.label("tokenizer_config.json");
-    let added = (tok_cfg
-        .get("added_tokens_decoder")
-        .and_then(Value::as_object))
-    .into_iter()
-    .flatten()
-    .map(|(id, t)| {
-        let content = t.get("content").and_then(Value::as_str);
-        match (id.parse::<u32>(), content) {
-            (Ok(id), Some(c)) => Ok((id, c.to_string(), t.get("special") == Some(&true.into()))),
-            _ => Err(ModelError::corrupt(
-                &label,
-                format!("added_tokens_decoder entry \"{id}\" is not an id with a content"),
-            )),
-        }
-    })
-    .collect::<Result<Vec<_>, _>>()?;
-    let add_bos = tok_cfg.get("add_bos_token").and_then(Value::as_bool) != Some(false);
-    crate::tokenizer::sentencepiece::from_model_bytes(
-        &files.bytes("tokenizer.model")?,
-        &added,
-        add_bos,
-        bos,
-        &files.label("tokenizer.model"),
-    )
-}
-
-/// A `"<s>"` or `{"content": "<s>", ...}` token entry of tokenizer_config.json.
-fn token_string(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
-        _ => None,
-    }
-}
-
-/// `chat_template` is a string, or a list of `{name, template}` (the "default" one is used).
-fn chat_template_source(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(list) => list
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
-            .or_else(|| list.first())
-            .and_then(|t| t.get("template"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        _ => None,
-    }
+/// A multimodal folder's language model (Gemma 3's, Mistral 3's) under the text model's names:
+/// `language_model.model.*` (the released checkpoints) or `model.language_model.*`
+/// (transformers 5's) as `model.*`, `language_model.lm_head.*` as `lm_head.*`; the vision
+/// tower and its projector left out, as kiln runs text alone. Other folders are left as they
+/// are.
+fn language_model_names(weights: &mut Weights) {
+    const PREFIXES: [(&str, &str); 3] = [
+        ("language_model.model.", "model."),
+        ("model.language_model.", "model."),
+        ("language_model.lm_head.", "lm_head."),
+    ];
+    let names = weights.names();
+    let Some(&(stored, _)) =
+        (PREFIXES.iter().take(2)).find(|(p, _)| names.iter().any(|n| n.starts_with(p)))
+    else {
+        return;
+    };
+    weights.retain(|n| {
+        ![
+            "vision_tower.",
+            "multi_modal_projector.",
+            "model.vision_tower.",
+            "model.multi_modal_projector.",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p))
+    });
+    let rename = |n: &str| {
+        (PREFIXES.iter()).find_map(|(from, to)| Some(format!("{to}{}", n.strip_prefix(from)?)))
+    };
+    weights.rename(
+        rename,
+        Box::new(
+            move |n| match (n.strip_prefix("model."), n.starts_with("lm_head.")) {
+                (Some(rest), _) => Some(format!("{stored}{rest}")),
+                (None, true) if stored == "language_model.model." => {
+                    Some(format!("language_model.{n}"))
+                }
+                _ => None,
+            },
+        ),
+    );
 }
 
 pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
@@ -203,6 +186,7 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
     }
+    language_model_names(&mut weights);
     // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's and BLOOM's folders name their tensors their
     // own way; GPT-NeoX's, Falcon's and BLOOM's keep q, k and v by head or by group, GPT-2's
     // its products transposed. A folder of the base model alone (GPT-2's and BLOOM's original
@@ -273,13 +257,8 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
                 .and_then(|&i| tokenizer.id_to_token(i))
         })
         .unwrap_or_default();
-    let chat_template = match chat_template_source(tok_cfg.get("chat_template")) {
-        Some(src) => Some(ChatTemplate::new(
-            &src,
-            &bos,
-            &eos,
-            &files.label("tokenizer_config.json"),
-        )?),
+    let chat_template = match tokenizer::chat_template(&files, &tok_cfg)? {
+        Some((src, origin)) => Some(ChatTemplate::new(&src, &bos, &eos, &origin)?),
         None => None,
     };
     Ok(Loaded {
