@@ -324,3 +324,39 @@ fn gpt_oss_vocabulary_stops_at_return_and_keeps_its_markers() {
     let eos = tiny_tokenizer::eos_id();
     assert_eq!(m.tokenizer.decode(&[eos], true).unwrap(), "");
 }
+
+/// Qwen2-VL's and Qwen2.5-VL's language model (`qwen2vl`) and Qwen3-VL's (`qwen3vl`), as
+/// llama.cpp's converter writes them beside their vision tower's file: Qwen2's and Qwen3's
+/// tensors and keys with multimodal RoPE sections, which turn a text token's pairs by its one
+/// position in every section, as plain RoPE does. They read as the same models.
+#[test]
+fn qwen_vl_language_models_read_as_qwen() {
+    for (tc, arch) in [
+        (TinyConfig::qwen2(), "qwen2vl"),
+        (TinyConfig::qwen3(), "qwen3vl"),
+    ] {
+        let mc = tc.model_config();
+        let mut b = model_gguf(
+            &mc,
+            &tiny_tensors(&mc, 7),
+            DType::F32,
+            &tiny_tokenizer::gguf_tokenizer(),
+        );
+        let plain = Model::from_gguf_bytes(b.to_bytes(), "plain.gguf").unwrap();
+        b.rename_architecture(arch);
+        let sections = [2, 3, 3, 0].map(testing::MetaValue::I32);
+        b.meta(
+            &format!("{arch}.rope.dimension_sections"),
+            testing::MetaValue::Array(sections.to_vec()),
+        );
+        let vl = Model::from_gguf_bytes(b.to_bytes(), "vl.gguf").unwrap();
+        assert_eq!(vl.config, plain.config, "{arch}");
+        for name in plain.weights.names() {
+            assert_eq!(
+                vl.weights.read_f32(name).unwrap(),
+                plain.weights.read_f32(name).unwrap(),
+                "{arch} {name}"
+            );
+        }
+    }
+}

@@ -280,15 +280,20 @@ fn chat_template_files_in_transformers_order() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A multimodal Gemma 3 folder (`gemma3`, `Gemma3ForConditionalGeneration`) loads its language
-/// model: the text folder's config under `text_config`, its tensors under
-/// `language_model.model.*` (the released checkpoints) or `model.language_model.*`
-/// (transformers 5's), beside a vision tower and projector kiln leaves out, read as the same
-/// model as the text folder; a missing tensor is named as the folder names it.
-#[test]
-fn multimodal_gemma3_folders_load_their_language_model() {
-    let dir = tmp("gemma3-multimodal");
-    testing::write_tiny_llama(&dir, &TinyConfig::gemma3(), 3).unwrap();
+/// A multimodal folder laid out from tiny text model `tc`'s folder: its config.json made by
+/// `wrap` from the text folder's, its tensors under `lm` in place of `model.` beside a vision
+/// tower under `vision`. It must read as the same model as the text folder (but for the BOS
+/// id, `bos` where the wrapper's text config class has a default), and a missing tensor be
+/// named as the folder names it.
+fn check_multimodal(
+    tag: &str,
+    tc: &TinyConfig,
+    wrap: impl Fn(serde_json::Value) -> serde_json::Value,
+    layouts: &[(&str, &str)],
+    bos: Option<u32>,
+) {
+    let dir = tmp(tag);
+    testing::write_tiny_llama(&dir, tc, 3).unwrap();
     let text = Model::load(&dir).unwrap();
     let tensors: Vec<testing::NamedTensor> = (text.weights.names().into_iter())
         .map(|n| testing::NamedTensor {
@@ -299,61 +304,94 @@ fn multimodal_gemma3_folders_load_their_language_model() {
         .collect();
     let text_config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    let wrapper = serde_json::json!({
-        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-        "text_config": text_config,
-        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 4},
-    });
-    std::fs::write(dir.join("config.json"), wrapper.to_string()).unwrap();
-    for prefix in ["language_model.model.", "model.language_model."] {
+    std::fs::write(dir.join("config.json"), wrap(text_config).to_string()).unwrap();
+    for &(lm, vision) in layouts {
         let mut renamed: Vec<_> = (tensors.iter().cloned())
             .map(|mut t| {
-                t.name = format!("{prefix}{}", t.name.trim_start_matches("model."));
+                if let Some(rest) = t.name.strip_prefix("model.") {
+                    t.name = format!("{lm}{rest}");
+                }
                 t
             })
             .collect();
-        // (Transformers 5 keeps the vision tower under `model.` too.)
-        let outer = if prefix.starts_with("model.") {
-            "model."
-        } else {
-            ""
-        };
-        for vision in [
-            "vision_tower.vision_model.post_layernorm.weight",
-            "multi_modal_projector.mm_soft_emb_norm.weight",
-        ] {
-            renamed.push(testing::NamedTensor {
-                name: format!("{outer}{vision}"),
-                shape: vec![4],
-                data: vec![1.0; 4],
-            });
-        }
+        renamed.push(testing::NamedTensor {
+            name: format!("{vision}blocks.0.norm1.weight"),
+            shape: vec![4],
+            data: vec![1.0; 4],
+        });
         let write = |t: &[testing::NamedTensor]| {
             let bytes = testing::safetensors_bytes(t, DType::F32);
             std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
             Model::load(&dir)
         };
-        let model = write(&renamed).unwrap_or_else(|e| panic!("{prefix}: {e}"));
-        // (Its BOS id is the class's default where the text config gives none.)
-        assert_eq!(model.config.bos_token_id, Some(2), "{prefix}");
+        let model = write(&renamed).unwrap_or_else(|e| panic!("{tag} {lm}: {e}"));
+        assert_eq!(model.config.bos_token_id, bos.or(text.config.bos_token_id));
         let config = kiln_model::ModelConfig {
             bos_token_id: text.config.bos_token_id,
             ..model.config.clone()
         };
-        assert_eq!(config, text.config, "{prefix}");
+        assert_eq!(config, text.config, "{tag} {lm}");
         for t in &tensors {
             assert_eq!(
                 model.weights.read_f32(&t.name).unwrap(),
                 t.data,
-                "{prefix}{}",
+                "{lm}{}",
                 t.name
             );
         }
         drop(model);
-        let norm = format!("{prefix}norm.weight");
+        let norm = format!("{lm}norm.weight");
         renamed.retain(|t| t.name != norm);
         let e = write(&renamed).err().expect("must fail").to_string();
         assert!(e.contains(&norm), "{e}");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Gemma 3's multimodal folders (`gemma3`, `Gemma3ForConditionalGeneration`): the text
+/// folder's config under `text_config`, the tensors under `language_model.model.*` (the
+/// released checkpoints, the vision tower under `vision_tower.`) or `model.language_model.*`
+/// (transformers 5's, the vision tower under `model.vision_tower.`).
+#[test]
+fn multimodal_gemma3_folders_load_their_language_model() {
+    let wrap = |text: serde_json::Value| {
+        serde_json::json!({
+            "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "text_config": text,
+            "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 4},
+        })
+    };
+    let layouts = [
+        ("language_model.model.", "vision_tower.vision_model."),
+        ("model.language_model.", "model.vision_tower.vision_model."),
+    ];
+    check_multimodal("gemma3-mm", &TinyConfig::gemma3(), wrap, &layouts, Some(2));
+}
+
+/// Qwen2.5-VL's (transformers 4's: the language model's keys at the top level, its tensors as
+/// Qwen2's beside `visual.*`) and Qwen3-VL's (`text_config`, `model.language_model.*` beside
+/// `model.visual.*`), both with their multimodal RoPE entries.
+#[test]
+fn multimodal_qwen_folders_load_their_language_model() {
+    let mrope = serde_json::json!({"type": "mrope", "mrope_section": [2, 3, 3]});
+    let wrap = |mut text: serde_json::Value| {
+        text["model_type"] = "qwen2_5_vl".into();
+        text["architectures"] = serde_json::json!(["Qwen2_5_VLForConditionalGeneration"]);
+        text["rope_scaling"] = mrope.clone();
+        text["vision_config"] = serde_json::json!({"depth": 1, "hidden_size": 4});
+        text
+    };
+    let layouts = [("model.", "visual.")];
+    check_multimodal("qwen25vl-mm", &TinyConfig::qwen2(), wrap, &layouts, None);
+    let wrap = |mut text: serde_json::Value| {
+        text["model_type"] = "qwen3_vl_text".into();
+        text["rope_scaling"] = serde_json::json!({"mrope_interleaved": true,
+            "mrope_section": [2, 3, 3], "rope_type": "default"});
+        serde_json::json!({
+            "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
+            "text_config": text, "vision_config": {"depth": 1, "hidden_size": 4},
+        })
+    };
+    let layouts = [("model.language_model.", "model.visual.")];
+    check_multimodal("qwen3vl-mm", &TinyConfig::qwen3(), wrap, &layouts, None);
 }

@@ -263,6 +263,23 @@ impl Architecture {
         )
     }
 
+    /// Whether the family's code may turn only the first dimensions of each head (Phi-3's
+    /// and GLM-4's `partial_rotary_factor`, StableLM's, Nemotron's, Phi-2's, GPT-NeoX's and
+    /// GPT-J's); the others' turn all of them.
+    pub fn partial_rotary(self) -> bool {
+        matches!(
+            self,
+            Architecture::Phi3
+                | Architecture::Glm4
+                | Architecture::Glm4Moe
+                | Architecture::StableLm
+                | Architecture::Nemotron
+                | Architecture::Phi2
+                | Architecture::GptNeox
+                | Architecture::GptJ
+        )
+    }
+
     /// Whether the family's q, k and v are always one product (GPT-NeoX's, Falcon's and
     /// BLOOM's `query_key_value`, by head or by group in Hugging Face folders, put in kiln's
     /// order on load; GPT-2's and StarCoder's `c_attn`; MPT's `Wqkv`).

@@ -16,6 +16,11 @@ pub(super) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
         "qwen3" => Architecture::Qwen3,
+        // Qwen2-VL's and Qwen2.5-VL's language model, and Qwen3-VL's, run on text: their
+        // multimodal RoPE (`rope.dimension_sections`) turns a text token's pairs by its one
+        // position in every section, as Qwen2's and Qwen3's RoPE turns them.
+        "qwen2vl" => Architecture::Qwen2,
+        "qwen3vl" => Architecture::Qwen3,
         "gemma2" => Architecture::Gemma2,
         "gemma3" => Architecture::Gemma3,
         "phi3" => Architecture::Phi3,

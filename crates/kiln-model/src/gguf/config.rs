@@ -36,21 +36,7 @@ pub(crate) fn config_from_meta(
     // A partial rotary embedding: Phi-3's (Phi-4-mini) and GLM-4's turn the first `rot`
     // dimensions of a head; the other families' graphs turn all of them.
     let partial_rotary_dim = match meta.usize(&format!("{a}.rope.dimension_count")) {
-        Some(rot)
-            if rot != head_dim
-                && matches!(
-                    architecture,
-                    Architecture::Phi3
-                        | Architecture::Glm4
-                        | Architecture::Glm4Moe
-                        | Architecture::StableLm
-                        | Architecture::Nemotron
-                        | Architecture::Phi2
-                        | Architecture::GptNeox
-                ) =>
-        {
-            Some(rot)
-        }
+        Some(rot) if rot != head_dim && architecture.partial_rotary() => Some(rot),
         Some(rot) if rot != head_dim => {
             return Err(ModelError::Unsupported {
                 file: meta.file.into(),

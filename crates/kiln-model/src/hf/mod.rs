@@ -12,6 +12,7 @@ mod tokenizer;
 
 use tokenizer::{read_tokenizer, token_string};
 
+use crate::hf_config::multimodal::{VISION, is_wrapper};
 use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
 use crate::{
@@ -100,33 +101,23 @@ impl Files<'_> {
     }
 }
 
-/// A multimodal folder's language model (Gemma 3's, Mistral 3's) under the text model's names:
-/// `language_model.model.*` (the released checkpoints) or `model.language_model.*`
-/// (transformers 5's) as `model.*`, `language_model.lm_head.*` as `lm_head.*`; the vision
-/// tower and its projector left out, as kiln runs text alone. Other folders are left as they
-/// are.
+/// A multimodal folder's language model (Gemma 3's, Mistral 3's, Qwen-VL's) under the text
+/// model's names: `language_model.model.*` (the released checkpoints) or
+/// `model.language_model.*` (transformers 5's) as `model.*`, `language_model.lm_head.*` as
+/// `lm_head.*`; the vision tower and its projector left out, as kiln runs text alone.
 fn language_model_names(weights: &mut Weights) {
     const PREFIXES: [(&str, &str); 3] = [
         ("language_model.model.", "model."),
         ("model.language_model.", "model."),
         ("language_model.lm_head.", "lm_head."),
     ];
+    weights.retain(|n| !VISION.iter().any(|p| n.starts_with(p)));
     let names = weights.names();
     let Some(&(stored, _)) =
         (PREFIXES.iter().take(2)).find(|(p, _)| names.iter().any(|n| n.starts_with(p)))
     else {
         return;
     };
-    weights.retain(|n| {
-        ![
-            "vision_tower.",
-            "multi_modal_projector.",
-            "model.vision_tower.",
-            "model.multi_modal_projector.",
-        ]
-        .iter()
-        .any(|p| n.starts_with(p))
-    });
     let rename = |n: &str| {
         (PREFIXES.iter()).find_map(|(from, to)| Some(format!("{to}{}", n.strip_prefix(from)?)))
     };
@@ -149,7 +140,12 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
     if !files.exists("config.json") {
         return Err(files.missing("config.json"));
     }
-    let mut config = ModelConfig::from_hf_json(&files.text("config.json")?, &cfg_label)?;
+    let config_text = files.text("config.json")?;
+    let mut config = ModelConfig::from_hf_json(&config_text, &cfg_label)?;
+    let multimodal = serde_json::from_str::<Value>(&config_text)
+        .ok()
+        .and_then(|v| v.get("model_type")?.as_str().map(is_wrapper))
+        .unwrap_or(false);
     if let Some(gen_cfg) = files.optional_json("generation_config.json")? {
         config.merge_eos(token_id_list(gen_cfg.get("eos_token_id")));
         config.generation = crate::GenerationDefaults::from_hf_json(&gen_cfg);
@@ -186,7 +182,9 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
     }
-    language_model_names(&mut weights);
+    if multimodal {
+        language_model_names(&mut weights);
+    }
     // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's and BLOOM's folders name their tensors their
     // own way; GPT-NeoX's, Falcon's and BLOOM's keep q, k and v by head or by group, GPT-2's
     // its products transposed. A folder of the base model alone (GPT-2's and BLOOM's original

@@ -5,7 +5,7 @@ use serde_json::Value;
 mod family;
 mod layer_types;
 mod moe;
-mod multimodal;
+pub(crate) mod multimodal;
 mod multipliers;
 mod norm_eps;
 mod partial_rotary;

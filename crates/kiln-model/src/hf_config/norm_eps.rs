@@ -20,6 +20,8 @@ pub(super) fn norm_eps(v: &Value, architecture: Architecture) -> f32 {
 /// `rms_norm_eps` where a config leaves it out: transformers' default for the architecture.
 fn default_rms_norm_eps(architecture: Architecture) -> f64 {
     match architecture {
+        // (The LayerNorm families' epsilon.)
+        a if a.layer_norm() => 1e-5,
         Architecture::Phi3
         | Architecture::Olmo2
         | Architecture::Exaone4
@@ -29,20 +31,7 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Glm4Moe
         | Architecture::Ernie45Moe
         | Architecture::HunyuanMoe
-        | Architecture::HunyuanDense
-        | Architecture::Cohere
-        | Architecture::Cohere2
-        | Architecture::StableLm
-        | Architecture::Nemotron
-        | Architecture::Starcoder2
-        | Architecture::Phi2
-        | Architecture::GptNeox
-        | Architecture::Falcon
-        | Architecture::Gpt2
-        | Architecture::Starcoder
-        | Architecture::Bloom
-        | Architecture::Mpt
-        | Architecture::GptJ => 1e-5,
+        | Architecture::HunyuanDense => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

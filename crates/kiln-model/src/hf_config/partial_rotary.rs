@@ -31,19 +31,7 @@ pub(super) fn partial_rotary_dim(
         .or((architecture == Architecture::GptNeox).then_some(0.25));
     match partial.filter(|&f| f != 1.0) {
         None => Ok(None),
-        Some(f)
-            if matches!(
-                architecture,
-                Architecture::Phi3
-                    | Architecture::Glm4
-                    | Architecture::Glm4Moe
-                    | Architecture::StableLm
-                    | Architecture::Nemotron
-                    | Architecture::Phi2
-                    | Architecture::GptNeox
-                    | Architecture::GptJ
-            ) =>
-        {
+        Some(f) if architecture.partial_rotary() => {
             let dim = (f * head_dim as f64).round() as usize;
             if (dim as f64 - f * head_dim as f64).abs() > 1e-6 {
                 return Err(ModelError::config(

@@ -33,6 +33,26 @@ impl GgufBuilder {
         self
     }
 
+    /// The file as another `general.architecture` names it: that name, and its keys under
+    /// it (`qwen2.block_count` as `qwen2vl.block_count`).
+    pub fn rename_architecture(&mut self, to: &str) -> &mut Self {
+        let from = self
+            .metadata
+            .iter()
+            .find_map(|(k, v)| match (k.as_str(), v) {
+                ("general.architecture", MetaValue::String(a)) => Some(format!("{a}.")),
+                _ => None,
+            });
+        for (key, value) in &mut self.metadata {
+            if key == "general.architecture" {
+                *value = MetaValue::String(to.into());
+            } else if let Some(rest) = from.as_deref().and_then(|f| key.strip_prefix(f)) {
+                *key = format!("{to}.{rest}");
+            }
+        }
+        self
+    }
+
     /// A tensor given as raw bytes; `dims` innermost first (GGUF order).
     pub fn raw_tensor(
         &mut self,

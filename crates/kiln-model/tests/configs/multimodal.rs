@@ -1,6 +1,6 @@
 //! The language model of a multimodal folder's config.json: Gemma 3 4B's and 27B's
-//! (`gemma3`, a sparse `text_config` over `Gemma3TextConfig`'s defaults) and Mistral Small
-//! 3.1's (`mistral3`), as their released folders have them.
+//! (`gemma3`, a sparse `text_config` over `Gemma3TextConfig`'s defaults), Mistral Small
+//! 3.1's (`mistral3`), Qwen2.5-VL's and Qwen3-VL's, as their released folders have them.
 
 use kiln_model::{ModelConfig, RopeScaling};
 
@@ -100,4 +100,68 @@ fn mistral_small_3_1_text_model() {
         (c.bos_token_id, c.eos_token_ids.as_slice()),
         (Some(1), &[2][..])
     );
+}
+
+/// Qwen2.5-VL 7B's config.json (transformers 4's, the language model's keys at the top level
+/// beside `vision_config`): Qwen2's layer, its multimodal RoPE (`mrope`) read as the RoPE it
+/// is on text.
+#[test]
+fn qwen2_5_vl_text_model() {
+    let cfg = serde_json::json!({
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "vision_start_token_id": 151652,
+        "vision_end_token_id": 151653, "vision_token_id": 151654, "image_token_id": 151655,
+        "video_token_id": 151656, "hidden_act": "silu", "hidden_size": 3584,
+        "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 128000,
+        "max_window_layers": 28, "model_type": "qwen2_5_vl", "num_attention_heads": 28,
+        "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": false,
+        "torch_dtype": "bfloat16", "use_cache": true, "use_sliding_window": false,
+        "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280,
+            "out_hidden_size": 3584, "model_type": "qwen2_5_vl"},
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "vocab_size": 152064,
+    });
+    let c = parse(&cfg);
+    assert_eq!(c.architecture, kiln_model::Architecture::Qwen2);
+    assert_eq!(
+        (c.hidden_size, c.num_layers, c.vocab_size),
+        (3584, 28, 152064)
+    );
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (28, 4, 128));
+    assert_eq!((c.rope_theta, c.rope_scaling.as_ref()), (1e6, None));
+    assert!(c.attention_bias && c.sliding_window.is_none());
+}
+
+/// Qwen3-VL 8B's: Qwen3's layer under `text_config`, its interleaved multimodal RoPE read as
+/// the RoPE it is on text.
+#[test]
+fn qwen3_vl_text_model() {
+    let cfg = serde_json::json!({
+        "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": 151655,
+        "model_type": "qwen3_vl",
+        "text_config": {
+            "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+            "dtype": "bfloat16", "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+            "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 12288,
+            "max_position_embeddings": 262144, "model_type": "qwen3_vl_text",
+            "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": {"mrope_interleaved": true, "mrope_section": [24, 20, 20],
+                "rope_type": "default"},
+            "rope_theta": 5000000, "tie_word_embeddings": false, "use_cache": true,
+            "vocab_size": 151936,
+        },
+        "tie_word_embeddings": false, "video_token_id": 151656,
+        "vision_config": {"depth": 27, "hidden_size": 1152, "model_type": "qwen3_vl"},
+    });
+    let c = parse(&cfg);
+    assert_eq!(c.architecture, kiln_model::Architecture::Qwen3);
+    assert_eq!(
+        (c.hidden_size, c.num_layers, c.max_position_embeddings),
+        (4096, 36, 262144)
+    );
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (32, 8, 128));
+    assert_eq!((c.rope_theta, c.rope_scaling.as_ref()), (5e6, None));
+    assert_eq!(c.eos_token_ids, [151645]);
 }
