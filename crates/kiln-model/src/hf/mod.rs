@@ -175,6 +175,20 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         set.into_iter().collect()
     } else if files.exists("model.safetensors") {
         vec!["model.safetensors".to_string()]
+    } else if let Some(pickle) = ["pytorch_model.bin", "pytorch_model.bin.index.json"]
+        .into_iter()
+        .find(|f| files.exists(f))
+    {
+        // PyTorch's pickled checkpoints (older folders: GPT-2's, GPT-J's, Pythia's) run code
+        // when read; kiln reads safetensors only.
+        return Err(ModelError::MissingFile {
+            path: files.label("model.safetensors").into(),
+            reason: format!(
+                "the folder holds its weights as a PyTorch pickle ({pickle}), which kiln does \
+                 not read: convert it to safetensors (transformers' `save_pretrained` writes \
+                 them)"
+            ),
+        });
     } else {
         return Err(files.missing("model.safetensors"));
     };

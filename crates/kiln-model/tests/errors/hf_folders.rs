@@ -197,3 +197,18 @@ fn bloom_checkpoints_without_prefix_load() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(e.contains(&format!("\"{norm}\"")), "{e}");
 }
+
+/// A folder whose weights are a PyTorch pickle (`pytorch_model.bin`, older checkpoints') is
+/// refused saying so, not only that `model.safetensors` is missing.
+#[test]
+fn pickled_weights_are_named() {
+    let dir = tmp("pickle");
+    testing::write_tiny_llama(&dir, &TinyConfig::default(), 1).unwrap();
+    std::fs::rename(dir.join("model.safetensors"), dir.join("pytorch_model.bin")).unwrap();
+    let e = Model::load(&dir).err().expect("must fail").to_string();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        e.contains("pytorch_model.bin") && e.contains("safetensors"),
+        "{e}"
+    );
+}
