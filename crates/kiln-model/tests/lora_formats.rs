@@ -214,6 +214,7 @@ fn adapters_on_gpt_neox_and_falcon_are_refused() {
         TinyConfig::mpt(),
         TinyConfig::gptj(),
         TinyConfig::internlm2(),
+        TinyConfig::exaone(),
     ] {
         let name = tc.architecture.gguf_name();
         let err = (LoraAdapter::load("a", &dir, &tc.model_config()).unwrap_err()).to_string();

@@ -2,7 +2,7 @@
 //! forward pass ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's
 //! biases, Qwen3, Granite, MiniCPM, Cohere (Command-R, Command-R+ and Cohere 2), StableLM
 //! (and StableLM 2 12B), Nemotron, StarCoder2, Phi-2, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan
-//! (dense) and InternLM2.
+//! (dense), InternLM2 and EXAONE 3.
 //! (The families with norms after their sub-layers are in [`super::post_norm_families`], the
 //! rotary embedding's variants in [`super::rotary`], sliding windows in
 //! [`super::sliding_windows`], and the mixtures of experts in [`super::mixtures_of_experts`].)
@@ -250,4 +250,14 @@ fn logits_match_cpu_reference_internlm2() {
     );
     assert!(!model.config.fused_qkv);
     check_model_against_reference("internlm2 gguf", &model);
+}
+
+/// EXAONE 3.5: Llama's layer under its own names, Llama 3's RoPE scaling, tied embeddings; as
+/// a Hugging Face folder and as GGUF (`exaone`: its rotary halves as the folder keeps them).
+#[test]
+fn logits_match_cpu_reference_exaone() {
+    check_folder_and_gguf("exaone", &TinyConfig::exaone(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Exaone);
+        assert!(c.tie_word_embeddings && c.rope_scaling.is_some());
+    });
 }

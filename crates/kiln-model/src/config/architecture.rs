@@ -92,6 +92,10 @@ pub enum Architecture {
     /// (`wqkv`, each KV group's queries, key and value together), apart in GGUF files
     /// (`models::internlm2`).
     InternLm2,
+    /// EXAONE 3.0 and 3.5 (2.4B, 7.8B, 32B; EXAONE Deep): Llama's layer under GPT-2-like names
+    /// (`transformer.h.N.attn.attention.q_proj`, `mlp.c_fc_0`, ...), its rotary halves as
+    /// Hugging Face's Llama keeps them in both kinds of file (`models::exaone`).
+    Exaone,
     /// MiniCPM (1B, 2B, MiniCPM4): Granite's layer and multipliers, given by its config as
     /// `scale_emb`, `scale_depth` and `dim_model_base`, with the usual attention scale
     /// (`models::minicpm`).
@@ -189,6 +193,7 @@ impl Architecture {
             Architecture::Mpt => "mpt",
             Architecture::GptJ => "gptj",
             Architecture::InternLm2 => "internlm2",
+            Architecture::Exaone => "exaone",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
             Architecture::Glm4 => "glm4",

@@ -41,6 +41,7 @@ pub(super) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "bloom" => Architecture::Bloom,
         "mpt" => Architecture::Mpt,
         "internlm2" => Architecture::InternLm2,
+        "exaone" => Architecture::Exaone,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,

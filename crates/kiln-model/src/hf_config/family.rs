@@ -36,6 +36,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "mpt" => Architecture::Mpt,
         "gptj" => Architecture::GptJ,
         "internlm2" => Architecture::InternLm2,
+        "exaone" => Architecture::Exaone,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -110,7 +111,7 @@ pub(super) fn attention_bias(
             _ => false,
         },
         // GPT-J's q, k, v and output products never have biases.
-        Architecture::Exaone4 | Architecture::GptJ => false,
+        Architecture::Exaone4 | Architecture::Exaone | Architecture::GptJ => false,
         // InternLM2's flag puts a bias on `wo` too, which kiln does not run; the released
         // models have none.
         Architecture::InternLm2 => match v.get("bias").and_then(Value::as_bool) {
@@ -225,6 +226,11 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("n_layers", "num_hidden_layers"),
             ("max_seq_len", "max_position_embeddings"),
             ("layer_norm_epsilon", "layer_norm_eps"),
+        ],
+        Architecture::Exaone => &[
+            ("num_layers", "num_hidden_layers"),
+            ("layer_norm_epsilon", "rms_norm_eps"),
+            ("activation_function", "hidden_act"),
         ],
         Architecture::GptJ => &[
             ("n_embd", "hidden_size"),

@@ -95,6 +95,7 @@ fn uses_sliding(v: &Value, architecture: Architecture, model_type: &str) -> bool
         | Architecture::Mpt
         | Architecture::GptJ
         | Architecture::InternLm2
+        | Architecture::Exaone
         | Architecture::GptOss => false,
         Architecture::Llama
         | Architecture::Mixtral

@@ -31,7 +31,8 @@ fn default_rms_norm_eps(architecture: Architecture) -> f64 {
         | Architecture::Glm4Moe
         | Architecture::Ernie45Moe
         | Architecture::HunyuanMoe
-        | Architecture::HunyuanDense => 1e-5,
+        | Architecture::HunyuanDense
+        | Architecture::Exaone => 1e-5,
         Architecture::Glm4 => 1.5625e-7,
         _ => 1e-6,
     }

@@ -148,8 +148,8 @@ impl LoraAdapter {
             mut pairs,
             scale,
         } = source;
-        // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's, BLOOM's, MPT's, GPT-J's and InternLM2's
-        // adapters name their own projections (q/k/v's rows by head or by group, GPT-2's stored transposed).
+        // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's, BLOOM's, MPT's, GPT-J's, InternLM2's and
+        // EXAONE's adapters name their own projections (q/k/v's rows by head or by group, GPT-2's stored transposed).
         if let a @ (crate::Architecture::GptNeox
         | crate::Architecture::Falcon
         | crate::Architecture::Gpt2
@@ -157,7 +157,8 @@ impl LoraAdapter {
         | crate::Architecture::Bloom
         | crate::Architecture::Mpt
         | crate::Architecture::GptJ
-        | crate::Architecture::InternLm2) = config.architecture
+        | crate::Architecture::InternLm2
+        | crate::Architecture::Exaone) = config.architecture
         {
             return Err(ModelError::Unsupported {
                 file,

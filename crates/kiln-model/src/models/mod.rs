@@ -13,6 +13,7 @@ mod cohere;
 mod dots1;
 mod ernie4_5;
 mod ernie4_5_moe;
+mod exaone;
 mod exaone4;
 mod falcon;
 mod gemma2;
@@ -172,6 +173,10 @@ impl NativeFolder {
                 names: &gptj::NAMES,
                 qkv: None,
             }),
+            Architecture::Exaone => Some(NativeFolder {
+                names: &exaone::NAMES,
+                qkv: None,
+            }),
             Architecture::InternLm2 => Some(NativeFolder {
                 names: &internlm2::NAMES,
                 qkv: Some(StoredRows::QkvByGroup {
@@ -244,7 +249,7 @@ impl ModelTensors {
             Architecture::Bloom => bloom::layer,
             Architecture::Mpt => mpt::layer,
             Architecture::GptJ => gptj::layer,
-            Architecture::InternLm2 => llama::layer,
+            Architecture::InternLm2 | Architecture::Exaone => llama::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

@@ -46,6 +46,7 @@ pub(super) fn config_json(mc: &ModelConfig) -> serde_json::Value {
             Architecture::Mpt => "MptForCausalLM",
             Architecture::GptJ => "GPTJForCausalLM",
             Architecture::InternLm2 => "InternLM2ForCausalLM",
+            Architecture::Exaone => "ExaoneForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",

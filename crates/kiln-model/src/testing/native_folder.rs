@@ -48,6 +48,13 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
     let common: &[&str] = match mc.architecture {
         Architecture::GptNeox => &["rope_theta", "partial_rotary_factor"],
         Architecture::InternLm2 => &["head_dim", "attention_bias", "sliding_window"],
+        Architecture::Exaone => &[
+            "num_hidden_layers",
+            "rms_norm_eps",
+            "hidden_act",
+            "attention_bias",
+            "sliding_window",
+        ],
         Architecture::Gpt2
         | Architecture::Starcoder
         | Architecture::Bloom
@@ -90,6 +97,12 @@ pub(super) fn config_keys(mc: &ModelConfig, config: &mut Value) {
         config["rotary_pct"] = json!(mc.rotary_dim() as f64 / mc.head_dim as f64);
         config["use_parallel_residual"] = json!(mc.parallel_residual);
         config["hidden_act"] = json!("gelu");
+        return;
+    }
+    if mc.architecture == Architecture::Exaone {
+        config["num_layers"] = json!(mc.num_layers);
+        config["layer_norm_epsilon"] = json!(mc.rms_norm_eps);
+        config["activation_function"] = json!("silu");
         return;
     }
     if mc.architecture == Architecture::InternLm2 {

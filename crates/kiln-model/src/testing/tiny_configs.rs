@@ -188,6 +188,23 @@ impl TinyConfig {
         }
     }
 
+    /// EXAONE 3.5: Llama's layer under its own names, grouped attention, tied embeddings (as
+    /// its 2.4B has), Llama 3's RoPE scaling (as its configs have).
+    pub fn exaone() -> Self {
+        TinyConfig {
+            architecture: Architecture::Exaone,
+            tie_word_embeddings: true,
+            rope_theta: 1.0e6,
+            rope_scaling: Some(crate::RopeScaling::Llama3(crate::Llama3Rope {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 64,
+            })),
+            ..Default::default()
+        }
+    }
+
     /// ERNIE 4.5: Llama's layer with each head's rotary pairs side by side in the stored q
     /// and k rows (a RoPE base of 100 turns them fast enough that the pairs' order shows).
     pub fn ernie45() -> Self {

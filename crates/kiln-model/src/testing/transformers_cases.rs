@@ -110,6 +110,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("mpt-alibi-no-biases", TinyConfig::mpt()),
         ("gptj-parallel-interleaved-partial", TinyConfig::gptj()),
         ("internlm2-grouped-wqkv", TinyConfig::internlm2()),
+        ("exaone-names-llama3-rope", TinyConfig::exaone()),
         // `multi_query` false: each head's q, k and v together in `c_attn`.
         (
             "starcoder-multi-head",

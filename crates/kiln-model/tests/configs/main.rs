@@ -388,3 +388,33 @@ fn internlm2_config() {
     let e = parse(&bad).unwrap_err().to_string();
     assert!(e.contains("InternLM2 with bias"), "{e}");
 }
+
+/// EXAONE 3.5 2.4B's config.json: its own names of the layer count, epsilon and activation,
+/// Llama 3's RoPE scaling, tied embeddings.
+#[test]
+fn exaone_config() {
+    let cfg = serde_json::json!({
+        "activation_function": "silu", "architectures": ["ExaoneForCausalLM"],
+        "attention_dropout": 0.0, "bos_token_id": 1, "embed_dropout": 0.0, "eos_token_id": 361,
+        "head_dim": 80, "hidden_size": 2560, "initializer_range": 0.02,
+        "intermediate_size": 7168, "layer_norm_epsilon": 1e-05, "max_position_embeddings": 32768,
+        "model_type": "exaone", "num_attention_heads": 32, "num_key_value_heads": 8,
+        "num_layers": 30, "pad_token_id": 0,
+        "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 1000000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+        "vocab_size": 102400,
+    });
+    let c = ModelConfig::from_hf_json(&cfg.to_string(), "config.json").unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Exaone);
+    assert_eq!(
+        (c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim),
+        (30, 32, 8, 80)
+    );
+    assert_eq!(
+        (c.rms_norm_eps, c.eos_token_ids.as_slice()),
+        (1e-5, &[361][..])
+    );
+    assert!(matches!(c.rope_scaling, Some(RopeScaling::Llama3(_))));
+    assert!(c.tie_word_embeddings && !c.attention_bias);
+}

@@ -40,6 +40,7 @@ fn unknown_architecture() {
         TinyConfig::mpt(),
         TinyConfig::gptj(),
         TinyConfig::internlm2(),
+        TinyConfig::exaone(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),
