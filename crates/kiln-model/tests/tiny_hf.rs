@@ -284,7 +284,7 @@ fn chat_template_files_in_transformers_order() {
 /// `wrap` from the text folder's, its tensors under `lm` in place of `model.` beside a vision
 /// tower under `vision`. It must read as the same model as the text folder (but for the BOS
 /// id, `bos` where the wrapper's text config class has a default), and a missing tensor be
-/// named as the folder names it.
+/// named as the folder names it. `kiln info` says it is a multimodal folder's language model.
 fn check_multimodal(
     tag: &str,
     tc: &TinyConfig,
@@ -326,8 +326,18 @@ fn check_multimodal(
         };
         let model = write(&renamed).unwrap_or_else(|e| panic!("{tag} {lm}: {e}"));
         assert_eq!(model.config.bos_token_id, bos.or(text.config.bos_token_id));
+        let wrapper = model
+            .config
+            .text_model_of
+            .clone()
+            .expect("a multimodal folder's");
+        assert!(
+            (model.config.features().iter()).any(|f| f.contains(&wrapper) && f.contains("vision")),
+            "{tag}"
+        );
         let config = kiln_model::ModelConfig {
             bos_token_id: text.config.bos_token_id,
+            text_model_of: None,
             ..model.config.clone()
         };
         assert_eq!(config, text.config, "{tag} {lm}");

@@ -7,6 +7,12 @@ impl ModelConfig {
     /// What sets this model apart from a plain Llama, in words (for `kiln info`).
     pub fn features(&self) -> Vec<String> {
         let mut f = Vec::new();
+        if let Some(wrapper) = &self.text_model_of {
+            f.push(format!(
+                "the language model of a multimodal {wrapper} folder, run on text (its vision \
+                 tower is not read)"
+            ));
+        }
         if self.num_kv_heads < self.num_heads {
             f.push(format!(
                 "grouped-query attention ({} query heads per KV head)",

@@ -331,6 +331,7 @@ pub(crate) fn config_from_meta(
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
         eos_token_ids: eos,
         generation: crate::GenerationDefaults::from_gguf(|k| meta.f64(k)),
+        text_model_of: None,
     };
     cfg.validate(meta.file)?;
     Ok(cfg)

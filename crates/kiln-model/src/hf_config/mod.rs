@@ -20,6 +20,9 @@ impl ModelConfig {
     pub fn from_hf_json(json: &str, file: &str) -> Result<ModelConfig, ModelError> {
         let v: Value = serde_json::from_str(json)
             .map_err(|e| ModelError::corrupt(file, format!("invalid JSON: {e}")))?;
+        let text_model_of = (v.get("model_type").and_then(Value::as_str))
+            .filter(|t| multimodal::is_wrapper(t))
+            .map(str::to_string);
         let v = multimodal::language_model(v);
         let model_type = (v.get("model_type").and_then(Value::as_str))
             .unwrap_or("<missing model_type>")
@@ -198,6 +201,7 @@ impl ModelConfig {
                 .map(|x| x as u32),
             eos_token_ids: token_id_list(v.get("eos_token_id")),
             generation: GenerationDefaults::default(),
+            text_model_of,
         };
         cfg.validate(file)?;
         Ok(cfg)

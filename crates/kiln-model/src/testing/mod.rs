@@ -281,6 +281,7 @@ impl TinyConfig {
             bos_token_id: None,
             eos_token_ids: vec![tiny_tokenizer::eos_id()],
             generation: self.generation,
+            text_model_of: None,
         }
     }
 }

@@ -46,6 +46,7 @@ fn gemma3_4b_text_model() {
     assert_eq!(c.query_pre_attn_scalar, Some(256.0));
     assert_eq!(c.eos_token_ids, [1, 106]);
     assert!(c.tie_word_embeddings && !c.attention_bias);
+    assert_eq!(c.text_model_of.as_deref(), Some("gemma3"));
 }
 
 /// Gemma 3 27B: a head size and query scale of its own (128, 168).
