@@ -78,6 +78,15 @@ pub(super) fn attention_bias(
     architecture: Architecture,
     file: &str,
 ) -> Result<bool, ModelError> {
+    // A flag whose value `set` would put biases where kiln runs none (`what`): refused where
+    // it has that value; none otherwise.
+    let refuse_if = |key: &str, set: bool, what: &str| match v.get(key).and_then(Value::as_bool) {
+        Some(x) if x == set => Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: what.into(),
+        }),
+        _ => Ok(false),
+    };
     Ok(match architecture {
         Architecture::Qwen2 | Architecture::GptOss => true,
         Architecture::Llama
@@ -101,39 +110,21 @@ pub(super) fn attention_bias(
             .and_then(Value::as_bool)
             .unwrap_or(false),
         // OLMo 2's flag would put a bias on o_proj too, which kiln does not run.
-        Architecture::Olmo2 => match v.get("attention_bias").and_then(Value::as_bool) {
-            Some(true) => {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason: "OLMo 2 with attention_bias (biases on q, k, v and o)".into(),
-                });
-            }
-            _ => false,
-        },
+        Architecture::Olmo2 => refuse_if(
+            "attention_bias",
+            true,
+            "OLMo 2 with attention_bias (biases on q, k, v and o)",
+        )?,
         // GPT-J's q, k, v and output products never have biases.
         Architecture::Exaone4 | Architecture::Exaone | Architecture::GptJ => false,
         // InternLM2's flag puts a bias on `wo` too, which kiln does not run; the released
         // models have none.
-        Architecture::InternLm2 => match v.get("bias").and_then(Value::as_bool) {
-            Some(true) => {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason: "InternLM2 with bias (biases on wqkv and wo)".into(),
-                });
-            }
-            _ => false,
-        },
+        Architecture::InternLm2 => {
+            refuse_if("bias", true, "InternLM2 with bias (biases on wqkv and wo)")?
+        }
         // MPT's `no_bias` (all the released models') leaves biases off every product and norm;
         // without it they would be on all of them, which kiln does not run.
-        Architecture::Mpt => match v.get("no_bias").and_then(Value::as_bool) {
-            Some(false) => {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason: "MPT with biases (no_bias false)".into(),
-                });
-            }
-            _ => false,
-        },
+        Architecture::Mpt => refuse_if("no_bias", false, "MPT with biases (no_bias false)")?,
         // Phi's q, k, v and dense products always have biases, as GPT-2's and StarCoder's
         // every product.
         Architecture::Phi2 | Architecture::Gpt2 | Architecture::Starcoder | Architecture::Bloom => {
@@ -147,15 +138,11 @@ pub(super) fn attention_bias(
         // StarCoder2's flag: biases on q, k, v, o and both MLP products.
         Architecture::Starcoder2 => (v.get("use_bias").and_then(Value::as_bool)).unwrap_or(true),
         // Nemotron's flag puts a bias on o_proj too, which kiln does not run.
-        Architecture::Nemotron => match v.get("attention_bias").and_then(Value::as_bool) {
-            Some(true) => {
-                return Err(ModelError::Unsupported {
-                    file: file.into(),
-                    reason: "Nemotron with attention_bias (biases on q, k, v and o)".into(),
-                });
-            }
-            _ => false,
-        },
+        Architecture::Nemotron => refuse_if(
+            "attention_bias",
+            true,
+            "Nemotron with attention_bias (biases on q, k, v and o)",
+        )?,
         // Transformers 5 names Qwen2 MoE's flag `qkv_bias`; older configs have none.
         Architecture::Qwen2Moe => v.get("qkv_bias").and_then(Value::as_bool).unwrap_or(true),
         Architecture::Glm4Moe | Architecture::Dots1 => v
@@ -168,17 +155,11 @@ pub(super) fn attention_bias(
             .unwrap_or(true),
         // ERNIE 4.5's flag puts biases on o_proj and the MLP too, which kiln does not
         // run; the released models have none.
-        Architecture::Ernie45 | Architecture::Ernie45Moe => {
-            match v.get("use_bias").and_then(Value::as_bool) {
-                Some(true) => {
-                    return Err(ModelError::Unsupported {
-                        file: file.into(),
-                        reason: "ERNIE 4.5 with use_bias (biases on every projection)".into(),
-                    });
-                }
-                _ => false,
-            }
-        }
+        Architecture::Ernie45 | Architecture::Ernie45Moe => refuse_if(
+            "use_bias",
+            true,
+            "ERNIE 4.5 with use_bias (biases on every projection)",
+        )?,
     })
 }
 
