@@ -9,7 +9,7 @@ impl ModelConfig {
         let mut f = Vec::new();
         if let Some(wrapper) = &self.text_model_of {
             f.push(format!(
-                "the language model of a multimodal {wrapper} folder, run on text (its vision \
+                "the language model of a multimodal {wrapper} model, run on text (its vision \
                  tower is not read)"
             ));
         }

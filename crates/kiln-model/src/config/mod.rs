@@ -196,8 +196,9 @@ pub struct ModelConfig {
     pub eos_token_ids: Vec<u32>,
     /// The sampling settings the model ships with (the front ends' request defaults).
     pub generation: GenerationDefaults,
-    /// The multimodal wrapper (its `model_type`: `gemma3`, `mistral3`, ...) whose language
-    /// model this is, run on text: its vision tower is not read.
+    /// The multimodal wrapper (its `model_type`: `gemma3`, `mistral3`, ...; a GGUF file's
+    /// `qwen2vl` or `qwen3vl`) whose language model this is, run on text: its vision tower is
+    /// not read.
     pub text_model_of: Option<String>,
 }
 

@@ -331,7 +331,8 @@ pub(crate) fn config_from_meta(
         bos_token_id: meta.usize("tokenizer.ggml.bos_token_id").map(|v| v as u32),
         eos_token_ids: eos,
         generation: crate::GenerationDefaults::from_gguf(|k| meta.f64(k)),
-        text_model_of: None,
+        // (llama.cpp keeps a VL model's vision tower in a file of its own.)
+        text_model_of: (a == "qwen2vl" || a == "qwen3vl").then(|| a.clone()),
     };
     cfg.validate(meta.file)?;
     Ok(cfg)
