@@ -22,7 +22,7 @@ pub enum ModelError {
     InvalidConfig { file: String, reason: String },
 
     #[error(
-        "unsupported architecture \"{architecture}\" in {file} (supported: llama, mistral, mixtral, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, granite, granitemoe, minicpm, command-r, cohere2, stablelm, nemotron, starcoder2, phi2, gptneox, gpt_neox, falcon, gpt2, starcoder, gpt_bigcode, bloom, mpt, gptj, internlm2, exaone, olmo2, olmo3, olmoe, exaone4, glm4, glm4moe, ernie4_5, ernie4_5-moe, seed_oss, arcee, dots1, hunyuan-dense, hunyuan-moe, gpt-oss)"
+        "unsupported architecture \"{architecture}\" in {file} (supported: llama, mistral, mixtral, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, smollm3, granite, granitemoe, minicpm, command-r, cohere2, stablelm, nemotron, starcoder2, phi2, gptneox, gpt_neox, falcon, gpt2, starcoder, gpt_bigcode, bloom, mpt, gptj, internlm2, exaone, olmo, olmo2, olmo3, olmoe, exaone4, glm4, glm4moe, ernie4_5, ernie4_5-moe, seed_oss, arcee, dots1, hunyuan-dense, hunyuan-moe, gpt-oss)"
     )]
     UnsupportedArchitecture { file: String, architecture: String },
 

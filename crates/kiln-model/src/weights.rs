@@ -376,6 +376,28 @@ impl Weights {
         self.stored_name = Some(to_stored);
     }
 
+    /// Tensor `name` of `shape`, every value `value`, held in memory: a gain the model's files
+    /// do not store (OLMo's LayerNorms have none).
+    pub(crate) fn insert_constant(&mut self, name: &str, shape: &[usize], value: f32) {
+        let n: usize = shape.iter().product();
+        let bytes: Vec<u8> = (0..n).flat_map(|_| value.to_le_bytes()).collect();
+        let storage = self.add_storage(Storage::Owned(bytes));
+        let file = self.source.clone();
+        self.insert(
+            name.to_string(),
+            Entry {
+                storage,
+                offset: 0,
+                len: n * 4,
+                dtype: StoredType::Supported(DType::F32),
+                shape: shape.to_vec(),
+                stored_rows: None,
+                transposed: false,
+                file,
+            },
+        );
+    }
+
     /// Leaves out every tensor `keep` does not keep (a multimodal folder's vision tower).
     pub(crate) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         self.entries.retain(|name, _| keep(name));

@@ -2,7 +2,7 @@
 //! forward pass ([`super::reference`]'s harness), as a Hugging Face folder and as GGUF: Qwen2's
 //! biases, Qwen3, Granite, MiniCPM, Cohere (Command-R, Command-R+ and Cohere 2), StableLM
 //! (and StableLM 2 12B), Nemotron, StarCoder2, Phi-2, ERNIE 4.5, Seed-OSS, Arcee, Hunyuan
-//! (dense), InternLM2 and EXAONE 3.
+//! (dense), InternLM2, EXAONE 3 and OLMo.
 //! (The families with norms after their sub-layers are in [`super::post_norm_families`], the
 //! rotary embedding's variants in [`super::rotary`], sliding windows in
 //! [`super::sliding_windows`], and the mixtures of experts in [`super::mixtures_of_experts`].)
@@ -259,5 +259,15 @@ fn logits_match_cpu_reference_exaone() {
     check_folder_and_gguf("exaone", &TinyConfig::exaone(), |c| {
         assert_eq!(c.architecture, kiln_model::Architecture::Exaone);
         assert!(c.tie_word_embeddings && c.rope_scaling.is_some());
+    });
+}
+
+/// OLMo: Llama's attention and gated MLP on LayerNorms without gain or bias (gains of one made
+/// on load, its files holding none); as a Hugging Face folder and as GGUF (`olmo`).
+#[test]
+fn logits_match_cpu_reference_olmo() {
+    check_folder_and_gguf("olmo", &TinyConfig::olmo(), |c| {
+        assert_eq!(c.architecture, kiln_model::Architecture::Olmo);
+        assert!(c.architecture.layer_norm() && c.architecture.norms_without_gain());
     });
 }

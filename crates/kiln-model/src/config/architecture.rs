@@ -92,6 +92,9 @@ pub enum Architecture {
     /// (`wqkv`, each KV group's queries, key and value together), apart in GGUF files
     /// (`models::internlm2`).
     InternLm2,
+    /// OLMo (OLMo 1B and 7B, OLMo 1.7): Llama's attention and gated MLP, each on a LayerNorm
+    /// without gain or bias (`models::olmo`).
+    Olmo,
     /// EXAONE 3.0 and 3.5 (2.4B, 7.8B, 32B; EXAONE Deep): Llama's layer under GPT-2-like names
     /// (`transformer.h.N.attn.attention.q_proj`, `mlp.c_fc_0`, ...), its rotary halves as
     /// Hugging Face's Llama keeps them in both kinds of file (`models::exaone`).
@@ -193,6 +196,7 @@ impl Architecture {
             Architecture::Mpt => "mpt",
             Architecture::GptJ => "gptj",
             Architecture::InternLm2 => "internlm2",
+            Architecture::Olmo => "olmo",
             Architecture::Exaone => "exaone",
             Architecture::Olmo2 => "olmo2",
             Architecture::Exaone4 => "exaone4",
@@ -225,6 +229,7 @@ impl Architecture {
                 | Architecture::GraniteMoe
                 | Architecture::MiniCpm
                 | Architecture::InternLm2
+                | Architecture::Olmo
                 | Architecture::Arcee
                 | Architecture::Mixtral
         )
@@ -248,6 +253,7 @@ impl Architecture {
                 | Architecture::Bloom
                 | Architecture::Mpt
                 | Architecture::GptJ
+                | Architecture::Olmo
         )
     }
 
@@ -305,6 +311,12 @@ impl Architecture {
     /// (GPT-2's and StarCoder's `wpe`).
     pub fn learned_positions(self) -> bool {
         matches!(self, Architecture::Gpt2 | Architecture::Starcoder)
+    }
+
+    /// Whether its LayerNorms have no gain, so that its files store none (OLMo's): the loader
+    /// gives them gains of one.
+    pub fn norms_without_gain(self) -> bool {
+        self == Architecture::Olmo
     }
 
     /// Whether the embeddings go through a LayerNorm with a bias before the first layer

@@ -42,6 +42,7 @@ pub(super) fn architecture(meta: &Meta) -> Result<(Architecture, String), ModelE
         "mpt" => Architecture::Mpt,
         "internlm2" => Architecture::InternLm2,
         "exaone" => Architecture::Exaone,
+        "olmo" => Architecture::Olmo,
         "dots1" => Architecture::Dots1,
         "hunyuan-moe" => Architecture::HunyuanMoe,
         "olmo2" => Architecture::Olmo2,

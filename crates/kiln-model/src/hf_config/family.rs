@@ -37,6 +37,7 @@ pub(super) fn architecture(model_type: &str, file: &str) -> Result<Architecture,
         "gptj" => Architecture::GptJ,
         "internlm2" => Architecture::InternLm2,
         "exaone" => Architecture::Exaone,
+        "olmo" => Architecture::Olmo,
         // OLMo 3 is OLMo 2 with windows on three layers of four.
         "olmo2" | "olmo3" => Architecture::Olmo2,
         "exaone4" => Architecture::Exaone4,
@@ -117,6 +118,12 @@ pub(super) fn attention_bias(
         )?,
         // GPT-J's q, k, v and output products never have biases.
         Architecture::Exaone4 | Architecture::Exaone | Architecture::GptJ => false,
+        // OLMo's flag puts a bias on o_proj too, which kiln does not run.
+        Architecture::Olmo => refuse_if(
+            "attention_bias",
+            true,
+            "OLMo with attention_bias (biases on q, k, v and o)",
+        )?,
         // InternLM2's flag puts a bias on `wo` too, which kiln does not run; the released
         // models have none.
         Architecture::InternLm2 => {

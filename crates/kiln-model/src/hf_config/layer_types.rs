@@ -96,6 +96,7 @@ fn uses_sliding(v: &Value, architecture: Architecture, model_type: &str) -> bool
         | Architecture::GptJ
         | Architecture::InternLm2
         | Architecture::Exaone
+        | Architecture::Olmo
         | Architecture::GptOss => false,
         Architecture::Llama
         | Architecture::Mixtral

@@ -38,6 +38,7 @@ mod names;
 mod native_names;
 mod nemotron;
 mod normed;
+mod olmo;
 mod olmo2;
 mod olmoe;
 mod phi2;
@@ -250,6 +251,7 @@ impl ModelTensors {
             Architecture::Mpt => mpt::layer,
             Architecture::GptJ => gptj::layer,
             Architecture::InternLm2 | Architecture::Exaone => llama::layer,
+            Architecture::Olmo => olmo::layer,
             Architecture::Olmo2 => olmo2::layer,
             Architecture::Exaone4 => exaone4::layer,
             Architecture::Glm4 => glm4::layer,

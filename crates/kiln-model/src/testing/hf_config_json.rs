@@ -47,6 +47,7 @@ pub(super) fn config_json(mc: &ModelConfig) -> serde_json::Value {
             Architecture::GptJ => "GPTJForCausalLM",
             Architecture::InternLm2 => "InternLM2ForCausalLM",
             Architecture::Exaone => "ExaoneForCausalLM",
+            Architecture::Olmo => "OlmoForCausalLM",
             Architecture::Olmo2 if windowed => "Olmo3ForCausalLM",
             Architecture::Olmo2 => "Olmo2ForCausalLM",
             Architecture::Exaone4 => "Exaone4ForCausalLM",

@@ -205,6 +205,15 @@ impl TinyConfig {
         }
     }
 
+    /// OLMo: Llama's attention and gated MLP on LayerNorms without gain or bias, an untied
+    /// head.
+    pub fn olmo() -> Self {
+        TinyConfig {
+            architecture: Architecture::Olmo,
+            ..Default::default()
+        }
+    }
+
     /// ERNIE 4.5: Llama's layer with each head's rotary pairs side by side in the stored q
     /// and k rows (a RoPE base of 100 turns them fast enough that the pairs' order shows).
     pub fn ernie45() -> Self {

@@ -111,6 +111,7 @@ pub fn transformers_cases() -> Vec<(&'static str, TinyConfig)> {
         ("gptj-parallel-interleaved-partial", TinyConfig::gptj()),
         ("internlm2-grouped-wqkv", TinyConfig::internlm2()),
         ("exaone-names-llama3-rope", TinyConfig::exaone()),
+        ("olmo-layernorm-without-gain", TinyConfig::olmo()),
         // `multi_query` false: each head's q, k and v together in `c_attn`.
         (
             "starcoder-multi-head",

@@ -1,5 +1,5 @@
 //! The config.json of the families whose norms are LayerNorms under the common keys:
-//! Cohere's, StableLM's, Nemotron's, StarCoder2's and Phi-2's.
+//! Cohere's, StableLM's, Nemotron's, StarCoder2's, Phi-2's and OLMo's.
 
 use kiln_model::ModelConfig;
 
@@ -177,4 +177,33 @@ fn phi2_config() {
     cfg["qk_layernorm"] = serde_json::json!(true);
     let e = parse(&cfg).expect_err("must fail");
     assert!(e.to_string().contains("qk_layernorm"), "{e}");
+}
+
+/// OLMo 7B's config.json (as transformers writes it): LayerNorms without gain (epsilon 1e-5,
+/// its code's), no `clip_qkv`; OLMo 1.7's `clip_qkv` is refused by name.
+#[test]
+fn olmo_config() {
+    let cfg = serde_json::json!({
+        "architectures": ["OlmoForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+        "clip_qkv": null, "eos_token_id": 50279, "hidden_act": "silu", "hidden_size": 4096,
+        "initializer_range": 0.02, "intermediate_size": 11008, "max_position_embeddings": 2048,
+        "model_type": "olmo", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 32, "pad_token_id": 1, "rope_scaling": null, "rope_theta": 10000.0,
+        "tie_word_embeddings": false, "torch_dtype": "float32", "use_cache": true,
+        "vocab_size": 50304,
+    });
+    let parse = |c: &serde_json::Value| ModelConfig::from_hf_json(&c.to_string(), "config.json");
+    let c = parse(&cfg).unwrap();
+    assert_eq!(c.architecture, kiln_model::Architecture::Olmo);
+    assert_eq!((c.num_layers, c.num_heads, c.head_dim), (32, 32, 128));
+    assert_eq!(
+        (c.rms_norm_eps, c.activation),
+        (1e-5, kiln_model::Activation::Silu)
+    );
+    assert!(c.architecture.layer_norm() && !c.architecture.norm_bias());
+    assert!(!c.attention_bias && !c.tie_word_embeddings);
+    let mut clipped = cfg.clone();
+    clipped["clip_qkv"] = serde_json::json!(8.0);
+    let e = parse(&clipped).unwrap_err().to_string();
+    assert!(e.contains("clip_qkv"), "{e}");
 }

@@ -41,6 +41,7 @@ fn unknown_architecture() {
         TinyConfig::gptj(),
         TinyConfig::internlm2(),
         TinyConfig::exaone(),
+        TinyConfig::olmo(),
         TinyConfig::granite_moe(),
         TinyConfig::gpt_oss(),
         TinyConfig::qwen2_moe(),

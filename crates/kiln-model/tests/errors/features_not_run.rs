@@ -153,3 +153,27 @@ fn hunyuan_cross_layer_attention_is_refused() {
         assert!(e.to_string().contains("use_cla"), "{e}");
     }
 }
+
+/// OLMo's LayerNorms have no gain: a file that holds one for them is not the model kiln would
+/// run, and is refused naming the tensor (by kiln's name, as GGUF errors name them); q, k and v clipped (`clip_qkv`, OLMo 1.7's) are
+/// refused as on any model.
+#[test]
+fn olmo_with_norm_gains_or_clipping_is_refused() {
+    let mut b = f32_gguf(&TinyConfig::olmo());
+    assert!(Model::from_gguf_bytes(b.to_bytes(), "olmo.gguf").is_ok());
+    b.meta("olmo.attention.clamp_kqv", MetaValue::F32(8.0));
+    let e = Model::from_gguf_bytes(b.to_bytes(), "olmo-clip.gguf")
+        .err()
+        .expect("must fail");
+    assert!(e.to_string().contains("clamp_kqv"), "{e}");
+    let mut b = f32_gguf(&TinyConfig::olmo());
+    b.tensor("blk.0.attn_norm.weight", &[64], &[1.0; 64], DType::F32);
+    let e = Model::from_gguf_bytes(b.to_bytes(), "olmo-gain.gguf")
+        .err()
+        .expect("must fail");
+    let e = e.to_string();
+    assert!(
+        e.contains("model.layers.0.input_layernorm.weight") && e.contains("olmo-gain.gguf"),
+        "{e}"
+    );
+}
