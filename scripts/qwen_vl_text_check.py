@@ -1,8 +1,8 @@
-"""Qwen2.5-VL's and Qwen3-VL's language models on text equal Qwen2's and Qwen3's.
+"""Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's language models on text equal Qwen2's and Qwen3's.
 
 kiln reads the multimodal RoPE of Qwen's VL models (`mrope_section`, interleaved in Qwen3-VL)
 as plain RoPE on text, where every section of a token turns by its one position. This runs
-transformers' own Qwen2_5_VLForConditionalGeneration and Qwen3VLForConditionalGeneration (a
+transformers' own Qwen2VL-, Qwen2_5_VL- and Qwen3VLForConditionalGeneration (a
 one-block vision tower at random, unused) with the language-model weights of kiln's tiny Qwen2
 and Qwen3 folders, on text alone, against Qwen2ForCausalLM and Qwen3ForCausalLM on the same
 folders, and prints the largest logit difference (1.2e-6 on 2026-12-07, transformers 5.25).
@@ -21,11 +21,21 @@ from transformers import (
     AutoModelForCausalLM,
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
+    Qwen2VLConfig,
+    Qwen2VLForConditionalGeneration,
     Qwen3VLConfig,
     Qwen3VLForConditionalGeneration,
 )
 
 VISION = {"depth": 1, "hidden_size": 16, "num_heads": 2, "intermediate_size": 32}
+
+
+def qwen2_vl(cfg):
+    """Qwen2-VL whose language model is the text folder's (its RoPE in 2, 3 and 3 pairs)."""
+    text = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type")}
+    text["rope_scaling"] = {"type": "mrope", "mrope_section": [2, 3, 3]}
+    vision = {"depth": 1, "embed_dim": 16, "num_heads": 2, "hidden_size": cfg["hidden_size"]}
+    return Qwen2VLForConditionalGeneration(Qwen2VLConfig(text_config=text, vision_config=vision))
 
 
 def qwen2_5_vl(cfg):
@@ -61,9 +71,11 @@ def compare(folder, make):
     with torch.no_grad():
         diff = (text.eval()(ids).logits - vl.eval()(input_ids=ids).logits).abs().max()
     print(f"{folder}: {type(vl).__name__} against {type(text).__name__}: {float(diff):.3g}")
+    assert diff < 1e-4, diff
 
 
 if __name__ == "__main__":
     torch.manual_seed(0)
+    compare(f"{sys.argv[1]}/qwen2", qwen2_vl)
     compare(f"{sys.argv[1]}/qwen2", qwen2_5_vl)
     compare(f"{sys.argv[1]}/qwen3", qwen3_vl)

@@ -16,8 +16,7 @@ its config's scale_emb, scale_depth and dim_model_base are turned into the Grani
 describe, as MiniCPM's forward pass is Granite's with those multipliers, and that runs;
 InternLM2, which transformers does not have either: its folder is written as the Llama model
 it is, each KV group's queries, key and value in `wqkv` split into q_proj, k_proj and v_proj,
-its names Llama's; EXAONE 3.5, likewise: its folder written as the Llama it is under Llama's
-names and keys). Each runs one sequence of 72 token ids
+its names Llama's). Each runs one sequence of 72 token ids
 (past LongRoPE's original context of 64, so
 transformers uses the long factors, as kiln does for these models) in float32 with eager
 attention; the file keeps the logits at a few positions, the token ids, the CRC-32 of each
@@ -123,50 +122,6 @@ def internlm2_as_llama(folder, out):
     return True
 
 
-def exaone_as_llama(folder, out):
-    """Writes EXAONE 3's folder as the Llama model it is into `out`; False for others.
-
-    EXAONE is Llama's layer under GPT-2-like names (`transformer.h.N.attn.attention.q_proj`,
-    `mlp.c_fc_0` the gate, `c_fc_1` up, `c_proj` down) and keys (`num_layers`,
-    `layer_norm_epsilon`, `activation_function`)."""
-    with open(os.path.join(folder, "config.json")) as f:
-        config = json.load(f)
-    if config["model_type"] != "exaone":
-        return False
-    from safetensors.torch import load_file, save_file
-
-    layer = {
-        "ln_1": "input_layernorm",
-        "attn.attention.q_proj": "self_attn.q_proj",
-        "attn.attention.k_proj": "self_attn.k_proj",
-        "attn.attention.v_proj": "self_attn.v_proj",
-        "attn.attention.out_proj": "self_attn.o_proj",
-        "ln_2": "post_attention_layernorm",
-        "mlp.c_fc_0": "mlp.gate_proj",
-        "mlp.c_fc_1": "mlp.up_proj",
-        "mlp.c_proj": "mlp.down_proj",
-    }
-    top = {"transformer.wte": "model.embed_tokens", "transformer.ln_f": "model.norm"}
-    llama = {}
-    for name, t in load_file(os.path.join(folder, "model.safetensors")).items():
-        stem, suffix = name.rsplit(".", 1)
-        if stem.startswith("transformer.h."):
-            i, part = stem.removeprefix("transformer.h.").split(".", 1)
-            stem = f"model.layers.{i}.{layer[part]}"
-        llama[f"{top.get(stem, stem)}.{suffix}"] = t
-    save_file(llama, os.path.join(out, "model.safetensors"))
-    for own, common in [
-        ("num_layers", "num_hidden_layers"),
-        ("layer_norm_epsilon", "rms_norm_eps"),
-        ("activation_function", "hidden_act"),
-    ]:
-        config[common] = config.pop(own)
-    config.update(architectures=["LlamaForCausalLM"], model_type="llama")
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(config, f)
-    return True
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", help="the folder the transformers_cases example wrote")
@@ -185,7 +140,7 @@ def main():
         stand_in = tempfile.TemporaryDirectory()
         if any(
             as_other(folder, stand_in.name)
-            for as_other in (minicpm_as_granite, internlm2_as_llama, exaone_as_llama)
+            for as_other in (minicpm_as_granite, internlm2_as_llama)
         ):
             folder = stand_in.name
         model, info = AutoModelForCausalLM.from_pretrained(

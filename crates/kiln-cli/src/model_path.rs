@@ -40,8 +40,10 @@ fn download(repo_id: &str) -> anyhow::Result<PathBuf> {
     let api = hf_hub::api::sync::Api::new().context("opening the Hugging Face cache")?;
     let repo = api.model(repo_id.to_string());
     let mut dir = None;
-    // (A SentencePiece `tokenizer.model` stands in for a missing `tokenizer.json`.)
+    // (A SentencePiece `tokenizer.model` stands in for a missing `tokenizer.json`; what kept
+    // each from coming is said where neither came.)
     let mut tokenizer = None;
+    let mut tokenizer_errors = Vec::new();
     for file in [
         "config.json",
         "tokenizer.json",
@@ -64,12 +66,17 @@ fn download(repo_id: &str) -> anyhow::Result<PathBuf> {
             Err(e) if file == "config.json" => {
                 bail!("model {repo_id}: could not fetch {file} from the Hugging Face hub: {e}")
             }
+            Err(e) if file.starts_with("tokenizer.") => {
+                tokenizer_errors.push(format!("{file}: {e}"))
+            }
             Err(_) => {}
         }
     }
     if tokenizer.is_none() {
         bail!(
-            "model {repo_id}: neither tokenizer.json nor tokenizer.model on the Hugging Face hub"
+            "model {repo_id}: could fetch neither tokenizer.json nor tokenizer.model from the \
+             Hugging Face hub ({})",
+            tokenizer_errors.join("; ")
         );
     }
     if repo.get("model.safetensors").is_err() {

@@ -72,8 +72,7 @@ fn cpu_reference_matches_transformers() {
         // writes it (its own format, RoPE entries in `rope_parameters`) reads as the same
         // model (the sampling defaults come from generation_config.json; transformers fills
         // in its class's default BOS id). MiniCPM's ran as the Granite its keys make, and
-        // InternLM2's and EXAONE's as the Llama their tensors make (q, k and v apart), whose
-        // configs must
+        // InternLM2's as the Llama its tensors make (q, k and v apart), whose configs must
         // read as the same model but for the architecture's name (and InternLM2's fused
         // q, k and v).
         let model = if cfg.architecture == Architecture::GptOss {
@@ -84,7 +83,7 @@ fn cpu_reference_matches_transformers() {
                 .unwrap_or_else(|e| panic!("{name}: transformers' own config.json: {e}"));
             let stand_in = match cfg.architecture {
                 Architecture::MiniCpm => Some(Architecture::Granite),
-                Architecture::InternLm2 | Architecture::Exaone => Some(Architecture::Llama),
+                Architecture::InternLm2 => Some(Architecture::Llama),
                 _ => None,
             };
             if let Some(a) = stand_in {

@@ -117,30 +117,7 @@ impl Model {
         for (name, layout) in models::interleaved_rows(&config) {
             weights.set_interleaved(&name, layout);
         }
-        // OLMo's LayerNorms have no gain, and its files none to read (a file with one is not
-        // the model kiln would run: refused).
-        if config.architecture.norms_without_gain() {
-            let tensors = models::ModelTensors::for_config(&config);
-            let norms = (tensors.layers.iter().flat_map(|l| &l.ops))
-                .filter_map(|op| match op {
-                    models::Op::LayerNorm { norm, .. } => Some(norm),
-                    _ => None,
-                })
-                .chain([&tensors.final_norm]);
-            for norm in norms {
-                if weights.contains(&norm.name) {
-                    return Err(ModelError::Unsupported {
-                        file: source,
-                        reason: format!(
-                            "tensor \"{}\": {}'s LayerNorms have no gain",
-                            weights.label(&norm.name),
-                            config.architecture.gguf_name()
-                        ),
-                    });
-                }
-                weights.insert_constant(&norm.name, &norm.shape, 1.0);
-            }
-        }
+        models::olmo::unit_gains(&config, &mut weights)?;
         validate::check_weights(&config, &weights, &source)?;
         Ok(Model {
             config,

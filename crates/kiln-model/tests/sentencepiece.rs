@@ -96,7 +96,8 @@ fn tokens_and_text_match_sentencepiece() {
 
 /// `tokenizer_config.json`'s word: no BOS where `add_bos_token` is false; its added tokens
 /// special (left out of decoded text) where it says so, at the ids the model gives them; an
-/// added token at another id than the model's piece of that text is refused.
+/// added token at another id than the model's piece of that text is refused naming the
+/// config, as are `legacy` false and `add_eos_token`, which kiln's reading does not run.
 #[test]
 fn the_folders_tokenizer_config_applies() {
     let im_start = "<|im_start|>";
@@ -124,7 +125,22 @@ fn the_folders_tokenizer_config_applies() {
         .err()
         .expect("must fail")
         .to_string();
-    assert!(e.contains(im_start) && e.contains("tokenizer.model"), "{e}");
+    assert!(
+        e.contains(im_start) && e.contains("tokenizer_config.json"),
+        "{e}"
+    );
+    drop(dir);
+    for (key, value) in [("legacy", false), ("add_eos_token", true)] {
+        let dir = folder("kiln-spm-flag", &bpe_model(), json!({ key: value }));
+        let e = Model::load(dir.path())
+            .err()
+            .expect("must fail")
+            .to_string();
+        assert!(
+            e.contains(key) && e.contains("tokenizer_config.json"),
+            "{e}"
+        );
+    }
 }
 
 /// What the BPE construction does not run exactly is refused by name: a unigram model

@@ -281,15 +281,16 @@ fn chat_template_files_in_transformers_order() {
 }
 
 /// A multimodal folder laid out from tiny text model `tc`'s folder: its config.json made by
-/// `wrap` from the text folder's, its tensors under `lm` in place of `model.` beside a vision
-/// tower under `vision`. It must read as the same model as the text folder (but for the BOS
+/// `wrap` from the text folder's, for each of `layouts` its tensors under `lm` in place of
+/// `model.` and its head under `head` before `lm_head.`, beside a vision tower under
+/// `vision`. It must read as the same model as the text folder (but for the BOS
 /// id, `bos` where the wrapper's text config class has a default), and a missing tensor be
 /// named as the folder names it. `kiln info` says it is a multimodal folder's language model.
 fn check_multimodal(
     tag: &str,
     tc: &TinyConfig,
     wrap: impl Fn(serde_json::Value) -> serde_json::Value,
-    layouts: &[(&str, &str)],
+    layouts: &[(&str, &str, &str)],
     bos: Option<u32>,
 ) {
     let dir = tmp(tag);
@@ -305,11 +306,13 @@ fn check_multimodal(
     let text_config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     std::fs::write(dir.join("config.json"), wrap(text_config).to_string()).unwrap();
-    for &(lm, vision) in layouts {
+    for &(lm, head, vision) in layouts {
         let mut renamed: Vec<_> = (tensors.iter().cloned())
             .map(|mut t| {
                 if let Some(rest) = t.name.strip_prefix("model.") {
                     t.name = format!("{lm}{rest}");
+                } else if t.name.starts_with("lm_head.") {
+                    t.name = format!("{head}{}", t.name);
                 }
                 t
             })
@@ -372,8 +375,12 @@ fn multimodal_gemma3_folders_load_their_language_model() {
         })
     };
     let layouts = [
-        ("language_model.model.", "vision_tower.vision_model."),
-        ("model.language_model.", "model.vision_tower.vision_model."),
+        ("language_model.model.", "", "vision_tower.vision_model."),
+        (
+            "model.language_model.",
+            "",
+            "model.vision_tower.vision_model.",
+        ),
     ];
     check_multimodal("gemma3-mm", &TinyConfig::gemma3(), wrap, &layouts, Some(2));
 }
@@ -391,8 +398,14 @@ fn multimodal_qwen_folders_load_their_language_model() {
         text["vision_config"] = serde_json::json!({"depth": 1, "hidden_size": 4});
         text
     };
-    let layouts = [("model.", "visual.")];
-    check_multimodal("qwen25vl-mm", &TinyConfig::qwen2(), wrap, &layouts, None);
+    let layouts = [("model.", "", "visual.")];
+    check_multimodal(
+        "qwen25vl-mm",
+        &TinyConfig::qwen2(),
+        wrap,
+        &layouts,
+        Some(151643),
+    );
     let wrap = |mut text: serde_json::Value| {
         text["model_type"] = "qwen3_vl_text".into();
         text["rope_scaling"] = serde_json::json!({"mrope_interleaved": true,
@@ -402,6 +415,41 @@ fn multimodal_qwen_folders_load_their_language_model() {
             "text_config": text, "vision_config": {"depth": 1, "hidden_size": 4},
         })
     };
-    let layouts = [("model.language_model.", "model.visual.")];
+    let layouts = [("model.language_model.", "", "model.visual.")];
     check_multimodal("qwen3vl-mm", &TinyConfig::qwen3(), wrap, &layouts, None);
+}
+
+/// Mistral 3's multimodal folders (`mistral3`: Mistral Small 3.1 and 3.2): Mistral's layer
+/// under `language_model.model.*`, its untied head under `language_model.lm_head.*`, beside
+/// `vision_tower.*` (and transformers 5's layout); a text config of another kind
+/// (Ministral 3's) or none is refused by name.
+#[test]
+fn multimodal_mistral3_folders_load_their_language_model() {
+    let wrap = |mut text: serde_json::Value| {
+        text["model_type"] = "mistral".into();
+        serde_json::json!({
+            "architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3",
+            "text_config": text, "vision_config": {"model_type": "pixtral", "hidden_size": 4},
+        })
+    };
+    let layouts = [
+        ("language_model.model.", "language_model.", "vision_tower."),
+        ("model.language_model.", "", "model.vision_tower."),
+    ];
+    let tc = TinyConfig {
+        tie_word_embeddings: false,
+        ..TinyConfig::default()
+    };
+    check_multimodal("mistral3-mm", &tc, wrap, &layouts, Some(1));
+    let parse = |v: serde_json::Value| {
+        kiln_model::ModelConfig::from_hf_json(&v.to_string(), "config.json")
+            .expect_err("must fail")
+            .to_string()
+    };
+    let ministral = serde_json::json!({"model_type": "mistral3",
+        "text_config": {"model_type": "ministral3", "hidden_size": 64}});
+    let e = parse(ministral);
+    assert!(e.contains("mistral3") && e.contains("ministral3"), "{e}");
+    let e = parse(serde_json::json!({"model_type": "mistral3"}));
+    assert!(e.contains("no text_config"), "{e}");
 }

@@ -92,7 +92,8 @@ pub enum Architecture {
     /// (`wqkv`, each KV group's queries, key and value together), apart in GGUF files
     /// (`models::internlm2`).
     InternLm2,
-    /// OLMo (OLMo 1B and 7B, OLMo 1.7): Llama's attention and gated MLP, each on a LayerNorm
+    /// OLMo (OLMo 1B and 7B; not OLMo 1.7, whose q, k and v are clipped): Llama's attention
+    /// and gated MLP, each on a LayerNorm
     /// without gain or bias (`models::olmo`).
     Olmo,
     /// EXAONE 3.0 and 3.5 (2.4B, 7.8B, 32B; EXAONE Deep): Llama's layer under GPT-2-like names

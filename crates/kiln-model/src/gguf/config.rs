@@ -162,7 +162,7 @@ pub(crate) fn config_from_meta(
             format!("{a} without {a}.attention.sliding_window"),
         ));
     }
-    // MPT's clipping of q, k and v, which kiln does not run.
+    // Clipping of q, k and v (MPT's, OLMo 1.7's), which kiln does not run.
     if let Some(c) = meta.f64(&format!("{a}.attention.clamp_kqv")) {
         return Err(ModelError::Unsupported {
             file: meta.file.into(),

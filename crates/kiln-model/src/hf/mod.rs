@@ -12,7 +12,7 @@ mod tokenizer;
 
 use tokenizer::{read_tokenizer, token_string};
 
-use crate::hf_config::multimodal::{VISION, is_wrapper};
+use crate::hf_config::multimodal::VISION;
 use crate::hf_config::token_id_list;
 use crate::storage::{Storage, read_text};
 use crate::{
@@ -118,6 +118,9 @@ fn language_model_names(weights: &mut Weights) {
     else {
         return;
     };
+    let head_stored = names
+        .iter()
+        .any(|n| n.starts_with("language_model.lm_head."));
     let rename = |n: &str| {
         (PREFIXES.iter()).find_map(|(from, to)| Some(format!("{to}{}", n.strip_prefix(from)?)))
     };
@@ -126,9 +129,7 @@ fn language_model_names(weights: &mut Weights) {
         Box::new(
             move |n| match (n.strip_prefix("model."), n.starts_with("lm_head.")) {
                 (Some(rest), _) => Some(format!("{stored}{rest}")),
-                (None, true) if stored == "language_model.model." => {
-                    Some(format!("language_model.{n}"))
-                }
+                (None, true) if head_stored => Some(format!("language_model.{n}")),
                 _ => None,
             },
         ),
@@ -140,12 +141,7 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
     if !files.exists("config.json") {
         return Err(files.missing("config.json"));
     }
-    let config_text = files.text("config.json")?;
-    let mut config = ModelConfig::from_hf_json(&config_text, &cfg_label)?;
-    let multimodal = serde_json::from_str::<Value>(&config_text)
-        .ok()
-        .and_then(|v| v.get("model_type")?.as_str().map(is_wrapper))
-        .unwrap_or(false);
+    let mut config = ModelConfig::from_hf_json(&files.text("config.json")?, &cfg_label)?;
     if let Some(gen_cfg) = files.optional_json("generation_config.json")? {
         config.merge_eos(token_id_list(gen_cfg.get("eos_token_id")));
         config.generation = crate::GenerationDefaults::from_hf_json(&gen_cfg);
@@ -196,7 +192,7 @@ pub(crate) fn load(mut files: Files) -> Result<Loaded, ModelError> {
         let storage = files.storage(shard)?;
         safetensors::index_file(&mut weights, storage, &files.label(shard))?;
     }
-    if multimodal {
+    if config.text_model_of.is_some() {
         language_model_names(&mut weights);
     }
     // GPT-NeoX's, Falcon's, GPT-2's, StarCoder's and BLOOM's folders name their tensors their

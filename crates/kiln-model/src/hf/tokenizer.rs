@@ -40,10 +40,29 @@ pub(super) fn read_tokenizer(
         }
     })
     .collect::<Result<Vec<_>, _>>()?;
-    let add_bos = tok_cfg.get("add_bos_token").and_then(Value::as_bool) != Some(false);
+    // What Hugging Face's SentencePiece tokenizers may be told that kiln's reading does not
+    // run: no space prefix on text after an added token (`legacy` false), EOS after the text.
+    let flag = |key: &str| tok_cfg.get(key).and_then(Value::as_bool);
+    for (key, set, what) in [
+        (
+            "legacy",
+            false,
+            "text after an added token read without a space prefix",
+        ),
+        ("add_eos_token", true, "EOS added after the text"),
+    ] {
+        if flag(key) == Some(set) {
+            return Err(ModelError::Unsupported {
+                file: label.clone(),
+                reason: format!("a SentencePiece tokenizer.model with {what} ({key} {set})"),
+            });
+        }
+    }
+    let add_bos = flag("add_bos_token") != Some(false);
     crate::tokenizer::sentencepiece::from_model_bytes(
         &files.bytes("tokenizer.model")?,
         &added,
+        &label,
         add_bos,
         bos,
         &files.label("tokenizer.model"),

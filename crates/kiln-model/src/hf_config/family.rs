@@ -284,10 +284,20 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
     {
         o.remove("rope_scaling");
     }
+    // EXAONE 3's class's defaults where its config leaves them out (its RoPE base's too,
+    // unless `rope_parameters` give one).
+    if architecture == Architecture::Exaone {
+        o.entry("num_key_value_heads").or_insert(Value::from(8));
+        o.entry("max_position_embeddings")
+            .or_insert(Value::from(4096));
+        if !o.contains_key("rope_parameters") {
+            o.entry("rope_theta").or_insert(Value::from(500_000.0));
+        }
+    }
     if architecture == Architecture::GptJ {
         o.entry("hidden_act").or_insert(Value::from("gelu_new"));
         // The dimensions of each head that turn: 64 unless given (its configuration class's);
-        // `null` turns all of them.
+        // `null` (with one head: refused with more) turns all of them.
         let rotary = match o.get("rotary_dim") {
             None => Some(64),
             Some(r) => r.as_u64(),

@@ -23,7 +23,7 @@ impl ModelConfig {
         let text_model_of = (v.get("model_type").and_then(Value::as_str))
             .filter(|t| multimodal::is_wrapper(t))
             .map(str::to_string);
-        let v = multimodal::language_model(v);
+        let v = multimodal::language_model(v, file)?;
         let model_type = (v.get("model_type").and_then(Value::as_str))
             .unwrap_or("<missing model_type>")
             .to_string();

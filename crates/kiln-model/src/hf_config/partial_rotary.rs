@@ -9,8 +9,10 @@ use crate::config::Architecture;
 
 /// The dimensions of a head of `head_dim` that turn, where fewer than all of them do.
 ///
-/// Phi-3's and GLM-4's code turns the first `factor * head_dim` dimensions of a head
-/// (Phi-4-mini; GLM-4's half unless the config says); the other families' turn all of them.
+/// The code of the families [`Architecture::partial_rotary`] names turns the first
+/// `factor * head_dim` dimensions of a head (Phi-4-mini's; GLM-4's, Nemotron's and Phi-2's
+/// half unless the config says; StableLM's and GPT-NeoX's quarter; GPT-J's `rotary_dim`,
+/// made a factor when its keys are read); the other families' turn all of them.
 /// Transformers 5 also writes the factor into `rope_parameters`.
 pub(super) fn partial_rotary_dim(
     v: &Value,

@@ -90,6 +90,18 @@ pub(super) fn refuse_unrun(
     if architecture == Architecture::Mpt {
         family::mpt_attention(v, file)?;
     }
+    // GPT-J's `rotary_dim` must be a whole number of dimensions; `null` (a table as wide as
+    // the hidden size, which transformers' code runs only with one head) is refused with more.
+    if architecture == Architecture::GptJ
+        && let Some(r) = v.get("rotary_dim")
+        && !r.is_u64()
+        && !(r.is_null() && v.get("n_head").and_then(Value::as_u64) == Some(1))
+    {
+        return Err(ModelError::Unsupported {
+            file: file.into(),
+            reason: format!("GPT-J with rotary_dim {r}"),
+        });
+    }
     if architecture.layer_norm() && !qk_layer_norm && flag("use_qk_norm") {
         return Err(ModelError::Unsupported {
             file: file.into(),

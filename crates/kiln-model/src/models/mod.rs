@@ -38,7 +38,7 @@ mod names;
 mod native_names;
 mod nemotron;
 mod normed;
-mod olmo;
+pub(crate) mod olmo;
 mod olmo2;
 mod olmoe;
 mod phi2;

@@ -1,5 +1,5 @@
-//! GPT-NeoX, Falcon, GPT-2, StarCoder, BLOOM, MPT, GPT-J and InternLM2 as their Hugging Face
-//! folders hold them: the tensors under the family's own names
+//! GPT-NeoX, Falcon, GPT-2, StarCoder, BLOOM, MPT, GPT-J, InternLM2 and EXAONE 3 as their
+//! Hugging Face folders hold them: the tensors under the family's own names
 //! (`gpt_neox.layers.N.attention.query_key_value`, `transformer.h.N.ln_attn`,
 //! `transformer.wpe`, `model.layers.N.attention.wqkv`, ...), q, k and v rows by head or by
 //! group in `query_key_value` and `wqkv`, GPT-2's products transposed (`Conv1D`), and the

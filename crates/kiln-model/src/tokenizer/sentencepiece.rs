@@ -49,6 +49,8 @@ struct TrainerSpec {
 struct NormalizerSpec {
     #[prost(string, optional, tag = "1")]
     name: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    precompiled_charsmap: Option<Vec<u8>>,
     #[prost(bool, optional, tag = "3")]
     add_dummy_prefix: Option<bool>,
     #[prost(bool, optional, tag = "4")]
@@ -58,12 +60,14 @@ struct NormalizerSpec {
 }
 
 /// The tokenizer of the `tokenizer.model` `bytes` (`file` names it in errors), with the
-/// `added` tokens (id, content, special) a folder's `tokenizer_config.json` declares: pieces of
-/// the model (the id its content has there) or ids past it. With `add_bos`, encoding with
-/// special tokens starts with BOS: `bos`, or the file's own BOS piece.
+/// `added` tokens (id, content, special) the file `added_from` (a folder's
+/// `tokenizer_config.json`) declares: pieces of the model (the id its content has there) or
+/// ids past it. With `add_bos`, encoding with special tokens starts with BOS: `bos`, or the
+/// file's own BOS piece.
 pub(crate) fn from_model_bytes(
     bytes: &[u8],
     added: &[(u32, String, bool)],
+    added_from: &str,
     add_bos: bool,
     bos: Option<u32>,
     file: &str,
@@ -83,8 +87,14 @@ pub(crate) fn from_model_bytes(
         1 => return refuse("a unigram model (model_type UNIGRAM)".into()),
         t => return refuse(format!("model_type {t} (only BPE is read)")),
     }
+    let charsmap = norm
+        .precompiled_charsmap
+        .as_ref()
+        .is_some_and(|m| !m.is_empty());
     match norm.name.as_deref() {
-        None | Some("identity") => {}
+        Some("identity") => {}
+        None if !charsmap => {}
+        None => return refuse("normalization rules (precompiled_charsmap)".into()),
         Some(rule) => return refuse(format!("the normalization rule \"{rule}\"")),
     }
     for (set, what) in [
@@ -125,9 +135,10 @@ pub(crate) fn from_model_bytes(
             || (at.is_none() && (*id as usize) < tokens.len())
         {
             return Err(ModelError::tokenizer(
-                file,
+                added_from,
                 format!(
-                    "added token \"{content}\" is given id {id}, which the model's pieces do not give it"
+                    "added token \"{content}\" is given id {id}, which {file}'s pieces do not \
+                     give it"
                 ),
             ));
         }

@@ -417,4 +417,16 @@ fn exaone_config() {
     );
     assert!(matches!(c.rope_scaling, Some(RopeScaling::Llama3(_))));
     assert!(c.tie_word_embeddings && !c.attention_bias);
+    // Its class's defaults where a config leaves them out.
+    let mut sparse = cfg.clone();
+    for key in [
+        "rope_theta",
+        "num_key_value_heads",
+        "max_position_embeddings",
+    ] {
+        sparse.as_object_mut().unwrap().remove(key);
+    }
+    let c = ModelConfig::from_hf_json(&sparse.to_string(), "config.json").unwrap();
+    assert_eq!((c.rope_theta, c.num_kv_heads), (500_000.0, 8));
+    assert_eq!(c.max_position_embeddings, 4096);
 }

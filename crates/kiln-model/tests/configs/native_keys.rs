@@ -293,7 +293,8 @@ fn mpt_config() {
 }
 
 /// GPT-J-6B's config.json: GPT-2's names of the sizes, `gelu_new`, 64 of each head's 256
-/// dimensions turning (`rotary_dim`, 64 unless given; `null`: all of them), no biases on q,
+/// dimensions turning (`rotary_dim`, 64 unless given; `null` with several heads, or not a
+/// whole number, refused), no biases on q,
 /// k or v, an untied LM head, the MLP four times as wide as the hidden size unless `n_inner`
 /// says; llama.cpp writes no GPT-J files, and a GGUF file naming `gptj` is refused by name.
 #[test]
@@ -326,10 +327,16 @@ fn gptj_config() {
         with("rotary_dim", serde_json::json!(32)).partial_rotary_dim,
         Some(32)
     );
-    assert_eq!(
-        with("rotary_dim", serde_json::Value::Null).partial_rotary_dim,
-        None
-    );
+    for bad in [
+        serde_json::Value::Null,
+        serde_json::json!(64.5),
+        serde_json::json!("64"),
+    ] {
+        let mut other = cfg.clone();
+        other["rotary_dim"] = bad.clone();
+        let e = parse(&other).unwrap_err().to_string();
+        assert!(e.contains("rotary_dim"), "{bad}: {e}");
+    }
     assert_eq!(
         with("n_inner", serde_json::json!(8192)).intermediate_size,
         8192
