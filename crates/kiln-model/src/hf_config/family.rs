@@ -199,7 +199,8 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("activation", "hidden_act"),
             ("layer_norm_epsilon", "layer_norm_eps"),
         ],
-        Architecture::Gpt2 | Architecture::Starcoder => &[
+        // (GPT-J names them as GPT-2 does.)
+        Architecture::Gpt2 | Architecture::Starcoder | Architecture::GptJ => &[
             ("n_embd", "hidden_size"),
             ("n_head", "num_attention_heads"),
             ("n_layer", "num_hidden_layers"),
@@ -219,15 +220,6 @@ pub(super) fn common_keys(mut v: Value, architecture: Architecture) -> Value {
             ("num_layers", "num_hidden_layers"),
             ("layer_norm_epsilon", "rms_norm_eps"),
             ("activation_function", "hidden_act"),
-        ],
-        Architecture::GptJ => &[
-            ("n_embd", "hidden_size"),
-            ("n_head", "num_attention_heads"),
-            ("n_layer", "num_hidden_layers"),
-            ("n_positions", "max_position_embeddings"),
-            ("n_inner", "intermediate_size"),
-            ("activation_function", "hidden_act"),
-            ("layer_norm_epsilon", "layer_norm_eps"),
         ],
         Architecture::Bloom => &[
             ("n_embed", "hidden_size"),
